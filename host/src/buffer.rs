@@ -1,0 +1,137 @@
+//! Typed device buffers: HBM on a GPU, checked host memory in the emulator.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, ValidAsZeroBits};
+use kernels::cuda::GlobalPtr;
+
+use crate::emu::Emulator;
+
+/// A type that can live in a device buffer and be passed to kernels.
+pub trait Element:
+    Copy + Default + Send + Sync + DeviceRepr + ValidAsZeroBits + std::fmt::Debug + 'static
+{
+}
+impl Element for f32 {}
+impl Element for f64 {}
+impl Element for u32 {}
+impl Element for i32 {}
+impl Element for half::f16 {}
+impl Element for half::bf16 {}
+
+/// The device allocations' alignment: `cudaMalloc` returns 256-byte aligned addresses, and the
+/// emulator does the same so that vectorised kernels see the same alignment on both.
+const ALIGN: usize = 256;
+
+pub(crate) enum Storage<T: Element> {
+    Emulated {
+        ptr: NonNull<T>,
+        layout: Layout,
+        emu: Arc<Emulator>,
+    },
+    Cuda(CudaSlice<T>),
+}
+
+/// `len` elements of `T` in device memory.
+pub struct DeviceBuffer<T: Element> {
+    len: usize,
+    pub(crate) storage: Storage<T>,
+}
+
+// SAFETY: the emulated storage is a uniquely owned allocation, like a Vec.
+unsafe impl<T: Element> Send for DeviceBuffer<T> {}
+// SAFETY: shared access only reads through the pointer or hands it to a kernel launch.
+unsafe impl<T: Element> Sync for DeviceBuffer<T> {}
+
+impl<T: Element> DeviceBuffer<T> {
+    pub(crate) fn emulated(emu: &Arc<Emulator>, len: usize) -> Self {
+        let bytes = (len * size_of::<T>()).max(1);
+        let layout =
+            Layout::from_size_align(bytes, ALIGN.max(align_of::<T>())).expect("buffer layout");
+        // SAFETY: non-zero size; zeroed bytes are a valid T (ValidAsZeroBits).
+        let raw = unsafe { alloc_zeroed(layout) };
+        let ptr =
+            NonNull::new(raw.cast::<T>()).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        emu.register(ptr.as_ptr() as usize, len * size_of::<T>());
+        Self {
+            len,
+            storage: Storage::Emulated {
+                ptr,
+                layout,
+                emu: emu.clone(),
+            },
+        }
+    }
+
+    pub(crate) fn cuda(slice: CudaSlice<T>) -> Self {
+        Self {
+            len: slice.len(),
+            storage: Storage::Cuda(slice),
+        }
+    }
+
+    /// A zero-length buffer still owns a one-element allocation (the driver refuses size 0).
+    pub(crate) fn set_len(&mut self, len: usize) {
+        self.len = len;
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> u64 {
+        (self.len * size_of::<T>()) as u64
+    }
+
+    /// The device address, as a kernel argument.
+    pub fn ptr(&self) -> GlobalPtr<T> {
+        match &self.storage {
+            Storage::Emulated { ptr, .. } => GlobalPtr::from_raw(ptr.as_ptr()),
+            Storage::Cuda(slice) => {
+                let (addr, _sync) = slice.device_ptr(slice.stream());
+                GlobalPtr::from_raw(addr as usize as *mut T)
+            }
+        }
+    }
+
+    /// The emulated contents, read in place.
+    pub(crate) fn host_slice(&self) -> Option<&[T]> {
+        match &self.storage {
+            // SAFETY: `len` initialised elements; no launch runs while `&self` is borrowed here,
+            // since launches are synchronous in the emulator.
+            Storage::Emulated { ptr, .. } => {
+                Some(unsafe { std::slice::from_raw_parts(ptr.as_ptr(), self.len) })
+            }
+            Storage::Cuda(_) => None,
+        }
+    }
+
+    pub(crate) fn host_slice_mut(&mut self) -> Option<&mut [T]> {
+        match &mut self.storage {
+            // SAFETY: as for `host_slice`, with unique access through `&mut self`.
+            Storage::Emulated { ptr, .. } => {
+                Some(unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), self.len) })
+            }
+            Storage::Cuda(_) => None,
+        }
+    }
+}
+
+impl<T: Element> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        if let Storage::Emulated { ptr, layout, emu } = &self.storage {
+            emu.unregister(ptr.as_ptr() as usize);
+            // SAFETY: allocated in `emulated` with this layout.
+            unsafe { dealloc(ptr.as_ptr().cast(), *layout) };
+        }
+    }
+}

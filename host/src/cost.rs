@@ -1,0 +1,150 @@
+//! Cost models and the roofline: what a kernel must move and compute, and what a timing means.
+//!
+//! Every kernel declares a [`Cost`]: the bytes it must move across the HBM boundary and the
+//! FLOPs it does. The emulator's counters check the declaration (tests/cost_models.rs), and a
+//! timing turns it into GB/s, TFLOP/s and a fraction of the roofline bound
+//! `max(bytes / bandwidth, flops / peak)`.
+
+use serde::Serialize;
+
+use crate::specs::GpuSpec;
+
+/// Which arithmetic units a kernel's FLOPs run on, and so which peak bounds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ComputeUnit {
+    /// f32 FMA on CUDA cores.
+    CudaCoreF32,
+    /// 16-bit inputs on tensor cores with f32 accumulation (bf16/f16 `mma`).
+    TensorCore16,
+}
+
+/// A kernel's declared cost for one launch (or one multi-kernel operation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Cost {
+    /// Bytes read from HBM.
+    pub bytes_read: u64,
+    /// Bytes written to HBM.
+    pub bytes_written: u64,
+    /// Floating-point operations.
+    pub flops: u64,
+    /// Where the FLOPs run.
+    pub unit: ComputeUnit,
+}
+
+impl Cost {
+    /// Total HBM traffic.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_read + self.bytes_written
+    }
+
+    /// FLOPs per HBM byte.
+    pub fn intensity(&self) -> f64 {
+        self.flops as f64 / self.bytes().max(1) as f64
+    }
+
+    /// The sum of two kernels' costs (e.g. the three launches of naive softmax).
+    pub fn plus(self, other: Cost) -> Cost {
+        Cost {
+            bytes_read: self.bytes_read + other.bytes_read,
+            bytes_written: self.bytes_written + other.bytes_written,
+            flops: self.flops + other.flops,
+            unit: self.unit,
+        }
+    }
+}
+
+/// Which roof a kernel sits under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Bound {
+    /// Intensity below the ridge: limited by HBM bandwidth.
+    Memory,
+    /// Intensity above the ridge: limited by arithmetic.
+    Compute,
+}
+
+/// A timing (measured or modelled) read against the roofline of one device.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Roofline {
+    /// Seconds per run.
+    pub seconds: f64,
+    /// Achieved HBM bandwidth, bytes/s.
+    pub bytes_per_second: f64,
+    /// Achieved FLOP/s.
+    pub flops_per_second: f64,
+    /// FLOPs per HBM byte.
+    pub intensity: f64,
+    /// Memory- or compute-bound on this device.
+    pub bound: Bound,
+    /// The roofline's lower bound on the time.
+    pub bound_seconds: f64,
+    /// `bound_seconds / seconds`: 1.0 is on the roof.
+    pub fraction_of_roofline: f64,
+}
+
+impl Roofline {
+    /// Reads `seconds` for `cost` against `gpu`.
+    pub fn new(cost: &Cost, gpu: &GpuSpec, seconds: f64) -> Self {
+        let memory_time = cost.bytes() as f64 / gpu.hbm_bandwidth;
+        let compute_time = cost.flops as f64 / gpu.peak_flops(cost.unit);
+        let bound_seconds = memory_time.max(compute_time);
+        Self {
+            seconds,
+            bytes_per_second: cost.bytes() as f64 / seconds,
+            flops_per_second: cost.flops as f64 / seconds,
+            intensity: cost.intensity(),
+            bound: if cost.intensity() < gpu.ridge(cost.unit) {
+                Bound::Memory
+            } else {
+                Bound::Compute
+            },
+            bound_seconds,
+            fraction_of_roofline: bound_seconds / seconds,
+        }
+    }
+
+    /// The modelled figure: the kernel running exactly at the roofline bound.
+    pub fn modelled(cost: &Cost, gpu: &GpuSpec) -> Self {
+        let memory_time = cost.bytes() as f64 / gpu.hbm_bandwidth;
+        let compute_time = cost.flops as f64 / gpu.peak_flops(cost.unit);
+        Self::new(cost, gpu, memory_time.max(compute_time))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> &'static GpuSpec {
+        GpuSpec::find("h100").unwrap()
+    }
+
+    #[test]
+    fn f16_add_is_memory_bound_at_a_sixth_of_a_flop_per_byte() {
+        let n = 1 << 20;
+        let cost = Cost {
+            bytes_read: 4 * n,
+            bytes_written: 2 * n,
+            flops: n,
+            unit: ComputeUnit::CudaCoreF32,
+        };
+        assert!((cost.intensity() - 1.0 / 6.0).abs() < 1e-12);
+        let r = Roofline::modelled(&cost, spec());
+        assert_eq!(r.bound, Bound::Memory);
+        assert!((r.bytes_per_second - spec().hbm_bandwidth).abs() < 1.0);
+        assert!((r.fraction_of_roofline - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_run_twice_the_bound_is_half_the_roofline() {
+        let cost = Cost {
+            bytes_read: 1 << 30,
+            bytes_written: 0,
+            flops: 1 << 50,
+            unit: ComputeUnit::TensorCore16,
+        };
+        let bound = Roofline::modelled(&cost, spec());
+        assert_eq!(bound.bound, Bound::Compute);
+        let slow = Roofline::new(&cost, spec(), 2.0 * bound.seconds);
+        assert!((slow.fraction_of_roofline - 0.5).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,420 @@
+//! One block: its threads as coroutines, the scheduler, and the [`Gpu`] they call into.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::panic::{AssertUnwindSafe, Location, catch_unwind, resume_unwind};
+
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use kernels::cuda::emu::{self, Access, Collective, Gpu, Position};
+
+use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+use super::shared::{Conflict, SharedArena};
+use super::{LaunchCounters, Region, warp};
+use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
+
+/// Stack per simulated thread. Kernels keep their registers in locals, so this bounds how large a
+/// per-thread tile (an attention row's accumulator, say) can be; 256 KiB is far above any real
+/// kernel's register budget and costs only address space until touched.
+const STACK_BYTES: usize = 256 * 1024;
+/// How many threads of each kind an error report names.
+const REPORT: usize = 4;
+
+/// Everything the blocks of one launch share.
+pub(super) struct Launch<'k> {
+    pub name: &'static str,
+    pub cfg: LaunchConfig,
+    /// Live global allocations, sorted by start.
+    pub regions: Vec<Region>,
+    pub limits: DeviceLimits,
+    pub kernel: &'k (dyn Fn() + Sync),
+}
+
+thread_local! {
+    /// Coroutine stacks, reused block after block on this OS thread.
+    static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
+    /// Shared-memory arena, reused likewise.
+    static ARENA: RefCell<Option<Box<SharedArena>>> = const { RefCell::new(None) };
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum State {
+    Runnable,
+    AtBarrier(&'static Location<'static>),
+    AtCollective,
+    Done,
+}
+
+/// A lane's half of a warp-collective instruction, waiting for the other lanes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pending {
+    pub mask: u32,
+    pub op: Collective,
+    pub site: &'static Location<'static>,
+}
+
+/// Why a simulated thread stopped early: carried by unwinding out of the kernel code.
+struct Fault(EmuErrorKind);
+
+type ThreadResult = Result<(), Box<dyn Any + Send>>;
+/// One simulated thread.
+type Thread<'s> = Coroutine<(), (), ThreadResult, &'s mut DefaultStack>;
+
+pub(super) struct Block<'a> {
+    pub launch: &'a Launch<'a>,
+    pub block: Dim3,
+    pub threads: usize,
+    current: Cell<usize>,
+    yielders: Vec<Cell<*const Yielder<(), ()>>>,
+    pub states: RefCell<Vec<State>>,
+    pub pending: RefCell<Vec<Option<Pending>>>,
+    pub results: RefCell<Vec<[u32; 4]>>,
+    pub arena: RefCell<Box<SharedArena>>,
+    pub counters: RefCell<LaunchCounters>,
+}
+
+/// Runs every thread of `block` to completion, or to the first bug.
+pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<LaunchCounters, Box<EmuError>> {
+    let threads = launch.cfg.block.volume() as usize;
+    let mut arena = ARENA.with(|a| a.borrow_mut().take()).unwrap_or_default();
+    arena.begin_block(launch.cfg.shared_mem_bytes as usize);
+    let blk = Block {
+        launch,
+        block,
+        threads,
+        current: Cell::new(0),
+        yielders: (0..threads).map(|_| Cell::new(std::ptr::null())).collect(),
+        states: RefCell::new(vec![State::Runnable; threads]),
+        pending: RefCell::new(vec![None; threads]),
+        results: RefCell::new(vec![[0; 4]; threads]),
+        arena: RefCell::new(arena),
+        counters: RefCell::new(LaunchCounters::default()),
+    };
+    let outcome = STACKS.with(|stacks| {
+        let mut stacks = stacks.borrow_mut();
+        while stacks.len() < threads {
+            stacks.push(
+                DefaultStack::new(STACK_BYTES)
+                    .expect("cannot map a coroutine stack for a simulated thread"),
+            );
+        }
+        let blk = &blk;
+        let mut coroutines: Vec<Thread> = stacks[..threads]
+            .iter_mut()
+            .enumerate()
+            .map(|(t, stack)| {
+                let body = move |yielder: &Yielder<(), ()>, ()| {
+                    blk.yielders[t].set(yielder);
+                    catch_unwind(AssertUnwindSafe(blk.launch.kernel))
+                };
+                // SAFETY: the coroutine borrows `blk` and a stack of this scope, and is dropped
+                // (unwinding it if suspended) before the end of the scope, below.
+                unsafe { Coroutine::with_stack_unchecked(stack, body) }
+            })
+            .collect();
+        let outcome = blk.schedule(&mut coroutines);
+        emu::leave();
+        // Dropping a suspended coroutine unwinds its stack (after an error, the other threads).
+        drop(coroutines);
+        outcome
+    });
+    let Block {
+        arena, counters, ..
+    } = blk;
+    ARENA.with(|a| *a.borrow_mut() = Some(arena.into_inner()));
+    outcome.map(|()| counters.into_inner()).map_err(|kind| {
+        Box::new(EmuError {
+            kernel: launch.name,
+            block,
+            kind,
+        })
+    })
+}
+
+impl Block<'_> {
+    /// `threadIdx` of linear thread `t`.
+    pub fn thread_dim3(&self, t: usize) -> Dim3 {
+        let b = self.launch.cfg.block;
+        let (x, y) = (b.x as usize, b.y as usize);
+        Dim3 {
+            x: (t % x) as u32,
+            y: (t / x % y) as u32,
+            z: (t / (x * y)) as u32,
+        }
+    }
+
+    /// Ends the running thread with a bug report.
+    pub fn fail(&self, kind: EmuErrorKind) -> ! {
+        resume_unwind(Box::new(Fault(kind)))
+    }
+
+    fn by(&self, access: Access, site: &'static Location<'static>) -> ThreadAccess {
+        ThreadAccess {
+            thread: self.thread_dim3(self.current.get()),
+            access,
+            site,
+        }
+    }
+
+    fn suspend(&self, state: State) {
+        let t = self.current.get();
+        self.states.borrow_mut()[t] = state;
+        // SAFETY: set by this thread's coroutine on entry; valid while it runs.
+        let yielder = unsafe { &*self.yielders[t].get() };
+        yielder.suspend(());
+    }
+
+    /// Round-robin until every thread is done: run each runnable thread until it blocks, then
+    /// complete whatever can complete (warp collectives, the barrier), or report why nothing can.
+    fn schedule(&self, coroutines: &mut [Thread]) -> Result<(), EmuErrorKind> {
+        loop {
+            for (t, co) in coroutines.iter_mut().enumerate() {
+                if self.states.borrow()[t] != State::Runnable {
+                    continue;
+                }
+                self.current.set(t);
+                // SAFETY: `self` outlives the resume; `leave` runs before it is dropped.
+                unsafe { emu::enter(self) };
+                match co.resume(()) {
+                    CoroutineResult::Yield(()) => {}
+                    CoroutineResult::Return(Ok(())) => self.states.borrow_mut()[t] = State::Done,
+                    CoroutineResult::Return(Err(payload)) => {
+                        return Err(self.panic_kind(t, payload));
+                    }
+                }
+            }
+            if warp::complete_collectives(self)? {
+                continue;
+            }
+            let states = self.states.borrow();
+            if states.iter().all(|s| *s == State::Done) {
+                return Ok(());
+            }
+            self.release_barrier(&states)?;
+            drop(states);
+            self.states.borrow_mut().fill(State::Runnable);
+        }
+    }
+
+    /// Every thread is blocked and no collective can complete: the barrier releases if every
+    /// thread waits at the same one, and anything else is divergence.
+    fn release_barrier(&self, states: &[State]) -> Result<(), EmuErrorKind> {
+        let first_site = states.iter().find_map(|s| match s {
+            State::AtBarrier(site) => Some(*site),
+            _ => None,
+        });
+        let agreed = first_site.filter(|site| states.iter().all(|s| *s == State::AtBarrier(site)));
+        if agreed.is_some() {
+            self.arena.borrow_mut().barrier();
+            self.counters.borrow_mut().barriers += 1;
+            return Ok(());
+        }
+        if let Some(kind) = warp::stuck_collective(self, states) {
+            return Err(kind);
+        }
+        let site = first_site.expect("blocked threads wait at a barrier or a collective");
+        let waiting = (0..states.len())
+            .filter(|&t| states[t] == State::AtBarrier(site))
+            .take(REPORT)
+            .map(|t| (self.thread_dim3(t), site))
+            .collect();
+        let elsewhere = (0..states.len())
+            .filter(|&t| states[t] != State::AtBarrier(site))
+            .take(REPORT)
+            .map(|t| {
+                let what = match states[t] {
+                    State::Done => "has exited".to_string(),
+                    State::AtBarrier(other) => format!("waits at a different barrier, {other}"),
+                    _ => "is blocked elsewhere".to_string(),
+                };
+                (self.thread_dim3(t), what)
+            })
+            .collect();
+        Err(EmuErrorKind::BarrierDivergence { waiting, elsewhere })
+    }
+
+    fn panic_kind(&self, t: usize, payload: Box<dyn Any + Send>) -> EmuErrorKind {
+        match payload.downcast::<Fault>() {
+            Ok(fault) => fault.0,
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "a panic with a non-text payload".into());
+                EmuErrorKind::Panic {
+                    thread: self.thread_dim3(t),
+                    message,
+                }
+            }
+        }
+    }
+
+    /// Alignment: a GPU faults on an access not aligned to its width.
+    fn aligned(
+        &self,
+        space: MemorySpace,
+        addr: usize,
+        bytes: usize,
+        by: ThreadAccess,
+    ) -> Result<(), EmuErrorKind> {
+        let align = 1usize << bytes.trailing_zeros().min(4);
+        if addr % align == 0 {
+            Ok(())
+        } else {
+            Err(EmuErrorKind::Misaligned {
+                space,
+                by,
+                addr,
+                bytes,
+            })
+        }
+    }
+
+    /// Checks and counts thread `t`'s access to shared memory: bounds, alignment, races, reads
+    /// of bytes never written. Used by the thread itself and, for `ldmatrix`, on a lane's behalf.
+    pub fn shared_check(
+        &self,
+        t: usize,
+        addr: usize,
+        bytes: usize,
+        access: Access,
+        site: &'static Location<'static>,
+    ) -> Result<(), EmuErrorKind> {
+        let by = ThreadAccess {
+            thread: self.thread_dim3(t),
+            access,
+            site,
+        };
+        self.aligned(MemorySpace::Shared, addr, bytes, by)?;
+        let mut arena = self.arena.borrow_mut();
+        let offset = arena
+            .offset_of(addr, bytes)
+            .ok_or(EmuErrorKind::OutOfBounds {
+                space: MemorySpace::Shared,
+                by,
+                addr,
+                bytes,
+            })?;
+        arena
+            .check(offset, bytes, t as u32, access, site)
+            .map_err(|conflict| match conflict {
+                Conflict::Race {
+                    offset,
+                    thread,
+                    access,
+                    site,
+                } => EmuErrorKind::SharedRace {
+                    offset,
+                    first: ThreadAccess {
+                        thread: self.thread_dim3(thread as usize),
+                        access,
+                        site,
+                    },
+                    second: by,
+                },
+                Conflict::Uninitialised { offset } => {
+                    EmuErrorKind::UninitializedShared { offset, by }
+                }
+            })?;
+        let mut c = self.counters.borrow_mut();
+        match access {
+            Access::Read => c.shared_read_bytes += bytes as u64,
+            Access::Write => c.shared_write_bytes += bytes as u64,
+        }
+        Ok(())
+    }
+}
+
+impl Gpu for Block<'_> {
+    fn position(&self) -> Position {
+        Position {
+            thread: self.thread_dim3(self.current.get()),
+            block: self.block,
+            block_dim: self.launch.cfg.block,
+            grid_dim: self.launch.cfg.grid,
+        }
+    }
+
+    fn sync_threads(&self, site: &'static Location<'static>) {
+        self.suspend(State::AtBarrier(site));
+    }
+
+    fn warp_collective(
+        &self,
+        mask: u32,
+        op: Collective,
+        site: &'static Location<'static>,
+    ) -> [u32; 4] {
+        let t = self.current.get();
+        let lane = t % 32;
+        if mask & (1 << lane) == 0 {
+            self.fail(EmuErrorKind::WarpCollective {
+                warp: (t / 32) as u32,
+                mask,
+                site,
+                detail: format!("lane {lane} executes it but is not in its own mask"),
+            });
+        }
+        self.pending.borrow_mut()[t] = Some(Pending { mask, op, site });
+        self.suspend(State::AtCollective);
+        self.results.borrow()[t]
+    }
+
+    fn global_access(
+        &self,
+        addr: usize,
+        bytes: usize,
+        access: Access,
+        site: &'static Location<'static>,
+    ) {
+        let by = self.by(access, site);
+        if let Err(kind) = self.aligned(MemorySpace::Global, addr, bytes, by) {
+            self.fail(kind);
+        }
+        let regions = &self.launch.regions;
+        let i = regions.partition_point(|r| r.start <= addr);
+        let inside = i > 0 && addr + bytes <= regions[i - 1].end;
+        if !inside {
+            self.fail(EmuErrorKind::OutOfBounds {
+                space: MemorySpace::Global,
+                by,
+                addr,
+                bytes,
+            });
+        }
+        let mut c = self.counters.borrow_mut();
+        match access {
+            Access::Read => c.global_read_bytes += bytes as u64,
+            Access::Write => c.global_write_bytes += bytes as u64,
+        }
+    }
+
+    fn shared_access(
+        &self,
+        addr: usize,
+        bytes: usize,
+        access: Access,
+        site: &'static Location<'static>,
+    ) {
+        if let Err(kind) = self.shared_check(self.current.get(), addr, bytes, access, site) {
+            self.fail(kind);
+        }
+    }
+
+    fn static_shared(&self, key: usize, bytes: usize, align: usize) -> *mut u8 {
+        let limit = self.launch.limits.max_shared_mem_per_block as usize;
+        let result = self.arena.borrow_mut().static_ptr(key, bytes, align, limit);
+        result.unwrap_or_else(|requested| {
+            self.fail(EmuErrorKind::SharedMemoryLimit { requested, limit })
+        })
+    }
+
+    fn dynamic_shared(&self) -> *mut u8 {
+        self.arena.borrow().dynamic_ptr()
+    }
+
+    fn count_flops(&self, n: u64) {
+        self.counters.borrow_mut().flops += n;
+    }
+}

@@ -1,0 +1,197 @@
+use std::fmt;
+use std::panic::Location;
+
+use kernels::cuda::emu::Access;
+
+use crate::launch::Dim3;
+
+/// Which memory an access went to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemorySpace {
+    /// Global memory (HBM).
+    Global,
+    /// The block's shared memory.
+    Shared,
+}
+
+/// One thread's access, as a race report shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadAccess {
+    /// `threadIdx` of the thread.
+    pub thread: Dim3,
+    /// Load or store.
+    pub access: Access,
+    /// Where in the kernel source.
+    pub site: &'static Location<'static>,
+}
+
+/// What went wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EmuErrorKind {
+    /// An access outside every allocation of its memory space.
+    OutOfBounds {
+        /// Global or shared.
+        space: MemorySpace,
+        /// Who, what, where.
+        by: ThreadAccess,
+        /// The address.
+        addr: usize,
+        /// Width of the access.
+        bytes: usize,
+    },
+    /// An access not aligned to its own width, which faults on a GPU.
+    Misaligned {
+        /// Global or shared.
+        space: MemorySpace,
+        /// Who, what, where.
+        by: ThreadAccess,
+        /// The address.
+        addr: usize,
+        /// Width of the access.
+        bytes: usize,
+    },
+    /// Two threads touched the same shared-memory byte between two barriers, one of them writing.
+    SharedRace {
+        /// Byte offset in the block's shared memory.
+        offset: usize,
+        /// The earlier access.
+        first: ThreadAccess,
+        /// The access that conflicts with it.
+        second: ThreadAccess,
+    },
+    /// A read of shared memory that no thread of the block has written.
+    UninitializedShared {
+        /// Byte offset in the block's shared memory.
+        offset: usize,
+        /// The read.
+        by: ThreadAccess,
+    },
+    /// Threads of one block wait at different barriers, or some wait while others have exited.
+    BarrierDivergence {
+        /// Threads waiting, with the barrier each waits at (first few).
+        waiting: Vec<(Dim3, &'static Location<'static>)>,
+        /// Threads that exited, or wait somewhere else (first few).
+        elsewhere: Vec<(Dim3, String)>,
+    },
+    /// A shuffle, `ldmatrix` or `mma` that not every lane in its mask executed.
+    WarpCollective {
+        /// Warp index in the block.
+        warp: u32,
+        /// The collective's mask.
+        mask: u32,
+        /// The instruction's site, from one lane that did execute it.
+        site: &'static Location<'static>,
+        /// What is wrong.
+        detail: String,
+    },
+    /// More shared memory than a block may have.
+    SharedMemoryLimit {
+        /// Bytes the block asked for, static and dynamic.
+        requested: usize,
+        /// The device's limit.
+        limit: usize,
+    },
+    /// The kernel itself panicked (an assertion, an arithmetic overflow, a slice index).
+    Panic {
+        /// The thread.
+        thread: Dim3,
+        /// The panic message.
+        message: String,
+    },
+}
+
+/// A bug the emulator found in a kernel, with where it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmuError {
+    /// The kernel's name.
+    pub kernel: &'static str,
+    /// `blockIdx` of the block.
+    pub block: Dim3,
+    /// The bug.
+    pub kind: EmuErrorKind,
+}
+
+impl std::error::Error for EmuError {}
+
+fn d(v: Dim3) -> String {
+    format!("({}, {}, {})", v.x, v.y, v.z)
+}
+
+fn access(a: &ThreadAccess) -> String {
+    let verb = match a.access {
+        Access::Read => "read",
+        Access::Write => "write",
+    };
+    format!("thread {} {verb} at {}", d(a.thread), a.site)
+}
+
+impl fmt::Display for EmuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kernel `{}`, block {}: ", self.kernel, d(self.block))?;
+        match &self.kind {
+            EmuErrorKind::OutOfBounds {
+                space,
+                by,
+                addr,
+                bytes,
+            } => write!(
+                f,
+                "out-of-bounds {space:?} memory access: {} of {bytes} bytes at address {addr:#x} lies outside every allocation",
+                access(by)
+            ),
+            EmuErrorKind::Misaligned {
+                space,
+                by,
+                addr,
+                bytes,
+            } => write!(
+                f,
+                "misaligned {space:?} memory access: {} of {bytes} bytes at address {addr:#x}, which is not a multiple of {bytes}",
+                access(by)
+            ),
+            EmuErrorKind::SharedRace {
+                offset,
+                first,
+                second,
+            } => write!(
+                f,
+                "data race on shared memory at byte offset {offset}: {} and {} with no sync_threads between them",
+                access(first),
+                access(second)
+            ),
+            EmuErrorKind::UninitializedShared { offset, by } => write!(
+                f,
+                "read of uninitialised shared memory at byte offset {offset}: {} but no thread of the block wrote it",
+                access(by)
+            ),
+            EmuErrorKind::BarrierDivergence { waiting, elsewhere } => {
+                write!(f, "barrier divergence: ")?;
+                let w: Vec<String> = waiting
+                    .iter()
+                    .map(|(t, s)| format!("thread {} waits at {s}", d(*t)))
+                    .collect();
+                let e: Vec<String> = elsewhere
+                    .iter()
+                    .map(|(t, s)| format!("thread {} {s}", d(*t)))
+                    .collect();
+                write!(f, "{}; but {}", w.join(", "), e.join(", "))
+            }
+            EmuErrorKind::WarpCollective {
+                warp,
+                mask,
+                site,
+                detail,
+            } => write!(
+                f,
+                "warp-collective instruction at {site} (warp {warp}, mask {mask:#010x}): {detail}"
+            ),
+            EmuErrorKind::SharedMemoryLimit { requested, limit } => write!(
+                f,
+                "the block needs {requested} bytes of shared memory, more than the device limit of {limit}"
+            ),
+            EmuErrorKind::Panic { thread, message } => {
+                write!(f, "thread {} panicked: {message}", d(*thread))
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The CPU emulator: runs the kernels' own source with a GPU's execution model.
+//!
+//! - **Blocks** run independently, spread over the machine's cores with rayon, exactly as a GPU
+//!   spreads them over SMs: nothing may depend on their order.
+//! - **Threads** of a block run as stackful coroutines on one OS thread, in a fixed round-robin
+//!   order. A thread runs until it reaches a barrier or a warp-collective instruction, then the
+//!   next thread runs. `sync_threads` releases when every thread of the block waits at the same
+//!   barrier; a shuffle, `ldmatrix` or `mma` completes when every lane of its mask has arrived.
+//!   Because the order is fixed, a run gives the same result every time (docs/emulator.md says
+//!   why coroutines rather than OS threads).
+//! - **Memory**: global memory is host memory behind the same [`DeviceBuffer`] type the GPU uses;
+//!   every access is checked against the live buffers and counted. Shared memory is a per-block
+//!   arena with a shadow that records, per byte, who wrote and read it since the last barrier.
+//!
+//! Bugs are reported as an [`EmuError`] naming the kernel, block, thread(s) and address or lane:
+//! out-of-bounds or misaligned accesses, shared-memory data races, reads of never-written shared
+//! memory, barrier divergence, and warp collectives that not every lane of the mask executes.
+//!
+//! [`DeviceBuffer`]: crate::buffer::DeviceBuffer
+
+mod block;
+mod error;
+mod shared;
+mod warp;
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+
+pub use error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+
+use crate::error::{Error, Result};
+use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
+
+/// What one launch did, counted access by access.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LaunchCounters {
+    /// Bytes loaded from global memory.
+    pub global_read_bytes: u64,
+    /// Bytes stored to global memory.
+    pub global_write_bytes: u64,
+    /// Bytes loaded from shared memory (including by `ldmatrix`).
+    pub shared_read_bytes: u64,
+    /// Bytes stored to shared memory.
+    pub shared_write_bytes: u64,
+    /// Floating-point operations the kernel marked with `count_flops` (an `mma` counts its
+    /// 2 * 16 * 8 * 16 itself).
+    pub flops: u64,
+    /// Block-wide barriers completed, summed over blocks.
+    pub barriers: u64,
+    /// Warp-collective instructions completed (per warp, not per lane).
+    pub warp_collectives: u64,
+}
+
+impl LaunchCounters {
+    fn add(&mut self, other: &Self) {
+        self.global_read_bytes += other.global_read_bytes;
+        self.global_write_bytes += other.global_write_bytes;
+        self.shared_read_bytes += other.shared_read_bytes;
+        self.shared_write_bytes += other.shared_write_bytes;
+        self.flops += other.flops;
+        self.barriers += other.barriers;
+        self.warp_collectives += other.warp_collectives;
+    }
+}
+
+/// A region of host memory standing in for a device allocation.
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    start: usize,
+    end: usize,
+}
+
+/// The emulated device.
+pub struct Emulator {
+    limits: DeviceLimits,
+    regions: Mutex<BTreeMap<usize, Region>>,
+}
+
+impl Default for Emulator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Emulator {
+    /// An emulated device with the launch limits of an H100/H200 (compute capability 9.0).
+    pub fn new() -> Self {
+        Self {
+            limits: DeviceLimits::SM90,
+            regions: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The limits launches are checked against.
+    pub fn limits(&self) -> &DeviceLimits {
+        &self.limits
+    }
+
+    pub(crate) fn register(&self, start: usize, bytes: usize) {
+        let region = Region {
+            start,
+            end: start + bytes,
+        };
+        self.regions.lock().unwrap().insert(start, region);
+    }
+
+    pub(crate) fn unregister(&self, start: usize) {
+        self.regions.lock().unwrap().remove(&start);
+    }
+
+    /// Runs `kernel` once per thread of the grid `cfg` describes.
+    ///
+    /// `kernel` is the body of one thread: typically a closure that calls a `kernels::` entry
+    /// point with the launch's arguments. Returns what the launch did, or the first bug found
+    /// (in block order, so the report is the same on every run).
+    pub fn launch<F>(
+        &self,
+        name: &'static str,
+        cfg: &LaunchConfig,
+        kernel: F,
+    ) -> Result<LaunchCounters>
+    where
+        F: Fn() + Sync,
+    {
+        self.limits.check(name, cfg)?;
+        let regions: Vec<Region> = self.regions.lock().unwrap().values().copied().collect();
+        let launch = block::Launch {
+            name,
+            cfg: *cfg,
+            regions,
+            limits: self.limits,
+            kernel: &kernel,
+        };
+        let grid = cfg.grid;
+        let blocks = grid.volume();
+        let results: Vec<std::result::Result<LaunchCounters, Box<EmuError>>> = (0..blocks)
+            .into_par_iter()
+            .map(|b| {
+                let block = Dim3 {
+                    x: (b % u64::from(grid.x)) as u32,
+                    y: (b / u64::from(grid.x) % u64::from(grid.y)) as u32,
+                    z: (b / (u64::from(grid.x) * u64::from(grid.y))) as u32,
+                };
+                block::run_block(&launch, block)
+            })
+            .collect();
+        let mut total = LaunchCounters::default();
+        for r in results {
+            total.add(&r.map_err(Error::Emulator)?);
+        }
+        Ok(total)
+    }
+}

@@ -1,0 +1,214 @@
+//! A block's shared memory, with a shadow for race and initialisation checks.
+
+use std::panic::Location;
+
+use kernels::cuda::emu::Access;
+
+/// Bytes left unallocated between two arrays, so a small overrun of one lands in no array and is
+/// reported instead of silently reading its neighbour.
+const RED_ZONE: usize = 64;
+/// Backing store: the device limit plus red zones for a generous number of arrays.
+const CAPACITY: usize = 228 * 1024 + 64 * RED_ZONE;
+
+/// What the shadow knows about one byte.
+#[derive(Clone, Copy)]
+struct Shadow {
+    /// The barrier interval of the accesses recorded below.
+    interval: u64,
+    /// The interval of the last write; at or after the block's first interval means "written".
+    written: u64,
+    /// `thread + 1` of the interval's writer, 0 for none.
+    writer: u32,
+    /// `thread + 1` of the interval's first reader, 0 for none.
+    reader: u32,
+    /// `thread + 1` of another reader of the interval, 0 for none.
+    other_reader: u32,
+    writer_site: &'static Location<'static>,
+    reader_site: &'static Location<'static>,
+    other_reader_site: &'static Location<'static>,
+}
+
+impl Default for Shadow {
+    fn default() -> Self {
+        Self {
+            interval: 0,
+            written: 0,
+            writer: 0,
+            reader: 0,
+            other_reader: 0,
+            writer_site: Location::caller(),
+            reader_site: Location::caller(),
+            other_reader_site: Location::caller(),
+        }
+    }
+}
+
+/// A conflicting earlier access found by [`SharedArena::check`].
+pub(super) enum Conflict {
+    Race {
+        offset: usize,
+        thread: u32,
+        access: Access,
+        site: &'static Location<'static>,
+    },
+    Uninitialised {
+        offset: usize,
+    },
+}
+
+/// Per OS thread, reused block after block: shared memory never outlives its block, so the next
+/// block starts from a new interval number instead of clearing anything.
+pub(super) struct SharedArena {
+    data: Box<[u128]>,
+    shadow: Vec<Shadow>,
+    statics: Vec<(usize, usize, usize)>,
+    used: usize,
+    dynamic: usize,
+    block_start: u64,
+    interval: u64,
+}
+
+impl Default for SharedArena {
+    fn default() -> Self {
+        Self {
+            data: vec![0u128; CAPACITY / 16].into_boxed_slice(),
+            shadow: Vec::new(),
+            statics: Vec::new(),
+            used: 0,
+            dynamic: 0,
+            block_start: 1,
+            interval: 1,
+        }
+    }
+}
+
+impl SharedArena {
+    fn base(&self) -> usize {
+        self.data.as_ptr() as usize
+    }
+
+    /// Starts a new block with `dynamic` bytes of dynamic shared memory at offset 0.
+    pub(super) fn begin_block(&mut self, dynamic: usize) {
+        self.interval += 1;
+        self.block_start = self.interval;
+        self.statics.clear();
+        self.dynamic = dynamic;
+        self.used = dynamic.next_multiple_of(16) + RED_ZONE;
+        self.grow_shadow(self.used);
+    }
+
+    /// Every thread passed a barrier: accesses before it can no longer race with those after.
+    pub(super) fn barrier(&mut self) {
+        self.interval += 1;
+    }
+
+    fn grow_shadow(&mut self, bytes: usize) {
+        if self.shadow.len() < bytes {
+            self.shadow.resize(bytes, Shadow::default());
+        }
+    }
+
+    pub(super) fn dynamic_ptr(&self) -> *mut u8 {
+        self.data.as_ptr() as *mut u8
+    }
+
+    /// The block's instance of static array `key`, allocated on first use; `Err(total)` when the
+    /// block would exceed `limit` bytes.
+    pub(super) fn static_ptr(
+        &mut self,
+        key: usize,
+        bytes: usize,
+        align: usize,
+        limit: usize,
+    ) -> Result<*mut u8, usize> {
+        if let Some(&(_, offset, _)) = self.statics.iter().find(|s| s.0 == key) {
+            return Ok((self.base() + offset) as *mut u8);
+        }
+        let offset = self.used.next_multiple_of(align.max(16));
+        let total = self.dynamic + self.statics.iter().map(|s| s.2).sum::<usize>() + bytes;
+        if total > limit || offset + bytes + RED_ZONE > CAPACITY {
+            return Err(total);
+        }
+        self.statics.push((key, offset, bytes));
+        self.used = offset + bytes + RED_ZONE;
+        self.grow_shadow(self.used);
+        Ok((self.base() + offset) as *mut u8)
+    }
+
+    /// The offset of `[addr, addr + bytes)` if it lies inside one allocation.
+    pub(super) fn offset_of(&self, addr: usize, bytes: usize) -> Option<usize> {
+        let offset = addr.checked_sub(self.base())?;
+        let end = offset + bytes;
+        let in_dynamic = end <= self.dynamic;
+        let in_static = self
+            .statics
+            .iter()
+            .any(|&(_, o, b)| offset >= o && end <= o + b);
+        (in_dynamic || in_static).then_some(offset)
+    }
+
+    /// Records `thread`'s access to `bytes` bytes at `offset`, or returns the earlier access it
+    /// conflicts with.
+    pub(super) fn check(
+        &mut self,
+        offset: usize,
+        bytes: usize,
+        thread: u32,
+        access: Access,
+        site: &'static Location<'static>,
+    ) -> Result<(), Conflict> {
+        let me = thread + 1;
+        for o in offset..offset + bytes {
+            let interval = self.interval;
+            let block_start = self.block_start;
+            let s = &mut self.shadow[o];
+            if s.interval != interval {
+                s.interval = interval;
+                s.writer = 0;
+                s.reader = 0;
+                s.other_reader = 0;
+            }
+            if s.writer != 0 && s.writer != me {
+                return Err(Conflict::Race {
+                    offset: o,
+                    thread: s.writer - 1,
+                    access: Access::Write,
+                    site: s.writer_site,
+                });
+            }
+            match access {
+                Access::Read => {
+                    if s.written < block_start {
+                        return Err(Conflict::Uninitialised { offset: o });
+                    }
+                    if s.reader == 0 {
+                        s.reader = me;
+                        s.reader_site = site;
+                    } else if s.reader != me && s.other_reader == 0 {
+                        s.other_reader = me;
+                        s.other_reader_site = site;
+                    }
+                }
+                Access::Write => {
+                    let (reader, reader_site) = if s.reader != me {
+                        (s.reader, s.reader_site)
+                    } else {
+                        (s.other_reader, s.other_reader_site)
+                    };
+                    if reader != 0 {
+                        return Err(Conflict::Race {
+                            offset: o,
+                            thread: reader - 1,
+                            access: Access::Read,
+                            site: reader_site,
+                        });
+                    }
+                    s.writer = me;
+                    s.writer_site = site;
+                    s.written = interval;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,58 @@
+//! Every way a launch can fail, as one error type with one-sentence messages.
+
+use crate::emu::EmuError;
+
+/// An error from the runtime: no device, a refused launch, a bad shape, or a kernel bug that the
+/// emulator caught.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// libcuda could not be loaded.
+    #[error(
+        "no CUDA driver on this machine (libcuda.so not found): install the NVIDIA driver to use a GPU, or run on the CPU emulator"
+    )]
+    NoDriver,
+    /// The driver loaded but found no usable device.
+    #[error("no CUDA GPU available: {0}")]
+    NoDevice(String),
+    /// A driver call failed.
+    #[error("CUDA driver error in {call}: {message}")]
+    Driver {
+        /// What was being done.
+        call: String,
+        /// The driver's message.
+        message: String,
+    },
+    /// A launch configuration exceeds what the device accepts.
+    #[error(
+        "launch of `{kernel}` refused: {what} requested {requested}, but the device allows at most {limit}"
+    )]
+    LaunchLimit {
+        /// The kernel.
+        kernel: String,
+        /// Which limit.
+        what: &'static str,
+        /// What the launch asked for.
+        requested: u64,
+        /// The device's limit.
+        limit: u64,
+    },
+    /// Inputs whose shapes or sizes the operation does not accept.
+    #[error("invalid input: {0}")]
+    Shape(String),
+    /// An allocation that does not fit in device memory.
+    #[error("not enough device memory: {what} needs {needed} bytes, {free} bytes are free")]
+    OutOfMemory {
+        /// What was being allocated.
+        what: String,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes free.
+        free: u64,
+    },
+    /// The emulator caught a bug in a kernel.
+    #[error(transparent)]
+    Emulator(#[from] Box<EmuError>),
+}
+
+/// The runtime's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,306 @@
+//! The CUDA backend, over the driver API through cudarc with dynamic loading: the binary builds
+//! and starts on machines without CUDA, and says so in one sentence when it needs a GPU.
+
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::result::{self, DriverError};
+use cudarc::driver::sys::{self, CUdevice_attribute as Attr};
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
+
+use crate::buffer::{DeviceBuffer, Element, Storage};
+use crate::error::{Error, Result};
+use crate::launch::{DeviceLimits, LaunchConfig, dim3};
+use crate::ptx::Arch;
+
+/// Shared memory a block gets without opting in (`cudaFuncAttributeMaxDynamicSharedMemorySize`).
+const DEFAULT_SHARED_MEM: u32 = 48 * 1024;
+
+fn driver(call: &str) -> impl Fn(DriverError) -> Error + '_ {
+    move |e| Error::Driver {
+        call: call.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// An opened CUDA device with the kernels' module loaded.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: sys::CUmodule,
+    functions: Mutex<HashMap<&'static str, sys::CUfunction>>,
+    name: String,
+    arch: Arch,
+    limits: DeviceLimits,
+    properties: DeviceProperties,
+}
+
+// SAFETY: the raw module and function handles are only used with the context bound, and the
+// driver API is thread-safe.
+unsafe impl Send for Gpu {}
+// SAFETY: see `Send`; the function cache is behind a mutex.
+unsafe impl Sync for Gpu {}
+
+/// The measured device's properties that the roofline and benchmarks use.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct DeviceProperties {
+    /// Streaming multiprocessors.
+    pub sms: u32,
+    /// L2 cache in bytes.
+    pub l2_bytes: u64,
+    /// Total device memory in bytes.
+    pub memory_bytes: u64,
+    /// Compute capability.
+    pub compute_capability: (i32, i32),
+}
+
+impl Gpu {
+    /// Opens device `ordinal` and loads the PTX built for its architecture.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        // SAFETY: only tries to dlopen libcuda.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::NoDriver);
+        }
+        let count = CudaContext::device_count()
+            .map_err(|e| Error::NoDevice(format!("the driver found no device ({e})")))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::NoDevice(format!(
+                "device {ordinal} requested, the driver sees {count}"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(driver("cuCtxCreate"))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(driver("cuDeviceGetAttribute"))?;
+        let arch = Arch::for_compute_capability(major, minor).ok_or_else(|| {
+            Error::NoDevice(format!(
+                "compute capability {major}.{minor} is older than the 8.0 these kernels need"
+            ))
+        })?;
+        let attr = |a: Attr| {
+            ctx.attribute(a)
+                .map_err(driver("cuDeviceGetAttribute"))
+                .map(|v| v as u32)
+        };
+        let limits = DeviceLimits {
+            max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_block_dim: dim3(
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ),
+            max_grid_dim: dim3(
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ),
+            max_shared_mem_per_block: attr(
+                Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )?,
+        };
+        let properties = DeviceProperties {
+            sms: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            l2_bytes: u64::from(attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?),
+            memory_bytes: ctx.total_mem().map_err(driver("cuDeviceTotalMem"))? as u64,
+            compute_capability: (major, minor),
+        };
+        let name = ctx.name().map_err(driver("cuDeviceGetName"))?;
+        let ptx = CString::new(arch.ptx()).expect("PTX has no NUL byte");
+        ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        // SAFETY: a NUL-terminated PTX image; the context is current.
+        let module = unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }
+            .map_err(driver("cuModuleLoadData"))?;
+        let stream = ctx.default_stream();
+        Ok(Self {
+            ctx,
+            stream,
+            module,
+            functions: Mutex::new(HashMap::new()),
+            name,
+            arch,
+            limits,
+            properties,
+        })
+    }
+
+    /// The device's name, as the driver gives it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The PTX build this device runs.
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    /// Launch limits, read from the device.
+    pub fn limits(&self) -> DeviceLimits {
+        self.limits
+    }
+
+    /// SM count, L2 size, memory size, compute capability.
+    pub fn properties(&self) -> DeviceProperties {
+        self.properties
+    }
+
+    /// The stream every launch and copy goes to.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Free device memory.
+    pub fn free_memory(&self) -> Result<u64> {
+        let (free, _total) = self.ctx.mem_get_info().map_err(driver("cuMemGetInfo"))?;
+        Ok(free as u64)
+    }
+
+    pub(crate) fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let needed = (len * size_of::<T>()) as u64;
+        let free = self.free_memory()?;
+        if needed > free {
+            return Err(Error::OutOfMemory {
+                what: format!("a buffer of {len} x {}", std::any::type_name::<T>()),
+                needed,
+                free,
+            });
+        }
+        let slice: CudaSlice<T> = self
+            .stream
+            .alloc_zeros(len.max(1))
+            .map_err(driver("cuMemAlloc"))?;
+        let mut buf = DeviceBuffer::cuda(slice);
+        buf.set_len(len);
+        Ok(buf)
+    }
+
+    pub(crate) fn copy_to_device<T: Element>(
+        &self,
+        data: &[T],
+        buf: &mut DeviceBuffer<T>,
+    ) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let Storage::Cuda(slice) = &mut buf.storage else {
+            unreachable!("a GPU runtime's buffer")
+        };
+        self.stream
+            .memcpy_htod(data, &mut slice.slice_mut(..data.len()))
+            .map_err(driver("cuMemcpyHtoD"))
+    }
+
+    pub(crate) fn download<T: Element>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        if buf.is_empty() {
+            return Ok(Vec::new());
+        }
+        let Storage::Cuda(slice) = &buf.storage else {
+            unreachable!("a GPU runtime's buffer")
+        };
+        self.stream
+            .clone_dtoh(&slice.slice(..buf.len()))
+            .map_err(driver("cuMemcpyDtoH"))
+    }
+
+    /// Waits for the stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(driver("cuStreamSynchronize"))
+    }
+
+    fn function(&self, name: &'static str) -> Result<sys::CUfunction> {
+        let mut functions = self.functions.lock().unwrap();
+        if let Some(f) = functions.get(name) {
+            return Ok(*f);
+        }
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("cuCtxSetCurrent"))?;
+        // SAFETY: the module is loaded and lives as long as `self`.
+        let f = unsafe { result::module::get_function(self.module, CString::new(name).unwrap()) }
+            .map_err(|e| Error::Driver {
+            call: format!("cuModuleGetFunction({name})"),
+            message: format!(
+                "{e}: no kernel of that name in the {} PTX",
+                self.arch.name()
+            ),
+        })?;
+        functions.insert(name, f);
+        Ok(f)
+    }
+
+    /// Launches PTX entry point `name` asynchronously on the stream.
+    ///
+    /// # Safety
+    /// `params` must point to values of exactly the kernel's parameter types, in order, and the
+    /// buffers they name must be large enough for what the kernel does with this configuration.
+    pub unsafe fn launch(
+        &self,
+        name: &'static str,
+        cfg: &LaunchConfig,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        self.limits.check(name, cfg)?;
+        let f = self.function(name)?;
+        if cfg.shared_mem_bytes > DEFAULT_SHARED_MEM {
+            // SAFETY: a valid function handle; the value was checked against the opt-in limit.
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    cfg.shared_mem_bytes as i32,
+                )
+            }
+            .map_err(driver("cuFuncSetAttribute"))?;
+        }
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("cuCtxSetCurrent"))?;
+        let (g, b) = (cfg.grid, cfg.block);
+        // SAFETY: the caller's contract.
+        unsafe {
+            result::launch_kernel(
+                f,
+                (g.x, g.y, g.z),
+                (b.x, b.y, b.z),
+                cfg.shared_mem_bytes,
+                self.stream.cu_stream(),
+                params,
+            )
+        }
+        .map_err(|e| Error::Driver {
+            call: format!("cuLaunchKernel({name})"),
+            message: e.to_string(),
+        })
+    }
+
+    /// An event that records timestamps (cudarc's default event disables timing).
+    pub fn timing_event(&self) -> Result<CudaEvent> {
+        self.ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver("cuEventCreate"))
+    }
+
+    /// Overwrites `scratch` so the next timed launch finds none of its data in L2.
+    pub fn flush_l2(&self, scratch: &DeviceBuffer<u32>) -> Result<()> {
+        let Storage::Cuda(slice) = &scratch.storage else {
+            unreachable!("a GPU runtime's buffer")
+        };
+        let (ptr, _sync) = cudarc::driver::DevicePtr::device_ptr(slice, &self.stream);
+        // SAFETY: writes within the scratch buffer's own allocation.
+        unsafe {
+            result::memset_d8_async(ptr, 0x5a, scratch.bytes() as usize, self.stream.cu_stream())
+        }
+        .map_err(driver("cuMemsetD8Async"))
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: the module was loaded by `new` and no function handle outlives `self`.
+            let _ = unsafe { sys::cuModuleUnload(self.module) };
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Launch configurations and the device limits they are checked against before launch.
+
+use crate::error::Error;
+pub use kernels::cuda::emu::Dim3;
+
+/// `<<<grid, block, shared_mem_bytes>>>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in the grid.
+    pub grid: Dim3,
+    /// Threads per block.
+    pub block: Dim3,
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A one-dimensional launch of `blocks` blocks of `threads` threads.
+    pub fn linear(blocks: u32, threads: u32) -> Self {
+        Self {
+            grid: dim3(blocks, 1, 1),
+            block: dim3(threads, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Enough blocks of `threads` threads to give each of `n` items its own thread.
+    pub fn for_elements(n: u32, threads: u32) -> Self {
+        Self::linear(n.div_ceil(threads).max(1), threads)
+    }
+
+    /// The same launch with `bytes` of dynamic shared memory.
+    pub fn with_shared_mem(mut self, bytes: u32) -> Self {
+        self.shared_mem_bytes = bytes;
+        self
+    }
+}
+
+/// Builds a [`Dim3`].
+pub const fn dim3(x: u32, y: u32, z: u32) -> Dim3 {
+    Dim3 { x, y, z }
+}
+
+/// What a device accepts in one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// `cudaDevAttrMaxThreadsPerBlock`.
+    pub max_threads_per_block: u32,
+    /// `cudaDevAttrMaxBlockDimX/Y/Z`.
+    pub max_block_dim: Dim3,
+    /// `cudaDevAttrMaxGridDimX/Y/Z`.
+    pub max_grid_dim: Dim3,
+    /// Shared memory one block may use, static and dynamic together, with the opt-in
+    /// (`cudaDevAttrMaxSharedMemoryPerBlockOptin`): 227 KB on Hopper.
+    pub max_shared_mem_per_block: u32,
+}
+
+impl DeviceLimits {
+    /// The limits of compute capability 9.0 (H100, H200), which the emulator enforces.
+    pub const SM90: Self = Self {
+        max_threads_per_block: 1024,
+        max_block_dim: dim3(1024, 1024, 64),
+        max_grid_dim: dim3(i32::MAX as u32, 65535, 65535),
+        max_shared_mem_per_block: 227 * 1024,
+    };
+
+    /// Refuses a launch the device cannot run, naming the limit and the request.
+    pub fn check(&self, kernel: &str, cfg: &LaunchConfig) -> Result<(), Error> {
+        let refuse = |what: &'static str, requested: u64, limit: u64| {
+            Err(Error::LaunchLimit {
+                kernel: kernel.to_string(),
+                what,
+                requested,
+                limit,
+            })
+        };
+        let threads = cfg.block.volume();
+        if threads == 0 || cfg.grid.volume() == 0 {
+            return Err(Error::Shape(format!(
+                "{kernel}: a launch needs at least one block of one thread (grid {:?}, block {:?})",
+                cfg.grid, cfg.block
+            )));
+        }
+        if threads > u64::from(self.max_threads_per_block) {
+            return refuse(
+                "threads per block",
+                threads,
+                self.max_threads_per_block.into(),
+            );
+        }
+        let axes = [
+            ("block x", cfg.block.x, self.max_block_dim.x),
+            ("block y", cfg.block.y, self.max_block_dim.y),
+            ("block z", cfg.block.z, self.max_block_dim.z),
+            ("grid x", cfg.grid.x, self.max_grid_dim.x),
+            ("grid y", cfg.grid.y, self.max_grid_dim.y),
+            ("grid z", cfg.grid.z, self.max_grid_dim.z),
+        ];
+        for (what, requested, limit) in axes {
+            if requested > limit {
+                return refuse(what, requested.into(), limit.into());
+            }
+        }
+        if cfg.shared_mem_bytes > self.max_shared_mem_per_block {
+            return refuse(
+                "shared memory per block (bytes)",
+                cfg.shared_mem_bytes.into(),
+                self.max_shared_mem_per_block.into(),
+            );
+        }
+        Ok(())
+    }
+}

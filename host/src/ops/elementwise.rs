@@ -1,0 +1,90 @@
+//! Host side of `kernels::elementwise`.
+
+use half::f16;
+use kernels::elementwise::{BLOCK_SIZE, split_words4};
+
+use super::{len_u32, same_len};
+use crate::buffer::DeviceBuffer;
+use crate::cost::{ComputeUnit, Cost};
+use crate::error::Result;
+use crate::launch;
+use crate::launch::LaunchConfig;
+use crate::runtime::{Launched, Runtime};
+
+/// `c = a + b` for f32 vectors.
+pub fn vector_add_f32(
+    rt: &Runtime,
+    a: &DeviceBuffer<f32>,
+    b: &DeviceBuffer<f32>,
+    c: &mut DeviceBuffer<f32>,
+) -> Result<Launched> {
+    same_len("vector_add_f32(a, b, c)", &[a.len(), b.len(), c.len()])?;
+    let n = len_u32("vector_add_f32", a.len())?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let (a, b, c) = (a.ptr(), b.ptr(), c.ptr());
+    launch!(
+        rt,
+        LaunchConfig::for_elements(n, BLOCK_SIZE),
+        elementwise::vector_add_f32(a, b, c, n)
+    )
+}
+
+/// `c = a + b` for f16 vectors, added in f32 and rounded once.
+pub fn vector_add_f16(
+    rt: &Runtime,
+    a: &DeviceBuffer<f16>,
+    b: &DeviceBuffer<f16>,
+    c: &mut DeviceBuffer<f16>,
+) -> Result<Launched> {
+    same_len("vector_add_f16(a, b, c)", &[a.len(), b.len(), c.len()])?;
+    let n = len_u32("vector_add_f16", a.len())?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let (a, b, c) = (a.ptr(), b.ptr(), c.ptr());
+    launch!(
+        rt,
+        LaunchConfig::for_elements(n, BLOCK_SIZE),
+        elementwise::vector_add_f16(a, b, c, n)
+    )
+}
+
+/// Cost of an elementwise add of `n` elements of `elem_bytes` each: two reads and a write per
+/// element, one FLOP.
+pub fn vector_add_cost(n: usize, elem_bytes: usize) -> Cost {
+    Cost {
+        bytes_read: (2 * n * elem_bytes) as u64,
+        bytes_written: (n * elem_bytes) as u64,
+        flops: n as u64,
+        unit: ComputeUnit::CudaCoreF32,
+    }
+}
+
+/// `dst = src`, 4-byte words, device to device.
+pub fn copy(
+    rt: &Runtime,
+    src: &DeviceBuffer<u32>,
+    dst: &mut DeviceBuffer<u32>,
+) -> Result<Launched> {
+    same_len("copy(src, dst)", &[src.len(), dst.len()])?;
+    let n = len_u32("copy", src.len())?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let (wide, tail) = split_words4(n);
+    let cfg = LaunchConfig::for_elements(wide.max(tail), BLOCK_SIZE);
+    let (src, dst) = (src.ptr(), dst.ptr());
+    launch!(rt, cfg, elementwise::copy_words(src, dst, n))
+}
+
+/// Cost of copying `n` words: each byte read once and written once, no arithmetic.
+pub fn copy_cost(n: usize) -> Cost {
+    Cost {
+        bytes_read: 4 * n as u64,
+        bytes_written: 4 * n as u64,
+        flops: 0,
+        unit: ComputeUnit::CudaCoreF32,
+    }
+}

@@ -1,0 +1,78 @@
+//! The kernels' PTX, built by `host/build.rs` and embedded in the binary, one per architecture.
+
+/// A GPU architecture the kernels were compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// Ampere (A100): compute capability 8.0.
+    Sm80,
+    /// Hopper (H100, H200), portable subset: compute capability 9.0.
+    Sm90,
+    /// Hopper with its architecture-specific instructions (wgmma, TMA); runs only on 9.0.
+    Sm90a,
+}
+
+impl Arch {
+    /// Every embedded architecture.
+    pub const ALL: [Arch; 3] = [Arch::Sm80, Arch::Sm90, Arch::Sm90a];
+
+    /// The `sm_XX` name used by ptxas and in the PTX `.target` line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Sm80 => "sm_80",
+            Arch::Sm90 => "sm_90",
+            Arch::Sm90a => "sm_90a",
+        }
+    }
+
+    /// The PTX text.
+    pub fn ptx(self) -> &'static str {
+        match self {
+            Arch::Sm80 => include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_80.ptx")),
+            Arch::Sm90 => include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_90.ptx")),
+            Arch::Sm90a => include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_90a.ptx")),
+        }
+    }
+
+    /// The best build for a device of compute capability `major.minor`: sm_90a on Hopper, sm_80
+    /// (forward-compatible PTX, JIT-compiled by the driver) on anything from Ampere on, and none
+    /// before Ampere (the tensor-core and `cp.async` kernels need 8.0).
+    pub fn for_compute_capability(major: i32, minor: i32) -> Option<Arch> {
+        match (major, minor) {
+            (9, 0) => Some(Arch::Sm90a),
+            (m, _) if m >= 9 => Some(Arch::Sm90),
+            (8, _) => Some(Arch::Sm80),
+            _ => None,
+        }
+    }
+}
+
+/// The names of every kernel entry point (`.entry`) in a PTX text, in order.
+pub fn entry_points(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter_map(|l| l.trim_start().strip_prefix(".visible .entry "))
+        .map(|rest| rest.split(['(', ' ']).next().unwrap_or(rest))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_arch_has_the_same_entry_points() {
+        let base = entry_points(Arch::Sm90.ptx());
+        assert!(base.contains(&"vector_add_f32"), "{base:?}");
+        for arch in Arch::ALL {
+            assert_eq!(entry_points(arch.ptx()), base, "{}", arch.name());
+            assert!(arch.ptx().contains(&format!(".target {}", arch.name())));
+        }
+    }
+
+    #[test]
+    fn hopper_gets_the_arch_specific_build() {
+        assert_eq!(Arch::for_compute_capability(9, 0), Some(Arch::Sm90a));
+        assert_eq!(Arch::for_compute_capability(10, 0), Some(Arch::Sm90));
+        assert_eq!(Arch::for_compute_capability(8, 6), Some(Arch::Sm80));
+        assert_eq!(Arch::for_compute_capability(7, 5), None);
+    }
+}

@@ -1,0 +1,176 @@
+//! One runtime over two backends: a CUDA GPU, or the CPU emulator.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use crate::buffer::{DeviceBuffer, Element};
+use crate::emu::{Emulator, LaunchCounters};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::launch::DeviceLimits;
+
+/// Where kernels run.
+pub enum Backend {
+    /// The CPU emulator.
+    Emulator(Arc<Emulator>),
+    /// A CUDA device.
+    Cuda(Gpu),
+}
+
+/// The environment variable that picks the backend: `emulator`, `gpu`, or unset/`auto` for a
+/// GPU when one is present and the emulator otherwise.
+pub const BACKEND_VAR: &str = "KERNELS_BACKEND";
+
+/// Loads kernels, owns device memory, launches.
+pub struct Runtime {
+    backend: Backend,
+}
+
+impl Runtime {
+    /// The CPU emulator.
+    pub fn emulator() -> Self {
+        Self {
+            backend: Backend::Emulator(Arc::new(Emulator::new())),
+        }
+    }
+
+    /// CUDA device `ordinal`, or an error that says in one sentence why there is none.
+    pub fn gpu(ordinal: usize) -> Result<Self> {
+        Ok(Self {
+            backend: Backend::Cuda(Gpu::new(ordinal)?),
+        })
+    }
+
+    /// The backend named by `KERNELS_BACKEND`; with `auto` (the default) a GPU if one can be
+    /// opened, else the emulator.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(BACKEND_VAR).unwrap_or_default().as_str() {
+            "emulator" | "emu" | "cpu" => Ok(Self::emulator()),
+            "gpu" | "cuda" => Self::gpu(0),
+            "" | "auto" => Ok(Self::gpu(0).unwrap_or_else(|_| Self::emulator())),
+            other => Err(Error::Shape(format!(
+                "{BACKEND_VAR}={other}: expected emulator, gpu or auto"
+            ))),
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// Whether kernels run on a real GPU.
+    pub fn is_gpu(&self) -> bool {
+        matches!(self.backend, Backend::Cuda(_))
+    }
+
+    /// A human-readable name for the device.
+    pub fn device_name(&self) -> String {
+        match &self.backend {
+            Backend::Emulator(_) => "CPU emulator (sm_90 limits)".to_string(),
+            Backend::Cuda(gpu) => gpu.name().to_string(),
+        }
+    }
+
+    /// What a launch may ask for.
+    pub fn limits(&self) -> DeviceLimits {
+        match &self.backend {
+            Backend::Emulator(emu) => *emu.limits(),
+            Backend::Cuda(gpu) => gpu.limits(),
+        }
+    }
+
+    /// Free device memory in bytes (the host's available memory for the emulator is not
+    /// modelled: it reports the emulated device's 141 GB).
+    pub fn free_memory(&self) -> Result<u64> {
+        match &self.backend {
+            Backend::Emulator(_) => Ok(141 * 1_000_000_000),
+            Backend::Cuda(gpu) => gpu.free_memory(),
+        }
+    }
+
+    /// A zeroed buffer of `len` elements.
+    pub fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        match &self.backend {
+            Backend::Emulator(emu) => Ok(DeviceBuffer::emulated(emu, len)),
+            Backend::Cuda(gpu) => gpu.alloc(len),
+        }
+    }
+
+    /// A buffer holding a copy of `data` (host to device).
+    pub fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut buf = self.alloc(data.len())?;
+        self.copy_to_device(data, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Copies `data` into `buf` (host to device); the lengths must match.
+    pub fn copy_to_device<T: Element>(&self, data: &[T], buf: &mut DeviceBuffer<T>) -> Result<()> {
+        if data.len() != buf.len() {
+            return Err(Error::Shape(format!(
+                "copy of {} elements into a buffer of {}",
+                data.len(),
+                buf.len()
+            )));
+        }
+        match &self.backend {
+            Backend::Emulator(_) => {
+                buf.host_slice_mut()
+                    .expect("emulated buffer")
+                    .copy_from_slice(data);
+                Ok(())
+            }
+            Backend::Cuda(gpu) => gpu.copy_to_device(data, buf),
+        }
+    }
+
+    /// The buffer's contents (device to host).
+    pub fn download<T: Element>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        match &self.backend {
+            Backend::Emulator(_) => Ok(buf.host_slice().expect("emulated buffer").to_vec()),
+            Backend::Cuda(gpu) => gpu.download(buf),
+        }
+    }
+
+    /// Waits for every launch to finish (a no-op in the emulator, whose launches are synchronous).
+    pub fn synchronize(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Emulator(_) => Ok(()),
+            Backend::Cuda(gpu) => gpu.synchronize(),
+        }
+    }
+}
+
+/// What a launch reports: the emulator's counts, or nothing from an asynchronous GPU launch.
+pub type Launched = Option<LaunchCounters>;
+
+/// A kernel argument as the driver wants it: a pointer to its bytes.
+#[doc(hidden)]
+pub fn param<T>(value: &T) -> *mut c_void {
+    value as *const T as *mut c_void
+}
+
+/// Launches a kernel on the runtime's backend:
+/// `launch!(&rt, cfg, elementwise::vector_add_f32(a, b, c, n))`.
+///
+/// The arguments are named once. In the emulator arm they are passed to the kernel function
+/// itself, so the compiler checks them against its signature; the GPU arm passes the same values,
+/// in the same order, to the PTX entry point of the same name.
+#[macro_export]
+macro_rules! launch {
+    ($rt:expr, $cfg:expr, $module:ident :: $kernel:ident ( $($arg:ident),* $(,)? )) => {{
+        let rt: &$crate::runtime::Runtime = $rt;
+        let cfg: $crate::launch::LaunchConfig = $cfg;
+        match rt.backend() {
+            $crate::runtime::Backend::Emulator(emu) => emu
+                .launch(stringify!($kernel), &cfg, || unsafe { ::kernels::$module::$kernel($($arg),*) })
+                .map(Some),
+            $crate::runtime::Backend::Cuda(gpu) => {
+                let mut params = [$($crate::runtime::param(&$arg)),*];
+                // SAFETY: the emulator arm type-checks these arguments against the kernel's own
+                // signature; the op that calls `launch!` has checked sizes and shapes.
+                unsafe { gpu.launch(stringify!($kernel), &cfg, &mut params) }.map(|()| None)
+            }
+        }
+    }};
+}

@@ -1,0 +1,183 @@
+//! The seam between kernel source and the CPU emulator (host target only).
+//!
+//! On the host every device-support call lands here and is forwarded to the [`Gpu`] that the
+//! emulator installed for the simulated thread now running. The emulator itself lives in the
+//! `host` crate; this crate only defines what it must provide, so the kernels stay free of it.
+
+use core::cell::Cell;
+use core::panic::Location;
+
+pub use super::mma::MmaInput;
+pub use super::warp::ShuffleMode;
+
+/// A three-component index or size, as `dim3`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Dim3 {
+    /// Fastest-varying component.
+    pub x: u32,
+    /// Middle component.
+    pub y: u32,
+    /// Slowest-varying component.
+    pub z: u32,
+}
+
+impl Dim3 {
+    /// `x * y * z`.
+    pub fn volume(self) -> u64 {
+        u64::from(self.x) * u64::from(self.y) * u64::from(self.z)
+    }
+}
+
+/// Where the running thread is: the four built-in variables of CUDA C.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Position {
+    /// `threadIdx`.
+    pub thread: Dim3,
+    /// `blockIdx`.
+    pub block: Dim3,
+    /// `blockDim`.
+    pub block_dim: Dim3,
+    /// `gridDim`.
+    pub grid_dim: Dim3,
+}
+
+/// A load or a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// A load.
+    Read,
+    /// A store.
+    Write,
+}
+
+/// A warp-wide instruction: every lane in its mask must execute it before any lane goes on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Collective {
+    /// `shfl.sync`: each lane offers `value` and receives one lane's value, chosen by `mode`.
+    Shuffle {
+        /// How the source lane is chosen.
+        mode: ShuffleMode,
+        /// This lane's offered register.
+        value: u32,
+        /// The lane, delta or xor mask.
+        arg: u32,
+    },
+    /// `bar.warp.sync`.
+    SyncWarp,
+    /// `ldmatrix...x4`: this lane's row address in shared memory.
+    LdMatrix {
+        /// Generic address of the row this lane supplies.
+        addr: usize,
+        /// `.trans`.
+        trans: bool,
+    },
+    /// `mma.sync.m16n8k16` with f32 accumulation: this lane's fragments.
+    Mma {
+        /// A and B element type.
+        input: MmaInput,
+        /// A fragment.
+        a: [u32; 4],
+        /// B fragment.
+        b: [u32; 2],
+        /// C fragment.
+        c: [f32; 4],
+    },
+}
+
+/// What the emulator provides to the thread it is running.
+///
+/// Every method is called from inside a simulated thread. A method that finds a bug (an access
+/// out of bounds, a race, a divergent barrier) does not return: it ends the launch with an error
+/// that names the kernel, block, thread and address.
+pub trait Gpu {
+    /// The running thread's built-in index variables.
+    fn position(&self) -> Position;
+    /// Block-wide barrier; returns once every thread of the block has arrived at `site`.
+    fn sync_threads(&self, site: &'static Location<'static>);
+    /// A warp-collective instruction over the lanes in `mask`; returns this lane's result
+    /// registers (one for a shuffle, four for `ldmatrix.x4` and `mma`).
+    fn warp_collective(
+        &self,
+        mask: u32,
+        op: Collective,
+        site: &'static Location<'static>,
+    ) -> [u32; 4];
+    /// Checks and counts an access of `bytes` at `addr` in global memory.
+    fn global_access(
+        &self,
+        addr: usize,
+        bytes: usize,
+        access: Access,
+        site: &'static Location<'static>,
+    );
+    /// Checks (bounds, races) and counts an access in this block's shared memory.
+    fn shared_access(
+        &self,
+        addr: usize,
+        bytes: usize,
+        access: Access,
+        site: &'static Location<'static>,
+    );
+    /// The block's instance of the static shared array identified by `key`.
+    fn static_shared(&self, key: usize, bytes: usize, align: usize) -> *mut u8;
+    /// The block's dynamic shared memory.
+    fn dynamic_shared(&self) -> *mut u8;
+    /// Adds `n` to the launch's floating-point operation count.
+    fn count_flops(&self, n: u64);
+}
+
+std::thread_local! {
+    static CURRENT: Cell<Option<*const (dyn Gpu + 'static)>> = const { Cell::new(None) };
+}
+
+/// Makes `gpu` the device of the simulated thread about to run on this OS thread.
+///
+/// # Safety
+/// `gpu` must stay valid until [`leave`] is called or another `enter` replaces it.
+pub unsafe fn enter(gpu: &dyn Gpu) {
+    // SAFETY: the lifetime is erased; the caller keeps `gpu` alive while it is installed.
+    let erased: *const (dyn Gpu + 'static) = unsafe { core::mem::transmute(gpu as *const dyn Gpu) };
+    CURRENT.with(|c| c.set(Some(erased)));
+}
+
+/// Uninstalls the current device.
+pub fn leave() {
+    CURRENT.with(|c| c.set(None));
+}
+
+/// Runs `f` with the device of the running simulated thread.
+///
+/// # Panics
+/// When called outside a kernel launched by the emulator (e.g. calling a kernel function
+/// directly from host code): there is no thread, block or grid to answer with.
+#[track_caller]
+pub fn with<R>(f: impl FnOnce(&dyn Gpu) -> R) -> R {
+    let gpu = CURRENT.with(Cell::get).expect(
+        "a device function was called outside an emulated launch: launch kernels through the host runtime",
+    );
+    // SAFETY: `enter`'s contract keeps the pointee alive while installed.
+    f(unsafe { &*gpu })
+}
+
+#[track_caller]
+#[inline]
+pub(crate) fn global_access<T>(p: *mut T, access: Access) {
+    let site = Location::caller();
+    with(|gpu| gpu.global_access(p as usize, core::mem::size_of::<T>(), access, site));
+}
+
+#[track_caller]
+#[inline]
+pub(crate) fn shared_access<T>(p: *mut T, access: Access) {
+    let site = Location::caller();
+    with(|gpu| gpu.shared_access(p as usize, core::mem::size_of::<T>(), access, site));
+}
+
+#[doc(hidden)]
+pub fn static_shared<T>(key: usize, len: usize) -> *mut T {
+    with(|gpu| gpu.static_shared(key, len * core::mem::size_of::<T>(), 16)).cast()
+}
+
+pub(crate) fn dynamic_shared<T>() -> *mut T {
+    with(|gpu| gpu.dynamic_shared()).cast()
+}

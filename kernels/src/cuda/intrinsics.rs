@@ -1,0 +1,109 @@
+//! Arithmetic with a direct PTX instruction behind it.
+
+/// `2^x` with the special-function unit (`ex2.approx.ftz.f32`): one instruction, max relative
+/// error 2^-22, subnormal results flushed to zero. `ex2(-inf) = +0`, `ex2(+inf) = +inf`,
+/// `ex2(NaN) = NaN`.
+///
+/// The emulator computes the correctly rounded `exp2` and flushes subnormals, so it can differ
+/// from the GPU in the last couple of bits; tests allow for that.
+#[inline(always)]
+pub fn exp2_approx(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let y: f32;
+        // SAFETY: pure arithmetic.
+        unsafe {
+            core::arch::asm!("ex2.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x)
+        };
+        y
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let y = x.exp2();
+        if y != 0.0 && y.abs() < f32::MIN_POSITIVE {
+            0.0
+        } else {
+            y
+        }
+    }
+}
+
+/// `e^x` as CUDA's `__expf` computes it: `ex2.approx(x * log2(e))`.
+///
+/// Softmax and attention use this form; kernels that already hold scores in base 2 (scaled by
+/// `log2(e)` once, up front) call [`exp2_approx`] directly and save the multiply.
+#[inline(always)]
+pub fn exp_approx(x: f32) -> f32 {
+    exp2_approx(x * core::f32::consts::LOG2_E)
+}
+
+/// `fmaf(a, b, c) = a * b + c` with one rounding (`fma.rn.f32`).
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let d: f32;
+        // SAFETY: pure arithmetic.
+        unsafe {
+            core::arch::asm!("fma.rn.f32 {d}, {a}, {b}, {c};", d = out(reg32) d, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c)
+        };
+        d
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        a.mul_add(b, c)
+    }
+}
+
+/// Tells the emulator's counters that this thread just did `n` floating-point operations.
+///
+/// Compiles to nothing on the GPU. Kernels mark their arithmetic with it so that the counted
+/// FLOPs can be checked against the cost model that the roofline figures rest on.
+#[inline(always)]
+pub fn count_flops(n: u32) {
+    #[cfg(not(target_arch = "nvptx64"))]
+    super::emu::with(|gpu| gpu.count_flops(u64::from(n)));
+    #[cfg(target_arch = "nvptx64")]
+    let _ = n;
+}
+
+macro_rules! half_type {
+    ($(#[$meta:meta])* $name:ident, $to:literal, $from:literal) => {
+        $(#[$meta])*
+        #[cfg(target_arch = "nvptx64")]
+        #[derive(Clone, Copy, Default, PartialEq)]
+        #[repr(transparent)]
+        pub struct $name(u16);
+
+        #[cfg(target_arch = "nvptx64")]
+        impl $name {
+            /// Widens to f32 (exact).
+            #[inline(always)]
+            pub fn to_f32(self) -> f32 {
+                let y: f32;
+                // SAFETY: pure arithmetic.
+                unsafe { core::arch::asm!($to, y = out(reg32) y, x = in(reg16) self.0) };
+                y
+            }
+            /// Narrows from f32, rounding to nearest even.
+            #[inline(always)]
+            pub fn from_f32(x: f32) -> Self {
+                let y: u16;
+                // SAFETY: pure arithmetic.
+                unsafe { core::arch::asm!($from, y = out(reg16) y, x = in(reg32) x) };
+                Self(y)
+            }
+            /// The raw bits.
+            pub fn to_bits(self) -> u16 {
+                self.0
+            }
+        }
+    };
+}
+
+half_type!(
+    /// IEEE half precision on the GPU, converted with `cvt` (the host uses `half::f16`).
+    F16, "cvt.f32.f16 {y}, {x};", "cvt.rn.f16.f32 {y}, {x};");
+half_type!(
+    /// bfloat16 on the GPU, converted with `cvt` (the host uses `half::bf16`).
+    Bf16, "cvt.f32.bf16 {y}, {x};", "cvt.rn.bf16.f32 {y}, {x};");

@@ -1,0 +1,37 @@
+/// Declares a kernel: on the GPU an `extern "ptx-kernel"` entry point with an unmangled name, so
+/// the host finds it in the PTX by the function's own name; on the host a plain `unsafe fn` that
+/// the emulator calls once per simulated thread.
+///
+/// ```
+/// kernels::kernel! {
+///     /// Writes `i` to `out[i]`.
+///     pub unsafe fn iota(out: kernels::cuda::GlobalPtr<u32>, n: u32) {
+///         let i = kernels::cuda::thread::index_1d();
+///         if i < n {
+///             unsafe { out.write(i as usize, i) };
+///         }
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! kernel {
+    ($(#[$meta:meta])* pub unsafe fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $body:block) => {
+        $(#[$meta])*
+        ///
+        /// # Safety
+        /// A kernel entry point: launch it through the host runtime, which checks the arguments
+        /// (buffer sizes, shapes, launch limits) before any thread starts.
+        #[cfg(target_arch = "nvptx64")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name($($arg: $ty),*) $body
+
+        $(#[$meta])*
+        ///
+        /// # Safety
+        /// A kernel entry point: launch it through the host runtime, which checks the arguments
+        /// (buffer sizes, shapes, launch limits) before any thread starts.
+        #[cfg(not(target_arch = "nvptx64"))]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name($($arg: $ty),*) $body
+    };
+}

@@ -1,0 +1,154 @@
+//! Shared memory: the per-block scratchpad on the SM (up to 227 KB per block on Hopper).
+//!
+//! It is the level of the pyramid a kernel manages by hand: the block copies a tile from HBM
+//! once, then every thread reads it many times at ~10x HBM's bandwidth. Its contents live as long
+//! as the block and are visible only to that block's threads, after a [`sync_threads`].
+//!
+//! [`sync_threads`]: super::thread::sync_threads
+
+use core::marker::PhantomData;
+
+/// A pointer into this block's shared memory (`.shared` state space).
+///
+/// Like [`GlobalPtr`](super::GlobalPtr) it carries no length on the GPU; the emulator checks
+/// each access against the block's shared allocations and for data races between barriers.
+#[repr(transparent)]
+pub struct SharedPtr<T> {
+    ptr: *mut T,
+    _marker: PhantomData<T>,
+}
+
+impl<T> Clone for SharedPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SharedPtr<T> {}
+
+impl<T: Copy> SharedPtr<T> {
+    /// Wraps a generic-address-space pointer to shared memory.
+    #[doc(hidden)]
+    pub const fn from_raw(ptr: *mut T) -> Self {
+        Self {
+            ptr,
+            _marker: PhantomData,
+        }
+    }
+
+    /// The generic address (for `ldmatrix`, which takes a shared address).
+    pub fn as_ptr(self) -> *mut T {
+        self.ptr
+    }
+
+    /// The pointer `count` elements further on (no access happens).
+    #[inline(always)]
+    pub fn offset(self, count: usize) -> Self {
+        Self::from_raw(self.ptr.wrapping_add(count))
+    }
+
+    /// Reinterprets the element type.
+    #[inline(always)]
+    pub fn cast<U: Copy>(self) -> SharedPtr<U> {
+        SharedPtr::from_raw(self.ptr.cast())
+    }
+
+    /// Loads element `i` (`ld.shared`).
+    ///
+    /// # Safety
+    /// `i` must be inside the array, and no other thread may write it since the last barrier.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn read(self, i: usize) -> T {
+        let p = self.ptr.wrapping_add(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        super::emu::shared_access(p, super::emu::Access::Read);
+        // SAFETY: the caller's contract, checked by the emulator on the host.
+        unsafe { p.read() }
+    }
+
+    /// Stores `value` at element `i` (`st.shared`).
+    ///
+    /// # Safety
+    /// `i` must be inside the array, and no other thread may touch it since the last barrier.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn write(self, i: usize, value: T) {
+        let p = self.ptr.wrapping_add(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        super::emu::shared_access(p, super::emu::Access::Write);
+        // SAFETY: the caller's contract, checked by the emulator on the host.
+        unsafe { p.write(value) }
+    }
+}
+
+/// `__shared__ T name[N]`, written `shared_array![name: [T; N]]`: a statically sized shared
+/// array, one per call site and per block.
+///
+/// Evaluates to a [`SharedPtr<T>`](SharedPtr) to the first of `N` elements. Every thread of a
+/// block that evaluates the same call site gets the same array; its size counts towards the
+/// kernel's static shared memory, which `ptxas` reports.
+///
+/// PTX declares `.shared` variables at module scope, so the array is declared in a module of its
+/// own beside the call: `T` and `N` must be nameable there (literals, or types and constants of
+/// the enclosing module). The PTX symbol is `name` plus the call's line and column, which keeps
+/// it unique in practice; two call sites that still collide fail loudly at PTX assembly.
+#[macro_export]
+macro_rules! shared_array {
+    [$name:ident : [$ty:ty; $len:expr]] => {{
+        #[allow(unused_imports)]
+        mod $name {
+            use super::*;
+            pub(super) const LEN: usize = $len;
+            #[cfg(target_arch = "nvptx64")]
+            ::core::arch::global_asm!(
+                concat!(".shared .align 16 .b8 ", stringify!($name), "_", line!(), "_", column!(), "[{bytes}];"),
+                bytes = const LEN * ::core::mem::size_of::<$ty>(),
+            );
+            #[cfg(not(target_arch = "nvptx64"))]
+            pub(super) static SITE: u8 = 0;
+            #[inline(always)]
+            pub(super) fn ptr() -> *mut $ty {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    let p: u64;
+                    // SAFETY: `cvta` turns the array's shared-window address into a generic
+                    // pointer; no memory is accessed.
+                    unsafe {
+                        ::core::arch::asm!(
+                            concat!("cvta.shared.u64 {p}, ", stringify!($name), "_", line!(), "_", column!(), ";"),
+                            p = out(reg64) p,
+                        )
+                    };
+                    p as *mut $ty
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    $crate::cuda::emu::static_shared::<$ty>(&SITE as *const u8 as usize, LEN)
+                }
+            }
+        }
+        $crate::cuda::SharedPtr::<$ty>::from_raw($name::ptr())
+    }};
+}
+
+#[cfg(target_arch = "nvptx64")]
+core::arch::global_asm!(".extern .shared .align 16 .b8 __dynamic_smem[];");
+
+/// `extern __shared__ T name[]`: the block's dynamic shared memory, sized at launch.
+///
+/// The launch configuration's `shared_mem_bytes` sets its size; the host checks it against the
+/// device's per-block limit before launching.
+#[inline(always)]
+pub fn dynamic_shared_mem<T: Copy>() -> SharedPtr<T> {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let p: u64;
+        // SAFETY: computes an address; no memory is accessed.
+        unsafe { core::arch::asm!("cvta.shared.u64 {p}, __dynamic_smem;", p = out(reg64) p) };
+        SharedPtr::from_raw(p as *mut T)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        SharedPtr::from_raw(super::emu::dynamic_shared::<T>())
+    }
+}

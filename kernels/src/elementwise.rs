@@ -1,0 +1,76 @@
+//! Elementwise kernels: the memory-bound end of the roofline.
+//!
+//! Each output element needs its inputs once and nothing else, so no level of the pyramid above
+//! HBM can help: bytes cross the HBM boundary exactly once each way, and the best a kernel can do
+//! is keep every load coalesced (the 32 lanes of a warp reading 32 consecutive elements, i.e.
+//! whole 32-byte sectors) so that the achieved bandwidth approaches the device's.
+
+use crate::cuda::intrinsics::count_flops;
+use crate::cuda::thread::{grid_size_1d, index_1d};
+use crate::cuda::{F16, GlobalPtr};
+use crate::kernel;
+
+/// Threads per block for the elementwise kernels. 256 = 8 warps: enough warps per block to
+/// hide HBM latency when several blocks share an SM, few enough that 8 blocks fit per SM.
+pub const BLOCK_SIZE: u32 = 256;
+
+/// 16 bytes, the widest load a thread can issue (`ld.global.v4.u32`); the alignment lets the
+/// compiler emit one vector instruction instead of four.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C, align(16))]
+pub struct Words4(pub [u32; 4]);
+
+kernel! {
+    /// `c[i] = a[i] + b[i]` for f32: 1 FLOP per 12 bytes, intensity 1/12 FLOP/byte.
+    pub unsafe fn vector_add_f32(a: GlobalPtr<f32>, b: GlobalPtr<f32>, c: GlobalPtr<f32>, n: u32) {
+        let i = index_1d();
+        if i < n {
+            let i = i as usize;
+            // a[i], b[i] come from HBM into registers; c[i] goes back. Nothing is reused.
+            let sum = unsafe { a.read(i) + b.read(i) };
+            count_flops(1);
+            unsafe { c.write(i, sum) };
+        }
+    }
+}
+
+kernel! {
+    /// `c[i] = a[i] + b[i]` for f16, computed in f32 and rounded once: 1 FLOP per 6 bytes,
+    /// intensity 0.17 FLOP/byte, the teaching material's example of a memory-bound operation.
+    pub unsafe fn vector_add_f16(a: GlobalPtr<F16>, b: GlobalPtr<F16>, c: GlobalPtr<F16>, n: u32) {
+        let i = index_1d();
+        if i < n {
+            let i = i as usize;
+            let sum = unsafe { a.read(i).to_f32() + b.read(i).to_f32() };
+            count_flops(1);
+            unsafe { c.write(i, F16::from_f32(sum)) };
+        }
+    }
+}
+
+/// How many whole 16-byte words, and how many trailing 4-byte words, `n` words make.
+#[inline(always)]
+pub const fn split_words4(n: u32) -> (u32, u32) {
+    (n / 4, n % 4)
+}
+
+kernel! {
+    /// Device-to-device copy of `n` 4-byte words: the bandwidth ceiling every memory-bound
+    /// kernel is measured against. A grid-stride loop of 16-byte loads and stores; the last
+    /// `n % 4` words are copied one by one by the first threads.
+    pub unsafe fn copy_words(src: GlobalPtr<u32>, dst: GlobalPtr<u32>, n: u32) {
+        let (wide, tail) = split_words4(n);
+        let src4 = src.cast::<Words4>();
+        let dst4 = dst.cast::<Words4>();
+        let mut i = index_1d();
+        while i < wide {
+            unsafe { dst4.write(i as usize, src4.read(i as usize)) };
+            i += grid_size_1d();
+        }
+        let t = index_1d();
+        if t < tail {
+            let j = (wide * 4 + t) as usize;
+            unsafe { dst.write(j, src.read(j)) };
+        }
+    }
+}
