@@ -17,6 +17,7 @@ pub trait Element:
 impl Element for f32 {}
 impl Element for f64 {}
 impl Element for u32 {}
+impl Element for u16 {}
 impl Element for i32 {}
 impl Element for half::f16 {}
 impl Element for half::bf16 {}

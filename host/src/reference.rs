@@ -17,3 +17,33 @@ pub fn vector_add_f16(a: &[f16], b: &[f16]) -> Vec<f16> {
         .map(|(x, y)| f16::from_f64(x.to_f64() + y.to_f64()))
         .collect()
 }
+
+/// Deterministic pseudo-random values uniform in `[lo, hi)` (SplitMix64), so that inputs are the
+/// same on every run and every machine without a random-number dependency in the runtime.
+pub fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            let unit = (z >> 40) as f32 / (1u64 << 24) as f32;
+            lo + (hi - lo) * unit
+        })
+        .collect()
+}
+
+/// The largest absolute difference between two equally long slices (NaN if either holds a NaN
+/// where the other does not).
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    let diff = |(x, y): (&f32, &f32)| {
+        let same = (x.is_nan() && y.is_nan()) || x == y;
+        if same { 0.0 } else { (x - y).abs() }
+    };
+    a.iter()
+        .zip(b)
+        .map(diff)
+        .fold(0.0, |m, d| if d.is_nan() { f32::NAN } else { m.max(d) })
+}

@@ -1,1 +1,47 @@
-fn main() {}
+//! `cargo xtask`: the project's commands.
+//!
+//! - `run`: every kernel at realistic sizes, checked against its CPU reference, timed on a GPU
+//!   or modelled on the CPU emulator, read against the roofline.
+//! - `ptxas`: assembles the kernels' PTX with NVIDIA's ptxas and reports registers and spills.
+//! - `emu-speed`: how fast the emulator runs (the README quotes it).
+
+mod cases;
+mod ptxas;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Run, check and measure the kernels")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every kernel, check it against its CPU reference and report it against the roofline.
+    Run(run::RunArgs),
+    /// Assemble every kernel with ptxas for sm_90; fail on an assembly error or any spill.
+    Ptxas(ptxas::PtxasArgs),
+    /// Measure the emulator's own speed (wall time on this machine's CPUs).
+    EmuSpeed,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Ptxas(args) => ptxas::run(args),
+        Command::EmuSpeed => run::emu_speed(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -9,7 +9,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use kernels::cuda::emu::{self, Access, Collective, Gpu, Position};
 
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
-use super::shared::{Conflict, SharedArena};
+use super::shared::{SharedArena, UninitRead};
 use super::{LaunchCounters, Region, warp};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
 
@@ -188,7 +188,7 @@ impl Block<'_> {
             }
             let states = self.states.borrow();
             if states.iter().all(|s| *s == State::Done) {
-                return Ok(());
+                return self.end_interval();
             }
             self.release_barrier(&states)?;
             drop(states);
@@ -205,9 +205,8 @@ impl Block<'_> {
         });
         let agreed = first_site.filter(|site| states.iter().all(|s| *s == State::AtBarrier(site)));
         if agreed.is_some() {
-            self.arena.borrow_mut().barrier();
             self.counters.borrow_mut().barriers += 1;
-            return Ok(());
+            return self.end_interval();
         }
         if let Some(kind) = warp::stuck_collective(self, states) {
             return Err(kind);
@@ -231,6 +230,25 @@ impl Block<'_> {
             })
             .collect();
         Err(EmuErrorKind::BarrierDivergence { waiting, elsewhere })
+    }
+
+    /// Closes a barrier interval; a read of shared memory that nobody wrote during it is a bug.
+    fn end_interval(&self) -> Result<(), EmuErrorKind> {
+        match self.arena.borrow_mut().end_interval() {
+            None => Ok(()),
+            Some(UninitRead {
+                offset,
+                thread,
+                site,
+            }) => Err(EmuErrorKind::UninitializedShared {
+                offset,
+                by: ThreadAccess {
+                    thread: self.thread_dim3(thread as usize),
+                    access: Access::Read,
+                    site,
+                },
+            }),
+        }
     }
 
     fn panic_kind(&self, t: usize, payload: Box<dyn Any + Send>) -> EmuErrorKind {
@@ -259,7 +277,7 @@ impl Block<'_> {
         by: ThreadAccess,
     ) -> Result<(), EmuErrorKind> {
         let align = 1usize << bytes.trailing_zeros().min(4);
-        if addr % align == 0 {
+        if addr.is_multiple_of(align) {
             Ok(())
         } else {
             Err(EmuErrorKind::Misaligned {
@@ -298,24 +316,14 @@ impl Block<'_> {
             })?;
         arena
             .check(offset, bytes, t as u32, access, site)
-            .map_err(|conflict| match conflict {
-                Conflict::Race {
-                    offset,
-                    thread,
-                    access,
-                    site,
-                } => EmuErrorKind::SharedRace {
-                    offset,
-                    first: ThreadAccess {
-                        thread: self.thread_dim3(thread as usize),
-                        access,
-                        site,
-                    },
-                    second: by,
+            .map_err(|race| EmuErrorKind::SharedRace {
+                offset: race.offset,
+                first: ThreadAccess {
+                    thread: self.thread_dim3(race.thread as usize),
+                    access: race.access,
+                    site: race.site,
                 },
-                Conflict::Uninitialised { offset } => {
-                    EmuErrorKind::UninitializedShared { offset, by }
-                }
+                second: by,
             })?;
         let mut c = self.counters.borrow_mut();
         match access {

@@ -52,7 +52,7 @@ pub enum EmuErrorKind {
     },
     /// Two threads touched the same shared-memory byte between two barriers, one of them writing.
     SharedRace {
-        /// Byte offset in the block's shared memory.
+        /// Byte offset in the shared array (or in dynamic shared memory).
         offset: usize,
         /// The earlier access.
         first: ThreadAccess,
@@ -61,7 +61,7 @@ pub enum EmuErrorKind {
     },
     /// A read of shared memory that no thread of the block has written.
     UninitializedShared {
-        /// Byte offset in the block's shared memory.
+        /// Byte offset in the shared array (or in dynamic shared memory).
         offset: usize,
         /// The read.
         by: ThreadAccess,
@@ -155,13 +155,13 @@ impl fmt::Display for EmuError {
                 second,
             } => write!(
                 f,
-                "data race on shared memory at byte offset {offset}: {} and {} with no sync_threads between them",
+                "data race on shared memory at byte {offset} of its array: {} and {} with no sync_threads between them",
                 access(first),
                 access(second)
             ),
             EmuErrorKind::UninitializedShared { offset, by } => write!(
                 f,
-                "read of uninitialised shared memory at byte offset {offset}: {} but no thread of the block wrote it",
+                "read of uninitialised shared memory at byte {offset} of its array: {} but no thread of the block wrote it before the next barrier",
                 access(by)
             ),
             EmuErrorKind::BarrierDivergence { waiting, elsewhere } => {

@@ -44,16 +44,22 @@ impl Default for Shadow {
 }
 
 /// A conflicting earlier access found by [`SharedArena::check`].
-pub(super) enum Conflict {
-    Race {
-        offset: usize,
-        thread: u32,
-        access: Access,
-        site: &'static Location<'static>,
-    },
-    Uninitialised {
-        offset: usize,
-    },
+pub(super) struct Race {
+    /// Byte offset in its array.
+    pub offset: usize,
+    pub thread: u32,
+    pub access: Access,
+    pub site: &'static Location<'static>,
+}
+
+/// A read of a byte that no thread had written, held until the interval ends: if another thread
+/// writes the byte before the next barrier, the real bug is the race, reported at that write.
+#[derive(Clone, Copy)]
+pub(super) struct UninitRead {
+    /// Byte offset in its array.
+    pub offset: usize,
+    pub thread: u32,
+    pub site: &'static Location<'static>,
 }
 
 /// Per OS thread, reused block after block: shared memory never outlives its block, so the next
@@ -66,6 +72,7 @@ pub(super) struct SharedArena {
     dynamic: usize,
     block_start: u64,
     interval: u64,
+    uninit_reads: Vec<UninitRead>,
 }
 
 impl Default for SharedArena {
@@ -78,6 +85,7 @@ impl Default for SharedArena {
             dynamic: 0,
             block_start: 1,
             interval: 1,
+            uninit_reads: Vec::new(),
         }
     }
 }
@@ -92,14 +100,27 @@ impl SharedArena {
         self.interval += 1;
         self.block_start = self.interval;
         self.statics.clear();
+        self.uninit_reads.clear();
         self.dynamic = dynamic;
         self.used = dynamic.next_multiple_of(16) + RED_ZONE;
         self.grow_shadow(self.used);
     }
 
-    /// Every thread passed a barrier: accesses before it can no longer race with those after.
-    pub(super) fn barrier(&mut self) {
+    /// Every thread passed a barrier (or exited): accesses before it can no longer race with
+    /// those after. Returns the first read of a byte that nobody wrote in the interval.
+    pub(super) fn end_interval(&mut self) -> Option<UninitRead> {
         self.interval += 1;
+        let first = self.uninit_reads.first().copied();
+        self.uninit_reads.clear();
+        first
+    }
+
+    /// `offset` (in the arena) as an offset in the array that holds it, for reports.
+    fn in_array(&self, offset: usize) -> usize {
+        self.statics
+            .iter()
+            .find(|&&(_, o, b)| offset >= o && offset < o + b)
+            .map_or(offset, |&(_, o, _)| offset - o)
     }
 
     fn grow_shadow(&mut self, bytes: usize) {
@@ -148,7 +169,7 @@ impl SharedArena {
     }
 
     /// Records `thread`'s access to `bytes` bytes at `offset`, or returns the earlier access it
-    /// conflicts with.
+    /// races with.
     pub(super) fn check(
         &mut self,
         offset: usize,
@@ -156,11 +177,10 @@ impl SharedArena {
         thread: u32,
         access: Access,
         site: &'static Location<'static>,
-    ) -> Result<(), Conflict> {
+    ) -> Result<(), Race> {
         let me = thread + 1;
+        let (interval, block_start) = (self.interval, self.block_start);
         for o in offset..offset + bytes {
-            let interval = self.interval;
-            let block_start = self.block_start;
             let s = &mut self.shadow[o];
             if s.interval != interval {
                 s.interval = interval;
@@ -168,19 +188,26 @@ impl SharedArena {
                 s.reader = 0;
                 s.other_reader = 0;
             }
-            if s.writer != 0 && s.writer != me {
-                return Err(Conflict::Race {
-                    offset: o,
-                    thread: s.writer - 1,
-                    access: Access::Write,
-                    site: s.writer_site,
+            // (thread + 1, access, site) of an earlier access by another thread that conflicts.
+            let conflict = if s.writer != 0 && s.writer != me {
+                Some((s.writer, Access::Write, s.writer_site))
+            } else if access == Access::Write && s.reader != 0 && s.reader != me {
+                Some((s.reader, Access::Read, s.reader_site))
+            } else if access == Access::Write && s.other_reader != 0 && s.other_reader != me {
+                Some((s.other_reader, Access::Read, s.other_reader_site))
+            } else {
+                None
+            };
+            if let Some((other, access, site)) = conflict {
+                return Err(Race {
+                    offset: self.in_array(o),
+                    thread: other - 1,
+                    access,
+                    site,
                 });
             }
             match access {
                 Access::Read => {
-                    if s.written < block_start {
-                        return Err(Conflict::Uninitialised { offset: o });
-                    }
                     if s.reader == 0 {
                         s.reader = me;
                         s.reader_site = site;
@@ -188,21 +215,16 @@ impl SharedArena {
                         s.other_reader = me;
                         s.other_reader_site = site;
                     }
-                }
-                Access::Write => {
-                    let (reader, reader_site) = if s.reader != me {
-                        (s.reader, s.reader_site)
-                    } else {
-                        (s.other_reader, s.other_reader_site)
-                    };
-                    if reader != 0 {
-                        return Err(Conflict::Race {
-                            offset: o,
-                            thread: reader - 1,
-                            access: Access::Read,
-                            site: reader_site,
+                    if s.written < block_start {
+                        let offset = self.in_array(o);
+                        self.uninit_reads.push(UninitRead {
+                            offset,
+                            thread,
+                            site,
                         });
                     }
+                }
+                Access::Write => {
                     s.writer = me;
                     s.writer_site = site;
                     s.written = interval;

@@ -1,0 +1,272 @@
+//! `cargo xtask run`: every kernel, checked, timed (GPU) or modelled (emulator), on the roofline.
+
+use std::time::Instant;
+
+use host::bench::{self, BenchConfig, Timing};
+use host::cost::{Bound, Roofline};
+use host::emu::LaunchCounters;
+use host::specs::GpuSpec;
+use host::{Runtime, runtime::Backend};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::cases::{self, Scale};
+use crate::ptxas::target_dir;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The GPU whose roofline the figures are read against: on a GPU, the one found by name
+    /// (this flag overrides it); on the emulator, the device the modelled figures are for.
+    #[arg(long, default_value = "h100")]
+    device: String,
+    /// Run only the kernels whose name contains this.
+    #[arg(long)]
+    only: Option<String>,
+    /// Where to write the JSON report (default: target/xtask/run.json).
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Timed runs per kernel on a GPU.
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+}
+
+/// One row of the report.
+#[derive(Serialize)]
+struct Row {
+    kernel: &'static str,
+    shape: String,
+    /// `true` when `roofline` holds a GPU measurement, `false` when it is modelled.
+    measured: bool,
+    timing: Option<Timing>,
+    roofline: Roofline,
+    cost: host::cost::Cost,
+    /// The emulator's counts for one run (emulator only).
+    counters: Option<LaunchCounters>,
+    /// Seconds the emulator took on this machine's CPUs (emulator only).
+    emulator_seconds: Option<f64>,
+    check: Result<String, String>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    backend: String,
+    roofline_device: &'a GpuSpec,
+    rows: Vec<Row>,
+}
+
+pub fn run(args: &RunArgs) -> Result<(), String> {
+    let rt = Runtime::from_env().map_err(|e| e.to_string())?;
+    let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
+    let scale = if rt.is_gpu() {
+        Scale::Gpu
+    } else {
+        Scale::Emulator
+    };
+    match rt.backend() {
+        Backend::Emulator(_) => println!(
+            "No GPU: {}. Running on the CPU emulator at small sizes; time, GB/s, TFLOP/s and % of roofline are MODELLED for {} (the kernel at its roofline bound).",
+            no_gpu_reason(),
+            spec.name
+        ),
+        Backend::Cuda(gpu) => println!(
+            "GPU: {} ({}), measured with CUDA events, median of {} runs after 3 warm-ups, L2 flushed between runs; roofline of {}.",
+            gpu.name(),
+            gpu.arch().name(),
+            args.runs,
+            spec.name
+        ),
+    }
+    let specs: Vec<_> = cases::all()
+        .into_iter()
+        .filter(|c| {
+            args.only
+                .as_ref()
+                .is_none_or(|o| c.kernel.contains(o.as_str()))
+        })
+        .collect();
+    let bar = ProgressBar::new(specs.len() as u64)
+        .with_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
+    let mut rows = Vec::new();
+    for spec_case in &specs {
+        bar.set_message(spec_case.kernel);
+        rows.push(
+            run_case(&rt, spec_case, scale, spec, args.runs)
+                .map_err(|e| format!("{}: {e}", spec_case.kernel))?,
+        );
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    print_table(&rows, rt.is_gpu());
+    let report = Report {
+        backend: rt.device_name(),
+        roofline_device: spec,
+        rows,
+    };
+    let path = args
+        .json
+        .clone()
+        .unwrap_or_else(|| target_dir().join("xtask").join("run.json"));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let json = serde_json::to_string_pretty(&report).expect("report serialises");
+    std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!("JSON report: {}", path.display());
+    let failed: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| r.check.is_err())
+        .map(|r| r.kernel)
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("results differ from the CPU reference: {failed:?}"))
+    }
+}
+
+fn unknown_device(name: &str) -> String {
+    let known: Vec<_> = host::specs::GPUS.iter().map(|g| g.key).collect();
+    format!("unknown device `{name}`; known: {}", known.join(", "))
+}
+
+fn no_gpu_reason() -> String {
+    match Runtime::gpu(0) {
+        Err(e) => e.to_string(),
+        Ok(_) => "KERNELS_BACKEND selects the emulator".to_string(),
+    }
+}
+
+fn run_case(
+    rt: &Runtime,
+    spec_case: &cases::CaseSpec,
+    scale: Scale,
+    spec: &GpuSpec,
+    runs: usize,
+) -> Result<Row, String> {
+    let mut case = (spec_case.build)(rt, scale).map_err(|e| e.to_string())?;
+    let row = if rt.is_gpu() {
+        let timing = bench::time_gpu(rt, BenchConfig { warmup: 3, runs }, || {
+            (case.launch)(rt).map(|_| ())
+        })
+        .map_err(|e| e.to_string())?;
+        Row {
+            kernel: case.kernel,
+            shape: case.shape.clone(),
+            measured: true,
+            timing: Some(timing),
+            roofline: Roofline::new(&case.cost, spec, timing.median),
+            cost: case.cost,
+            counters: None,
+            emulator_seconds: None,
+            check: (case.check)(rt),
+        }
+    } else {
+        let start = Instant::now();
+        let counters = (case.launch)(rt).map_err(|e| e.to_string())?;
+        let seconds = start.elapsed().as_secs_f64();
+        let mut check = (case.check)(rt);
+        if let (Some(c), Ok(summary)) = (&counters, &check) {
+            let (read, written) = (c.global_read_bytes, c.global_write_bytes);
+            check = if (read, written) == (case.cost.bytes_read, case.cost.bytes_written) {
+                Ok(format!("{summary}; HBM bytes = cost model"))
+            } else {
+                Err(format!(
+                    "counted {read} B read / {written} B written, cost model says {} / {}",
+                    case.cost.bytes_read, case.cost.bytes_written
+                ))
+            };
+        }
+        Row {
+            kernel: case.kernel,
+            shape: case.shape.clone(),
+            measured: false,
+            timing: None,
+            roofline: Roofline::modelled(&case.cost, spec),
+            cost: case.cost,
+            counters,
+            emulator_seconds: Some(seconds),
+            check,
+        }
+    };
+    Ok(row)
+}
+
+fn duration(s: f64) -> String {
+    if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.1} µs", s * 1e6)
+    }
+}
+
+fn print_table(rows: &[Row], measured: bool) {
+    let tag = if measured { "" } else { " (modelled)" };
+    println!(
+        "{:<26} {:<18} {:>12} {:>11} {:>12} {:>7} {:>7} {:>10}  check",
+        "kernel",
+        "shape",
+        format!("time{tag}"),
+        "GB/s",
+        "TFLOP/s",
+        "FLOP/B",
+        "bound",
+        "% roof"
+    );
+    for r in rows {
+        let f = &r.roofline;
+        let bound = match f.bound {
+            Bound::Memory => "memory",
+            Bound::Compute => "compute",
+        };
+        let check = match &r.check {
+            Ok(s) => format!("ok: {s}"),
+            Err(e) => format!("FAILED: {e}"),
+        };
+        println!(
+            "{:<26} {:<18} {:>12} {:>11.0} {:>12.3} {:>7.3} {:>7} {:>9.1}%  {}",
+            r.kernel,
+            r.shape,
+            duration(f.seconds),
+            f.bytes_per_second / 1e9,
+            f.flops_per_second / 1e12,
+            f.intensity,
+            bound,
+            100.0 * f.fraction_of_roofline,
+            check
+        );
+    }
+}
+
+/// `cargo xtask emu-speed`: the emulator's throughput on this machine.
+pub fn emu_speed() -> Result<(), String> {
+    let rt = Runtime::emulator();
+    let n = 1 << 20;
+    let a = rt
+        .upload(&host::reference::uniform(n, 1, -1.0, 1.0))
+        .map_err(|e| e.to_string())?;
+    let b = rt
+        .upload(&host::reference::uniform(n, 2, -1.0, 1.0))
+        .map_err(|e| e.to_string())?;
+    let mut c = rt.alloc::<f32>(n).map_err(|e| e.to_string())?;
+    let mut samples = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        host::ops::elementwise::vector_add_f32(&rt, &a, &b, &mut c).map_err(|e| e.to_string())?;
+        samples.push(start.elapsed().as_secs_f64());
+    }
+    let t = Timing::from_samples(samples).expect("three samples");
+    println!(
+        "emulator, {} threads: vector_add_f32 of 1M elements (1M simulated GPU threads): median {} over {} runs ({:.1} M threads/s)",
+        rayon_threads(),
+        duration(t.median),
+        t.runs,
+        n as f64 / t.median / 1e6
+    );
+    Ok(())
+}
+
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
