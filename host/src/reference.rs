@@ -47,3 +47,91 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .map(diff)
         .fold(0.0, |m, d| if d.is_nan() { f32::NAN } else { m.max(d) })
 }
+
+/// Attention's output and per-row log-sum-exp, in f64.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionOutput {
+    /// `batch x heads x n_q x head_dim`.
+    pub o: Vec<f64>,
+    /// `batch x heads x n_q`, natural log; `-inf` for a row that sees no key.
+    pub lse: Vec<f64>,
+}
+
+/// Whether query `i` sees key `j`: the causal mask aligned to the bottom right (the queries are
+/// the last `n_q` of the `n_kv` positions), written with signed positions.
+fn sees(i: usize, j: usize, n_q: usize, n_kv: usize, causal: bool) -> bool {
+    let position = i as i64 + n_kv as i64 - n_q as i64;
+    !causal || (j as i64) <= position
+}
+
+/// `scale * q_i . k_j` in f64, one row of S per query, `-inf` where the mask hides the key:
+/// `batch x heads x n_q x n_kv`.
+pub fn attention_scores(
+    q: &[f32],
+    k: &[f32],
+    shape: &crate::ops::attention::AttentionShape,
+    scale: f32,
+    causal: bool,
+) -> Vec<f64> {
+    let (n_q, n_kv, d) = (shape.n_q, shape.n_kv, shape.head_dim);
+    (0..shape.bh() * n_q)
+        .into_par_iter()
+        .flat_map_iter(|row| {
+            let (h, i) = (row / n_q, row % n_q);
+            let q_i = &q[row * d..][..d];
+            (0..n_kv).map(move |j| {
+                if !sees(i, j, n_q, n_kv, causal) {
+                    return f64::NEG_INFINITY;
+                }
+                let k_j = &k[(h * n_kv + j) * d..][..d];
+                let dot: f64 = q_i
+                    .iter()
+                    .zip(k_j)
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum();
+                f64::from(scale) * dot
+            })
+        })
+        .collect()
+}
+
+/// `O = softmax(scale Q K^T [causal]) V` and the log-sum-exp of each row of scores, in f64,
+/// straight from the definition: each row's scores, their max, `exp(s - max)`, the sum, the
+/// weighted sum of V rows. A row that sees no key gives zeros and `-inf`.
+pub fn attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    shape: &crate::ops::attention::AttentionShape,
+    scale: f32,
+    causal: bool,
+) -> AttentionOutput {
+    let (n_q, n_kv, d) = (shape.n_q, shape.n_kv, shape.head_dim);
+    let s = attention_scores(q, k, shape, scale, causal);
+    let rows: Vec<(Vec<f64>, f64)> = (0..shape.bh() * n_q)
+        .into_par_iter()
+        .map(|row| {
+            let h = row / n_q;
+            let s_i = &s[row * n_kv..][..n_kv];
+            let m = s_i.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            if m == f64::NEG_INFINITY {
+                return (vec![0.0; d], f64::NEG_INFINITY);
+            }
+            let e: Vec<f64> = s_i.iter().map(|x| (x - m).exp()).collect();
+            let l: f64 = e.iter().sum();
+            let mut o = vec![0.0f64; d];
+            for (j, p) in e.iter().enumerate() {
+                let v_j = &v[(h * n_kv + j) * d..][..d];
+                for (o_c, v_c) in o.iter_mut().zip(v_j) {
+                    *o_c += p / l * f64::from(*v_c);
+                }
+            }
+            (o, m + l.ln())
+        })
+        .collect();
+    let lse = rows.iter().map(|r| r.1).collect();
+    AttentionOutput {
+        o: rows.into_iter().flat_map(|r| r.0).collect(),
+        lse,
+    }
+}

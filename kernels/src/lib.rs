@@ -18,6 +18,7 @@
 #[cfg(not(target_arch = "nvptx64"))]
 extern crate std;
 
+pub mod attention;
 pub mod cuda;
 pub mod elementwise;
 

@@ -1,6 +1,7 @@
 //! One safe host function per kernel: validate the inputs, compute the launch configuration from
 //! the kernel crate's own constants, launch. Each also has its cost model beside it.
 
+pub mod attention;
 pub mod elementwise;
 
 use crate::error::{Error, Result};

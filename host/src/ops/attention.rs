@@ -1,0 +1,531 @@
+//! Host side of `kernels::attention`: `O = softmax(scale Q K^T [+ causal mask]) V`, naive and
+//! fused, with the cost models that say what each moves across the HBM boundary.
+//!
+//! The mask (which key each query sees, and when a row sees none) is defined once, in
+//! `kernels::attention`; this module validates shapes, launches, and counts.
+
+use kernels::attention::{
+    HEAD_DIMS, flash_f32, kv_end, kv_rows_loaded, naive as naive_kernels, visible_keys,
+};
+
+use crate::buffer::DeviceBuffer;
+use crate::cost::{ComputeUnit, Cost};
+use crate::error::{Error, Result};
+use crate::launch;
+use crate::launch::{LaunchConfig, dim3};
+use crate::runtime::{Launched, Runtime};
+
+const F32: usize = size_of::<f32>();
+
+/// The sizes of one attention call: Q and O are `batch x heads x n_q x head_dim`, K and V
+/// `batch x heads x n_kv x head_dim`, the log-sum-exp `batch x heads x n_q`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    /// Sequences in the batch.
+    pub batch: usize,
+    /// Heads per sequence.
+    pub heads: usize,
+    /// Queries per head.
+    pub n_q: usize,
+    /// Keys (and values) per head.
+    pub n_kv: usize,
+    /// `d`, the length of each query, key, value and output row.
+    pub head_dim: usize,
+}
+
+impl AttentionShape {
+    /// Self-attention: `n` queries over the same `n` keys.
+    pub fn new(batch: usize, heads: usize, n: usize, head_dim: usize) -> Self {
+        Self {
+            batch,
+            heads,
+            n_q: n,
+            n_kv: n,
+            head_dim,
+        }
+    }
+
+    /// The same with `n_kv` keys instead (with a causal mask and `n_q > n_kv`, the first
+    /// `n_q - n_kv` queries see no key: see `kernels::attention`).
+    pub fn with_n_kv(self, n_kv: usize) -> Self {
+        Self { n_kv, ..self }
+    }
+
+    /// `batch * heads`: independent attention problems.
+    pub fn bh(&self) -> usize {
+        self.batch * self.heads
+    }
+
+    /// Elements of Q (and of O).
+    pub fn q_elems(&self) -> usize {
+        self.bh() * self.n_q * self.head_dim
+    }
+
+    /// Elements of K (and of V).
+    pub fn kv_elems(&self) -> usize {
+        self.bh() * self.n_kv * self.head_dim
+    }
+
+    /// Elements of the log-sum-exp: one per query row.
+    pub fn lse_elems(&self) -> usize {
+        self.bh() * self.n_q
+    }
+
+    /// Elements of S (and of P) in the naive flow: `n_q x n_kv` per head.
+    pub fn score_elems(&self) -> usize {
+        self.bh() * self.n_q * self.n_kv
+    }
+}
+
+/// What the softmax is taken of: `scale * Q K^T`, causally masked or not.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionParams {
+    /// Multiplies every score; `1 / sqrt(head_dim)` in the transformer.
+    pub scale: f32,
+    /// Whether query `i` sees only keys up to its own position (bottom-right aligned).
+    pub causal: bool,
+}
+
+impl AttentionParams {
+    /// The transformer's scale, `1 / sqrt(head_dim)`.
+    pub fn standard(head_dim: usize, causal: bool) -> Self {
+        Self {
+            scale: 1.0 / (head_dim as f32).sqrt(),
+            causal,
+        }
+    }
+}
+
+/// The head dimension as a kernel choice, or the error naming the supported ones.
+fn head_dim(what: &str, d: usize) -> Result<u32> {
+    HEAD_DIMS
+        .into_iter()
+        .find(|&h| h as usize == d)
+        .ok_or_else(|| {
+            Error::Shape(format!(
+                "{what}: head dimension {d} is not supported; the kernels are built for {HEAD_DIMS:?}"
+            ))
+        })
+}
+
+/// Checks the shape, the parameters and every buffer's length. `Ok(false)` means there is
+/// nothing to compute (no query rows).
+fn validate(
+    what: &str,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+    lens: &[(&str, usize, usize)],
+) -> Result<bool> {
+    head_dim(what, shape.head_dim)?;
+    if !params.scale.is_finite() {
+        return Err(Error::Shape(format!(
+            "{what}: the softmax scale must be finite, got {}",
+            params.scale
+        )));
+    }
+    for &(name, len, want) in lens {
+        if len != want {
+            return Err(Error::Shape(format!(
+                "{what}: {name} has {len} elements, but {shape:?} needs {want}"
+            )));
+        }
+    }
+    if shape.lse_elems() == 0 {
+        return Ok(false);
+    }
+    if shape.n_kv == 0 {
+        return Err(Error::Shape(format!(
+            "{what}: n_kv = 0, there are no keys to attend to"
+        )));
+    }
+    // Heads go on a grid axis limited to 65535 blocks; rows and keys are indexed with u32.
+    let max_heads = 65535;
+    if shape.bh() > max_heads {
+        return Err(Error::Shape(format!(
+            "{what}: batch * heads = {} exceeds the {max_heads} one launch handles",
+            shape.bh()
+        )));
+    }
+    if u32::try_from(shape.n_q.max(shape.n_kv)).is_err() {
+        return Err(Error::Shape(format!(
+            "{what}: sequence lengths above {} are not supported",
+            u32::MAX
+        )));
+    }
+    Ok(true)
+}
+
+/// FlashAttention forward in f32 (`kernels::attention::flash_f32`): writes O and the per-row
+/// log-sum-exp `lse` (natural log; `-inf` for a row that sees no key, whose O row is zeros).
+#[allow(clippy::too_many_arguments)]
+pub fn fused_f32(
+    rt: &Runtime,
+    q: &DeviceBuffer<f32>,
+    k: &DeviceBuffer<f32>,
+    v: &DeviceBuffer<f32>,
+    o: &mut DeviceBuffer<f32>,
+    lse: &mut DeviceBuffer<f32>,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+) -> Result<Launched> {
+    let what = "attention::fused_f32";
+    let lens = [
+        ("q", q.len(), shape.q_elems()),
+        ("k", k.len(), shape.kv_elems()),
+        ("v", v.len(), shape.kv_elems()),
+        ("o", o.len(), shape.q_elems()),
+        ("lse", lse.len(), shape.lse_elems()),
+    ];
+    if !validate(what, shape, params, &lens)? {
+        return Ok(None);
+    }
+    let d = shape.head_dim;
+    let cfg = LaunchConfig {
+        grid: dim3(
+            shape.n_q.div_ceil(flash_f32::BR) as u32,
+            shape.bh() as u32,
+            1,
+        ),
+        block: dim3(flash_f32::BR as u32, 1, 1),
+        shared_mem_bytes: flash_f32::shared_bytes(d) as u32,
+    };
+    let (q, k, v, o, lse) = (q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr());
+    let (n_q, n_kv) = (shape.n_q as u32, shape.n_kv as u32);
+    let (scale, causal) = (params.scale, u32::from(params.causal));
+    if d == 64 {
+        launch!(
+            rt,
+            cfg,
+            attention::flash_attention_f32_d64(q, k, v, o, lse, n_q, n_kv, scale, causal)
+        )
+    } else {
+        launch!(
+            rt,
+            cfg,
+            attention::flash_attention_f32_d128(q, k, v, o, lse, n_q, n_kv, scale, causal)
+        )
+    }
+}
+
+/// Naive step 1: `S = scale Q K^T` (masked scores `-inf`), `s` being `batch x heads x n_q x n_kv`.
+pub fn scores(
+    rt: &Runtime,
+    q: &DeviceBuffer<f32>,
+    k: &DeviceBuffer<f32>,
+    s: &mut DeviceBuffer<f32>,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+) -> Result<Launched> {
+    let lens = [
+        ("q", q.len(), shape.q_elems()),
+        ("k", k.len(), shape.kv_elems()),
+        ("s", s.len(), shape.score_elems()),
+    ];
+    if !validate("attention::scores", shape, params, &lens)? {
+        return Ok(None);
+    }
+    let tile = naive_kernels::OUT_TILE;
+    let cfg = LaunchConfig {
+        grid: dim3(
+            shape.n_kv.div_ceil(tile) as u32,
+            shape.n_q.div_ceil(tile) as u32,
+            shape.bh() as u32,
+        ),
+        block: dim3(
+            naive_kernels::THREADS as u32,
+            naive_kernels::THREADS as u32,
+            1,
+        ),
+        shared_mem_bytes: 0,
+    };
+    let (q, k, s) = (q.ptr(), k.ptr(), s.ptr());
+    let (n_q, n_kv, d) = (shape.n_q as u32, shape.n_kv as u32, shape.head_dim as u32);
+    let (scale, causal) = (params.scale, u32::from(params.causal));
+    launch!(
+        rt,
+        cfg,
+        attention::attention_scores_f32(q, k, s, n_q, n_kv, d, scale, causal)
+    )
+}
+
+/// Naive step 3: `O = P V`, `p` being the row-softmax of S (`batch x heads x n_q x n_kv`).
+/// `causal` only tells the emulator's FLOP count which products are the attention's.
+pub fn probabilities_times_values(
+    rt: &Runtime,
+    p: &DeviceBuffer<f32>,
+    v: &DeviceBuffer<f32>,
+    o: &mut DeviceBuffer<f32>,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+) -> Result<Launched> {
+    let lens = [
+        ("p", p.len(), shape.score_elems()),
+        ("v", v.len(), shape.kv_elems()),
+        ("o", o.len(), shape.q_elems()),
+    ];
+    if !validate(
+        "attention::probabilities_times_values",
+        shape,
+        params,
+        &lens,
+    )? {
+        return Ok(None);
+    }
+    let threads = naive_kernels::THREADS as u32;
+    let cfg = LaunchConfig {
+        grid: dim3(
+            shape.n_q.div_ceil(naive_kernels::OUT_TILE) as u32,
+            shape.bh() as u32,
+            1,
+        ),
+        block: dim3(threads, threads, 1),
+        shared_mem_bytes: 0,
+    };
+    let (p, v, o) = (p.ptr(), v.ptr(), o.ptr());
+    let (n_q, n_kv, causal) = (
+        shape.n_q as u32,
+        shape.n_kv as u32,
+        u32::from(params.causal),
+    );
+    if shape.head_dim == 64 {
+        launch!(
+            rt,
+            cfg,
+            attention::attention_pv_f32_d64(p, v, o, n_q, n_kv, causal)
+        )
+    } else {
+        launch!(
+            rt,
+            cfg,
+            attention::attention_pv_f32_d128(p, v, o, n_q, n_kv, causal)
+        )
+    }
+}
+
+/// HBM traffic of one attention call, split as the chapter tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Traffic {
+    /// What the flow cannot avoid moving: each input read once, each output written once, and,
+    /// for the naive flow, every intermediate (S, P) written once and read once. FLOPs: the
+    /// attention's `4 d` per visible (query, key) pair (plus the softmax's, for naive).
+    pub compulsory: Cost,
+    /// Bytes read again because a tile was dropped from the chip and fetched later by another
+    /// block: K and V once per query tile of the fused kernel; Q, K, V (and, for long rows, S)
+    /// in the naive one. On a GPU the L2 serves many of these; the emulator counts them all.
+    pub re_read_bytes: u64,
+}
+
+impl Traffic {
+    /// Everything the kernels ask global memory for: what the emulator counts, exactly.
+    pub fn total(&self) -> Cost {
+        Cost {
+            bytes_read: self.compulsory.bytes_read + self.re_read_bytes,
+            ..self.compulsory
+        }
+    }
+}
+
+impl Traffic {
+    /// Two steps of one flow, one after the other.
+    pub fn plus(self, other: Traffic) -> Traffic {
+        Traffic {
+            compulsory: self.compulsory.plus(other.compulsory),
+            re_read_bytes: self.re_read_bytes + other.re_read_bytes,
+        }
+    }
+}
+
+/// A step that reads `reads` bytes in all, of which `once` are its inputs read once.
+fn with_re_reads(compulsory: Cost, reads: u64) -> Traffic {
+    Traffic {
+        re_read_bytes: reads - compulsory.bytes_read,
+        compulsory,
+    }
+}
+
+/// Naive step 1 ([`scores`]): reads Q and K, writes S (`n_q x n_kv` per head); each 64-row
+/// tile of Q is read once per 64-key tile of K and vice versa, so Q is read `ceil(n_kv / 64)`
+/// times and K `ceil(n_q / 64)` times. FLOPs: `2 d` per visible pair.
+pub fn scores_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+    let tile = naive_kernels::OUT_TILE;
+    let (q, k) = (
+        (shape.q_elems() * F32) as u64,
+        (shape.kv_elems() * F32) as u64,
+    );
+    let reads = q * shape.n_kv.div_ceil(tile) as u64 + k * shape.n_q.div_ceil(tile) as u64;
+    let compulsory = Cost {
+        bytes_read: q + k,
+        bytes_written: (shape.score_elems() * F32) as u64,
+        flops: attention_flops(shape, causal) / 2,
+        unit: ComputeUnit::CudaCoreF32,
+    };
+    with_re_reads(compulsory, reads)
+}
+
+/// Naive step 3 ([`probabilities_times_values`]): reads P once (a block computes whole rows of
+/// O), V once per 64-row query tile, writes O. FLOPs: `2 d` per visible pair.
+pub fn pv_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+    let (p, v) = (
+        (shape.score_elems() * F32) as u64,
+        (shape.kv_elems() * F32) as u64,
+    );
+    let reads = p + v * shape.n_q.div_ceil(naive_kernels::OUT_TILE) as u64;
+    let compulsory = Cost {
+        bytes_read: p + v,
+        bytes_written: (shape.q_elems() * F32) as u64,
+        flops: attention_flops(shape, causal) / 2,
+        unit: ComputeUnit::CudaCoreF32,
+    };
+    with_re_reads(compulsory, reads)
+}
+
+/// `4 d` FLOPs per (query, key) pair the mask lets through: `4 n^2 d` per head, about half that
+/// when causal (`2 n (n + 1) d` exactly).
+pub fn attention_flops(shape: &AttentionShape, causal: bool) -> u64 {
+    let pairs: usize = (0..shape.n_q)
+        .map(|i| visible_keys(i, shape.n_q, shape.n_kv, causal))
+        .sum();
+    (4 * shape.head_dim * pairs * shape.bh()) as u64
+}
+
+/// The fused kernel's traffic: Q, K, V read once, O and LSE written once (compulsory); and
+/// each query tile of `BR` rows re-reads the K and V tiles it needs (all of them, or up to its
+/// diagonal when causal), which is `(tiles - 1)` extra copies of K and V per head.
+pub fn fused_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+    let (bh, n_q, n_kv, d) = (shape.bh(), shape.n_q, shape.n_kv, shape.head_dim);
+    let row = (d * F32) as u64;
+    let kv_rows: usize = (0..n_q.div_ceil(flash_f32::BR))
+        .map(|b| {
+            let i0 = b * flash_f32::BR;
+            kv_rows_loaded(
+                kv_end(i0, flash_f32::BR, n_q, n_kv, causal),
+                flash_f32::BC,
+                n_kv,
+            )
+        })
+        .sum();
+    let compulsory_kv = if n_q > 0 { n_kv } else { 0 };
+    Traffic {
+        compulsory: Cost {
+            bytes_read: bh as u64 * (n_q + 2 * compulsory_kv) as u64 * row,
+            bytes_written: bh as u64 * (n_q as u64 * row + (n_q * F32) as u64),
+            flops: attention_flops(shape, causal),
+            unit: ComputeUnit::CudaCoreF32,
+        },
+        re_read_bytes: bh as u64 * 2 * (kv_rows - compulsory_kv) as u64 * row,
+    }
+}
+
+/// Device memory each flow needs for `shape` in f32: Q, K, V, O for both; the naive flow adds
+/// S and P (`n_q x n_kv` per head, O(N^2)), the fused one only the log-sum-exp (O(N)).
+pub fn device_bytes(flow: Flow, shape: &AttentionShape) -> u64 {
+    let tensors = 2 * (shape.q_elems() + shape.kv_elems());
+    let extra = match flow {
+        Flow::Naive => 2 * shape.score_elems(),
+        Flow::Fused => shape.lse_elems(),
+    };
+    ((tensors + extra) * F32) as u64
+}
+
+/// Which attention flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Flow {
+    /// S and P materialised in HBM: three kernels.
+    Naive,
+    /// FlashAttention: one kernel, S and P on chip.
+    Fused,
+}
+
+/// The largest `n` (self-attention, `n_q = n_kv = n`) for which `flow` fits in `free_bytes` of
+/// device memory with `batch x heads` heads of dimension `head_dim`: where the memory sweep's
+/// naive column stops.
+pub fn max_sequence_len(
+    flow: Flow,
+    free_bytes: u64,
+    batch: usize,
+    heads: usize,
+    head_dim: usize,
+) -> usize {
+    let fits = |n: usize| {
+        device_bytes(flow, &AttentionShape::new(batch, heads, n, head_dim)) <= free_bytes
+    };
+    if !fits(1) {
+        return 0;
+    }
+    // Exponential search for an upper bound, then bisection: device_bytes grows with n.
+    let mut hi = 2;
+    while fits(hi) {
+        hi *= 2;
+    }
+    let mut lo = hi / 2; // fits(lo), !fits(hi)
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) { lo = mid } else { hi = mid }
+    }
+    lo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn naive_memory_is_quadratic_and_fused_linear() {
+        let s = AttentionShape::new(4, 16, 4096, 128);
+        let qkvo = 4 * 4 * 16 * 4096 * 128 * 4;
+        assert_eq!(device_bytes(Flow::Fused, &s), qkvo + 4 * 16 * 4096 * 4);
+        assert_eq!(
+            device_bytes(Flow::Naive, &s),
+            qkvo + 2 * 4 * 16 * 4096 * 4096 * 4
+        );
+        // Doubling n doubles fused memory (plus nothing) and roughly quadruples naive memory.
+        let s2 = AttentionShape::new(4, 16, 8192, 128);
+        assert_eq!(
+            device_bytes(Flow::Fused, &s2),
+            2 * device_bytes(Flow::Fused, &s)
+        );
+        let ratio = device_bytes(Flow::Naive, &s2) as f64 / device_bytes(Flow::Naive, &s) as f64;
+        assert!(ratio > 3.85 && ratio < 4.0, "{ratio}");
+    }
+
+    #[test]
+    fn the_largest_n_that_fits_is_exact() {
+        let free = 80_000_000_000u64;
+        for flow in [Flow::Naive, Flow::Fused] {
+            let n = max_sequence_len(flow, free, 4, 16, 128);
+            let at = |n| device_bytes(flow, &AttentionShape::new(4, 16, n, 128));
+            assert!(at(n) <= free && at(n + 1) > free, "{flow:?}: {n}");
+        }
+        // 80 GB: naive stops near n = 12.3k (2 * 64 * n^2 * 4 bytes of S and P), fused near
+        // 609k (131 kB per token: 64 heads of Q, K, V, O rows and one LSE each).
+        let naive = max_sequence_len(Flow::Naive, free, 4, 16, 128);
+        assert!((12_000..12_500).contains(&naive), "{naive}");
+        let fused = max_sequence_len(Flow::Fused, free, 4, 16, 128);
+        assert_eq!(fused, (free / (64 * (4 * 128 + 1) * 4)) as usize);
+        assert_eq!(max_sequence_len(Flow::Naive, 10, 1, 1, 64), 0);
+    }
+
+    #[test]
+    fn causal_flops_are_about_half() {
+        let s = AttentionShape::new(2, 3, 100, 64);
+        assert_eq!(attention_flops(&s, false), 4 * 100 * 100 * 64 * 6);
+        assert_eq!(attention_flops(&s, true), 2 * 100 * 101 * 64 * 6);
+        // 5 queries over 2 keys, causal: the first 3 see nothing.
+        let s = AttentionShape::new(1, 1, 5, 64).with_n_kv(2);
+        assert_eq!(attention_flops(&s, true), 4 * 64 * 3);
+    }
+
+    #[test]
+    fn fused_re_reads_are_k_and_v_per_extra_query_tile() {
+        // 200 queries: 4 query tiles, each reads all of K and V, 3 of them extra.
+        let s = AttentionShape::new(1, 2, 200, 64);
+        let t = fused_traffic(&s, false);
+        assert_eq!(t.re_read_bytes, 2 * 3 * 2 * 200 * 64 * 4);
+        assert_eq!(t.compulsory.bytes_read, 2 * 3 * 200 * 64 * 4);
+        assert_eq!(t.compulsory.bytes_written, 2 * (200 * 64 + 200) * 4);
+        // Causal: tile b reads keys up to its diagonal, ceil(64 (b + 1) / 16) * 16 of them.
+        let t = fused_traffic(&s, true);
+        let rows = 64 + 128 + 192; // + 200, all of K: the compulsory read
+        assert_eq!(t.re_read_bytes, 2 * 2 * rows * 64 * 4);
+    }
+}

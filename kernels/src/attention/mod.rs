@@ -1,0 +1,116 @@
+//! Attention `O = softmax(scale * Q K^T [+ causal mask]) V`, as written and fused.
+//!
+//! Q and O are `batch x heads x n_q x d`, K and V `batch x heads x n_kv x d`, all row-major and
+//! contiguous; the per-row log-sum-exp `LSE = log sum_j exp(S_ij)` is `batch x heads x n_q`.
+//! `bh = b * heads + h` numbers the (batch, head) pairs: every head is independent.
+//!
+//! Two flows, the same arithmetic (docs/attention.md counts their bytes):
+//! - [`naive`]: S = scale Q K^T written to HBM, P = softmax(S) written to HBM (the softmax
+//!   chapter's fused row-softmax kernel), O = P V. S and P are `n_q x n_kv` per head.
+//! - [`flash_f32`]: FlashAttention's forward pass in one kernel; S and P never leave the chip.
+//!
+//! # The mask, and when a row is fully masked
+//!
+//! Query `i` sees key `j` when `j < n_kv` and, if causal, when `j <= i + (n_kv - n_q)`: the
+//! queries are the *last* `n_q` positions of the key sequence (the bottom-right aligned causal
+//! mask of FlashAttention 2.1 and later; with `n_q == n_kv` it is the usual `j <= i`). So with
+//! `n_q > n_kv` and a causal mask, the first `n_q - n_kv` queries come before every key and see
+//! nothing: such a *fully masked* row has output zeros and `LSE = -inf`, never NaN.
+//!
+//! Everything a kernel and its host cost model must agree on (tile shapes, which K/V rows a
+//! query block loads, which pairs are visible) is defined once, here.
+
+pub mod flash_f32;
+pub mod naive;
+
+// The entry points, one path segment from the crate (as the host's `launch!` names them).
+pub use flash_f32::{flash_attention_f32_d64, flash_attention_f32_d128};
+pub use naive::{attention_pv_f32_d64, attention_pv_f32_d128, attention_scores_f32};
+
+/// Head dimensions the kernels are built for (each is a separate kernel with `d` fixed at
+/// compile time, so that the per-row accumulators are arrays of known size, i.e. registers).
+pub const HEAD_DIMS: [u32; 2] = [64, 128];
+
+/// `log2(e)`: the kernels keep scores in base 2 (scaled once by this) so that each exponential
+/// is one `ex2.approx`, and convert the log-sum-exp back to base e at the end.
+pub const LOG2_E: f32 = core::f32::consts::LOG2_E;
+
+/// Element offset of row `row` of head `bh` in a `heads x rows x d` tensor.
+#[inline(always)]
+pub const fn row_offset(bh: usize, rows: usize, row: usize, d: usize) -> usize {
+    (bh * rows + row) * d
+}
+
+/// Whether query `i` sees key `j` (the mask above). `j + n_q <= i + n_kv` is
+/// `j <= i + n_kv - n_q` without a negative intermediate.
+#[inline(always)]
+pub const fn is_visible(i: usize, j: usize, n_q: usize, n_kv: usize, causal: bool) -> bool {
+    j < n_kv && (!causal || j + n_q <= i + n_kv)
+}
+
+/// How many keys query `i` sees: `4 d` FLOPs each (2 d for its score, 2 d for `P V`), the
+/// attention FLOP count of the cost models.
+#[inline(always)]
+pub const fn visible_keys(i: usize, n_q: usize, n_kv: usize, causal: bool) -> usize {
+    if causal {
+        let end = (i + 1 + n_kv).saturating_sub(n_q);
+        if end < n_kv { end } else { n_kv }
+    } else {
+        n_kv
+    }
+}
+
+/// The keys a block of query rows `[i0, i0 + rows)` needs: `[0, kv_end)`. Non-causal, all of
+/// them; causal, up to the last visible key of its last real row (rows past `n_q` do not count).
+#[inline(always)]
+pub const fn kv_end(i0: usize, rows: usize, n_q: usize, n_kv: usize, causal: bool) -> usize {
+    let last = if i0 + rows < n_q { i0 + rows } else { n_q };
+    if last == 0 {
+        return 0;
+    }
+    visible_keys(last - 1, n_q, n_kv, causal)
+}
+
+/// The K (and V) rows a query block actually loads: whole tiles of `tile` keys up to `kv_end`,
+/// cut at `n_kv` (rows past the end of K are never read; the tile is zero-filled there).
+#[inline(always)]
+pub const fn kv_rows_loaded(kv_end: usize, tile: usize, n_kv: usize) -> usize {
+    let rows = kv_end.div_ceil(tile) * tile;
+    if rows < n_kv { rows } else { n_kv }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_causal_mask_is_bottom_right_aligned() {
+        // n_q == n_kv: the usual lower triangle.
+        assert!(is_visible(3, 3, 8, 8, true) && !is_visible(3, 4, 8, 8, true));
+        // 2 queries, 5 keys: they are positions 3 and 4 of the key sequence.
+        assert!(is_visible(0, 3, 2, 5, true) && !is_visible(0, 4, 2, 5, true));
+        assert_eq!(visible_keys(0, 2, 5, true), 4);
+        // 5 queries, 2 keys: queries 0..3 precede every key.
+        assert_eq!(
+            (0..5)
+                .map(|i| visible_keys(i, 5, 2, true))
+                .collect::<std::vec::Vec<_>>(),
+            [0, 0, 0, 1, 2]
+        );
+        assert!(!is_visible(7, 8, 8, 8, false) && is_visible(0, 7, 8, 8, false));
+    }
+
+    #[test]
+    fn kv_end_stops_at_the_last_real_rows_diagonal() {
+        // 100 queries and keys, blocks of 64: block 0 needs keys 0..64, block 1 all 100.
+        assert_eq!(kv_end(0, 64, 100, 100, true), 64);
+        assert_eq!(kv_end(64, 64, 100, 100, true), 100);
+        assert_eq!(kv_end(0, 64, 100, 100, false), 100);
+        // Every row of the block fully masked: no key at all.
+        assert_eq!(kv_end(0, 4, 10, 3, true), 0);
+        assert_eq!(kv_rows_loaded(0, 16, 3), 0);
+        assert_eq!(kv_rows_loaded(64, 16, 100), 64);
+        assert_eq!(kv_rows_loaded(65, 16, 100), 80);
+        assert_eq!(kv_rows_loaded(100, 16, 100), 100);
+    }
+}

@@ -1,0 +1,373 @@
+//! Attention, naive and fused, against the f64 reference on random small shapes: sequence
+//! lengths that are not tile multiples (and 1), both head dimensions, causal or not, queries
+//! with fewer keys than queries (whose first rows see no key at all), and scores large enough
+//! that `exp` would overflow without the running max. Also: the bytes the emulator counts equal
+//! each flow's traffic model (compulsory + re-reads) exactly, and bad shapes are refused.
+//!
+//! Tolerances are stated as bounds, not guesses. In f32 (unit roundoff `u = 2^-24`) a score
+//! `s_ij = scale * q_i . k_j` computed with `d` fused multiply-adds is off by at most
+//! `delta_i = (d + 2) u scale max_j sum_c |q_ic k_jc|`; a softmax weight then moves by a factor
+//! within `exp(+-2 delta_i)`, so an output by at most `2 delta_i max|v|`, and the log-sum-exp
+//! by `delta_i`. On top come the roundings of the sums over keys and columns and of `exp2`
+//! (`(4 (n_kv + d) + 32) u`, relative). [`Bound`] computes both per row.
+
+use host::emu::LaunchCounters;
+use host::ops::attention::{self, AttentionParams, AttentionShape, Traffic};
+use host::reference::{self, AttentionOutput};
+use proptest::prelude::*;
+use suite::runtime;
+
+const U: f64 = f32::EPSILON as f64 / 2.0;
+
+/// One attention problem with its inputs.
+#[derive(Debug)]
+struct Problem {
+    shape: AttentionShape,
+    params: AttentionParams,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+impl Problem {
+    /// Q, K uniform in `[-magnitude, magnitude]`, V in `[-1, 1]`.
+    fn new(shape: AttentionShape, params: AttentionParams, magnitude: f32, seed: u64) -> Self {
+        let m = magnitude;
+        Self {
+            q: reference::uniform(shape.q_elems(), seed, -m, m),
+            k: reference::uniform(shape.kv_elems(), seed ^ 1, -m, m),
+            v: reference::uniform(shape.kv_elems(), seed ^ 2, -1.0, 1.0),
+            shape,
+            params,
+        }
+    }
+
+    fn reference(&self) -> AttentionOutput {
+        let p = &self.params;
+        reference::attention(&self.q, &self.k, &self.v, &self.shape, p.scale, p.causal)
+    }
+
+    /// The per-row error bounds of the header.
+    fn bounds(&self) -> Vec<Bound> {
+        let (n_q, n_kv, d) = (self.shape.n_q, self.shape.n_kv, self.shape.head_dim);
+        let v_max = self.v.iter().fold(0.0f64, |m, x| m.max(f64::from(x.abs())));
+        let rounding = (4 * (n_kv + d) + 32) as f64 * U;
+        (0..self.shape.bh() * n_q)
+            .map(|row| {
+                let h = row / n_q;
+                let q_i = &self.q[row * d..][..d];
+                let worst_dot = (0..n_kv)
+                    .map(|j| {
+                        let k_j = &self.k[(h * n_kv + j) * d..][..d];
+                        q_i.iter()
+                            .zip(k_j)
+                            .map(|(a, b)| f64::from((a * b).abs()))
+                            .sum::<f64>()
+                    })
+                    .fold(0.0, f64::max);
+                let delta = (d + 2) as f64 * U * f64::from(self.params.scale.abs()) * worst_dot;
+                Bound {
+                    o: v_max * (2.0 * delta + rounding),
+                    lse: delta + rounding,
+                }
+            })
+            .collect()
+    }
+}
+
+/// How far a row of O (each element) and its log-sum-exp may be from the f64 reference.
+#[derive(Clone, Copy, Debug)]
+struct Bound {
+    o: f64,
+    lse: f64,
+}
+
+/// Checks O (and, when given, LSE) row by row against the reference within `slack` times the
+/// bounds; a NaN anywhere fails.
+fn check(
+    problem: &Problem,
+    o: &[f32],
+    lse: Option<&[f32]>,
+    want: &AttentionOutput,
+    slack: f64,
+) -> Result<(), String> {
+    let d = problem.shape.head_dim;
+    for (row, bound) in problem.bounds().into_iter().enumerate() {
+        for c in 0..d {
+            let (got, want) = (f64::from(o[row * d + c]), want.o[row * d + c]);
+            let err = (got - want).abs();
+            // A NaN error fails too: it is not `<=` anything.
+            if err.is_nan() || err > slack * bound.o {
+                return Err(format!(
+                    "O[row {row}][{c}] = {got}, reference {want}: error {err:e} > bound {:e}",
+                    slack * bound.o
+                ));
+            }
+        }
+        if let Some(lse) = lse {
+            let (got, want) = (f64::from(lse[row]), want.lse[row]);
+            let masked = want == f64::NEG_INFINITY;
+            let ok = if masked {
+                got == f64::NEG_INFINITY
+            } else {
+                (got - want).abs() <= slack * bound.lse
+            };
+            if !ok {
+                return Err(format!(
+                    "LSE[row {row}] = {got}, reference {want} (bound {:e})",
+                    slack * bound.lse
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The fused kernel's O, LSE and counters (None on a GPU).
+fn fused(problem: &Problem) -> (Vec<f32>, Vec<f32>, Option<LaunchCounters>) {
+    let rt = runtime();
+    let s = &problem.shape;
+    let (q, k, v) = (
+        rt.upload(&problem.q).unwrap(),
+        rt.upload(&problem.k).unwrap(),
+        rt.upload(&problem.v).unwrap(),
+    );
+    let mut o = rt.alloc::<f32>(s.q_elems()).unwrap();
+    let mut lse = rt.alloc::<f32>(s.lse_elems()).unwrap();
+    let counters =
+        attention::fused_f32(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params).unwrap();
+    (
+        rt.download(&o).unwrap(),
+        rt.download(&lse).unwrap(),
+        counters,
+    )
+}
+
+/// Counted bytes (and FLOPs) against a traffic model, exactly.
+fn assert_counts(counters: Option<LaunchCounters>, traffic: Traffic) -> Result<(), String> {
+    let Some(c) = counters else { return Ok(()) };
+    let model = traffic.total();
+    let counted = (c.global_read_bytes, c.global_write_bytes, c.flops);
+    let modelled = (model.bytes_read, model.bytes_written, model.flops);
+    if counted == modelled {
+        Ok(())
+    } else {
+        Err(format!(
+            "counted (read, written, flops) {counted:?}, model {modelled:?} (re-reads {})",
+            traffic.re_read_bytes
+        ))
+    }
+}
+
+fn shape_strategy() -> impl Strategy<Value = (AttentionShape, bool)> {
+    (
+        1usize..=2,
+        1usize..=2,
+        1usize..=130,
+        prop_oneof![3 => Just(None), 1 => (1usize..=130).prop_map(Some)],
+        prop_oneof![Just(64usize), Just(128)],
+        any::<bool>(),
+    )
+        .prop_map(|(batch, heads, n, n_kv, d, causal)| {
+            let shape = AttentionShape::new(batch, heads, n, d).with_n_kv(n_kv.unwrap_or(n));
+            (shape, causal)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Fused vs the f64 reference within the header's bound (slack 1: the bound is a worst
+    /// case, typical errors are 10-100x below it); counted bytes = compulsory + re-reads.
+    #[test]
+    fn fused_matches_the_reference(
+        (shape, causal) in shape_strategy(),
+        scale in 0.02f32..0.3,
+        magnitude in prop_oneof![3 => Just(1.0f32), 1 => Just(40.0)],
+        seed in any::<u64>(),
+    ) {
+        let problem = Problem::new(shape, AttentionParams { scale, causal }, magnitude, seed);
+        let (o, lse, counters) = fused(&problem);
+        check(&problem, &o, Some(&lse), &problem.reference(), 1.0).map_err(TestCaseError::fail)?;
+        assert_counts(counters, attention::fused_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// Row-softmax of reference scores, in f64, rounded to f32 (rows with no visible key: zeros):
+/// the P that naive step 3 is given when tested on its own.
+fn softmax_rows(scores: &[f64], n_kv: usize) -> Vec<f32> {
+    scores
+        .chunks(n_kv)
+        .flat_map(|row| {
+            let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = row
+                .iter()
+                .map(|x| {
+                    if m == f64::NEG_INFINITY {
+                        0.0
+                    } else {
+                        (x - m).exp()
+                    }
+                })
+                .collect();
+            let l: f64 = e.iter().sum();
+            e.into_iter()
+                .map(move |x| if l > 0.0 { (x / l) as f32 } else { 0.0 })
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// Naive step 1, `S = scale Q K^T` with -inf where masked: each score within
+    /// `(d + 2) u scale sum_c |q_c k_c|` of the f64 reference (the first term of the header's
+    /// bound); masked entries exactly -inf. Counted bytes = its traffic model.
+    #[test]
+    fn naive_scores_match_the_reference(
+        (shape, causal) in shape_strategy(),
+        scale in 0.02f32..0.3,
+        seed in any::<u64>(),
+    ) {
+        let problem = Problem::new(shape, AttentionParams { scale, causal }, 1.0, seed);
+        let rt = runtime();
+        let (q, k) = (rt.upload(&problem.q).unwrap(), rt.upload(&problem.k).unwrap());
+        let mut s = rt.alloc::<f32>(shape.score_elems()).unwrap();
+        let counters = attention::scores(&rt, &q, &k, &mut s, &shape, &problem.params).unwrap();
+        let got = rt.download(&s).unwrap();
+        let want = reference::attention_scores(&problem.q, &problem.k, &shape, scale, causal);
+        let (n_q, n_kv, d) = (shape.n_q, shape.n_kv, shape.head_dim);
+        for (e, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let (row, j) = (e / n_kv, e % n_kv);
+            let q_i = &problem.q[row * d..][..d];
+            let k_j = &problem.k[((row / n_q) * n_kv + j) * d..][..d];
+            let abs_dot: f64 = q_i.iter().zip(k_j).map(|(a, b)| f64::from((a * b).abs())).sum();
+            let bound = (d + 2) as f64 * U * f64::from(scale) * abs_dot;
+            let ok = if w == f64::NEG_INFINITY { g == f32::NEG_INFINITY } else { (f64::from(g) - w).abs() <= bound };
+            prop_assert!(ok, "S[{row}][{j}] = {g}, reference {w}, bound {bound:e}");
+        }
+        assert_counts(counters, attention::scores_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+    }
+
+    /// Naive step 3, `O = P V`, given the reference's P rounded to f32: within the header's
+    /// bound. Counted bytes = its traffic model.
+    #[test]
+    fn naive_pv_matches_the_reference(
+        (shape, causal) in shape_strategy(),
+        seed in any::<u64>(),
+    ) {
+        let params = AttentionParams::standard(shape.head_dim, causal);
+        let problem = Problem::new(shape, params, 1.0, seed);
+        let scores = reference::attention_scores(&problem.q, &problem.k, &shape, params.scale, causal);
+        let rt = runtime();
+        let (p, v) = (rt.upload(&softmax_rows(&scores, shape.n_kv)).unwrap(), rt.upload(&problem.v).unwrap());
+        let mut o = rt.alloc::<f32>(shape.q_elems()).unwrap();
+        let counters = attention::probabilities_times_values(&rt, &p, &v, &mut o, &shape, &params).unwrap();
+        let got = rt.download(&o).unwrap();
+        check(&problem, &got, None, &problem.reference(), 1.0).map_err(TestCaseError::fail)?;
+        assert_counts(counters, attention::pv_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// Causal with 70 queries over 5 keys: queries 0..65 come before every key. Their rows are
+/// zeros with LSE = -inf (never NaN), in the same query tile as rows that do see keys.
+#[test]
+fn fully_masked_rows_are_zero_with_lse_minus_infinity() {
+    for d in [64, 128] {
+        let shape = AttentionShape::new(1, 2, 70, d).with_n_kv(5);
+        let problem = Problem::new(shape, AttentionParams::standard(d, true), 1.0, 7);
+        let (o, lse, counters) = fused(&problem);
+        for h in 0..2 {
+            for i in 0..70 {
+                let row = h * 70 + i;
+                let masked = i < 65;
+                assert_eq!(
+                    lse[row] == f32::NEG_INFINITY,
+                    masked,
+                    "row {row}: {}",
+                    lse[row]
+                );
+                let o_row = &o[row * d..][..d];
+                assert!(o_row.iter().all(|x| !x.is_nan()), "row {row}");
+                if masked {
+                    assert!(o_row.iter().all(|&x| x == 0.0), "row {row}");
+                }
+            }
+        }
+        check(&problem, &o, Some(&lse), &problem.reference(), 1.0).unwrap();
+        assert_counts(counters, attention::fused_traffic(&shape, true)).unwrap();
+    }
+}
+
+/// N = 1: one query, one key: O is V's row exactly (weight exp(0) / 1), LSE the lone score.
+#[test]
+fn one_query_one_key_returns_the_value() {
+    for (d, causal) in [(64, false), (128, true)] {
+        let shape = AttentionShape::new(2, 1, 1, d);
+        let problem = Problem::new(shape, AttentionParams::standard(d, causal), 1.0, 3);
+        let (o, lse, _) = fused(&problem);
+        assert_eq!(o, problem.v);
+        let want = problem.reference();
+        check(&problem, &o, Some(&lse), &want, 1.0).unwrap();
+    }
+}
+
+/// Scores in the thousands: `exp(s)` overflows f32 beyond 88, so only the running max keeps
+/// this finite. The softmax is close to one-hot here, and still within the bound.
+#[test]
+fn large_scores_do_not_overflow() {
+    let shape = AttentionShape::new(1, 1, 100, 64);
+    let problem = Problem::new(
+        shape,
+        AttentionParams {
+            scale: 1.0,
+            causal: false,
+        },
+        30.0,
+        11,
+    );
+    let (o, lse, _) = fused(&problem);
+    let want = problem.reference();
+    assert!(
+        want.lse.iter().any(|&l| l > 1000.0),
+        "the test needs large scores"
+    );
+    check(&problem, &o, Some(&lse), &want, 1.0).unwrap();
+}
+
+#[test]
+fn unsupported_head_dims_and_wrong_lengths_are_refused() {
+    let rt = runtime();
+    let shape = AttentionShape::new(1, 1, 8, 96);
+    let buf = |n| rt.alloc::<f32>(n).unwrap();
+    let (q, k, v) = (
+        buf(shape.q_elems()),
+        buf(shape.kv_elems()),
+        buf(shape.kv_elems()),
+    );
+    let (mut o, mut lse) = (buf(shape.q_elems()), buf(shape.lse_elems()));
+    let params = AttentionParams::standard(96, false);
+    let err = attention::fused_f32(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("head dimension 96") && err.contains("[64, 128]"),
+        "{err}"
+    );
+
+    let shape = AttentionShape::new(1, 1, 8, 64);
+    let params = AttentionParams::standard(64, false);
+    let (q, k, v) = (
+        buf(shape.q_elems()),
+        buf(shape.kv_elems() + 1),
+        buf(shape.kv_elems()),
+    );
+    let (mut o, mut lse) = (buf(shape.q_elems()), buf(shape.lse_elems()));
+    let err = attention::fused_f32(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("k has 513 elements") && err.contains("needs 512"),
+        "{err}"
+    );
+}
