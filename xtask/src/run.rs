@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::cases::{self, Scale};
+use crate::plot;
 use crate::ptxas::target_dir;
 
 #[derive(clap::Args)]
@@ -113,6 +114,30 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let json = serde_json::to_string_pretty(&report).expect("report serialises");
     std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     println!("JSON report: {}", path.display());
+    let svg = path.with_file_name("roofline.svg");
+    let points: Vec<_> = report
+        .rows
+        .iter()
+        .map(|r| plot::RooflinePoint {
+            label: r.kernel.to_string(),
+            intensity: r.roofline.intensity,
+            flops_per_second: r.roofline.flops_per_second,
+            unit: r.cost.unit,
+            measured: r.measured,
+        })
+        .collect();
+    let how = if rt.is_gpu() {
+        format!("measured on {}", rt.device_name())
+    } else {
+        "MODELLED at the roofline bound (no GPU)".to_string()
+    };
+    plot::roofline(
+        &svg,
+        spec,
+        &points,
+        &format!("{} roofline, kernels {how}", spec.name),
+    )?;
+    println!("roofline chart: {}", svg.display());
     let failed: Vec<_> = report
         .rows
         .iter()
