@@ -11,7 +11,7 @@ use kernels::hierarchy::SHARED_WORDS;
 use serde::Serialize;
 
 use crate::plot;
-use crate::ptxas::target_dir;
+use crate::ptxas::report_dir;
 
 const MIB: usize = 1024 * 1024;
 /// Words between two links of a pointer chase: 128 bytes, one L2 line, so every hop is a miss
@@ -113,7 +113,7 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
     };
     let levels = vendor_levels(spec, Some(&measured));
     print_levels(&levels);
-    let dir = target_dir().join("xtask");
+    let dir = report_dir();
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let report = Report {
         device: gpu.name().to_string(),

@@ -5,7 +5,9 @@
 //! - `ptxas`: assembles the kernels' PTX with NVIDIA's ptxas and reports registers and spills.
 //! - `hierarchy`: each level of the memory pyramid measured, beside the vendor figures.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
+//! - `device-bundle`: the one folder a short GPU window needs.
 
+mod bundle;
 mod cases;
 mod hierarchy;
 mod plot;
@@ -33,6 +35,9 @@ enum Command {
     Hierarchy(hierarchy::HierarchyArgs),
     /// Measure the emulator's own speed (wall time on this machine's CPUs).
     EmuSpeed,
+    /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
+    /// it here in CPU mode.
+    DeviceBundle(bundle::BundleArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +47,7 @@ fn main() -> ExitCode {
         Command::Ptxas(args) => ptxas::run(args),
         Command::Hierarchy(args) => hierarchy::run(args),
         Command::EmuSpeed => run::emu_speed(),
+        Command::DeviceBundle(args) => bundle::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
