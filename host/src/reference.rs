@@ -48,6 +48,28 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, |m, d| if d.is_nan() { f32::NAN } else { m.max(d) })
 }
 
+/// A pointer-chase chain: `len` links `stride` words apart (the rest of the buffer unused), visited
+/// in a shuffled order closed into one cycle, so that no prefetcher can guess the next address
+/// and every link is on the walk from index 0.
+pub fn chase_chain(len: usize, stride: usize, seed: u64) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..len).collect();
+    let r = uniform(len, seed, 0.0, 1.0);
+    for i in (1..len).rev() {
+        let j = ((r[i] * (i + 1) as f32) as usize).min(i);
+        order.swap(i, j);
+    }
+    let mut next = vec![0u32; len * stride];
+    for k in 0..len {
+        next[order[k] * stride] = (order[(k + 1) % len] * stride) as u32;
+    }
+    next
+}
+
+/// Where `steps` hops through `chain` from index 0 end.
+pub fn chase_end(chain: &[u32], steps: usize) -> u32 {
+    (0..steps).fold(0u32, |i, _| chain[i as usize])
+}
+
 /// Attention's output and per-row log-sum-exp, in f64.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AttentionOutput {

@@ -94,6 +94,13 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Where reports go: `$XTASK_OUT` (set by the device bundle), else `target/xtask/`.
+pub fn report_dir() -> PathBuf {
+    std::env::var_os("XTASK_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("xtask"))
+}
+
 /// The workspace's `target/` directory.
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")

@@ -11,7 +11,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::cases::{self, Scale};
-use crate::ptxas::target_dir;
+use crate::plot;
+use crate::ptxas::report_dir;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -22,6 +23,10 @@ pub struct RunArgs {
     /// Run only the kernels whose name contains this.
     #[arg(long)]
     only: Option<String>,
+    /// Problem sizes: `full` (hundreds of MB, the default on a GPU) or `small` (the emulator's
+    /// default; on a GPU, a quick correctness pass).
+    #[arg(long, value_parser = ["full", "small"])]
+    scale: Option<String>,
     /// Where to write the JSON report (default: target/xtask/run.json).
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -57,11 +62,13 @@ struct Report<'a> {
 pub fn run(args: &RunArgs) -> Result<(), String> {
     let rt = Runtime::from_env().map_err(|e| e.to_string())?;
     let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
-    let scale = if rt.is_gpu() {
-        Scale::Gpu
-    } else {
-        Scale::Emulator
+    let scale = match (args.scale.as_deref(), rt.is_gpu()) {
+        (Some("small"), _) | (None, false) => Scale::Emulator,
+        _ => Scale::Gpu,
     };
+    if scale == Scale::Gpu && !rt.is_gpu() {
+        return Err("--scale full needs a GPU: the emulator runs the small sizes".into());
+    }
     match rt.backend() {
         Backend::Emulator(_) => println!(
             "No GPU: {}. Running on the CPU emulator at small sizes; time, GB/s, TFLOP/s and % of roofline are MODELLED for {} (the kernel at its roofline bound).",
@@ -105,7 +112,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let path = args
         .json
         .clone()
-        .unwrap_or_else(|| target_dir().join("xtask").join("run.json"));
+        .unwrap_or_else(|| report_dir().join("run.json"));
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -113,6 +120,30 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let json = serde_json::to_string_pretty(&report).expect("report serialises");
     std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     println!("JSON report: {}", path.display());
+    let svg = path.with_file_name("roofline.svg");
+    let points: Vec<_> = report
+        .rows
+        .iter()
+        .map(|r| plot::RooflinePoint {
+            label: r.kernel.to_string(),
+            intensity: r.roofline.intensity,
+            flops_per_second: r.roofline.flops_per_second,
+            unit: r.cost.unit,
+            measured: r.measured,
+        })
+        .collect();
+    let how = if rt.is_gpu() {
+        format!("measured on {}", rt.device_name())
+    } else {
+        "MODELLED at the roofline bound (no GPU)".to_string()
+    };
+    plot::roofline(
+        &svg,
+        spec,
+        &points,
+        &format!("{} roofline, kernels {how}", spec.name),
+    )?;
+    println!("roofline chart: {}", svg.display());
     let failed: Vec<_> = report
         .rows
         .iter()

@@ -3,6 +3,7 @@
 
 pub mod attention;
 pub mod elementwise;
+pub mod hierarchy;
 
 use crate::error::{Error, Result};
 

@@ -81,6 +81,24 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
+/// `clock64()`: the SM's cycle counter (`%clock64`), for timing a stretch of one thread's code.
+///
+/// The emulator has no cycles to count: it returns 0 there, so durations read as 0.
+#[inline(always)]
+pub fn clock64() -> u64 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let c: u64;
+        // SAFETY: reads a special register. `volatile` (the default) keeps it in program order.
+        unsafe { core::arch::asm!("mov.u64 {c}, %clock64;", c = out(reg64) c) };
+        c
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        0
+    }
+}
+
 /// Tells the emulator's counters that this thread just did `n` floating-point operations.
 ///
 /// Compiles to nothing on the GPU. Kernels mark their arithmetic with it so that the counted
