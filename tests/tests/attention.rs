@@ -9,10 +9,14 @@
 //! `delta_i = (d + 2) u scale max_j sum_c |q_ic k_jc|`; a softmax weight then moves by a factor
 //! within `exp(+-2 delta_i)`, so an output by at most `2 delta_i max|v|`, and the log-sum-exp
 //! by `delta_i`. On top come the roundings of the sums over keys and columns and of `exp2`
-//! (`(4 (n_kv + d) + 32) u`, relative). [`Bound`] computes both per row.
+//! (`(4 (n_kv + d) + 32) u`, relative). [`Bound`] computes both per row. The tensor-core kernel
+//! also rounds P to 16 bits before `P V` and O to 16 bits at the end (unit roundoff `u_h`:
+//! `2^-8` for bf16, `2^-11` for f16): `2 u_h max|v|` more for O; its inputs are rounded to 16
+//! bits before the reference sees them, so that input rounding is no error of the kernel's.
 
+use half::{bf16, f16};
 use host::emu::LaunchCounters;
-use host::ops::attention::{self, AttentionParams, AttentionShape, Traffic};
+use host::ops::attention::{self, AttentionParams, AttentionShape, TensorCoreElement, Traffic};
 use host::reference::{self, AttentionOutput};
 use proptest::prelude::*;
 use suite::runtime;
@@ -47,8 +51,24 @@ impl Problem {
         reference::attention(&self.q, &self.k, &self.v, &self.shape, p.scale, p.causal)
     }
 
-    /// The per-row error bounds of the header.
-    fn bounds(&self) -> Vec<Bound> {
+    /// The same problem with Q, K, V rounded to `T` (the values the reference then sees).
+    fn rounded<T: Half>(&self) -> (Problem, [Vec<T>; 3]) {
+        let round = |x: &[f32]| x.iter().map(|&x| T::from_f32(x)).collect::<Vec<T>>();
+        let widen = |x: &[T]| x.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+        let (q, k, v) = (round(&self.q), round(&self.k), round(&self.v));
+        let problem = Problem {
+            shape: self.shape,
+            params: self.params,
+            q: widen(&q),
+            k: widen(&k),
+            v: widen(&v),
+        };
+        (problem, [q, k, v])
+    }
+
+    /// The per-row error bounds of the header, for outputs rounded with unit roundoff `half_u`
+    /// (0 for f32 outputs).
+    fn bounds(&self, half_u: f64) -> Vec<Bound> {
         let (n_q, n_kv, d) = (self.shape.n_q, self.shape.n_kv, self.shape.head_dim);
         let v_max = self.v.iter().fold(0.0f64, |m, x| m.max(f64::from(x.abs())));
         let rounding = (4 * (n_kv + d) + 32) as f64 * U;
@@ -67,7 +87,7 @@ impl Problem {
                     .fold(0.0, f64::max);
                 let delta = (d + 2) as f64 * U * f64::from(self.params.scale.abs()) * worst_dot;
                 Bound {
-                    o: v_max * (2.0 * delta + rounding),
+                    o: v_max * (2.0 * delta + 2.0 * half_u + rounding),
                     lse: delta + rounding,
                 }
             })
@@ -91,8 +111,20 @@ fn check(
     want: &AttentionOutput,
     slack: f64,
 ) -> Result<(), String> {
+    check_rounded(problem, o, lse, want, slack, 0.0)
+}
+
+/// [`check`] for outputs rounded to a 16-bit type of unit roundoff `half_u`.
+fn check_rounded(
+    problem: &Problem,
+    o: &[f32],
+    lse: Option<&[f32]>,
+    want: &AttentionOutput,
+    slack: f64,
+    half_u: f64,
+) -> Result<(), String> {
     let d = problem.shape.head_dim;
-    for (row, bound) in problem.bounds().into_iter().enumerate() {
+    for (row, bound) in problem.bounds(half_u).into_iter().enumerate() {
         for c in 0..d {
             let (got, want) = (f64::from(o[row * d + c]), want.o[row * d + c]);
             let err = (got - want).abs();
@@ -370,4 +402,101 @@ fn unsupported_head_dims_and_wrong_lengths_are_refused() {
         err.contains("k has 513 elements") && err.contains("needs 512"),
         "{err}"
     );
+}
+
+/// The 16-bit types of the tensor-core kernel, as the test needs them.
+trait Half: TensorCoreElement {
+    /// Unit roundoff.
+    const U: f64;
+    fn from_f32(x: f32) -> Self;
+    fn to_f32(&self) -> f32;
+}
+impl Half for bf16 {
+    const U: f64 = 1.0 / 256.0;
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn to_f32(&self) -> f32 {
+        bf16::to_f32(*self)
+    }
+}
+impl Half for f16 {
+    const U: f64 = 1.0 / 2048.0;
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn to_f32(&self) -> f32 {
+        f16::to_f32(*self)
+    }
+}
+
+/// The tensor-core kernel on `problem` rounded to `T`: checked against the reference of the
+/// rounded inputs, and its counted bytes against its traffic model. Returns O (widened) and LSE.
+fn tensor_cores<T: Half>(problem: &Problem) -> Result<(Vec<f32>, Vec<f32>), String> {
+    let (problem, [q, k, v]) = problem.rounded::<T>();
+    let rt = runtime();
+    let s = &problem.shape;
+    let (q, k, v) = (
+        rt.upload(&q).unwrap(),
+        rt.upload(&k).unwrap(),
+        rt.upload(&v).unwrap(),
+    );
+    let mut o = rt.alloc::<T>(s.q_elems()).unwrap();
+    let mut lse = rt.alloc::<f32>(s.lse_elems()).unwrap();
+    let counters =
+        attention::fused_mma(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params).unwrap();
+    let o: Vec<f32> = rt.download(&o).unwrap().iter().map(Half::to_f32).collect();
+    let lse = rt.download(&lse).unwrap();
+    check_rounded(&problem, &o, Some(&lse), &problem.reference(), 1.0, T::U)?;
+    if let Some(c) = counters {
+        let model = attention::fused_mma_traffic(s, problem.params.causal).total();
+        let counted = (c.global_read_bytes, c.global_write_bytes);
+        if counted != (model.bytes_read, model.bytes_written) {
+            return Err(format!(
+                "counted (read, written) {counted:?}, model {model:?}"
+            ));
+        }
+    }
+    Ok((o, lse))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// bf16 and f16 on tensor cores (the emulator's fragment-exact ldmatrix and mma) vs the f64
+    /// reference of the rounded inputs, within the header's bound with the 16-bit roundings.
+    #[test]
+    fn tensor_core_kernel_matches_the_reference(
+        (shape, causal) in shape_strategy(),
+        scale in 0.02f32..0.3,
+        magnitude in prop_oneof![3 => Just(1.0f32), 1 => Just(40.0)],
+        use_bf16 in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let problem = Problem::new(shape, AttentionParams { scale, causal }, magnitude, seed);
+        let result = if use_bf16 { tensor_cores::<bf16>(&problem) } else { tensor_cores::<f16>(&problem) };
+        result.map_err(TestCaseError::fail)?;
+    }
+}
+
+/// The tensor-core kernel's fully masked rows (70 queries over 5 keys, causal): zeros, -inf.
+#[test]
+fn tensor_core_fully_masked_rows_are_zero_with_lse_minus_infinity() {
+    for d in [64, 128] {
+        let shape = AttentionShape::new(1, 1, 70, d).with_n_kv(5);
+        let problem = Problem::new(shape, AttentionParams::standard(d, true), 1.0, 5);
+        for (o, lse) in [
+            tensor_cores::<bf16>(&problem).unwrap(),
+            tensor_cores::<f16>(&problem).unwrap(),
+        ] {
+            for i in 0..70 {
+                let masked = i < 65;
+                assert_eq!(lse[i] == f32::NEG_INFINITY, masked, "row {i}: {}", lse[i]);
+                assert!(
+                    !masked || o[i * d..][..d].iter().all(|&x| x == 0.0),
+                    "row {i}"
+                );
+            }
+        }
+    }
 }

@@ -4,11 +4,12 @@
 //! The mask (which key each query sees, and when a row sees none) is defined once, in
 //! `kernels::attention`; this module validates shapes, launches, and counts.
 
+use half::{bf16, f16};
 use kernels::attention::{
-    HEAD_DIMS, flash_f32, kv_end, kv_rows_loaded, naive as naive_kernels, visible_keys,
+    HEAD_DIMS, flash_f32, flash_mma, kv_end, kv_rows_loaded, naive as naive_kernels, visible_keys,
 };
 
-use crate::buffer::DeviceBuffer;
+use crate::buffer::{DeviceBuffer, Element};
 use crate::cost::{ComputeUnit, Cost};
 use crate::error::{Error, Result};
 use crate::launch;
@@ -207,6 +208,100 @@ pub fn fused_f32(
     }
 }
 
+/// A 16-bit element type the tensor-core kernel takes: bf16 or f16.
+pub trait TensorCoreElement: Element {
+    /// Launches `kernels::attention::flash_mma` for this type and `d` (64 or 128).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_flash(
+        rt: &Runtime,
+        cfg: LaunchConfig,
+        d: usize,
+        q: &DeviceBuffer<Self>,
+        k: &DeviceBuffer<Self>,
+        v: &DeviceBuffer<Self>,
+        o: &mut DeviceBuffer<Self>,
+        lse: &mut DeviceBuffer<f32>,
+        args: (u32, u32, f32, u32),
+    ) -> Result<Launched>;
+}
+
+macro_rules! tensor_core_element {
+    ($t:ty, $d64:ident, $d128:ident) => {
+        impl TensorCoreElement for $t {
+            fn launch_flash(
+                rt: &Runtime,
+                cfg: LaunchConfig,
+                d: usize,
+                q: &DeviceBuffer<Self>,
+                k: &DeviceBuffer<Self>,
+                v: &DeviceBuffer<Self>,
+                o: &mut DeviceBuffer<Self>,
+                lse: &mut DeviceBuffer<f32>,
+                (n_q, n_kv, scale, causal): (u32, u32, f32, u32),
+            ) -> Result<Launched> {
+                let (q, k, v, o, lse) = (q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr());
+                if d == 64 {
+                    launch!(
+                        rt,
+                        cfg,
+                        attention::$d64(q, k, v, o, lse, n_q, n_kv, scale, causal)
+                    )
+                } else {
+                    launch!(
+                        rt,
+                        cfg,
+                        attention::$d128(q, k, v, o, lse, n_q, n_kv, scale, causal)
+                    )
+                }
+            }
+        }
+    };
+}
+tensor_core_element!(bf16, flash_attention_bf16_d64, flash_attention_bf16_d128);
+tensor_core_element!(f16, flash_attention_f16_d64, flash_attention_f16_d128);
+
+/// FlashAttention forward on tensor cores (`kernels::attention::flash_mma`): bf16 or f16 Q, K,
+/// V, f32 accumulation; O in the input type, the log-sum-exp in f32 (as [`fused_f32`]).
+#[allow(clippy::too_many_arguments)]
+pub fn fused_mma<T: TensorCoreElement>(
+    rt: &Runtime,
+    q: &DeviceBuffer<T>,
+    k: &DeviceBuffer<T>,
+    v: &DeviceBuffer<T>,
+    o: &mut DeviceBuffer<T>,
+    lse: &mut DeviceBuffer<f32>,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+) -> Result<Launched> {
+    let lens = [
+        ("q", q.len(), shape.q_elems()),
+        ("k", k.len(), shape.kv_elems()),
+        ("v", v.len(), shape.kv_elems()),
+        ("o", o.len(), shape.q_elems()),
+        ("lse", lse.len(), shape.lse_elems()),
+    ];
+    if !validate("attention::fused_mma", shape, params, &lens)? {
+        return Ok(None);
+    }
+    let cfg = LaunchConfig {
+        grid: dim3(
+            shape.n_q.div_ceil(flash_mma::BR) as u32,
+            shape.bh() as u32,
+            1,
+        ),
+        block: dim3(flash_mma::THREADS as u32, 1, 1),
+        shared_mem_bytes: flash_mma::shared_bytes(shape.head_dim) as u32,
+    };
+    let args = (
+        shape.n_q as u32,
+        shape.n_kv as u32,
+        params.scale,
+        u32::from(params.causal),
+    );
+    T::launch_flash(rt, cfg, shape.head_dim, q, k, v, o, lse, args)
+}
+
 /// Naive step 1: `S = scale Q K^T` (masked scores `-inf`), `s` being `batch x heads x n_q x n_kv`.
 pub fn scores(
     rt: &Runtime,
@@ -388,21 +483,33 @@ pub fn attention_flops(shape: &AttentionShape, causal: bool) -> u64 {
     (4 * shape.head_dim * pairs * shape.bh()) as u64
 }
 
-/// The fused kernel's traffic: Q, K, V read once, O and LSE written once (compulsory); and
+/// The fused f32 kernel's traffic: Q, K, V read once, O and LSE written once (compulsory); and
 /// each query tile of `BR` rows re-reads the K and V tiles it needs (all of them, or up to its
 /// diagonal when causal), which is `(tiles - 1)` extra copies of K and V per head.
 pub fn fused_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+    let tiles = (flash_f32::BR, flash_f32::BC);
+    flash_traffic(shape, causal, tiles, F32, ComputeUnit::CudaCoreF32)
+}
+
+/// The tensor-core kernel's traffic, as [`fused_traffic`] with its own tiles and 2-byte Q, K,
+/// V and O. (Its FLOPs as the emulator counts them are every `mma`'s, masked or not; the model's
+/// are the attention's.)
+pub fn fused_mma_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+    let tiles = (flash_mma::BR, flash_mma::BC);
+    flash_traffic(shape, causal, tiles, 2, ComputeUnit::TensorCore16)
+}
+
+fn flash_traffic(
+    shape: &AttentionShape,
+    causal: bool,
+    (br, bc): (usize, usize),
+    elem_bytes: usize,
+    unit: ComputeUnit,
+) -> Traffic {
     let (bh, n_q, n_kv, d) = (shape.bh(), shape.n_q, shape.n_kv, shape.head_dim);
-    let row = (d * F32) as u64;
-    let kv_rows: usize = (0..n_q.div_ceil(flash_f32::BR))
-        .map(|b| {
-            let i0 = b * flash_f32::BR;
-            kv_rows_loaded(
-                kv_end(i0, flash_f32::BR, n_q, n_kv, causal),
-                flash_f32::BC,
-                n_kv,
-            )
-        })
+    let row = (d * elem_bytes) as u64;
+    let kv_rows: usize = (0..n_q.div_ceil(br))
+        .map(|b| kv_rows_loaded(kv_end(b * br, br, n_q, n_kv, causal), bc, n_kv))
         .sum();
     let compulsory_kv = if n_q > 0 { n_kv } else { 0 };
     Traffic {
@@ -410,7 +517,7 @@ pub fn fused_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
             bytes_read: bh as u64 * (n_q + 2 * compulsory_kv) as u64 * row,
             bytes_written: bh as u64 * (n_q as u64 * row + (n_q * F32) as u64),
             flops: attention_flops(shape, causal),
-            unit: ComputeUnit::CudaCoreF32,
+            unit,
         },
         re_read_bytes: bh as u64 * 2 * (kv_rows - compulsory_kv) as u64 * row,
     }

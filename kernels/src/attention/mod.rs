@@ -21,10 +21,15 @@
 //! query block loads, which pairs are visible) is defined once, here.
 
 pub mod flash_f32;
+pub mod flash_mma;
 pub mod naive;
 
 // The entry points, one path segment from the crate (as the host's `launch!` names them).
 pub use flash_f32::{flash_attention_f32_d64, flash_attention_f32_d128};
+pub use flash_mma::{
+    flash_attention_bf16_d64, flash_attention_bf16_d128, flash_attention_f16_d64,
+    flash_attention_f16_d128,
+};
 pub use naive::{attention_pv_f32_d64, attention_pv_f32_d128, attention_scores_f32};
 
 /// Head dimensions the kernels are built for (each is a separate kernel with `d` fixed at

@@ -23,6 +23,7 @@ pub mod mma;
 mod ptr;
 pub mod shared;
 pub mod thread;
+mod unroll;
 pub mod warp;
 
 pub use ptr::GlobalPtr;

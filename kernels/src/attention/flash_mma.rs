@@ -1,0 +1,381 @@
+//! FlashAttention forward on tensor cores: bf16 or f16 Q, K, V; f32 accumulation; O in the
+//! input type, LSE in f32.
+//!
+//! The recurrence is [`flash_f32`](super::flash_f32)'s, line for line; what changes is who holds
+//! what. A block of 4 warps takes `BR = 64` query rows, 16 per warp, and streams K/V tiles of
+//! `BC = 64` keys through shared memory. Each warp computes its `16 x BC` slice of
+//! `S_i^(j) = Q_i K_j^T` with `mma.sync.m16n8k16`, so the scores, `P`, and the `16 x d` output
+//! accumulator all live in the warp's registers as mma accumulator fragments: lane `(g, t) =
+//! (lane / 4, lane % 4)` holds rows `g` and `g + 8` of each 16 x 8 piece, columns `2t, 2t + 1`.
+//! Row statistics `m`, `l` are therefore per lane for two rows; a row's max is combined over its
+//! 4 lanes with two shuffles, and its sum only once, at the end (every lane of a row rescales by
+//! the same factor, so the per-lane partial sums can be merged last).
+//!
+//! The accumulator layout of `S` (rows `g, g + 8`, columns `2t, 2t + 1` of each 8-key piece) is
+//! exactly the A-operand layout `mma` wants for `P` in `O += P V`: `P` goes from one mma's
+//! output to the next one's input without leaving registers, rounded to 16 bits on the way.
+//!
+//! Memory pyramid: Q, K, V tiles in shared memory (rows padded by 16 bytes so that `ldmatrix`'s
+//! eight 16-byte rows fall in different banks); Q's fragments, S/P, O, m, l in registers.
+//! K and V tiles are loaded with plain 16-byte loads, one tile at a time: `cp.async` double
+//! buffering (loading tile j + 1 while computing on tile j) needs the `cp.async` device function
+//! and emulator support that the GEMM chapter adds.
+
+use super::{LOG2_E, is_visible, kv_end, row_offset};
+use crate::cuda::intrinsics::{exp2_approx, log2_approx};
+use crate::cuda::mma::{MmaInput, ldmatrix_x4, mma_m16n8k16};
+use crate::cuda::shared::dynamic_shared_mem;
+use crate::cuda::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x};
+use crate::cuda::warp::{FULL_MASK, WARP_SIZE, lane_id, shuffle_xor};
+use crate::cuda::{Bf16, F16, GlobalPtr, SharedPtr};
+use crate::elementwise::Words4;
+use crate::{kernel, unroll};
+
+/// Query rows per block: 4 warps of 16 rows (the M of `m16n8k16`).
+pub const BR: usize = 64;
+/// Keys per K/V tile.
+pub const BC: usize = 64;
+/// Warps per block, and threads.
+pub const WARPS: usize = BR / 16;
+/// Threads per block.
+pub const THREADS: usize = WARPS * WARP_SIZE as usize;
+/// Padding of every shared row, in elements: 8 x 2 bytes = 16 bytes, one `ldmatrix` row.
+pub const ROW_PAD: usize = 8;
+/// Registers are sized for the largest head dimension; a `d = 64` kernel uses half.
+const MAX_D: usize = 128;
+
+// The unrolled loops below are written for these sizes: BC / 8 = 8 score pieces, 4 k-steps
+// of P V; d / 16 <= 8 k-steps of Q K^T, d / 8 <= 16 output pieces.
+const _: () = assert!(BC == 64 && BR == 16 * WARPS && MAX_D == 128);
+
+/// Dynamic shared memory for head dimension `d`: the Q, K and V tiles, 2-byte elements.
+pub const fn shared_bytes(d: usize) -> usize {
+    (BR + 2 * BC) * (d + ROW_PAD) * 2
+}
+
+/// A 16-bit input type of the tensor cores.
+pub trait Half: Copy {
+    /// Which `mma` variant multiplies it.
+    const INPUT: MmaInput;
+    /// Rounds to nearest even.
+    fn from_f32(x: f32) -> Self;
+    /// The raw bits.
+    fn to_bits(self) -> u16;
+}
+
+impl Half for Bf16 {
+    const INPUT: MmaInput = MmaInput::Bf16;
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        Bf16::from_f32(x)
+    }
+    #[inline(always)]
+    fn to_bits(self) -> u16 {
+        Bf16::to_bits(self)
+    }
+}
+
+impl Half for F16 {
+    const INPUT: MmaInput = MmaInput::F16;
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        F16::from_f32(x)
+    }
+    #[inline(always)]
+    fn to_bits(self) -> u16 {
+        F16::to_bits(self)
+    }
+}
+
+/// Two f32 rounded to `T` and packed as one 32-bit register, `lo` in the low half: the form of
+/// an `mma` operand (two consecutive columns) and of a 4-byte store of two outputs.
+#[inline(always)]
+fn pack<T: Half>(lo: f32, hi: f32) -> u32 {
+    u32::from(T::from_f32(lo).to_bits()) | (u32::from(T::from_f32(hi).to_bits()) << 16)
+}
+
+/// `ldmatrix.x4` for an A operand (16 x 16, row-major): lanes 0..16 supply rows 0..16 at column
+/// 0, lanes 16..32 the same rows at column 8. Returns (row, column) of this lane's row.
+#[inline(always)]
+pub const fn a_fragment_row(lane: usize) -> (usize, usize) {
+    (lane % 16, (lane / 16) * 8)
+}
+
+/// `ldmatrix.x4` for two B operands from a row-major `N x K` tile (K's rows are keys, its
+/// columns the reduction over d): matrix `lane / 8` is keys `0..8` or `8..16` (`/ 2`) at
+/// columns `0..8` or `8..16` (`% 2`), so registers 0, 1 are the B fragment of keys 0..8 and
+/// registers 2, 3 that of keys 8..16.
+#[inline(always)]
+pub const fn b_fragment_row(lane: usize) -> (usize, usize) {
+    let (matrix, row) = (lane / 8, lane % 8);
+    ((matrix / 2) * 8 + row, (matrix % 2) * 8)
+}
+
+/// `ldmatrix.x4.trans` for two B operands from a row-major `K x N` tile (V's rows are keys, the
+/// reduction; its columns are d): matrix `lane / 8` is keys `0..8` or `8..16` (`% 2`) of
+/// columns `0..8` or `8..16` (`/ 2`); registers 0, 1 are the fragment of columns 0..8,
+/// registers 2, 3 that of columns 8..16.
+#[inline(always)]
+pub const fn bt_fragment_row(lane: usize) -> (usize, usize) {
+    let (matrix, row) = (lane / 8, lane % 8);
+    ((matrix % 2) * 8 + row, (matrix / 2) * 8)
+}
+
+/// Where element `e` (0..4) of this lane's accumulator fragment sits in its 16 x 8 tile.
+#[inline(always)]
+pub const fn accumulator_position(lane: usize, e: usize) -> (usize, usize) {
+    (lane / 4 + 8 * (e / 2), 2 * (lane % 4) + e % 2)
+}
+
+/// Max over the 4 lanes that hold one row (lanes `4g .. 4g + 4`): two butterfly shuffles.
+#[inline(always)]
+fn quad_max(x: f32) -> f32 {
+    let x = x.max(shuffle_xor(FULL_MASK, x, 1));
+    x.max(shuffle_xor(FULL_MASK, x, 2))
+}
+
+/// Sum over the 4 lanes that hold one row.
+#[inline(always)]
+fn quad_sum(x: f32) -> f32 {
+    let x = x + shuffle_xor(FULL_MASK, x, 1);
+    x + shuffle_xor(FULL_MASK, x, 2)
+}
+
+/// Copies rows `[first, first + BC)` (or `BR`) of a `rows x D` matrix of 16-bit elements from
+/// HBM into a shared tile with padded rows, 16 bytes per thread and step (coalesced); rows
+/// past `rows` are zero-filled.
+#[inline(always)]
+unsafe fn load_tile<T: Half, const D: usize>(
+    src: GlobalPtr<T>,
+    first: usize,
+    rows: usize,
+    dst: SharedPtr<T>,
+    tile_rows: usize,
+) {
+    let chunks = D / 8; // 16-byte chunks per row
+    let mut e = thread_idx_x() as usize;
+    while e < tile_rows * chunks {
+        let (r, ch) = (e / chunks, e % chunks);
+        let at = dst.offset(r * (D + ROW_PAD) + ch * 8).cast::<Words4>();
+        if first + r < rows {
+            unsafe { at.write(0, src.cast::<Words4>().read((first + r) * chunks + ch)) };
+        } else {
+            unsafe { at.write(0, Words4([0; 4])) };
+        }
+        e += THREADS;
+    }
+}
+
+/// Shared memory holds three padded tiles, Q_i [BR x (D + ROW_PAD)], then K_j and V_j
+/// [BC x (D + ROW_PAD)]: the start of tile 0, 1 or 2.
+#[inline(always)]
+fn tile_base<T: Half, const D: usize>(tile: usize) -> SharedPtr<T> {
+    let stride = D + ROW_PAD;
+    let offset = if tile == 0 {
+        0
+    } else {
+        (BR + (tile - 1) * BC) * stride
+    };
+    dynamic_shared_mem::<T>().offset(offset)
+}
+
+/// The forward pass for input type `T` and head dimension `D`; the kernels below fix both.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn flash_forward<T: Half, const D: usize>(
+    q: GlobalPtr<T>,
+    k: GlobalPtr<T>,
+    v: GlobalPtr<T>,
+    o: GlobalPtr<T>,
+    lse: GlobalPtr<f32>,
+    n_q: usize,
+    n_kv: usize,
+    scale: f32,
+    causal: bool,
+) {
+    let bh = block_idx_y() as usize;
+    let i0 = block_idx_x() as usize * BR; // first query row of the block
+    let lane = lane_id() as usize;
+    let w0 = (thread_idx_x() as usize / 32) * 16; // first row of this warp's 16, in the tile
+    let (q, o) = (
+        q.offset(row_offset(bh, n_q, 0, D)),
+        o.offset(row_offset(bh, n_q, 0, D)),
+    );
+    let (k, v) = (
+        k.offset(row_offset(bh, n_kv, 0, D)),
+        v.offset(row_offset(bh, n_kv, 0, D)),
+    );
+    // The two rows (of the head) this lane's fragments hold: g and g + 8 of the warp's 16.
+    let rows = [i0 + w0 + lane / 4, i0 + w0 + lane / 4 + 8];
+
+    // Shared: Q_i [BR x D], K_j, V_j [BC x D], rows padded.
+    let stride = D + ROW_PAD;
+    let (q_s, k_s, v_s) = (
+        tile_base::<T, D>(0),
+        tile_base::<T, D>(1),
+        tile_base::<T, D>(2),
+    );
+
+    // Q_i: HBM -> shared -> registers, once: the warp's 16 rows as D / 16 A fragments.
+    unsafe { load_tile::<T, D>(q, i0, n_q, q_s, BR) };
+    sync_threads();
+    let mut q_frag = [[0u32; 4]; MAX_D / 16];
+    let (ar, ac) = a_fragment_row(lane);
+    unroll!(for kk in 0..8 {
+        if kk < D / 16 {
+            q_frag[kk] =
+                unsafe { ldmatrix_x4(q_s.offset((w0 + ar) * stride + kk * 16 + ac), false) };
+        }
+    });
+
+    // Registers: O_i (16 x D per warp, D / 8 accumulator fragments), and m, l for rows g, g + 8
+    // (l as this lane's partial sum over its columns).
+    let mut o_acc = [[0.0f32; 4]; MAX_D / 8];
+    let mut m = [f32::NEG_INFINITY; 2];
+    let mut l = [0.0f32; 2];
+    let scale_log2 = scale * LOG2_E;
+
+    let kv_end = kv_end(i0, BR, n_q, n_kv, causal);
+    let mut j0 = 0;
+    while j0 < kv_end {
+        // K_j, V_j: HBM -> shared (barrier before: the last tile is consumed; after: loaded).
+        sync_threads();
+        unsafe {
+            load_tile::<T, D>(k, j0, n_kv, k_s, BC);
+            load_tile::<T, D>(v, j0, n_kv, v_s, BC);
+        }
+        sync_threads();
+
+        // S_i^(j) = Q_i K_j^T: [16 x BC] per warp, BC / 8 accumulators, D / 16 k-steps.
+        let mut s = [[0.0f32; 4]; BC / 8];
+        // This lane's ldmatrix rows of K_j and V_j. (The tile bases are taken afresh each
+        // iteration, so that the compiler computes the 32 + 32 fragment addresses here, as adds
+        // of constants, instead of hoisting them out of the loop into 128 live registers.)
+        let (br, bc) = b_fragment_row(lane);
+        let (vr, vc) = bt_fragment_row(lane);
+        let k_lane = tile_base::<T, D>(1).offset(br * stride + bc);
+        let v_lane = tile_base::<T, D>(2).offset(vr * stride + vc);
+        unroll!(for kk in 0..8 {
+            if kk < D / 16 {
+                unroll!(for pair in 0..4 {
+                    let nt = 2 * pair; // two 8-key pieces per ldmatrix
+                    let b = unsafe { ldmatrix_x4(k_lane.offset(nt * 8 * stride + kk * 16), false) };
+                    s[nt] = mma_m16n8k16(T::INPUT, q_frag[kk], [b[0], b[1]], s[nt]);
+                    s[nt + 1] = mma_m16n8k16(T::INPUT, q_frag[kk], [b[2], b[3]], s[nt + 1]);
+                });
+            }
+        });
+        // Scale (base 2) and mask; m_i^(j) = max(m_i^(j-1), rowmax(S_i^(j))) over the row's
+        // 4 lanes.
+        let mut m_new = m;
+        for (nt, acc) in s.iter_mut().enumerate() {
+            for (e, x) in acc.iter_mut().enumerate() {
+                let (r, c) = accumulator_position(lane, e);
+                let visible = is_visible(i0 + w0 + r, j0 + nt * 8 + c, n_q, n_kv, causal);
+                *x = if visible {
+                    *x * scale_log2
+                } else {
+                    f32::NEG_INFINITY
+                };
+                m_new[e / 2] = m_new[e / 2].max(*x);
+            }
+        }
+        let m_new = m_new.map(quad_max);
+        // A row that has seen no key keeps m = -inf; its exponents are taken from 0 (no NaN).
+        let m_ref = m_new.map(|x| if x == f32::NEG_INFINITY { 0.0 } else { x });
+        // P_i^(j) = exp(S_i^(j) - m_i^(j)) in place; this lane's part of rowsum(P_i^(j)).
+        let mut rowsum = [0.0f32; 2];
+        for acc in s.iter_mut() {
+            for (e, x) in acc.iter_mut().enumerate() {
+                *x = exp2_approx(*x - m_ref[e / 2]);
+                rowsum[e / 2] += *x;
+            }
+        }
+        // l_i^(j) = exp(m_i^(j-1) - m_i^(j)) l_i^(j-1) + rowsum(P_i^(j)), and O rescaled alike.
+        let alpha = [exp2_approx(m[0] - m_ref[0]), exp2_approx(m[1] - m_ref[1])];
+        for h in 0..2 {
+            l[h] = alpha[h] * l[h] + rowsum[h];
+        }
+        unroll!(for nd in 0..16 {
+            if nd < D / 8 {
+                for (e, x) in o_acc[nd].iter_mut().enumerate() {
+                    *x *= alpha[e / 2];
+                }
+            }
+        });
+        // O_i^(j) += P_i^(j) V_j: P straight from S's registers as A fragments (16 keys each),
+        // V_j's fragments by ldmatrix.trans.
+        unroll!(for kk in 0..4 {
+            let (lo, hi) = (s[2 * kk], s[2 * kk + 1]);
+            let p = [
+                pack::<T>(lo[0], lo[1]),
+                pack::<T>(lo[2], lo[3]),
+                pack::<T>(hi[0], hi[1]),
+                pack::<T>(hi[2], hi[3]),
+            ];
+            unroll!(for pair in 0..8 {
+                let nd = 2 * pair; // two 8-column pieces of d per ldmatrix
+                if nd < D / 8 {
+                    let b = unsafe { ldmatrix_x4(v_lane.offset(kk * 16 * stride + nd * 8), true) };
+                    o_acc[nd] = mma_m16n8k16(T::INPUT, p, [b[0], b[1]], o_acc[nd]);
+                    o_acc[nd + 1] = mma_m16n8k16(T::INPUT, p, [b[2], b[3]], o_acc[nd + 1]);
+                }
+            });
+        });
+        m = m_new;
+        j0 += BC;
+    }
+
+    // O_i = O_i^(last) / l_i^(last), LSE_i = m_i^(last) + log l_i^(last); the row's sum is
+    // merged over its 4 lanes now. A fully masked row has l = 0: zeros and -inf.
+    let l = l.map(quad_sum);
+    let inv_l = l.map(|x| if x > 0.0 { 1.0 / x } else { 0.0 });
+    let o_pairs = o.cast::<u32>();
+    unroll!(for nd in 0..16 {
+        if nd < D / 8 {
+            let acc = o_acc[nd];
+            for h in 0..2 {
+                let (r, c) = accumulator_position(lane, 2 * h);
+                let i = i0 + w0 + r;
+                if i < n_q {
+                    let pair = pack::<T>(acc[2 * h] * inv_l[h], acc[2 * h + 1] * inv_l[h]);
+                    unsafe { o_pairs.write((i * D + nd * 8 + c) / 2, pair) };
+                }
+            }
+        }
+    });
+    for h in 0..2 {
+        if lane.is_multiple_of(4) && rows[h] < n_q {
+            let lse_2 = m[h] + log2_approx(l[h]);
+            unsafe { lse.write(bh * n_q + rows[h], lse_2 * core::f32::consts::LN_2) };
+        }
+    }
+}
+
+macro_rules! flash_mma_kernel {
+    ($(#[$meta:meta])* $name:ident, $t:ty, $d:literal) => {
+        kernel! {
+            $(#[$meta])*
+            pub unsafe fn $name(
+                q: GlobalPtr<$t>, k: GlobalPtr<$t>, v: GlobalPtr<$t>, o: GlobalPtr<$t>, lse: GlobalPtr<f32>,
+                n_q: u32, n_kv: u32, scale: f32, causal: u32,
+            ) {
+                unsafe { flash_forward::<$t, $d>(q, k, v, o, lse, n_q as usize, n_kv as usize, scale, causal != 0) }
+            }
+        }
+    };
+}
+
+flash_mma_kernel!(
+    /// FlashAttention forward on tensor cores, bf16, d = 64. Grid `(ceil(n_q / BR),
+    /// batch * heads)`, `THREADS` threads, [`shared_bytes`]`(64)` of dynamic shared memory.
+    flash_attention_bf16_d64, Bf16, 64);
+flash_mma_kernel!(
+    /// As [`flash_attention_bf16_d64`], d = 128.
+    flash_attention_bf16_d128, Bf16, 128);
+flash_mma_kernel!(
+    /// As [`flash_attention_bf16_d64`], f16 inputs.
+    flash_attention_f16_d64, F16, 64);
+flash_mma_kernel!(
+    /// As [`flash_attention_bf16_d64`], f16 inputs, d = 128.
+    flash_attention_f16_d128, F16, 128);
