@@ -69,3 +69,11 @@ pub fn chase_chain(len: usize, stride: usize, seed: u64) -> Vec<u32> {
 pub fn chase_end(chain: &[u32], steps: usize) -> u32 {
     (0..steps).fold(0u32, |i, _| chain[i as usize])
 }
+
+/// `input` (rows x cols, row-major) transposed.
+pub fn transpose(input: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows * cols)
+        .into_par_iter()
+        .map(|i| input[(i % rows) * cols + i / rows])
+        .collect()
+}
