@@ -190,6 +190,26 @@ pub fn wavefronts(lanes: &[(usize, usize)]) -> (u64, u64) {
     (total, ideal)
 }
 
+/// Adds `new` into `into`, site by site (the same kernel launched again).
+pub(super) fn merge(into: &mut Vec<SiteStats>, new: Vec<SiteStats>) {
+    for n in new {
+        match into
+            .iter_mut()
+            .find(|s| s.site == n.site && s.space == n.space && s.access == n.access)
+        {
+            Some(s) => {
+                s.requests += n.requests;
+                s.bytes += n.bytes;
+                s.sectors += n.sectors;
+                s.ideal_sectors += n.ideal_sectors;
+                s.wavefronts += n.wavefronts;
+                s.ideal_wavefronts += n.ideal_wavefronts;
+            }
+            None => into.push(n),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,25 +249,5 @@ mod tests {
             (4, 4),
             "16-byte vectors in 4 conflict-free phases"
         );
-    }
-}
-
-/// Adds `new` into `into`, site by site (the same kernel launched again).
-pub(super) fn merge(into: &mut Vec<SiteStats>, new: Vec<SiteStats>) {
-    for n in new {
-        match into
-            .iter_mut()
-            .find(|s| s.site == n.site && s.space == n.space && s.access == n.access)
-        {
-            Some(s) => {
-                s.requests += n.requests;
-                s.bytes += n.bytes;
-                s.sectors += n.sectors;
-                s.ideal_sectors += n.ideal_sectors;
-                s.wavefronts += n.wavefronts;
-                s.ideal_wavefronts += n.ideal_wavefronts;
-            }
-            None => into.push(n),
-        }
     }
 }
