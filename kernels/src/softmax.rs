@@ -333,6 +333,30 @@ pub const fn fused_col(chunk: u32, item: usize, thread: u32) -> u32 {
     chunk * FUSED_ON_CHIP_COLS + item as u32 * FUSED_THREADS + thread
 }
 
+/// Every thread folds the row's elements it visits (strided, so each warp step is one coalesced
+/// access) into `init` with `step`, marking `flops` per element; the block then combines the
+/// threads' results, which every thread receives. The shape of every pass that reduces a row.
+///
+/// # Safety
+/// `x_row` holds `cols` elements.
+#[inline(always)]
+unsafe fn reduce_row<T: Scalar, R: Reduce>(
+    x_row: GlobalPtr<T>,
+    cols: u32,
+    init: R,
+    flops: u32,
+    step: impl Fn(R, f32) -> R,
+) -> R {
+    // Registers: this thread's running max, sum or (m, l).
+    let mut acc = init;
+    for col in strided_cols(cols) {
+        // SAFETY: col < cols.
+        acc = step(acc, unsafe { x_row.read(col) }.to_f32());
+        count_flops(flops);
+    }
+    block_allreduce(acc)
+}
+
 /// Naive pass 1: `row_max[r] = max_j x[r, j]`.
 ///
 /// # Safety
@@ -342,17 +366,12 @@ pub const fn fused_col(chunk: u32, item: usize, thread: u32) -> u32 {
 unsafe fn row_max_pass<T: Scalar>(x: GlobalPtr<T>, row_max: GlobalPtr<f32>, cols: u32) {
     let row = block_idx_x();
     let x_row = x.offset(row_start(row, cols));
-    // Registers: this thread's running max over its strided columns.
-    let mut m = f32::NEG_INFINITY;
-    for col in strided_cols(cols) {
-        // SAFETY: col < cols, inside this row.
-        m = maximum(m, unsafe { x_row.read(col) }.to_f32());
-        count_flops(MAX_FLOPS);
-    }
-    let m = block_allreduce(RowMax(m)).0;
+    let init = RowMax(f32::NEG_INFINITY);
+    // SAFETY: the row has `cols` elements.
+    let m = unsafe { reduce_row(x_row, cols, init, MAX_FLOPS, |m, x| RowMax(maximum(m.0, x))) };
     if thread_idx_x() == 0 {
         // SAFETY: one writer per row.
-        unsafe { row_max.write(row as usize, m) };
+        unsafe { row_max.write(row as usize, m.0) };
     }
 }
 
@@ -371,16 +390,12 @@ unsafe fn row_sum_exp_pass<T: Scalar>(
     let x_row = x.offset(row_start(row, cols));
     // SAFETY: row < gridDim.x.
     let m = broadcast_from_thread0(|| unsafe { row_max.read(row as usize) });
-    let mut l = 0.0;
-    for col in strided_cols(cols) {
-        // SAFETY: col < cols.
-        l += exp_shifted(unsafe { x_row.read(col) }.to_f32(), m);
-        count_flops(EXP_SUM_FLOPS);
-    }
-    let l = block_allreduce(RowSum(l)).0;
+    let add = |l: RowSum, x| RowSum(l.0 + exp_shifted(x, m));
+    // SAFETY: the row has `cols` elements.
+    let l = unsafe { reduce_row(x_row, cols, RowSum(0.0), EXP_SUM_FLOPS, add) };
     if thread_idx_x() == 0 {
         // SAFETY: one writer per row.
-        unsafe { row_sum.write(row as usize, l) };
+        unsafe { row_sum.write(row as usize, l.0) };
     }
 }
 
@@ -399,13 +414,10 @@ unsafe fn online_stats_pass<T: Scalar>(
 ) {
     let row = block_idx_x();
     let x_row = x.offset(row_start(row, cols));
-    let mut state = OnlineState::IDENTITY;
-    for col in strided_cols(cols) {
-        // SAFETY: col < cols.
-        state = merge(state, OnlineState::of(unsafe { x_row.read(col) }.to_f32()));
-        count_flops(ONLINE_FLOPS);
-    }
-    let state = block_allreduce(state);
+    let init = OnlineState::IDENTITY;
+    let step = |state, x| merge(state, OnlineState::of(x));
+    // SAFETY: the row has `cols` elements.
+    let state = unsafe { reduce_row(x_row, cols, init, ONLINE_FLOPS, step) };
     if thread_idx_x() == 0 {
         // SAFETY: one writer per row.
         unsafe {

@@ -14,6 +14,7 @@
 //! ```
 
 use half::bf16;
+use kernels::cuda::GlobalPtr;
 use kernels::softmax::{
     EXP_SUM_FLOPS, FUSED_ON_CHIP_COLS, FUSED_THREADS, MAX_FLOPS, NORMALISE_FLOPS, ONLINE_FLOPS,
     RESCALE_FLOPS, ROW_THREADS,
@@ -22,6 +23,7 @@ use kernels::softmax::{
 use super::len_u32;
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cost::{ComputeUnit, Cost};
+use crate::emu::LaunchCounters;
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::LaunchConfig;
@@ -264,7 +266,38 @@ fn then(first: Launched, second: Launched) -> Launched {
     }
 }
 
-/// Naive softmax: three kernels, each reading the whole matrix from HBM.
+/// What naive and online share: the passes `stats_passes` returns leave `(m, l)` in `stats`, then
+/// the normalisation reads them with the row once more. Reports the launches' total counts.
+fn stats_then_normalise<T: SoftmaxElement>(
+    what: &str,
+    rt: &Runtime,
+    x: &DeviceBuffer<T>,
+    y: &mut DeviceBuffer<T>,
+    stats: &mut RowStats,
+    (rows, cols): (usize, usize),
+    stats_passes: impl FnOnce(GlobalPtr<T>, GlobalPtr<f32>, GlobalPtr<f32>) -> Vec<Pass<T>>,
+) -> Result<Launched> {
+    let (rows, cols) = check_shape(what, x, y, Some(stats), rows, cols)?;
+    if rows == 0 {
+        return Ok(None);
+    }
+    let (x, y, row_max, row_sum) = (x.ptr(), y.ptr(), stats.max.ptr(), stats.sum.ptr());
+    let mut passes = stats_passes(x, row_max, row_sum);
+    passes.push(Pass::Normalise {
+        x,
+        row_max,
+        row_sum,
+        y,
+    });
+    let mut total = Some(LaunchCounters::default());
+    for pass in passes {
+        total = then(total, T::launch(rt, pass, rows, cols)?);
+    }
+    Ok(total)
+}
+
+/// Naive softmax: three kernels (row max, row sum of `exp(x - m)`, normalise), each reading the
+/// whole matrix from HBM.
 pub fn naive<T: SoftmaxElement>(
     rt: &Runtime,
     x: &DeviceBuffer<T>,
@@ -273,26 +306,25 @@ pub fn naive<T: SoftmaxElement>(
     rows: usize,
     cols: usize,
 ) -> Result<Launched> {
-    let (rows, cols) = check_shape("softmax::naive", x, y, Some(stats), rows, cols)?;
-    if rows == 0 {
-        return Ok(None);
-    }
-    let (x, y, row_max, row_sum) = (x.ptr(), y.ptr(), stats.max.ptr(), stats.sum.ptr());
-    let max = T::launch(rt, Pass::RowMax { x, row_max }, rows, cols)?;
-    let pass = Pass::RowSumExp {
+    let shape = (rows, cols);
+    stats_then_normalise(
+        "softmax::naive",
+        rt,
         x,
-        row_max,
-        row_sum,
-    };
-    let sum = T::launch(rt, pass, rows, cols)?;
-    let pass = Pass::Normalise {
-        x,
-        row_max,
-        row_sum,
         y,
-    };
-    let norm = T::launch(rt, pass, rows, cols)?;
-    Ok(then(then(max, sum), norm))
+        stats,
+        shape,
+        |x, row_max, row_sum| {
+            vec![
+                Pass::RowMax { x, row_max },
+                Pass::RowSumExp {
+                    x,
+                    row_max,
+                    row_sum,
+                },
+            ]
+        },
+    )
 }
 
 /// Online softmax: one pass for `(m, l)` (Milakov and Gimelshein), one to normalise.
@@ -304,25 +336,22 @@ pub fn online<T: SoftmaxElement>(
     rows: usize,
     cols: usize,
 ) -> Result<Launched> {
-    let (rows, cols) = check_shape("softmax::online", x, y, Some(stats), rows, cols)?;
-    if rows == 0 {
-        return Ok(None);
-    }
-    let (x, y, row_max, row_sum) = (x.ptr(), y.ptr(), stats.max.ptr(), stats.sum.ptr());
-    let pass = Pass::OnlineStats {
+    let shape = (rows, cols);
+    stats_then_normalise(
+        "softmax::online",
+        rt,
         x,
-        row_max,
-        row_sum,
-    };
-    let stats = T::launch(rt, pass, rows, cols)?;
-    let pass = Pass::Normalise {
-        x,
-        row_max,
-        row_sum,
         y,
-    };
-    let norm = T::launch(rt, pass, rows, cols)?;
-    Ok(then(stats, norm))
+        stats,
+        shape,
+        |x, row_max, row_sum| {
+            vec![Pass::OnlineStats {
+                x,
+                row_max,
+                row_sum,
+            }]
+        },
+    )
 }
 
 /// Fused softmax: one kernel, the row kept on chip between its read and its write.
