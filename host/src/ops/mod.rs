@@ -3,6 +3,7 @@
 
 pub mod elementwise;
 pub mod hierarchy;
+pub mod softmax;
 pub mod transpose;
 
 use crate::error::{Error, Result};
