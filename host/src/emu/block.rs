@@ -259,7 +259,7 @@ impl Block<'_> {
         by: ThreadAccess,
     ) -> Result<(), EmuErrorKind> {
         let align = 1usize << bytes.trailing_zeros().min(4);
-        if addr % align == 0 {
+        if addr.is_multiple_of(align) {
             Ok(())
         } else {
             Err(EmuErrorKind::Misaligned {
