@@ -112,15 +112,19 @@ pub enum RooflineCommand {
     },
     /// KV-cache bytes per token, per sequence and per batch.
     KvCache {
+        /// Layers L.
         #[arg(long)]
         layers: u64,
+        /// Key/value heads per layer (fewer than query heads under grouped-query attention).
         #[arg(long)]
         kv_heads: u64,
+        /// Head dimension d.
         #[arg(long, default_value_t = 128)]
         head_dim: u64,
         /// Tokens of context per sequence.
         #[arg(long)]
         context: u64,
+        /// Sequences held at once.
         #[arg(long, default_value_t = 1)]
         batch: u64,
     },
@@ -132,6 +136,7 @@ pub enum RooflineCommand {
         /// Attention heads per layer.
         #[arg(long, default_value_t = 1)]
         heads: u64,
+        /// Head dimension d.
         #[arg(long, default_value_t = 128)]
         head_dim: u64,
         /// Query tile (rows of the score tile).
@@ -140,7 +145,7 @@ pub enum RooflineCommand {
         /// Key/value tile (columns of the score tile); defaults to --tile.
         #[arg(long)]
         kv_tile: Option<u64>,
-        /// Layers, for the whole forward pass's attention arithmetic.
+        /// Layers, for all layers' scores and the whole forward pass's attention arithmetic.
         #[arg(long, default_value_t = 1)]
         layers: u64,
     },
@@ -153,8 +158,10 @@ pub enum RooflineCommand {
         /// MLP hidden size H.
         #[arg(long)]
         mlp: u64,
+        /// Layers L.
         #[arg(long)]
         layers: u64,
+        /// Vocabulary V (the unembedding is [C, V]).
         #[arg(long)]
         vocab: u64,
         /// Batches of tokens M, comma-separated: 1,64,4096.
@@ -172,16 +179,20 @@ pub enum RooflineCommand {
     },
     /// The batch M at which [M, K] x [K, N] turns compute-bound on each GPU.
     Crossover {
+        /// Inner dimension K (the weight's rows).
         #[arg(long)]
         k: u64,
+        /// Output dimension N (the weight's columns).
         #[arg(long)]
         n: u64,
     },
     /// A matmul tile's intensity Mt·Nt/(Mt+Nt) and one tile's journey HBM → shared →
     /// registers → tensor cores in one SM.
     Tile {
+        /// Output tile rows Mt.
         #[arg(long, default_value_t = 128)]
         mt: u64,
+        /// Output tile columns Nt.
         #[arg(long, default_value_t = 128)]
         nt: u64,
         /// Depth of the A and B tiles along K.
@@ -190,6 +201,7 @@ pub enum RooflineCommand {
     },
     /// A kernel's achieved FLOP/s as a fraction of the peak (740T, 225e12).
     Utilisation {
+        /// Achieved FLOP/s of one GPU: 740T, 225e12.
         #[arg(long, value_parser = parse_count)]
         achieved: f64,
     },
@@ -281,6 +293,14 @@ impl Ctx {
             ));
         }
         Ok(ctx)
+    }
+
+    /// One table row per GPU: its name, then `fields` of it.
+    fn per_gpu(&self, fields: impl Fn(&GpuSpec) -> Vec<Field>) -> Vec<Vec<Field>> {
+        self.gpus
+            .iter()
+            .map(|g| std::iter::once(gpu_name(g)).chain(fields(g)).collect())
+            .collect()
     }
 
     /// A GPU by name, with the what-if applied.
@@ -441,18 +461,18 @@ fn gpu_name(gpu: &GpuSpec) -> Field {
 /// FLOPs, bytes and intensity of one cost.
 fn cost_fields(cost: &Cost) -> Vec<Field> {
     vec![
-        field("flops", "FLOPs", Value::Flops(cost.flops as f64)),
+        field("flops", "FLOPs", report::flops(cost.flops)),
         field(
             "bytes_read",
             "HBM bytes read",
-            Value::Bytes(cost.bytes_read as f64),
+            report::bytes(cost.bytes_read),
         ),
         field(
             "bytes_written",
             "HBM bytes written",
-            Value::Bytes(cost.bytes_written as f64),
+            report::bytes(cost.bytes_written),
         ),
-        field("bytes", "HBM bytes", Value::Bytes(cost.bytes() as f64)),
+        field("bytes", "HBM bytes", report::bytes(cost.bytes())),
         field("intensity", "intensity", Value::Intensity(cost.intensity())),
         field(
             "arithmetic",
@@ -957,6 +977,37 @@ mod tests {
         assert_eq!(parse_count("16000"), Ok(16000.0));
         assert!(parse_count("-1").is_err());
         assert!(parse_count("").is_err());
+    }
+
+    /// docs/roofline.md pastes each command's output; they must still be what the command prints.
+    #[test]
+    fn the_outputs_pasted_in_the_docs_are_current() {
+        let doc = include_str!("../../docs/roofline.md");
+        let mut blocks = 0;
+        let mut lines = doc.lines();
+        while let Some(line) = lines.next() {
+            if line != "```console" {
+                continue;
+            }
+            let command = lines.next().unwrap_or_default();
+            let args = command
+                .strip_prefix("$ cargo xtask roofline ")
+                .unwrap_or_else(|| {
+                    panic!("a console block starts with a roofline command: {command}")
+                });
+            let pasted: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+            let printed = text(args);
+            assert_eq!(
+                pasted.join("\n") + "\n",
+                printed,
+                "docs/roofline.md: {command}"
+            );
+            blocks += 1;
+        }
+        assert!(
+            blocks >= 20,
+            "only {blocks} commands found in docs/roofline.md"
+        );
     }
 
     #[test]

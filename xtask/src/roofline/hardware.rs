@@ -8,45 +8,40 @@ use super::report::{self, Report, Section, Value, field};
 use super::{Ctx, costs, gpu_name, positive};
 
 pub(super) fn gpus(ctx: Ctx) -> Report {
-    let rows = ctx
-        .gpus
-        .iter()
-        .map(|g| {
-            vec![
-                gpu_name(g),
-                field("key", "--gpu", Value::Text(g.key.to_string())),
-                field(
-                    "bf16_flops",
-                    "dense bf16 tensor",
-                    Value::FlopRate(g.bf16_flops),
-                ),
-                field("f32_flops", "f32 CUDA cores", Value::FlopRate(g.f32_flops)),
-                field(
-                    "hbm_bandwidth",
-                    "HBM bandwidth",
-                    Value::ByteRate(g.hbm_bandwidth),
-                ),
-                field("hbm_bytes", "HBM size", Value::Bytes(g.hbm_bytes)),
-                field("sms", "SMs", Value::Count(u64::from(g.sms))),
-                field(
-                    "shared_per_sm",
-                    "shared memory / SM",
-                    Value::Bytes(g.shared_per_sm),
-                ),
-                field("l2_bytes", "L2", Value::Bytes(g.l2_bytes)),
-                field(
-                    "ridge_bf16",
-                    "ridge, bf16 tensor",
-                    Value::Intensity(g.ridge(ComputeUnit::TensorCore16)),
-                ),
-                field(
-                    "ridge_f32",
-                    "ridge, f32",
-                    Value::Intensity(g.ridge(ComputeUnit::CudaCoreF32)),
-                ),
-            ]
-        })
-        .collect();
+    let rows = ctx.per_gpu(|g| {
+        vec![
+            field("key", "--gpu", Value::Text(g.key.to_string())),
+            field(
+                "bf16_flops",
+                "dense bf16 tensor",
+                Value::FlopRate(g.bf16_flops),
+            ),
+            field("f32_flops", "f32 CUDA cores", Value::FlopRate(g.f32_flops)),
+            field(
+                "hbm_bandwidth",
+                "HBM bandwidth",
+                Value::ByteRate(g.hbm_bandwidth),
+            ),
+            field("hbm_bytes", "HBM size", Value::Bytes(g.hbm_bytes)),
+            field("sms", "SMs", Value::Count(u64::from(g.sms))),
+            field(
+                "shared_per_sm",
+                "shared memory / SM",
+                Value::Bytes(g.shared_per_sm),
+            ),
+            field("l2_bytes", "L2", Value::Bytes(g.l2_bytes)),
+            field(
+                "ridge_bf16",
+                "ridge, bf16 tensor",
+                Value::Intensity(g.ridge(ComputeUnit::TensorCore16)),
+            ),
+            field(
+                "ridge_f32",
+                "ridge, f32",
+                Value::Intensity(g.ridge(ComputeUnit::CudaCoreF32)),
+            ),
+        ]
+    });
     let sections = vec![Section::columns("gpus", "GPUs (dense peaks)", rows)];
     let notes = vec![
         "ridge = peak FLOP/s ÷ HBM bytes/s: below it an operation is memory-bound".to_string(),
@@ -299,21 +294,17 @@ pub(super) fn tile(ctx: Ctx, mt: u64, nt: u64, kt: u64) -> Result<Report, String
             "tile intensity at HBM",
             Value::Intensity(step.intensity()),
         ),
-        field("a_tile", "A tile [Mt, Kt]", Value::Bytes(a_tile as f64)),
-        field(
-            "ab_tiles",
-            "A + B tiles",
-            Value::Bytes(step.bytes_read as f64),
-        ),
+        field("a_tile", "A tile [Mt, Kt]", report::bytes(a_tile)),
+        field("ab_tiles", "A + B tiles", report::bytes(step.bytes_read)),
         field(
             "accumulator",
             "f32 accumulator [Mt, Nt]",
-            Value::Bytes(accumulator as f64),
+            report::bytes(accumulator),
         ),
         field(
             "multiply_flops",
             "multiply [Mt, Kt] × [Kt, Nt]",
-            Value::Flops(step.flops as f64),
+            report::flops(step.flops),
         ),
     ];
     let mut reuse = Vec::new();

@@ -4,8 +4,8 @@
 use host::cost::{ComputeUnit, Roofline};
 
 use super::costs::{self, FlashTile};
-use super::report::{Report, Section, Value, field};
-use super::{Ctx, Peak, gpu_name, positive, roofline_section, single_cost_report};
+use super::report::{self, Report, Section, Value, field};
+use super::{Ctx, Peak, positive, roofline_section, single_cost_report};
 
 pub(super) fn matmul(ctx: Ctx, m: u64, k: u64, n: u64) -> Result<Report, String> {
     let (m, k, n) = (positive("M", m)?, positive("K", k)?, positive("N", n)?);
@@ -33,7 +33,7 @@ pub(super) fn attention_scores(ctx: Ctx, t: u64, d: u64) -> Result<Report, Strin
     let facts = vec![field(
         "score_bytes",
         "score matrix S [T, T]",
-        Value::Bytes(cost.bytes_written as f64),
+        report::bytes(cost.bytes_written),
     )];
     let notes = vec![format!(
         "the softmax that follows reads S back: `roofline softmax {t} {t}`"
@@ -143,27 +143,27 @@ pub(super) fn attention(
         field(
             "tensor_bytes",
             "each of Q, K, V, O [T, d]",
-            Value::Bytes(a.tensor_bytes as f64),
+            report::bytes(a.tensor_bytes),
         ),
         field(
             "score_bytes",
             "each of S, P [T, T]",
-            Value::Bytes(a.score_bytes as f64),
+            report::bytes(a.score_bytes),
         ),
         field(
             "naive_score_traffic",
             "naive: S and P each written and read",
-            Value::Bytes(4.0 * a.score_bytes as f64),
+            report::bytes(4 * a.score_bytes),
         ),
         field(
             "naive_bytes",
             "naive HBM bytes",
-            Value::Bytes(a.naive.bytes() as f64),
+            report::bytes(a.naive.bytes()),
         ),
         field(
             "fused_bytes",
             "fused HBM bytes",
-            Value::Bytes(a.fused.bytes() as f64),
+            report::bytes(a.fused.bytes()),
         ),
         field(
             "reduction",
@@ -193,8 +193,8 @@ pub(super) fn attention(
                 .iter()
                 .cloned()
                 .chain([
-                    field("bytes", "HBM bytes", Value::Bytes(c.bytes() as f64)),
-                    field("flops", "FLOPs", Value::Flops(c.flops as f64)),
+                    field("bytes", "HBM bytes", report::bytes(c.bytes())),
+                    field("flops", "FLOPs", report::flops(c.flops)),
                     field("intensity", "intensity", Value::Intensity(c.intensity())),
                 ])
                 .collect()
@@ -256,48 +256,36 @@ pub(super) fn score_matrix(ctx: Ctx, s: ScoreArgs) -> Result<Report, String> {
     let all = costs::times(fused, costs::product(&[heads, layers])?)?;
 
     let mut scores = vec![
-        field("one_head", "one head [T, T]", Value::Bytes(one_head as f64)),
+        field("one_head", "one head [T, T]", report::bytes(one_head)),
         field(
             "one_layer",
             "one layer (all heads)",
-            Value::Bytes(one_layer as f64),
+            report::bytes(one_layer),
         ),
     ];
     if layers > 1 {
         let all_layers = costs::product(&[one_layer, layers])?;
-        scores.push(field(
-            "all_layers",
-            "all layers",
-            Value::Bytes(all_layers as f64),
-        ));
+        scores.push(field("all_layers", "all layers", report::bytes(all_layers)));
     }
     scores.push(field(
         "row_block",
         "one query tile's row of scores [tile, T]",
-        Value::Bytes(row_block as f64),
+        report::bytes(row_block),
     ));
     let working_set = vec![
-        field("q_tile", "Q tile [tile, d]", Value::Bytes(working.q as f64)),
-        field(
-            "k_tile",
-            "K tile [kv tile, d]",
-            Value::Bytes(working.k as f64),
-        ),
-        field(
-            "v_tile",
-            "V tile [kv tile, d]",
-            Value::Bytes(working.v as f64),
-        ),
+        field("q_tile", "Q tile [tile, d]", report::bytes(working.q)),
+        field("k_tile", "K tile [kv tile, d]", report::bytes(working.k)),
+        field("v_tile", "V tile [kv tile, d]", report::bytes(working.v)),
         field(
             "score_tile",
             "score tile [tile, kv tile]",
-            Value::Bytes(working.scores as f64),
+            report::bytes(working.scores),
         ),
-        field("qkv", "Q + K + V tiles", Value::Bytes(working.qkv() as f64)),
+        field("qkv", "Q + K + V tiles", report::bytes(working.qkv())),
         field(
             "total",
             "working set, all four",
-            Value::Bytes(working.total() as f64),
+            report::bytes(working.total()),
         ),
         field(
             "reduction",
@@ -309,59 +297,51 @@ pub(super) fn score_matrix(ctx: Ctx, s: ScoreArgs) -> Result<Report, String> {
         field(
             "per_head",
             "per head per layer, 4·T²·d",
-            Value::Flops(fused.flops as f64),
+            report::flops(fused.flops),
         ),
-        field(
-            "total",
-            "all heads, all layers",
-            Value::Flops(all.flops as f64),
-        ),
+        field("total", "all heads, all layers", report::flops(all.flops)),
     ];
-    let rows = ctx
-        .gpus
-        .iter()
-        .map(|g| {
-            let fill = (g.hbm_bytes / (heads * b) as f64).sqrt().floor();
-            vec![
-                gpu_name(g),
-                field("hbm_bytes", "HBM", Value::Bytes(g.hbm_bytes)),
-                field(
-                    "layer_vs_hbm",
-                    "layer's scores ÷ HBM",
-                    Value::Ratio(one_layer as f64 / g.hbm_bytes),
-                ),
-                field(
-                    "context_filling_hbm",
-                    "T filling HBM",
-                    Value::Count(fill as u64),
-                ),
-                field(
-                    "shared_per_sm",
-                    "shared / SM",
-                    Value::Bytes(g.shared_per_sm),
-                ),
-                field(
-                    "working_set_vs_shared",
-                    "working set ÷ shared",
-                    Value::Percent(working.total() as f64 / g.shared_per_sm),
-                ),
-                field(
-                    "row_block_vs_shared",
-                    "tile row ÷ shared",
-                    Value::Ratio(row_block as f64 / g.shared_per_sm),
-                ),
-                field(
-                    "attention_s",
-                    "arithmetic at bound",
-                    Value::Seconds(Roofline::modelled(&all, g).bound_seconds),
-                ),
-            ]
-        })
-        .collect();
+    let rows = ctx.per_gpu(|g| {
+        let fill = (g.hbm_bytes / (heads * b) as f64).sqrt().floor();
+        vec![
+            field("hbm_bytes", "HBM", Value::Bytes(g.hbm_bytes)),
+            field(
+                "layer_vs_hbm",
+                "layer's scores ÷ HBM",
+                Value::Ratio(one_layer as f64 / g.hbm_bytes),
+            ),
+            field(
+                "context_filling_hbm",
+                "T filling HBM",
+                Value::Count(fill as u64),
+            ),
+            field(
+                "shared_per_sm",
+                "shared / SM",
+                Value::Bytes(g.shared_per_sm),
+            ),
+            field(
+                "working_set_vs_shared",
+                "working set ÷ shared",
+                Value::Percent(working.total() as f64 / g.shared_per_sm),
+            ),
+            field(
+                "row_block_vs_shared",
+                "tile row ÷ shared",
+                Value::Ratio(row_block as f64 / g.shared_per_sm),
+            ),
+            field(
+                "attention_s",
+                "arithmetic at bound",
+                Value::Seconds(Roofline::modelled(&all, g).bound_seconds),
+            ),
+        ]
+    });
     let headline = format!(
-        "score matrix at T = {t}, {heads} heads × {layers} layers, d = {d}, {}, tile {tile} × \
-         {kv_tile}",
-        ctx.dtype.name()
+        "score matrix at T = {t}, d = {d}, {}: {} × {}, tile {tile} × {kv_tile}",
+        ctx.dtype.name(),
+        plural(heads, "head"),
+        plural(layers, "layer"),
     );
     let notes = vec![
         "T filling HBM: the context at which one layer's score matrices alone fill HBM".to_string(),
@@ -379,4 +359,13 @@ pub(super) fn score_matrix(ctx: Ctx, s: ScoreArgs) -> Result<Report, String> {
         Section::table("per_gpu", "per GPU", rows),
     ];
     Ok(ctx.report_with("score-matrix", headline, sections, notes))
+}
+
+/// `1 head`, `128 heads`.
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
 }

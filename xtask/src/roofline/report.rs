@@ -56,6 +56,16 @@ pub fn field(key: &'static str, label: impl Into<Cow<'static, str>>, value: Valu
     }
 }
 
+/// A byte count as a [`Value`].
+pub fn bytes(n: u64) -> Value {
+    Value::Bytes(n as f64)
+}
+
+/// A FLOP count as a [`Value`].
+pub fn flops(n: u64) -> Value {
+    Value::Flops(n as f64)
+}
+
 /// How a section prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {

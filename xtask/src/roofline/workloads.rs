@@ -70,18 +70,14 @@ pub(super) fn kv_cache(ctx: Ctx, sizes: [u64; 5]) -> Result<Report, String> {
     let per_sequence = costs::product(&[per_token, context])?;
     let total = costs::product(&[per_sequence, batch])?;
     let facts = vec![
-        field("per_token", "per token", Value::Bytes(per_token as f64)),
+        field("per_token", "per token", report::bytes(per_token)),
         field(
             "per_token_exact",
             "per token, bytes",
             Value::Count(per_token),
         ),
-        field(
-            "per_sequence",
-            "per sequence",
-            Value::Bytes(per_sequence as f64),
-        ),
-        field("batch_bytes", "whole batch", Value::Bytes(total as f64)),
+        field("per_sequence", "per sequence", report::bytes(per_sequence)),
+        field("batch_bytes", "whole batch", report::bytes(total)),
     ];
     let read = Cost {
         bytes_read: total,
@@ -89,26 +85,21 @@ pub(super) fn kv_cache(ctx: Ctx, sizes: [u64; 5]) -> Result<Report, String> {
         flops: 0,
         unit: ctx.dtype.matmul_unit(),
     };
-    let rows = ctx
-        .gpus
-        .iter()
-        .map(|g| {
-            vec![
-                gpu_name(g),
-                field("hbm_bytes", "HBM", Value::Bytes(g.hbm_bytes)),
-                field(
-                    "fraction_of_hbm",
-                    "batch's cache ÷ HBM",
-                    Value::Percent(total as f64 / g.hbm_bytes),
-                ),
-                field(
-                    "read_s",
-                    "read once (one decode step)",
-                    Value::Seconds(read.memory_seconds(g)),
-                ),
-            ]
-        })
-        .collect();
+    let rows = ctx.per_gpu(|g| {
+        vec![
+            field("hbm_bytes", "HBM", Value::Bytes(g.hbm_bytes)),
+            field(
+                "fraction_of_hbm",
+                "batch's cache ÷ HBM",
+                Value::Percent(total as f64 / g.hbm_bytes),
+            ),
+            field(
+                "read_s",
+                "read once (one decode step)",
+                Value::Seconds(read.memory_seconds(g)),
+            ),
+        ]
+    });
     let headline = format!(
         "KV cache: {layers} layers × {kv_heads} KV heads × head dim {head_dim}, {}, context \
          {context}, batch {batch}",
@@ -279,8 +270,8 @@ pub(super) fn forward(ctx: Ctx, shape: &ModelShape, tokens: &[u64]) -> Result<Re
                 .iter()
                 .cloned()
                 .chain([
-                    field("flops", "FLOPs", Value::Flops(c.flops as f64)),
-                    field("bytes", "HBM bytes", Value::Bytes(c.bytes() as f64)),
+                    field("flops", "FLOPs", report::flops(c.flops)),
+                    field("bytes", "HBM bytes", report::bytes(c.bytes())),
                     field("intensity", "intensity", Value::Intensity(c.intensity())),
                 ])
                 .collect()
@@ -314,22 +305,17 @@ pub(super) fn forward(ctx: Ctx, shape: &ModelShape, tokens: &[u64]) -> Result<Re
 
 pub(super) fn utilisation(ctx: Ctx, achieved: f64) -> Report {
     let unit = ctx.dtype.matmul_unit();
-    let rows = ctx
-        .gpus
-        .iter()
-        .map(|g| {
-            vec![
-                gpu_name(g),
-                field("achieved", "achieved", Value::FlopRate(achieved)),
-                field("peak", "peak", Value::FlopRate(g.peak_flops(unit))),
-                field(
-                    "fraction",
-                    "fraction of peak",
-                    Value::Percent(achieved / g.peak_flops(unit)),
-                ),
-            ]
-        })
-        .collect();
+    let rows = ctx.per_gpu(|g| {
+        vec![
+            field("achieved", "achieved", Value::FlopRate(achieved)),
+            field("peak", "peak", Value::FlopRate(g.peak_flops(unit))),
+            field(
+                "fraction",
+                "fraction of peak",
+                Value::Percent(achieved / g.peak_flops(unit)),
+            ),
+        ]
+    });
     let headline = format!(
         "{} against the dense {} peak",
         report::si(achieved, "FLOP/s"),
@@ -344,20 +330,15 @@ pub(super) fn train_time(ctx: Ctx, flops: f64, gpus: f64, mfu: f64) -> Result<Re
         return Err(format!("--mfu must be in (0, 1], got {mfu}"));
     }
     let unit = ctx.dtype.matmul_unit();
-    let rows = ctx
-        .gpus
-        .iter()
-        .map(|g| {
-            let peak = gpus * g.peak_flops(unit);
-            vec![
-                gpu_name(g),
-                field("cluster_peak", "cluster peak", Value::FlopRate(peak)),
-                field("useful", "useful at MFU", Value::FlopRate(peak * mfu)),
-                field("time_s", "time", Value::Seconds(flops / (peak * mfu))),
-                field("peak_vs_useful", "peak ÷ useful", Value::Ratio(1.0 / mfu)),
-            ]
-        })
-        .collect();
+    let rows = ctx.per_gpu(|g| {
+        let peak = gpus * g.peak_flops(unit);
+        vec![
+            field("cluster_peak", "cluster peak", Value::FlopRate(peak)),
+            field("useful", "useful at MFU", Value::FlopRate(peak * mfu)),
+            field("time_s", "time", Value::Seconds(flops / (peak * mfu))),
+            field("peak_vs_useful", "peak ÷ useful", Value::Ratio(1.0 / mfu)),
+        ]
+    });
     let headline = format!(
         "training run of {} on {} GPUs at {:.0}% MFU ({})",
         report::si(flops, "FLOP"),
