@@ -4,15 +4,19 @@
 //!   or modelled on the CPU emulator, read against the roofline.
 //! - `ptxas`: assembles the kernels' PTX with NVIDIA's ptxas and reports registers and spills.
 //! - `hierarchy`: each level of the memory pyramid measured, beside the vendor figures.
+//! - `trace-softmax`: the online-softmax recurrence, one score at a time.
+//! - `inspect`: the emulator as a profiler, per source line of a kernel.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
 //! - `device-bundle`: the one folder a short GPU window needs.
 
 mod bundle;
 mod cases;
 mod hierarchy;
+mod inspect;
 mod plot;
 mod ptxas;
 mod run;
+mod trace_softmax;
 
 use std::process::ExitCode;
 
@@ -33,6 +37,10 @@ enum Command {
     Ptxas(ptxas::PtxasArgs),
     /// Measure each level of the memory pyramid on this GPU, beside the vendor figures.
     Hierarchy(hierarchy::HierarchyArgs),
+    /// Print the online-softmax recurrence step by step for given scores and values.
+    TraceSoftmax(trace_softmax::TraceSoftmaxArgs),
+    /// Profile one kernel on the emulator: coalescing, bank conflicts and traffic per source line.
+    Inspect(inspect::InspectArgs),
     /// Measure the emulator's own speed (wall time on this machine's CPUs).
     EmuSpeed,
     /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
@@ -46,6 +54,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Ptxas(args) => ptxas::run(args),
         Command::Hierarchy(args) => hierarchy::run(args),
+        Command::TraceSoftmax(args) => trace_softmax::run(args),
+        Command::Inspect(args) => inspect::run(args),
         Command::EmuSpeed => run::emu_speed(),
         Command::DeviceBundle(args) => bundle::run(args),
     };

@@ -32,11 +32,8 @@ pub struct KernelReport {
     pub spill_loads: u32,
 }
 
-pub fn run(args: &PtxasArgs) -> Result<(), String> {
-    let arch = Arch::ALL
-        .into_iter()
-        .find(|a| a.name() == args.arch)
-        .expect("clap checked the value");
+/// ptxas's report on every kernel of one PTX build (fetching ptxas on first use).
+pub fn reports(arch: Arch) -> Result<Vec<KernelReport>, String> {
     let dir = target_dir().join("ptxas");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let ptxas = fetch_ptxas(&dir)?;
@@ -55,14 +52,17 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
     if !out.status.success() {
         return Err(format!("ptxas failed on {}:\n{log}", ptx_path.display()));
     }
-    let reports = parse_report(&log);
+    Ok(parse_report(&log))
+}
+
+pub fn run(args: &PtxasArgs) -> Result<(), String> {
+    let arch = Arch::ALL
+        .into_iter()
+        .find(|a| a.name() == args.arch)
+        .expect("clap checked the value");
+    let reports = reports(arch)?;
     let expected = host::ptx::entry_points(arch.ptx());
-    println!(
-        "ptxas -arch={} on {} kernels ({})",
-        arch.name(),
-        reports.len(),
-        ptx_path.display()
-    );
+    println!("ptxas -arch={} on {} kernels", arch.name(), reports.len());
     println!(
         "{:<34} {:>5} {:>10} {:>7} {:>12} {:>11}",
         "kernel", "regs", "smem (B)", "stack", "spill st (B)", "spill ld (B)"

@@ -71,7 +71,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
     match rt.backend() {
         Backend::Emulator(_) => println!(
-            "No GPU: {}. Running on the CPU emulator at small sizes; time, GB/s, TFLOP/s and % of roofline are MODELLED for {} (the kernel at its roofline bound).",
+            "No GPU: {}. Running every kernel on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
             no_gpu_reason(),
             spec.name
         ),
@@ -197,7 +197,7 @@ fn run_case(
         let start = Instant::now();
         let counters = (case.launch)(rt).map_err(|e| e.to_string())?;
         let seconds = start.elapsed().as_secs_f64();
-        let mut check = (case.check)(rt);
+        let mut check = (case.check)(rt).map(|s| format!("at {}: {s}", case.shape));
         if let (Some(c), Ok(summary)) = (&counters, &check) {
             let (read, written) = (c.global_read_bytes, c.global_write_bytes);
             check = if (read, written) == (case.cost.bytes_read, case.cost.bytes_written) {
@@ -211,11 +211,11 @@ fn run_case(
         }
         Row {
             kernel: case.kernel,
-            shape: case.shape.clone(),
+            shape: case.gpu.0.clone(),
             measured: false,
             timing: None,
-            roofline: Roofline::modelled(&case.cost, spec),
-            cost: case.cost,
+            roofline: Roofline::modelled(&case.gpu.1, spec),
+            cost: case.gpu.1,
             counters,
             emulator_seconds: Some(seconds),
             check,

@@ -9,6 +9,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use kernels::cuda::emu::{self, Access, Collective, Gpu, Position};
 
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+use super::profile::BlockProfile;
 use super::shared::{SharedArena, UninitRead};
 use super::{LaunchCounters, Region, warp};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
@@ -28,7 +29,12 @@ pub(super) struct Launch<'k> {
     pub regions: Vec<Region>,
     pub limits: DeviceLimits,
     pub kernel: &'k (dyn Fn() + Sync),
+    /// Group accesses into warp-wide requests per site (the profiler).
+    pub profile: bool,
 }
+
+/// A finished block: its counters, and its profile when profiling.
+pub(super) type BlockResult = (LaunchCounters, Option<BlockProfile>);
 
 thread_local! {
     /// Coroutine stacks, reused block after block on this OS thread.
@@ -71,10 +77,11 @@ pub(super) struct Block<'a> {
     pub results: RefCell<Vec<[u32; 4]>>,
     pub arena: RefCell<Box<SharedArena>>,
     pub counters: RefCell<LaunchCounters>,
+    profile: Option<RefCell<BlockProfile>>,
 }
 
 /// Runs every thread of `block` to completion, or to the first bug.
-pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<LaunchCounters, Box<EmuError>> {
+pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box<EmuError>> {
     let threads = launch.cfg.block.volume() as usize;
     let mut arena = ARENA.with(|a| a.borrow_mut().take()).unwrap_or_default();
     arena.begin_block(launch.cfg.shared_mem_bytes as usize);
@@ -89,6 +96,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<LaunchCounters, 
         results: RefCell::new(vec![[0; 4]; threads]),
         arena: RefCell::new(arena),
         counters: RefCell::new(LaunchCounters::default()),
+        profile: launch.profile.then(RefCell::default),
     };
     let outcome = STACKS.with(|stacks| {
         let mut stacks = stacks.borrow_mut();
@@ -119,16 +127,21 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<LaunchCounters, 
         outcome
     });
     let Block {
-        arena, counters, ..
+        arena,
+        counters,
+        profile,
+        ..
     } = blk;
     ARENA.with(|a| *a.borrow_mut() = Some(arena.into_inner()));
-    outcome.map(|()| counters.into_inner()).map_err(|kind| {
-        Box::new(EmuError {
-            kernel: launch.name,
-            block,
-            kind,
+    outcome
+        .map(|()| (counters.into_inner(), profile.map(RefCell::into_inner)))
+        .map_err(|kind| {
+            Box::new(EmuError {
+                kernel: launch.name,
+                block,
+                kind,
+            })
         })
-    })
 }
 
 impl Block<'_> {
@@ -325,12 +338,32 @@ impl Block<'_> {
                 },
                 second: by,
             })?;
-        let mut c = self.counters.borrow_mut();
-        match access {
-            Access::Read => c.shared_read_bytes += bytes as u64,
-            Access::Write => c.shared_write_bytes += bytes as u64,
-        }
+        drop(arena);
+        self.count(MemorySpace::Shared, access, site, t, addr, bytes);
         Ok(())
+    }
+
+    /// Adds an access to the counters, and to the profile when profiling.
+    fn count(
+        &self,
+        space: MemorySpace,
+        access: Access,
+        site: &'static Location<'static>,
+        t: usize,
+        addr: usize,
+        bytes: usize,
+    ) {
+        let mut c = self.counters.borrow_mut();
+        let counter = match (space, access) {
+            (MemorySpace::Global, Access::Read) => &mut c.global_read_bytes,
+            (MemorySpace::Global, Access::Write) => &mut c.global_write_bytes,
+            (MemorySpace::Shared, Access::Read) => &mut c.shared_read_bytes,
+            (MemorySpace::Shared, Access::Write) => &mut c.shared_write_bytes,
+        };
+        *counter += bytes as u64;
+        if let Some(p) = &self.profile {
+            p.borrow_mut().record(space, access, site, t, addr, bytes);
+        }
     }
 }
 
@@ -391,11 +424,14 @@ impl Gpu for Block<'_> {
                 bytes,
             });
         }
-        let mut c = self.counters.borrow_mut();
-        match access {
-            Access::Read => c.global_read_bytes += bytes as u64,
-            Access::Write => c.global_write_bytes += bytes as u64,
-        }
+        self.count(
+            MemorySpace::Global,
+            access,
+            site,
+            self.current.get(),
+            addr,
+            bytes,
+        );
     }
 
     fn shared_access(

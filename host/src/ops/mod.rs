@@ -4,6 +4,8 @@
 pub mod attention;
 pub mod elementwise;
 pub mod hierarchy;
+pub mod softmax;
+pub mod transpose;
 
 use crate::error::{Error, Result};
 

@@ -149,5 +149,7 @@ half_type!(
     /// IEEE half precision on the GPU, converted with `cvt` (the host uses `half::f16`).
     F16, "cvt.f32.f16 {y}, {x};", "cvt.rn.f16.f32 {y}, {x};");
 half_type!(
-    /// bfloat16 on the GPU, converted with `cvt` (the host uses `half::bf16`).
-    Bf16, "cvt.f32.bf16 {y}, {x};", "cvt.rn.bf16.f32 {y}, {x};");
+    /// bfloat16 on the GPU (the host uses `half::bf16`). Widening is a shift, not `cvt`:
+    /// bf16 is the top half of an f32, and `cvt.f32.bf16` needs sm_90 while the PTX is also
+    /// built for sm_80. Narrowing is `cvt.rn.bf16.f32` (sm_80).
+    Bf16, "{{ .reg .b32 t; cvt.u32.u16 t, {x}; shl.b32 {y}, t, 16; }}", "cvt.rn.bf16.f32 {y}, {x};");
