@@ -225,6 +225,74 @@ proptest! {
     }
 }
 
+/// The naive flow's O and counters.
+fn naive(problem: &Problem) -> (Vec<f32>, Option<LaunchCounters>) {
+    let rt = runtime();
+    let s = &problem.shape;
+    let (q, k, v) = (
+        rt.upload(&problem.q).unwrap(),
+        rt.upload(&problem.k).unwrap(),
+        rt.upload(&problem.v).unwrap(),
+    );
+    let mut o = rt.alloc::<f32>(s.q_elems()).unwrap();
+    let counters = attention::naive(&rt, &q, &k, &v, &mut o, s, &problem.params).unwrap();
+    (rt.download(&o).unwrap(), counters)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// The naive flow (S, softmax, P V) vs the reference within the header's bound, its counted
+    /// bytes and FLOPs = its traffic model; and the fused kernel agrees with it within twice the
+    /// bound (each is within one bound of the reference).
+    #[test]
+    fn naive_matches_the_reference_and_the_fused_kernel(
+        (shape, causal) in shape_strategy(),
+        scale in 0.02f32..0.3,
+        magnitude in prop_oneof![3 => Just(1.0f32), 1 => Just(40.0)],
+        seed in any::<u64>(),
+    ) {
+        let problem = Problem::new(shape, AttentionParams { scale, causal }, magnitude, seed);
+        let (o_naive, counters) = naive(&problem);
+        check(&problem, &o_naive, None, &problem.reference(), 1.0).map_err(TestCaseError::fail)?;
+        assert_counts(counters, attention::naive_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+        let (o_fused, _, _) = fused(&problem);
+        let naive_as_reference = AttentionOutput {
+            o: o_naive.iter().map(|&x| f64::from(x)).collect(),
+            lse: vec![],
+        };
+        check(&problem, &o_fused, None, &naive_as_reference, 2.0).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// S and P of 150k x 150k f32 need 180 GB, more than the emulated (or any) device has: the
+/// naive flow refuses before allocating, naming both numbers.
+#[test]
+fn naive_refuses_when_s_and_p_do_not_fit() {
+    let rt = runtime();
+    let shape = AttentionShape::new(1, 1, 150_000, 64);
+    let params = AttentionParams::standard(64, false);
+    let (q, k, v) = (
+        rt.alloc::<f32>(shape.q_elems()).unwrap(),
+        rt.alloc::<f32>(shape.kv_elems()).unwrap(),
+        rt.alloc::<f32>(shape.kv_elems()).unwrap(),
+    );
+    let mut o = rt.alloc::<f32>(shape.q_elems()).unwrap();
+    let err = attention::naive(&rt, &q, &k, &v, &mut o, &shape, &params).unwrap_err();
+    let free = rt.free_memory().unwrap();
+    let needed = 2 * 150_000u64 * 150_000 * 4;
+    assert!(
+        needed > free,
+        "the test needs a shape larger than the device"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&needed.to_string()) && msg.contains(&free.to_string()),
+        "{msg}"
+    );
+    assert!(matches!(err, host::Error::OutOfMemory { .. }), "{err:?}");
+}
+
 /// Row-softmax of reference scores, in f64, rounded to f32 (rows with no visible key: zeros):
 /// the P that naive step 3 is given when tested on its own.
 fn softmax_rows(scores: &[f64], n_kv: usize) -> Vec<f32> {

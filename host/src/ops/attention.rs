@@ -9,8 +9,10 @@ use kernels::attention::{
     HEAD_DIMS, flash_f32, flash_mma, kv_end, kv_rows_loaded, naive as naive_kernels, visible_keys,
 };
 
+use super::softmax;
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cost::{ComputeUnit, Cost};
+use crate::emu::LaunchCounters;
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
@@ -302,6 +304,58 @@ pub fn fused_mma<T: TensorCoreElement>(
     T::launch_flash(rt, cfg, shape.head_dim, q, k, v, o, lse, args)
 }
 
+/// Attention as written, three launches: [`scores`] writes S to HBM, the softmax chapter's
+/// fused row softmax ([`softmax::fused`]) turns it into P in HBM, [`probabilities_times_values`]
+/// reads P back for O. S and P are allocated here, after checking that they fit: at
+/// `n_q x n_kv` f32 each per head they are what stops this flow first (see [`max_sequence_len`]).
+pub fn naive(
+    rt: &Runtime,
+    q: &DeviceBuffer<f32>,
+    k: &DeviceBuffer<f32>,
+    v: &DeviceBuffer<f32>,
+    o: &mut DeviceBuffer<f32>,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+) -> Result<Launched> {
+    let lens = [
+        ("q", q.len(), shape.q_elems()),
+        ("k", k.len(), shape.kv_elems()),
+        ("v", v.len(), shape.kv_elems()),
+        ("o", o.len(), shape.q_elems()),
+    ];
+    if !validate("attention::naive", shape, params, &lens)? {
+        return Ok(None);
+    }
+    let needed = 2 * (shape.score_elems() * F32) as u64;
+    let free = rt.free_memory()?;
+    if needed > free {
+        return Err(Error::OutOfMemory {
+            what: format!(
+                "naive attention's S and P ({} heads x {} x {} f32, twice)",
+                shape.bh(),
+                shape.n_q,
+                shape.n_kv
+            ),
+            needed,
+            free,
+        });
+    }
+    let mut s = rt.alloc::<f32>(shape.score_elems())?;
+    let mut p = rt.alloc::<f32>(shape.score_elems())?;
+    let steps = [
+        scores(rt, q, k, &mut s, shape, params)?,
+        softmax::fused(rt, &s, &mut p, shape.bh() * shape.n_q, shape.n_kv)?,
+        probabilities_times_values(rt, &p, v, o, shape, params)?,
+    ];
+    // The emulator's counts of the three launches, summed (a GPU reports none).
+    Ok(steps
+        .into_iter()
+        .try_fold(LaunchCounters::default(), |mut total, step| {
+            total.add(&step?);
+            Some(total)
+        }))
+}
+
 /// Naive step 1: `S = scale Q K^T` (masked scores `-inf`), `s` being `batch x heads x n_q x n_kv`.
 pub fn scores(
     rt: &Runtime,
@@ -472,6 +526,25 @@ pub fn pv_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
         unit: ComputeUnit::CudaCoreF32,
     };
     with_re_reads(compulsory, reads)
+}
+
+/// The naive flow's traffic: its three steps'. Compulsory: Q, K, V read, S written and read, P
+/// written and read, O written (and the softmax's FLOPs on top of the attention's); re-reads:
+/// Q, K and V once more per extra tile in the two products, and S once more where a row is too
+/// long for the softmax to keep on chip.
+pub fn naive_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+    let softmax = softmax::fused_cost(shape.bh() * shape.n_q, shape.n_kv, F32);
+    let s_bytes = (shape.score_elems() * F32) as u64;
+    let softmax = Traffic {
+        compulsory: Cost {
+            bytes_read: s_bytes,
+            ..softmax
+        },
+        re_read_bytes: softmax.bytes_read - s_bytes,
+    };
+    scores_traffic(shape, causal)
+        .plus(softmax)
+        .plus(pv_traffic(shape, causal))
 }
 
 /// `4 d` FLOPs per (query, key) pair the mask lets through: `4 n^2 d` per head, about half that
