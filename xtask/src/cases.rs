@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use half::{bf16, f16};
 use host::cost::Cost;
+use host::ops::attention::{self as attention_op, AttentionParams, AttentionShape, Traffic};
 use host::ops::elementwise;
 use host::ops::softmax::{RowStats, SoftmaxElement, Variant as Softmax};
 use host::ops::transpose::{self as transpose_op, Variant};
@@ -93,6 +94,24 @@ pub fn all() -> Vec<CaseSpec> {
         }),
         case("softmax_fused_bf16", |rt, s| {
             softmax::<bf16>(rt, s, Softmax::Fused, true)
+        }),
+        case("attention_naive_f32", |rt, s| {
+            attention::<f32>(rt, s, Flow::Naive, false)
+        }),
+        case("attention_fused_f32", |rt, s| {
+            attention::<f32>(rt, s, Flow::Fused, false)
+        }),
+        case("attention_fused_bf16", |rt, s| {
+            attention::<bf16>(rt, s, Flow::Fused, false)
+        }),
+        case("attention_fused_f16", |rt, s| {
+            attention::<f16>(rt, s, Flow::Fused, false)
+        }),
+        case("attention_naive_f32_causal", |rt, s| {
+            attention::<f32>(rt, s, Flow::Naive, true)
+        }),
+        case("attention_fused_bf16_causal", |rt, s| {
+            attention::<bf16>(rt, s, Flow::Fused, true)
         }),
     ]
 }
@@ -388,4 +407,207 @@ fn softmax<T: SoftmaxCase>(
             }
         }),
     })
+}
+
+use attention_op::Flow;
+
+/// An element type attention runs on: f32 (naive or fused on CUDA cores) or a 16-bit type
+/// (fused on tensor cores).
+trait AttentionCase: host::Element {
+    const NAME: &'static str;
+    /// Unit roundoff of the output (0 for f32: no rounding beyond the arithmetic's).
+    const HALF_U: f64;
+    fn from_f32(v: f32) -> Self;
+    fn to_f32(self) -> f32;
+    fn traffic(flow: Flow, shape: &AttentionShape, causal: bool) -> Traffic;
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        rt: &Runtime,
+        flow: Flow,
+        qkv: &[DeviceBuffer<Self>; 3],
+        o: &mut DeviceBuffer<Self>,
+        lse: &mut DeviceBuffer<f32>,
+        shape: &AttentionShape,
+        params: &AttentionParams,
+    ) -> host::Result<Launched>;
+}
+
+impl AttentionCase for f32 {
+    const NAME: &'static str = "f32";
+    const HALF_U: f64 = 0.0;
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn traffic(flow: Flow, shape: &AttentionShape, causal: bool) -> Traffic {
+        match flow {
+            Flow::Naive => attention_op::naive_traffic(shape, causal),
+            Flow::Fused => attention_op::fused_traffic(shape, causal),
+        }
+    }
+    fn run(
+        rt: &Runtime,
+        flow: Flow,
+        [q, k, v]: &[DeviceBuffer<Self>; 3],
+        o: &mut DeviceBuffer<Self>,
+        lse: &mut DeviceBuffer<f32>,
+        shape: &AttentionShape,
+        params: &AttentionParams,
+    ) -> host::Result<Launched> {
+        match flow {
+            Flow::Naive => attention_op::naive(rt, q, k, v, o, shape, params),
+            Flow::Fused => attention_op::fused_f32(rt, q, k, v, o, lse, shape, params),
+        }
+    }
+}
+
+macro_rules! tensor_core_case {
+    ($t:ty, $name:literal, $u:expr) => {
+        impl AttentionCase for $t {
+            const NAME: &'static str = $name;
+            const HALF_U: f64 = $u;
+            fn from_f32(v: f32) -> Self {
+                <$t>::from_f32(v)
+            }
+            fn to_f32(self) -> f32 {
+                <$t>::to_f32(self)
+            }
+            fn traffic(_: Flow, shape: &AttentionShape, causal: bool) -> Traffic {
+                attention_op::fused_mma_traffic(shape, causal)
+            }
+            fn run(
+                rt: &Runtime,
+                _: Flow,
+                [q, k, v]: &[DeviceBuffer<Self>; 3],
+                o: &mut DeviceBuffer<Self>,
+                lse: &mut DeviceBuffer<f32>,
+                shape: &AttentionShape,
+                params: &AttentionParams,
+            ) -> host::Result<Launched> {
+                attention_op::fused_mma(rt, q, k, v, o, lse, shape, params)
+            }
+        }
+    };
+}
+tensor_core_case!(bf16, "bf16", 1.0 / 256.0);
+tensor_core_case!(f16, "f16", 1.0 / 2048.0);
+
+/// Attention at the shape on a GPU (batch 4, 16 heads, N = 4096, d = 128); on the
+/// emulator 2 heads of N = 200 (not a multiple of any tile). Q, K, V uniform in [-1, 1].
+///
+/// The cost the emulator's counts are checked against is the flow's whole traffic, re-reads
+/// included; the roofline figures use its compulsory traffic (each input read once, each
+/// output and intermediate written once and read once), since on a GPU the L2 serves most
+/// re-reads of a tile (docs/attention.md).
+fn attention<T: AttentionCase>(
+    rt: &Runtime,
+    scale: Scale,
+    flow: Flow,
+    causal: bool,
+) -> host::Result<Case<'_>> {
+    let shape_at = |s: Scale| match s {
+        Scale::Gpu => AttentionShape::new(4, 16, 4096, 128),
+        Scale::Emulator => AttentionShape::new(1, 2, 200, 128),
+    };
+    let (shape, gpu_shape) = (shape_at(scale), shape_at(Scale::Gpu));
+    let describe = |s: &AttentionShape| {
+        let mask = if causal { " causal" } else { "" };
+        format!(
+            "{}x{}x{}x{} {}{mask}",
+            s.batch,
+            s.heads,
+            s.n_q,
+            s.head_dim,
+            T::NAME
+        )
+    };
+    let traffic = T::traffic(flow, &shape, causal);
+    let cost = match scale {
+        Scale::Emulator => traffic.total(),
+        Scale::Gpu => traffic.compulsory,
+    };
+    let gpu = (
+        describe(&gpu_shape),
+        T::traffic(flow, &gpu_shape, causal).compulsory,
+    );
+    let params = AttentionParams::standard(shape.head_dim, causal);
+    let input = |n, seed| -> Vec<T> {
+        reference::uniform(n, seed, -1.0, 1.0)
+            .into_iter()
+            .map(T::from_f32)
+            .collect()
+    };
+    let (q, k, v) = (
+        input(shape.q_elems(), 1),
+        input(shape.kv_elems(), 2),
+        input(shape.kv_elems(), 3),
+    );
+    // The reference for the first head only: at the GPU shape all 64 heads in f64 would take
+    // minutes of CPU; every head runs the same code.
+    let head = AttentionShape::new(1, 1, shape.n_q, shape.head_dim);
+    let widen = |x: &[T], n: usize| x[..n].iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+    let (hq, hk, hv) = (
+        widen(&q, head.q_elems()),
+        widen(&k, head.kv_elems()),
+        widen(&v, head.kv_elems()),
+    );
+    let want = reference::attention(&hq, &hk, &hv, &head, params.scale, causal).o;
+    let tolerance = attention_tolerance(&head, params.scale, T::HALF_U);
+    let qkv = [rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?];
+    let o = Rc::new(RefCell::new(rt.alloc::<T>(shape.q_elems())?));
+    let mut lse = rt.alloc::<f32>(shape.lse_elems())?;
+    let kernel = format!(
+        "attention_{}_{}{}",
+        match flow {
+            Flow::Naive => "naive",
+            Flow::Fused => "fused",
+        },
+        T::NAME,
+        if causal { "_causal" } else { "" }
+    );
+    Ok(Case {
+        kernel: Box::leak(kernel.into_boxed_str()),
+        shape: describe(&shape),
+        cost,
+        gpu,
+        launch: Box::new({
+            let o = o.clone();
+            move |rt| {
+                T::run(
+                    rt,
+                    flow,
+                    &qkv,
+                    &mut o.borrow_mut(),
+                    &mut lse,
+                    &shape,
+                    &params,
+                )
+            }
+        }),
+        check: Box::new(move |rt| {
+            let got = rt.download(&o.borrow()).map_err(|e| e.to_string())?;
+            let err = got[..want.len()]
+                .iter()
+                .zip(&want)
+                .map(|(g, w)| (f64::from(g.to_f32()) - w).abs())
+                .fold(0.0f64, |m, e| if e.is_nan() { f64::NAN } else { m.max(e) });
+            if err <= tolerance {
+                Ok(format!("head 0: max |error| {err:.1e} <= {tolerance:.1e}"))
+            } else {
+                Err(format!("head 0: max |error| {err:e} > {tolerance:e}"))
+            }
+        }),
+    })
+}
+
+/// The error bound of tests/tests/attention.rs for inputs in [-1, 1] (so `sum_c |q_c k_c| <= d`
+/// and `max|v| <= 1`): `2 delta + (4 (n_kv + d) + 32) u + 2 u_h` with
+/// `delta = (d + 2) u scale d`.
+fn attention_tolerance(shape: &AttentionShape, scale: f32, half_u: f64) -> f64 {
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let d = shape.head_dim as f64;
+    let delta = (d + 2.0) * u * f64::from(scale) * d;
+    2.0 * delta + (4.0 * (shape.n_kv as f64 + d) + 32.0) * u + 2.0 * half_u
 }

@@ -295,6 +295,38 @@ pub fn emu_speed() -> Result<(), String> {
         t.runs,
         n as f64 / t.median / 1e6
     );
+    attention_head_speed()
+}
+
+/// One attention head through the fused f32 kernel on the emulator: 256 queries over 256 keys,
+/// d = 64 (4 blocks of 64 threads, 16 K/V tiles each), median of 3 runs.
+pub fn attention_head_speed() -> Result<(), String> {
+    use host::ops::attention::{self, AttentionParams, AttentionShape};
+    let rt = Runtime::emulator();
+    let shape = AttentionShape::new(1, 1, 256, 64);
+    let params = AttentionParams::standard(64, false);
+    let upload = |n, seed| rt.upload(&host::reference::uniform(n, seed, -1.0, 1.0));
+    let err = |e: host::Error| e.to_string();
+    let (q, k, v) = (
+        upload(shape.q_elems(), 1).map_err(err)?,
+        upload(shape.kv_elems(), 2).map_err(err)?,
+        upload(shape.kv_elems(), 3).map_err(err)?,
+    );
+    let mut o = rt.alloc::<f32>(shape.q_elems()).map_err(err)?;
+    let mut lse = rt.alloc::<f32>(shape.lse_elems()).map_err(err)?;
+    let mut samples = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        attention::fused_f32(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params).map_err(err)?;
+        samples.push(start.elapsed().as_secs_f64());
+    }
+    let t = Timing::from_samples(samples).expect("three samples");
+    println!(
+        "emulator, {} threads: one attention head (256 queries x 256 keys, d = 64) through flash_attention_f32_d64: median {} over {} runs",
+        rayon_threads(),
+        duration(t.median),
+        t.runs
+    );
     Ok(())
 }
 
