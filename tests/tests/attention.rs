@@ -16,7 +16,7 @@
 
 use half::{bf16, f16};
 use host::emu::LaunchCounters;
-use host::ops::attention::{self, AttentionParams, AttentionShape, TensorCoreElement, Traffic};
+use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement, Traffic};
 use host::reference::{self, AttentionOutput};
 use proptest::prelude::*;
 use suite::runtime;
@@ -166,8 +166,7 @@ fn fused(problem: &Problem) -> (Vec<f32>, Vec<f32>, Option<LaunchCounters>) {
     );
     let mut o = rt.alloc::<f32>(s.q_elems()).unwrap();
     let mut lse = rt.alloc::<f32>(s.lse_elems()).unwrap();
-    let counters =
-        attention::fused_f32(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params).unwrap();
+    let counters = attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params).unwrap();
     (
         rt.download(&o).unwrap(),
         rt.download(&lse).unwrap(),
@@ -206,22 +205,31 @@ fn shape_strategy() -> impl Strategy<Value = (AttentionShape, bool)> {
         })
 }
 
+/// A random problem: a shape from [`shape_strategy`], a scale, and Q, K either in [-1, 1] or in
+/// [-40, 40] (scores in the thousands).
+fn problem_strategy() -> impl Strategy<Value = Problem> {
+    (
+        shape_strategy(),
+        0.02f32..0.3,
+        prop_oneof![3 => Just(1.0f32), 1 => Just(40.0)],
+        any::<u64>(),
+    )
+        .prop_map(|((shape, causal), scale, magnitude, seed)| {
+            Problem::new(shape, AttentionParams { scale, causal }, magnitude, seed)
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
     /// Fused vs the f64 reference within the header's bound (slack 1: the bound is a worst
     /// case, typical errors are 10-100x below it); counted bytes = compulsory + re-reads.
     #[test]
-    fn fused_matches_the_reference(
-        (shape, causal) in shape_strategy(),
-        scale in 0.02f32..0.3,
-        magnitude in prop_oneof![3 => Just(1.0f32), 1 => Just(40.0)],
-        seed in any::<u64>(),
-    ) {
-        let problem = Problem::new(shape, AttentionParams { scale, causal }, magnitude, seed);
+    fn fused_matches_the_reference(problem in problem_strategy()) {
+        let (shape, causal) = (problem.shape, problem.params.causal);
         let (o, lse, counters) = fused(&problem);
         check(&problem, &o, Some(&lse), &problem.reference(), 1.0).map_err(TestCaseError::fail)?;
-        assert_counts(counters, attention::fused_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+        assert_counts(counters, attention::fused_traffic::<f32>(&shape, causal)).map_err(TestCaseError::fail)?;
     }
 }
 
@@ -246,13 +254,8 @@ proptest! {
     /// bytes and FLOPs = its traffic model; and the fused kernel agrees with it within twice the
     /// bound (each is within one bound of the reference).
     #[test]
-    fn naive_matches_the_reference_and_the_fused_kernel(
-        (shape, causal) in shape_strategy(),
-        scale in 0.02f32..0.3,
-        magnitude in prop_oneof![3 => Just(1.0f32), 1 => Just(40.0)],
-        seed in any::<u64>(),
-    ) {
-        let problem = Problem::new(shape, AttentionParams { scale, causal }, magnitude, seed);
+    fn naive_matches_the_reference_and_the_fused_kernel(problem in problem_strategy()) {
+        let (shape, causal) = (problem.shape, problem.params.causal);
         let (o_naive, counters) = naive(&problem);
         check(&problem, &o_naive, None, &problem.reference(), 1.0).map_err(TestCaseError::fail)?;
         assert_counts(counters, attention::naive_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
@@ -395,7 +398,7 @@ fn fully_masked_rows_are_zero_with_lse_minus_infinity() {
             }
         }
         check(&problem, &o, Some(&lse), &problem.reference(), 1.0).unwrap();
-        assert_counts(counters, attention::fused_traffic(&shape, true)).unwrap();
+        assert_counts(counters, attention::fused_traffic::<f32>(&shape, true)).unwrap();
     }
 }
 
@@ -447,7 +450,7 @@ fn unsupported_head_dims_and_wrong_lengths_are_refused() {
     );
     let (mut o, mut lse) = (buf(shape.q_elems()), buf(shape.lse_elems()));
     let params = AttentionParams::standard(96, false);
-    let err = attention::fused_f32(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
+    let err = attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
         .unwrap_err()
         .to_string();
     assert!(
@@ -463,7 +466,7 @@ fn unsupported_head_dims_and_wrong_lengths_are_refused() {
         buf(shape.kv_elems()),
     );
     let (mut o, mut lse) = (buf(shape.q_elems()), buf(shape.lse_elems()));
-    let err = attention::fused_f32(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
+    let err = attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
         .unwrap_err()
         .to_string();
     assert!(
@@ -473,7 +476,7 @@ fn unsupported_head_dims_and_wrong_lengths_are_refused() {
 }
 
 /// The 16-bit types of the tensor-core kernel, as the test needs them.
-trait Half: TensorCoreElement {
+trait Half: FlashElement {
     /// Unit roundoff.
     const U: f64;
     fn from_f32(x: f32) -> Self;
@@ -511,13 +514,12 @@ fn tensor_cores<T: Half>(problem: &Problem) -> Result<(Vec<f32>, Vec<f32>), Stri
     );
     let mut o = rt.alloc::<T>(s.q_elems()).unwrap();
     let mut lse = rt.alloc::<f32>(s.lse_elems()).unwrap();
-    let counters =
-        attention::fused_mma(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params).unwrap();
+    let counters = attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params).unwrap();
     let o: Vec<f32> = rt.download(&o).unwrap().iter().map(Half::to_f32).collect();
     let lse = rt.download(&lse).unwrap();
     check_rounded(&problem, &o, Some(&lse), &problem.reference(), 1.0, T::U)?;
     if let Some(c) = counters {
-        let model = attention::fused_mma_traffic(s, problem.params.causal).total();
+        let model = attention::fused_traffic::<T>(s, problem.params.causal).total();
         let counted = (c.global_read_bytes, c.global_write_bytes);
         if counted != (model.bytes_read, model.bytes_written) {
             return Err(format!(
@@ -534,14 +536,7 @@ proptest! {
     /// bf16 and f16 on tensor cores (the emulator's fragment-exact ldmatrix and mma) vs the f64
     /// reference of the rounded inputs, within the header's bound with the 16-bit roundings.
     #[test]
-    fn tensor_core_kernel_matches_the_reference(
-        (shape, causal) in shape_strategy(),
-        scale in 0.02f32..0.3,
-        magnitude in prop_oneof![3 => Just(1.0f32), 1 => Just(40.0)],
-        use_bf16 in any::<bool>(),
-        seed in any::<u64>(),
-    ) {
-        let problem = Problem::new(shape, AttentionParams { scale, causal }, magnitude, seed);
+    fn tensor_core_kernel_matches_the_reference(problem in problem_strategy(), use_bf16 in any::<bool>()) {
         let result = if use_bf16 { tensor_cores::<bf16>(&problem) } else { tensor_cores::<f16>(&problem) };
         result.map_err(TestCaseError::fail)?;
     }

@@ -409,27 +409,29 @@ fn softmax<T: SoftmaxCase>(
     })
 }
 
-use attention_op::Flow;
+use attention_op::{FlashElement, Flow};
 
-/// An element type attention runs on: f32 (naive or fused on CUDA cores) or a 16-bit type
+/// An element type attention runs on: f32 (naive, or fused on CUDA cores) or a 16-bit type
 /// (fused on tensor cores).
-trait AttentionCase: host::Element {
+trait AttentionCase: FlashElement {
     const NAME: &'static str;
     /// Unit roundoff of the output (0 for f32: no rounding beyond the arithmetic's).
     const HALF_U: f64;
     fn from_f32(v: f32) -> Self;
     fn to_f32(self) -> f32;
-    fn traffic(flow: Flow, shape: &AttentionShape, causal: bool) -> Traffic;
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        rt: &Runtime,
-        flow: Flow,
-        qkv: &[DeviceBuffer<Self>; 3],
-        o: &mut DeviceBuffer<Self>,
-        lse: &mut DeviceBuffer<f32>,
-        shape: &AttentionShape,
-        params: &AttentionParams,
-    ) -> host::Result<Launched>;
+    /// The naive flow, which exists in f32 only.
+    fn naive(
+        _rt: &Runtime,
+        _qkv: &[DeviceBuffer<Self>; 3],
+        _o: &mut DeviceBuffer<Self>,
+        _shape: &AttentionShape,
+        _params: &AttentionParams,
+    ) -> host::Result<Launched> {
+        Err(host::Error::Shape(format!(
+            "no naive attention in {}",
+            Self::NAME
+        )))
+    }
 }
 
 impl AttentionCase for f32 {
@@ -441,29 +443,18 @@ impl AttentionCase for f32 {
     fn to_f32(self) -> f32 {
         self
     }
-    fn traffic(flow: Flow, shape: &AttentionShape, causal: bool) -> Traffic {
-        match flow {
-            Flow::Naive => attention_op::naive_traffic(shape, causal),
-            Flow::Fused => attention_op::fused_traffic(shape, causal),
-        }
-    }
-    fn run(
+    fn naive(
         rt: &Runtime,
-        flow: Flow,
         [q, k, v]: &[DeviceBuffer<Self>; 3],
         o: &mut DeviceBuffer<Self>,
-        lse: &mut DeviceBuffer<f32>,
         shape: &AttentionShape,
         params: &AttentionParams,
     ) -> host::Result<Launched> {
-        match flow {
-            Flow::Naive => attention_op::naive(rt, q, k, v, o, shape, params),
-            Flow::Fused => attention_op::fused_f32(rt, q, k, v, o, lse, shape, params),
-        }
+        attention_op::naive(rt, q, k, v, o, shape, params)
     }
 }
 
-macro_rules! tensor_core_case {
+macro_rules! half_attention_case {
     ($t:ty, $name:literal, $u:expr) => {
         impl AttentionCase for $t {
             const NAME: &'static str = $name;
@@ -474,25 +465,23 @@ macro_rules! tensor_core_case {
             fn to_f32(self) -> f32 {
                 <$t>::to_f32(self)
             }
-            fn traffic(_: Flow, shape: &AttentionShape, causal: bool) -> Traffic {
-                attention_op::fused_mma_traffic(shape, causal)
-            }
-            fn run(
-                rt: &Runtime,
-                _: Flow,
-                [q, k, v]: &[DeviceBuffer<Self>; 3],
-                o: &mut DeviceBuffer<Self>,
-                lse: &mut DeviceBuffer<f32>,
-                shape: &AttentionShape,
-                params: &AttentionParams,
-            ) -> host::Result<Launched> {
-                attention_op::fused_mma(rt, q, k, v, o, lse, shape, params)
-            }
         }
     };
 }
-tensor_core_case!(bf16, "bf16", 1.0 / 256.0);
-tensor_core_case!(f16, "f16", 1.0 / 2048.0);
+half_attention_case!(bf16, "bf16", 1.0 / 256.0);
+half_attention_case!(f16, "f16", 1.0 / 2048.0);
+
+/// The flow's traffic model for element type `T`.
+fn attention_traffic<T: AttentionCase>(
+    flow: Flow,
+    shape: &AttentionShape,
+    causal: bool,
+) -> Traffic {
+    match flow {
+        Flow::Naive => attention_op::naive_traffic(shape, causal),
+        Flow::Fused => attention_op::fused_traffic::<T>(shape, causal),
+    }
+}
 
 /// Attention at the shape on a GPU (batch 4, 16 heads, N = 4096, d = 128); on the
 /// emulator 2 heads of N = 200 (not a multiple of any tile). Q, K, V uniform in [-1, 1].
@@ -523,14 +512,14 @@ fn attention<T: AttentionCase>(
             T::NAME
         )
     };
-    let traffic = T::traffic(flow, &shape, causal);
+    let traffic = attention_traffic::<T>(flow, &shape, causal);
     let cost = match scale {
         Scale::Emulator => traffic.total(),
         Scale::Gpu => traffic.compulsory,
     };
     let gpu = (
         describe(&gpu_shape),
-        T::traffic(flow, &gpu_shape, causal).compulsory,
+        attention_traffic::<T>(flow, &gpu_shape, causal).compulsory,
     );
     let params = AttentionParams::standard(shape.head_dim, causal);
     let input = |n, seed| -> Vec<T> {
@@ -575,15 +564,12 @@ fn attention<T: AttentionCase>(
         launch: Box::new({
             let o = o.clone();
             move |rt| {
-                T::run(
-                    rt,
-                    flow,
-                    &qkv,
-                    &mut o.borrow_mut(),
-                    &mut lse,
-                    &shape,
-                    &params,
-                )
+                let [q, k, v] = &qkv;
+                let o = &mut o.borrow_mut();
+                match flow {
+                    Flow::Naive => T::naive(rt, &qkv, o, &shape, &params),
+                    Flow::Fused => attention_op::fused(rt, q, k, v, o, &mut lse, &shape, &params),
+                }
             }
         }),
         check: Box::new(move |rt| {

@@ -317,7 +317,7 @@ pub fn attention_head_speed() -> Result<(), String> {
     let mut samples = Vec::new();
     for _ in 0..3 {
         let start = Instant::now();
-        attention::fused_f32(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params).map_err(err)?;
+        attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params).map_err(err)?;
         samples.push(start.elapsed().as_secs_f64());
     }
     let t = Timing::from_samples(samples).expect("three samples");

@@ -111,8 +111,21 @@ fn head_dim(what: &str, d: usize) -> Result<u32> {
         })
 }
 
-/// Checks the shape, the parameters and every buffer's length. `Ok(false)` means there is
-/// nothing to compute (no query rows).
+/// The length checks of Q, K, V and O (which has Q's shape), for [`validate`].
+fn qkvo_lens(
+    shape: &AttentionShape,
+    [q, k, v, o]: [usize; 4],
+) -> [(&'static str, usize, usize); 4] {
+    [
+        ("q", q, shape.q_elems()),
+        ("k", k, shape.kv_elems()),
+        ("v", v, shape.kv_elems()),
+        ("o", o, shape.q_elems()),
+    ]
+}
+
+/// Checks the shape, the parameters and every buffer's `(name, length, required length)`.
+/// `Ok(false)` means there is nothing to compute (no query rows).
 fn validate(
     what: &str,
     shape: &AttentionShape,
@@ -158,61 +171,22 @@ fn validate(
     Ok(true)
 }
 
-/// FlashAttention forward in f32 (`kernels::attention::flash_f32`): writes O and the per-row
-/// log-sum-exp `lse` (natural log; `-inf` for a row that sees no key, whose O row is zeros).
-#[allow(clippy::too_many_arguments)]
-pub fn fused_f32(
-    rt: &Runtime,
-    q: &DeviceBuffer<f32>,
-    k: &DeviceBuffer<f32>,
-    v: &DeviceBuffer<f32>,
-    o: &mut DeviceBuffer<f32>,
-    lse: &mut DeviceBuffer<f32>,
-    shape: &AttentionShape,
-    params: &AttentionParams,
-) -> Result<Launched> {
-    let what = "attention::fused_f32";
-    let lens = [
-        ("q", q.len(), shape.q_elems()),
-        ("k", k.len(), shape.kv_elems()),
-        ("v", v.len(), shape.kv_elems()),
-        ("o", o.len(), shape.q_elems()),
-        ("lse", lse.len(), shape.lse_elems()),
-    ];
-    if !validate(what, shape, params, &lens)? {
-        return Ok(None);
-    }
-    let d = shape.head_dim;
-    let cfg = LaunchConfig {
-        grid: dim3(
-            shape.n_q.div_ceil(flash_f32::BR) as u32,
-            shape.bh() as u32,
-            1,
-        ),
-        block: dim3(flash_f32::BR as u32, 1, 1),
-        shared_mem_bytes: flash_f32::shared_bytes(d) as u32,
-    };
-    let (q, k, v, o, lse) = (q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr());
-    let (n_q, n_kv) = (shape.n_q as u32, shape.n_kv as u32);
-    let (scale, causal) = (params.scale, u32::from(params.causal));
-    if d == 64 {
-        launch!(
-            rt,
-            cfg,
-            attention::flash_attention_f32_d64(q, k, v, o, lse, n_q, n_kv, scale, causal)
-        )
-    } else {
-        launch!(
-            rt,
-            cfg,
-            attention::flash_attention_f32_d128(q, k, v, o, lse, n_q, n_kv, scale, causal)
-        )
-    }
-}
-
-/// A 16-bit element type the tensor-core kernel takes: bf16 or f16.
-pub trait TensorCoreElement: Element {
-    /// Launches `kernels::attention::flash_mma` for this type and `d` (64 or 128).
+/// An element type of the fused kernels: f32 (`kernels::attention::flash_f32`, CUDA cores), or
+/// bf16 and f16 (`kernels::attention::flash_mma`, tensor cores with f32 accumulation). Each
+/// names its kernel's block shape, so that the launch and the traffic model come from the
+/// kernel crate's own constants.
+pub trait FlashElement: Element {
+    /// Query rows per block.
+    const BR: usize;
+    /// Keys per K/V tile.
+    const BC: usize;
+    /// Threads per block.
+    const THREADS: usize;
+    /// Where the kernel's FLOPs run.
+    const UNIT: ComputeUnit;
+    /// Dynamic shared memory for head dimension `d`.
+    fn shared_bytes(d: usize) -> usize;
+    /// Launches the kernel for this type and `d` (64 or 128); the arguments are checked.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_flash(
@@ -228,9 +202,16 @@ pub trait TensorCoreElement: Element {
     ) -> Result<Launched>;
 }
 
-macro_rules! tensor_core_element {
-    ($t:ty, $d64:ident, $d128:ident) => {
-        impl TensorCoreElement for $t {
+macro_rules! flash_element {
+    ($t:ty, $kernels:ident, $unit:ident, $d64:ident, $d128:ident) => {
+        impl FlashElement for $t {
+            const BR: usize = $kernels::BR;
+            const BC: usize = $kernels::BC;
+            const THREADS: usize = $kernels::THREADS;
+            const UNIT: ComputeUnit = ComputeUnit::$unit;
+            fn shared_bytes(d: usize) -> usize {
+                $kernels::shared_bytes(d)
+            }
             fn launch_flash(
                 rt: &Runtime,
                 cfg: LaunchConfig,
@@ -260,13 +241,32 @@ macro_rules! tensor_core_element {
         }
     };
 }
-tensor_core_element!(bf16, flash_attention_bf16_d64, flash_attention_bf16_d128);
-tensor_core_element!(f16, flash_attention_f16_d64, flash_attention_f16_d128);
+flash_element!(
+    f32,
+    flash_f32,
+    CudaCoreF32,
+    flash_attention_f32_d64,
+    flash_attention_f32_d128
+);
+flash_element!(
+    bf16,
+    flash_mma,
+    TensorCore16,
+    flash_attention_bf16_d64,
+    flash_attention_bf16_d128
+);
+flash_element!(
+    f16,
+    flash_mma,
+    TensorCore16,
+    flash_attention_f16_d64,
+    flash_attention_f16_d128
+);
 
-/// FlashAttention forward on tensor cores (`kernels::attention::flash_mma`): bf16 or f16 Q, K,
-/// V, f32 accumulation; O in the input type, the log-sum-exp in f32 (as [`fused_f32`]).
+/// FlashAttention forward, one kernel: writes O (in `T`) and the per-row log-sum-exp `lse` (f32,
+/// natural log; `-inf` for a row that sees no key, whose O row is zeros).
 #[allow(clippy::too_many_arguments)]
-pub fn fused_mma<T: TensorCoreElement>(
+pub fn fused<T: FlashElement>(
     rt: &Runtime,
     q: &DeviceBuffer<T>,
     k: &DeviceBuffer<T>,
@@ -276,24 +276,15 @@ pub fn fused_mma<T: TensorCoreElement>(
     shape: &AttentionShape,
     params: &AttentionParams,
 ) -> Result<Launched> {
-    let lens = [
-        ("q", q.len(), shape.q_elems()),
-        ("k", k.len(), shape.kv_elems()),
-        ("v", v.len(), shape.kv_elems()),
-        ("o", o.len(), shape.q_elems()),
-        ("lse", lse.len(), shape.lse_elems()),
-    ];
-    if !validate("attention::fused_mma", shape, params, &lens)? {
+    let [lq, lk, lv, lo] = qkvo_lens(shape, [q.len(), k.len(), v.len(), o.len()]);
+    let lens = [lq, lk, lv, lo, ("lse", lse.len(), shape.lse_elems())];
+    if !validate("attention::fused", shape, params, &lens)? {
         return Ok(None);
     }
     let cfg = LaunchConfig {
-        grid: dim3(
-            shape.n_q.div_ceil(flash_mma::BR) as u32,
-            shape.bh() as u32,
-            1,
-        ),
-        block: dim3(flash_mma::THREADS as u32, 1, 1),
-        shared_mem_bytes: flash_mma::shared_bytes(shape.head_dim) as u32,
+        grid: dim3(shape.n_q.div_ceil(T::BR) as u32, shape.bh() as u32, 1),
+        block: dim3(T::THREADS as u32, 1, 1),
+        shared_mem_bytes: T::shared_bytes(shape.head_dim) as u32,
     };
     let args = (
         shape.n_q as u32,
@@ -317,12 +308,7 @@ pub fn naive(
     shape: &AttentionShape,
     params: &AttentionParams,
 ) -> Result<Launched> {
-    let lens = [
-        ("q", q.len(), shape.q_elems()),
-        ("k", k.len(), shape.kv_elems()),
-        ("v", v.len(), shape.kv_elems()),
-        ("o", o.len(), shape.q_elems()),
-    ];
+    let lens = qkvo_lens(shape, [q.len(), k.len(), v.len(), o.len()]);
     if !validate("attention::naive", shape, params, &lens)? {
         return Ok(None);
     }
@@ -356,6 +342,16 @@ pub fn naive(
         }))
 }
 
+/// Both naive kernels: blocks of `THREADS x THREADS` threads, static shared memory only.
+fn naive_config(x: usize, y: usize, z: usize) -> LaunchConfig {
+    let threads = naive_kernels::THREADS as u32;
+    LaunchConfig {
+        grid: dim3(x as u32, y as u32, z as u32),
+        block: dim3(threads, threads, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Naive step 1: `S = scale Q K^T` (masked scores `-inf`), `s` being `batch x heads x n_q x n_kv`.
 pub fn scores(
     rt: &Runtime,
@@ -374,19 +370,11 @@ pub fn scores(
         return Ok(None);
     }
     let tile = naive_kernels::OUT_TILE;
-    let cfg = LaunchConfig {
-        grid: dim3(
-            shape.n_kv.div_ceil(tile) as u32,
-            shape.n_q.div_ceil(tile) as u32,
-            shape.bh() as u32,
-        ),
-        block: dim3(
-            naive_kernels::THREADS as u32,
-            naive_kernels::THREADS as u32,
-            1,
-        ),
-        shared_mem_bytes: 0,
-    };
+    let cfg = naive_config(
+        shape.n_kv.div_ceil(tile),
+        shape.n_q.div_ceil(tile),
+        shape.bh(),
+    );
     let (q, k, s) = (q.ptr(), k.ptr(), s.ptr());
     let (n_q, n_kv, d) = (shape.n_q as u32, shape.n_kv as u32, shape.head_dim as u32);
     let (scale, causal) = (params.scale, u32::from(params.causal));
@@ -420,16 +408,7 @@ pub fn probabilities_times_values(
     )? {
         return Ok(None);
     }
-    let threads = naive_kernels::THREADS as u32;
-    let cfg = LaunchConfig {
-        grid: dim3(
-            shape.n_q.div_ceil(naive_kernels::OUT_TILE) as u32,
-            shape.bh() as u32,
-            1,
-        ),
-        block: dim3(threads, threads, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = naive_config(shape.n_q.div_ceil(naive_kernels::OUT_TILE), shape.bh(), 1);
     let (p, v, o) = (p.ptr(), v.ptr(), o.ptr());
     let (n_q, n_kv, causal) = (
         shape.n_q as u32,
@@ -556,20 +535,13 @@ pub fn attention_flops(shape: &AttentionShape, causal: bool) -> u64 {
     (4 * shape.head_dim * pairs * shape.bh()) as u64
 }
 
-/// The fused f32 kernel's traffic: Q, K, V read once, O and LSE written once (compulsory); and
-/// each query tile of `BR` rows re-reads the K and V tiles it needs (all of them, or up to its
-/// diagonal when causal), which is `(tiles - 1)` extra copies of K and V per head.
-pub fn fused_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
-    let tiles = (flash_f32::BR, flash_f32::BC);
-    flash_traffic(shape, causal, tiles, F32, ComputeUnit::CudaCoreF32)
-}
-
-/// The tensor-core kernel's traffic, as [`fused_traffic`] with its own tiles and 2-byte Q, K,
-/// V and O. (Its FLOPs as the emulator counts them are every `mma`'s, masked or not; the model's
-/// are the attention's.)
-pub fn fused_mma_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
-    let tiles = (flash_mma::BR, flash_mma::BC);
-    flash_traffic(shape, causal, tiles, 2, ComputeUnit::TensorCore16)
+/// The fused kernel's traffic for element type `T`: Q, K, V read once, O and LSE written once
+/// (compulsory); and each query tile of `T::BR` rows re-reads the K and V tiles it needs (all of
+/// them, or up to its diagonal when causal), `(tiles - 1)` extra copies of K and V per head.
+/// (The FLOPs are the attention's; the emulator counts the f32 kernel's the same way, and the
+/// tensor-core kernel's as every `mma` it issues, masked or not.)
+pub fn fused_traffic<T: FlashElement>(shape: &AttentionShape, causal: bool) -> Traffic {
+    flash_traffic(shape, causal, (T::BR, T::BC), size_of::<T>(), T::UNIT)
 }
 
 fn flash_traffic(
@@ -699,12 +671,12 @@ mod tests {
     fn fused_re_reads_are_k_and_v_per_extra_query_tile() {
         // 200 queries: 4 query tiles, each reads all of K and V, 3 of them extra.
         let s = AttentionShape::new(1, 2, 200, 64);
-        let t = fused_traffic(&s, false);
+        let t = fused_traffic::<f32>(&s, false);
         assert_eq!(t.re_read_bytes, 2 * 3 * 2 * 200 * 64 * 4);
         assert_eq!(t.compulsory.bytes_read, 2 * 3 * 200 * 64 * 4);
         assert_eq!(t.compulsory.bytes_written, 2 * (200 * 64 + 200) * 4);
         // Causal: tile b reads keys up to its diagonal, ceil(64 (b + 1) / 16) * 16 of them.
-        let t = fused_traffic(&s, true);
+        let t = fused_traffic::<f32>(&s, true);
         let rows = 64 + 128 + 192; // + 200, all of K: the compulsory read
         assert_eq!(t.re_read_bytes, 2 * 2 * rows * 64 * 4);
     }

@@ -25,7 +25,7 @@
 //!
 //! Scores are kept in base 2 (`scale * log2(e)` applied once) so each `exp` is one `ex2.approx`.
 
-use super::{LOG2_E, is_visible, kv_end, row_offset};
+use super::{LOG2_E, is_visible, kv_end, select_head};
 use crate::cuda::intrinsics::{count_flops, exp2_approx, fma, log2_approx};
 use crate::cuda::shared::dynamic_shared_mem;
 use crate::cuda::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x};
@@ -34,6 +34,8 @@ use crate::kernel;
 
 /// Query rows per block, one thread each: the rows that share every K/V tile loaded from HBM.
 pub const BR: usize = 64;
+/// Threads per block: one per query row.
+pub const THREADS: usize = BR;
 /// Keys per K/V tile: one row of scores for one tile, `BC` f32, lives in registers.
 pub const BC: usize = 16;
 /// Padding of each row of `Q_i` and `O_i` in shared memory: thread `r` works on row `r`, and a
@@ -67,7 +69,7 @@ unsafe fn load_tile<const D: usize>(
             0.0
         };
         unsafe { dst.write(r * stride + c, x) };
-        e += BR;
+        e += THREADS;
     }
 }
 
@@ -87,7 +89,7 @@ unsafe fn store_tile<const D: usize>(
         if first + r < rows {
             unsafe { dst.write((first + r) * D + c, src.read(r * stride + c)) };
         }
-        e += BR;
+        e += THREADS;
     }
 }
 
@@ -109,14 +111,7 @@ unsafe fn flash_forward<const D: usize>(
     let i0 = block_idx_x() as usize * BR; // first query row of this block
     let r = thread_idx_x() as usize; // this thread's row of the tile ...
     let i = i0 + r; // ... and of the head
-    let (q, o) = (
-        q.offset(row_offset(bh, n_q, 0, D)),
-        o.offset(row_offset(bh, n_q, 0, D)),
-    );
-    let (k, v) = (
-        k.offset(row_offset(bh, n_kv, 0, D)),
-        v.offset(row_offset(bh, n_kv, 0, D)),
-    );
+    let ([q, k, v, o], lse) = select_head([q, k, v, o], lse, bh, (n_q, n_kv, D));
 
     // Shared memory: Q_i, O_i [BR x (D + ROW_PAD)], K_j, V_j [BC x D].
     let stride = D + ROW_PAD;
@@ -212,7 +207,7 @@ unsafe fn flash_forward<const D: usize>(
     // LSE_i = m_i^(last) + log l_i^(last), back to base e; log 0 = -inf for a masked row.
     if i < n_q {
         let lse_2 = m + log2_approx(l);
-        unsafe { lse.write(bh * n_q + i, lse_2 * core::f32::consts::LN_2) };
+        unsafe { lse.write(i, lse_2 * core::f32::consts::LN_2) };
     }
 }
 

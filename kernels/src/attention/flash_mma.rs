@@ -21,7 +21,7 @@
 //! buffering (loading tile j + 1 while computing on tile j) needs the `cp.async` device function
 //! and emulator support that the GEMM chapter adds.
 
-use super::{LOG2_E, is_visible, kv_end, row_offset};
+use super::{LOG2_E, is_visible, kv_end, select_head};
 use crate::cuda::intrinsics::{exp2_approx, log2_approx};
 use crate::cuda::mma::{MmaInput, ldmatrix_x4, mma_m16n8k16};
 use crate::cuda::shared::dynamic_shared_mem;
@@ -197,14 +197,7 @@ unsafe fn flash_forward<T: Half, const D: usize>(
     let i0 = block_idx_x() as usize * BR; // first query row of the block
     let lane = lane_id() as usize;
     let w0 = (thread_idx_x() as usize / 32) * 16; // first row of this warp's 16, in the tile
-    let (q, o) = (
-        q.offset(row_offset(bh, n_q, 0, D)),
-        o.offset(row_offset(bh, n_q, 0, D)),
-    );
-    let (k, v) = (
-        k.offset(row_offset(bh, n_kv, 0, D)),
-        v.offset(row_offset(bh, n_kv, 0, D)),
-    );
+    let ([q, k, v, o], lse) = select_head([q, k, v, o], lse, bh, (n_q, n_kv, D));
     // The two rows (of the head) this lane's fragments hold: g and g + 8 of the warp's 16.
     let rows = [i0 + w0 + lane / 4, i0 + w0 + lane / 4 + 8];
 
@@ -347,7 +340,7 @@ unsafe fn flash_forward<T: Half, const D: usize>(
     for h in 0..2 {
         if lane.is_multiple_of(4) && rows[h] < n_q {
             let lse_2 = m[h] + log2_approx(l[h]);
-            unsafe { lse.write(bh * n_q + rows[h], lse_2 * core::f32::consts::LN_2) };
+            unsafe { lse.write(rows[h], lse_2 * core::f32::consts::LN_2) };
         }
     }
 }

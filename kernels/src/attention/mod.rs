@@ -24,6 +24,8 @@ pub mod flash_f32;
 pub mod flash_mma;
 pub mod naive;
 
+use crate::cuda::GlobalPtr;
+
 // The entry points, one path segment from the crate (as the host's `launch!` names them).
 pub use flash_f32::{flash_attention_f32_d64, flash_attention_f32_d128};
 pub use flash_mma::{
@@ -44,6 +46,25 @@ pub const LOG2_E: f32 = core::f32::consts::LOG2_E;
 #[inline(always)]
 pub const fn row_offset(bh: usize, rows: usize, row: usize, d: usize) -> usize {
     (bh * rows + row) * d
+}
+
+/// Q, K, V, O moved to the start of head `bh` (Q and O have `n_q` rows of `d`, K and V `n_kv`),
+/// and the log-sum-exp to the head's first row.
+#[inline(always)]
+pub fn select_head<T: Copy>(
+    [q, k, v, o]: [GlobalPtr<T>; 4],
+    lse: GlobalPtr<f32>,
+    bh: usize,
+    (n_q, n_kv, d): (usize, usize, usize),
+) -> ([GlobalPtr<T>; 4], GlobalPtr<f32>) {
+    let (at_q, at_kv) = (row_offset(bh, n_q, 0, d), row_offset(bh, n_kv, 0, d));
+    let qkvo = [
+        q.offset(at_q),
+        k.offset(at_kv),
+        v.offset(at_kv),
+        o.offset(at_q),
+    ];
+    (qkvo, lse.offset(bh * n_q))
 }
 
 /// Whether query `i` sees key `j` (the mask above). `j + n_q <= i + n_kv` is
