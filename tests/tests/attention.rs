@@ -52,7 +52,7 @@ impl Problem {
     }
 
     /// The same problem with Q, K, V rounded to `T` (the values the reference then sees).
-    fn rounded<T: Half>(&self) -> (Problem, [Vec<T>; 3]) {
+    fn rounded<T: FusedElement>(&self) -> (Problem, [Vec<T>; 3]) {
         let round = |x: &[f32]| x.iter().map(|&x| T::from_f32(x)).collect::<Vec<T>>();
         let widen = |x: &[T]| x.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
         let (q, k, v) = (round(&self.q), round(&self.k), round(&self.v));
@@ -155,23 +155,35 @@ fn check_rounded(
     Ok(())
 }
 
-/// The fused kernel's O, LSE and counters (None on a GPU).
-fn fused(problem: &Problem) -> (Vec<f32>, Vec<f32>, Option<LaunchCounters>) {
+/// Q, K and V on the device.
+fn upload<T: host::Element>(rt: &host::Runtime, qkv: [&[T]; 3]) -> [host::DeviceBuffer<T>; 3] {
+    qkv.map(|x| rt.upload(x).unwrap())
+}
+
+/// The fused kernel for element type `T` on Q, K, V (of `problem`'s shape and parameters): O
+/// widened to f32, LSE, and the counters (None on a GPU).
+fn run_fused<T: FusedElement>(
+    problem: &Problem,
+    qkv: [&[T]; 3],
+) -> (Vec<f32>, Vec<f32>, Option<LaunchCounters>) {
     let rt = runtime();
     let s = &problem.shape;
-    let (q, k, v) = (
-        rt.upload(&problem.q).unwrap(),
-        rt.upload(&problem.k).unwrap(),
-        rt.upload(&problem.v).unwrap(),
-    );
-    let mut o = rt.alloc::<f32>(s.q_elems()).unwrap();
+    let [q, k, v] = upload(&rt, qkv);
+    let mut o = rt.alloc::<T>(s.q_elems()).unwrap();
     let mut lse = rt.alloc::<f32>(s.lse_elems()).unwrap();
     let counters = attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params).unwrap();
-    (
-        rt.download(&o).unwrap(),
-        rt.download(&lse).unwrap(),
-        counters,
-    )
+    let o = rt
+        .download(&o)
+        .unwrap()
+        .iter()
+        .map(FusedElement::to_f32)
+        .collect();
+    (o, rt.download(&lse).unwrap(), counters)
+}
+
+/// The f32 fused kernel on `problem`.
+fn fused(problem: &Problem) -> (Vec<f32>, Vec<f32>, Option<LaunchCounters>) {
+    run_fused::<f32>(problem, [&problem.q, &problem.k, &problem.v])
 }
 
 /// Counted bytes (and FLOPs) against a traffic model, exactly.
@@ -237,11 +249,7 @@ proptest! {
 fn naive(problem: &Problem) -> (Vec<f32>, Option<LaunchCounters>) {
     let rt = runtime();
     let s = &problem.shape;
-    let (q, k, v) = (
-        rt.upload(&problem.q).unwrap(),
-        rt.upload(&problem.k).unwrap(),
-        rt.upload(&problem.v).unwrap(),
-    );
+    let [q, k, v] = upload(&rt, [&problem.q, &problem.k, &problem.v]);
     let mut o = rt.alloc::<f32>(s.q_elems()).unwrap();
     let counters = attention::naive(&rt, &q, &k, &v, &mut o, s, &problem.params).unwrap();
     (rt.download(&o).unwrap(), counters)
@@ -475,14 +483,24 @@ fn unsupported_head_dims_and_wrong_lengths_are_refused() {
     );
 }
 
-/// The 16-bit types of the tensor-core kernel, as the test needs them.
-trait Half: FlashElement {
+/// The fused kernels' element types, as the tests need them: f32 (rounding nothing) and the
+/// tensor-core kernel's 16-bit types.
+trait FusedElement: FlashElement {
     /// Unit roundoff.
     const U: f64;
     fn from_f32(x: f32) -> Self;
     fn to_f32(&self) -> f32;
 }
-impl Half for bf16 {
+impl FusedElement for f32 {
+    const U: f64 = 0.0;
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+    fn to_f32(&self) -> f32 {
+        *self
+    }
+}
+impl FusedElement for bf16 {
     const U: f64 = 1.0 / 256.0;
     fn from_f32(x: f32) -> Self {
         bf16::from_f32(x)
@@ -491,7 +509,7 @@ impl Half for bf16 {
         bf16::to_f32(*self)
     }
 }
-impl Half for f16 {
+impl FusedElement for f16 {
     const U: f64 = 1.0 / 2048.0;
     fn from_f32(x: f32) -> Self {
         f16::from_f32(x)
@@ -503,20 +521,10 @@ impl Half for f16 {
 
 /// The tensor-core kernel on `problem` rounded to `T`: checked against the reference of the
 /// rounded inputs, and its counted bytes against its traffic model. Returns O (widened) and LSE.
-fn tensor_cores<T: Half>(problem: &Problem) -> Result<(Vec<f32>, Vec<f32>), String> {
+fn tensor_cores<T: FusedElement>(problem: &Problem) -> Result<(Vec<f32>, Vec<f32>), String> {
     let (problem, [q, k, v]) = problem.rounded::<T>();
-    let rt = runtime();
     let s = &problem.shape;
-    let (q, k, v) = (
-        rt.upload(&q).unwrap(),
-        rt.upload(&k).unwrap(),
-        rt.upload(&v).unwrap(),
-    );
-    let mut o = rt.alloc::<T>(s.q_elems()).unwrap();
-    let mut lse = rt.alloc::<f32>(s.lse_elems()).unwrap();
-    let counters = attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params).unwrap();
-    let o: Vec<f32> = rt.download(&o).unwrap().iter().map(Half::to_f32).collect();
-    let lse = rt.download(&lse).unwrap();
+    let (o, lse, counters) = run_fused::<T>(&problem, [&q, &k, &v]);
     check_rounded(&problem, &o, Some(&lse), &problem.reference(), 1.0, T::U)?;
     if let Some(c) = counters {
         let model = attention::fused_traffic::<T>(s, problem.params.causal).total();
