@@ -2,6 +2,7 @@
 //! the kernel crate's own constants, launch. Each also has its cost model beside it.
 
 pub mod elementwise;
+pub mod gemm;
 
 use crate::error::{Error, Result};
 
