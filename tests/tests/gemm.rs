@@ -8,9 +8,8 @@
 //! tensor-core shapes reach K = 264, i.e. 5 tiles of K, so the 3-stage pipeline wraps around its
 //! ring of stages at least once.
 
-use half::{bf16, f16};
 use host::ops::gemm::{
-    self, Epilogue, GemmCost, GemmKernel, GemmShape, tensor_core_executed_flops,
+    self, Epilogue, GemmCost, GemmKernel, GemmOperands, GemmShape, tensor_core_executed_flops,
 };
 use host::reference::{self, GemmEntry};
 use host::runtime::Launched;
@@ -22,40 +21,13 @@ use kernels::gemm::{
 use proptest::prelude::*;
 use suite::runtime;
 
-/// The unit roundoff of f32: a correctly rounded operation is off by at most this, relatively.
-const U: f64 = 1.0 / (1u64 << 24) as f64;
-
-/// How far a kernel's result may be from the exact one, in units of the reference's magnitude
-/// `sum_k |a_ik b_kj| (+ |c_ij|)`.
-///
-/// - f32 kernels: each output is K fused multiply-adds in sequence (one rounding each) and, when
-///   accumulating, one more addition: at most K + 1 roundings, so the error is at most
-///   `gamma_(K+1) = (K+1) u / (1 - (K+1) u)` times the magnitude, whatever the values. The factor
-///   1.01 covers the denominator for every K here.
-/// - tensor cores: the products of bf16/f16 values are exact in f32; on the emulator each `mma`
-///   rounds once (K / 16 roundings); NVIDIA does not specify the hardware's accumulation, which
-///   has been measured to truncate rather than round (Fasi et al., "Numerical behavior of NVIDIA
-///   tensor cores", 2021), at most doubling each rounding's error: hence 2 (K + 1) u.
-fn tolerance(kernel: GemmKernel, k: usize) -> f64 {
-    let roundings = (k + 1) as f64;
-    match kernel.unit() {
-        host::cost::ComputeUnit::CudaCoreF32 => 1.01 * roundings * U,
-        host::cost::ComputeUnit::TensorCore16 => 2.02 * roundings * U,
-    }
-}
-
 /// Inputs of the kernel's element type: random values in [-1, 1], or small integers in [-2, 2]
 /// (whose products and sums are exact in f32 for any K here), rounded to bf16/f16 for the tensor
 /// cores so that the reference multiplies exactly what the kernel does.
 fn input(kernel: GemmKernel, len: usize, seed: u64, integers: bool) -> Vec<f32> {
-    let raw = reference::uniform(len, seed, -1.0, 1.0);
-    raw.into_iter()
-        .map(|x| if integers { (2.0 * x).round() } else { x })
-        .map(|x| match kernel {
-            GemmKernel::TensorCoreBf16 => bf16::from_f32(x).to_f32(),
-            GemmKernel::TensorCoreF16 => f16::from_f32(x).to_f32(),
-            _ => x,
-        })
+    reference::uniform(len, seed, -1.0, 1.0)
+        .into_iter()
+        .map(|x| kernel.representable(if integers { (2.0 * x).round() } else { x }))
         .collect()
 }
 
@@ -67,28 +39,9 @@ fn launch(
     epilogue: Epilogue,
     (a, b, c0): (&[f32], &[f32], &[f32]),
 ) -> host::Result<(Vec<f32>, Launched)> {
+    let operands = GemmOperands::upload(rt, kernel, a, b)?;
     let mut c = rt.upload(c0)?;
-    let launched = match kernel {
-        GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => {
-            let (a, b) = (rt.upload(a)?, rt.upload(b)?);
-            let op = match kernel {
-                GemmKernel::Naive => gemm::gemm_naive,
-                GemmKernel::Tiled => gemm::gemm_tiled,
-                _ => gemm::gemm_register_blocked,
-            };
-            op(rt, &a, &b, &mut c, shape, epilogue)?
-        }
-        GemmKernel::TensorCoreBf16 => {
-            let to = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
-            let (a, b) = (rt.upload(&to(a))?, rt.upload(&to(b))?);
-            gemm::gemm_tensor_core_bf16(rt, &a, &b, &mut c, shape, epilogue)?
-        }
-        GemmKernel::TensorCoreF16 => {
-            let to = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
-            let (a, b) = (rt.upload(&to(a))?, rt.upload(&to(b))?);
-            gemm::gemm_tensor_core_f16(rt, &a, &b, &mut c, shape, epilogue)?
-        }
-    };
+    let launched = gemm::gemm(rt, kernel, &operands, &mut c, shape, epilogue)?;
     Ok((rt.download(&c)?, launched))
 }
 
@@ -150,7 +103,9 @@ fn within_tolerance(
     seed: u64,
 ) -> Result<(), TestCaseError> {
     let checked = check(kernel, shape, epilogue, seed, false)?;
-    let tol = tolerance(kernel, shape.k);
+    // A rounding-error bound, justified at `GemmKernel::error_bound`: K + 1 roundings for f32
+    // FMA chains, twice that for the tensor cores' unspecified accumulation.
+    let tol = kernel.error_bound(shape.k);
     prop_assert!(
         checked.error <= tol,
         "{:?} {:?} {:?}: error {:e} x magnitude, tolerance {:e}",

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use half::f16;
 use host::cost::Cost;
 use host::ops::elementwise;
+use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::reference;
 use host::runtime::Launched;
 use host::{DeviceBuffer, Runtime};
@@ -64,6 +65,9 @@ pub fn all() -> Vec<CaseSpec> {
             build: vector_add_f16,
         },
     ]
+    .into_iter()
+    .chain(gemm_cases())
+    .collect()
 }
 
 fn elements(n: usize) -> String {
@@ -168,6 +172,123 @@ fn vector_add_f16(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
                 .map(|x| x.to_f32())
                 .collect();
             exact("vector_add_f16", &got, &want)
+        }),
+    })
+}
+
+/// The GEMM sweep, square sizes M = N = K: on a GPU up to 4096^3 (the benchmark size), on
+/// the emulator up to 128^3 so that the whole run stays in seconds.
+const GEMM_SIZES: [(usize, usize); 3] = [(1024, 32), (2048, 64), (4096, 128)];
+
+/// Every GEMM step at every size of the sweep, size by size so that each size reads as the
+/// progression from step 1 to step 4.
+fn gemm_cases() -> Vec<CaseSpec> {
+    macro_rules! at_size {
+        ($size:literal) => {
+            [
+                gemm_spec(0, gemm_case::<0, $size>),
+                gemm_spec(1, gemm_case::<1, $size>),
+                gemm_spec(2, gemm_case::<2, $size>),
+                gemm_spec(3, gemm_case::<3, $size>),
+                gemm_spec(4, gemm_case::<4, $size>),
+            ]
+        };
+    }
+    const _: () = assert!(GemmKernel::ALL.len() == 5 && GEMM_SIZES.len() == 3);
+    [at_size!(0), at_size!(1), at_size!(2)]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+fn gemm_spec(
+    kernel: usize,
+    build: for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>,
+) -> CaseSpec {
+    CaseSpec {
+        kernel: GemmKernel::ALL[kernel].name(),
+        build,
+    }
+}
+
+/// Rows of C checked against the CPU reference: all of them on the emulator; on a GPU, 16 spread
+/// over the matrix (first and last included), since the f64 reference of a whole 4096^3 product
+/// would take minutes on the CPU.
+fn gemm_check_rows(m: usize, scale: Scale) -> Vec<usize> {
+    match scale {
+        Scale::Emulator => (0..m).collect(),
+        Scale::Gpu => (0..16).map(|i| i * (m - 1) / 15).collect(),
+    }
+}
+
+/// Step `KERNEL` of the GEMM sequence at size `SIZE` of the sweep, `C = A B`.
+///
+/// The cost the figures are read against differs by backend, and the shape says which. On a GPU
+/// it is the compulsory traffic (A, B read once, C written), the true roofline: L2 serves many
+/// of the tiles' re-reads. On the emulator the figure is modelled, and modelled with every byte
+/// the kernel requests (the compulsory traffic plus the re-reads its tiling causes, which the
+/// emulator counts exactly): the roofline of a GPU without L2 reuse, where each step's larger
+/// tile shows as a higher intensity.
+fn gemm_case<const KERNEL: usize, const SIZE: usize>(
+    rt: &Runtime,
+    scale: Scale,
+) -> host::Result<Case<'_>> {
+    let kernel = GemmKernel::ALL[KERNEL];
+    let (gpu, emulator) = GEMM_SIZES[SIZE];
+    let s = scale.pick(gpu, emulator);
+    let shape = GemmShape::new(s, s, s);
+    let model = kernel.cost(shape, Epilogue::Overwrite);
+    let (cost, label) = match scale {
+        Scale::Gpu => (model.compulsory, format!("{s}^3")),
+        Scale::Emulator => (model.requested(), format!("{s}^3, no L2 reuse")),
+    };
+    let input = |seed| -> Vec<f32> {
+        reference::uniform(s * s, seed, -1.0, 1.0)
+            .into_iter()
+            .map(|x| kernel.representable(x))
+            .collect()
+    };
+    let (a_host, b_host) = (input(11), input(12));
+    let rows = gemm_check_rows(s, scale);
+    let want = reference::gemm_rows(&a_host, &b_host, None, (s, s), &rows);
+    let operands = GemmOperands::upload(rt, kernel, &a_host, &b_host)?;
+    let c = Rc::new(RefCell::new(rt.alloc::<f32>(s * s)?));
+    Ok(Case {
+        kernel: kernel.name(),
+        shape: label,
+        cost,
+        launch: Box::new({
+            let c = c.clone();
+            move |rt| {
+                gemm::gemm(
+                    rt,
+                    kernel,
+                    &operands,
+                    &mut c.borrow_mut(),
+                    shape,
+                    Epilogue::Overwrite,
+                )
+            }
+        }),
+        check: Box::new(move |rt| {
+            let all = rt.download(&c.borrow()).map_err(|e| e.to_string())?;
+            let got: Vec<f32> = rows
+                .iter()
+                .flat_map(|&i| all[i * s..(i + 1) * s].iter().copied())
+                .collect();
+            let error = reference::gemm_error(&got, &want);
+            let bound = kernel.error_bound(s);
+            if error <= bound {
+                Ok(format!(
+                    "{} rows within {:.0}% of the rounding bound",
+                    rows.len(),
+                    100.0 * error / bound
+                ))
+            } else {
+                Err(format!(
+                    "error {error:e} x magnitude, rounding bound {bound:e}"
+                ))
+            }
         }),
     })
 }

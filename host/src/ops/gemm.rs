@@ -138,6 +138,43 @@ impl GemmKernel {
         }
     }
 
+    /// The element type of A and B.
+    pub fn input_type(self) -> &'static str {
+        match self {
+            GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => "f32",
+            GemmKernel::TensorCoreBf16 => "bf16",
+            GemmKernel::TensorCoreF16 => "f16",
+        }
+    }
+
+    /// `x` rounded to the kernel's input type and back: the value the kernel multiplies.
+    pub fn representable(self, x: f32) -> f32 {
+        match self {
+            GemmKernel::TensorCoreBf16 => bf16::from_f32(x).to_f32(),
+            GemmKernel::TensorCoreF16 => f16::from_f32(x).to_f32(),
+            _ => x,
+        }
+    }
+
+    /// How far an element of C may be from the exact result, as a multiple of the reference's
+    /// magnitude `sum_k |a_ik b_kj| (+ |c_ij|)` ([`GemmEntry`](crate::reference::GemmEntry)).
+    ///
+    /// - f32 kernels: each element is K fused multiply-adds in sequence (one rounding each) and,
+    ///   when accumulating, one more addition: at most K + 1 roundings of unit roundoff
+    ///   u = 2^-24, so the error is at most `gamma_(K+1) = (K+1) u / (1 - (K+1) u)` times the
+    ///   magnitude, whatever the values (the factor 1.01 covers the denominator up to K ~ 10^5).
+    /// - tensor cores: products of bf16/f16 values are exact in f32; the emulator rounds once per
+    ///   `mma` (K / 16 roundings). NVIDIA does not specify the hardware's accumulation, which has
+    ///   been measured to truncate rather than round (Fasi et al., "Numerical behavior of NVIDIA
+    ///   tensor cores", 2021), at most doubling each rounding's error: hence twice the f32 bound.
+    pub fn error_bound(self, k: usize) -> f64 {
+        let gamma = 1.01 * (k + 1) as f64 * f64::from(f32::EPSILON) / 2.0;
+        match self.unit() {
+            ComputeUnit::CudaCoreF32 => gamma,
+            ComputeUnit::TensorCore16 => 2.0 * gamma,
+        }
+    }
+
     /// Where the FLOPs run.
     pub fn unit(self) -> ComputeUnit {
         match self {
@@ -375,6 +412,65 @@ pub fn gemm_tensor_core_f16(
         cfg,
         gemm::gemm_tensor_core_f16(a, b, c, m, n, k, accumulate)
     )
+}
+
+/// A and B in the element type of the kernel that takes them.
+pub enum GemmOperands {
+    /// For the f32 kernels (steps 1 to 3).
+    F32(DeviceBuffer<f32>, DeviceBuffer<f32>),
+    /// For [`gemm_tensor_core_bf16`].
+    Bf16(DeviceBuffer<bf16>, DeviceBuffer<bf16>),
+    /// For [`gemm_tensor_core_f16`].
+    F16(DeviceBuffer<f16>, DeviceBuffer<f16>),
+}
+
+impl GemmOperands {
+    /// Uploads `a` and `b` in the element type `kernel` takes, rounding to bf16/f16 for the
+    /// tensor-core kernels (pass values from [`GemmKernel::representable`] to round nothing).
+    pub fn upload(rt: &Runtime, kernel: GemmKernel, a: &[f32], b: &[f32]) -> Result<Self> {
+        Ok(match kernel {
+            GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => {
+                GemmOperands::F32(rt.upload(a)?, rt.upload(b)?)
+            }
+            GemmKernel::TensorCoreBf16 => {
+                let to = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
+                GemmOperands::Bf16(rt.upload(&to(a))?, rt.upload(&to(b))?)
+            }
+            GemmKernel::TensorCoreF16 => {
+                let to = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
+                GemmOperands::F16(rt.upload(&to(a))?, rt.upload(&to(b))?)
+            }
+        })
+    }
+}
+
+/// Runs any step: `kernel` on `operands` of its element type.
+pub fn gemm(
+    rt: &Runtime,
+    kernel: GemmKernel,
+    operands: &GemmOperands,
+    c: &mut DeviceBuffer<f32>,
+    shape: GemmShape,
+    epilogue: Epilogue,
+) -> Result<Launched> {
+    match (kernel, operands) {
+        (GemmKernel::Naive, GemmOperands::F32(a, b)) => gemm_naive(rt, a, b, c, shape, epilogue),
+        (GemmKernel::Tiled, GemmOperands::F32(a, b)) => gemm_tiled(rt, a, b, c, shape, epilogue),
+        (GemmKernel::RegisterBlocked, GemmOperands::F32(a, b)) => {
+            gemm_register_blocked(rt, a, b, c, shape, epilogue)
+        }
+        (GemmKernel::TensorCoreBf16, GemmOperands::Bf16(a, b)) => {
+            gemm_tensor_core_bf16(rt, a, b, c, shape, epilogue)
+        }
+        (GemmKernel::TensorCoreF16, GemmOperands::F16(a, b)) => {
+            gemm_tensor_core_f16(rt, a, b, c, shape, epilogue)
+        }
+        _ => Err(Error::Shape(format!(
+            "{} takes {} operands",
+            kernel.name(),
+            kernel.input_type()
+        ))),
+    }
 }
 
 /// FLOPs the tensor-core kernel executes, padding included: every warp runs every `mma` of its
