@@ -7,8 +7,8 @@
 
 use half::{bf16, f16};
 use kernels::gemm::{
-    NAIVE_BLOCK, REGISTER_BLOCKED, REGISTER_BLOCKED_THREADS, TC_ROW_MULTIPLE, TC_SHARED_BYTES,
-    TC_THREADS, TENSOR_CORE, TILED, Tile,
+    self as k, NAIVE_BLOCK, REGISTER_BLOCKED, REGISTER_BLOCKED_THREADS, TC_ROW_MULTIPLE,
+    TC_SHARED_BYTES, TC_THREADS, TENSOR_CORE, TILED, Tile,
 };
 
 use crate::buffer::{DeviceBuffer, Element};
@@ -486,6 +486,49 @@ pub fn tensor_core_executed_flops(shape: GemmShape) -> u64 {
     2 * padded(shape.m, t.m) * padded(shape.n, t.n) * padded(shape.k, t.k)
 }
 
+/// Bytes of A and B that cross the HBM boundary for the tensor-core kernel under a simple L2
+/// model, with its blocks in rasterised order in groups of `group` tile rows (1: row-major).
+///
+/// The model: blocks run in waves of `wave` (SMs times blocks per SM) in the order the kernel's
+/// [`raster`](kernels::gemm::raster) gives them; a strip of A (128 rows by K) or of B (K by 128
+/// columns) that any block of a wave reads crosses the boundary once in that wave, L2 serving its
+/// other readers, and nothing survives from one wave to the next. At its limits it is the cost
+/// model's two terms: a wave of one block reuses nothing (the requested bytes), one wave of every
+/// block reuses everything (the compulsory bytes).
+pub fn wave_model_ab_bytes(shape: GemmShape, group: u32, wave: u32) -> u64 {
+    let GemmShape { m, n, k } = shape;
+    if m == 0 || n == 0 {
+        return 0;
+    }
+    let t = TENSOR_CORE;
+    let (blocks_m, blocks_n) = t.blocks(m as u32, n as u32);
+    // Bytes of the strip of tile row `tm` of A, or tile column `tn` of B: the part inside.
+    let strip = |tile: u32, size: u32, extent: usize| {
+        u64::from(k::inside(tile * size, size, extent as u32)) * k as u64 * 2
+    };
+    let mut bytes = 0;
+    let blocks = blocks_m * blocks_n;
+    for first in (0..blocks).step_by(wave.max(1) as usize) {
+        let (mut rows, mut cols) = (
+            vec![false; blocks_m as usize],
+            vec![false; blocks_n as usize],
+        );
+        for pid in first..blocks.min(first + wave.max(1)) {
+            let (tm, tn) = k::raster(pid, blocks_m, blocks_n, group);
+            rows[tm as usize] = true;
+            cols[tn as usize] = true;
+        }
+        let touched = |seen: &[bool], size, extent| -> u64 {
+            (0..seen.len() as u32)
+                .filter(|&i| seen[i as usize])
+                .map(|i| strip(i, size, extent))
+                .sum()
+        };
+        bytes += touched(&rows, t.m, m) + touched(&cols, t.n, n);
+    }
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,6 +557,78 @@ mod tests {
                 "{kernel:?}: {got}"
             );
         }
+    }
+
+    /// The figures docs/gemm.md quotes (`cargo test -p host modelled -- --nocapture` prints them):
+    /// each step requests fewer bytes for the same FLOPs, so its no-L2-reuse bound only improves.
+    #[test]
+    fn modelled_figures_at_4096_improve_step_by_step() {
+        use crate::cost::Roofline;
+        use crate::specs::GpuSpec;
+        let shape = GemmShape::new(4096, 4096, 4096);
+        let h100 = GpuSpec::find("h100").unwrap();
+        let mut last = f64::INFINITY;
+        for kernel in GemmKernel::ALL {
+            let cost = kernel.cost(shape, Epilogue::Overwrite);
+            let no_l2 = Roofline::modelled(&cost.requested(), h100);
+            let perfect = Roofline::modelled(&cost.compulsory, h100);
+            println!(
+                "{:<26} tile I {:>6.2}  requested {:>8.3} GB  I {:>7.2}  {:>9.3} ms {:>7.1} TFLOP/s {:?} | compulsory {:.3} GB  I {:.1}  {:.3} ms {:.1} TFLOP/s {:?}",
+                kernel.name(),
+                kernel.tile_intensity(),
+                cost.requested().bytes() as f64 / 1e9,
+                no_l2.intensity,
+                no_l2.seconds * 1e3,
+                no_l2.flops_per_second / 1e12,
+                no_l2.bound,
+                cost.compulsory.bytes() as f64 / 1e9,
+                perfect.intensity,
+                perfect.seconds * 1e3,
+                perfect.flops_per_second / 1e12,
+                perfect.bound,
+            );
+            assert!(no_l2.seconds <= last, "{kernel:?}");
+            last = no_l2.seconds;
+        }
+    }
+
+    #[test]
+    fn the_wave_model_spans_the_cost_models_two_terms() {
+        for shape in [GemmShape::new(300, 520, 64), GemmShape::new(1024, 2048, 8)] {
+            let cost = GemmKernel::TensorCoreBf16.cost(shape, Epilogue::Overwrite);
+            let (bm, bn) = TENSOR_CORE.blocks(shape.m as u32, shape.n as u32);
+            for group in [1, 3, 8] {
+                // One block per wave: nothing reused, every requested byte from HBM.
+                assert_eq!(
+                    wave_model_ab_bytes(shape, group, 1),
+                    cost.requested().bytes_read
+                );
+                // Every block in one wave: every strip read once.
+                assert_eq!(
+                    wave_model_ab_bytes(shape, group, bm * bn),
+                    cost.compulsory.bytes_read
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn rasterisation_pays_once_the_grid_is_wider_than_a_wave_covers() {
+        // 132 SMs x 2 blocks (126 registers x 256 threads, 96 KiB of shared memory each).
+        let wave = 264;
+        let wide = GemmShape::new(8192, 8192, 8192);
+        let (row_major, grouped) = (
+            wave_model_ab_bytes(wide, 1, wave),
+            wave_model_ab_bytes(wide, kernels::gemm::TC_GROUP_M, wave),
+        );
+        println!("8192^3: row-major {row_major} B, grouped {grouped} B");
+        assert!(grouped * 3 < row_major * 2, "{grouped} vs {row_major}");
+        let narrow = GemmShape::new(4096, 4096, 4096);
+        println!(
+            "4096^3: row-major {} B, grouped {} B",
+            wave_model_ab_bytes(narrow, 1, wave),
+            wave_model_ab_bytes(narrow, kernels::gemm::TC_GROUP_M, wave)
+        );
     }
 
     #[test]
