@@ -88,11 +88,7 @@ pub(super) fn check_not_in_flight(
         offset: block.arena.borrow().in_array(first),
         addr: addr + (first - offset),
         by,
-        copy: ThreadAccess {
-            thread: block.thread_dim3(copy.thread),
-            access: Access::Write,
-            site: copy.site,
-        },
+        copy: block.thread_access(copy.thread, Access::Write, copy.site),
     })
 }
 
@@ -161,12 +157,8 @@ fn start(
     src_bytes: usize,
     site: &'static Location<'static>,
 ) -> Result<(), EmuErrorKind> {
-    let read = ThreadAccess {
-        thread: block.thread_dim3(t),
-        access: Access::Read,
-        site,
-    };
     // The source must be 16-byte aligned even when fewer bytes (or none) are read.
+    let read = block.thread_access(t, Access::Read, site);
     block.aligned(MemorySpace::Global, src, CHUNK, read)?;
     block.shared_check(t, dst, CHUNK, Access::Write, site)?;
     let offset = block

@@ -146,6 +146,20 @@ impl Block<'_> {
         }
     }
 
+    /// Thread `t`'s `access` at `site`, as reports name it.
+    pub(super) fn thread_access(
+        &self,
+        t: usize,
+        access: Access,
+        site: &'static Location<'static>,
+    ) -> ThreadAccess {
+        ThreadAccess {
+            thread: self.thread_dim3(t),
+            access,
+            site,
+        }
+    }
+
     /// Ends the running thread with a bug report.
     pub fn fail(&self, kind: EmuErrorKind) -> ! {
         resume_unwind(Box::new(Fault(kind)))
@@ -297,11 +311,7 @@ impl Block<'_> {
         access: Access,
         site: &'static Location<'static>,
     ) -> Result<(), EmuErrorKind> {
-        let by = ThreadAccess {
-            thread: self.thread_dim3(t),
-            access,
-            site,
-        };
+        let by = self.thread_access(t, access, site);
         self.aligned(MemorySpace::Shared, addr, bytes, by)?;
         let offset =
             self.arena
@@ -345,11 +355,7 @@ impl Block<'_> {
                     access: race.access,
                     site: race.site,
                 },
-                second: ThreadAccess {
-                    thread: self.thread_dim3(t),
-                    access,
-                    site,
-                },
+                second: self.thread_access(t, access, site),
             })
     }
 
@@ -363,11 +369,7 @@ impl Block<'_> {
         access: Access,
         site: &'static Location<'static>,
     ) -> Result<(), EmuErrorKind> {
-        let by = ThreadAccess {
-            thread: self.thread_dim3(t),
-            access,
-            site,
-        };
+        let by = self.thread_access(t, access, site);
         self.aligned(MemorySpace::Global, addr, bytes, by)?;
         let regions = &self.launch.regions;
         let i = regions.partition_point(|r| r.start <= addr);

@@ -11,7 +11,7 @@ use kernels::gemm::{
     TC_SHARED_BYTES, TC_THREADS, TENSOR_CORE, TILED, Tile,
 };
 
-use crate::buffer::{DeviceBuffer, Element};
+use crate::buffer::DeviceBuffer;
 use crate::cost::{ComputeUnit, Cost};
 use crate::error::{Error, Result};
 use crate::launch;
@@ -107,7 +107,7 @@ impl GemmKernel {
         GemmKernel::TensorCoreF16,
     ];
 
-    /// The kernel's entry point name.
+    /// The kernel's entry point name (also the name of its host function in this module).
     pub fn name(self) -> &'static str {
         match self {
             GemmKernel::Naive => "gemm_naive_f32",
@@ -233,7 +233,7 @@ impl GemmKernel {
     }
 
     /// The launch configuration: grid from the kernel crate's tile constants.
-    fn launch_config(self, m: u32, n: u32) -> LaunchConfig {
+    pub fn launch_config(self, m: u32, n: u32) -> LaunchConfig {
         let t = self.reuse_tile();
         match self {
             GemmKernel::Naive => LaunchConfig {
@@ -310,109 +310,51 @@ impl GemmKernel {
     }
 }
 
-/// Checks the lengths and shape for `kernel`, and gives what its launch needs.
-fn prepare<T: Element, U: Element>(
-    kernel: GemmKernel,
-    a: &DeviceBuffer<T>,
-    b: &DeviceBuffer<T>,
-    c: &DeviceBuffer<U>,
-    shape: GemmShape,
-) -> Result<Option<(LaunchConfig, u32, u32, u32)>> {
-    kernel.validate(shape, (a.len(), b.len(), c.len()))
+/// Defines the host function of one GEMM kernel: validate the buffers against the shape, then
+/// launch with the grid of [`GemmKernel::launch_config`]. One definition, so that the five cannot
+/// drift apart.
+macro_rules! gemm_op {
+    ($(#[$doc:meta])* $name:ident, $variant:ident, $input:ty) => {
+        $(#[$doc])*
+        pub fn $name(
+            rt: &Runtime,
+            a: &DeviceBuffer<$input>,
+            b: &DeviceBuffer<$input>,
+            c: &mut DeviceBuffer<f32>,
+            shape: GemmShape,
+            epilogue: Epilogue,
+        ) -> Result<Launched> {
+            let kernel = GemmKernel::$variant;
+            let Some((cfg, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
+                return Ok(None);
+            };
+            let (a, b, c, accumulate) = (a.ptr(), b.ptr(), c.ptr(), epilogue.flag());
+            launch!(rt, cfg, gemm::$name(a, b, c, m, n, k, accumulate))
+        }
+    };
 }
 
-/// Step 1, `C = A B (+ C)` in f32 with one thread per element of C.
-pub fn gemm_naive(
-    rt: &Runtime,
-    a: &DeviceBuffer<f32>,
-    b: &DeviceBuffer<f32>,
-    c: &mut DeviceBuffer<f32>,
-    shape: GemmShape,
-    epilogue: Epilogue,
-) -> Result<Launched> {
-    let Some((cfg, m, n, k)) = prepare(GemmKernel::Naive, a, b, c, shape)? else {
-        return Ok(None);
-    };
-    let (a, b, c, accumulate) = (a.ptr(), b.ptr(), c.ptr(), epilogue.flag());
-    launch!(rt, cfg, gemm::gemm_naive_f32(a, b, c, m, n, k, accumulate))
-}
-
-/// Step 2, `C = A B (+ C)` in f32 with 32 x 32 tiles in shared memory.
-pub fn gemm_tiled(
-    rt: &Runtime,
-    a: &DeviceBuffer<f32>,
-    b: &DeviceBuffer<f32>,
-    c: &mut DeviceBuffer<f32>,
-    shape: GemmShape,
-    epilogue: Epilogue,
-) -> Result<Launched> {
-    let Some((cfg, m, n, k)) = prepare(GemmKernel::Tiled, a, b, c, shape)? else {
-        return Ok(None);
-    };
-    let (a, b, c, accumulate) = (a.ptr(), b.ptr(), c.ptr(), epilogue.flag());
-    launch!(rt, cfg, gemm::gemm_tiled_f32(a, b, c, m, n, k, accumulate))
-}
-
-/// Step 3, `C = A B (+ C)` in f32 with 128 x 128 block tiles and 8 x 8 register tiles.
-pub fn gemm_register_blocked(
-    rt: &Runtime,
-    a: &DeviceBuffer<f32>,
-    b: &DeviceBuffer<f32>,
-    c: &mut DeviceBuffer<f32>,
-    shape: GemmShape,
-    epilogue: Epilogue,
-) -> Result<Launched> {
-    let Some((cfg, m, n, k)) = prepare(GemmKernel::RegisterBlocked, a, b, c, shape)? else {
-        return Ok(None);
-    };
-    let (a, b, c, accumulate) = (a.ptr(), b.ptr(), c.ptr(), epilogue.flag());
-    launch!(
-        rt,
-        cfg,
-        gemm::gemm_register_blocked_f32(a, b, c, m, n, k, accumulate)
-    )
-}
-
-/// Step 4, `C = A B (+ C)` on the tensor cores: A and B bf16, C f32. K and N must be multiples
-/// of 8 (the error says so otherwise); M is free.
-pub fn gemm_tensor_core_bf16(
-    rt: &Runtime,
-    a: &DeviceBuffer<bf16>,
-    b: &DeviceBuffer<bf16>,
-    c: &mut DeviceBuffer<f32>,
-    shape: GemmShape,
-    epilogue: Epilogue,
-) -> Result<Launched> {
-    let Some((cfg, m, n, k)) = prepare(GemmKernel::TensorCoreBf16, a, b, c, shape)? else {
-        return Ok(None);
-    };
-    let (a, b, c, accumulate) = (a.ptr(), b.ptr(), c.ptr(), epilogue.flag());
-    launch!(
-        rt,
-        cfg,
-        gemm::gemm_tensor_core_bf16(a, b, c, m, n, k, accumulate)
-    )
-}
-
-/// [`gemm_tensor_core_bf16`] with f16 inputs.
-pub fn gemm_tensor_core_f16(
-    rt: &Runtime,
-    a: &DeviceBuffer<f16>,
-    b: &DeviceBuffer<f16>,
-    c: &mut DeviceBuffer<f32>,
-    shape: GemmShape,
-    epilogue: Epilogue,
-) -> Result<Launched> {
-    let Some((cfg, m, n, k)) = prepare(GemmKernel::TensorCoreF16, a, b, c, shape)? else {
-        return Ok(None);
-    };
-    let (a, b, c, accumulate) = (a.ptr(), b.ptr(), c.ptr(), epilogue.flag());
-    launch!(
-        rt,
-        cfg,
-        gemm::gemm_tensor_core_f16(a, b, c, m, n, k, accumulate)
-    )
-}
+gemm_op!(
+    /// Step 1, `C = A B (+ C)` in f32 with one thread per element of C.
+    gemm_naive_f32, Naive, f32
+);
+gemm_op!(
+    /// Step 2, `C = A B (+ C)` in f32 with 32 x 32 tiles in shared memory.
+    gemm_tiled_f32, Tiled, f32
+);
+gemm_op!(
+    /// Step 3, `C = A B (+ C)` in f32 with 128 x 128 block tiles and 8 x 8 register tiles.
+    gemm_register_blocked_f32, RegisterBlocked, f32
+);
+gemm_op!(
+    /// Step 4, `C = A B (+ C)` on the tensor cores: A and B bf16, C f32. K and N must be
+    /// multiples of 8 (the error says so otherwise); M is free.
+    gemm_tensor_core_bf16, TensorCoreBf16, bf16
+);
+gemm_op!(
+    /// Step 4 with f16 inputs.
+    gemm_tensor_core_f16, TensorCoreF16, f16
+);
 
 /// A and B in the element type of the kernel that takes them.
 pub enum GemmOperands {
@@ -454,10 +396,14 @@ pub fn gemm(
     epilogue: Epilogue,
 ) -> Result<Launched> {
     match (kernel, operands) {
-        (GemmKernel::Naive, GemmOperands::F32(a, b)) => gemm_naive(rt, a, b, c, shape, epilogue),
-        (GemmKernel::Tiled, GemmOperands::F32(a, b)) => gemm_tiled(rt, a, b, c, shape, epilogue),
+        (GemmKernel::Naive, GemmOperands::F32(a, b)) => {
+            gemm_naive_f32(rt, a, b, c, shape, epilogue)
+        }
+        (GemmKernel::Tiled, GemmOperands::F32(a, b)) => {
+            gemm_tiled_f32(rt, a, b, c, shape, epilogue)
+        }
         (GemmKernel::RegisterBlocked, GemmOperands::F32(a, b)) => {
-            gemm_register_blocked(rt, a, b, c, shape, epilogue)
+            gemm_register_blocked_f32(rt, a, b, c, shape, epilogue)
         }
         (GemmKernel::TensorCoreBf16, GemmOperands::Bf16(a, b)) => {
             gemm_tensor_core_bf16(rt, a, b, c, shape, epilogue)
