@@ -19,6 +19,7 @@ impl Element for f64 {}
 impl Element for u32 {}
 impl Element for u16 {}
 impl Element for i32 {}
+impl Element for u64 {}
 impl Element for half::f16 {}
 impl Element for half::bf16 {}
 

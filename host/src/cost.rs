@@ -16,6 +16,8 @@ pub enum ComputeUnit {
     CudaCoreF32,
     /// 16-bit inputs on tensor cores with f32 accumulation (bf16/f16 `mma`).
     TensorCore16,
+    /// 8-bit floating-point inputs (e4m3/e5m2) on tensor cores.
+    TensorCore8,
 }
 
 /// A kernel's declared cost for one launch (or one multi-kernel operation).
@@ -40,6 +42,16 @@ impl Cost {
     /// FLOPs per HBM byte.
     pub fn intensity(&self) -> f64 {
         self.flops as f64 / self.bytes().max(1) as f64
+    }
+
+    /// Seconds to move the bytes at `gpu`'s HBM bandwidth: the roofline's memory roof.
+    pub fn memory_seconds(&self, gpu: &GpuSpec) -> f64 {
+        self.bytes() as f64 / gpu.hbm_bandwidth
+    }
+
+    /// Seconds to do the FLOPs at `gpu`'s peak for this unit: the roofline's compute roof.
+    pub fn compute_seconds(&self, gpu: &GpuSpec) -> f64 {
+        self.flops as f64 / gpu.peak_flops(self.unit)
     }
 
     /// The sum of two kernels' costs (e.g. the three launches of naive softmax).
@@ -84,9 +96,7 @@ pub struct Roofline {
 impl Roofline {
     /// Reads `seconds` for `cost` against `gpu`.
     pub fn new(cost: &Cost, gpu: &GpuSpec, seconds: f64) -> Self {
-        let memory_time = cost.bytes() as f64 / gpu.hbm_bandwidth;
-        let compute_time = cost.flops as f64 / gpu.peak_flops(cost.unit);
-        let bound_seconds = memory_time.max(compute_time);
+        let bound_seconds = cost.memory_seconds(gpu).max(cost.compute_seconds(gpu));
         Self {
             seconds,
             bytes_per_second: cost.bytes() as f64 / seconds,
@@ -104,9 +114,11 @@ impl Roofline {
 
     /// The modelled figure: the kernel running exactly at the roofline bound.
     pub fn modelled(cost: &Cost, gpu: &GpuSpec) -> Self {
-        let memory_time = cost.bytes() as f64 / gpu.hbm_bandwidth;
-        let compute_time = cost.flops as f64 / gpu.peak_flops(cost.unit);
-        Self::new(cost, gpu, memory_time.max(compute_time))
+        Self::new(
+            cost,
+            gpu,
+            cost.memory_seconds(gpu).max(cost.compute_seconds(gpu)),
+        )
     }
 }
 

@@ -53,6 +53,8 @@ pub struct DeviceProperties {
     pub memory_bytes: u64,
     /// Compute capability.
     pub compute_capability: (i32, i32),
+    /// Peak SM clock in kHz (`cudaDevAttrClockRate`), to turn `clock64` cycles into time.
+    pub clock_khz: u32,
 }
 
 impl Gpu {
@@ -104,6 +106,7 @@ impl Gpu {
             l2_bytes: u64::from(attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?),
             memory_bytes: ctx.total_mem().map_err(driver("cuDeviceTotalMem"))? as u64,
             compute_capability: (major, minor),
+            clock_khz: attr(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
         };
         let name = ctx.name().map_err(driver("cuDeviceGetName"))?;
         let ptx = CString::new(arch.ptx()).expect("PTX has no NUL byte");

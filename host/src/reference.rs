@@ -1,7 +1,7 @@
 //! CPU references, in one place for tests and xtask: rayon-parallel, written for clarity, and
 //! independent of the kernels (no shared code path), so that agreement means something.
 
-use half::f16;
+use half::{bf16, f16};
 use rayon::prelude::*;
 
 /// `a + b` in f32.
@@ -46,6 +46,102 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .map(diff)
         .fold(0.0, |m, d| if d.is_nan() { f32::NAN } else { m.max(d) })
+}
+
+/// A pointer-chase chain: `len` links `stride` words apart (the rest of the buffer unused), visited
+/// in a shuffled order closed into one cycle, so that no prefetcher can guess the next address
+/// and every link is on the walk from index 0.
+pub fn chase_chain(len: usize, stride: usize, seed: u64) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..len).collect();
+    let r = uniform(len, seed, 0.0, 1.0);
+    for i in (1..len).rev() {
+        let j = ((r[i] * (i + 1) as f32) as usize).min(i);
+        order.swap(i, j);
+    }
+    let mut next = vec![0u32; len * stride];
+    for k in 0..len {
+        next[order[k] * stride] = (order[(k + 1) % len] * stride) as u32;
+    }
+    next
+}
+
+/// Where `steps` hops through `chain` from index 0 end.
+pub fn chase_end(chain: &[u32], steps: usize) -> u32 {
+    (0..steps).fold(0u32, |i, _| chain[i as usize])
+}
+
+/// `input` (rows x cols, row-major) transposed.
+pub fn transpose(input: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows * cols)
+        .into_par_iter()
+        .map(|i| input[(i % rows) * cols + i / rows])
+        .collect()
+}
+
+/// `(m, l)` of one row in f64: its maximum and `sum exp(x - m)`, with the kernels' defined
+/// results written out case by case (see `kernels::softmax`):
+/// - any NaN: `(NaN, NaN)`;
+/// - any `+inf`: `(+inf, k)` for `k` entries equal to `+inf`, each weighing 1 and the rest 0;
+/// - every entry `-inf` (no mass): `(-inf, 0)`;
+/// - otherwise the ordinary definition.
+pub fn softmax_row_stats(row: &[f64]) -> (f64, f64) {
+    if row.iter().any(|x| x.is_nan()) {
+        return (f64::NAN, f64::NAN);
+    }
+    let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if m == f64::INFINITY {
+        let k = row.iter().filter(|&&x| x == f64::INFINITY).count();
+        return (m, k as f64);
+    }
+    if m == f64::NEG_INFINITY {
+        return (m, 0.0);
+    }
+    (m, row.iter().map(|&x| (x - m).exp()).sum())
+}
+
+/// Softmax of one row in f64 from [`softmax_row_stats`]: a NaN row gives NaN everywhere, a row
+/// with no mass gives zeros, `+inf` entries share the mass equally.
+pub fn softmax_row(row: &[f64]) -> Vec<f64> {
+    let (m, l) = softmax_row_stats(row);
+    row.iter()
+        .map(|&x| {
+            if l.is_nan() {
+                f64::NAN
+            } else if l == 0.0 {
+                0.0
+            } else if m == f64::INFINITY {
+                if x == m { 1.0 / l } else { 0.0 }
+            } else {
+                (x - m).exp() / l
+            }
+        })
+        .collect()
+}
+
+/// Row softmax of a row-major matrix with `cols` columns: each row widened to f64, computed by
+/// [`softmax_row`], and rounded once back to the element type.
+fn softmax_rows<T: Sync + Send>(
+    x: &[T],
+    cols: usize,
+    widen: impl Fn(&T) -> f64 + Sync,
+    narrow: impl Fn(f64) -> T + Sync + Send,
+) -> Vec<T> {
+    x.par_chunks(cols)
+        .flat_map_iter(|row| {
+            let row: Vec<f64> = row.iter().map(&widen).collect();
+            softmax_row(&row).into_iter().map(&narrow)
+        })
+        .collect()
+}
+
+/// Row softmax of a row-major f32 matrix with `cols` columns, in f64, rounded once to f32.
+pub fn softmax_f32(x: &[f32], cols: usize) -> Vec<f32> {
+    softmax_rows(x, cols, |&v| f64::from(v), |p| p as f32)
+}
+
+/// Row softmax of a row-major bf16 matrix with `cols` columns, in f64, rounded once to bf16.
+pub fn softmax_bf16(x: &[bf16], cols: usize) -> Vec<bf16> {
+    softmax_rows(x, cols, |v| v.to_f64(), bf16::from_f64)
 }
 
 /// One element of a GEMM reference: the value, and the size that its rounding errors scale with.

@@ -1,4 +1,9 @@
 //! Vendor figures for the GPUs the roofline is drawn for. Dense (no sparsity) peaks.
+//!
+//! This is the one table of published numbers in the project: the roofline calculator
+//! (`cargo xtask roofline`), the cost models and the benchmarks all read it. Sources: NVIDIA's
+//! datasheets and architecture whitepapers (A100, Hopper, Blackwell) and the CUDA programming
+//! guide's throughput table. Where NVIDIA publishes no figure the field's comment says so.
 
 use serde::Serialize;
 
@@ -11,6 +16,8 @@ pub struct GpuSpec {
     pub name: &'static str,
     /// Dense bf16 tensor-core peak, FLOP/s.
     pub bf16_flops: f64,
+    /// Dense FP8 tensor-core peak, FLOP/s; `None` where the GPU has no FP8 tensor cores (A100).
+    pub fp8_flops: Option<f64>,
     /// f32 peak on CUDA cores (FMA counted as 2), FLOP/s.
     pub f32_flops: f64,
     /// HBM bandwidth, bytes/s.
@@ -23,12 +30,36 @@ pub struct GpuSpec {
     pub shared_per_sm: f64,
     /// L2 cache, bytes.
     pub l2_bytes: f64,
+    /// Register file per SM, bytes (64K 32-bit registers).
+    pub registers_per_sm: f64,
+    /// L1 cache and shared memory together per SM, bytes (one SRAM, split by the carve-out).
+    pub l1_shared_per_sm: f64,
+    /// Tensor memory per SM, bytes (Blackwell's accumulator store; 0 before it).
+    pub tensor_memory_per_sm: f64,
+    /// Shared-memory bandwidth per SM, bytes per clock (32 banks x 4 bytes).
+    pub shared_bytes_per_clock: f64,
+    /// Maximum boost clock of the SMs, Hz: the clock shared-memory bandwidth is quoted at. The
+    /// tensor peaks are quoted at a lower sustained clock (H100: 4096 x 132 x 1.83 GHz = 989
+    /// TFLOP/s), so `tensor_flops_per_clock_per_sm x sms x boost_clock_hz` overstates them.
+    pub boost_clock_hz: f64,
+    /// Dense 16-bit tensor-core FLOPs per clock per SM.
+    pub tensor_flops_per_clock_per_sm: f64,
+    /// Exponentials (`ex2`, special function units) per clock per SM.
+    pub exp_per_clock_per_sm: f64,
+    /// NVLink bandwidth per direction, bytes/s (NVIDIA quotes the sum of both directions).
+    pub nvlink_bandwidth: f64,
+    /// Host link (PCIe) bandwidth per direction, bytes/s.
+    pub pcie_bandwidth: f64,
+    /// Network bandwidth per GPU (one NIC port per GPU in NVIDIA's DGX systems), bytes/s.
+    pub network_bandwidth: f64,
 }
 
 const GB: f64 = 1e9;
 const TB: f64 = 1e12;
 const KIB: f64 = 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
+/// A network port's bits per second, as bytes per second.
+const GBIT: f64 = 1e9 / 8.0;
 
 /// The table, oldest first.
 pub const GPUS: [GpuSpec; 4] = [
@@ -36,45 +67,90 @@ pub const GPUS: [GpuSpec; 4] = [
         key: "a100",
         name: "A100 SXM 80GB",
         bf16_flops: 312.0 * TB,
+        fp8_flops: None,
         f32_flops: 19.5 * TB,
         hbm_bandwidth: 2.039 * TB,
         hbm_bytes: 80.0 * GB,
         sms: 108,
         shared_per_sm: 164.0 * KIB,
         l2_bytes: 40.0 * MIB,
+        registers_per_sm: 256.0 * KIB,
+        l1_shared_per_sm: 192.0 * KIB,
+        tensor_memory_per_sm: 0.0,
+        shared_bytes_per_clock: 128.0,
+        boost_clock_hz: 1.41e9,
+        tensor_flops_per_clock_per_sm: 2048.0,
+        exp_per_clock_per_sm: 16.0,
+        nvlink_bandwidth: 300.0 * GB,
+        pcie_bandwidth: 32.0 * GB,
+        network_bandwidth: 200.0 * GBIT,
     },
     GpuSpec {
         key: "h100",
         name: "H100 SXM",
         bf16_flops: 989.0 * TB,
+        fp8_flops: Some(1979.0 * TB),
         f32_flops: 67.0 * TB,
         hbm_bandwidth: 3.35 * TB,
         hbm_bytes: 80.0 * GB,
         sms: 132,
         shared_per_sm: 228.0 * KIB,
         l2_bytes: 50.0 * MIB,
+        registers_per_sm: 256.0 * KIB,
+        l1_shared_per_sm: 256.0 * KIB,
+        tensor_memory_per_sm: 0.0,
+        shared_bytes_per_clock: 128.0,
+        boost_clock_hz: 1.98e9,
+        tensor_flops_per_clock_per_sm: 4096.0,
+        exp_per_clock_per_sm: 16.0,
+        nvlink_bandwidth: 450.0 * GB,
+        pcie_bandwidth: 64.0 * GB,
+        network_bandwidth: 400.0 * GBIT,
     },
     GpuSpec {
         key: "h200",
         name: "H200 SXM",
         bf16_flops: 989.0 * TB,
+        fp8_flops: Some(1979.0 * TB),
         f32_flops: 67.0 * TB,
         hbm_bandwidth: 4.8 * TB,
         hbm_bytes: 141.0 * GB,
         sms: 132,
         shared_per_sm: 228.0 * KIB,
         l2_bytes: 50.0 * MIB,
+        registers_per_sm: 256.0 * KIB,
+        l1_shared_per_sm: 256.0 * KIB,
+        tensor_memory_per_sm: 0.0,
+        shared_bytes_per_clock: 128.0,
+        boost_clock_hz: 1.98e9,
+        tensor_flops_per_clock_per_sm: 4096.0,
+        exp_per_clock_per_sm: 16.0,
+        nvlink_bandwidth: 450.0 * GB,
+        pcie_bandwidth: 64.0 * GB,
+        network_bandwidth: 400.0 * GBIT,
     },
     GpuSpec {
         key: "b200",
         name: "B200",
         bf16_flops: 2250.0 * TB,
+        fp8_flops: Some(4500.0 * TB),
         f32_flops: 80.0 * TB,
         hbm_bandwidth: 8.0 * TB,
         hbm_bytes: 192.0 * GB,
         sms: 148,
         shared_per_sm: 228.0 * KIB,
         l2_bytes: 126.0 * MIB,
+        registers_per_sm: 256.0 * KIB,
+        l1_shared_per_sm: 256.0 * KIB,
+        tensor_memory_per_sm: 256.0 * KIB,
+        shared_bytes_per_clock: 128.0,
+        // No NVIDIA datasheet figure; listings give 1.98 GHz boost (1.86 GHz tensor clock).
+        boost_clock_hz: 1.98e9,
+        tensor_flops_per_clock_per_sm: 8192.0,
+        exp_per_clock_per_sm: 16.0,
+        nvlink_bandwidth: 900.0 * GB,
+        pcie_bandwidth: 64.0 * GB,
+        network_bandwidth: 400.0 * GBIT,
     },
 ];
 
@@ -91,6 +167,8 @@ impl GpuSpec {
         match unit {
             crate::cost::ComputeUnit::CudaCoreF32 => self.f32_flops,
             crate::cost::ComputeUnit::TensorCore16 => self.bf16_flops,
+            // Without FP8 tensor cores, FP8 data is widened and multiplied at the 16-bit rate.
+            crate::cost::ComputeUnit::TensorCore8 => self.fp8_flops.unwrap_or(self.bf16_flops),
         }
     }
 
@@ -111,6 +189,23 @@ mod tests {
             .unwrap()
             .ridge(ComputeUnit::TensorCore16);
         assert!((ridge - 295.2).abs() < 0.1, "{ridge}");
+    }
+
+    #[test]
+    fn tensor_peaks_agree_with_per_clock_figures_within_the_boost_clock() {
+        for g in &GPUS {
+            let at_boost = g.tensor_flops_per_clock_per_sm * f64::from(g.sms) * g.boost_clock_hz;
+            assert!(g.bf16_flops <= at_boost * 1.001, "{}", g.key);
+            assert!(g.bf16_flops >= at_boost * 0.9, "{}", g.key);
+        }
+    }
+
+    #[test]
+    fn fp8_runs_at_the_16_bit_rate_without_fp8_tensor_cores() {
+        let a100 = GpuSpec::find("a100").unwrap();
+        assert_eq!(a100.peak_flops(ComputeUnit::TensorCore8), a100.bf16_flops);
+        let h100 = GpuSpec::find("h100").unwrap();
+        assert_eq!(h100.peak_flops(ComputeUnit::TensorCore8), 1979e12);
     }
 
     #[test]

@@ -21,6 +21,9 @@ extern crate std;
 pub mod cuda;
 pub mod elementwise;
 pub mod gemm;
+pub mod hierarchy;
+pub mod softmax;
+pub mod transpose;
 
 /// A GPU has nowhere to print a panic: stop the kernel with `trap`, which the driver reports to
 /// the host as an illegal-instruction error on the next synchronising call.

@@ -83,9 +83,10 @@ fn check(
             model.compulsory,
             model.reread_bytes
         );
-        let flops = match kernel.unit() {
-            host::cost::ComputeUnit::CudaCoreF32 => shape.flops(),
-            host::cost::ComputeUnit::TensorCore16 => tensor_core_executed_flops(shape),
+        let flops = if kernel.is_tensor_core() {
+            tensor_core_executed_flops(shape)
+        } else {
+            shape.flops()
         };
         prop_assert_eq!(counted.flops, flops, "{:?} {:?}", kernel, shape);
     }
@@ -168,8 +169,7 @@ proptest! {
 #[test]
 fn edge_shapes_are_exact_on_small_integers() {
     for kernel in GemmKernel::ALL {
-        let tc = kernel.unit() == host::cost::ComputeUnit::TensorCore16;
-        let shapes: &[(usize, usize, usize)] = if tc {
+        let shapes: &[(usize, usize, usize)] = if kernel.is_tensor_core() {
             // 330 / 8 rounds to 41 x 8 = 328: six tiles of K, the last one partial.
             &[(1, 8, 8), (129, 136, 72), (17, 8, 328), (257, 8, 8)]
         } else {

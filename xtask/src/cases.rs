@@ -4,10 +4,12 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use half::f16;
+use half::{bf16, f16};
 use host::cost::Cost;
 use host::ops::elementwise;
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
+use host::ops::softmax::{RowStats, SoftmaxElement, Variant as Softmax};
+use host::ops::transpose::{self as transpose_op, Variant};
 use host::reference;
 use host::runtime::Launched;
 use host::{DeviceBuffer, Runtime};
@@ -37,6 +39,9 @@ pub struct Case<'a> {
     pub kernel: &'static str,
     pub shape: String,
     pub cost: Cost,
+    /// The shape and cost at GPU scale: what modelled figures describe when the case itself runs
+    /// at the emulator's scale.
+    pub gpu: (String, Cost),
     /// Enqueues the work (one or several launches).
     pub launch: LaunchFn<'a>,
     /// Compares the output with the CPU reference: a one-line summary, or what is wrong.
@@ -52,22 +57,55 @@ pub struct CaseSpec {
 /// Every case, in the order of the lessons.
 pub fn all() -> Vec<CaseSpec> {
     vec![
-        CaseSpec {
-            kernel: "copy_words",
-            build: copy,
-        },
-        CaseSpec {
-            kernel: "vector_add_f32",
-            build: vector_add_f32,
-        },
-        CaseSpec {
-            kernel: "vector_add_f16",
-            build: vector_add_f16,
-        },
+        case("copy_words", copy),
+        case("vector_add_f32", vector_add_f32),
+        case("vector_add_f16", vector_add_f16),
+        case("copy_strided", copy_strided),
+        case("transpose_naive", |rt, s| transpose(rt, s, Variant::Naive)),
+        case("transpose_shared", |rt, s| {
+            transpose(rt, s, Variant::Shared)
+        }),
+        case("transpose_padded", |rt, s| {
+            transpose(rt, s, Variant::Padded)
+        }),
+        case("softmax_naive_f32", |rt, s| {
+            softmax::<f32>(rt, s, Softmax::Naive, false)
+        }),
+        case("softmax_online_f32", |rt, s| {
+            softmax::<f32>(rt, s, Softmax::Online, false)
+        }),
+        case("softmax_fused_f32", |rt, s| {
+            softmax::<f32>(rt, s, Softmax::Fused, false)
+        }),
+        case("softmax_naive_bf16", |rt, s| {
+            softmax::<bf16>(rt, s, Softmax::Naive, false)
+        }),
+        case("softmax_online_bf16", |rt, s| {
+            softmax::<bf16>(rt, s, Softmax::Online, false)
+        }),
+        case("softmax_fused_bf16", |rt, s| {
+            softmax::<bf16>(rt, s, Softmax::Fused, false)
+        }),
+        case("softmax_naive_bf16", |rt, s| {
+            softmax::<bf16>(rt, s, Softmax::Naive, true)
+        }),
+        case("softmax_online_bf16", |rt, s| {
+            softmax::<bf16>(rt, s, Softmax::Online, true)
+        }),
+        case("softmax_fused_bf16", |rt, s| {
+            softmax::<bf16>(rt, s, Softmax::Fused, true)
+        }),
     ]
     .into_iter()
     .chain(gemm_cases())
     .collect()
+}
+
+const fn case(
+    kernel: &'static str,
+    build: for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>,
+) -> CaseSpec {
+    CaseSpec { kernel, build }
 }
 
 fn elements(n: usize) -> String {
@@ -90,7 +128,12 @@ fn exact(what: &str, got: &[f32], want: &[f32]) -> Result<String, String> {
 fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
     // 256 Mi words = 1 GiB each way on a GPU; a word count that is not a multiple of 4 exercises
     // the kernel's scalar tail.
-    let n = scale.pick(1 << 28, (1 << 20) + 3);
+    let size = |s: Scale| s.pick(1 << 28, (1 << 20) + 3);
+    let n = size(scale);
+    let gpu = (
+        elements(size(Scale::Gpu)),
+        elementwise::copy_cost(size(Scale::Gpu)),
+    );
     let src_host: Vec<u32> = (0..n as u32)
         .map(|i| i.wrapping_mul(2_654_435_761))
         .collect();
@@ -101,6 +144,7 @@ fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
         kernel: "copy_words",
         shape: elements(n),
         cost: elementwise::copy_cost(n),
+        gpu,
         launch: Box::new({
             let dst = dst.clone();
             move |rt| elementwise::copy(rt, &src, &mut dst.borrow_mut())
@@ -117,7 +161,12 @@ fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
 }
 
 fn vector_add_f32(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
-    let n = scale.pick(1 << 26, 1 << 20);
+    let size = |s: Scale| s.pick(1 << 26, 1 << 20);
+    let n = size(scale);
+    let gpu = (
+        elements(size(Scale::Gpu)),
+        elementwise::vector_add_cost(size(Scale::Gpu), 4),
+    );
     let (a_host, b_host) = (
         reference::uniform(n, 1, -1.0, 1.0),
         reference::uniform(n, 2, -1.0, 1.0),
@@ -129,6 +178,7 @@ fn vector_add_f32(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
         kernel: "vector_add_f32",
         shape: elements(n),
         cost: elementwise::vector_add_cost(n, 4),
+        gpu,
         launch: Box::new({
             let c = c.clone();
             move |rt| elementwise::vector_add_f32(rt, &a, &b, &mut c.borrow_mut())
@@ -144,7 +194,12 @@ fn vector_add_f32(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
 }
 
 fn vector_add_f16(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
-    let n = scale.pick(1 << 27, 1 << 20);
+    let size = |s: Scale| s.pick(1 << 27, 1 << 20);
+    let n = size(scale);
+    let gpu = (
+        elements(size(Scale::Gpu)),
+        elementwise::vector_add_cost(size(Scale::Gpu), 2),
+    );
     let to_f16 = |v: Vec<f32>| v.into_iter().map(f16::from_f32).collect::<Vec<_>>();
     let (a_host, b_host) = (
         to_f16(reference::uniform(n, 3, -1.0, 1.0)),
@@ -160,6 +215,7 @@ fn vector_add_f16(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
         kernel: "vector_add_f16",
         shape: elements(n),
         cost: elementwise::vector_add_cost(n, 2),
+        gpu,
         launch: Box::new({
             let c = c.clone();
             move |rt| elementwise::vector_add_f16(rt, &a, &b, &mut c.borrow_mut())
@@ -176,6 +232,168 @@ fn vector_add_f16(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
     })
 }
 
+fn copy_strided(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
+    // Stride 8 floats = 32 bytes: every lane in its own sector, 8x the bytes of a contiguous read
+    // moved for the same bytes used. The cost model counts the bytes used; the profiler (cargo
+    // xtask inspect copy_strided) shows the sectors.
+    let (size, stride) = (|s: Scale| s.pick(1 << 24, 1 << 16), 8);
+    let n = size(scale);
+    let gpu = (
+        format!("{} at stride {stride}", elements(size(Scale::Gpu))),
+        transpose_op::strided_cost(size(Scale::Gpu)),
+    );
+    let src_host = reference::uniform(n * stride, 5, -1.0, 1.0);
+    let want: Vec<f32> = (0..n).map(|i| src_host[i * stride]).collect();
+    let src = rt.upload(&src_host)?;
+    let dst = Rc::new(RefCell::new(rt.alloc::<f32>(n)?));
+    Ok(Case {
+        kernel: "copy_strided",
+        shape: format!("{} at stride {stride}", elements(n)),
+        cost: transpose_op::strided_cost(n),
+        gpu,
+        launch: Box::new({
+            let dst = dst.clone();
+            move |rt| transpose_op::copy_strided(rt, &src, stride, &mut dst.borrow_mut())
+        }),
+        check: Box::new(move |rt| {
+            exact(
+                "copy_strided",
+                &rt.download(&dst.borrow()).map_err(|e| e.to_string())?,
+                &want,
+            )
+        }),
+    })
+}
+
+fn transpose(rt: &Runtime, scale: Scale, variant: Variant) -> host::Result<Case<'_>> {
+    // Not multiples of the 32-wide tile on the emulator, so the edge tiles are exercised.
+    let size = |s: Scale| match s {
+        Scale::Gpu => (8192, 8192),
+        Scale::Emulator => (200, 300),
+    };
+    let (rows, cols) = size(scale);
+    let (gr, gc) = size(Scale::Gpu);
+    let gpu = (
+        format!("{gr} x {gc} f32"),
+        transpose_op::transpose_cost(gr, gc),
+    );
+    let input = reference::uniform(rows * cols, 6, -1.0, 1.0);
+    let want = reference::transpose(&input, rows, cols);
+    let d_in = rt.upload(&input)?;
+    let out = Rc::new(RefCell::new(rt.alloc::<f32>(rows * cols)?));
+    Ok(Case {
+        kernel: variant.kernel(),
+        shape: format!("{rows} x {cols} f32"),
+        cost: transpose_op::transpose_cost(rows, cols),
+        gpu,
+        launch: Box::new({
+            let out = out.clone();
+            move |rt| transpose_op::transpose(rt, variant, &d_in, rows, cols, &mut out.borrow_mut())
+        }),
+        check: Box::new(move |rt| {
+            exact(
+                variant.kernel(),
+                &rt.download(&out.borrow()).map_err(|e| e.to_string())?,
+                &want,
+            )
+        }),
+    })
+}
+
+/// An element type softmax runs on, with its reference and its tolerance.
+trait SoftmaxCase: SoftmaxElement {
+    const NAME: &'static str;
+    fn from_f32(v: f32) -> Self;
+    fn to_f32(self) -> f32;
+    fn reference(x: &[Self], cols: usize) -> Vec<Self>;
+    /// Largest accepted |kernel - reference| for probabilities in [0, 1]: f32 keeps ~2e-5
+    /// relative through `exp` and the sum (tests/tests/softmax.rs derives it); bf16 one ulp at 1.
+    const TOLERANCE: f32;
+}
+
+impl SoftmaxCase for f32 {
+    const NAME: &'static str = "f32";
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn reference(x: &[Self], cols: usize) -> Vec<Self> {
+        reference::softmax_f32(x, cols)
+    }
+    const TOLERANCE: f32 = 3e-5;
+}
+
+impl SoftmaxCase for bf16 {
+    const NAME: &'static str = "bf16";
+    fn from_f32(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    fn reference(x: &[Self], cols: usize) -> Vec<Self> {
+        reference::softmax_bf16(x, cols)
+    }
+    const TOLERANCE: f32 = 1.0 / 128.0;
+}
+
+fn softmax<T: SoftmaxCase>(
+    rt: &Runtime,
+    scale: Scale,
+    variant: Softmax,
+    tall: bool,
+) -> host::Result<Case<'_>> {
+    // The shapes on a GPU: 8192 x 8192 and (tall) 32768 x 4096. On the emulator, columns
+    // that are no multiple of the block, and (tall) rows longer than the fused kernel keeps on chip.
+    let size = |s: Scale| match (s, tall) {
+        (Scale::Gpu, false) => (8192, 8192),
+        (Scale::Gpu, true) => (32768, 4096),
+        (Scale::Emulator, false) => (64, 1000),
+        (Scale::Emulator, true) => (4, 9000),
+    };
+    let (rows, cols) = size(scale);
+    let (gr, gc) = size(Scale::Gpu);
+    let gpu = (
+        format!("{gr} x {gc} {}", T::NAME),
+        variant.cost(gr, gc, size_of::<T>()),
+    );
+    let x: Vec<T> = reference::uniform(rows * cols, 7, -8.0, 8.0)
+        .into_iter()
+        .map(T::from_f32)
+        .collect();
+    let want: Vec<f32> = T::reference(&x, cols).into_iter().map(T::to_f32).collect();
+    let dx = rt.upload(&x)?;
+    let y = Rc::new(RefCell::new(rt.alloc::<T>(rows * cols)?));
+    let mut stats = RowStats::new(rt, rows)?;
+    let kernel = format!("softmax_{}_{}", variant.name(), T::NAME);
+    Ok(Case {
+        kernel: Box::leak(kernel.into_boxed_str()),
+        shape: format!("{rows} x {cols} {}", T::NAME),
+        cost: variant.cost(rows, cols, size_of::<T>()),
+        gpu,
+        launch: Box::new({
+            let y = y.clone();
+            move |rt| variant.run(rt, &dx, &mut y.borrow_mut(), &mut stats, rows, cols)
+        }),
+        check: Box::new(move |rt| {
+            let got: Vec<f32> = rt
+                .download(&y.borrow())
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(T::to_f32)
+                .collect();
+            let diff = reference::max_abs_diff(&got, &want);
+            if diff <= T::TOLERANCE {
+                Ok(format!("max |error| {diff:.1e} <= {:.0e}", T::TOLERANCE))
+            } else {
+                Err(format!("max |error| {diff:e} > {:e}", T::TOLERANCE))
+            }
+        }),
+    })
+}
+
 /// The GEMM sweep, square sizes M = N = K: on a GPU up to 4096^3 (the benchmark size), on
 /// the emulator up to 128^3 so that the whole run stays in seconds.
 const GEMM_SIZES: [(usize, usize); 3] = [(1024, 32), (2048, 64), (4096, 128)];
@@ -186,11 +404,11 @@ fn gemm_cases() -> Vec<CaseSpec> {
     macro_rules! at_size {
         ($size:literal) => {
             [
-                gemm_spec(0, gemm_case::<0, $size>),
-                gemm_spec(1, gemm_case::<1, $size>),
-                gemm_spec(2, gemm_case::<2, $size>),
-                gemm_spec(3, gemm_case::<3, $size>),
-                gemm_spec(4, gemm_case::<4, $size>),
+                case(GemmKernel::ALL[0].name(), gemm_case::<0, $size>),
+                case(GemmKernel::ALL[1].name(), gemm_case::<1, $size>),
+                case(GemmKernel::ALL[2].name(), gemm_case::<2, $size>),
+                case(GemmKernel::ALL[3].name(), gemm_case::<3, $size>),
+                case(GemmKernel::ALL[4].name(), gemm_case::<4, $size>),
             ]
         };
     }
@@ -199,16 +417,6 @@ fn gemm_cases() -> Vec<CaseSpec> {
         .into_iter()
         .flatten()
         .collect()
-}
-
-fn gemm_spec(
-    kernel: usize,
-    build: for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>,
-) -> CaseSpec {
-    CaseSpec {
-        kernel: GemmKernel::ALL[kernel].name(),
-        build,
-    }
 }
 
 /// Rows of C checked against the CPU reference: all of them on the emulator; on a GPU, 16 spread
@@ -223,25 +431,32 @@ fn gemm_check_rows(m: usize, scale: Scale) -> Vec<usize> {
 
 /// Step `KERNEL` of the GEMM sequence at size `SIZE` of the sweep, `C = A B`.
 ///
-/// The cost the figures are read against differs by backend, and the shape says which. On a GPU
-/// it is the compulsory traffic (A, B read once, C written), the true roofline: L2 serves many
-/// of the tiles' re-reads. On the emulator the figure is modelled, and modelled with every byte
-/// the kernel requests (the compulsory traffic plus the re-reads its tiling causes, which the
-/// emulator counts exactly): the roofline of a GPU without L2 reuse, where each step's larger
-/// tile shows as a higher intensity.
+/// Two costs, from `GemmKernel::cost`. Every byte the kernel requests (the compulsory traffic
+/// plus the re-reads its tiling causes) is what the emulator counts, so it is the cost checked
+/// at the emulator's size; it is also what the modelled figure at the GPU size uses, labelled
+/// "no L2": the roofline of a GPU without L2 reuse, where each step's larger tile shows as a
+/// higher intensity. A GPU measurement is read against the compulsory traffic (A, B read once, C
+/// written), the true roofline, since L2 serves many of the re-reads (docs/gemm.md).
 fn gemm_case<const KERNEL: usize, const SIZE: usize>(
     rt: &Runtime,
     scale: Scale,
 ) -> host::Result<Case<'_>> {
     let kernel = GemmKernel::ALL[KERNEL];
-    let (gpu, emulator) = GEMM_SIZES[SIZE];
-    let s = scale.pick(gpu, emulator);
+    let size = |s: Scale| s.pick(GEMM_SIZES[SIZE].0, GEMM_SIZES[SIZE].1);
+    let s = size(scale);
     let shape = GemmShape::new(s, s, s);
     let model = kernel.cost(shape, Epilogue::Overwrite);
-    let (cost, label) = match scale {
-        Scale::Gpu => (model.compulsory, format!("{s}^3")),
-        Scale::Emulator => (model.requested(), format!("{s}^3, no L2 reuse")),
+    let cost = match scale {
+        Scale::Gpu => model.compulsory,
+        Scale::Emulator => model.requested(),
     };
+    let g = size(Scale::Gpu);
+    let gpu = (
+        format!("{g}^3 (no L2)"),
+        kernel
+            .cost(GemmShape::new(g, g, g), Epilogue::Overwrite)
+            .requested(),
+    );
     let input = |seed| -> Vec<f32> {
         reference::uniform(s * s, seed, -1.0, 1.0)
             .into_iter()
@@ -255,19 +470,14 @@ fn gemm_case<const KERNEL: usize, const SIZE: usize>(
     let c = Rc::new(RefCell::new(rt.alloc::<f32>(s * s)?));
     Ok(Case {
         kernel: kernel.name(),
-        shape: label,
+        shape: format!("{s}^3"),
         cost,
+        gpu,
         launch: Box::new({
             let c = c.clone();
             move |rt| {
-                gemm::gemm(
-                    rt,
-                    kernel,
-                    &operands,
-                    &mut c.borrow_mut(),
-                    shape,
-                    Epilogue::Overwrite,
-                )
+                let mut c = c.borrow_mut();
+                gemm::gemm(rt, kernel, &operands, &mut c, shape, Epilogue::Overwrite)
             }
         }),
         check: Box::new(move |rt| {

@@ -3,11 +3,22 @@
 //! - `run`: every kernel at realistic sizes, checked against its CPU reference, timed on a GPU
 //!   or modelled on the CPU emulator, read against the roofline.
 //! - `ptxas`: assembles the kernels' PTX with NVIDIA's ptxas and reports registers and spills.
+//! - `hierarchy`: each level of the memory pyramid measured, beside the vendor figures.
+//! - `roofline`: the roofline calculator.
+//! - `trace-softmax`: the online-softmax recurrence, one score at a time.
+//! - `inspect`: the emulator as a profiler, per source line of a kernel.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
+//! - `device-bundle`: the one folder a short GPU window needs.
 
+mod bundle;
 mod cases;
+mod hierarchy;
+mod inspect;
+mod plot;
 mod ptxas;
+mod roofline;
 mod run;
+mod trace_softmax;
 
 use std::process::ExitCode;
 
@@ -26,8 +37,19 @@ enum Command {
     Run(run::RunArgs),
     /// Assemble every kernel with ptxas for sm_90; fail on an assembly error or any spill.
     Ptxas(ptxas::PtxasArgs),
+    /// Measure each level of the memory pyramid on this GPU, beside the vendor figures.
+    Hierarchy(hierarchy::HierarchyArgs),
+    /// The roofline calculator: FLOPs, HBM bytes, intensity and bound of any operation on any GPU.
+    Roofline(roofline::RooflineArgs),
+    /// Print the online-softmax recurrence step by step for given scores and values.
+    TraceSoftmax(trace_softmax::TraceSoftmaxArgs),
+    /// Profile one kernel on the emulator: coalescing, bank conflicts and traffic per source line.
+    Inspect(inspect::InspectArgs),
     /// Measure the emulator's own speed (wall time on this machine's CPUs).
     EmuSpeed,
+    /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
+    /// it here in CPU mode.
+    DeviceBundle(bundle::BundleArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,7 +57,12 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Run(args) => run::run(args),
         Command::Ptxas(args) => ptxas::run(args),
+        Command::Hierarchy(args) => hierarchy::run(args),
+        Command::Roofline(args) => roofline::run(args),
+        Command::TraceSoftmax(args) => trace_softmax::run(args),
+        Command::Inspect(args) => inspect::run(args),
         Command::EmuSpeed => run::emu_speed(),
+        Command::DeviceBundle(args) => bundle::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -55,18 +55,25 @@ pub struct KernelReport {
     pub spill_loads: u32,
 }
 
-pub fn run(args: &PtxasArgs) -> Result<(), String> {
-    let arch = Arch::ALL
-        .into_iter()
-        .find(|a| a.name() == args.arch)
-        .expect("clap checked the value");
-    let dir = target_dir().join("ptxas");
+/// Where ptxas, nvdisasm and their inputs and outputs live.
+fn tools_dir() -> PathBuf {
+    target_dir().join("ptxas")
+}
+
+/// The machine code ptxas writes for one PTX build.
+fn cubin_path(arch: Arch) -> PathBuf {
+    tools_dir().join(format!("kernels-{}.cubin", arch.name()))
+}
+
+/// ptxas's report on every kernel of one PTX build (fetching ptxas on first use).
+pub fn reports(arch: Arch) -> Result<Vec<KernelReport>, String> {
+    let dir = tools_dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let ptxas = fetch_tool(&dir, &PTXAS)?;
     let ptx_path = dir.join(format!("kernels-{}.ptx", arch.name()));
     std::fs::write(&ptx_path, arch.ptx())
         .map_err(|e| format!("cannot write {}: {e}", ptx_path.display()))?;
-    let cubin = dir.join(format!("kernels-{}.cubin", arch.name()));
+    let cubin = cubin_path(arch);
     let out = Command::new(&ptxas)
         .arg(format!("-arch={}", arch.name()))
         .arg("-v")
@@ -79,14 +86,17 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
     if !out.status.success() {
         return Err(format!("ptxas failed on {}:\n{log}", ptx_path.display()));
     }
-    let reports = parse_report(&log);
+    Ok(parse_report(&log))
+}
+
+pub fn run(args: &PtxasArgs) -> Result<(), String> {
+    let arch = Arch::ALL
+        .into_iter()
+        .find(|a| a.name() == args.arch)
+        .expect("clap checked the value");
+    let reports = reports(arch)?;
     let expected = host::ptx::entry_points(arch.ptx());
-    println!(
-        "ptxas -arch={} on {} kernels ({})",
-        arch.name(),
-        reports.len(),
-        ptx_path.display()
-    );
+    println!("ptxas -arch={} on {} kernels", arch.name(), reports.len());
     println!(
         "{:<34} {:>5} {:>10} {:>7} {:>12} {:>11}",
         "kernel", "regs", "smem (B)", "stack", "spill st (B)", "spill ld (B)"
@@ -115,7 +125,7 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
         ));
     }
     println!("all {} kernels assembled, 0 spills", reports.len());
-    check_tensor_core_sass(&dir, &cubin)
+    check_tensor_core_sass(&tools_dir(), &cubin_path(arch))
 }
 
 /// Disassembles `cubin` and checks that every kernel of [`TENSOR_CORE_KERNELS`] uses the tensor
@@ -165,6 +175,13 @@ pub fn function_sass<'s>(sass: &'s str, name: &str) -> Option<&'s str> {
     let rest = &sass[start..];
     let end = rest.find(".section").unwrap_or(rest.len());
     Some(&rest[..end])
+}
+
+/// Where reports go: `$XTASK_OUT` (set by the device bundle), else `target/xtask/`.
+pub fn report_dir() -> PathBuf {
+    std::env::var_os("XTASK_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("xtask"))
 }
 
 /// The workspace's `target/` directory.

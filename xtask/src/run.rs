@@ -11,7 +11,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::cases::{self, Scale};
-use crate::ptxas::target_dir;
+use crate::plot;
+use crate::ptxas::report_dir;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -22,6 +23,10 @@ pub struct RunArgs {
     /// Run only the kernels whose name contains this.
     #[arg(long)]
     only: Option<String>,
+    /// Problem sizes: `full` (hundreds of MB, the default on a GPU) or `small` (the emulator's
+    /// default; on a GPU, a quick correctness pass).
+    #[arg(long, value_parser = ["full", "small"])]
+    scale: Option<String>,
     /// Where to write the JSON report (default: target/xtask/run.json).
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -57,14 +62,16 @@ struct Report<'a> {
 pub fn run(args: &RunArgs) -> Result<(), String> {
     let rt = Runtime::from_env().map_err(|e| e.to_string())?;
     let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
-    let scale = if rt.is_gpu() {
-        Scale::Gpu
-    } else {
-        Scale::Emulator
+    let scale = match (args.scale.as_deref(), rt.is_gpu()) {
+        (Some("small"), _) | (None, false) => Scale::Emulator,
+        _ => Scale::Gpu,
     };
+    if scale == Scale::Gpu && !rt.is_gpu() {
+        return Err("--scale full needs a GPU: the emulator runs the small sizes".into());
+    }
     match rt.backend() {
         Backend::Emulator(_) => println!(
-            "No GPU: {}. Running on the CPU emulator at small sizes; time, GB/s, TFLOP/s and % of roofline are MODELLED for {} (the kernel at its roofline bound).",
+            "No GPU: {}. Running every kernel on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
             no_gpu_reason(),
             spec.name
         ),
@@ -105,7 +112,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let path = args
         .json
         .clone()
-        .unwrap_or_else(|| target_dir().join("xtask").join("run.json"));
+        .unwrap_or_else(|| report_dir().join("run.json"));
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -113,6 +120,31 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let json = serde_json::to_string_pretty(&report).expect("report serialises");
     std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     println!("JSON report: {}", path.display());
+    let svg = path.with_file_name("roofline.svg");
+    let points: Vec<_> = report
+        .rows
+        .iter()
+        .map(|r| plot::RooflinePoint {
+            label: r.kernel.to_string(),
+            intensity: r.roofline.intensity,
+            flops_per_second: r.roofline.flops_per_second,
+            unit: r.cost.unit,
+            measured: r.measured,
+        })
+        .collect();
+    let how = if rt.is_gpu() {
+        format!("measured on {}", rt.device_name())
+    } else {
+        "MODELLED at the roofline bound (no GPU)".to_string()
+    };
+    plot::roofline(
+        &svg,
+        spec,
+        &points,
+        &format!("{} roofline, kernels {how}", spec.name),
+    )?;
+    println!("roofline chart: {}", svg.display());
+    println!("how each kernel's bytes move, per source line: cargo xtask inspect <kernel>");
     let failed: Vec<_> = report
         .rows
         .iter()
@@ -166,7 +198,7 @@ fn run_case(
         let start = Instant::now();
         let counters = (case.launch)(rt).map_err(|e| e.to_string())?;
         let seconds = start.elapsed().as_secs_f64();
-        let mut check = (case.check)(rt);
+        let mut check = (case.check)(rt).map(|s| format!("at {}: {s}", case.shape));
         if let (Some(c), Ok(summary)) = (&counters, &check) {
             let (read, written) = (c.global_read_bytes, c.global_write_bytes);
             check = if (read, written) == (case.cost.bytes_read, case.cost.bytes_written) {
@@ -180,11 +212,11 @@ fn run_case(
         }
         Row {
             kernel: case.kernel,
-            shape: case.shape.clone(),
+            shape: case.gpu.0.clone(),
             measured: false,
             timing: None,
-            roofline: Roofline::modelled(&case.cost, spec),
-            cost: case.cost,
+            roofline: Roofline::modelled(&case.gpu.1, spec),
+            cost: case.gpu.1,
             counters,
             emulator_seconds: Some(seconds),
             check,

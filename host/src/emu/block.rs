@@ -10,6 +10,7 @@ use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position};
 
 use super::async_copy::{self, AsyncCopies};
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+use super::profile::BlockProfile;
 use super::shared::{SharedArena, UninitRead};
 use super::{LaunchCounters, Region, warp};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
@@ -29,7 +30,12 @@ pub(super) struct Launch<'k> {
     pub regions: Vec<Region>,
     pub limits: DeviceLimits,
     pub kernel: &'k (dyn Fn() + Sync),
+    /// Group accesses into warp-wide requests per site (the profiler).
+    pub profile: bool,
 }
+
+/// A finished block: its counters, and its profile when profiling.
+pub(super) type BlockResult = (LaunchCounters, Option<BlockProfile>);
 
 thread_local! {
     /// Coroutine stacks, reused block after block on this OS thread.
@@ -73,10 +79,11 @@ pub(super) struct Block<'a> {
     pub arena: RefCell<Box<SharedArena>>,
     pub async_copies: RefCell<AsyncCopies>,
     pub counters: RefCell<LaunchCounters>,
+    profile: Option<RefCell<BlockProfile>>,
 }
 
 /// Runs every thread of `block` to completion, or to the first bug.
-pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<LaunchCounters, Box<EmuError>> {
+pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box<EmuError>> {
     let threads = launch.cfg.block.volume() as usize;
     let mut arena = ARENA.with(|a| a.borrow_mut().take()).unwrap_or_default();
     arena.begin_block(launch.cfg.shared_mem_bytes as usize);
@@ -92,6 +99,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<LaunchCounters, 
         arena: RefCell::new(arena),
         async_copies: RefCell::new(AsyncCopies::new(threads)),
         counters: RefCell::new(LaunchCounters::default()),
+        profile: launch.profile.then(RefCell::default),
     };
     let outcome = STACKS.with(|stacks| {
         let mut stacks = stacks.borrow_mut();
@@ -122,16 +130,21 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<LaunchCounters, 
         outcome
     });
     let Block {
-        arena, counters, ..
+        arena,
+        counters,
+        profile,
+        ..
     } = blk;
     ARENA.with(|a| *a.borrow_mut() = Some(arena.into_inner()));
-    outcome.map(|()| counters.into_inner()).map_err(|kind| {
-        Box::new(EmuError {
-            kernel: launch.name,
-            block,
-            kind,
+    outcome
+        .map(|()| (counters.into_inner(), profile.map(RefCell::into_inner)))
+        .map_err(|kind| {
+            Box::new(EmuError {
+                kernel: launch.name,
+                block,
+                kind,
+            })
         })
-    })
 }
 
 impl Block<'_> {
@@ -325,16 +338,10 @@ impl Block<'_> {
                 })?;
         async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
         self.shared_race_check(t, offset, bytes, access, site)?;
-        let mut c = self.counters.borrow_mut();
-        match access {
-            Access::Read => c.shared_read_bytes += bytes as u64,
-            Access::Write => c.shared_write_bytes += bytes as u64,
-        }
+        self.count(MemorySpace::Shared, access, site, t, addr, bytes);
         Ok(())
     }
-}
 
-impl Block<'_> {
     /// Records thread `t`'s access to `bytes` bytes at arena `offset` in the race shadow, or
     /// reports the earlier access by another thread in this barrier interval that it races with.
     pub(super) fn shared_race_check(
@@ -382,12 +389,31 @@ impl Block<'_> {
                 bytes,
             });
         }
-        let mut c = self.counters.borrow_mut();
-        match access {
-            Access::Read => c.global_read_bytes += bytes as u64,
-            Access::Write => c.global_write_bytes += bytes as u64,
-        }
+        self.count(MemorySpace::Global, access, site, t, addr, bytes);
         Ok(())
+    }
+
+    /// Adds an access to the counters, and to the profile when profiling.
+    fn count(
+        &self,
+        space: MemorySpace,
+        access: Access,
+        site: &'static Location<'static>,
+        t: usize,
+        addr: usize,
+        bytes: usize,
+    ) {
+        let mut c = self.counters.borrow_mut();
+        let counter = match (space, access) {
+            (MemorySpace::Global, Access::Read) => &mut c.global_read_bytes,
+            (MemorySpace::Global, Access::Write) => &mut c.global_write_bytes,
+            (MemorySpace::Shared, Access::Read) => &mut c.shared_read_bytes,
+            (MemorySpace::Shared, Access::Write) => &mut c.shared_write_bytes,
+        };
+        *counter += bytes as u64;
+        if let Some(p) = &self.profile {
+            p.borrow_mut().record(space, access, site, t, addr, bytes);
+        }
     }
 }
 

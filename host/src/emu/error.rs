@@ -6,7 +6,7 @@ use kernels::cuda::emu::Access;
 use crate::launch::Dim3;
 
 /// Which memory an access went to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemorySpace {
     /// Global memory (HBM).
     Global,

@@ -23,15 +23,18 @@
 mod async_copy;
 mod block;
 mod error;
+mod profile;
 mod shared;
 mod warp;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
 pub use error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+pub use profile::{Profile, SiteStats};
 
 use crate::error::{Error, Result};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
@@ -57,7 +60,8 @@ pub struct LaunchCounters {
 }
 
 impl LaunchCounters {
-    fn add(&mut self, other: &Self) {
+    /// Adds `other`'s counts to these (a launch's blocks, or the launches of one operation).
+    pub(crate) fn add(&mut self, other: &Self) {
         self.global_read_bytes += other.global_read_bytes;
         self.global_write_bytes += other.global_write_bytes;
         self.shared_read_bytes += other.shared_read_bytes;
@@ -79,6 +83,8 @@ struct Region {
 pub struct Emulator {
     limits: DeviceLimits,
     regions: Mutex<BTreeMap<usize, Region>>,
+    profiling: AtomicBool,
+    profile: Mutex<Profile>,
 }
 
 impl Default for Emulator {
@@ -93,7 +99,20 @@ impl Emulator {
         Self {
             limits: DeviceLimits::SM90,
             regions: Mutex::new(BTreeMap::new()),
+            profiling: AtomicBool::new(false),
+            profile: Mutex::new(Profile::default()),
         }
+    }
+
+    /// Turns the profiler on or off for the following launches. With it on, every access is
+    /// grouped into warp-wide requests per source line (slower: see the README for how much).
+    pub fn set_profiling(&self, on: bool) {
+        self.profiling.store(on, Ordering::Relaxed);
+    }
+
+    /// The profile gathered since the last call, per kernel and access site.
+    pub fn take_profile(&self) -> Profile {
+        std::mem::take(&mut *self.profile.lock().unwrap())
     }
 
     /// The limits launches are checked against.
@@ -135,10 +154,11 @@ impl Emulator {
             regions,
             limits: self.limits,
             kernel: &kernel,
+            profile: self.profiling.load(Ordering::Relaxed),
         };
         let grid = cfg.grid;
         let blocks = grid.volume();
-        let results: Vec<std::result::Result<LaunchCounters, Box<EmuError>>> = (0..blocks)
+        let results: Vec<std::result::Result<block::BlockResult, Box<EmuError>>> = (0..blocks)
             .into_par_iter()
             .map(|b| {
                 let block = Dim3 {
@@ -150,8 +170,18 @@ impl Emulator {
             })
             .collect();
         let mut total = LaunchCounters::default();
+        let (mut stats, mut sites) = (HashMap::new(), HashMap::new());
         for r in results {
-            total.add(&r.map_err(Error::Emulator)?);
+            let (counters, profile) = r.map_err(Error::Emulator)?;
+            total.add(&counters);
+            if let Some(p) = profile {
+                p.fold_into(&mut stats, &mut sites);
+            }
+        }
+        if launch.profile {
+            let mut all = self.profile.lock().unwrap();
+            let entry = all.kernels.entry(name.to_string()).or_default();
+            profile::merge(entry, profile::finish(stats, &sites));
         }
         Ok(total)
     }

@@ -169,17 +169,24 @@ impl GemmKernel {
     ///   tensor cores", 2021), at most doubling each rounding's error: hence twice the f32 bound.
     pub fn error_bound(self, k: usize) -> f64 {
         let gamma = 1.01 * (k + 1) as f64 * f64::from(f32::EPSILON) / 2.0;
-        match self.unit() {
-            ComputeUnit::CudaCoreF32 => gamma,
-            ComputeUnit::TensorCore16 => 2.0 * gamma,
+        if self.is_tensor_core() {
+            2.0 * gamma
+        } else {
+            gamma
         }
+    }
+
+    /// Step 4: bf16/f16 inputs on the tensor cores.
+    pub fn is_tensor_core(self) -> bool {
+        matches!(self, GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16)
     }
 
     /// Where the FLOPs run.
     pub fn unit(self) -> ComputeUnit {
-        match self {
-            GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => ComputeUnit::TensorCore16,
-            _ => ComputeUnit::CudaCoreF32,
+        if self.is_tensor_core() {
+            ComputeUnit::TensorCore16
+        } else {
+            ComputeUnit::CudaCoreF32
         }
     }
 
@@ -294,7 +301,7 @@ impl GemmKernel {
                 "{name}: M, N, K = {m}, {n}, {k}; each must be below 2^31"
             )));
         }
-        if matches!(self, GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16) {
+        if self.is_tensor_core() {
             let multiple = TC_ROW_MULTIPLE as usize;
             if !k.is_multiple_of(multiple) || !n.is_multiple_of(multiple) {
                 return Err(Error::Shape(format!(

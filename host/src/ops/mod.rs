@@ -3,6 +3,9 @@
 
 pub mod elementwise;
 pub mod gemm;
+pub mod hierarchy;
+pub mod softmax;
+pub mod transpose;
 
 use crate::error::{Error, Result};
 

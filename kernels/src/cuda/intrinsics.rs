@@ -55,6 +55,24 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
+/// `clock64()`: the SM's cycle counter (`%clock64`), for timing a stretch of one thread's code.
+///
+/// The emulator has no cycles to count: it returns 0 there, so durations read as 0.
+#[inline(always)]
+pub fn clock64() -> u64 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let c: u64;
+        // SAFETY: reads a special register. `volatile` (the default) keeps it in program order.
+        unsafe { core::arch::asm!("mov.u64 {c}, %clock64;", c = out(reg64) c) };
+        c
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        0
+    }
+}
+
 /// Tells the emulator's counters that this thread just did `n` floating-point operations.
 ///
 /// Compiles to nothing on the GPU. Kernels mark their arithmetic with it so that the counted
@@ -105,5 +123,7 @@ half_type!(
     /// IEEE half precision on the GPU, converted with `cvt` (the host uses `half::f16`).
     F16, "cvt.f32.f16 {y}, {x};", "cvt.rn.f16.f32 {y}, {x};");
 half_type!(
-    /// bfloat16 on the GPU, converted with `cvt` (the host uses `half::bf16`).
-    Bf16, "cvt.f32.bf16 {y}, {x};", "cvt.rn.bf16.f32 {y}, {x};");
+    /// bfloat16 on the GPU (the host uses `half::bf16`). Widening is a shift, not `cvt`:
+    /// bf16 is the top half of an f32, and `cvt.f32.bf16` needs sm_90 while the PTX is also
+    /// built for sm_80. Narrowing is `cvt.rn.bf16.f32` (sm_80).
+    Bf16, "{{ .reg .b32 t; cvt.u32.u16 t, {x}; shl.b32 {y}, t, 16; }}", "cvt.rn.bf16.f32 {y}, {x};");

@@ -1,0 +1,253 @@
+//! The emulator as a profiler: every lane's every access is seen, so how a warp's accesses
+//! coalesce into 32-byte sectors (global memory) and spread over the 32 banks (shared memory) can
+//! be reported exactly, per source line, on any machine.
+//!
+//! A *request* is one warp-wide execution of one access site: lane `l`'s `k`-th access at a site
+//! is grouped with every other lane's `k`-th access at the same site in the same warp, which is
+//! what the hardware sees when the warp executes that instruction the `k`-th time.
+
+use std::collections::{BTreeMap, HashMap};
+use std::panic::Location;
+
+use kernels::cuda::emu::Access;
+use serde::Serialize;
+
+use super::error::MemorySpace;
+
+/// Bytes in one global-memory sector, the unit DRAM and L2 move.
+pub const SECTOR_BYTES: usize = 32;
+/// Shared-memory banks, each 4 bytes wide.
+pub const BANKS: usize = 32;
+
+/// What one site did over a launch (or several).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SiteStats {
+    /// `file:line:column` of the access in the kernel source.
+    pub site: String,
+    /// Global or shared.
+    pub space: String,
+    /// Load or store.
+    pub access: String,
+    /// Warp-wide requests.
+    pub requests: u64,
+    /// Bytes the lanes asked for.
+    pub bytes: u64,
+    /// Global: 32-byte sectors touched, summed over requests.
+    pub sectors: u64,
+    /// Global: the fewest sectors that could hold the bytes each request asked for.
+    pub ideal_sectors: u64,
+    /// Shared: wavefronts (bank-conflict serialisation steps), summed over requests.
+    pub wavefronts: u64,
+    /// Shared: wavefronts without any conflict (one per phase).
+    pub ideal_wavefronts: u64,
+}
+
+impl SiteStats {
+    /// Global: sectors per request (4 for 32 lanes reading consecutive f32, up to 32 scattered).
+    pub fn sectors_per_request(&self) -> f64 {
+        self.sectors as f64 / self.requests.max(1) as f64
+    }
+
+    /// Shared: the bank-conflict degree (1 = conflict-free, up to 32).
+    pub fn conflict_degree(&self) -> f64 {
+        self.wavefronts as f64 / self.ideal_wavefronts.max(1) as f64
+    }
+}
+
+/// A launch's (or several launches') profile: per kernel, per site.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Profile {
+    /// Kernel name to its sites, in source order.
+    pub kernels: BTreeMap<String, Vec<SiteStats>>,
+}
+
+type SiteKey = (usize, MemorySpace, Access);
+
+/// What one block saw, before it is folded into per-site statistics.
+#[derive(Default)]
+pub(super) struct BlockProfile {
+    /// (site, thread) to how many accesses that thread made there so far.
+    seen: HashMap<(SiteKey, usize), u32>,
+    /// (site, warp, occurrence) to the lanes' (address, bytes).
+    requests: HashMap<(SiteKey, usize, u32), Vec<(usize, usize)>>,
+    sites: HashMap<usize, &'static Location<'static>>,
+}
+
+impl BlockProfile {
+    pub(super) fn record(
+        &mut self,
+        space: MemorySpace,
+        access: Access,
+        site: &'static Location<'static>,
+        thread: usize,
+        addr: usize,
+        bytes: usize,
+    ) {
+        let key = (site as *const Location as usize, space, access);
+        self.sites.insert(key.0, site);
+        let k = self.seen.entry((key, thread)).or_default();
+        let occurrence = *k;
+        *k += 1;
+        self.requests
+            .entry((key, thread / 32, occurrence))
+            .or_default()
+            .push((addr, bytes));
+    }
+
+    /// Folds this block's requests into `stats`, keyed by site.
+    pub(super) fn fold_into(
+        self,
+        stats: &mut HashMap<SiteKey, SiteStats>,
+        sites: &mut HashMap<usize, &'static Location<'static>>,
+    ) {
+        sites.extend(self.sites);
+        for ((key, _, _), lanes) in self.requests {
+            let s = stats.entry(key).or_default();
+            s.requests += 1;
+            s.bytes += lanes.iter().map(|l| l.1 as u64).sum::<u64>();
+            match key.1 {
+                MemorySpace::Global => {
+                    let (touched, ideal) = sectors(&lanes);
+                    s.sectors += touched;
+                    s.ideal_sectors += ideal;
+                }
+                MemorySpace::Shared => {
+                    let (waves, ideal) = wavefronts(&lanes);
+                    s.wavefronts += waves;
+                    s.ideal_wavefronts += ideal;
+                }
+            }
+        }
+    }
+}
+
+/// Finishes per-site statistics, sorted by source position.
+pub(super) fn finish(
+    stats: HashMap<SiteKey, SiteStats>,
+    sites: &HashMap<usize, &'static Location<'static>>,
+) -> Vec<SiteStats> {
+    let mut out: Vec<(&'static Location<'static>, SiteStats)> = stats
+        .into_iter()
+        .map(|((site, space, access), mut s)| {
+            let loc = sites[&site];
+            s.site = loc.to_string();
+            s.space = format!("{space:?}").to_lowercase();
+            s.access = format!("{access:?}").to_lowercase();
+            (loc, s)
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (a.0.file(), a.0.line(), a.0.column(), &a.1.access).cmp(&(
+            b.0.file(),
+            b.0.line(),
+            b.0.column(),
+            &b.1.access,
+        ))
+    });
+    out.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Sectors one request touches, and the fewest that could hold its distinct bytes.
+pub fn sectors(lanes: &[(usize, usize)]) -> (u64, u64) {
+    let mut touched: Vec<usize> = lanes
+        .iter()
+        .flat_map(|&(a, b)| (a / SECTOR_BYTES)..(a + b).div_ceil(SECTOR_BYTES))
+        .collect();
+    touched.sort_unstable();
+    touched.dedup();
+    let mut bytes: Vec<usize> = lanes.iter().flat_map(|&(a, b)| a..a + b).collect();
+    bytes.sort_unstable();
+    bytes.dedup();
+    (
+        touched.len() as u64,
+        bytes.len().div_ceil(SECTOR_BYTES) as u64,
+    )
+}
+
+/// Wavefronts one shared-memory request needs, and the conflict-free number.
+///
+/// Accesses of 8 or 16 bytes per lane are served in 2 or 4 phases (half- or quarter-warps), each
+/// moving at most 128 bytes. Within a phase, lanes touching *different* 4-byte words in the same
+/// bank are serialised; lanes reading the same word share it (broadcast).
+pub fn wavefronts(lanes: &[(usize, usize)]) -> (u64, u64) {
+    let width = lanes.iter().map(|l| l.1).max().unwrap_or(4).max(4);
+    let phases = (width / 4).min(4);
+    let per_phase = 32 / phases;
+    let mut total = 0;
+    for phase in lanes.chunks(per_phase) {
+        let mut words_in_bank: Vec<Vec<usize>> = vec![Vec::new(); BANKS];
+        for &(addr, bytes) in phase {
+            for word in (addr / 4)..(addr + bytes).div_ceil(4) {
+                let bank = &mut words_in_bank[word % BANKS];
+                if !bank.contains(&word) {
+                    bank.push(word);
+                }
+            }
+        }
+        total += words_in_bank.iter().map(Vec::len).max().unwrap_or(0).max(1) as u64;
+    }
+    let ideal = lanes.len().div_ceil(per_phase) as u64;
+    (total, ideal)
+}
+
+/// Adds `new` into `into`, site by site (the same kernel launched again).
+pub(super) fn merge(into: &mut Vec<SiteStats>, new: Vec<SiteStats>) {
+    for n in new {
+        match into
+            .iter_mut()
+            .find(|s| s.site == n.site && s.space == n.space && s.access == n.access)
+        {
+            Some(s) => {
+                s.requests += n.requests;
+                s.bytes += n.bytes;
+                s.sectors += n.sectors;
+                s.ideal_sectors += n.ideal_sectors;
+                s.wavefronts += n.wavefronts;
+                s.ideal_wavefronts += n.ideal_wavefronts;
+            }
+            None => into.push(n),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lanes(stride_bytes: usize, bytes: usize) -> Vec<(usize, usize)> {
+        (0..32).map(|l| (4096 + l * stride_bytes, bytes)).collect()
+    }
+
+    #[test]
+    fn consecutive_f32_is_four_sectors_and_a_stride_is_thirty_two() {
+        assert_eq!(sectors(&lanes(4, 4)), (4, 4));
+        assert_eq!(sectors(&lanes(128, 4)), (32, 4));
+        assert_eq!(
+            sectors(&lanes(16, 16)),
+            (16, 16),
+            "16-byte vectors: 512 bytes, 16 sectors"
+        );
+    }
+
+    #[test]
+    fn a_column_of_a_32_wide_tile_is_a_32_way_conflict() {
+        assert_eq!(wavefronts(&lanes(4, 4)), (1, 1), "a row: 32 banks");
+        assert_eq!(
+            wavefronts(&lanes(32 * 4, 4)),
+            (32, 1),
+            "a column of a 32-wide f32 tile"
+        );
+        assert_eq!(
+            wavefronts(&lanes(33 * 4, 4)),
+            (1, 1),
+            "padded to 33: conflict-free"
+        );
+        let broadcast: Vec<_> = (0..32).map(|_| (4096, 4)).collect();
+        assert_eq!(wavefronts(&broadcast), (1, 1), "one word read by all lanes");
+        assert_eq!(
+            wavefronts(&lanes(16, 16)),
+            (4, 4),
+            "16-byte vectors in 4 conflict-free phases"
+        );
+    }
+}

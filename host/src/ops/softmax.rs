@@ -1,0 +1,439 @@
+//! Host side of `kernels::softmax`: row softmax of a row-major `rows x cols` matrix, three ways,
+//! each with its cost model. The defined results on `-inf`, `+inf` and NaN are documented on
+//! `kernels::softmax`; [`crate::reference::softmax_f32`] implements them independently.
+//!
+//! ```
+//! use host::{Runtime, ops::softmax};
+//! let rt = Runtime::emulator();
+//! let x = rt.upload(&[1.0f32, 2.0, 3.0, 0.0, 0.0, f32::NEG_INFINITY]).unwrap();
+//! let mut y = rt.alloc::<f32>(6).unwrap();
+//! softmax::fused(&rt, &x, &mut y, 2, 3).unwrap();
+//! let y = rt.download(&y).unwrap();
+//! assert!((y[0] + y[1] + y[2] - 1.0).abs() < 1e-6);
+//! assert_eq!(&y[3..], &[0.5, 0.5, 0.0]);
+//! ```
+
+use half::bf16;
+use kernels::cuda::GlobalPtr;
+use kernels::softmax::{
+    EXP_SUM_FLOPS, FUSED_ON_CHIP_COLS, FUSED_THREADS, MAX_FLOPS, NORMALISE_FLOPS, ONLINE_FLOPS,
+    RESCALE_FLOPS, ROW_THREADS,
+};
+
+use super::len_u32;
+use crate::buffer::{DeviceBuffer, Element};
+use crate::cost::{ComputeUnit, Cost};
+use crate::emu::LaunchCounters;
+use crate::error::{Error, Result};
+use crate::launch;
+use crate::launch::LaunchConfig;
+use crate::runtime::{Launched, Runtime};
+
+/// The three implementations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Variant {
+    /// Three kernels: row max, row sum of `exp(x - max)`, normalise. Reads the row three times.
+    Naive,
+    /// Two kernels: the online `(m, l)` pass, then normalise. Reads the row twice.
+    Online,
+    /// One kernel. Reads the row once when it fits on chip ([`FUSED_ON_CHIP_COLS`]), else twice.
+    Fused,
+}
+
+impl Variant {
+    /// All three, slowest first.
+    pub const ALL: [Variant; 3] = [Variant::Naive, Variant::Online, Variant::Fused];
+
+    /// Lower-case name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Naive => "naive",
+            Variant::Online => "online",
+            Variant::Fused => "fused",
+        }
+    }
+
+    /// This variant's cost model for a `rows x cols` matrix of `elem_bytes`-byte elements.
+    pub fn cost(self, rows: usize, cols: usize, elem_bytes: usize) -> Cost {
+        match self {
+            Variant::Naive => naive_cost(rows, cols, elem_bytes),
+            Variant::Online => online_cost(rows, cols, elem_bytes),
+            Variant::Fused => fused_cost(rows, cols, elem_bytes),
+        }
+    }
+
+    /// Runs this variant (`stats` is the naive and online kernels' workspace; fused ignores it).
+    pub fn run<T: SoftmaxElement>(
+        self,
+        rt: &Runtime,
+        x: &DeviceBuffer<T>,
+        y: &mut DeviceBuffer<T>,
+        stats: &mut RowStats,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Launched> {
+        match self {
+            Variant::Naive => naive(rt, x, y, stats, rows, cols),
+            Variant::Online => online(rt, x, y, stats, rows, cols),
+            Variant::Fused => fused(rt, x, y, rows, cols),
+        }
+    }
+}
+
+/// Per-row `(m, l)` in HBM: what the naive and online variants pass from one kernel to the next.
+/// Allocate it once and reuse it, so that timed runs do not include an allocation.
+pub struct RowStats {
+    /// `m` of each row.
+    pub max: DeviceBuffer<f32>,
+    /// `l = sum exp(x - m)` of each row.
+    pub sum: DeviceBuffer<f32>,
+}
+
+impl RowStats {
+    /// Room for `rows` rows.
+    pub fn new(rt: &Runtime, rows: usize) -> Result<Self> {
+        Ok(Self {
+            max: rt.alloc(rows)?,
+            sum: rt.alloc(rows)?,
+        })
+    }
+}
+
+/// The arguments of one softmax kernel launch, the same for every dtype.
+mod dispatch {
+    use kernels::cuda::GlobalPtr;
+
+    use crate::error::Result;
+    use crate::runtime::{Launched, Runtime};
+
+    pub enum Pass<T> {
+        RowMax {
+            x: GlobalPtr<T>,
+            row_max: GlobalPtr<f32>,
+        },
+        RowSumExp {
+            x: GlobalPtr<T>,
+            row_max: GlobalPtr<f32>,
+            row_sum: GlobalPtr<f32>,
+        },
+        Normalise {
+            x: GlobalPtr<T>,
+            row_max: GlobalPtr<f32>,
+            row_sum: GlobalPtr<f32>,
+            y: GlobalPtr<T>,
+        },
+        OnlineStats {
+            x: GlobalPtr<T>,
+            row_max: GlobalPtr<f32>,
+            row_sum: GlobalPtr<f32>,
+        },
+        Fused {
+            x: GlobalPtr<T>,
+            y: GlobalPtr<T>,
+        },
+    }
+
+    /// Launches the entry point of `pass` for this dtype (entry points are not generic).
+    pub trait Launch: Sized {
+        fn launch(rt: &Runtime, pass: Pass<Self>, rows: u32, cols: u32) -> Result<Launched>;
+    }
+}
+
+use dispatch::Pass;
+
+/// An element type the softmax kernels take: `f32` or `bf16` (computed in f32 either way).
+pub trait SoftmaxElement: Element + dispatch::Launch {}
+
+macro_rules! softmax_element {
+    ($t:ty, $row_max:ident, $row_sum_exp:ident, $normalise:ident, $online_stats:ident,
+     $fused:ident) => {
+        impl SoftmaxElement for $t {}
+
+        impl dispatch::Launch for $t {
+            fn launch(rt: &Runtime, pass: Pass<Self>, rows: u32, cols: u32) -> Result<Launched> {
+                // One block per row.
+                let per_row = LaunchConfig::linear(rows, ROW_THREADS);
+                match pass {
+                    Pass::RowMax { x, row_max } => {
+                        launch!(rt, per_row, softmax::$row_max(x, row_max, cols))
+                    }
+                    Pass::RowSumExp {
+                        x,
+                        row_max,
+                        row_sum,
+                    } => launch!(
+                        rt,
+                        per_row,
+                        softmax::$row_sum_exp(x, row_max, row_sum, cols)
+                    ),
+                    Pass::Normalise {
+                        x,
+                        row_max,
+                        row_sum,
+                        y,
+                    } => launch!(
+                        rt,
+                        per_row,
+                        softmax::$normalise(x, row_max, row_sum, y, cols)
+                    ),
+                    Pass::OnlineStats {
+                        x,
+                        row_max,
+                        row_sum,
+                    } => launch!(
+                        rt,
+                        per_row,
+                        softmax::$online_stats(x, row_max, row_sum, cols)
+                    ),
+                    Pass::Fused { x, y } => launch!(
+                        rt,
+                        LaunchConfig::linear(rows, FUSED_THREADS),
+                        softmax::$fused(x, y, cols)
+                    ),
+                }
+            }
+        }
+    };
+}
+
+softmax_element!(
+    f32,
+    softmax_row_max_f32,
+    softmax_row_sum_exp_f32,
+    softmax_normalise_f32,
+    softmax_online_stats_f32,
+    softmax_fused_f32
+);
+softmax_element!(
+    bf16,
+    softmax_row_max_bf16,
+    softmax_row_sum_exp_bf16,
+    softmax_normalise_bf16,
+    softmax_online_stats_bf16,
+    softmax_fused_bf16
+);
+
+/// Checks a `rows x cols` softmax's inputs: at least one column, `x` and `y` of `rows * cols`
+/// elements, `stats` (when used) of `rows`. Returns `(rows, cols)` as the kernels take them.
+fn check_shape<T: Element>(
+    what: &str,
+    x: &DeviceBuffer<T>,
+    y: &DeviceBuffer<T>,
+    stats: Option<&RowStats>,
+    rows: usize,
+    cols: usize,
+) -> Result<(u32, u32)> {
+    if cols == 0 {
+        return Err(Error::Shape(format!(
+            "{what}: cols must be at least 1 (an empty row has no softmax), got {rows} x 0"
+        )));
+    }
+    let n = rows.checked_mul(cols).ok_or_else(|| {
+        Error::Shape(format!(
+            "{what}: {rows} x {cols} overflows the address space"
+        ))
+    })?;
+    for (name, len) in [("x", x.len()), ("y", y.len())] {
+        if len != n {
+            return Err(Error::Shape(format!(
+                "{what}: {name} has {len} elements, but {rows} x {cols} needs {n}"
+            )));
+        }
+    }
+    if let Some(stats) = stats {
+        for (name, len) in [
+            ("stats.max", stats.max.len()),
+            ("stats.sum", stats.sum.len()),
+        ] {
+            if len != rows {
+                return Err(Error::Shape(format!(
+                    "{what}: {name} has {len} elements, but there are {rows} rows"
+                )));
+            }
+        }
+    }
+    Ok((len_u32(what, rows)?, len_u32(what, cols)?))
+}
+
+/// The counts of an operation made of several launches (nothing from a GPU).
+fn then(first: Launched, second: Launched) -> Launched {
+    match (first, second) {
+        (Some(mut a), Some(b)) => {
+            a.add(&b);
+            Some(a)
+        }
+        _ => None,
+    }
+}
+
+/// What naive and online share: the passes `stats_passes` returns leave `(m, l)` in `stats`, then
+/// the normalisation reads them with the row once more. Reports the launches' total counts.
+fn stats_then_normalise<T: SoftmaxElement>(
+    what: &str,
+    rt: &Runtime,
+    x: &DeviceBuffer<T>,
+    y: &mut DeviceBuffer<T>,
+    stats: &mut RowStats,
+    (rows, cols): (usize, usize),
+    stats_passes: impl FnOnce(GlobalPtr<T>, GlobalPtr<f32>, GlobalPtr<f32>) -> Vec<Pass<T>>,
+) -> Result<Launched> {
+    let (rows, cols) = check_shape(what, x, y, Some(stats), rows, cols)?;
+    if rows == 0 {
+        return Ok(None);
+    }
+    let (x, y, row_max, row_sum) = (x.ptr(), y.ptr(), stats.max.ptr(), stats.sum.ptr());
+    let mut passes = stats_passes(x, row_max, row_sum);
+    passes.push(Pass::Normalise {
+        x,
+        row_max,
+        row_sum,
+        y,
+    });
+    let mut total = Some(LaunchCounters::default());
+    for pass in passes {
+        total = then(total, T::launch(rt, pass, rows, cols)?);
+    }
+    Ok(total)
+}
+
+/// Naive softmax: three kernels (row max, row sum of `exp(x - m)`, normalise), each reading the
+/// whole matrix from HBM.
+pub fn naive<T: SoftmaxElement>(
+    rt: &Runtime,
+    x: &DeviceBuffer<T>,
+    y: &mut DeviceBuffer<T>,
+    stats: &mut RowStats,
+    rows: usize,
+    cols: usize,
+) -> Result<Launched> {
+    let shape = (rows, cols);
+    stats_then_normalise(
+        "softmax::naive",
+        rt,
+        x,
+        y,
+        stats,
+        shape,
+        |x, row_max, row_sum| {
+            vec![
+                Pass::RowMax { x, row_max },
+                Pass::RowSumExp {
+                    x,
+                    row_max,
+                    row_sum,
+                },
+            ]
+        },
+    )
+}
+
+/// Online softmax: one pass for `(m, l)` (Milakov and Gimelshein), one to normalise.
+pub fn online<T: SoftmaxElement>(
+    rt: &Runtime,
+    x: &DeviceBuffer<T>,
+    y: &mut DeviceBuffer<T>,
+    stats: &mut RowStats,
+    rows: usize,
+    cols: usize,
+) -> Result<Launched> {
+    let shape = (rows, cols);
+    stats_then_normalise(
+        "softmax::online",
+        rt,
+        x,
+        y,
+        stats,
+        shape,
+        |x, row_max, row_sum| {
+            vec![Pass::OnlineStats {
+                x,
+                row_max,
+                row_sum,
+            }]
+        },
+    )
+}
+
+/// Fused softmax: one kernel, the row kept on chip between its read and its write.
+pub fn fused<T: SoftmaxElement>(
+    rt: &Runtime,
+    x: &DeviceBuffer<T>,
+    y: &mut DeviceBuffer<T>,
+    rows: usize,
+    cols: usize,
+) -> Result<Launched> {
+    let (rows, cols) = check_shape("softmax::fused", x, y, None, rows, cols)?;
+    if rows == 0 {
+        return Ok(None);
+    }
+    let (x, y) = (x.ptr(), y.ptr());
+    T::launch(rt, Pass::Fused { x, y }, rows, cols)
+}
+
+/// One kernel's traffic and arithmetic: `reads` and `writes` whole-matrix sweeps of
+/// `elem_bytes`-byte elements, `stat_reads` and `stat_writes` f32 per row, `flops` per element.
+fn sweep_cost(
+    (rows, cols, elem_bytes): (usize, usize, usize),
+    (reads, writes): (usize, usize),
+    (stat_reads, stat_writes): (usize, usize),
+    flops: u32,
+) -> Cost {
+    let n = rows * cols;
+    let stat = size_of::<f32>() * rows;
+    Cost {
+        bytes_read: (reads * n * elem_bytes + stat_reads * stat) as u64,
+        bytes_written: (writes * n * elem_bytes + stat_writes * stat) as u64,
+        flops: n as u64 * u64::from(flops),
+        unit: ComputeUnit::CudaCoreF32,
+    }
+}
+
+/// The normalisation kernel that ends naive and online: reads `x`, `m` and `l`, writes `y`.
+fn normalise_cost(shape: (usize, usize, usize)) -> Cost {
+    sweep_cost(shape, (1, 1), (2, 0), NORMALISE_FLOPS)
+}
+
+/// Naive: pass 1 reads x and writes m; pass 2 reads x and m, writes l; pass 3 reads x, m and l,
+/// writes y. Three reads and one write of the matrix, plus 20 bytes per row of statistics.
+pub fn naive_cost(rows: usize, cols: usize, elem_bytes: usize) -> Cost {
+    let shape = (rows, cols, elem_bytes);
+    sweep_cost(shape, (1, 0), (0, 1), MAX_FLOPS)
+        .plus(sweep_cost(shape, (1, 0), (1, 1), EXP_SUM_FLOPS))
+        .plus(normalise_cost(shape))
+}
+
+/// Online: the `(m, l)` pass reads x and writes m and l; then the normalisation. Two reads and
+/// one write of the matrix, plus 16 bytes per row.
+pub fn online_cost(rows: usize, cols: usize, elem_bytes: usize) -> Cost {
+    let shape = (rows, cols, elem_bytes);
+    sweep_cost(shape, (1, 0), (0, 2), ONLINE_FLOPS).plus(normalise_cost(shape))
+}
+
+/// Fused: one read and one write of the matrix, nothing else, when a row fits on chip
+/// (`cols <= FUSED_ON_CHIP_COLS`); longer rows are read a second time to be normalised.
+pub fn fused_cost(rows: usize, cols: usize, elem_bytes: usize) -> Cost {
+    let shape = (rows, cols, elem_bytes);
+    let read_flops = MAX_FLOPS + EXP_SUM_FLOPS;
+    if cols <= FUSED_ON_CHIP_COLS as usize {
+        sweep_cost(shape, (1, 1), (0, 0), read_flops + RESCALE_FLOPS)
+    } else {
+        sweep_cost(shape, (2, 1), (0, 0), read_flops + NORMALISE_FLOPS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fusion_removes_sweeps_of_the_matrix() {
+        // bf16, 8192 x 8192: 2 bytes per element per sweep.
+        let n = 8192 * 8192;
+        let bytes = |v: Variant| v.cost(8192, 8192, 2).bytes();
+        assert_eq!(bytes(Variant::Naive), (4 * 2 * n + 20 * 8192) as u64);
+        assert_eq!(bytes(Variant::Online), (3 * 2 * n + 16 * 8192) as u64);
+        assert_eq!(bytes(Variant::Fused), (2 * 2 * n) as u64);
+        let long = FUSED_ON_CHIP_COLS as usize + 1;
+        assert_eq!(fused_cost(1, long, 4).bytes(), (3 * 4 * long) as u64);
+    }
+}

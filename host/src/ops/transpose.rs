@@ -1,0 +1,127 @@
+//! Host side of `kernels::transpose`.
+
+use kernels::transpose::{BLOCK_ROWS, TILE};
+
+use super::len_u32;
+use crate::buffer::DeviceBuffer;
+use crate::cost::{ComputeUnit, Cost};
+use crate::error::{Error, Result};
+use crate::launch;
+use crate::launch::{LaunchConfig, dim3};
+use crate::runtime::{Launched, Runtime};
+
+/// Which transpose kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// Straight through HBM: uncoalesced stores.
+    Naive,
+    /// Through a 32 x 32 shared tile: 32-way bank conflicts.
+    Shared,
+    /// Through a 32 x 33 shared tile: conflict-free.
+    Padded,
+}
+
+impl Variant {
+    /// Every variant, in the order of the lesson.
+    pub const ALL: [Variant; 3] = [Variant::Naive, Variant::Shared, Variant::Padded];
+
+    /// The kernel's name.
+    pub fn kernel(self) -> &'static str {
+        match self {
+            Variant::Naive => "transpose_naive",
+            Variant::Shared => "transpose_shared",
+            Variant::Padded => "transpose_padded",
+        }
+    }
+}
+
+/// `out (cols x rows) = input (rows x cols)` transposed, both row-major f32.
+pub fn transpose(
+    rt: &Runtime,
+    variant: Variant,
+    input: &DeviceBuffer<f32>,
+    rows: usize,
+    cols: usize,
+    out: &mut DeviceBuffer<f32>,
+) -> Result<Launched> {
+    if input.len() != rows * cols || out.len() != rows * cols {
+        return Err(Error::Shape(format!(
+            "transpose of {rows} x {cols} needs input and output of {} elements, got {} and {}",
+            rows * cols,
+            input.len(),
+            out.len()
+        )));
+    }
+    if rows == 0 || cols == 0 {
+        return Ok(None);
+    }
+    let (r, c) = (
+        len_u32("transpose rows", rows)?,
+        len_u32("transpose cols", cols)?,
+    );
+    len_u32("transpose", rows * cols)?;
+    let tiles = |n: u32| n.div_ceil(TILE as u32);
+    let cfg = LaunchConfig {
+        grid: dim3(tiles(c), tiles(r), 1),
+        block: dim3(TILE as u32, BLOCK_ROWS as u32, 1),
+        shared_mem_bytes: 0,
+    };
+    let (input, out) = (input.ptr(), out.ptr());
+    match variant {
+        Variant::Naive => launch!(rt, cfg, transpose::transpose_naive(input, out, r, c)),
+        Variant::Shared => launch!(rt, cfg, transpose::transpose_shared(input, out, r, c)),
+        Variant::Padded => launch!(rt, cfg, transpose::transpose_padded(input, out, r, c)),
+    }
+}
+
+/// Every variant's cost: each element read once and written once.
+pub fn transpose_cost(rows: usize, cols: usize) -> Cost {
+    let bytes = (rows * cols * 4) as u64;
+    Cost {
+        bytes_read: bytes,
+        bytes_written: bytes,
+        flops: 0,
+        unit: ComputeUnit::CudaCoreF32,
+    }
+}
+
+/// `dst[i] = src[i * stride]` for `dst.len()` elements.
+pub fn copy_strided(
+    rt: &Runtime,
+    src: &DeviceBuffer<f32>,
+    stride: usize,
+    dst: &mut DeviceBuffer<f32>,
+) -> Result<Launched> {
+    let n = dst.len();
+    if n == 0 {
+        return Ok(None);
+    }
+    if stride == 0 || (n - 1) * stride >= src.len() {
+        return Err(Error::Shape(format!(
+            "copy_strided of {n} elements at stride {stride} needs a source of at least {} elements, got {}",
+            (n - 1) * stride.max(1) + 1,
+            src.len()
+        )));
+    }
+    let (n, stride) = (
+        len_u32("copy_strided", n)?,
+        len_u32("copy_strided stride", stride)?,
+    );
+    let (src, dst) = (src.ptr(), dst.ptr());
+    launch!(
+        rt,
+        LaunchConfig::for_elements(n, 256),
+        transpose::copy_strided(src, dst, n, stride)
+    )
+}
+
+/// Cost of `copy_strided` of `n` elements: the bytes it uses (n read, n written). A stride wider
+/// than a sector makes the hardware move more than this: the profiler's sectors show how much.
+pub fn strided_cost(n: usize) -> Cost {
+    Cost {
+        bytes_read: 4 * n as u64,
+        bytes_written: 4 * n as u64,
+        flops: 0,
+        unit: ComputeUnit::CudaCoreF32,
+    }
+}

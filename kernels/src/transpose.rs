@@ -1,0 +1,106 @@
+//! Matrix transpose three ways: the lesson of how bytes move, not how many.
+//!
+//! All three move the same bytes across the HBM boundary (read `rows x cols` f32, write them
+//! once). What differs is *how*: whether a warp's 32 accesses land in 4 consecutive 32-byte
+//! sectors (coalesced) or in 32 different ones, and whether a warp's shared-memory accesses hit
+//! 32 different banks or queue on one. `cargo xtask inspect transpose_naive` shows both, per line.
+//!
+//! 1. [`transpose_naive`]: reads rows (coalesced), writes columns: each lane's store goes to a
+//!    different row of the output, 32 sectors per warp-wide store.
+//! 2. [`transpose_shared`]: a 32 x 32 tile is read by rows into shared memory and written out by
+//!    rows of the *output*, so both HBM sides are coalesced; but the tile is read by columns, and
+//!    the 32 elements of a column of a 32-wide f32 tile all sit in the same bank: a 32-way conflict.
+//! 3. [`transpose_padded`]: the same with each tile row padded to 33 words, which puts the
+//!    elements of a column in 32 different banks: conflict-free.
+
+use crate::cuda::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x, thread_idx_y};
+use crate::cuda::{GlobalPtr, SharedPtr};
+use crate::{kernel, shared_array};
+
+/// Tile edge: one warp's width, so a tile row is one coalesced warp-wide access.
+pub const TILE: usize = 32;
+/// Rows of threads per block; each thread handles `TILE / BLOCK_ROWS` elements of a tile column.
+/// 32 x 8 = 256 threads: enough warps to hide latency, and each thread reuses its index maths.
+pub const BLOCK_ROWS: usize = 8;
+/// Padded tile pitch: one extra word shifts each row by one bank.
+pub const PADDED_PITCH: usize = TILE + 1;
+
+/// `(row, col)` of the input element that thread `(tx, ty)` handles at step `k` of tile
+/// `(bx, by)`: tiles are `TILE` square, tile x runs along columns.
+#[inline(always)]
+pub fn tile_element(bx: usize, by: usize, tx: usize, ty: usize, k: usize) -> (usize, usize) {
+    (by * TILE + ty + k * BLOCK_ROWS, bx * TILE + tx)
+}
+
+kernel! {
+    /// `out[c][r] = input[r][c]` straight through HBM, one element per thread per step.
+    pub unsafe fn transpose_naive(input: GlobalPtr<f32>, out: GlobalPtr<f32>, rows: u32, cols: u32) {
+        let (rows, cols) = (rows as usize, cols as usize);
+        for k in 0..TILE / BLOCK_ROWS {
+            let (r, c) = tile_element(block_idx_x() as usize, block_idx_y() as usize, thread_idx_x() as usize, thread_idx_y() as usize, k);
+            if r < rows && c < cols {
+                // Read: lanes take consecutive columns of one row (coalesced). Write: lanes take
+                // consecutive rows of one output column, `rows` floats apart (scattered).
+                unsafe { out.write(c * rows + r, input.read(r * cols + c)) };
+            }
+        }
+    }
+}
+
+/// The tiled transpose, with the tile's row pitch a parameter: the whole difference between the
+/// conflicted and the conflict-free version.
+#[inline(always)]
+unsafe fn transpose_through(
+    tile: SharedPtr<f32>,
+    pitch: usize,
+    input: GlobalPtr<f32>,
+    out: GlobalPtr<f32>,
+    rows: usize,
+    cols: usize,
+) {
+    let (bx, by) = (block_idx_x() as usize, block_idx_y() as usize);
+    let (tx, ty) = (thread_idx_x() as usize, thread_idx_y() as usize);
+    // HBM -> shared, by rows of the input: coalesced reads, row-wise (conflict-free) stores.
+    for k in 0..TILE / BLOCK_ROWS {
+        let (r, c) = tile_element(bx, by, tx, ty, k);
+        if r < rows && c < cols {
+            unsafe { tile.write((ty + k * BLOCK_ROWS) * pitch + tx, input.read(r * cols + c)) };
+        }
+    }
+    sync_threads();
+    // Shared -> HBM, by rows of the output (the transposed tile): coalesced writes; the tile is
+    // read down a column, `pitch` words apart, which is where banks collide when pitch = 32.
+    for k in 0..TILE / BLOCK_ROWS {
+        let (c, r) = tile_element(by, bx, tx, ty, k);
+        if r < rows && c < cols {
+            unsafe { out.write(c * rows + r, tile.read(tx * pitch + ty + k * BLOCK_ROWS)) };
+        }
+    }
+}
+
+kernel! {
+    /// Through a 32 x 32 shared tile: coalesced both ways, 32-way bank conflicts on the reads.
+    pub unsafe fn transpose_shared(input: GlobalPtr<f32>, out: GlobalPtr<f32>, rows: u32, cols: u32) {
+        let tile = shared_array![tile: [f32; TILE * TILE]];
+        unsafe { transpose_through(tile, TILE, input, out, rows as usize, cols as usize) };
+    }
+}
+
+kernel! {
+    /// Through a 32 x 33 shared tile: coalesced both ways and conflict-free.
+    pub unsafe fn transpose_padded(input: GlobalPtr<f32>, out: GlobalPtr<f32>, rows: u32, cols: u32) {
+        let tile = shared_array![padded: [f32; TILE * PADDED_PITCH]];
+        unsafe { transpose_through(tile, PADDED_PITCH, input, out, rows as usize, cols as usize) };
+    }
+}
+
+kernel! {
+    /// `dst[i] = src[i * stride]`: with stride 1 a warp reads 4 sectors, with stride >= 8 floats
+    /// every lane touches its own sector: the same bytes used, up to 8x the bytes moved.
+    pub unsafe fn copy_strided(src: GlobalPtr<f32>, dst: GlobalPtr<f32>, n: u32, stride: u32) {
+        let i = crate::cuda::thread::index_1d();
+        if i < n {
+            unsafe { dst.write(i as usize, src.read(i as usize * stride as usize)) };
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The transposes against the CPU reference, and the profiler's view of them: the lesson of
+//! coalescing and bank conflicts, checked number by number.
+
+use host::emu::{Profile, SiteStats};
+use host::ops::transpose::{self, Variant};
+use host::reference;
+use proptest::prelude::*;
+use suite::{emulator, runtime};
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// Exact: a transpose moves values without arithmetic.
+    #[test]
+    fn every_variant_transposes(rows in 1usize..90, cols in 1usize..90, seed in any::<u64>()) {
+        let rt = runtime();
+        let input = reference::uniform(rows * cols, seed, -1.0, 1.0);
+        let want = reference::transpose(&input, rows, cols);
+        let d_in = rt.upload(&input).unwrap();
+        for v in Variant::ALL {
+            let mut out = rt.alloc::<f32>(rows * cols).unwrap();
+            let counted = transpose::transpose(&rt, v, &d_in, rows, cols, &mut out).unwrap();
+            prop_assert_eq!(&rt.download(&out).unwrap(), &want, "{:?}", v);
+            if let Some(c) = counted {
+                let cost = transpose::transpose_cost(rows, cols);
+                prop_assert_eq!((c.global_read_bytes, c.global_write_bytes), (cost.bytes_read, cost.bytes_written));
+            }
+        }
+    }
+}
+
+fn sites<'p>(profile: &'p Profile, kernel: &str, space: &str, access: &str) -> Vec<&'p SiteStats> {
+    profile.kernels[kernel]
+        .iter()
+        .filter(|s| s.space == space && s.access == access)
+        .collect()
+}
+
+#[test]
+fn a_strided_read_touches_32_sectors_per_request_and_a_contiguous_one_4() {
+    let (rt, emu) = emulator();
+    let n = 1024;
+    let src = rt.upload(&reference::uniform(n * 32, 1, 0.0, 1.0)).unwrap();
+    let mut dst = rt.alloc::<f32>(n).unwrap();
+    for (stride, sectors) in [(1usize, 4.0), (2, 8.0), (8, 32.0), (32, 32.0)] {
+        emu.set_profiling(true);
+        transpose::copy_strided(&rt, &src, stride, &mut dst).unwrap();
+        let profile = emu.take_profile();
+        let read = sites(&profile, "copy_strided", "global", "read");
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].requests, (n / 32) as u64);
+        assert_eq!(read[0].sectors_per_request(), sectors, "stride {stride}");
+        assert_eq!(
+            read[0].ideal_sectors,
+            4 * (n / 32) as u64,
+            "each request asks for 128 bytes"
+        );
+        let write = sites(&profile, "copy_strided", "global", "write");
+        assert_eq!(
+            write[0].sectors_per_request(),
+            4.0,
+            "the writes stay contiguous"
+        );
+    }
+}
+
+#[test]
+fn a_column_read_of_a_32_wide_tile_is_32_way_and_padding_removes_it() {
+    let (rt, emu) = emulator();
+    let (rows, cols) = (64, 96);
+    let d_in = rt
+        .upload(&reference::uniform(rows * cols, 2, -1.0, 1.0))
+        .unwrap();
+    let mut out = rt.alloc::<f32>(rows * cols).unwrap();
+    emu.set_profiling(true);
+    for v in Variant::ALL {
+        transpose::transpose(&rt, v, &d_in, rows, cols, &mut out).unwrap();
+    }
+    let profile = emu.take_profile();
+    emu.set_profiling(false);
+    let conflict =
+        |kernel: &str, access: &str| sites(&profile, kernel, "shared", access)[0].conflict_degree();
+    assert_eq!(
+        conflict("transpose_shared", "write"),
+        1.0,
+        "tile rows are written conflict-free"
+    );
+    assert_eq!(
+        conflict("transpose_shared", "read"),
+        32.0,
+        "a column of a 32-wide f32 tile is one bank"
+    );
+    assert_eq!(
+        conflict("transpose_padded", "read"),
+        1.0,
+        "pitch 33 spreads the column over 32 banks"
+    );
+    let stores = |kernel: &str| sites(&profile, kernel, "global", "write")[0].sectors_per_request();
+    assert_eq!(
+        stores("transpose_naive"),
+        32.0,
+        "each lane stores into its own output row"
+    );
+    assert_eq!(stores("transpose_shared"), 4.0);
+    assert_eq!(stores("transpose_padded"), 4.0);
+}
+
+#[test]
+fn profiling_changes_no_result() {
+    let (rt, emu) = emulator();
+    let (rows, cols) = (33, 65);
+    let input = reference::uniform(rows * cols, 3, -1.0, 1.0);
+    let d_in = rt.upload(&input).unwrap();
+    let mut out = rt.alloc::<f32>(rows * cols).unwrap();
+    emu.set_profiling(true);
+    transpose::transpose(&rt, Variant::Shared, &d_in, rows, cols, &mut out).unwrap();
+    emu.set_profiling(false);
+    assert_eq!(
+        rt.download(&out).unwrap(),
+        reference::transpose(&input, rows, cols)
+    );
+}

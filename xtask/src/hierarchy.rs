@@ -1,0 +1,310 @@
+//! `cargo xtask hierarchy`: each level of the memory pyramid measured on this device with the
+//! project's own kernels, beside the vendor's (or the teaching material's) figure.
+
+use host::bench::{BenchConfig, time_gpu};
+use host::ops::hierarchy;
+use host::reference;
+use host::runtime::Backend;
+use host::specs::GpuSpec;
+use host::{DeviceBuffer, Runtime};
+use kernels::hierarchy::SHARED_WORDS;
+use serde::Serialize;
+
+use crate::plot;
+use crate::ptxas::report_dir;
+
+const MIB: usize = 1024 * 1024;
+/// Words between two links of a pointer chase: 128 bytes, one L2 line, so every hop is a miss
+/// in the level above.
+const CHASE_STRIDE: usize = 32;
+
+#[derive(clap::Args)]
+pub struct HierarchyArgs {
+    /// The GPU whose vendor figures are shown (default: the one found, else H100).
+    #[arg(long)]
+    device: Option<String>,
+    /// Largest working set of the bandwidth sweep, MiB.
+    #[arg(long, default_value_t = 4096)]
+    max_mib: usize,
+}
+
+/// One line of the table.
+#[derive(Serialize)]
+struct Level {
+    level: &'static str,
+    measured: Option<String>,
+    reference: String,
+    source: &'static str,
+}
+
+#[derive(Serialize)]
+struct Report {
+    device: String,
+    levels: Vec<Level>,
+    /// (working-set bytes, read bytes per second).
+    sweep: Vec<(f64, f64)>,
+}
+
+pub fn run(args: &HierarchyArgs) -> Result<(), String> {
+    let rt = Runtime::from_env().map_err(|e| e.to_string())?;
+    let found = match rt.backend() {
+        Backend::Cuda(gpu) => GpuSpec::find(gpu.name()),
+        Backend::Emulator(_) => None,
+    };
+    let spec = match &args.device {
+        Some(name) => GpuSpec::find(name).ok_or_else(|| format!("unknown device `{name}`"))?,
+        None => found.unwrap_or_else(|| GpuSpec::find("h100").expect("h100 in the table")),
+    };
+    let Backend::Cuda(gpu) = rt.backend() else {
+        println!(
+            "`cargo xtask hierarchy` measures a GPU, and there is none here ({}).",
+            no_gpu()
+        );
+        println!("Vendor and teaching-material figures for {}:\n", spec.name);
+        print_levels(&vendor_levels(spec, None));
+        return Ok(());
+    };
+    let props = gpu.properties();
+    let ns_per_cycle = 1e6 / f64::from(props.clock_khz);
+    println!(
+        "Measuring {} ({} SMs, {} MiB L2, clock {} MHz)...",
+        gpu.name(),
+        props.sms,
+        props.l2_bytes as usize / MIB,
+        props.clock_khz / 1000
+    );
+
+    let mut sweep = Vec::new();
+    let mut size = MIB;
+    while size <= args.max_mib * MIB {
+        let bw = stream_bandwidth(&rt, size)?;
+        println!(
+            "  stream read, working set {:>5} MiB: {:>7.2} TB/s",
+            size / MIB,
+            bw / 1e12
+        );
+        sweep.push((size as f64, bw));
+        size *= 2;
+    }
+    let l2_bw = sweep
+        .iter()
+        .filter(|(s, _)| *s <= props.l2_bytes as f64 / 2.0)
+        .map(|p| p.1)
+        .fold(0.0, f64::max);
+    let hbm_bw = sweep.last().map_or(0.0, |p| p.1);
+    let shared_bw = shared_bandwidth(&rt, props.sms)?;
+    let lat = |bytes: usize, warm: bool| chase_latency(&rt, bytes, warm);
+    let (hbm_lat, l2_lat, shared_lat) = (
+        lat(1024 * MIB, false)?,
+        lat(4 * MIB, true)?,
+        shared_latency(&rt)?,
+    );
+    let (h2d, d2h) = copy_bandwidth(&rt, gpu)?;
+    let measured = Measured {
+        hbm: hbm_bw,
+        l2: l2_bw,
+        shared: shared_bw,
+        hbm_cycles: hbm_lat,
+        l2_cycles: l2_lat,
+        shared_cycles: shared_lat,
+        ns_per_cycle,
+        h2d,
+        d2h,
+    };
+    let levels = vendor_levels(spec, Some(&measured));
+    print_levels(&levels);
+    let dir = report_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let report = Report {
+        device: gpu.name().to_string(),
+        levels,
+        sweep,
+    };
+    let json = dir.join("hierarchy.json");
+    std::fs::write(
+        &json,
+        serde_json::to_string_pretty(&report).expect("serialises"),
+    )
+    .map_err(|e| e.to_string())?;
+    let svg = dir.join("hierarchy-bandwidth.svg");
+    plot::bandwidth(
+        &svg,
+        &report.sweep,
+        props.l2_bytes as f64,
+        &format!("Read bandwidth vs working set, {} (measured)", gpu.name()),
+    )?;
+    println!("JSON: {}\nchart: {}", json.display(), svg.display());
+    Ok(())
+}
+
+fn no_gpu() -> String {
+    Runtime::gpu(0).err().map_or_else(
+        || "KERNELS_BACKEND selects the emulator".into(),
+        |e| e.to_string(),
+    )
+}
+
+struct Measured {
+    hbm: f64,
+    l2: f64,
+    shared: f64,
+    hbm_cycles: f64,
+    l2_cycles: f64,
+    shared_cycles: f64,
+    ns_per_cycle: f64,
+    h2d: f64,
+    d2h: f64,
+}
+
+fn vendor_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
+    let tbs = |v: f64| format!("{:.2} TB/s", v / 1e12);
+    let gbs = |v: f64| format!("{:.1} GB/s", v / 1e9);
+    let cycles = |c: f64, ns: f64| format!("{c:.0} cycles ({:.0} ns)", c * ns);
+    vec![
+        Level {
+            level: "HBM bandwidth",
+            measured: m.map(|m| tbs(m.hbm)),
+            reference: tbs(spec.hbm_bandwidth),
+            source: "vendor",
+        },
+        Level {
+            level: "L2 bandwidth",
+            measured: m.map(|m| tbs(m.l2)),
+            reference: "5.5 to 12 TB/s (H100)".into(),
+            source: "teaching material, measured elsewhere",
+        },
+        Level {
+            level: "shared memory bandwidth",
+            measured: m.map(|m| tbs(m.shared)),
+            reference: format!(
+                "{} (128 B/clock/SM x {} SMs x 1.98 GHz)",
+                tbs(128.0 * f64::from(spec.sms) * 1.98e9),
+                spec.sms
+            ),
+            source: "vendor-derived",
+        },
+        Level {
+            level: "HBM latency",
+            measured: m.map(|m| cycles(m.hbm_cycles, m.ns_per_cycle)),
+            reference: "about 600 cycles".into(),
+            source: "teaching material",
+        },
+        Level {
+            level: "L2 latency",
+            measured: m.map(|m| cycles(m.l2_cycles, m.ns_per_cycle)),
+            reference: "hundreds of cycles".into(),
+            source: "teaching material",
+        },
+        Level {
+            level: "shared memory latency",
+            measured: m.map(|m| cycles(m.shared_cycles, m.ns_per_cycle)),
+            reference: "tens of cycles".into(),
+            source: "teaching material",
+        },
+        Level {
+            level: "host to device (pageable)",
+            measured: m.map(|m| gbs(m.h2d)),
+            reference: "64 GB/s per direction (PCIe 5 x16)".into(),
+            source: "vendor",
+        },
+        Level {
+            level: "device to host (pageable)",
+            measured: m.map(|m| gbs(m.d2h)),
+            reference: "64 GB/s per direction (PCIe 5 x16)".into(),
+            source: "vendor",
+        },
+    ]
+}
+
+fn print_levels(levels: &[Level]) {
+    println!(
+        "{:<28} {:<26} {:<48} source",
+        "level", "measured", "reference"
+    );
+    for l in levels {
+        println!(
+            "{:<28} {:<26} {:<48} {}",
+            l.level,
+            l.measured.as_deref().unwrap_or("(needs a GPU)"),
+            l.reference,
+            l.source
+        );
+    }
+}
+
+fn stream_bandwidth(rt: &Runtime, bytes: usize) -> Result<f64, String> {
+    let words = bytes / 4;
+    // Enough passes that each timing reads at least 2 GiB: small sets are re-read from L2.
+    let passes = (2048 * MIB / bytes).max(1) as u32;
+    let src: DeviceBuffer<u32> = rt.alloc(words).map_err(|e| e.to_string())?;
+    let mut out = rt.alloc::<u32>(1).map_err(|e| e.to_string())?;
+    let t = time_gpu(rt, BenchConfig { warmup: 2, runs: 5 }, || {
+        hierarchy::stream_read(rt, &src, passes, &mut out).map(|_| ())
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(hierarchy::stream_read_cost(words, passes).bytes_read as f64 / t.median)
+}
+
+fn shared_bandwidth(rt: &Runtime, sms: u32) -> Result<f64, String> {
+    let (blocks, passes) = (sms * 8, 256);
+    let mut out = rt.alloc::<u32>(1).map_err(|e| e.to_string())?;
+    let t = time_gpu(rt, BenchConfig { warmup: 2, runs: 5 }, || {
+        hierarchy::shared_read(rt, blocks, 256, passes, &mut out).map(|_| ())
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(hierarchy::shared_read_bytes(blocks, passes) as f64 / t.median)
+}
+
+/// Cycles per hop of a chain spread over `bytes`; `warm` first walks it once to load it into L2.
+fn chase_latency(rt: &Runtime, bytes: usize, warm: bool) -> Result<f64, String> {
+    let links = bytes / 4 / CHASE_STRIDE;
+    let chain = rt
+        .upload(&reference::chase_chain(links, CHASE_STRIDE, 7))
+        .map_err(|e| e.to_string())?;
+    let steps = 100_000u32;
+    let warm = if warm { links as u32 } else { 0 };
+    let (mut end, mut cycles) = (
+        rt.alloc::<u32>(1).map_err(|e| e.to_string())?,
+        rt.alloc::<u64>(1).map_err(|e| e.to_string())?,
+    );
+    hierarchy::pointer_chase(rt, &chain, warm, steps, &mut end, &mut cycles)
+        .map_err(|e| e.to_string())?;
+    Ok(rt.download(&cycles).map_err(|e| e.to_string())?[0] as f64 / f64::from(steps))
+}
+
+fn shared_latency(rt: &Runtime) -> Result<f64, String> {
+    let chain = rt
+        .upload(&reference::chase_chain(SHARED_WORDS, 1, 9))
+        .map_err(|e| e.to_string())?;
+    let steps = 100_000u32;
+    let (mut end, mut cycles) = (
+        rt.alloc::<u32>(1).map_err(|e| e.to_string())?,
+        rt.alloc::<u64>(1).map_err(|e| e.to_string())?,
+    );
+    hierarchy::shared_pointer_chase(rt, &chain, steps, &mut end, &mut cycles)
+        .map_err(|e| e.to_string())?;
+    Ok(rt.download(&cycles).map_err(|e| e.to_string())?[0] as f64 / f64::from(steps))
+}
+
+/// Host-to-device and device-to-host bandwidth of a 256 MiB copy from pageable host memory.
+fn copy_bandwidth(rt: &Runtime, gpu: &host::gpu::Gpu) -> Result<(f64, f64), String> {
+    let n = 64 * MIB;
+    let host_data = vec![1u32; n];
+    let mut buf = rt.alloc::<u32>(n).map_err(|e| e.to_string())?;
+    let time = |f: &mut dyn FnMut() -> host::Result<()>| -> Result<f64, String> {
+        rt.synchronize().map_err(|e| e.to_string())?;
+        let (start, end) = (
+            gpu.timing_event().map_err(|e| e.to_string())?,
+            gpu.timing_event().map_err(|e| e.to_string())?,
+        );
+        start.record(gpu.stream()).map_err(|e| e.to_string())?;
+        f().map_err(|e| e.to_string())?;
+        end.record(gpu.stream()).map_err(|e| e.to_string())?;
+        end.synchronize().map_err(|e| e.to_string())?;
+        Ok(f64::from(start.elapsed_ms(&end).map_err(|e| e.to_string())?) * 1e-3)
+    };
+    let bytes = (4 * n) as f64;
+    let h2d = bytes / time(&mut || rt.copy_to_device(&host_data, &mut buf))?;
+    let d2h = bytes / time(&mut || rt.download(&buf).map(|_| ()))?;
+    Ok((h2d, d2h))
+}

@@ -1,0 +1,133 @@
+//! `cargo xtask inspect <kernel>`: the emulator as a profiler. For one launch of a kernel, per
+//! source line of the kernel: global requests and the 32-byte sectors each touches (against the
+//! fewest possible), shared requests and their bank-conflict degree; then the launch's totals and
+//! what ptxas says of the kernel's registers, shared memory and spills on sm_90.
+
+use std::time::Instant;
+
+use host::Runtime;
+use host::emu::Profile;
+use host::runtime::Backend;
+
+use crate::cases::{self, Scale};
+use crate::ptxas;
+
+#[derive(clap::Args)]
+pub struct InspectArgs {
+    /// The kernel (as `cargo xtask run` names it), e.g. transpose_shared.
+    kernel: String,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &InspectArgs) -> Result<(), String> {
+    let all = cases::all();
+    let Some(spec) = all.iter().find(|c| c.kernel == args.kernel) else {
+        let names: Vec<_> = all.iter().map(|c| c.kernel).collect();
+        return Err(format!(
+            "no kernel `{}`; known: {}",
+            args.kernel,
+            names.join(", ")
+        ));
+    };
+    let rt = Runtime::emulator();
+    let Backend::Emulator(emu) = rt.backend() else {
+        unreachable!()
+    };
+    let mut case = (spec.build)(&rt, Scale::Emulator).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    (case.launch)(&rt).map_err(|e| e.to_string())?;
+    let plain = start.elapsed().as_secs_f64();
+    emu.set_profiling(true);
+    let start = Instant::now();
+    let counters = (case.launch)(&rt)
+        .map_err(|e| e.to_string())?
+        .expect("the emulator counts");
+    let profiled = start.elapsed().as_secs_f64();
+    emu.set_profiling(false);
+    let profile = emu.take_profile();
+    (case.check)(&rt)?;
+    if args.json {
+        let out = serde_json::json!({ "kernel": case.kernel, "shape": case.shape, "counters": counters, "profile": profile });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).expect("serialises")
+        );
+        return Ok(());
+    }
+    println!(
+        "{} at {} on the emulator: {:.1} ms plain, {:.1} ms profiled ({:.1}x)\n",
+        case.kernel,
+        case.shape,
+        plain * 1e3,
+        profiled * 1e3,
+        profiled / plain
+    );
+    print_profile(&profile);
+    println!(
+        "\ntotals: global {} B read, {} B written (cost model: {} / {}); shared {} B read, {} B written; {} barriers; {} warp collectives",
+        counters.global_read_bytes,
+        counters.global_write_bytes,
+        case.cost.bytes_read,
+        case.cost.bytes_written,
+        counters.shared_read_bytes,
+        counters.shared_write_bytes,
+        counters.barriers,
+        counters.warp_collectives
+    );
+    match ptxas::reports(host::ptx::Arch::Sm90) {
+        Ok(reports) => {
+            for r in reports
+                .iter()
+                .filter(|r| profile.kernels.contains_key(&r.name))
+            {
+                println!(
+                    "ptxas sm_90 {}: {} registers, {} B static shared, {} B stack, {} B spilled",
+                    r.name,
+                    r.registers,
+                    r.shared_bytes,
+                    r.stack_bytes,
+                    r.spill_stores + r.spill_loads
+                );
+            }
+        }
+        Err(e) => println!("ptxas: unavailable ({e})"),
+    }
+    Ok(())
+}
+
+fn print_profile(profile: &Profile) {
+    for (kernel, sites) in &profile.kernels {
+        println!("{kernel}");
+        println!(
+            "  {:<40} {:<7} {:<6} {:>9} {:>11} {:>22} {:>15}",
+            "site",
+            "space",
+            "access",
+            "requests",
+            "bytes",
+            "sectors/req (ideal)",
+            "conflict degree"
+        );
+        for s in sites {
+            let (sectors, conflict) = if s.space == "global" {
+                (
+                    format!(
+                        "{:.1} ({:.1})",
+                        s.sectors_per_request(),
+                        s.ideal_sectors as f64 / s.requests.max(1) as f64
+                    ),
+                    String::new(),
+                )
+            } else {
+                (String::new(), format!("{:.1}-way", s.conflict_degree()))
+            };
+            let site = s.site.rsplit('/').next().unwrap_or(&s.site);
+            println!(
+                "  {:<40} {:<7} {:<6} {:>9} {:>11} {:>22} {:>15}",
+                site, s.space, s.access, s.requests, s.bytes, sectors, conflict
+            );
+        }
+    }
+}
