@@ -21,6 +21,7 @@ extern crate std;
 pub mod attention;
 pub mod cuda;
 pub mod elementwise;
+pub mod gemm;
 pub mod hierarchy;
 pub mod softmax;
 pub mod transpose;

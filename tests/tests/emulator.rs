@@ -589,3 +589,35 @@ fn mma_fragment_layout_matches_the_ptx_isa_formulas() {
         }
     }
 }
+
+/// Two runs of a kernel with barriers, shared memory and shuffles give the same bits and the
+/// same counts: the emulator's thread order is fixed, and blocks never depend on each other.
+#[test]
+fn a_softmax_run_twice_is_bit_identical() {
+    use host::ops::softmax::{RowStats, Variant};
+    let (rt, _emu) = emulator();
+    let (rows, cols) = (37, 1500);
+    let x: Vec<bf16> = host::reference::uniform(rows * cols, 21, -30.0, 30.0)
+        .into_iter()
+        .map(bf16::from_f32)
+        .collect();
+    let dx = rt.upload(&x).unwrap();
+    let mut stats = RowStats::new(&rt, rows).unwrap();
+    for variant in Variant::ALL {
+        let mut runs = Vec::new();
+        for _ in 0..2 {
+            let mut y = rt.alloc::<bf16>(rows * cols).unwrap();
+            let counters = variant
+                .run(&rt, &dx, &mut y, &mut stats, rows, cols)
+                .unwrap();
+            let bits: Vec<u16> = rt
+                .download(&y)
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            runs.push((bits, counters));
+        }
+        assert_eq!(runs[0], runs[1], "{variant:?}");
+    }
+}

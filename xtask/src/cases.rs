@@ -8,6 +8,7 @@ use half::{bf16, f16};
 use host::cost::Cost;
 use host::ops::attention::{self as attention_op, AttentionParams, AttentionShape, Traffic};
 use host::ops::elementwise;
+use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax::{RowStats, SoftmaxElement, Variant as Softmax};
 use host::ops::transpose::{self as transpose_op, Variant};
 use host::reference;
@@ -114,6 +115,9 @@ pub fn all() -> Vec<CaseSpec> {
             attention::<bf16>(rt, s, Flow::Fused, true)
         }),
     ]
+    .into_iter()
+    .chain(gemm_cases())
+    .collect()
 }
 
 const fn case(
@@ -583,6 +587,115 @@ fn attention<T: AttentionCase>(
                 Ok(format!("head 0: max |error| {err:.1e} <= {tolerance:.1e}"))
             } else {
                 Err(format!("head 0: max |error| {err:e} > {tolerance:e}"))
+            }
+        }),
+    })
+}
+
+/// The GEMM sweep, square sizes M = N = K: on a GPU up to 4096^3 (the benchmark size), on
+/// the emulator up to 128^3 so that the whole run stays in seconds.
+const GEMM_SIZES: [(usize, usize); 3] = [(1024, 32), (2048, 64), (4096, 128)];
+
+/// Every GEMM step at every size of the sweep, size by size so that each size reads as the
+/// progression from step 1 to step 4.
+fn gemm_cases() -> Vec<CaseSpec> {
+    macro_rules! at_size {
+        ($size:literal) => {
+            [
+                case(GemmKernel::ALL[0].name(), gemm_case::<0, $size>),
+                case(GemmKernel::ALL[1].name(), gemm_case::<1, $size>),
+                case(GemmKernel::ALL[2].name(), gemm_case::<2, $size>),
+                case(GemmKernel::ALL[3].name(), gemm_case::<3, $size>),
+                case(GemmKernel::ALL[4].name(), gemm_case::<4, $size>),
+            ]
+        };
+    }
+    const _: () = assert!(GemmKernel::ALL.len() == 5 && GEMM_SIZES.len() == 3);
+    [at_size!(0), at_size!(1), at_size!(2)]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Rows of C checked against the CPU reference: all of them on the emulator; on a GPU, 16 spread
+/// over the matrix (first and last included), since the f64 reference of a whole 4096^3 product
+/// would take minutes on the CPU.
+fn gemm_check_rows(m: usize, scale: Scale) -> Vec<usize> {
+    match scale {
+        Scale::Emulator => (0..m).collect(),
+        Scale::Gpu => (0..16).map(|i| i * (m - 1) / 15).collect(),
+    }
+}
+
+/// Step `KERNEL` of the GEMM sequence at size `SIZE` of the sweep, `C = A B`.
+///
+/// Two costs, from `GemmKernel::cost`. Every byte the kernel requests (the compulsory traffic
+/// plus the re-reads its tiling causes) is what the emulator counts, so it is the cost checked
+/// at the emulator's size; it is also what the modelled figure at the GPU size uses, labelled
+/// "no L2": the roofline of a GPU without L2 reuse, where each step's larger tile shows as a
+/// higher intensity. A GPU measurement is read against the compulsory traffic (A, B read once, C
+/// written), the true roofline, since L2 serves many of the re-reads (docs/gemm.md).
+fn gemm_case<const KERNEL: usize, const SIZE: usize>(
+    rt: &Runtime,
+    scale: Scale,
+) -> host::Result<Case<'_>> {
+    let kernel = GemmKernel::ALL[KERNEL];
+    let size = |s: Scale| s.pick(GEMM_SIZES[SIZE].0, GEMM_SIZES[SIZE].1);
+    let s = size(scale);
+    let shape = GemmShape::new(s, s, s);
+    let model = kernel.cost(shape, Epilogue::Overwrite);
+    let cost = match scale {
+        Scale::Gpu => model.compulsory,
+        Scale::Emulator => model.requested(),
+    };
+    let g = size(Scale::Gpu);
+    let gpu = (
+        format!("{g}^3 (no L2)"),
+        kernel
+            .cost(GemmShape::new(g, g, g), Epilogue::Overwrite)
+            .requested(),
+    );
+    let input = |seed| -> Vec<f32> {
+        reference::uniform(s * s, seed, -1.0, 1.0)
+            .into_iter()
+            .map(|x| kernel.representable(x))
+            .collect()
+    };
+    let (a_host, b_host) = (input(11), input(12));
+    let rows = gemm_check_rows(s, scale);
+    let want = reference::gemm_rows(&a_host, &b_host, None, (s, s), &rows);
+    let operands = GemmOperands::upload(rt, kernel, &a_host, &b_host)?;
+    let c = Rc::new(RefCell::new(rt.alloc::<f32>(s * s)?));
+    Ok(Case {
+        kernel: kernel.name(),
+        shape: format!("{s}^3"),
+        cost,
+        gpu,
+        launch: Box::new({
+            let c = c.clone();
+            move |rt| {
+                let mut c = c.borrow_mut();
+                gemm::gemm(rt, kernel, &operands, &mut c, shape, Epilogue::Overwrite)
+            }
+        }),
+        check: Box::new(move |rt| {
+            let all = rt.download(&c.borrow()).map_err(|e| e.to_string())?;
+            let got: Vec<f32> = rows
+                .iter()
+                .flat_map(|&i| all[i * s..(i + 1) * s].iter().copied())
+                .collect();
+            let error = reference::gemm_error(&got, &want);
+            let bound = kernel.error_bound(s);
+            if error <= bound {
+                Ok(format!(
+                    "{} rows within {:.0}% of the rounding bound",
+                    rows.len(),
+                    100.0 * error / bound
+                ))
+            } else {
+                Err(format!(
+                    "error {error:e} x magnitude, rounding bound {bound:e}"
+                ))
             }
         }),
     })

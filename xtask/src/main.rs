@@ -4,6 +4,7 @@
 //!   or modelled on the CPU emulator, read against the roofline.
 //! - `ptxas`: assembles the kernels' PTX with NVIDIA's ptxas and reports registers and spills.
 //! - `hierarchy`: each level of the memory pyramid measured, beside the vendor figures.
+//! - `roofline`: the roofline calculator.
 //! - `trace-softmax`: the online-softmax recurrence, one score at a time.
 //! - `inspect`: the emulator as a profiler, per source line of a kernel.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
@@ -15,6 +16,7 @@ mod hierarchy;
 mod inspect;
 mod plot;
 mod ptxas;
+mod roofline;
 mod run;
 mod trace_softmax;
 
@@ -37,6 +39,8 @@ enum Command {
     Ptxas(ptxas::PtxasArgs),
     /// Measure each level of the memory pyramid on this GPU, beside the vendor figures.
     Hierarchy(hierarchy::HierarchyArgs),
+    /// The roofline calculator: FLOPs, HBM bytes, intensity and bound of any operation on any GPU.
+    Roofline(roofline::RooflineArgs),
     /// Print the online-softmax recurrence step by step for given scores and values.
     TraceSoftmax(trace_softmax::TraceSoftmaxArgs),
     /// Profile one kernel on the emulator: coalescing, bank conflicts and traffic per source line.
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Ptxas(args) => ptxas::run(args),
         Command::Hierarchy(args) => hierarchy::run(args),
+        Command::Roofline(args) => roofline::run(args),
         Command::TraceSoftmax(args) => trace_softmax::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::EmuSpeed => run::emu_speed(),

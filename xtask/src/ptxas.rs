@@ -4,15 +4,38 @@
 //! no CUDA install is needed. Its `-v` report gives each kernel's registers per thread, static
 //! shared memory, stack frame and spills: the numbers that decide occupancy, and the first place
 //! to look when a kernel is slower than its roofline.
+//!
+//! Then the machine code itself: `nvdisasm` (PyPI's `nvidia-cuda-nvdisasm`, fetched the same way)
+//! disassembles the kernels that must run on the tensor cores, and the command fails unless their
+//! SASS holds `HMMA` instructions and no local-memory traffic (`LDL`/`STL`, where spills and
+//! arrays the compiler could not keep in registers go).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use host::ptx::Arch;
 
-/// The PyPI package that carries ptxas, and the path of ptxas inside its wheel.
-const WHEEL: &str = "nvidia-cuda-nvcc";
-const PTXAS_IN_WHEEL: &str = "nvidia/cu13/bin/ptxas";
+/// A tool shipped in a PyPI wheel: the package, and the tool's path inside the wheel.
+struct WheelTool {
+    package: &'static str,
+    path: &'static str,
+    /// For the message on first download.
+    size: &'static str,
+}
+
+const PTXAS: WheelTool = WheelTool {
+    package: "nvidia-cuda-nvcc",
+    path: "nvidia/cu13/bin/ptxas",
+    size: "about 47 MB",
+};
+const NVDISASM: WheelTool = WheelTool {
+    package: "nvidia-cuda-nvdisasm",
+    path: "nvidia/cu13/bin/nvdisasm",
+    size: "about 5 MB",
+};
+
+/// Kernels that must run on the tensor cores: their SASS must contain `HMMA`.
+const TENSOR_CORE_KERNELS: [&str; 2] = ["gemm_tensor_core_bf16", "gemm_tensor_core_f16"];
 
 #[derive(clap::Args)]
 pub struct PtxasArgs {
@@ -32,20 +55,31 @@ pub struct KernelReport {
     pub spill_loads: u32,
 }
 
+/// Where ptxas, nvdisasm and their inputs and outputs live.
+fn tools_dir() -> PathBuf {
+    target_dir().join("ptxas")
+}
+
+/// The machine code ptxas writes for one PTX build.
+fn cubin_path(arch: Arch) -> PathBuf {
+    tools_dir().join(format!("kernels-{}.cubin", arch.name()))
+}
+
 /// ptxas's report on every kernel of one PTX build (fetching ptxas on first use).
 pub fn reports(arch: Arch) -> Result<Vec<KernelReport>, String> {
-    let dir = target_dir().join("ptxas");
+    let dir = tools_dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let ptxas = fetch_ptxas(&dir)?;
+    let ptxas = fetch_tool(&dir, &PTXAS)?;
     let ptx_path = dir.join(format!("kernels-{}.ptx", arch.name()));
     std::fs::write(&ptx_path, arch.ptx())
         .map_err(|e| format!("cannot write {}: {e}", ptx_path.display()))?;
+    let cubin = cubin_path(arch);
     let out = Command::new(&ptxas)
         .arg(format!("-arch={}", arch.name()))
         .arg("-v")
         .arg(&ptx_path)
         .arg("-o")
-        .arg(dir.join(format!("kernels-{}.cubin", arch.name())))
+        .arg(&cubin)
         .output()
         .map_err(|e| format!("cannot run {}: {e}", ptxas.display()))?;
     let log = String::from_utf8_lossy(&out.stderr);
@@ -91,7 +125,56 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
         ));
     }
     println!("all {} kernels assembled, 0 spills", reports.len());
+    check_tensor_core_sass(&tools_dir(), &cubin_path(arch))
+}
+
+/// Disassembles `cubin` and checks that every kernel of [`TENSOR_CORE_KERNELS`] uses the tensor
+/// cores (`HMMA`) and no local memory (`LDL`/`STL`).
+fn check_tensor_core_sass(dir: &Path, cubin: &Path) -> Result<(), String> {
+    let nvdisasm = fetch_tool(dir, &NVDISASM)?;
+    let out = Command::new(&nvdisasm)
+        .arg("-c")
+        .arg(cubin)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", nvdisasm.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "nvdisasm failed on {}:\n{}",
+            cubin.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let sass = String::from_utf8_lossy(&out.stdout);
+    for name in TENSOR_CORE_KERNELS {
+        let code = function_sass(&sass, name)
+            .ok_or_else(|| format!("no SASS for {name} in {}", cubin.display()))?;
+        let count = |op: &str| {
+            code.lines()
+                .filter(|l| l.split_whitespace().any(|w| w.starts_with(op)))
+                .count()
+        };
+        let (hmma, local) = (count("HMMA"), count("LDL") + count("STL"));
+        println!(
+            "SASS of {name}: {hmma} HMMA, {} LDGSTS (cp.async), {} LDSM (ldmatrix), {local} LDL/STL",
+            count("LDGSTS"),
+            count("LDSM")
+        );
+        if hmma == 0 || local > 0 {
+            return Err(format!(
+                "{name} must run on the tensor cores without local memory: {hmma} HMMA, {local} LDL/STL in its SASS"
+            ));
+        }
+    }
     Ok(())
+}
+
+/// The lines of function `name` in `nvdisasm -c` output: from its `.text.NAME:` label to the
+/// next section.
+pub fn function_sass<'s>(sass: &'s str, name: &str) -> Option<&'s str> {
+    let start = sass.find(&format!(".text.{name}:"))?;
+    let rest = &sass[start..];
+    let end = rest.find(".section").unwrap_or(rest.len());
+    Some(&rest[..end])
 }
 
 /// Where reports go: `$XTASK_OUT` (set by the device bundle), else `target/xtask/`.
@@ -113,43 +196,54 @@ pub fn target_dir() -> PathBuf {
         })
 }
 
-/// ptxas in `dir`, downloaded with pip and unpacked with Python's zipfile on first use.
-fn fetch_ptxas(dir: &Path) -> Result<PathBuf, String> {
-    let ptxas = dir.join("ptxas");
-    if ptxas.exists() {
-        return Ok(ptxas);
+/// `tool` in `dir`, downloaded with pip and unpacked with Python's zipfile on first use.
+fn fetch_tool(dir: &Path, tool: &WheelTool) -> Result<PathBuf, String> {
+    let name = Path::new(tool.path).file_name().expect("a file path");
+    let exe = dir.join(name);
+    if exe.exists() {
+        return Ok(exe);
     }
-    let wheels = dir.join("wheel");
-    println!("fetching ptxas from PyPI ({WHEEL}, about 47 MB, once)...");
+    // One folder per package, so that the unpacking below finds the right wheel.
+    let wheels = dir.join("wheels").join(tool.package);
+    println!(
+        "fetching {} from PyPI ({}, {}, once)...",
+        name.to_string_lossy(),
+        tool.package,
+        tool.size
+    );
     let status = Command::new("python3")
         .args(["-m", "pip", "download", "--quiet", "--no-deps", "--dest"])
         .arg(&wheels)
-        .arg(WHEEL)
+        .arg(tool.package)
         .status()
         .map_err(|e| format!("cannot run python3 -m pip: {e}"))?;
     if !status.success() {
         return Err(format!(
-            "`python3 -m pip download {WHEEL}` failed: ptxas comes from that PyPI package"
+            "`python3 -m pip download {}` failed: {} comes from that PyPI package",
+            tool.package,
+            name.to_string_lossy()
         ));
     }
     let script = format!(
         "import glob, os, sys, zipfile\n\
          w = glob.glob(os.path.join(sys.argv[1], '*.whl'))[0]\n\
-         open(sys.argv[2], 'wb').write(zipfile.ZipFile(w).read('{PTXAS_IN_WHEEL}'))\n\
-         os.chmod(sys.argv[2], 0o755)\n"
+         open(sys.argv[2], 'wb').write(zipfile.ZipFile(w).read('{}'))\n\
+         os.chmod(sys.argv[2], 0o755)\n",
+        tool.path
     );
     let status = Command::new("python3")
         .args(["-c", &script])
         .arg(&wheels)
-        .arg(&ptxas)
+        .arg(&exe)
         .status()
         .map_err(|e| format!("cannot run python3: {e}"))?;
     if !status.success() {
         return Err(format!(
-            "could not unpack {PTXAS_IN_WHEEL} from the {WHEEL} wheel"
+            "could not unpack {} from the {} wheel",
+            tool.path, tool.package
         ));
     }
-    Ok(ptxas)
+    Ok(exe)
 }
 
 /// Parses `ptxas -v` output into one report per kernel.
@@ -184,6 +278,16 @@ pub fn parse_report(log: &str) -> Vec<KernelReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_one_function_in_a_disassembly() {
+        let sass = "\t.section\t.text.a,\"ax\",@progbits\n.text.a:\n  HMMA.16816.F32.BF16 R0, R4, R8, R0 ;\n\
+                    \t.section\t.text.b,\"ax\",@progbits\n.text.b:\n  FFMA R0, R1, R2, R0 ;\n";
+        let a = function_sass(sass, "a").unwrap();
+        assert!(a.contains("HMMA") && !a.contains("FFMA"), "{a}");
+        assert!(function_sass(sass, "b").unwrap().contains("FFMA"));
+        assert!(function_sass(sass, "c").is_none());
+    }
 
     #[test]
     fn parses_a_ptxas_report() {

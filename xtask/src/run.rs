@@ -144,6 +144,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         &format!("{} roofline, kernels {how}", spec.name),
     )?;
     println!("roofline chart: {}", svg.display());
+    println!("how each kernel's bytes move, per source line: cargo xtask inspect <kernel>");
     let failed: Vec<_> = report
         .rows
         .iter()

@@ -6,8 +6,9 @@ use std::panic::{AssertUnwindSafe, Location, catch_unwind, resume_unwind};
 
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
-use kernels::cuda::emu::{self, Access, Collective, Gpu, Position};
+use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position};
 
+use super::async_copy::{self, AsyncCopies};
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
 use super::profile::BlockProfile;
 use super::shared::{SharedArena, UninitRead};
@@ -76,6 +77,7 @@ pub(super) struct Block<'a> {
     pub pending: RefCell<Vec<Option<Pending>>>,
     pub results: RefCell<Vec<[u32; 4]>>,
     pub arena: RefCell<Box<SharedArena>>,
+    pub async_copies: RefCell<AsyncCopies>,
     pub counters: RefCell<LaunchCounters>,
     profile: Option<RefCell<BlockProfile>>,
 }
@@ -95,6 +97,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         pending: RefCell::new(vec![None; threads]),
         results: RefCell::new(vec![[0; 4]; threads]),
         arena: RefCell::new(arena),
+        async_copies: RefCell::new(AsyncCopies::new(threads)),
         counters: RefCell::new(LaunchCounters::default()),
         profile: launch.profile.then(RefCell::default),
     };
@@ -156,17 +159,23 @@ impl Block<'_> {
         }
     }
 
-    /// Ends the running thread with a bug report.
-    pub fn fail(&self, kind: EmuErrorKind) -> ! {
-        resume_unwind(Box::new(Fault(kind)))
-    }
-
-    fn by(&self, access: Access, site: &'static Location<'static>) -> ThreadAccess {
+    /// Thread `t`'s `access` at `site`, as reports name it.
+    pub(super) fn thread_access(
+        &self,
+        t: usize,
+        access: Access,
+        site: &'static Location<'static>,
+    ) -> ThreadAccess {
         ThreadAccess {
-            thread: self.thread_dim3(self.current.get()),
+            thread: self.thread_dim3(t),
             access,
             site,
         }
+    }
+
+    /// Ends the running thread with a bug report.
+    pub fn fail(&self, kind: EmuErrorKind) -> ! {
+        resume_unwind(Box::new(Fault(kind)))
     }
 
     fn suspend(&self, state: State) {
@@ -190,7 +199,10 @@ impl Block<'_> {
                 unsafe { emu::enter(self) };
                 match co.resume(()) {
                     CoroutineResult::Yield(()) => {}
-                    CoroutineResult::Return(Ok(())) => self.states.borrow_mut()[t] = State::Done,
+                    CoroutineResult::Return(Ok(())) => {
+                        self.states.borrow_mut()[t] = State::Done;
+                        async_copy::finish_thread(self, t)?;
+                    }
                     CoroutineResult::Return(Err(payload)) => {
                         return Err(self.panic_kind(t, payload));
                     }
@@ -282,7 +294,7 @@ impl Block<'_> {
     }
 
     /// Alignment: a GPU faults on an access not aligned to its width.
-    fn aligned(
+    pub(super) fn aligned(
         &self,
         space: MemorySpace,
         addr: usize,
@@ -312,22 +324,36 @@ impl Block<'_> {
         access: Access,
         site: &'static Location<'static>,
     ) -> Result<(), EmuErrorKind> {
-        let by = ThreadAccess {
-            thread: self.thread_dim3(t),
-            access,
-            site,
-        };
+        let by = self.thread_access(t, access, site);
         self.aligned(MemorySpace::Shared, addr, bytes, by)?;
-        let mut arena = self.arena.borrow_mut();
-        let offset = arena
-            .offset_of(addr, bytes)
-            .ok_or(EmuErrorKind::OutOfBounds {
-                space: MemorySpace::Shared,
-                by,
-                addr,
-                bytes,
-            })?;
-        arena
+        let offset =
+            self.arena
+                .borrow()
+                .offset_of(addr, bytes)
+                .ok_or(EmuErrorKind::OutOfBounds {
+                    space: MemorySpace::Shared,
+                    by,
+                    addr,
+                    bytes,
+                })?;
+        async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
+        self.shared_race_check(t, offset, bytes, access, site)?;
+        self.count(MemorySpace::Shared, access, site, t, addr, bytes);
+        Ok(())
+    }
+
+    /// Records thread `t`'s access to `bytes` bytes at arena `offset` in the race shadow, or
+    /// reports the earlier access by another thread in this barrier interval that it races with.
+    pub(super) fn shared_race_check(
+        &self,
+        t: usize,
+        offset: usize,
+        bytes: usize,
+        access: Access,
+        site: &'static Location<'static>,
+    ) -> Result<(), EmuErrorKind> {
+        self.arena
+            .borrow_mut()
             .check(offset, bytes, t as u32, access, site)
             .map_err(|race| EmuErrorKind::SharedRace {
                 offset: race.offset,
@@ -336,10 +362,34 @@ impl Block<'_> {
                     access: race.access,
                     site: race.site,
                 },
-                second: by,
-            })?;
-        drop(arena);
-        self.count(MemorySpace::Shared, access, site, t, addr, bytes);
+                second: self.thread_access(t, access, site),
+            })
+    }
+
+    /// Checks (alignment, bounds) and counts thread `t`'s access to global memory. Used by the
+    /// thread itself and, for a `cp.async` completing, on its behalf.
+    pub(super) fn global_check(
+        &self,
+        t: usize,
+        addr: usize,
+        bytes: usize,
+        access: Access,
+        site: &'static Location<'static>,
+    ) -> Result<(), EmuErrorKind> {
+        let by = self.thread_access(t, access, site);
+        self.aligned(MemorySpace::Global, addr, bytes, by)?;
+        let regions = &self.launch.regions;
+        let i = regions.partition_point(|r| r.start <= addr);
+        let inside = i > 0 && addr + bytes <= regions[i - 1].end;
+        if !inside {
+            return Err(EmuErrorKind::OutOfBounds {
+                space: MemorySpace::Global,
+                by,
+                addr,
+                bytes,
+            });
+        }
+        self.count(MemorySpace::Global, access, site, t, addr, bytes);
         Ok(())
     }
 
@@ -409,29 +459,9 @@ impl Gpu for Block<'_> {
         access: Access,
         site: &'static Location<'static>,
     ) {
-        let by = self.by(access, site);
-        if let Err(kind) = self.aligned(MemorySpace::Global, addr, bytes, by) {
+        if let Err(kind) = self.global_check(self.current.get(), addr, bytes, access, site) {
             self.fail(kind);
         }
-        let regions = &self.launch.regions;
-        let i = regions.partition_point(|r| r.start <= addr);
-        let inside = i > 0 && addr + bytes <= regions[i - 1].end;
-        if !inside {
-            self.fail(EmuErrorKind::OutOfBounds {
-                space: MemorySpace::Global,
-                by,
-                addr,
-                bytes,
-            });
-        }
-        self.count(
-            MemorySpace::Global,
-            access,
-            site,
-            self.current.get(),
-            addr,
-            bytes,
-        );
     }
 
     fn shared_access(
@@ -460,5 +490,11 @@ impl Gpu for Block<'_> {
 
     fn count_flops(&self, n: u64) {
         self.counters.borrow_mut().flops += n;
+    }
+
+    fn async_copy(&self, op: AsyncCopy, site: &'static Location<'static>) {
+        if let Err(kind) = async_copy::execute(self, self.current.get(), op, site) {
+            self.fail(kind);
+        }
     }
 }

@@ -91,6 +91,19 @@ pub enum EmuErrorKind {
         /// The device's limit.
         limit: usize,
     },
+    /// An access to shared memory that a `cp.async` still in flight copies into: the classic
+    /// pipeline bug of reading a tile before waiting for it.
+    AsyncCopyInFlight {
+        /// Byte offset, in its shared array (or in dynamic shared memory), of the first byte of
+        /// the access that is in flight.
+        offset: usize,
+        /// That byte's address.
+        addr: usize,
+        /// The access.
+        by: ThreadAccess,
+        /// The copy in flight: the thread that started it, and where.
+        copy: ThreadAccess,
+    },
     /// The kernel itself panicked (an assertion, an arithmetic overflow, a slice index).
     Panic {
         /// The thread.
@@ -188,6 +201,18 @@ impl fmt::Display for EmuError {
             EmuErrorKind::SharedMemoryLimit { requested, limit } => write!(
                 f,
                 "the block needs {requested} bytes of shared memory, more than the device limit of {limit}"
+            ),
+            EmuErrorKind::AsyncCopyInFlight {
+                offset,
+                addr,
+                by,
+                copy,
+            } => write!(
+                f,
+                "shared memory at byte {offset} of its array (address {addr:#x}) is the destination of a cp.async still in flight: {}, but the copy that thread {} started at {} has not completed; wait for it first (cp_async_wait_group / cp_async_wait_all in the copying thread, then sync_threads for the others)",
+                access(by),
+                d(copy.thread),
+                copy.site
             ),
             EmuErrorKind::Panic { thread, message } => {
                 write!(f, "thread {} panicked: {message}", d(*thread))

@@ -11,6 +11,8 @@
 //! - **Memory**: global memory is host memory behind the same [`DeviceBuffer`] type the GPU uses;
 //!   every access is checked against the live buffers and counted. Shared memory is a per-block
 //!   arena with a shadow that records, per byte, who wrote and read it since the last barrier.
+//!   `cp.async` copies stay in flight, per thread and per commit group, until the thread waits
+//!   for them (`async_copy.rs`); their destination bytes may not be touched until then.
 //!
 //! Bugs are reported as an [`EmuError`] naming the kernel, block, thread(s) and address or lane:
 //! out-of-bounds or misaligned accesses, shared-memory data races, reads of never-written shared
@@ -18,6 +20,7 @@
 //!
 //! [`DeviceBuffer`]: crate::buffer::DeviceBuffer
 
+mod async_copy;
 mod block;
 mod error;
 mod profile;

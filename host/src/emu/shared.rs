@@ -116,7 +116,7 @@ impl SharedArena {
     }
 
     /// `offset` (in the arena) as an offset in the array that holds it, for reports.
-    fn in_array(&self, offset: usize) -> usize {
+    pub(super) fn in_array(&self, offset: usize) -> usize {
         self.statics
             .iter()
             .find(|&&(_, o, b)| offset >= o && offset < o + b)

@@ -3,6 +3,7 @@
 
 pub mod attention;
 pub mod elementwise;
+pub mod gemm;
 pub mod hierarchy;
 pub mod softmax;
 pub mod transpose;

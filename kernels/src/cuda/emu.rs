@@ -8,6 +8,7 @@ use core::cell::Cell;
 use core::panic::Location;
 
 pub use super::mma::MmaInput;
+pub use super::pipeline::AsyncCopy;
 pub use super::warp::ShuffleMode;
 
 /// A three-component index or size, as `dim3`.
@@ -124,6 +125,9 @@ pub trait Gpu {
     fn dynamic_shared(&self) -> *mut u8;
     /// Adds `n` to the launch's floating-point operation count.
     fn count_flops(&self, n: u64);
+    /// `cp.async` and its group operations, for the running thread: a copy is started (and its
+    /// destination marked in flight), a commit closes a group, a wait completes groups.
+    fn async_copy(&self, op: AsyncCopy, site: &'static Location<'static>);
 }
 
 std::thread_local! {

@@ -9,6 +9,7 @@
 //! | `__shfl_xor_sync`, `__shfl_down_sync`, `__shfl_sync` | [`warp::shuffle_xor`], [`warp::shuffle_down`], [`warp::shuffle_idx`] |
 //! | `exp2f` fast path (`ex2.approx`), `__expf` | [`intrinsics::exp2_approx`], [`intrinsics::exp_approx`] |
 //! | `fmaf` | [`intrinsics::fma`] |
+//! | `__pipeline_memcpy_async` (`cp.async`), `__pipeline_commit`, `__pipeline_wait_prior` | [`pipeline::cp_async_16`], [`pipeline::cp_async_commit_group`], [`pipeline::cp_async_wait_group`] |
 //! | a `float*` into global memory (HBM) | [`GlobalPtr`] |
 //!
 //! On the GPU every item compiles to the PTX instruction named in its docs. On the host (the
@@ -20,6 +21,7 @@ pub mod emu;
 pub mod intrinsics;
 mod kernel;
 pub mod mma;
+pub mod pipeline;
 mod ptr;
 pub mod shared;
 pub mod thread;

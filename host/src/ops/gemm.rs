@@ -1,0 +1,599 @@
+//! Host side of `kernels::gemm`: `C = A B` or `C = A B + C`, four kernels, one per step.
+//!
+//! Every matrix is **row-major**: A is M x K, B is K x N, C is M x N, element (i, j) of an R x C
+//! matrix at `i * C + j`. Each function validates the buffers against the shape, computes the
+//! grid from the kernel crate's tile constants, and launches. [`GemmKernel::cost`] is the cost
+//! model of each, with the re-reads its tiling causes stated as a term of their own.
+
+use half::{bf16, f16};
+use kernels::gemm::{
+    self as k, NAIVE_BLOCK, REGISTER_BLOCKED, REGISTER_BLOCKED_THREADS, TC_ROW_MULTIPLE,
+    TC_SHARED_BYTES, TC_THREADS, TENSOR_CORE, TILED, Tile,
+};
+
+use crate::buffer::DeviceBuffer;
+use crate::cost::{ComputeUnit, Cost};
+use crate::error::{Error, Result};
+use crate::launch;
+use crate::launch::{LaunchConfig, dim3};
+use crate::runtime::{Launched, Runtime};
+
+/// The problem size: A is `m` x `k`, B is `k` x `n`, C is `m` x `n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmShape {
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Columns of A, rows of B: the length of every dot product.
+    pub k: usize,
+}
+
+impl GemmShape {
+    /// `m` x `n` x `k`.
+    pub const fn new(m: usize, n: usize, k: usize) -> Self {
+        Self { m, n, k }
+    }
+
+    /// `2 m n k`: one multiply and one add per term of every dot product.
+    pub fn flops(&self) -> u64 {
+        2 * (self.m * self.n * self.k) as u64
+    }
+}
+
+/// What happens to C's previous contents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Epilogue {
+    /// `C = A B`.
+    Overwrite,
+    /// `C = A B + C`: C is read as well as written.
+    Accumulate,
+}
+
+impl Epilogue {
+    fn flag(self) -> u32 {
+        match self {
+            Epilogue::Overwrite => 0,
+            Epilogue::Accumulate => 1,
+        }
+    }
+}
+
+/// The four steps (five kernels: step 4 takes bf16 or f16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmKernel {
+    /// Step 1: one thread per element of C, f32.
+    Naive,
+    /// Step 2: 32 x 32 tiles in shared memory, f32.
+    Tiled,
+    /// Step 3: 128 x 128 block tiles, 8 x 8 per thread in registers, f32.
+    RegisterBlocked,
+    /// Step 4: tensor cores, bf16 inputs, f32 accumulation and output.
+    TensorCoreBf16,
+    /// Step 4 with f16 inputs.
+    TensorCoreF16,
+}
+
+/// A GEMM kernel's global-memory traffic, in two terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmCost {
+    /// A and B read once, C written once (and read once when accumulating), `2 m n k` FLOPs: the
+    /// least any kernel must move across the HBM boundary, the roofline's bound.
+    pub compulsory: Cost,
+    /// Bytes of A and B read again because of the tiling: each of the `ceil(N / tile.n)` block
+    /// columns reads all of A, each of the `ceil(M / tile.m)` block rows all of B. On a GPU some
+    /// of these hit in L2 (which rasterisation helps); the emulator counts them all.
+    pub reread_bytes: u64,
+}
+
+impl GemmCost {
+    /// Every byte the kernel asks global memory for: the compulsory traffic plus the re-reads.
+    /// This is what the emulator counts, and the roofline of a GPU with no L2 reuse at all.
+    pub fn requested(&self) -> Cost {
+        Cost {
+            bytes_read: self.compulsory.bytes_read + self.reread_bytes,
+            ..self.compulsory
+        }
+    }
+}
+
+impl GemmKernel {
+    /// Every kernel, in the order of the steps.
+    pub const ALL: [GemmKernel; 5] = [
+        GemmKernel::Naive,
+        GemmKernel::Tiled,
+        GemmKernel::RegisterBlocked,
+        GemmKernel::TensorCoreBf16,
+        GemmKernel::TensorCoreF16,
+    ];
+
+    /// The kernel's entry point name (also the name of its host function in this module).
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmKernel::Naive => "gemm_naive_f32",
+            GemmKernel::Tiled => "gemm_tiled_f32",
+            GemmKernel::RegisterBlocked => "gemm_register_blocked_f32",
+            GemmKernel::TensorCoreBf16 => "gemm_tensor_core_bf16",
+            GemmKernel::TensorCoreF16 => "gemm_tensor_core_f16",
+        }
+    }
+
+    /// The tile of C whose strips of A and B are read from global memory once. For the naive
+    /// kernel that is one element: each thread reads its own row of A and column of B, and no
+    /// thread shares what it read.
+    pub fn reuse_tile(self) -> Tile {
+        match self {
+            GemmKernel::Naive => Tile { m: 1, n: 1, k: 1 },
+            GemmKernel::Tiled => TILED,
+            GemmKernel::RegisterBlocked => REGISTER_BLOCKED,
+            GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => TENSOR_CORE,
+        }
+    }
+
+    /// Bytes per element of A and B.
+    pub fn input_bytes(self) -> usize {
+        match self {
+            GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => 4,
+            GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => 2,
+        }
+    }
+
+    /// The element type of A and B.
+    pub fn input_type(self) -> &'static str {
+        match self {
+            GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => "f32",
+            GemmKernel::TensorCoreBf16 => "bf16",
+            GemmKernel::TensorCoreF16 => "f16",
+        }
+    }
+
+    /// `x` rounded to the kernel's input type and back: the value the kernel multiplies.
+    pub fn representable(self, x: f32) -> f32 {
+        match self {
+            GemmKernel::TensorCoreBf16 => bf16::from_f32(x).to_f32(),
+            GemmKernel::TensorCoreF16 => f16::from_f32(x).to_f32(),
+            _ => x,
+        }
+    }
+
+    /// How far an element of C may be from the exact result, as a multiple of the reference's
+    /// magnitude `sum_k |a_ik b_kj| (+ |c_ij|)` ([`GemmEntry`](crate::reference::GemmEntry)).
+    ///
+    /// - f32 kernels: each element is K fused multiply-adds in sequence (one rounding each) and,
+    ///   when accumulating, one more addition: at most K + 1 roundings of unit roundoff
+    ///   u = 2^-24, so the error is at most `gamma_(K+1) = (K+1) u / (1 - (K+1) u)` times the
+    ///   magnitude, whatever the values (the factor 1.01 covers the denominator up to K ~ 10^5).
+    /// - tensor cores: products of bf16/f16 values are exact in f32; the emulator rounds once per
+    ///   `mma` (K / 16 roundings). NVIDIA does not specify the hardware's accumulation, which has
+    ///   been measured to truncate rather than round (Fasi et al., "Numerical behavior of NVIDIA
+    ///   tensor cores", 2021), at most doubling each rounding's error: hence twice the f32 bound.
+    pub fn error_bound(self, k: usize) -> f64 {
+        let gamma = 1.01 * (k + 1) as f64 * f64::from(f32::EPSILON) / 2.0;
+        if self.is_tensor_core() {
+            2.0 * gamma
+        } else {
+            gamma
+        }
+    }
+
+    /// Step 4: bf16/f16 inputs on the tensor cores.
+    pub fn is_tensor_core(self) -> bool {
+        matches!(self, GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16)
+    }
+
+    /// Where the FLOPs run.
+    pub fn unit(self) -> ComputeUnit {
+        if self.is_tensor_core() {
+            ComputeUnit::TensorCore16
+        } else {
+            ComputeUnit::CudaCoreF32
+        }
+    }
+
+    /// FLOPs per byte of A and B loaded by a block: `2 tm tn / (bytes (tm + tn))` for a
+    /// `tm` x `tn` reuse tile (`tm tn / (tm + tn)` for 2-byte inputs, the seeds' formula).
+    pub fn tile_intensity(self) -> f64 {
+        let t = self.reuse_tile();
+        let (tm, tn) = (f64::from(t.m), f64::from(t.n));
+        2.0 * tm * tn / (self.input_bytes() as f64 * (tm + tn))
+    }
+
+    /// The cost model: compulsory traffic, plus the re-reads exactly as the kernel makes them.
+    ///
+    /// The kernels load A and B element by element (or 16-byte chunk by chunk, with the tensor
+    /// core's K and N multiples of 8) and only inside the matrices, so each block column reads
+    /// exactly `m k` elements of A and each block row exactly `k n` of B.
+    pub fn cost(self, shape: GemmShape, epilogue: Epilogue) -> GemmCost {
+        let GemmShape { m, n, k } = shape;
+        if m == 0 || n == 0 {
+            // No block is launched: nothing is read or written.
+            return GemmCost {
+                compulsory: Cost {
+                    bytes_read: 0,
+                    bytes_written: 0,
+                    flops: 0,
+                    unit: self.unit(),
+                },
+                reread_bytes: 0,
+            };
+        }
+        let e = self.input_bytes() as u64;
+        let t = self.reuse_tile();
+        let (blocks_m, blocks_n) = (
+            m.div_ceil(t.m as usize) as u64,
+            n.div_ceil(t.n as usize) as u64,
+        );
+        let (a, b, c) = ((m * k) as u64 * e, (k * n) as u64 * e, (m * n * 4) as u64);
+        let c_read = match epilogue {
+            Epilogue::Overwrite => 0,
+            Epilogue::Accumulate => c,
+        };
+        GemmCost {
+            compulsory: Cost {
+                bytes_read: a + b + c_read,
+                bytes_written: c,
+                flops: shape.flops(),
+                unit: self.unit(),
+            },
+            reread_bytes: a * (blocks_n - 1) + b * (blocks_m - 1),
+        }
+    }
+
+    /// The launch configuration: grid from the kernel crate's tile constants.
+    pub fn launch_config(self, m: u32, n: u32) -> LaunchConfig {
+        let t = self.reuse_tile();
+        match self {
+            GemmKernel::Naive => LaunchConfig {
+                grid: dim3(n.div_ceil(NAIVE_BLOCK), m.div_ceil(NAIVE_BLOCK), 1),
+                block: dim3(NAIVE_BLOCK, NAIVE_BLOCK, 1),
+                shared_mem_bytes: 0,
+            },
+            GemmKernel::Tiled => {
+                let (blocks_m, blocks_n) = t.blocks(m, n);
+                LaunchConfig {
+                    grid: dim3(blocks_n, blocks_m, 1),
+                    block: dim3(TILED.n, TILED.m, 1),
+                    shared_mem_bytes: 0,
+                }
+            }
+            GemmKernel::RegisterBlocked => {
+                let (blocks_m, blocks_n) = t.blocks(m, n);
+                LaunchConfig {
+                    grid: dim3(blocks_n, blocks_m, 1),
+                    block: dim3(REGISTER_BLOCKED_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                }
+            }
+            GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => {
+                // One dimension: the kernel maps its block index to a tile with `raster`.
+                let (blocks_m, blocks_n) = t.blocks(m, n);
+                LaunchConfig::linear(blocks_m * blocks_n, TC_THREADS)
+                    .with_shared_mem(TC_SHARED_BYTES)
+            }
+        }
+    }
+
+    /// Checks the buffers against the shape (and the shape against the kernel), and returns the
+    /// launch with the shape as `u32`s, or `None` when C is empty and nothing needs launching.
+    fn validate(
+        self,
+        shape: GemmShape,
+        (a_len, b_len, c_len): (usize, usize, usize),
+    ) -> Result<Option<(LaunchConfig, u32, u32, u32)>> {
+        let GemmShape { m, n, k } = shape;
+        let name = self.name();
+        for (matrix, len, rows, cols, (r, c)) in [
+            ("A", a_len, m, k, ("M", "K")),
+            ("B", b_len, k, n, ("K", "N")),
+            ("C", c_len, m, n, ("M", "N")),
+        ] {
+            if len != rows * cols {
+                return Err(Error::Shape(format!(
+                    "{name}: {matrix} has {len} elements, but a row-major {r} x {c} {matrix} has {rows} x {cols} = {}",
+                    rows * cols
+                )));
+            }
+        }
+        // Indices are u32 in the kernels, and a thread's FLOP count 2 K must fit one too.
+        let limit = i32::MAX as usize;
+        if m > limit || n > limit || k > limit {
+            return Err(Error::Shape(format!(
+                "{name}: M, N, K = {m}, {n}, {k}; each must be below 2^31"
+            )));
+        }
+        if self.is_tensor_core() {
+            let multiple = TC_ROW_MULTIPLE as usize;
+            if !k.is_multiple_of(multiple) || !n.is_multiple_of(multiple) {
+                return Err(Error::Shape(format!(
+                    "{name} needs K and N to be multiples of {multiple} (every row of A and B must start on a 16-byte boundary for cp.async), but K = {k} and N = {n}: pad them with zeros to the next multiple of {multiple}"
+                )));
+            }
+        }
+        if m == 0 || n == 0 {
+            return Ok(None);
+        }
+        let (m, n, k) = (m as u32, n as u32, k as u32);
+        Ok(Some((self.launch_config(m, n), m, n, k)))
+    }
+}
+
+/// Defines the host function of one GEMM kernel: validate the buffers against the shape, then
+/// launch with the grid of [`GemmKernel::launch_config`]. One definition, so that the five cannot
+/// drift apart.
+macro_rules! gemm_op {
+    ($(#[$doc:meta])* $name:ident, $variant:ident, $input:ty) => {
+        $(#[$doc])*
+        pub fn $name(
+            rt: &Runtime,
+            a: &DeviceBuffer<$input>,
+            b: &DeviceBuffer<$input>,
+            c: &mut DeviceBuffer<f32>,
+            shape: GemmShape,
+            epilogue: Epilogue,
+        ) -> Result<Launched> {
+            let kernel = GemmKernel::$variant;
+            let Some((cfg, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
+                return Ok(None);
+            };
+            let (a, b, c, accumulate) = (a.ptr(), b.ptr(), c.ptr(), epilogue.flag());
+            launch!(rt, cfg, gemm::$name(a, b, c, m, n, k, accumulate))
+        }
+    };
+}
+
+gemm_op!(
+    /// Step 1, `C = A B (+ C)` in f32 with one thread per element of C.
+    gemm_naive_f32, Naive, f32
+);
+gemm_op!(
+    /// Step 2, `C = A B (+ C)` in f32 with 32 x 32 tiles in shared memory.
+    gemm_tiled_f32, Tiled, f32
+);
+gemm_op!(
+    /// Step 3, `C = A B (+ C)` in f32 with 128 x 128 block tiles and 8 x 8 register tiles.
+    gemm_register_blocked_f32, RegisterBlocked, f32
+);
+gemm_op!(
+    /// Step 4, `C = A B (+ C)` on the tensor cores: A and B bf16, C f32. K and N must be
+    /// multiples of 8 (the error says so otherwise); M is free.
+    gemm_tensor_core_bf16, TensorCoreBf16, bf16
+);
+gemm_op!(
+    /// Step 4 with f16 inputs.
+    gemm_tensor_core_f16, TensorCoreF16, f16
+);
+
+/// A and B in the element type of the kernel that takes them.
+pub enum GemmOperands {
+    /// For the f32 kernels (steps 1 to 3).
+    F32(DeviceBuffer<f32>, DeviceBuffer<f32>),
+    /// For [`gemm_tensor_core_bf16`].
+    Bf16(DeviceBuffer<bf16>, DeviceBuffer<bf16>),
+    /// For [`gemm_tensor_core_f16`].
+    F16(DeviceBuffer<f16>, DeviceBuffer<f16>),
+}
+
+impl GemmOperands {
+    /// Uploads `a` and `b` in the element type `kernel` takes, rounding to bf16/f16 for the
+    /// tensor-core kernels (pass values from [`GemmKernel::representable`] to round nothing).
+    pub fn upload(rt: &Runtime, kernel: GemmKernel, a: &[f32], b: &[f32]) -> Result<Self> {
+        Ok(match kernel {
+            GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => {
+                GemmOperands::F32(rt.upload(a)?, rt.upload(b)?)
+            }
+            GemmKernel::TensorCoreBf16 => {
+                let to = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
+                GemmOperands::Bf16(rt.upload(&to(a))?, rt.upload(&to(b))?)
+            }
+            GemmKernel::TensorCoreF16 => {
+                let to = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
+                GemmOperands::F16(rt.upload(&to(a))?, rt.upload(&to(b))?)
+            }
+        })
+    }
+}
+
+/// Runs any step: `kernel` on `operands` of its element type.
+pub fn gemm(
+    rt: &Runtime,
+    kernel: GemmKernel,
+    operands: &GemmOperands,
+    c: &mut DeviceBuffer<f32>,
+    shape: GemmShape,
+    epilogue: Epilogue,
+) -> Result<Launched> {
+    match (kernel, operands) {
+        (GemmKernel::Naive, GemmOperands::F32(a, b)) => {
+            gemm_naive_f32(rt, a, b, c, shape, epilogue)
+        }
+        (GemmKernel::Tiled, GemmOperands::F32(a, b)) => {
+            gemm_tiled_f32(rt, a, b, c, shape, epilogue)
+        }
+        (GemmKernel::RegisterBlocked, GemmOperands::F32(a, b)) => {
+            gemm_register_blocked_f32(rt, a, b, c, shape, epilogue)
+        }
+        (GemmKernel::TensorCoreBf16, GemmOperands::Bf16(a, b)) => {
+            gemm_tensor_core_bf16(rt, a, b, c, shape, epilogue)
+        }
+        (GemmKernel::TensorCoreF16, GemmOperands::F16(a, b)) => {
+            gemm_tensor_core_f16(rt, a, b, c, shape, epilogue)
+        }
+        _ => Err(Error::Shape(format!(
+            "{} takes {} operands",
+            kernel.name(),
+            kernel.input_type()
+        ))),
+    }
+}
+
+/// FLOPs the tensor-core kernel executes, padding included: every warp runs every `mma` of its
+/// tile for every K tile, so the tensor cores do `2 * (tiles of M * 128) * (tiles of N * 128) *
+/// (tiles of K * 64)`, which the emulator counts (4096 per `mma`). The useful part is
+/// [`GemmShape::flops`].
+pub fn tensor_core_executed_flops(shape: GemmShape) -> u64 {
+    if shape.m == 0 || shape.n == 0 {
+        return 0;
+    }
+    let t = TENSOR_CORE;
+    let padded = |x: usize, tile: u32| x.next_multiple_of(tile as usize) as u64;
+    2 * padded(shape.m, t.m) * padded(shape.n, t.n) * padded(shape.k, t.k)
+}
+
+/// Bytes of A and B that cross the HBM boundary for the tensor-core kernel under a simple L2
+/// model, with its blocks in rasterised order in groups of `group` tile rows (1: row-major).
+///
+/// The model: blocks run in waves of `wave` (SMs times blocks per SM) in the order the kernel's
+/// [`raster`](kernels::gemm::raster) gives them; a strip of A (128 rows by K) or of B (K by 128
+/// columns) that any block of a wave reads crosses the boundary once in that wave, L2 serving its
+/// other readers, and nothing survives from one wave to the next. At its limits it is the cost
+/// model's two terms: a wave of one block reuses nothing (the requested bytes), one wave of every
+/// block reuses everything (the compulsory bytes).
+pub fn wave_model_ab_bytes(shape: GemmShape, group: u32, wave: u32) -> u64 {
+    let GemmShape { m, n, k } = shape;
+    if m == 0 || n == 0 {
+        return 0;
+    }
+    let t = TENSOR_CORE;
+    let (blocks_m, blocks_n) = t.blocks(m as u32, n as u32);
+    // Bytes of the strip of tile row `tm` of A, or tile column `tn` of B: the part inside.
+    let strip = |tile: u32, size: u32, extent: usize| {
+        u64::from(k::inside(tile * size, size, extent as u32)) * k as u64 * 2
+    };
+    let mut bytes = 0;
+    let blocks = blocks_m * blocks_n;
+    for first in (0..blocks).step_by(wave.max(1) as usize) {
+        let (mut rows, mut cols) = (
+            vec![false; blocks_m as usize],
+            vec![false; blocks_n as usize],
+        );
+        for pid in first..blocks.min(first + wave.max(1)) {
+            let (tm, tn) = k::raster(pid, blocks_m, blocks_n, group);
+            rows[tm as usize] = true;
+            cols[tn as usize] = true;
+        }
+        let touched = |seen: &[bool], size, extent| -> u64 {
+            (0..seen.len() as u32)
+                .filter(|&i| seen[i as usize])
+                .map(|i| strip(i, size, extent))
+                .sum()
+        };
+        bytes += touched(&rows, t.m, m) + touched(&cols, t.n, n);
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tile_intensity_is_the_seeds_formula() {
+        // m n / (m + n) for 2-byte inputs: 64 for 128 x 128.
+        assert_eq!(GemmKernel::TensorCoreBf16.tile_intensity(), 64.0);
+        // f32 (4 bytes) halves it: 32 x 32 gives 8, 128 x 128 gives 32, one element 1/4.
+        assert_eq!(GemmKernel::Tiled.tile_intensity(), 8.0);
+        assert_eq!(GemmKernel::RegisterBlocked.tile_intensity(), 32.0);
+        assert_eq!(GemmKernel::Naive.tile_intensity(), 0.25);
+    }
+
+    #[test]
+    fn requested_intensity_of_a_and_b_is_the_tile_intensity_on_whole_tiles() {
+        // With M, N multiples of every tile, FLOPs per byte of A and B requested (C left out) is
+        // exactly the tile intensity: the re-read term is the whole story of the tiling.
+        let shape = GemmShape::new(1024, 512, 4096);
+        for kernel in GemmKernel::ALL {
+            let cost = kernel.cost(shape, Epilogue::Overwrite);
+            let ab = cost.requested().bytes_read as f64;
+            let got = shape.flops() as f64 / ab;
+            assert!(
+                (got - kernel.tile_intensity()).abs() < 1e-9,
+                "{kernel:?}: {got}"
+            );
+        }
+    }
+
+    /// The figures docs/gemm.md quotes (`cargo test -p host modelled -- --nocapture` prints them):
+    /// each step requests fewer bytes for the same FLOPs, so its no-L2-reuse bound only improves.
+    #[test]
+    fn modelled_figures_at_4096_improve_step_by_step() {
+        use crate::cost::Roofline;
+        use crate::specs::GpuSpec;
+        let shape = GemmShape::new(4096, 4096, 4096);
+        let h100 = GpuSpec::find("h100").unwrap();
+        let mut last = f64::INFINITY;
+        for kernel in GemmKernel::ALL {
+            let cost = kernel.cost(shape, Epilogue::Overwrite);
+            let no_l2 = Roofline::modelled(&cost.requested(), h100);
+            let perfect = Roofline::modelled(&cost.compulsory, h100);
+            println!(
+                "{:<26} tile I {:>6.2}  requested {:>8.3} GB  I {:>7.2}  {:>9.3} ms {:>7.1} TFLOP/s {:?} | compulsory {:.3} GB  I {:.1}  {:.3} ms {:.1} TFLOP/s {:?}",
+                kernel.name(),
+                kernel.tile_intensity(),
+                cost.requested().bytes() as f64 / 1e9,
+                no_l2.intensity,
+                no_l2.seconds * 1e3,
+                no_l2.flops_per_second / 1e12,
+                no_l2.bound,
+                cost.compulsory.bytes() as f64 / 1e9,
+                perfect.intensity,
+                perfect.seconds * 1e3,
+                perfect.flops_per_second / 1e12,
+                perfect.bound,
+            );
+            assert!(no_l2.seconds <= last, "{kernel:?}");
+            last = no_l2.seconds;
+        }
+    }
+
+    #[test]
+    fn the_wave_model_spans_the_cost_models_two_terms() {
+        for shape in [GemmShape::new(300, 520, 64), GemmShape::new(1024, 2048, 8)] {
+            let cost = GemmKernel::TensorCoreBf16.cost(shape, Epilogue::Overwrite);
+            let (bm, bn) = TENSOR_CORE.blocks(shape.m as u32, shape.n as u32);
+            for group in [1, 3, 8] {
+                // One block per wave: nothing reused, every requested byte from HBM.
+                assert_eq!(
+                    wave_model_ab_bytes(shape, group, 1),
+                    cost.requested().bytes_read
+                );
+                // Every block in one wave: every strip read once.
+                assert_eq!(
+                    wave_model_ab_bytes(shape, group, bm * bn),
+                    cost.compulsory.bytes_read
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn rasterisation_pays_once_the_grid_is_wider_than_a_wave_covers() {
+        // 132 SMs x 2 blocks (126 registers x 256 threads, 96 KiB of shared memory each).
+        let wave = 264;
+        let wide = GemmShape::new(8192, 8192, 8192);
+        let (row_major, grouped) = (
+            wave_model_ab_bytes(wide, 1, wave),
+            wave_model_ab_bytes(wide, kernels::gemm::TC_GROUP_M, wave),
+        );
+        println!("8192^3: row-major {row_major} B, grouped {grouped} B");
+        assert!(grouped * 3 < row_major * 2, "{grouped} vs {row_major}");
+        let narrow = GemmShape::new(4096, 4096, 4096);
+        println!(
+            "4096^3: row-major {} B, grouped {} B",
+            wave_model_ab_bytes(narrow, 1, wave),
+            wave_model_ab_bytes(narrow, kernels::gemm::TC_GROUP_M, wave)
+        );
+    }
+
+    #[test]
+    fn accumulating_reads_c_once_and_an_empty_c_costs_nothing() {
+        let shape = GemmShape::new(3, 5, 7);
+        let over = GemmKernel::Tiled.cost(shape, Epilogue::Overwrite);
+        let acc = GemmKernel::Tiled.cost(shape, Epilogue::Accumulate);
+        assert_eq!(
+            acc.compulsory.bytes_read - over.compulsory.bytes_read,
+            4 * 15
+        );
+        let empty = GemmKernel::Naive.cost(GemmShape::new(0, 5, 7), Epilogue::Accumulate);
+        assert_eq!(empty.requested().bytes(), 0);
+    }
+}

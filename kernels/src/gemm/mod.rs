@@ -1,0 +1,312 @@
+//! GEMM, `C = A B` or `C = A B + C`, in four steps up the memory pyramid (docs/gemm.md).
+//!
+//! Every matrix is **row-major**: A is M x K (element (i, k) at `i * K + k`), B is K x N, C is
+//! M x N. Each step is one file and one idea:
+//!
+//! 1. [`naive`]: one thread per element of C; every operand comes from HBM (or L2).
+//! 2. [`tiled`]: a block stages 32 x 32 tiles of A and B in shared memory and reuses each
+//!    element 32 times.
+//! 3. [`register_blocked`]: each thread keeps an 8 x 8 sub-tile of C in registers, so each value
+//!    read from shared memory feeds 8 FMAs; loads are 16 bytes wide where alignment allows.
+//! 4. [`tensor_core`]: bf16/f16 inputs on the tensor cores (`ldmatrix` + `mma.sync`), tiles
+//!    brought in by a 3-stage `cp.async` pipeline into an XOR-swizzled shared layout, blocks
+//!    visited in groups of rows so that neighbours share strips of A and B in L2.
+//!
+//! This module holds what the host needs too (rust-cuda's `TILE_SIZE` practice): each step's
+//! tile constants, from which the host computes the grid, and the small index helpers the steps
+//! share, each a pure function that tests/tests/gemm.rs checks on the CPU.
+
+pub mod naive;
+pub mod register_blocked;
+pub mod tensor_core;
+pub mod tiled;
+
+pub use naive::gemm_naive_f32;
+pub use register_blocked::gemm_register_blocked_f32;
+pub use tensor_core::{gemm_tensor_core_bf16, gemm_tensor_core_f16};
+pub use tiled::gemm_tiled_f32;
+
+use crate::cuda::GlobalPtr;
+
+/// The tile of C one block computes (`m` x `n`), and the depth of the slices of A (`m` x `k`)
+/// and B (`k` x `n`) it stages in shared memory per step.
+///
+/// Its strips of A and B are read from global memory once per block, so the FLOPs per byte of A
+/// and B a block loads are `2 m n k / (bytes (m + n) k) = 2 m n / (bytes (m + n))`: the *tile
+/// intensity*, `m n / (m + n)` for 2-byte elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tile {
+    /// Rows of C (and of A) per block.
+    pub m: u32,
+    /// Columns of C (and of B) per block.
+    pub n: u32,
+    /// Depth of K staged per step.
+    pub k: u32,
+}
+
+impl Tile {
+    /// Blocks along M and along N that cover an `m` x `n` C, the last ones partly outside it.
+    pub const fn blocks(self, m: u32, n: u32) -> (u32, u32) {
+        (m.div_ceil(self.m), n.div_ceil(self.n))
+    }
+}
+
+// ---- Step 1: naive ---------------------------------------------------------------------------
+
+/// Threads per block side of the naive kernel: 16 x 16 threads, one element of C each.
+pub const NAIVE_BLOCK: u32 = 16;
+
+// ---- Step 2: shared-memory tiles ------------------------------------------------------------
+
+/// The tiled kernel's tile: 32 x 32 of C per block of 32 x 32 threads, K staged 32 deep.
+pub const TILED: Tile = Tile {
+    m: 32,
+    n: 32,
+    k: 32,
+};
+
+// ---- Step 3: register blocking ----------------------------------------------------------------
+
+/// The register-blocked kernel's tile: 128 x 128 of C per block, K staged 8 deep.
+pub const REGISTER_BLOCKED: Tile = Tile {
+    m: 128,
+    n: 128,
+    k: 8,
+};
+/// Each thread of the register-blocked kernel accumulates a `THREAD_TILE` x `THREAD_TILE`
+/// sub-tile of C in registers.
+pub const THREAD_TILE: u32 = 8;
+/// Threads per register-blocked block: one per 8 x 8 sub-tile of 128 x 128.
+pub const REGISTER_BLOCKED_THREADS: u32 =
+    (REGISTER_BLOCKED.m / THREAD_TILE) * (REGISTER_BLOCKED.n / THREAD_TILE);
+
+// ---- Step 4: tensor cores -----------------------------------------------------------------------
+
+/// The tensor-core kernel's tile: 128 x 128 of C per block, K staged 64 deep (a 128-byte row of
+/// 16-bit elements, which the swizzle needs).
+pub const TENSOR_CORE: Tile = Tile {
+    m: 128,
+    n: 128,
+    k: 64,
+};
+/// Stages of the `cp.async` pipeline: two tiles in flight while the third is multiplied.
+pub const TC_STAGES: u32 = 3;
+/// Warps of a tensor-core block along M and along N: 2 x 4 warps, each a 64 x 32 tile of C.
+pub const TC_WARPS_M: u32 = 2;
+/// See [`TC_WARPS_M`].
+pub const TC_WARPS_N: u32 = 4;
+/// Threads per tensor-core block.
+pub const TC_THREADS: u32 = 32 * TC_WARPS_M * TC_WARPS_N;
+/// Block rasterisation: blocks walk down groups of this many tile rows (see [`raster`]).
+pub const TC_GROUP_M: u32 = 8;
+/// Dynamic shared memory per tensor-core block: every stage's A and B tiles of 2-byte elements
+/// (96 KiB: over the 48 KiB default, so the host opts in).
+pub const TC_SHARED_BYTES: u32 =
+    TC_STAGES * (TENSOR_CORE.m * TENSOR_CORE.k + TENSOR_CORE.k * TENSOR_CORE.n) * 2;
+/// The row-length multiple the tensor-core kernel needs in K and N: 8 elements of 2 bytes, so
+/// that every row of A and B starts on the 16-byte boundary a `cp.async` chunk needs.
+pub const TC_ROW_MULTIPLE: u32 = ELEMS_PER_CHUNK;
+
+// ---- Index helpers ----------------------------------------------------------------------------
+
+/// Offset of element (`row`, `col`) of a row-major matrix with `ld` elements per row.
+#[inline(always)]
+pub const fn at(row: u32, col: u32, ld: u32) -> usize {
+    row as usize * ld as usize + col as usize
+}
+
+/// How many of the `len` indices from `start` fall below `extent`: the part of a tile's rows or
+/// columns that lies inside the matrix.
+#[inline(always)]
+pub const fn inside(start: u32, len: u32, extent: u32) -> u32 {
+    let left = extent.saturating_sub(start);
+    if left < len { left } else { len }
+}
+
+/// Block rasterisation: the tile (row, column) of C that block `pid` of a one-dimensional grid
+/// computes, visiting the `blocks_m` x `blocks_n` tiles in groups of `group` tile rows, down each
+/// column of a group before moving to the next column.
+///
+/// Blocks that run at the same time then share strips: `group` consecutive blocks read the same
+/// strip of B, and a wave of `w` blocks reads about `group + w / group` strips instead of the
+/// `1 + w` of row-by-row order, so far more of their loads hit in L2.
+#[inline(always)]
+pub const fn raster(pid: u32, blocks_m: u32, blocks_n: u32, group: u32) -> (u32, u32) {
+    // Neither divisor is 0 in a launched grid; saying so (`max(1)`) lets the compiler drop the
+    // division-by-zero panic, which a GPU build has no way to report.
+    let per_group = max1(group * blocks_n);
+    let first_row = pid / per_group * group;
+    let rows = max1(inside(first_row, group, blocks_m));
+    let local = pid % per_group;
+    (first_row + local % rows, local / rows)
+}
+
+/// `x`, or 1 if `x` is 0.
+#[inline(always)]
+const fn max1(x: u32) -> u32 {
+    if x == 0 { 1 } else { x }
+}
+
+/// 16-bit elements per 16-byte chunk: the unit of `cp.async`, of an `ldmatrix` row, and of the
+/// swizzle.
+pub const ELEMS_PER_CHUNK: u32 = 8;
+
+/// The XOR swizzle: chunk `chunk` of row `row` of a shared tile is stored at chunk
+/// `chunk ^ (row % 8)` of that row.
+///
+/// Shared memory serves 32 banks of 4 bytes, i.e. one 128-byte line, per cycle; `ldmatrix` reads
+/// 8 rows of 16 bytes per phase. With rows a whole number of lines long, the same chunk of 8
+/// consecutive rows would sit in the same 4 banks: an 8-way conflict. XOR-ing the chunk index
+/// with the row's low 3 bits puts those 8 chunks in 8 different bank groups, for reads along a
+/// column (`ldmatrix`) and for writes along a row (`cp.async`) alike, with no padding bytes.
+#[inline(always)]
+pub const fn swizzle(row: u32, chunk: u32) -> u32 {
+    chunk ^ (row % 8)
+}
+
+/// Element offset of (`row`, `col`) in a swizzled tile of 16-bit elements, `cols` per row (a
+/// multiple of 64, so that rows are whole 128-byte lines).
+#[inline(always)]
+pub const fn swizzled(row: u32, col: u32, cols: u32) -> usize {
+    let chunk = swizzle(row, col / ELEMS_PER_CHUNK);
+    at(row, chunk * ELEMS_PER_CHUNK + col % ELEMS_PER_CHUNK, cols)
+}
+
+/// The (row, column) that `lane` addresses in an `ldmatrix.x4` of a 16 x 16 block: lanes 0-15
+/// give rows 0-15 of the left 8 columns, lanes 16-31 the same rows of the right 8. The four 8 x 8
+/// matrices are then (rows 0-7, left), (rows 8-15, left), (rows 0-7, right), (rows 8-15, right):
+/// the A fragment of `mma.m16n8k16`, and, with `.trans` on a K x N block, the B fragments of two
+/// 8-column strips.
+#[inline(always)]
+pub const fn ldmatrix_x4_lane(lane: u32) -> (u32, u32) {
+    (lane % 16, 8 * (lane / 16))
+}
+
+/// The (row, column) of a 16 x 8 accumulator tile that register `i` (0..4) of `lane` holds:
+/// rows `lane / 4` and `lane / 4 + 8`, two adjacent columns `2 (lane % 4)` and one more.
+#[inline(always)]
+pub const fn accumulator_position(lane: u32, i: u32) -> (u32, u32) {
+    (lane / 4 + 8 * (i / 2), 2 * (lane % 4) + i % 2)
+}
+
+/// `#pragma unroll` for the short constant loops over a thread's accumulators:
+/// `unroll!(i in 0..4 { ... })` repeats the body with `i` = 0, 1, 2, 3.
+///
+/// An accumulator array stays in registers only if every index into it is a constant once the
+/// loops are unrolled; LLVM unrolls the compute loops by itself but not an epilogue loop with
+/// stores and branches, and would then keep the whole array in local memory (which `ptxas`
+/// reports as a stack frame). Rust has no unroll pragma, so the repetition is spelled out here.
+macro_rules! unroll {
+    ($i:ident in 0..2 $body:block) => { unroll!(@ $i [0 1] $body) };
+    ($i:ident in 0..4 $body:block) => { unroll!(@ $i [0 1 2 3] $body) };
+    ($i:ident in 0..8 $body:block) => { unroll!(@ $i [0 1 2 3 4 5 6 7] $body) };
+    (@ $i:ident [$($n:literal)*] $body:block) => { $( { let $i: usize = $n; $body } )* };
+}
+pub(crate) use unroll;
+
+// ---- Loads and stores shared by the steps -----------------------------------------------------
+
+/// Four consecutive f32 in one 16-byte aligned value: one `ld.global.v4.f32` (or `.shared`)
+/// instead of four scalar loads.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C, align(16))]
+pub struct F32x4(pub [f32; 4]);
+
+/// Element (`row`, `col`) of a `rows` x `cols` row-major f32 matrix, or 0 outside it: the zero
+/// fill that lets a tile run past the matrix's edge and add nothing.
+///
+/// # Safety
+/// `p` must hold the whole matrix.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn load_or_zero(p: GlobalPtr<f32>, row: u32, col: u32, rows: u32, cols: u32) -> f32 {
+    if row < rows && col < cols {
+        // SAFETY: inside the matrix.
+        unsafe { p.read(at(row, col, cols)) }
+    } else {
+        0.0
+    }
+}
+
+/// Elements (`row`, `col..col + 4`) of a `rows` x `cols` row-major f32 matrix, zero outside it.
+///
+/// One 16-byte load when all four exist and `cols % 4 == 0`: with `col % 4 == 0` and buffers
+/// 256-byte aligned, the address is then a multiple of 16. Otherwise one load per element that
+/// exists, so the edges read exactly the elements inside the matrix.
+///
+/// # Safety
+/// `p` must hold the whole matrix; `col` must be a multiple of 4.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn load4_or_zero(
+    p: GlobalPtr<f32>,
+    row: u32,
+    col: u32,
+    rows: u32,
+    cols: u32,
+) -> [f32; 4] {
+    if row < rows && col + 4 <= cols && cols.is_multiple_of(4) {
+        // SAFETY: four elements inside the matrix, 16-byte aligned (see above).
+        unsafe { p.offset(at(row, col, cols)).cast::<F32x4>().read(0).0 }
+    } else {
+        // SAFETY: each read is inside the matrix.
+        core::array::from_fn(|q| unsafe { load_or_zero(p, row, col + q as u32, rows, cols) })
+    }
+}
+
+/// The epilogue every step shares: `C[row][col] = acc`, or `+= acc` when `accumulate`, if
+/// (`row`, `col`) lies inside the `rows` x `cols` C.
+///
+/// # Safety
+/// `c` must hold the whole matrix, and no other thread may touch this element.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn store_c(
+    c: GlobalPtr<f32>,
+    row: u32,
+    col: u32,
+    rows: u32,
+    cols: u32,
+    acc: f32,
+    accumulate: bool,
+) {
+    if row < rows && col < cols {
+        let i = at(row, col, cols);
+        // SAFETY: inside the matrix; this thread owns the element.
+        unsafe { c.write(i, if accumulate { acc + c.read(i) } else { acc }) };
+    }
+}
+
+/// [`store_c`] for elements (`row`, `col..col + 4`): one 16-byte load (when accumulating) and
+/// store where alignment allows, as [`load4_or_zero`] says, else element by element.
+///
+/// # Safety
+/// As [`store_c`]; `col` must be a multiple of 4.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn store4_c(
+    c: GlobalPtr<f32>,
+    row: u32,
+    col: u32,
+    rows: u32,
+    cols: u32,
+    acc: [f32; 4],
+    accumulate: bool,
+) {
+    if row < rows && col + 4 <= cols && cols.is_multiple_of(4) {
+        let c4 = c.offset(at(row, col, cols)).cast::<F32x4>();
+        let mut v = acc;
+        if accumulate {
+            // SAFETY: four elements inside the matrix, 16-byte aligned.
+            let old = unsafe { c4.read(0).0 };
+            v = core::array::from_fn(|q| acc[q] + old[q]);
+        }
+        // SAFETY: as above; this thread owns the four elements.
+        unsafe { c4.write(0, F32x4(v)) };
+    } else {
+        for (q, &v) in acc.iter().enumerate() {
+            // SAFETY: `store_c` checks each element against the matrix.
+            unsafe { store_c(c, row, col + q as u32, rows, cols, v, accumulate) };
+        }
+    }
+}
