@@ -17,18 +17,20 @@
 //!
 //! Memory pyramid: Q, K, V tiles in shared memory (rows padded by 16 bytes so that `ldmatrix`'s
 //! eight 16-byte rows fall in different banks); Q's fragments, S/P, O, m, l in registers.
-//! K and V tiles are loaded with plain 16-byte loads, one tile at a time: `cp.async` double
-//! buffering (loading tile j + 1 while computing on tile j) needs the `cp.async` device function
-//! and emulator support that the GEMM chapter adds.
+//! K and V are double-buffered: `cp.async` (the GEMM chapter's pipeline) copies tile j + 1 into
+//! one stage while the warps compute on tile j in the other, one barrier per tile.
 
 use super::{LOG2_E, is_visible, kv_end, select_head};
 use crate::cuda::intrinsics::{exp2_approx, log2_approx};
 use crate::cuda::mma::{MmaInput, ldmatrix_x4, mma_m16n8k16};
+use crate::cuda::pipeline::{
+    CP_ASYNC_BYTES, cp_async_16, cp_async_commit_group, cp_async_wait_group,
+};
 use crate::cuda::shared::dynamic_shared_mem;
 use crate::cuda::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::cuda::warp::{FULL_MASK, WARP_SIZE, lane_id, shuffle_xor};
 use crate::cuda::{Bf16, F16, GlobalPtr, SharedPtr};
-use crate::elementwise::Words4;
+use crate::gemm::{accumulator_position, ldmatrix_x4_lane};
 use crate::{kernel, unroll};
 
 /// Query rows per block: 4 warps of 16 rows (the M of `m16n8k16`).
@@ -48,10 +50,14 @@ const MAX_D: usize = 128;
 // of P V; d / 16 <= 8 k-steps of Q K^T, d / 8 <= 16 output pieces.
 const _: () = assert!(BC == 64 && BR == 16 * WARPS && MAX_D == 128);
 
-/// Dynamic shared memory for head dimension `d`: the Q, K and V tiles, 2-byte elements.
+/// Dynamic shared memory for head dimension `d`: the Q tile and two stages of K and V tiles,
+/// 2-byte elements.
 pub const fn shared_bytes(d: usize) -> usize {
-    (BR + 2 * BC) * (d + ROW_PAD) * 2
+    (BR + 2 * STAGES * BC) * (d + ROW_PAD) * 2
 }
+
+/// K/V tiles in shared memory at once: the one being computed on and the one being copied.
+pub const STAGES: usize = 2;
 
 /// A 16-bit input type of the tensor cores.
 pub trait Half: Copy {
@@ -94,37 +100,29 @@ fn pack<T: Half>(lo: f32, hi: f32) -> u32 {
     u32::from(T::from_f32(lo).to_bits()) | (u32::from(T::from_f32(hi).to_bits()) << 16)
 }
 
-/// `ldmatrix.x4` for an A operand (16 x 16, row-major): lanes 0..16 supply rows 0..16 at column
-/// 0, lanes 16..32 the same rows at column 8. Returns (row, column) of this lane's row.
-#[inline(always)]
-pub const fn a_fragment_row(lane: usize) -> (usize, usize) {
-    (lane % 16, (lane / 16) * 8)
-}
-
-/// `ldmatrix.x4` for two B operands from a row-major `N x K` tile (K's rows are keys, its
-/// columns the reduction over d): matrix `lane / 8` is keys `0..8` or `8..16` (`/ 2`) at
-/// columns `0..8` or `8..16` (`% 2`), so registers 0, 1 are the B fragment of keys 0..8 and
-/// registers 2, 3 that of keys 8..16.
+/// `ldmatrix.x4` for two B operands from a row-major `N x K` tile, without `.trans` (K's rows
+/// are keys, the N of `S = Q K^T`; its columns are the reduction over d): matrix `lane / 8` is
+/// keys `0..8` or `8..16` (`/ 2`) at columns `0..8` or `8..16` (`% 2`), so registers 0, 1 are
+/// the B fragment of keys 0..8 and registers 2, 3 that of keys 8..16. (Q's A fragments and V's
+/// `.trans` B fragments use the GEMM's [`ldmatrix_x4_lane`].)
 #[inline(always)]
 pub const fn b_fragment_row(lane: usize) -> (usize, usize) {
     let (matrix, row) = (lane / 8, lane % 8);
     ((matrix / 2) * 8 + row, (matrix % 2) * 8)
 }
 
-/// `ldmatrix.x4.trans` for two B operands from a row-major `K x N` tile (V's rows are keys, the
-/// reduction; its columns are d): matrix `lane / 8` is keys `0..8` or `8..16` (`% 2`) of
-/// columns `0..8` or `8..16` (`/ 2`); registers 0, 1 are the fragment of columns 0..8,
-/// registers 2, 3 that of columns 8..16.
+/// This lane's `ldmatrix.x4` row for an A operand, or a `.trans` B operand: (row, column).
 #[inline(always)]
-pub const fn bt_fragment_row(lane: usize) -> (usize, usize) {
-    let (matrix, row) = (lane / 8, lane % 8);
-    ((matrix % 2) * 8 + row, (matrix / 2) * 8)
+fn x4_lane(lane: usize) -> (usize, usize) {
+    let (row, col) = ldmatrix_x4_lane(lane as u32);
+    (row as usize, col as usize)
 }
 
-/// Where element `e` (0..4) of this lane's accumulator fragment sits in its 16 x 8 tile.
+/// Where register `e` (0..4) of this lane's accumulator fragment sits in its 16 x 8 tile.
 #[inline(always)]
-pub const fn accumulator_position(lane: usize, e: usize) -> (usize, usize) {
-    (lane / 4 + 8 * (e / 2), 2 * (lane % 4) + e % 2)
+fn accumulator_at(lane: usize, e: usize) -> (usize, usize) {
+    let (row, col) = accumulator_position(lane as u32, e as u32);
+    (row as usize, col as usize)
 }
 
 /// Max over the 4 lanes that hold one row (lanes `4g .. 4g + 4`): two butterfly shuffles.
@@ -141,11 +139,12 @@ fn quad_sum(x: f32) -> f32 {
     x + shuffle_xor(FULL_MASK, x, 2)
 }
 
-/// Copies rows `[first, first + BC)` (or `BR`) of a `rows x D` matrix of 16-bit elements from
-/// HBM into a shared tile with padded rows, 16 bytes per thread and step (coalesced); rows
-/// past `rows` are zero-filled.
+/// Starts copying rows `[first, first + tile_rows)` of a `rows x D` matrix of 16-bit elements
+/// from HBM into a shared tile with padded rows: one 16-byte `cp.async` per thread and step, the
+/// block's threads taking consecutive chunks (coalesced). Rows past `rows` are zero-filled
+/// without reading anything (`src_bytes = 0`, from the matrix's first, valid address).
 #[inline(always)]
-unsafe fn load_tile<T: Half, const D: usize>(
+unsafe fn copy_tile_async<T: Half, const D: usize>(
     src: GlobalPtr<T>,
     first: usize,
     rows: usize,
@@ -156,27 +155,30 @@ unsafe fn load_tile<T: Half, const D: usize>(
     let mut e = thread_idx_x() as usize;
     while e < tile_rows * chunks {
         let (r, ch) = (e / chunks, e % chunks);
-        let at = dst.offset(r * (D + ROW_PAD) + ch * 8).cast::<Words4>();
-        if first + r < rows {
-            unsafe { at.write(0, src.cast::<Words4>().read((first + r) * chunks + ch)) };
+        let (from, bytes) = if first + r < rows {
+            (src.offset((first + r) * D + ch * 8), CP_ASYNC_BYTES)
         } else {
-            unsafe { at.write(0, Words4([0; 4])) };
-        }
+            (src, 0)
+        };
+        unsafe { cp_async_16(dst.offset(r * (D + ROW_PAD) + ch * 8), from, bytes) };
         e += THREADS;
     }
 }
 
-/// Shared memory holds three padded tiles, Q_i [BR x (D + ROW_PAD)], then K_j and V_j
-/// [BC x (D + ROW_PAD)]: the start of tile 0, 1 or 2.
+/// Shared memory holds five padded tiles: `Q_i` [BR x (D + ROW_PAD)], then two stages of
+/// `K_j`, `V_j` [BC x (D + ROW_PAD)] each: tile `j` computes from stage `j % 2` while tile
+/// `j + 1` is copied into the other.
 #[inline(always)]
-fn tile_base<T: Half, const D: usize>(tile: usize) -> SharedPtr<T> {
+fn q_tile<T: Half, const D: usize>() -> SharedPtr<T> {
+    dynamic_shared_mem::<T>()
+}
+
+/// `K_j` and `V_j` of stage `stage` (0 or 1).
+#[inline(always)]
+fn kv_stage<T: Half, const D: usize>(stage: usize) -> (SharedPtr<T>, SharedPtr<T>) {
     let stride = D + ROW_PAD;
-    let offset = if tile == 0 {
-        0
-    } else {
-        (BR + (tile - 1) * BC) * stride
-    };
-    dynamic_shared_mem::<T>().offset(offset)
+    let k = dynamic_shared_mem::<T>().offset((BR + 2 * stage * BC) * stride);
+    (k, k.offset(BC * stride))
 }
 
 /// The forward pass for input type `T` and head dimension `D`; the kernels below fix both.
@@ -201,20 +203,33 @@ unsafe fn flash_forward<T: Half, const D: usize>(
     // The two rows (of the head) this lane's fragments hold: g and g + 8 of the warp's 16.
     let rows = [i0 + w0 + lane / 4, i0 + w0 + lane / 4 + 8];
 
-    // Shared: Q_i [BR x D], K_j, V_j [BC x D], rows padded.
+    // Shared: Q_i [BR x D] and two stages of K_j, V_j [BC x D], rows padded.
     let stride = D + ROW_PAD;
-    let (q_s, k_s, v_s) = (
-        tile_base::<T, D>(0),
-        tile_base::<T, D>(1),
-        tile_base::<T, D>(2),
-    );
+    let q_s = q_tile::<T, D>();
+    let kv_end = kv_end(i0, BR, n_q, n_kv, causal);
+    let tiles = kv_end.div_ceil(BC);
+    // K_j, V_j of tile `j` (keys j * BC ..): HBM -> stage j % 2, asynchronously.
+    let copy_kv = |j: usize| {
+        let (k_s, v_s) = kv_stage::<T, D>(j % STAGES);
+        unsafe {
+            copy_tile_async::<T, D>(k, j * BC, n_kv, k_s, BC);
+            copy_tile_async::<T, D>(v, j * BC, n_kv, v_s, BC);
+        }
+    };
 
-    // Q_i: HBM -> shared -> registers, once: the warp's 16 rows as D / 16 A fragments.
-    unsafe { load_tile::<T, D>(q, i0, n_q, q_s, BR) };
+    // Q_i and tile 0 in flight as one group; wait for it, and (barrier) for everyone's part.
+    unsafe { copy_tile_async::<T, D>(q, i0, n_q, q_s, BR) };
+    if tiles > 0 {
+        copy_kv(0);
+    }
+    cp_async_commit_group();
+    cp_async_wait_group::<0>();
     sync_threads();
+
+    // Q_i: shared -> registers, once: the warp's 16 rows as D / 16 A fragments.
     let mut q_frag = [[0u32; 4]; MAX_D / 16];
-    let (ar, ac) = a_fragment_row(lane);
-    unroll!(for kk in 0..8 {
+    let (ar, ac) = x4_lane(lane);
+    unroll!(kk in 0..8 {
         if kk < D / 16 {
             q_frag[kk] =
                 unsafe { ldmatrix_x4(q_s.offset((w0 + ar) * stride + kk * 16 + ac), false) };
@@ -228,29 +243,29 @@ unsafe fn flash_forward<T: Half, const D: usize>(
     let mut l = [0.0f32; 2];
     let scale_log2 = scale * LOG2_E;
 
-    let kv_end = kv_end(i0, BR, n_q, n_kv, causal);
-    let mut j0 = 0;
-    while j0 < kv_end {
-        // K_j, V_j: HBM -> shared (barrier before: the last tile is consumed; after: loaded).
-        sync_threads();
-        unsafe {
-            load_tile::<T, D>(k, j0, n_kv, k_s, BC);
-            load_tile::<T, D>(v, j0, n_kv, v_s, BC);
+    for j in 0..tiles {
+        // Tile j is in its stage, visible to every thread. Start copying tile j + 1 into the
+        // other stage, which every warp finished reading (tile j - 1) before the last barrier;
+        // it lands while this tile is computed. (An empty group past the end keeps the count.)
+        if j + 1 < tiles {
+            copy_kv(j + 1);
         }
-        sync_threads();
+        cp_async_commit_group();
+        let j0 = j * BC;
 
         // S_i^(j) = Q_i K_j^T: [16 x BC] per warp, BC / 8 accumulators, D / 16 k-steps.
         let mut s = [[0.0f32; 4]; BC / 8];
-        // This lane's ldmatrix rows of K_j and V_j. (The tile bases are taken afresh each
-        // iteration, so that the compiler computes the 32 + 32 fragment addresses here, as adds
-        // of constants, instead of hoisting them out of the loop into 128 live registers.)
+        // This lane's ldmatrix rows of K_j and V_j. (The bases change with the stage, so the
+        // compiler computes the 32 + 32 fragment addresses here, as adds of constants, instead
+        // of hoisting them out of the loop into 128 live registers.)
+        let (k_s, v_s) = kv_stage::<T, D>(j % STAGES);
         let (br, bc) = b_fragment_row(lane);
-        let (vr, vc) = bt_fragment_row(lane);
-        let k_lane = tile_base::<T, D>(1).offset(br * stride + bc);
-        let v_lane = tile_base::<T, D>(2).offset(vr * stride + vc);
-        unroll!(for kk in 0..8 {
+        let (vr, vc) = x4_lane(lane);
+        let k_lane = k_s.offset(br * stride + bc);
+        let v_lane = v_s.offset(vr * stride + vc);
+        unroll!(kk in 0..8 {
             if kk < D / 16 {
-                unroll!(for pair in 0..4 {
+                unroll!(pair in 0..4 {
                     let nt = 2 * pair; // two 8-key pieces per ldmatrix
                     let b = unsafe { ldmatrix_x4(k_lane.offset(nt * 8 * stride + kk * 16), false) };
                     s[nt] = mma_m16n8k16(T::INPUT, q_frag[kk], [b[0], b[1]], s[nt]);
@@ -263,7 +278,7 @@ unsafe fn flash_forward<T: Half, const D: usize>(
         let mut m_new = m;
         for (nt, acc) in s.iter_mut().enumerate() {
             for (e, x) in acc.iter_mut().enumerate() {
-                let (r, c) = accumulator_position(lane, e);
+                let (r, c) = accumulator_at(lane, e);
                 let visible = is_visible(i0 + w0 + r, j0 + nt * 8 + c, n_q, n_kv, causal);
                 *x = if visible {
                     *x * scale_log2
@@ -289,7 +304,7 @@ unsafe fn flash_forward<T: Half, const D: usize>(
         for h in 0..2 {
             l[h] = alpha[h] * l[h] + rowsum[h];
         }
-        unroll!(for nd in 0..16 {
+        unroll!(nd in 0..16 {
             if nd < D / 8 {
                 for (e, x) in o_acc[nd].iter_mut().enumerate() {
                     *x *= alpha[e / 2];
@@ -298,7 +313,7 @@ unsafe fn flash_forward<T: Half, const D: usize>(
         });
         // O_i^(j) += P_i^(j) V_j: P straight from S's registers as A fragments (16 keys each),
         // V_j's fragments by ldmatrix.trans.
-        unroll!(for kk in 0..4 {
+        unroll!(kk in 0..4 {
             let (lo, hi) = (s[2 * kk], s[2 * kk + 1]);
             let p = [
                 pack::<T>(lo[0], lo[1]),
@@ -306,7 +321,7 @@ unsafe fn flash_forward<T: Half, const D: usize>(
                 pack::<T>(hi[0], hi[1]),
                 pack::<T>(hi[2], hi[3]),
             ];
-            unroll!(for pair in 0..8 {
+            unroll!(pair in 0..8 {
                 let nd = 2 * pair; // two 8-column pieces of d per ldmatrix
                 if nd < D / 8 {
                     let b = unsafe { ldmatrix_x4(v_lane.offset(kk * 16 * stride + nd * 8), true) };
@@ -316,7 +331,10 @@ unsafe fn flash_forward<T: Half, const D: usize>(
             });
         });
         m = m_new;
-        j0 += BC;
+        // Tile j + 1 has landed for this thread; after the barrier, for every thread, and every
+        // warp is done with tile j, whose stage tile j + 2 will refill.
+        cp_async_wait_group::<0>();
+        sync_threads();
     }
 
     // O_i = O_i^(last) / l_i^(last), LSE_i = m_i^(last) + log l_i^(last); the row's sum is
@@ -324,11 +342,11 @@ unsafe fn flash_forward<T: Half, const D: usize>(
     let l = l.map(quad_sum);
     let inv_l = l.map(|x| if x > 0.0 { 1.0 / x } else { 0.0 });
     let o_pairs = o.cast::<u32>();
-    unroll!(for nd in 0..16 {
+    unroll!(nd in 0..16 {
         if nd < D / 8 {
             let acc = o_acc[nd];
             for h in 0..2 {
-                let (r, c) = accumulator_position(lane, 2 * h);
+                let (r, c) = accumulator_at(lane, 2 * h);
                 let i = i0 + w0 + r;
                 if i < n_q {
                     let pair = pack::<T>(acc[2 * h] * inv_l[h], acc[2 * h + 1] * inv_l[h]);
@@ -372,3 +390,26 @@ flash_mma_kernel!(
 flash_mma_kernel!(
     /// As [`flash_attention_bf16_d64`], f16 inputs, d = 128.
     flash_attention_f16_d128, F16, 128);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both `ldmatrix.x4` lane maps supply 32 distinct 16-byte rows covering a 16 x 16 block, and
+    /// K's groups keys 0..8 (matrices 0, 1) before keys 8..16 (matrices 2, 3), columns 0..8 first.
+    #[test]
+    fn ldmatrix_lane_maps_cover_a_16x16_block() {
+        for map in [b_fragment_row, x4_lane] {
+            let mut rows: std::vec::Vec<_> = (0..32).map(map).collect();
+            assert!(rows.iter().all(|&(r, c)| r < 16 && (c == 0 || c == 8)));
+            rows.sort();
+            rows.dedup();
+            assert_eq!(rows.len(), 32);
+        }
+        let matrix = |lane: usize| {
+            let (r, c) = b_fragment_row(lane);
+            (r / 8, c / 8)
+        };
+        assert_eq!([0, 8, 16, 24].map(matrix), [(0, 0), (0, 1), (1, 0), (1, 1)]);
+    }
+}

@@ -189,20 +189,8 @@ pub const fn accumulator_position(lane: u32, i: u32) -> (u32, u32) {
     (lane / 4 + 8 * (i / 2), 2 * (lane % 4) + i % 2)
 }
 
-/// `#pragma unroll` for the short constant loops over a thread's accumulators:
-/// `unroll!(i in 0..4 { ... })` repeats the body with `i` = 0, 1, 2, 3.
-///
-/// An accumulator array stays in registers only if every index into it is a constant once the
-/// loops are unrolled; LLVM unrolls the compute loops by itself but not an epilogue loop with
-/// stores and branches, and would then keep the whole array in local memory (which `ptxas`
-/// reports as a stack frame). Rust has no unroll pragma, so the repetition is spelled out here.
-macro_rules! unroll {
-    ($i:ident in 0..2 $body:block) => { unroll!(@ $i [0 1] $body) };
-    ($i:ident in 0..4 $body:block) => { unroll!(@ $i [0 1 2 3] $body) };
-    ($i:ident in 0..8 $body:block) => { unroll!(@ $i [0 1 2 3 4 5 6 7] $body) };
-    (@ $i:ident [$($n:literal)*] $body:block) => { $( { let $i: usize = $n; $body } )* };
-}
-pub(crate) use unroll;
+/// `#pragma unroll`: the device-support layer's (`kernels/src/cuda/unroll.rs`).
+pub(crate) use crate::unroll;
 
 // ---- Loads and stores shared by the steps -----------------------------------------------------
 
