@@ -104,6 +104,9 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
     bar.finish_and_clear();
     print_table(&rows, rt.is_gpu());
+    if rows.iter().any(|r| r.kernel.starts_with("attention")) {
+        attention_sweep(&rows, spec);
+    }
     let report = Report {
         backend: rt.device_name(),
         roofline_device: spec,
@@ -333,4 +336,76 @@ pub fn attention_head_speed() -> Result<(), String> {
 
 fn rayon_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The attention chapter's two sweeps over N (batch 4, 16 heads, d = 128): modelled time at the
+/// roofline bound of each flow, and device memory against the device's HBM, with the N past
+/// which the naive flow no longer fits. Then the speedup of fused over naive from the table.
+fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
+    use host::ops::attention::{
+        AttentionShape, Flow, device_bytes, fused_traffic, max_sequence_len, naive_traffic,
+    };
+    let (batch, heads, d) = (4, 16, 128);
+    println!(
+        "\nattention over N (batch {batch}, {heads} heads, d = {d}), MODELLED on {} at the roofline bound of the compulsory traffic:",
+        spec.name
+    );
+    println!(
+        "{:>8} {:>14} {:>14} {:>16} {:>16} {:>10} {:>10}",
+        "N", "naive f32", "fused bf16", "naive memory", "fused memory", "naive fits", "fused fits"
+    );
+    let mut n = 1024;
+    while n <= 65536 {
+        let shape = AttentionShape::new(batch, heads, n, d);
+        let naive = Roofline::modelled(&naive_traffic(&shape, false).compulsory, spec).seconds;
+        let fused =
+            Roofline::modelled(&fused_traffic::<half::bf16>(&shape, false).compulsory, spec)
+                .seconds;
+        let (nm, fm) = (
+            device_bytes(Flow::Naive, &shape),
+            device_bytes(Flow::Fused, &shape),
+        );
+        let fits = |b: u64| {
+            if b as f64 <= spec.hbm_bytes {
+                "yes"
+            } else {
+                "no"
+            }
+        };
+        println!(
+            "{n:>8} {:>14} {:>14} {:>13.1} GB {:>13.2} GB {:>10} {:>10}",
+            duration(naive),
+            duration(fused),
+            nm as f64 / 1e9,
+            fm as f64 / 1e9,
+            fits(nm),
+            fits(fm)
+        );
+        n *= 2;
+    }
+    let hbm = spec.hbm_bytes as u64;
+    println!(
+        "largest N in {:.0} GB: naive {}, fused {} (f32 buffers; fused needs O(N d), naive O(N^2))",
+        spec.hbm_bytes / 1e9,
+        max_sequence_len(Flow::Naive, hbm, batch, heads, d),
+        max_sequence_len(Flow::Fused, hbm, batch, heads, d)
+    );
+    let time = |k: &str| {
+        rows.iter()
+            .find(|r| r.kernel == k)
+            .map(|r| r.roofline.seconds)
+    };
+    for fused in ["attention_fused_f32", "attention_fused_bf16"] {
+        if let (Some(n), Some(f)) = (time("attention_naive_f32"), time(fused)) {
+            let how = if rows[0].measured {
+                "measured"
+            } else {
+                "modelled"
+            };
+            println!(
+                "speedup of {fused} over attention_naive_f32 at N = 4096: {:.1}x ({how})",
+                n / f
+            );
+        }
+    }
 }
