@@ -163,20 +163,6 @@ pub fn with<R>(f: impl FnOnce(&dyn Gpu) -> R) -> R {
     f(unsafe { &*gpu })
 }
 
-#[track_caller]
-#[inline]
-pub(crate) fn global_access<T>(p: *mut T, access: Access) {
-    let site = Location::caller();
-    with(|gpu| gpu.global_access(p as usize, core::mem::size_of::<T>(), access, site));
-}
-
-#[track_caller]
-#[inline]
-pub(crate) fn shared_access<T>(p: *mut T, access: Access) {
-    let site = Location::caller();
-    with(|gpu| gpu.shared_access(p as usize, core::mem::size_of::<T>(), access, site));
-}
-
 #[doc(hidden)]
 pub fn static_shared<T>(key: usize, len: usize) -> *mut T {
     with(|gpu| gpu.static_shared(key, len * core::mem::size_of::<T>(), 16)).cast()

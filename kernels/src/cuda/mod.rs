@@ -28,8 +28,7 @@ pub mod thread;
 mod unroll;
 pub mod warp;
 
-pub use ptr::GlobalPtr;
-pub use shared::SharedPtr;
+pub use ptr::{Global, GlobalPtr, Ptr, Shared, SharedPtr, StateSpace};
 
 /// IEEE half precision, 1 sign, 5 exponent, 10 mantissa bits.
 ///

@@ -1,34 +1,80 @@
 use core::marker::PhantomData;
 
-/// A pointer into global memory (HBM, cached by L2), as a kernel receives it: CUDA C's `T*`.
-///
-/// It carries no length, exactly as on the GPU; the host checks buffer sizes before launch, and
-/// the emulator checks every access against the buffers it allocated. The layout is one 64-bit
-/// address, so the host passes a device address for it unchanged.
-///
-/// Every read and write here crosses the HBM boundary in the roofline's accounting (unless L2
-/// happens to hold the line): it is the traffic that a kernel's cost model counts.
-#[repr(transparent)]
-pub struct GlobalPtr<T> {
-    ptr: *mut T,
-    _marker: PhantomData<T>,
+/// A PTX state space a pointer points into: what an access through it means, and what the
+/// emulator checks about it.
+pub trait StateSpace: Copy {
+    /// Checks and counts an access of `size_of::<T>()` bytes at `p` (host target only).
+    #[cfg(not(target_arch = "nvptx64"))]
+    #[track_caller]
+    fn access<T>(p: *mut T, access: super::emu::Access);
 }
 
-impl<T> Clone for GlobalPtr<T> {
+/// Global memory (HBM, cached by L2): `ld.global` / `st.global`. Every byte read or written here
+/// crosses the HBM boundary in the roofline's accounting (unless L2 happens to hold the line): it
+/// is the traffic a kernel's cost model counts. The emulator checks every access against the
+/// buffers it allocated.
+#[derive(Clone, Copy, Debug)]
+pub struct Global;
+
+/// This block's shared memory (`.shared`): `ld.shared` / `st.shared`, on the SM. The emulator
+/// checks every access against the block's shared allocations, and for data races between
+/// barriers and reads of bytes nobody wrote.
+#[derive(Clone, Copy, Debug)]
+pub struct Shared;
+
+impl StateSpace for Global {
+    #[cfg(not(target_arch = "nvptx64"))]
+    #[track_caller]
+    #[inline]
+    fn access<T>(p: *mut T, access: super::emu::Access) {
+        let site = core::panic::Location::caller();
+        super::emu::with(|gpu| gpu.global_access(p as usize, size_of::<T>(), access, site));
+    }
+}
+
+impl StateSpace for Shared {
+    #[cfg(not(target_arch = "nvptx64"))]
+    #[track_caller]
+    #[inline]
+    fn access<T>(p: *mut T, access: super::emu::Access) {
+        let site = core::panic::Location::caller();
+        super::emu::with(|gpu| gpu.shared_access(p as usize, size_of::<T>(), access, site));
+    }
+}
+
+/// A pointer into state space `S`, as a kernel holds it: CUDA C's `T*`.
+///
+/// It carries no length, exactly as on the GPU; the host checks buffer sizes before launch, and
+/// the emulator checks every access. The layout is one 64-bit address, so the host passes a
+/// device address for a [`GlobalPtr`] unchanged.
+#[repr(transparent)]
+pub struct Ptr<T, S: StateSpace> {
+    ptr: *mut T,
+    _marker: PhantomData<(T, S)>,
+}
+
+/// A pointer into global memory: what kernels receive for their buffers.
+pub type GlobalPtr<T> = Ptr<T, Global>;
+/// A pointer into this block's shared memory: what [`shared_array!`](crate::shared_array) and
+/// [`dynamic_shared_mem`](super::shared::dynamic_shared_mem) give.
+pub type SharedPtr<T> = Ptr<T, Shared>;
+
+impl<T, S: StateSpace> Clone for Ptr<T, S> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<T> Copy for GlobalPtr<T> {}
+impl<T, S: StateSpace> Copy for Ptr<T, S> {}
 
-// SAFETY: a GlobalPtr is an address, like a CUDA `T*`; what may be done through it is governed
-// by the kernel's own contract, checked by the emulator on the host.
-unsafe impl<T> Send for GlobalPtr<T> {}
+// SAFETY: a pointer is an address, like a CUDA `T*`; what may be done through it is governed by
+// the kernel's own contract, checked by the emulator on the host.
+unsafe impl<T, S: StateSpace> Send for Ptr<T, S> {}
 // SAFETY: see `Send`.
-unsafe impl<T> Sync for GlobalPtr<T> {}
+unsafe impl<T, S: StateSpace> Sync for Ptr<T, S> {}
 
-impl<T: Copy> GlobalPtr<T> {
-    /// Wraps a raw address. On the GPU this is a device address; in the emulator a host one.
+impl<T: Copy, S: StateSpace> Ptr<T, S> {
+    /// Wraps a raw (generic-address-space) address. For global memory on the GPU this is a
+    /// device address; in the emulator a host one.
     pub const fn from_raw(ptr: *mut T) -> Self {
         Self {
             ptr,
@@ -41,6 +87,11 @@ impl<T: Copy> GlobalPtr<T> {
         self.ptr as usize
     }
 
+    /// The generic address (e.g. for `ldmatrix` and `cp.async`, which take a shared address).
+    pub fn as_ptr(self) -> *mut T {
+        self.ptr
+    }
+
     /// The pointer `count` elements further on (no access happens).
     #[inline(always)]
     pub fn offset(self, count: usize) -> Self {
@@ -49,35 +100,37 @@ impl<T: Copy> GlobalPtr<T> {
 
     /// Reinterprets the element type, e.g. `f32` as a 16-byte vector for wide loads.
     #[inline(always)]
-    pub fn cast<U: Copy>(self) -> GlobalPtr<U> {
-        GlobalPtr::from_raw(self.ptr.cast())
+    pub fn cast<U: Copy>(self) -> Ptr<U, S> {
+        Ptr::from_raw(self.ptr.cast())
     }
 
-    /// Loads element `i` (`ld.global`).
+    /// Loads element `i` (`ld.global` / `ld.shared`).
     ///
     /// # Safety
-    /// `i` must be inside the buffer and no other thread may write it during the launch.
+    /// `i` must be inside the allocation, and no other thread may write it during the launch
+    /// (global) or since the last barrier (shared).
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn read(self, i: usize) -> T {
         let p = self.ptr.wrapping_add(i);
         #[cfg(not(target_arch = "nvptx64"))]
-        super::emu::global_access(p, super::emu::Access::Read);
-        // SAFETY: the caller's contract; the emulator has just checked bounds and alignment.
+        S::access(p, super::emu::Access::Read);
+        // SAFETY: the caller's contract; the emulator has just checked it on the host.
         unsafe { p.read() }
     }
 
-    /// Stores `value` at element `i` (`st.global`).
+    /// Stores `value` at element `i` (`st.global` / `st.shared`).
     ///
     /// # Safety
-    /// `i` must be inside the buffer and no other thread may touch it during the launch.
+    /// `i` must be inside the allocation, and no other thread may touch it during the launch
+    /// (global) or since the last barrier (shared).
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn write(self, i: usize, value: T) {
         let p = self.ptr.wrapping_add(i);
         #[cfg(not(target_arch = "nvptx64"))]
-        super::emu::global_access(p, super::emu::Access::Write);
-        // SAFETY: the caller's contract; the emulator has just checked bounds and alignment.
+        S::access(p, super::emu::Access::Write);
+        // SAFETY: the caller's contract; the emulator has just checked it on the host.
         unsafe { p.write(value) }
     }
 }
