@@ -124,9 +124,12 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     println!("JSON report: {}", path.display());
     let svg = path.with_file_name("roofline.svg");
+    // One point per kernel (its first, headline shape): a sweep's points would sit on each other.
+    let mut seen = std::collections::HashSet::new();
     let points: Vec<_> = report
         .rows
         .iter()
+        .filter(|r| seen.insert(r.kernel))
         .map(|r| plot::RooflinePoint {
             label: r.kernel.to_string(),
             intensity: r.roofline.intensity,
@@ -239,7 +242,7 @@ fn duration(s: f64) -> String {
 fn print_table(rows: &[Row], measured: bool) {
     let tag = if measured { "" } else { " (modelled)" };
     println!(
-        "{:<26} {:<18} {:>12} {:>11} {:>12} {:>7} {:>7} {:>10}  check",
+        "{:<27} {:<28} {:>12} {:>11} {:>12} {:>8} {:>7} {:>10}  check",
         "kernel",
         "shape",
         format!("time{tag}"),
@@ -260,7 +263,7 @@ fn print_table(rows: &[Row], measured: bool) {
             Err(e) => format!("FAILED: {e}"),
         };
         println!(
-            "{:<26} {:<18} {:>12} {:>11.0} {:>12.3} {:>7.3} {:>7} {:>9.1}%  {}",
+            "{:<27} {:<28} {:>12} {:>11.0} {:>12.3} {:>8.3} {:>7} {:>9.1}%  {}",
             r.kernel,
             r.shape,
             duration(f.seconds),
