@@ -24,12 +24,24 @@ fn driver(call: &str) -> impl Fn(DriverError) -> Error + '_ {
     }
 }
 
+/// A kernel's handle and what the compiled kernel itself allows.
+#[derive(Clone, Copy)]
+struct Function {
+    handle: sys::CUfunction,
+    /// Threads per block this kernel can launch with: below the device's 1024 when its registers
+    /// per thread would not fit (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`).
+    max_threads: u32,
+    /// Its statically declared shared memory (`shared_array!`), which counts against the same
+    /// per-block limit as the dynamic shared memory of the launch.
+    static_shared: u32,
+}
+
 /// An opened CUDA device with the kernels' module loaded.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     module: sys::CUmodule,
-    functions: Mutex<HashMap<&'static str, sys::CUfunction>>,
+    functions: Mutex<HashMap<&'static str, Function>>,
     name: String,
     arch: Arch,
     limits: DeviceLimits,
@@ -212,7 +224,7 @@ impl Gpu {
             .map_err(driver("cuStreamSynchronize"))
     }
 
-    fn function(&self, name: &'static str) -> Result<sys::CUfunction> {
+    fn function(&self, name: &'static str) -> Result<Function> {
         let mut functions = self.functions.lock().unwrap();
         if let Some(f) = functions.get(name) {
             return Ok(*f);
@@ -221,14 +233,30 @@ impl Gpu {
             .bind_to_thread()
             .map_err(driver("cuCtxSetCurrent"))?;
         // SAFETY: the module is loaded and lives as long as `self`.
-        let f = unsafe { result::module::get_function(self.module, CString::new(name).unwrap()) }
-            .map_err(|e| Error::Driver {
-            call: format!("cuModuleGetFunction({name})"),
-            message: format!(
-                "{e}: no kernel of that name in the {} PTX",
-                self.arch.name()
-            ),
-        })?;
+        let handle =
+            unsafe { result::module::get_function(self.module, CString::new(name).unwrap()) }
+                .map_err(|e| Error::Driver {
+                    call: format!("cuModuleGetFunction({name})"),
+                    message: format!(
+                        "{e}: no kernel of that name in the {} PTX",
+                        self.arch.name()
+                    ),
+                })?;
+        let attribute = |a| {
+            // SAFETY: a valid function handle.
+            unsafe { result::function::get_function_attribute(handle, a) }
+                .map(|v| v as u32)
+                .map_err(driver("cuFuncGetAttribute"))
+        };
+        let f = Function {
+            handle,
+            max_threads: attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            )?,
+            static_shared: attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+            )?,
+        };
         functions.insert(name, f);
         Ok(f)
     }
@@ -245,7 +273,10 @@ impl Gpu {
         params: &mut [*mut c_void],
     ) -> Result<()> {
         self.limits.check(name, cfg)?;
-        let f = self.function(name)?;
+        let function = self.function(name)?;
+        self.limits
+            .check_compiled(name, cfg, function.max_threads, function.static_shared)?;
+        let f = function.handle;
         if cfg.shared_mem_bytes > DEFAULT_SHARED_MEM {
             // SAFETY: a valid function handle; the value was checked against the opt-in limit.
             unsafe {

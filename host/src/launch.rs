@@ -66,14 +66,7 @@ impl DeviceLimits {
 
     /// Refuses a launch the device cannot run, naming the limit and the request.
     pub fn check(&self, kernel: &str, cfg: &LaunchConfig) -> Result<(), Error> {
-        let refuse = |what: &'static str, requested: u64, limit: u64| {
-            Err(Error::LaunchLimit {
-                kernel: kernel.to_string(),
-                what,
-                requested,
-                limit,
-            })
-        };
+        let refuse = |what, requested, limit| refusal(kernel, what, requested, limit);
         let threads = cfg.block.volume();
         if threads == 0 || cfg.grid.volume() == 0 {
             return Err(Error::Shape(format!(
@@ -109,5 +102,76 @@ impl DeviceLimits {
             );
         }
         Ok(())
+    }
+
+    /// What a compiled kernel adds to [`check`](Self::check): its registers per thread can cap
+    /// its threads per block below the device's (`max_threads`, from the driver), and its static
+    /// shared memory (`static_shared`) shares the per-block limit with the launch's dynamic part.
+    pub fn check_compiled(
+        &self,
+        kernel: &str,
+        cfg: &LaunchConfig,
+        max_threads: u32,
+        static_shared: u32,
+    ) -> Result<(), Error> {
+        let threads = cfg.block.volume();
+        if threads > u64::from(max_threads) {
+            return refusal(
+                kernel,
+                "threads per block for this kernel (its registers per thread limit it)",
+                threads,
+                max_threads.into(),
+            );
+        }
+        let shared = u64::from(cfg.shared_mem_bytes) + u64::from(static_shared);
+        if shared > u64::from(self.max_shared_mem_per_block) {
+            return refusal(
+                kernel,
+                "shared memory per block, static and dynamic (bytes)",
+                shared,
+                self.max_shared_mem_per_block.into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+fn refusal(kernel: &str, what: &'static str, requested: u64, limit: u64) -> Result<(), Error> {
+    Err(Error::LaunchLimit {
+        kernel: kernel.to_string(),
+        what,
+        requested,
+        limit,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_whose_registers_cap_its_block_is_refused_before_launch() {
+        let limits = DeviceLimits::SM90;
+        let cfg = LaunchConfig::linear(1, 512);
+        limits.check("k", &cfg).unwrap();
+        let err = limits
+            .check_compiled("k", &cfg, 256, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("requested 512, but the device allows at most 256")
+                && err.contains("registers"),
+            "{err}"
+        );
+        let big = LaunchConfig::linear(1, 128).with_shared_mem(200 * 1024);
+        limits.check("k", &big).unwrap();
+        let err = limits
+            .check_compiled("k", &big, 1024, 40 * 1024)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&(240 * 1024).to_string()) && err.contains(&(227 * 1024).to_string()),
+            "{err}"
+        );
     }
 }
