@@ -251,7 +251,9 @@ fn naive(problem: &Problem) -> (Vec<f32>, Option<LaunchCounters>) {
     let s = &problem.shape;
     let [q, k, v] = upload(&rt, [&problem.q, &problem.k, &problem.v]);
     let mut o = rt.alloc::<f32>(s.q_elems()).unwrap();
-    let counters = attention::naive(&rt, &q, &k, &v, &mut o, s, &problem.params).unwrap();
+    let mut workspace = attention::NaiveWorkspace::new(&rt, s).unwrap();
+    let counters =
+        attention::naive(&rt, &q, &k, &v, &mut o, &mut workspace, s, &problem.params).unwrap();
     (rt.download(&o).unwrap(), counters)
 }
 
@@ -282,14 +284,9 @@ proptest! {
 fn naive_refuses_when_s_and_p_do_not_fit() {
     let rt = runtime();
     let shape = AttentionShape::new(1, 1, 150_000, 64);
-    let params = AttentionParams::standard(64, false);
-    let (q, k, v) = (
-        rt.alloc::<f32>(shape.q_elems()).unwrap(),
-        rt.alloc::<f32>(shape.kv_elems()).unwrap(),
-        rt.alloc::<f32>(shape.kv_elems()).unwrap(),
-    );
-    let mut o = rt.alloc::<f32>(shape.q_elems()).unwrap();
-    let err = attention::naive(&rt, &q, &k, &v, &mut o, &shape, &params).unwrap_err();
+    let Err(err) = attention::NaiveWorkspace::new(&rt, &shape) else {
+        panic!("S and P of {shape:?} were allocated");
+    };
     let free = rt.free_memory().unwrap();
     let needed = 2 * 150_000u64 * 150_000 * 4;
     assert!(

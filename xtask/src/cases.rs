@@ -428,6 +428,7 @@ trait AttentionCase: FlashElement {
         _rt: &Runtime,
         _qkv: &[DeviceBuffer<Self>; 3],
         _o: &mut DeviceBuffer<Self>,
+        _workspace: &mut attention_op::NaiveWorkspace,
         _shape: &AttentionShape,
         _params: &AttentionParams,
     ) -> host::Result<Launched> {
@@ -451,10 +452,11 @@ impl AttentionCase for f32 {
         rt: &Runtime,
         [q, k, v]: &[DeviceBuffer<Self>; 3],
         o: &mut DeviceBuffer<Self>,
+        workspace: &mut attention_op::NaiveWorkspace,
         shape: &AttentionShape,
         params: &AttentionParams,
     ) -> host::Result<Launched> {
-        attention_op::naive(rt, q, k, v, o, shape, params)
+        attention_op::naive(rt, q, k, v, o, workspace, shape, params)
     }
 }
 
@@ -551,6 +553,11 @@ fn attention<T: AttentionCase>(
     let qkv = [rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?];
     let o = Rc::new(RefCell::new(rt.alloc::<T>(shape.q_elems())?));
     let mut lse = rt.alloc::<f32>(shape.lse_elems())?;
+    // Allocated here, outside the timed launches.
+    let mut workspace = match flow {
+        Flow::Naive => Some(attention_op::NaiveWorkspace::new(rt, &shape)?),
+        Flow::Fused => None,
+    };
     let kernel = format!(
         "attention_{}_{}{}",
         match flow {
@@ -570,9 +577,9 @@ fn attention<T: AttentionCase>(
             move |rt| {
                 let [q, k, v] = &qkv;
                 let o = &mut o.borrow_mut();
-                match flow {
-                    Flow::Naive => T::naive(rt, &qkv, o, &shape, &params),
-                    Flow::Fused => attention_op::fused(rt, q, k, v, o, &mut lse, &shape, &params),
+                match &mut workspace {
+                    Some(ws) => T::naive(rt, &qkv, o, ws, &shape, &params),
+                    None => attention_op::fused(rt, q, k, v, o, &mut lse, &shape, &params),
                 }
             }
         }),

@@ -295,16 +295,52 @@ pub fn fused<T: FlashElement>(
     T::launch_flash(rt, cfg, shape.head_dim, q, k, v, o, lse, args)
 }
 
+/// The naive flow's intermediates in HBM: S and P, `n_q x n_kv` f32 per head each (O(N^2), what
+/// stops this flow first; see [`max_sequence_len`]). Allocate once and reuse, so that a timed run
+/// times the three kernels and not two allocations.
+pub struct NaiveWorkspace {
+    /// S = scale Q K^T.
+    pub s: DeviceBuffer<f32>,
+    /// P = softmax(S).
+    pub p: DeviceBuffer<f32>,
+}
+
+impl NaiveWorkspace {
+    /// S and P for `shape`, after checking that they fit in the device's free memory: refuses
+    /// with the bytes needed and free rather than failing inside the allocator.
+    pub fn new(rt: &Runtime, shape: &AttentionShape) -> Result<Self> {
+        let needed = 2 * (shape.score_elems() * F32) as u64;
+        let free = rt.free_memory()?;
+        if needed > free {
+            return Err(Error::OutOfMemory {
+                what: format!(
+                    "naive attention's S and P ({} heads x {} x {} f32, twice)",
+                    shape.bh(),
+                    shape.n_q,
+                    shape.n_kv
+                ),
+                needed,
+                free,
+            });
+        }
+        Ok(Self {
+            s: rt.alloc::<f32>(shape.score_elems())?,
+            p: rt.alloc::<f32>(shape.score_elems())?,
+        })
+    }
+}
+
 /// Attention as written, three launches: [`scores`] writes S to HBM, the softmax chapter's
 /// fused row softmax ([`softmax::fused`]) turns it into P in HBM, [`probabilities_times_values`]
-/// reads P back for O. S and P are allocated here, after checking that they fit: at
-/// `n_q x n_kv` f32 each per head they are what stops this flow first (see [`max_sequence_len`]).
+/// reads P back for O. S and P live in `workspace` ([`NaiveWorkspace::new`]).
+#[allow(clippy::too_many_arguments)]
 pub fn naive(
     rt: &Runtime,
     q: &DeviceBuffer<f32>,
     k: &DeviceBuffer<f32>,
     v: &DeviceBuffer<f32>,
     o: &mut DeviceBuffer<f32>,
+    workspace: &mut NaiveWorkspace,
     shape: &AttentionShape,
     params: &AttentionParams,
 ) -> Result<Launched> {
@@ -312,26 +348,11 @@ pub fn naive(
     if !validate("attention::naive", shape, params, &lens)? {
         return Ok(None);
     }
-    let needed = 2 * (shape.score_elems() * F32) as u64;
-    let free = rt.free_memory()?;
-    if needed > free {
-        return Err(Error::OutOfMemory {
-            what: format!(
-                "naive attention's S and P ({} heads x {} x {} f32, twice)",
-                shape.bh(),
-                shape.n_q,
-                shape.n_kv
-            ),
-            needed,
-            free,
-        });
-    }
-    let mut s = rt.alloc::<f32>(shape.score_elems())?;
-    let mut p = rt.alloc::<f32>(shape.score_elems())?;
+    let NaiveWorkspace { s, p } = workspace;
     let steps = [
-        scores(rt, q, k, &mut s, shape, params)?,
-        softmax::fused(rt, &s, &mut p, shape.bh() * shape.n_q, shape.n_kv)?,
-        probabilities_times_values(rt, &p, v, o, shape, params)?,
+        scores(rt, q, k, s, shape, params)?,
+        softmax::fused(rt, s, p, shape.bh() * shape.n_q, shape.n_kv)?,
+        probabilities_times_values(rt, p, v, o, shape, params)?,
     ];
     // The emulator's counts of the three launches, summed (a GPU reports none).
     Ok(steps
