@@ -57,6 +57,14 @@ struct Report<'a> {
     backend: String,
     roofline_device: &'a GpuSpec,
     rows: Vec<Row>,
+    /// Kernels that could not be run at all (a launch or setup error), with why.
+    failures: Vec<Failure>,
+}
+
+#[derive(Serialize)]
+struct Failure {
+    kernel: &'static str,
+    error: String,
 }
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
@@ -93,25 +101,6 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         .collect();
     let bar = ProgressBar::new(specs.len() as u64)
         .with_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
-    let mut rows = Vec::new();
-    for spec_case in &specs {
-        bar.set_message(spec_case.kernel);
-        rows.push(
-            run_case(&rt, spec_case, scale, spec, args.runs)
-                .map_err(|e| format!("{}: {e}", spec_case.kernel))?,
-        );
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    print_table(&rows, rt.is_gpu());
-    if rows.iter().any(|r| r.kernel.starts_with("attention")) {
-        attention_sweep(&rows, spec);
-    }
-    let report = Report {
-        backend: rt.device_name(),
-        roofline_device: spec,
-        rows,
-    };
     let path = args
         .json
         .clone()
@@ -120,8 +109,39 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    let json = serde_json::to_string_pretty(&report).expect("report serialises");
-    std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let mut report = Report {
+        backend: rt.device_name(),
+        roofline_device: spec,
+        rows: Vec::new(),
+        failures: Vec::new(),
+    };
+    for spec_case in &specs {
+        bar.set_message(spec_case.kernel);
+        match run_case(&rt, spec_case, scale, spec, args.runs) {
+            Ok(row) => report.rows.push(row),
+            // Reported, and the run goes on: one broken kernel must not cost the others' figures.
+            Err(error) => {
+                bar.println(format!("{}: FAILED: {error}", spec_case.kernel));
+                report.failures.push(Failure {
+                    kernel: spec_case.kernel,
+                    error,
+                });
+            }
+        }
+        // Written after every case, so a run stopped at its time budget keeps what it has.
+        let json = serde_json::to_string_pretty(&report).expect("report serialises");
+        std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    print_table(&report.rows, rt.is_gpu());
+    if report
+        .rows
+        .iter()
+        .any(|r| r.kernel.starts_with("attention"))
+    {
+        attention_sweep(&report.rows, spec);
+    }
     println!("JSON report: {}", path.display());
     let svg = path.with_file_name("roofline.svg");
     // One point per kernel (its first, headline shape): a sweep's points would sit on each other.
@@ -156,11 +176,14 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         .iter()
         .filter(|r| r.check.is_err())
         .map(|r| r.kernel)
+        .chain(report.failures.iter().map(|f| f.kernel))
         .collect();
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(format!("results differ from the CPU reference: {failed:?}"))
+        Err(format!(
+            "failed or differ from the CPU reference: {failed:?}"
+        ))
     }
 }
 
