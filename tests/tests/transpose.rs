@@ -29,6 +29,37 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// Exact: a strided copy moves values; the cost model counts the bytes it uses.
+    #[test]
+    fn copy_strided_gathers_every_stride_th_element(n in 1usize..3000, stride in 1usize..40, seed in any::<u64>()) {
+        let rt = runtime();
+        let src = reference::uniform((n - 1) * stride + 1, seed, -1.0, 1.0);
+        let want: Vec<f32> = (0..n).map(|i| src[i * stride]).collect();
+        let d_src = rt.upload(&src).unwrap();
+        let mut dst = rt.alloc::<f32>(n).unwrap();
+        let counted = transpose::copy_strided(&rt, &d_src, stride, &mut dst).unwrap();
+        prop_assert_eq!(rt.download(&dst).unwrap(), want);
+        if let Some(c) = counted {
+            let cost = transpose::strided_cost(n);
+            prop_assert_eq!((c.global_read_bytes, c.global_write_bytes), (cost.bytes_read, cost.bytes_written));
+        }
+    }
+}
+
+#[test]
+fn a_source_too_short_for_the_stride_is_refused() {
+    let rt = runtime();
+    let src = rt.alloc::<f32>(10).unwrap();
+    let mut dst = rt.alloc::<f32>(4).unwrap();
+    let err = transpose::copy_strided(&rt, &src, 4, &mut dst)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("at least 13 elements, got 10"), "{err}");
+}
+
 fn sites<'p>(profile: &'p Profile, kernel: &str, space: &str, access: &str) -> Vec<&'p SiteStats> {
     profile.kernels[kernel]
         .iter()
