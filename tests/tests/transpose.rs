@@ -43,7 +43,7 @@ proptest! {
         let counted = transpose::copy_strided(&rt, &d_src, stride, &mut dst).unwrap();
         prop_assert_eq!(rt.download(&dst).unwrap(), want);
         if let Some(c) = counted {
-            let cost = transpose::strided_cost(n);
+            let cost = host::ops::elementwise::copy_cost(n);
             prop_assert_eq!((c.global_read_bytes, c.global_write_bytes), (cost.bytes_read, cost.bytes_written));
         }
     }

@@ -259,7 +259,7 @@ fn copy_strided(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
     let n = size(scale);
     let gpu = (
         format!("{} at stride {stride}", elements(size(Scale::Gpu))),
-        transpose_op::strided_cost(size(Scale::Gpu)),
+        elementwise::copy_cost(size(Scale::Gpu)),
     );
     let src_host = reference::uniform(n * stride, 5, -1.0, 1.0);
     let want: Vec<f32> = (0..n).map(|i| src_host[i * stride]).collect();
@@ -268,7 +268,7 @@ fn copy_strided(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
     Ok(Case {
         kernel: "copy_strided",
         shape: format!("{} at stride {stride}", elements(n)),
-        cost: transpose_op::strided_cost(n),
+        cost: elementwise::copy_cost(n),
         gpu,
         launch: Box::new({
             let dst = dst.clone();

@@ -58,7 +58,7 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
     let Backend::Cuda(gpu) = rt.backend() else {
         println!(
             "`cargo xtask hierarchy` measures a GPU, and there is none here ({}).",
-            no_gpu()
+            crate::run::no_gpu_reason()
         );
         println!("Vendor and teaching-material figures for {}:\n", spec.name);
         print_levels(&vendor_levels(spec, None));
@@ -135,13 +135,6 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
     )?;
     println!("JSON: {}\nchart: {}", json.display(), svg.display());
     Ok(())
-}
-
-fn no_gpu() -> String {
-    Runtime::gpu(0).err().map_or_else(
-        || "KERNELS_BACKEND selects the emulator".into(),
-        |e| e.to_string(),
-    )
 }
 
 struct Measured {

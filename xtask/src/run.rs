@@ -192,7 +192,8 @@ fn unknown_device(name: &str) -> String {
     format!("unknown device `{name}`; known: {}", known.join(", "))
 }
 
-fn no_gpu_reason() -> String {
+/// Why the runtime is the emulator, in one sentence: the driver's answer, or the variable's.
+pub fn no_gpu_reason() -> String {
     match Runtime::gpu(0) {
         Err(e) => e.to_string(),
         Ok(_) => "KERNELS_BACKEND selects the emulator".to_string(),
@@ -311,13 +312,11 @@ pub fn emu_speed() -> Result<(), String> {
         .upload(&host::reference::uniform(n, 2, -1.0, 1.0))
         .map_err(|e| e.to_string())?;
     let mut c = rt.alloc::<f32>(n).map_err(|e| e.to_string())?;
-    let mut samples = Vec::new();
-    for _ in 0..3 {
-        let start = Instant::now();
-        host::ops::elementwise::vector_add_f32(&rt, &a, &b, &mut c).map_err(|e| e.to_string())?;
-        samples.push(start.elapsed().as_secs_f64());
-    }
-    let t = Timing::from_samples(samples).expect("three samples");
+    let t = wall_clock(|| {
+        host::ops::elementwise::vector_add_f32(&rt, &a, &b, &mut c)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })?;
     println!(
         "emulator, {} threads: vector_add_f32 of 1M elements (1M simulated GPU threads): median {} over {} runs ({:.1} M threads/s)",
         rayon_threads(),
@@ -326,6 +325,18 @@ pub fn emu_speed() -> Result<(), String> {
         n as f64 / t.median / 1e6
     );
     attention_head_speed()
+}
+
+/// Median wall-clock time of three runs of `f` on the emulator, whose launches are synchronous
+/// (on a GPU a wall clock would time only the enqueue: see `host::bench`).
+fn wall_clock(mut f: impl FnMut() -> Result<(), String>) -> Result<Timing, String> {
+    let mut samples = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        f()?;
+        samples.push(start.elapsed().as_secs_f64());
+    }
+    Ok(Timing::from_samples(samples).expect("three samples"))
 }
 
 /// One attention head through the fused f32 kernel on the emulator: 256 queries over 256 keys,
@@ -344,13 +355,11 @@ pub fn attention_head_speed() -> Result<(), String> {
     );
     let mut o = rt.alloc::<f32>(shape.q_elems()).map_err(err)?;
     let mut lse = rt.alloc::<f32>(shape.lse_elems()).map_err(err)?;
-    let mut samples = Vec::new();
-    for _ in 0..3 {
-        let start = Instant::now();
-        attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params).map_err(err)?;
-        samples.push(start.elapsed().as_secs_f64());
-    }
-    let t = Timing::from_samples(samples).expect("three samples");
+    let t = wall_clock(|| {
+        attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
+            .map(|_| ())
+            .map_err(err)
+    })?;
     println!(
         "emulator, {} threads: one attention head (256 queries x 256 keys, d = 64) through flash_attention_f32_d64: median {} over {} runs",
         rayon_threads(),

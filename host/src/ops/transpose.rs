@@ -86,6 +86,10 @@ pub fn transpose_cost(rows: usize, cols: usize) -> Cost {
 }
 
 /// `dst[i] = src[i * stride]` for `dst.len()` elements.
+///
+/// Its cost model is a copy's ([`copy_cost`](super::elementwise::copy_cost)): it uses `n` words
+/// read and `n` written. A stride wider than a sector makes the hardware move more than this:
+/// the profiler's sectors show how much.
 pub fn copy_strided(
     rt: &Runtime,
     src: &DeviceBuffer<f32>,
@@ -113,15 +117,4 @@ pub fn copy_strided(
         LaunchConfig::for_elements(n, 256),
         transpose::copy_strided(src, dst, n, stride)
     )
-}
-
-/// Cost of `copy_strided` of `n` elements: the bytes it uses (n read, n written). A stride wider
-/// than a sector makes the hardware move more than this: the profiler's sectors show how much.
-pub fn strided_cost(n: usize) -> Cost {
-    Cost {
-        bytes_read: 4 * n as u64,
-        bytes_written: 4 * n as u64,
-        flops: 0,
-        unit: ComputeUnit::CudaCoreF32,
-    }
 }
