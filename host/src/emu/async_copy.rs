@@ -11,9 +11,8 @@
 //! completed then: the copy engine finishes them whether or not anyone waits.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::panic::Location;
 
-use kernels::cuda::emu::{Access, AsyncCopy};
+use kernels::cuda::emu::{Access, AsyncCopy, Site};
 use kernels::cuda::pipeline::CP_ASYNC_BYTES;
 
 use super::block::Block;
@@ -30,7 +29,7 @@ struct PendingCopy {
     offset: usize,
     src: usize,
     src_bytes: usize,
-    site: &'static Location<'static>,
+    site: Site,
 }
 
 /// A thread's copies: the groups it committed (oldest first) and the group it is filling.
@@ -44,7 +43,7 @@ struct ThreadCopies {
 struct InFlight {
     end: usize,
     thread: usize,
-    site: &'static Location<'static>,
+    site: Site,
 }
 
 /// Every copy in flight in one block.
@@ -97,7 +96,7 @@ pub(super) fn execute(
     block: &Block,
     t: usize,
     op: AsyncCopy,
-    site: &'static Location<'static>,
+    site: Site,
 ) -> Result<(), EmuErrorKind> {
     match op {
         AsyncCopy::Copy {
@@ -155,7 +154,7 @@ fn start(
     dst: usize,
     src: usize,
     src_bytes: usize,
-    site: &'static Location<'static>,
+    site: Site,
 ) -> Result<(), EmuErrorKind> {
     // The source must be 16-byte aligned even when fewer bytes (or none) are read.
     let read = block.thread_access(t, Access::Read, site);

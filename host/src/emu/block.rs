@@ -2,11 +2,11 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::panic::{AssertUnwindSafe, Location, catch_unwind, resume_unwind};
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
-use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position};
+use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position, Site};
 
 use super::async_copy::{self, AsyncCopies};
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
@@ -47,7 +47,7 @@ thread_local! {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum State {
     Runnable,
-    AtBarrier(&'static Location<'static>),
+    AtBarrier(Site),
     AtCollective,
     Done,
 }
@@ -57,7 +57,7 @@ pub(super) enum State {
 pub(super) struct Pending {
     pub mask: u32,
     pub op: Collective,
-    pub site: &'static Location<'static>,
+    pub site: Site,
 }
 
 /// Why a simulated thread stopped early: carried by unwinding out of the kernel code.
@@ -160,12 +160,7 @@ impl Block<'_> {
     }
 
     /// Thread `t`'s `access` at `site`, as reports name it.
-    pub(super) fn thread_access(
-        &self,
-        t: usize,
-        access: Access,
-        site: &'static Location<'static>,
-    ) -> ThreadAccess {
+    pub(super) fn thread_access(&self, t: usize, access: Access, site: Site) -> ThreadAccess {
         ThreadAccess {
             thread: self.thread_dim3(t),
             access,
@@ -228,7 +223,7 @@ impl Block<'_> {
             State::AtBarrier(site) => Some(*site),
             _ => None,
         });
-        let agreed = first_site.filter(|site| states.iter().all(|s| *s == State::AtBarrier(site)));
+        let agreed = first_site.filter(|site| states.iter().all(|s| *s == State::AtBarrier(*site)));
         if agreed.is_some() {
             self.counters.borrow_mut().barriers += 1;
             return self.end_interval();
@@ -322,7 +317,7 @@ impl Block<'_> {
         addr: usize,
         bytes: usize,
         access: Access,
-        site: &'static Location<'static>,
+        site: Site,
     ) -> Result<(), EmuErrorKind> {
         let by = self.thread_access(t, access, site);
         self.aligned(MemorySpace::Shared, addr, bytes, by)?;
@@ -350,7 +345,7 @@ impl Block<'_> {
         offset: usize,
         bytes: usize,
         access: Access,
-        site: &'static Location<'static>,
+        site: Site,
     ) -> Result<(), EmuErrorKind> {
         self.arena
             .borrow_mut()
@@ -374,7 +369,7 @@ impl Block<'_> {
         addr: usize,
         bytes: usize,
         access: Access,
-        site: &'static Location<'static>,
+        site: Site,
     ) -> Result<(), EmuErrorKind> {
         let by = self.thread_access(t, access, site);
         self.aligned(MemorySpace::Global, addr, bytes, by)?;
@@ -398,7 +393,7 @@ impl Block<'_> {
         &self,
         space: MemorySpace,
         access: Access,
-        site: &'static Location<'static>,
+        site: Site,
         t: usize,
         addr: usize,
         bytes: usize,
@@ -427,16 +422,11 @@ impl Gpu for Block<'_> {
         }
     }
 
-    fn sync_threads(&self, site: &'static Location<'static>) {
+    fn sync_threads(&self, site: Site) {
         self.suspend(State::AtBarrier(site));
     }
 
-    fn warp_collective(
-        &self,
-        mask: u32,
-        op: Collective,
-        site: &'static Location<'static>,
-    ) -> [u32; 4] {
+    fn warp_collective(&self, mask: u32, op: Collective, site: Site) -> [u32; 4] {
         let t = self.current.get();
         let lane = t % 32;
         if mask & (1 << lane) == 0 {
@@ -452,25 +442,13 @@ impl Gpu for Block<'_> {
         self.results.borrow()[t]
     }
 
-    fn global_access(
-        &self,
-        addr: usize,
-        bytes: usize,
-        access: Access,
-        site: &'static Location<'static>,
-    ) {
+    fn global_access(&self, addr: usize, bytes: usize, access: Access, site: Site) {
         if let Err(kind) = self.global_check(self.current.get(), addr, bytes, access, site) {
             self.fail(kind);
         }
     }
 
-    fn shared_access(
-        &self,
-        addr: usize,
-        bytes: usize,
-        access: Access,
-        site: &'static Location<'static>,
-    ) {
+    fn shared_access(&self, addr: usize, bytes: usize, access: Access, site: Site) {
         if let Err(kind) = self.shared_check(self.current.get(), addr, bytes, access, site) {
             self.fail(kind);
         }
@@ -492,7 +470,7 @@ impl Gpu for Block<'_> {
         self.counters.borrow_mut().flops += n;
     }
 
-    fn async_copy(&self, op: AsyncCopy, site: &'static Location<'static>) {
+    fn async_copy(&self, op: AsyncCopy, site: Site) {
         if let Err(kind) = async_copy::execute(self, self.current.get(), op, site) {
             self.fail(kind);
         }

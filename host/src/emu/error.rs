@@ -1,7 +1,6 @@
 use std::fmt;
-use std::panic::Location;
 
-use kernels::cuda::emu::Access;
+use kernels::cuda::emu::{Access, Site};
 
 use crate::launch::Dim3;
 
@@ -22,7 +21,7 @@ pub struct ThreadAccess {
     /// Load or store.
     pub access: Access,
     /// Where in the kernel source.
-    pub site: &'static Location<'static>,
+    pub site: Site,
 }
 
 /// What went wrong.
@@ -69,7 +68,7 @@ pub enum EmuErrorKind {
     /// Threads of one block wait at different barriers, or some wait while others have exited.
     BarrierDivergence {
         /// Threads waiting, with the barrier each waits at (first few).
-        waiting: Vec<(Dim3, &'static Location<'static>)>,
+        waiting: Vec<(Dim3, Site)>,
         /// Threads that exited, or wait somewhere else (first few).
         elsewhere: Vec<(Dim3, String)>,
     },
@@ -80,7 +79,7 @@ pub enum EmuErrorKind {
         /// The collective's mask.
         mask: u32,
         /// The instruction's site, from one lane that did execute it.
-        site: &'static Location<'static>,
+        site: Site,
         /// What is wrong.
         detail: String,
     },

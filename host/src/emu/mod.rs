@@ -170,18 +170,18 @@ impl Emulator {
             })
             .collect();
         let mut total = LaunchCounters::default();
-        let (mut stats, mut sites) = (HashMap::new(), HashMap::new());
+        let mut stats = HashMap::new();
         for r in results {
             let (counters, profile) = r.map_err(Error::Emulator)?;
             total.add(&counters);
             if let Some(p) = profile {
-                p.fold_into(&mut stats, &mut sites);
+                p.fold_into(&mut stats);
             }
         }
         if launch.profile {
             let mut all = self.profile.lock().unwrap();
             let entry = all.kernels.entry(name.to_string()).or_default();
-            profile::merge(entry, profile::finish(stats, &sites));
+            profile::merge(entry, profile::finish(stats));
         }
         Ok(total)
     }

@@ -7,9 +7,8 @@
 //! what the hardware sees when the warp executes that instruction the `k`-th time.
 
 use std::collections::{BTreeMap, HashMap};
-use std::panic::Location;
 
-use kernels::cuda::emu::Access;
+use kernels::cuda::emu::{Access, Site};
 use serde::Serialize;
 
 use super::error::MemorySpace;
@@ -61,7 +60,7 @@ pub struct Profile {
     pub kernels: BTreeMap<String, Vec<SiteStats>>,
 }
 
-type SiteKey = (usize, MemorySpace, Access);
+type SiteKey = (Site, MemorySpace, Access);
 
 /// What one block saw, before it is folded into per-site statistics.
 #[derive(Default)]
@@ -70,7 +69,6 @@ pub(super) struct BlockProfile {
     seen: HashMap<(SiteKey, usize), u32>,
     /// (site, warp, occurrence) to the lanes' (address, bytes).
     requests: HashMap<(SiteKey, usize, u32), Vec<(usize, usize)>>,
-    sites: HashMap<usize, &'static Location<'static>>,
 }
 
 impl BlockProfile {
@@ -78,13 +76,12 @@ impl BlockProfile {
         &mut self,
         space: MemorySpace,
         access: Access,
-        site: &'static Location<'static>,
+        site: Site,
         thread: usize,
         addr: usize,
         bytes: usize,
     ) {
-        let key = (site as *const Location as usize, space, access);
-        self.sites.insert(key.0, site);
+        let key = (site, space, access);
         let k = self.seen.entry((key, thread)).or_default();
         let occurrence = *k;
         *k += 1;
@@ -95,12 +92,7 @@ impl BlockProfile {
     }
 
     /// Folds this block's requests into `stats`, keyed by site.
-    pub(super) fn fold_into(
-        self,
-        stats: &mut HashMap<SiteKey, SiteStats>,
-        sites: &mut HashMap<usize, &'static Location<'static>>,
-    ) {
-        sites.extend(self.sites);
+    pub(super) fn fold_into(self, stats: &mut HashMap<SiteKey, SiteStats>) {
         for ((key, _, _), lanes) in self.requests {
             let s = stats.entry(key).or_default();
             s.requests += 1;
@@ -122,28 +114,17 @@ impl BlockProfile {
 }
 
 /// Finishes per-site statistics, sorted by source position.
-pub(super) fn finish(
-    stats: HashMap<SiteKey, SiteStats>,
-    sites: &HashMap<usize, &'static Location<'static>>,
-) -> Vec<SiteStats> {
-    let mut out: Vec<(&'static Location<'static>, SiteStats)> = stats
+pub(super) fn finish(stats: HashMap<SiteKey, SiteStats>) -> Vec<SiteStats> {
+    let mut out: Vec<(Site, SiteStats)> = stats
         .into_iter()
-        .map(|((site, space, access), mut s)| {
-            let loc = sites[&site];
+        .map(|((loc, space, access), mut s)| {
             s.site = loc.to_string();
             s.space = format!("{space:?}").to_lowercase();
             s.access = format!("{access:?}").to_lowercase();
             (loc, s)
         })
         .collect();
-    out.sort_by(|a, b| {
-        (a.0.file(), a.0.line(), a.0.column(), &a.1.access).cmp(&(
-            b.0.file(),
-            b.0.line(),
-            b.0.column(),
-            &b.1.access,
-        ))
-    });
+    out.sort_by(|a, b| (a.0.position(), &a.1.access).cmp(&(b.0.position(), &b.1.access)));
     out.into_iter().map(|(_, s)| s).collect()
 }
 

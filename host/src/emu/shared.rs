@@ -1,8 +1,6 @@
 //! A block's shared memory, with a shadow for race and initialisation checks.
 
-use std::panic::Location;
-
-use kernels::cuda::emu::Access;
+use kernels::cuda::emu::{Access, Site};
 
 /// Bytes left unallocated between two arrays, so a small overrun of one lands in no array and is
 /// reported instead of silently reading its neighbour.
@@ -23,9 +21,9 @@ struct Shadow {
     reader: u32,
     /// `thread + 1` of another reader of the interval, 0 for none.
     other_reader: u32,
-    writer_site: &'static Location<'static>,
-    reader_site: &'static Location<'static>,
-    other_reader_site: &'static Location<'static>,
+    writer_site: Site,
+    reader_site: Site,
+    other_reader_site: Site,
 }
 
 impl Default for Shadow {
@@ -36,9 +34,9 @@ impl Default for Shadow {
             writer: 0,
             reader: 0,
             other_reader: 0,
-            writer_site: Location::caller(),
-            reader_site: Location::caller(),
-            other_reader_site: Location::caller(),
+            writer_site: Site::caller(),
+            reader_site: Site::caller(),
+            other_reader_site: Site::caller(),
         }
     }
 }
@@ -49,7 +47,7 @@ pub(super) struct Race {
     pub offset: usize,
     pub thread: u32,
     pub access: Access,
-    pub site: &'static Location<'static>,
+    pub site: Site,
 }
 
 /// A read of a byte that no thread had written, held until the interval ends: if another thread
@@ -59,7 +57,7 @@ pub(super) struct UninitRead {
     /// Byte offset in its array.
     pub offset: usize,
     pub thread: u32,
-    pub site: &'static Location<'static>,
+    pub site: Site,
 }
 
 /// Per OS thread, reused block after block: shared memory never outlives its block, so the next
@@ -176,7 +174,7 @@ impl SharedArena {
         bytes: usize,
         thread: u32,
         access: Access,
-        site: &'static Location<'static>,
+        site: Site,
     ) -> Result<(), Race> {
         let me = thread + 1;
         let (interval, block_start) = (self.interval, self.block_start);

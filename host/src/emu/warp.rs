@@ -1,10 +1,8 @@
 //! Completing warp-collective instructions: shuffles, `ldmatrix` and `mma`, lane-exact as the
 //! PTX ISA defines them.
 
-use std::panic::Location;
-
 use half::{bf16, f16};
-use kernels::cuda::emu::{Access, Collective, MmaInput, ShuffleMode};
+use kernels::cuda::emu::{Access, Collective, MmaInput, ShuffleMode, Site};
 
 use super::block::{Block, Pending, State};
 use super::error::EmuErrorKind;
@@ -64,7 +62,7 @@ fn ready_group(
     states: &[State],
     pending: &[Option<Pending>],
     w: usize,
-) -> Option<(u32, Collective, &'static Location<'static>)> {
+) -> Option<(u32, Collective, Site)> {
     let base = w * WARP;
     let exist = existing_lanes(block.threads, w);
     for l in lanes(exist) {
@@ -143,7 +141,7 @@ fn complete(
     mask: u32,
     ops: &[Pending],
     op: Collective,
-    site: &'static Location<'static>,
+    site: Site,
 ) -> Result<Vec<[u32; 4]>, EmuErrorKind> {
     let lane_ids: Vec<usize> = lanes(mask).collect();
     let reg = |lane: usize| -> Option<&Collective> {

@@ -5,6 +5,8 @@
 //! `host` crate; this crate only defines what it must provide, so the kernels stay free of it.
 
 use core::cell::Cell;
+use core::fmt;
+use core::num::NonZeroUsize;
 use core::panic::Location;
 
 pub use super::mma::MmaInput;
@@ -40,6 +42,103 @@ pub struct Position {
     pub block_dim: Dim3,
     /// `gridDim`.
     pub grid_dim: Dim3,
+}
+
+/// Where a memory access, barrier or warp collective is: a line of kernel source (the source
+/// emulator runs the kernels' Rust) or one instruction of the PTX (the PTX backend runs what the
+/// GPU runs). Barriers are matched by site, so on the PTX backend two `bar.sync` instructions are
+/// two barriers even when rustc made both from one line of source.
+///
+/// One machine word, compared by identity: the shared-memory shadow keeps three per byte.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Site(NonZeroUsize);
+
+/// A [`Site`], unpacked.
+#[derive(Clone, Copy, Debug)]
+pub enum SiteKind {
+    /// A line of Rust source, from `#[track_caller]`.
+    Source(&'static Location<'static>),
+    /// A PTX instruction.
+    Ptx(&'static PtxSite),
+}
+
+/// One instruction of a PTX module, as error reports and profiles name it.
+#[derive(Debug)]
+pub struct PtxSite {
+    /// The `.entry` or `.func` the instruction is in.
+    pub function: &'static str,
+    /// 1-based line in the PTX text.
+    pub line: u32,
+    /// The instruction as written, without its `;`.
+    pub text: &'static str,
+    /// The Rust source line the PTX's line table (`.loc`) gives for it, if the PTX has one.
+    pub source: Option<(&'static str, u32)>,
+}
+
+// Both pointees are at least 4-aligned, so the low bit of the address is free for the tag.
+const PTX_TAG: usize = 1;
+
+impl Site {
+    /// The caller's source line (the site of a device-support call in a kernel).
+    #[track_caller]
+    pub fn caller() -> Self {
+        Self::source(Location::caller())
+    }
+
+    /// A line of source.
+    pub fn source(location: &'static Location<'static>) -> Self {
+        let addr = location as *const Location<'static> as usize;
+        Self(NonZeroUsize::new(addr).expect("a reference is not null"))
+    }
+
+    /// A PTX instruction.
+    pub fn ptx(site: &'static PtxSite) -> Self {
+        let addr = site as *const PtxSite as usize;
+        debug_assert_eq!(addr & PTX_TAG, 0);
+        Self(NonZeroUsize::new(addr | PTX_TAG).expect("a reference is not null"))
+    }
+
+    /// Where the site is, for sorting: (file, line, column) of source, (function, line, 0) of PTX.
+    pub fn position(self) -> (&'static str, u32, u32) {
+        match self.kind() {
+            SiteKind::Source(l) => (l.file(), l.line(), l.column()),
+            SiteKind::Ptx(p) => (p.function, p.line, 0),
+        }
+    }
+
+    /// What the site is.
+    pub fn kind(self) -> SiteKind {
+        let addr = self.0.get();
+        // SAFETY: built by `source` or `ptx` from a `&'static` of the type the tag names.
+        unsafe {
+            if addr & PTX_TAG == 0 {
+                SiteKind::Source(&*(addr as *const Location<'static>))
+            } else {
+                SiteKind::Ptx(&*((addr & !PTX_TAG) as *const PtxSite))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind() {
+            SiteKind::Source(location) => write!(f, "{location}"),
+            SiteKind::Ptx(p) => {
+                write!(f, "PTX line {} of {} (`{}`)", p.line, p.function, p.text)?;
+                if let Some((file, line)) = p.source {
+                    write!(f, ", from {file}:{line}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 /// A load or a store.
@@ -94,31 +193,14 @@ pub trait Gpu {
     /// The running thread's built-in index variables.
     fn position(&self) -> Position;
     /// Block-wide barrier; returns once every thread of the block has arrived at `site`.
-    fn sync_threads(&self, site: &'static Location<'static>);
+    fn sync_threads(&self, site: Site);
     /// A warp-collective instruction over the lanes in `mask`; returns this lane's result
     /// registers (one for a shuffle, four for `ldmatrix.x4` and `mma`).
-    fn warp_collective(
-        &self,
-        mask: u32,
-        op: Collective,
-        site: &'static Location<'static>,
-    ) -> [u32; 4];
+    fn warp_collective(&self, mask: u32, op: Collective, site: Site) -> [u32; 4];
     /// Checks and counts an access of `bytes` at `addr` in global memory.
-    fn global_access(
-        &self,
-        addr: usize,
-        bytes: usize,
-        access: Access,
-        site: &'static Location<'static>,
-    );
+    fn global_access(&self, addr: usize, bytes: usize, access: Access, site: Site);
     /// Checks (bounds, races) and counts an access in this block's shared memory.
-    fn shared_access(
-        &self,
-        addr: usize,
-        bytes: usize,
-        access: Access,
-        site: &'static Location<'static>,
-    );
+    fn shared_access(&self, addr: usize, bytes: usize, access: Access, site: Site);
     /// The block's instance of the static shared array identified by `key`.
     fn static_shared(&self, key: usize, bytes: usize, align: usize) -> *mut u8;
     /// The block's dynamic shared memory.
@@ -127,7 +209,7 @@ pub trait Gpu {
     fn count_flops(&self, n: u64);
     /// `cp.async` and its group operations, for the running thread: a copy is started (and its
     /// destination marked in flight), a commit closes a group, a wait completes groups.
-    fn async_copy(&self, op: AsyncCopy, site: &'static Location<'static>);
+    fn async_copy(&self, op: AsyncCopy, site: Site);
 }
 
 std::thread_local! {

@@ -52,7 +52,7 @@ pub unsafe fn ldmatrix_x4<T: Copy>(row: SharedPtr<T>, trans: bool) -> [u32; 4] {
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        let site = core::panic::Location::caller();
+        let site = super::emu::Site::caller();
         let op = super::emu::Collective::LdMatrix {
             addr: row.as_ptr() as usize,
             trans,
@@ -99,7 +99,7 @@ pub fn mma_m16n8k16(input: MmaInput, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        let site = core::panic::Location::caller();
+        let site = super::emu::Site::caller();
         let op = super::emu::Collective::Mma { input, a, b, c };
         let d = super::emu::with(|gpu| gpu.warp_collective(super::warp::FULL_MASK, op, site));
         d.map(f32::from_bits)

@@ -135,6 +135,6 @@ pub fn cp_async_wait_all() {
 #[cfg(not(target_arch = "nvptx64"))]
 #[track_caller]
 fn emulate(op: AsyncCopy) {
-    let site = core::panic::Location::caller();
+    let site = super::emu::Site::caller();
     super::emu::with(|gpu| gpu.async_copy(op, site));
 }

@@ -77,7 +77,7 @@ impl StateSpace for Global {
     #[track_caller]
     #[inline]
     fn access<T>(p: *mut T, access: super::emu::Access) {
-        let site = core::panic::Location::caller();
+        let site = super::emu::Site::caller();
         super::emu::with(|gpu| gpu.global_access(p as usize, size_of::<T>(), access, site));
     }
 }
@@ -90,7 +90,7 @@ impl StateSpace for Shared {
     #[track_caller]
     #[inline]
     fn access<T>(p: *mut T, access: super::emu::Access) {
-        let site = core::panic::Location::caller();
+        let site = super::emu::Site::caller();
         super::emu::with(|gpu| gpu.shared_access(p as usize, size_of::<T>(), access, site));
     }
 }

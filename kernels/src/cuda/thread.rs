@@ -86,7 +86,7 @@ pub fn sync_threads() {
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        let site = core::panic::Location::caller();
+        let site = super::emu::Site::caller();
         super::emu::with(|gpu| gpu.sync_threads(site))
     }
 }

@@ -97,7 +97,7 @@ macro_rules! shuffle_fn {
             }
             #[cfg(not(target_arch = "nvptx64"))]
             {
-                let site = core::panic::Location::caller();
+                let site = super::emu::Site::caller();
                 let op = super::emu::Collective::Shuffle {
                     mode: ShuffleMode::$mode,
                     value: value.to_bits(),
@@ -134,7 +134,7 @@ pub fn sync_warp(mask: u32) {
     };
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        let site = core::panic::Location::caller();
+        let site = super::emu::Site::caller();
         super::emu::with(|gpu| gpu.warp_collective(mask, super::emu::Collective::SyncWarp, site));
     }
 }
