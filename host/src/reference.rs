@@ -14,8 +14,41 @@ pub fn vector_add_f32(a: &[f32], b: &[f32]) -> Vec<f32> {
 pub fn vector_add_f16(a: &[f16], b: &[f16]) -> Vec<f16> {
     a.par_iter()
         .zip(b)
-        .map(|(x, y)| f16::from_f64(x.to_f64() + y.to_f64()))
+        .map(|(x, y)| f16_nearest(x.to_f64() + y.to_f64()))
         .collect()
+}
+
+/// `x` rounded once to the nearest f16, ties to even: what `cvt.rn.f16.f32` does to an exact
+/// value.
+///
+/// Not `f16::from_f64`: without `std`, `half` narrows an f64 by first dropping its low 32 bits,
+/// which loses the sticky bits that decide a near-tie (40848.015625 must round up to 40864, and
+/// that path gives 40832); with `std` it goes through `f as f32`, which rounds twice. Rounding to
+/// f32 *to odd* first and then to nearest is exact, because f32 keeps at least two bits more than
+/// f16 or bf16 (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums: proved
+/// algorithms using rounding to odd", 2008); `half`'s f32 narrowing reads every bit.
+pub fn f16_nearest(x: f64) -> f16 {
+    f16::from_f32(f32_round_to_odd(x))
+}
+
+/// `x` rounded once to the nearest bf16, ties to even (see [`f16_nearest`]).
+pub fn bf16_nearest(x: f64) -> bf16 {
+    bf16::from_f32(f32_round_to_odd(x))
+}
+
+/// `x` rounded to f32 toward zero, with the last bit set when that lost anything ("round to
+/// odd"): the result remembers that it is inexact, so a second rounding cannot mistake it for a tie.
+fn f32_round_to_odd(x: f64) -> f32 {
+    let nearest = x as f32;
+    if x.is_nan() || f64::from(nearest) == x {
+        return nearest;
+    }
+    let mut bits = nearest.to_bits();
+    if f64::from(nearest).abs() > x.abs() {
+        // Rounded away from zero (possibly to infinity): one step back, toward zero.
+        bits -= 1;
+    }
+    f32::from_bits(bits | 1)
 }
 
 /// Deterministic pseudo-random values uniform in `[lo, hi)` (SplitMix64), so that inputs are the
@@ -141,7 +174,7 @@ pub fn softmax_f32(x: &[f32], cols: usize) -> Vec<f32> {
 
 /// Row softmax of a row-major bf16 matrix with `cols` columns, in f64, rounded once to bf16.
 pub fn softmax_bf16(x: &[bf16], cols: usize) -> Vec<bf16> {
-    softmax_rows(x, cols, |v| v.to_f64(), bf16::from_f64)
+    softmax_rows(x, cols, |v| v.to_f64(), bf16_nearest)
 }
 
 /// One element of a GEMM reference: the value, and the size that its rounding errors scale with.
@@ -303,5 +336,126 @@ pub fn attention(
     AttentionOutput {
         o: rows.into_iter().flat_map(|r| r.0).collect(),
         lse,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Whether `got` (a 16-bit float's bits, decoded by `value`) is the value nearest to `x`,
+    /// ties to even, checked from the definition: `x` lies between the midpoints to the two
+    /// neighbouring values, and on a midpoint the even one wins. Positive `x` only; the format is
+    /// symmetric. Independent of the code under test: it only decodes bit patterns.
+    fn is_nearest(x: f64, got: u16, value: impl Fn(u16) -> f64, inf_bits: u16) -> bool {
+        let r = value(got);
+        let lower = if got == 0 { -value(1) } else { value(got - 1) };
+        let above = |b: u16| {
+            if b + 1 == inf_bits {
+                // The midpoint to infinity is where the next (unrepresentable) value would be.
+                2.0 * value(b) - value(b - 1)
+            } else {
+                value(b + 1)
+            }
+        };
+        if got == inf_bits {
+            let max = inf_bits - 1;
+            let limit = (value(max) + above(max)) / 2.0;
+            return x > limit || (x == limit && max % 2 == 1);
+        }
+        let (low_mid, high_mid) = ((lower + r) / 2.0, (r + above(got)) / 2.0);
+        let even = got % 2 == 0;
+        (low_mid < x || (low_mid == x && even)) && (x < high_mid || (x == high_mid && even))
+    }
+
+    fn f16_ok(x: f64) -> bool {
+        is_nearest(
+            x,
+            f16_nearest(x).to_bits(),
+            |b| f16::from_bits(b).to_f64(),
+            0x7C00,
+        )
+    }
+
+    fn bf16_ok(x: f64) -> bool {
+        is_nearest(
+            x,
+            bf16_nearest(x).to_bits(),
+            |b| bf16::from_bits(b).to_f64(),
+            0x7F80,
+        )
+    }
+
+    #[test]
+    fn a_near_tie_rounds_by_its_low_bits() {
+        // 40864 + (-15.984375): the f16 neighbours are 40832 and 40864, the midpoint 40848, and
+        // the sum lies just above it. `half`'s no-std f64 path gives 40832.
+        let sum = 40864.0 + -15.984375;
+        assert_eq!(f16_nearest(sum).to_f64(), 40864.0);
+        assert!(f16_ok(sum));
+        assert_eq!(
+            f16_nearest(40848.0).to_f64(),
+            40832.0,
+            "an exact tie goes to even"
+        );
+        assert!(f16_nearest(f64::NAN).is_nan() && bf16_nearest(f64::NAN).is_nan());
+        assert_eq!(f16_nearest(1e9), f16::INFINITY);
+        assert_eq!(
+            f16_nearest(-1e-30).to_bits(),
+            0x8000,
+            "negative zero keeps its sign"
+        );
+        assert_eq!(bf16_nearest(1e300), bf16::INFINITY);
+    }
+
+    #[test]
+    fn the_check_rejects_the_truncating_path() {
+        let sum = 40864.0 + -15.984375;
+        let truncating = f16::from_f64(sum).to_bits();
+        assert!(
+            !is_nearest(sum, truncating, |b| f16::from_bits(b).to_f64(), 0x7C00),
+            "the definition must catch the old reference's result"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// Sums of two f16 values, as the elementwise kernel's reference computes them.
+        #[test]
+        fn f16_sums_round_to_nearest_even(a in any::<u16>(), b in any::<u16>()) {
+            let (a, b) = (f16::from_bits(a).to_f64(), f16::from_bits(b).to_f64());
+            let sum = a + b;
+            prop_assume!(sum.is_finite());
+            prop_assert!(f16_ok(sum.abs()), "{a} + {b} = {sum} -> {}", f16_nearest(sum.abs()));
+            prop_assert_eq!(f16_nearest(-sum).to_bits(), f16_nearest(sum).to_bits() ^ 0x8000);
+        }
+
+        /// Values just off a midpoint between two neighbours, by one bit anywhere in the f64
+        /// mantissa: where a rounding that loses low bits (the old reference) or rounds twice
+        /// (through f32 to nearest) goes the wrong way. Random values almost never land there.
+        #[test]
+        fn near_ties_round_by_every_bit(bits in 0u16..0x7F7F, shift in 1i32..53, up in any::<bool>()) {
+            let offset = |m: f64| if up { m * 2f64.powi(-shift) } else { -m * 2f64.powi(-shift) };
+            if bits < 0x7BFF {
+                let (r, next) = (f16::from_bits(bits).to_f64(), f16::from_bits(bits + 1).to_f64());
+                let mid = (r + next) / 2.0;
+                let x = mid + offset(mid);
+                prop_assert!(f16_ok(x), "f16 of {x:e} gave {}", f16_nearest(x));
+            }
+            let (r, next) = (bf16::from_bits(bits).to_f64(), bf16::from_bits(bits + 1).to_f64());
+            let mid = (r + next) / 2.0;
+            let x = mid + offset(mid);
+            prop_assert!(bf16_ok(x), "bf16 of {x:e} gave {}", bf16_nearest(x));
+        }
+
+        /// Any positive f64 across both formats' ranges, subnormals and overflow included.
+        #[test]
+        fn any_value_rounds_to_nearest_even(mantissa in 1u64..(1 << 52), exponent in -150i32..140) {
+            let x = (1.0 + mantissa as f64 / (1u64 << 52) as f64) * 2f64.powi(exponent);
+            prop_assert!(f16_ok(x), "f16 of {x:e}");
+            prop_assert!(bf16_ok(x), "bf16 of {x:e}");
+        }
     }
 }
