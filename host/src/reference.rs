@@ -362,10 +362,10 @@ mod tests {
         if got == inf_bits {
             let max = inf_bits - 1;
             let limit = (value(max) + above(max)) / 2.0;
-            return x > limit || (x == limit && max % 2 == 1);
+            return x > limit || (x == limit && !max.is_multiple_of(2));
         }
         let (low_mid, high_mid) = ((lower + r) / 2.0, (r + above(got)) / 2.0);
-        let even = got % 2 == 0;
+        let even = got.is_multiple_of(2);
         (low_mid < x || (low_mid == x && even)) && (x < high_mid || (x == high_mid && even))
     }
 
