@@ -37,7 +37,8 @@ struct Cli {
 enum Command {
     /// Run every kernel, check it against its CPU reference and report it against the roofline.
     Run(run::RunArgs),
-    /// Assemble every kernel with ptxas for sm_90; fail on an assembly error or any spill.
+    /// Check the PTX for barriers under divergent branches, then assemble every kernel with ptxas
+    /// for sm_90; fail on a finding, an assembly error or any spill.
     Ptxas(ptxas::PtxasArgs),
     /// Measure each level of the memory pyramid on this GPU, beside the vendor figures.
     Hierarchy(hierarchy::HierarchyArgs),

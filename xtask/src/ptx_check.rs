@@ -794,26 +794,36 @@ mod tests {
             .collect()
     }
 
+    /// `@%p1 bra` around one `bar.sync`, after `predicate` (instructions that compute %p1).
+    fn barrier_under(predicate: &str) -> String {
+        module(&format!(
+            "{predicate}\
+             \t@%p1 bra $L_end; // BRANCH\n\
+             \tbar.sync 0; // OP\n\
+             $L_end:\n\
+             \tret;\n"
+        ))
+    }
+
+    /// Asserts that the snippet's only finding is its `// OP` line under its `// BRANCH` line.
+    fn assert_flagged(text: &str) {
+        assert_eq!(
+            lines(text),
+            [(line_of(text, "// OP"), line_of(text, "// BRANCH"))],
+            "{text}"
+        );
+    }
+
     #[test]
     fn a_barrier_under_if_tid_zero_is_flagged() {
-        let text = module(
-            "\tmov.u32 %r1, %tid.x;\n\
-             \tsetp.ne.b32 %p1, %r1, 0;\n\
-             \t@%p1 bra $L_join; // BRANCH\n\
-             \tbar.sync 0; // OP\n\
-             $L_join:\n\
-             \tret;\n",
-        );
-        assert_eq!(
-            lines(&text),
-            [(line_of(&text, "// OP"), line_of(&text, "// BRANCH"))]
-        );
+        let text = barrier_under("\tmov.u32 %r1, %tid.x;\n\tsetp.ne.b32 %p1, %r1, 0;\n");
+        assert_flagged(&text);
         let f = &findings(&text)[0];
         assert_eq!(
             (f.scope, f.branch_uniformity),
             (Scope::Block, Uniformity::Lane)
         );
-        assert_eq!(f.branch, "@%p1 bra $L_join");
+        assert_eq!(f.branch, "@%p1 bra $L_end");
         let message = f.to_string();
         assert!(
             message.starts_with("k: block barrier `bar.sync`"),
@@ -823,15 +833,11 @@ mod tests {
 
     #[test]
     fn a_barrier_under_a_branch_on_a_kernel_parameter_is_not_flagged() {
-        let text = module(
+        let text = barrier_under(
             "\tld.param.u32 %r1, [k_param_0];\n\
              \tmov.u32 %r2, %ctaid.x;\n\
              \tadd.s32 %r3, %r1, %r2;\n\
-             \tsetp.eq.b32 %p1, %r3, 0;\n\
-             \t@%p1 bra $L_join;\n\
-             \tbar.sync 0;\n\
-             $L_join:\n\
-             \tret;\n",
+             \tsetp.eq.b32 %p1, %r3, 0;\n",
         );
         let report = check_text(&text, &[]).unwrap();
         assert_eq!((report.barriers, report.findings.len()), (1, 0));
@@ -876,44 +882,28 @@ mod tests {
     #[test]
     fn lane_variance_flows_through_arithmetic_and_memory() {
         // The branch reads a value loaded from an address computed from %tid.x.
-        let text = module(
+        assert_flagged(&barrier_under(
             "\tld.param.u64 %rd1, [k_param_1];\n\
              \tmov.u32 %r1, %tid.x;\n\
              \tmul.wide.u32 %rd2, %r1, 4;\n\
              \tadd.s64 %rd3, %rd1, %rd2;\n\
              \tld.global.u32 %r2, [%rd3+8];\n\
-             \tsetp.gt.f32 %p1, %r2, 0f00000000;\n\
-             \t@%p1 bra $L_end; // BRANCH\n\
-             \tbar.sync 0; // OP\n\
-             $L_end:\n\
-             \tret;\n",
-        );
-        assert_eq!(
-            lines(&text),
-            [(line_of(&text, "// OP"), line_of(&text, "// BRANCH"))]
-        );
+             \tsetp.gt.f32 %p1, %r2, 0f00000000;\n",
+        ));
     }
 
     #[test]
     fn a_value_chosen_by_a_lane_varying_branch_varies_after_the_join() {
         // r2 is 2 or 1 depending on the lane: both definitions are uniform, the join is not.
-        let text = module(
+        assert_flagged(&barrier_under(
             "\tmov.u32 %r1, %tid.x;\n\
-             \tsetp.ne.b32 %p1, %r1, 0;\n\
+             \tsetp.ne.b32 %p2, %r1, 0;\n\
              \tmov.u32 %r2, 2;\n\
-             \t@%p1 bra $L_a;\n\
+             \t@%p2 bra $L_a;\n\
              \tmov.u32 %r2, 1;\n\
              $L_a:\n\
-             \tsetp.eq.b32 %p2, %r2, 1;\n\
-             \t@%p2 bra $L_end; // BRANCH\n\
-             \tbar.sync 0; // OP\n\
-             $L_end:\n\
-             \tret;\n",
-        );
-        assert_eq!(
-            lines(&text),
-            [(line_of(&text, "// OP"), line_of(&text, "// BRANCH"))]
-        );
+             \tsetp.eq.b32 %p1, %r2, 1;\n",
+        ));
     }
 
     /// A loop from `start` while `< 100`, step 32, with a barrier in its body.
@@ -931,11 +921,7 @@ mod tests {
 
     #[test]
     fn a_barrier_in_a_loop_is_flagged_only_when_its_trip_count_varies() {
-        let text = loop_from("%tid.x");
-        assert_eq!(
-            lines(&text),
-            [(line_of(&text, "// OP"), line_of(&text, "// BRANCH"))]
-        );
+        assert_flagged(&loop_from("%tid.x"));
         assert_eq!(lines(&loop_from("%ctaid.x")), []);
     }
 
@@ -1001,18 +987,9 @@ mod tests {
     #[test]
     fn a_shuffles_in_range_predicate_is_lane_varying() {
         // Even of a value that is the same in every lane.
-        let text = module(
-            "\tmov.u32 %r1, 7;\n\
-             \tshfl.sync.down.b32 %r2|%p1, %r1, 1, 31, -1;\n\
-             \t@%p1 bra $L_end; // BRANCH\n\
-             \tbar.sync 0; // OP\n\
-             $L_end:\n\
-             \tret;\n",
-        );
-        assert_eq!(
-            lines(&text),
-            [(line_of(&text, "// OP"), line_of(&text, "// BRANCH"))]
-        );
+        assert_flagged(&barrier_under(
+            "\tmov.u32 %r1, 7;\n\tshfl.sync.down.b32 %r2|%p1, %r1, 1, 31, -1;\n",
+        ));
     }
 
     #[test]
