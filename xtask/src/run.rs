@@ -83,6 +83,12 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             no_gpu_reason(),
             spec.name
         ),
+        Backend::Ptx(ptx) => println!(
+            "No GPU: {}. Running every kernel's PTX ({}) on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
+            no_gpu_reason(),
+            ptx.program().origin,
+            spec.name
+        ),
         Backend::Cuda(gpu) => println!(
             "GPU: {} ({}), measured with CUDA events, median of {} runs after 3 warm-ups, L2 flushed between runs; roofline of {}.",
             gpu.name(),

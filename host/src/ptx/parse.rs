@@ -242,6 +242,8 @@ pub enum Operand<'a> {
     Sink,
     /// `a|b`: two destinations (`shfl.sync`'s value and predicate, `setp`'s two predicates).
     Pair(Box<Operand<'a>>, Box<Operand<'a>>),
+    /// `!p`: a negated predicate source (`setp.and`'s third operand, `selp`...).
+    Not(Box<Operand<'a>>),
 }
 
 /// A parse error: the line and what is wrong there.
@@ -845,6 +847,9 @@ fn operand<'a>(o: &'a str, line: u32, scopes: &Scopes<'a>) -> Result<Operand<'a>
     if o == "_" {
         return Ok(Operand::Sink);
     }
+    if let Some(p) = o.strip_prefix('!') {
+        return Ok(Operand::Not(Box::new(operand(p, line, scopes)?)));
+    }
     if let Some(hex) = o.strip_prefix("0f").or_else(|| o.strip_prefix("0F")) {
         return u32::from_str_radix(hex, 16)
             .map(Operand::F32)
@@ -1001,6 +1006,7 @@ mod tests {
 $L__BB0_2:
 	ld.global.v4.b32 {%r3, %r4, %r5, %r6}, [%rd1+-16];
 	shfl.sync.bfly.b32 %r7|%p2, %r3, 1, 0x1f, -1;
+	setp.lt.and.s32 %p2, %r1, %r2, !%p1;
 	ret;
 }
 "#;
@@ -1017,7 +1023,7 @@ $L__BB0_2:
         assert_eq!(f.params[2].offset, 16);
         assert_eq!(f.registers.len(), 3 + 10 + 4 + 2);
         let instrs: Vec<&Instruction> = f.instructions().collect();
-        assert_eq!(instrs.len(), 10);
+        assert_eq!(instrs.len(), 11);
         assert_eq!(instrs[0].line, 18);
         assert_eq!(
             instrs[0].operands[1],
@@ -1059,6 +1065,10 @@ $L__BB0_2:
         assert!(matches!(instrs[8].operands[0], Operand::Pair(..)));
         assert_eq!(instrs[8].operands[4], Operand::Int(-1));
         assert_eq!(instrs[8].parts, ["shfl", "sync", "bfly", "b32"]);
+        assert_eq!(
+            instrs[9].operands[3],
+            Operand::Not(Box::new(Operand::Reg(RegId(1))))
+        );
     }
 
     #[test]
