@@ -486,7 +486,15 @@ impl<'f, 'a> Analysis<'f, 'a> {
                     .uniformity()
                     .max(self.operand(b).uniformity()),
             ),
-            _ => Value::Known(Uniformity::Block),
+            Operand::Not(p) => Value::Known(self.operand(p).uniformity()),
+            // Constants and names of variables, parameters and labels. No wildcard: an operand
+            // kind the parser learns later must be classified here, not assumed uniform.
+            Operand::Int(_)
+            | Operand::F32(_)
+            | Operand::F64(_)
+            | Operand::Symbol(_)
+            | Operand::Sink
+            | Operand::Address { base: None, .. } => Value::Known(Uniformity::Block),
         }
     }
 
@@ -889,6 +897,16 @@ mod tests {
              \tadd.s64 %rd3, %rd1, %rd2;\n\
              \tld.global.u32 %r2, [%rd3+8];\n\
              \tsetp.gt.f32 %p1, %r2, 0f00000000;\n",
+        ));
+    }
+
+    #[test]
+    fn lane_variance_flows_through_a_negated_predicate() {
+        assert_flagged(&barrier_under(
+            "\tmov.u32 %r1, %laneid;\n\
+             \tsetp.eq.b32 %p2, %r1, 0;\n\
+             \tld.param.u32 %r2, [k_param_0];\n\
+             \tsetp.lt.and.u32 %p1, %r2, 8, !%p2;\n",
         ));
     }
 
