@@ -265,8 +265,8 @@ fn convergent_scope(i: &Instruction) -> Option<Scope> {
     let head = i.parts[0];
     match head {
         "bar" if i.has("warp") => Some(Scope::Warp),
-        // `bar.sync a, b`: b threads, whole warps, meet at barrier a.
-        "bar" | "barrier" if i.operands.len() >= 2 => Some(Scope::Warp),
+        // `bar.sync a, b`: b threads, in whole warps, meet at barrier a.
+        "bar" | "barrier" if has_thread_count(i) => Some(Scope::Warp),
         "bar" | "barrier" => Some(Scope::Block),
         "shfl" | "vote" | "match" | "redux" | "elect" | "ldmatrix" | "stmatrix" | "mma"
         | "wmma" | "wgmma" => Some(Scope::Warp),
@@ -274,9 +274,16 @@ fn convergent_scope(i: &Instruction) -> Option<Scope> {
     }
 }
 
-/// The virtual exit block's index is `blocks.len()`.
+/// Whether a block barrier names how many threads take part: `bar.sync a, b`, `bar.arrive a, b`,
+/// `bar.red.op d, a, b, p` (without `b`, every thread of the block does).
+fn has_thread_count(i: &Instruction) -> bool {
+    let operands_without_count = if i.has("red") { 3 } else { 1 };
+    i.operands.len() > operands_without_count
+}
+
+/// A basic block: instructions `start..end` of [`Analysis::instrs`], and the blocks control can
+/// go to next (`blocks.len()` stands for the virtual exit).
 struct Block {
-    /// Indices into [`Analysis::instrs`].
     start: usize,
     end: usize,
     succs: Vec<usize>,
@@ -998,6 +1005,9 @@ mod tests {
         };
         let warps = named("\tshr.u32 %r2, %r1, 5;\n\tsetp.lt.u32 %p1, %r2, 2;\n");
         assert_eq!(lines(&warps), []);
+        // A block-wide reduction has three operands and a predicate, but no thread count.
+        let reduction = warps.replace("bar.sync 1, 64", "bar.red.popc.u32 %r3, 0, %p1");
+        assert_eq!(findings(&reduction)[0].scope, Scope::Block);
         let lanes = named("\tsetp.lt.u32 %p1, %r1, 48;\n");
         assert_eq!(findings(&lanes).len(), 1);
     }
