@@ -36,8 +36,8 @@
 //!    (`.volatile`, `.relaxed`, `.acquire`, atomics), whose results are varying.
 //! 4. **Findings**: a block barrier (`bar.*`, `barrier.*`) must not be under any branch that is not
 //!    block-uniform; a warp collective (`shfl.sync`, `vote.sync`, `match.sync`, `redux.sync`,
-//!    `bar.warp.sync`, `ldmatrix`, `stmatrix`, `mma`, `wmma`, `wgmma`, `elect.sync`) not under a
-//!    lane-varying one (a warp-uniform branch keeps whole warps together). A named barrier with
+//!    `bar.warp.sync`, `ldmatrix`, `stmatrix`, `mma`, `wmma`, `wgmma`, `elect.sync`, and anything
+//!    `.aligned`) not under a lane-varying one (a warp-uniform branch keeps whole warps together). A named barrier with
 //!    an explicit thread count (`bar.sync 1, 64`) is for a subset of warps, so it is held to the
 //!    warp rule. `cp.async.wait_group` is per thread and needs no convergence. Calls are not
 //!    followed: the kernels inline everything, and the parser refuses a `call`, so one would stop
@@ -270,6 +270,9 @@ fn convergent_scope(i: &Instruction) -> Option<Scope> {
         "bar" | "barrier" => Some(Scope::Block),
         "shfl" | "vote" | "match" | "redux" | "elect" | "ldmatrix" | "stmatrix" | "mma"
         | "wmma" | "wgmma" => Some(Scope::Warp),
+        // `.aligned` (`wgmma.fence.sync.aligned`, `setmaxnreg.sync.aligned`...): every thread of
+        // the warp must execute the same instruction.
+        _ if i.has("aligned") => Some(Scope::Warp),
         _ => None,
     }
 }
@@ -1010,6 +1013,19 @@ mod tests {
         assert_eq!(findings(&reduction)[0].scope, Scope::Block);
         let lanes = named("\tsetp.lt.u32 %p1, %r1, 48;\n");
         assert_eq!(findings(&lanes).len(), 1);
+    }
+
+    #[test]
+    fn every_aligned_instruction_needs_its_whole_warp() {
+        for op in [
+            "wgmma.fence.sync.aligned",
+            "setmaxnreg.inc.sync.aligned.u32 240",
+        ] {
+            let text = barrier_under("\tmov.u32 %r1, %laneid;\n\tsetp.lt.u32 %p1, %r1, 16;\n")
+                .replace("bar.sync 0", op);
+            assert_flagged(&text);
+            assert_eq!(findings(&text)[0].scope, Scope::Warp, "{op}");
+        }
     }
 
     #[test]
