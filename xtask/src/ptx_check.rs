@@ -43,6 +43,9 @@
 //!    followed: the kernels inline everything, and the parser refuses a `call`, so one would stop
 //!    the check with an error rather than pass unseen.
 //!
+//! A finding names the kernel, the PTX lines of the instruction and of the branch, and their Rust
+//! source lines where the PTX carries line tables (`.loc`).
+//!
 //! A kernel that diverges on purpose (e.g. a collective with a partial member mask that exactly
 //! names the lanes that take the branch) opts out in [`ALLOWED`], with its reason; an allowance
 //! that no longer matches anything is an error, so the list cannot go stale.
@@ -144,6 +147,10 @@ pub struct Finding {
     pub branch: String,
     /// How varying the branch's predicate is.
     pub branch_uniformity: Uniformity,
+    /// The Rust source positions (`file:line`) of the instruction and of the branch, where the
+    /// PTX has line tables (`.loc`).
+    pub op_source: Option<String>,
+    pub branch_source: Option<String>,
 }
 
 impl fmt::Display for Finding {
@@ -156,17 +163,25 @@ impl fmt::Display for Finding {
             Uniformity::Lane => "lane-varying",
             _ => "warp-varying",
         };
+        let at = |line: u32, source: &Option<String>| match source {
+            Some(s) => format!("PTX line {line} ({s})"),
+            None => format!("PTX line {line}"),
+        };
+        let op_at = at(self.op_line, &self.op_source);
         if self.branch_line == self.op_line {
             write!(
                 f,
-                "{}: {what} `{}` at PTX line {} is guarded by a {how} predicate (`{}`): {who} do not all execute it",
-                self.kernel, self.op, self.op_line, self.branch
+                "{}: {what} `{}` at {op_at} is guarded by a {how} predicate (`{}`): {who} do not all execute it",
+                self.kernel, self.op, self.branch
             )
         } else {
             write!(
                 f,
-                "{}: {what} `{}` at PTX line {} is control-dependent on the {how} branch at PTX line {} (`{}`): {who} do not all reach it together",
-                self.kernel, self.op, self.op_line, self.branch_line, self.branch
+                "{}: {what} `{}` at {op_at} is control-dependent on the {how} branch at {} (`{}`): {who} do not all reach it together",
+                self.kernel,
+                self.op,
+                at(self.branch_line, &self.branch_source),
+                self.branch
             )
         }
     }
@@ -199,7 +214,7 @@ pub fn check_module(module: &Module, allowed: &[Allowance]) -> Result<Report, St
     for function in module.functions.iter().filter(|f| f.entry) {
         report.kernels += 1;
         let analysis = Analysis::new(function);
-        for finding in analysis.findings(&mut report) {
+        for finding in analysis.findings(&module.files, &mut report) {
             match allowed
                 .iter()
                 .find(|a| a.kernel == finding.kernel && finding.op.starts_with(a.op))
@@ -510,7 +525,12 @@ impl<'f, 'a> Analysis<'f, 'a> {
 
     /// Every convergent instruction some of its threads may not reach, and counts them all into
     /// `report`.
-    fn findings(&self, report: &mut Report) -> Vec<Finding> {
+    fn findings(&self, files: &[(u32, &str)], report: &mut Report) -> Vec<Finding> {
+        let source = |i: &Instruction| {
+            let (file, line) = i.loc?;
+            let path = files.iter().find(|(n, _)| *n == file)?.1;
+            Some(format!("{path}:{line}"))
+        };
         let mut out = Vec::new();
         for (k, block) in self.blocks.iter().enumerate() {
             for (n, i) in self.instrs[block.start..block.end].iter().enumerate() {
@@ -521,20 +541,22 @@ impl<'f, 'a> Analysis<'f, 'a> {
                     Scope::Block => report.barriers += 1,
                     Scope::Warp => report.collectives += 1,
                 }
-                let finding = |line: u32, text: &str, u: Uniformity| Finding {
+                let finding = |branch: &Instruction, u: Uniformity| Finding {
                     kernel: self.function.name.to_string(),
                     op: i.opcode.to_string(),
                     op_line: i.line,
                     scope,
-                    branch_line: line,
-                    branch: text.split_whitespace().collect::<Vec<_>>().join(" "),
+                    branch_line: branch.line,
+                    branch: branch.text.split_whitespace().collect::<Vec<_>>().join(" "),
                     branch_uniformity: u,
+                    op_source: source(i),
+                    branch_source: source(branch),
                 };
                 let guard = i
                     .guard
                     .map_or(Uniformity::Block, |g| self.reg(g.reg).uniformity());
                 if scope.split_by(guard) {
-                    out.push(finding(i.line, i.text, guard));
+                    out.push(finding(i, guard));
                     continue;
                 }
                 // The innermost splitting branch: the one with the smallest region.
@@ -547,7 +569,7 @@ impl<'f, 'a> Analysis<'f, 'a> {
                     .min_by_key(|(_, region)| region.len());
                 if let Some((b, _)) = branch {
                     let last = self.instrs[self.blocks[*b].end - 1];
-                    out.push(finding(last.line, last.text, self.branch_uniformity(*b)));
+                    out.push(finding(last, self.branch_uniformity(*b)));
                 }
             }
         }
@@ -845,6 +867,32 @@ mod tests {
         let message = f.to_string();
         assert!(
             message.starts_with("k: block barrier `bar.sync`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_finding_names_the_rust_lines_where_the_ptx_has_line_tables() {
+        let text =
+            barrier_under("\t.loc 1 296 8\n\tmov.u32 %r1, %tid.x;\n\tsetp.ne.b32 %p1, %r1, 0;\n")
+                .replace(
+                    ".address_size 64\n",
+                    ".address_size 64\n.file 1 \"src/softmax.rs\"\n",
+                )
+                .replace("\tbar.sync 0;", "\t.loc 1 300 5\n\tbar.sync 0;");
+        assert_flagged(&text);
+        let f = &findings(&text)[0];
+        assert_eq!(
+            (f.op_source.as_deref(), f.branch_source.as_deref()),
+            (Some("src/softmax.rs:300"), Some("src/softmax.rs:296"))
+        );
+        let message = f.to_string();
+        assert!(
+            message.contains("(src/softmax.rs:300) is control-dependent"),
+            "{message}"
+        );
+        assert!(
+            message.contains("(src/softmax.rs:296) (`@%p1 bra"),
             "{message}"
         );
     }
