@@ -46,5 +46,9 @@ pub fn emu_error_kind<T: std::fmt::Debug>(result: host::Result<T>) -> EmuErrorKi
 pub fn flops_agree(counted: u64, model: u64) -> bool {
     static PTX: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ptx = *PTX.get_or_init(|| matches!(runtime().backend(), Backend::Ptx(_)));
-    if ptx { counted >= model } else { counted == model }
+    if ptx {
+        counted >= model
+    } else {
+        counted == model
+    }
 }

@@ -192,7 +192,9 @@ fn assert_counts(counters: Option<LaunchCounters>, traffic: Traffic) -> Result<(
     let model = traffic.total();
     let counted = (c.global_read_bytes, c.global_write_bytes, c.flops);
     let modelled = (model.bytes_read, model.bytes_written, model.flops);
-    if counted.0 == modelled.0 && counted.1 == modelled.1 && suite::flops_agree(c.flops, model.flops)
+    if counted.0 == modelled.0
+        && counted.1 == modelled.1
+        && suite::flops_agree(c.flops, model.flops)
     {
         Ok(())
     } else {
