@@ -501,7 +501,12 @@ pub fn decode(
             .map(|i| PtxSite {
                 function: name,
                 line: i.line,
-                text: i.text,
+                text: if i.text.contains(['\t', '\n']) || i.text.contains("  ") {
+                    let words: Vec<&str> = i.text.split_whitespace().collect();
+                    Box::leak(words.join(" ").into_boxed_str())
+                } else {
+                    i.text
+                },
                 source: i.loc.and_then(|(file, line)| {
                     files
                         .iter()
@@ -779,7 +784,7 @@ impl Decoder<'_> {
                 match (n(0)?, n(1)?) {
                     (Operand::Vector(parts), src) if !matches!(src, Operand::Vector(_)) => {
                         let k = parts.len();
-                        if !(2..=4).contains(&k) || bits as usize % k != 0 {
+                        if !(2..=4).contains(&k) || !(bits as usize).is_multiple_of(k) {
                             return Err("bad unpack".into());
                         }
                         let mut ds = [u32::MAX; 4];
@@ -800,7 +805,7 @@ impl Decoder<'_> {
                     }
                     (dst, Operand::Vector(parts)) => {
                         let k = parts.len();
-                        if !(2..=4).contains(&k) || bits as usize % k != 0 {
+                        if !(2..=4).contains(&k) || !(bits as usize).is_multiple_of(k) {
                             return Err("bad pack".into());
                         }
                         let mut ps = [0; 4];
