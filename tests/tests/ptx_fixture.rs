@@ -72,7 +72,7 @@ fn the_duplicated_barrier_is_reported_as_barrier_divergence_at_both_ptx_lines() 
         assert_ne!(thread.x, 0, "{err}");
         assert!(
             what.starts_with("waits at a different barrier")
-                && what.contains(&barriers[0].to_string()),
+                && what.contains(&format!("PTX line {} ", barriers[0])),
             "{err}"
         );
     }
