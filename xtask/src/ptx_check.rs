@@ -30,16 +30,16 @@
 //!    from one shared-memory slot after a barrier (`broadcast_from_thread0`) is uniform. That is
 //!    sound for race-free code: if all threads of the block (or warp) execute the same load at the
 //!    same address between the same two barriers, a write to it by any thread in that interval
-//!    would race with another thread's read, which the emulator reports; so they all read one
-//!    value. It does not hold for per-thread memory, so addresses derived from the local depot
+//!    would race with another thread's read (a race the emulator reports in shared memory); so
+//!    they all read one value. It does not hold for per-thread memory, so addresses derived from the local depot
 //!    (`__local_depot`, `ld.local`) are varying, nor for loads that may see concurrent writes
 //!    (`.volatile`, `.relaxed`, `.acquire`, atomics), whose results are varying.
 //! 4. **Findings**: a block barrier (`bar.*`, `barrier.*`) must not be under any branch that is not
 //!    block-uniform; a warp collective (`shfl.sync`, `vote.sync`, `match.sync`, `redux.sync`,
 //!    `bar.warp.sync`, `ldmatrix`, `stmatrix`, `mma`, `wmma`, `wgmma`, `elect.sync`, and anything
-//!    `.aligned`) not under a lane-varying one (a warp-uniform branch keeps whole warps together). A named barrier with
-//!    an explicit thread count (`bar.sync 1, 64`) is for a subset of warps, so it is held to the
-//!    warp rule. `cp.async.wait_group` is per thread and needs no convergence. Calls are not
+//!    `.aligned`) not under a lane-varying one (a warp-uniform branch keeps whole warps
+//!    together). A named barrier with an explicit thread count (`bar.sync 1, 64`) is for a subset
+//!    of warps, so it is held to the warp rule. `cp.async.wait_group` is per thread and needs no convergence. Calls are not
 //!    followed: the kernels inline everything, and the parser refuses a `call`, so one would stop
 //!    the check with an error rather than pass unseen.
 //!
