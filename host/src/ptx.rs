@@ -1,5 +1,9 @@
 //! The kernels' PTX, built by `host/build.rs` and embedded in the binary, one per architecture.
 
+pub mod decode;
+pub mod exec;
+pub mod parse;
+
 /// A GPU architecture the kernels were compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {

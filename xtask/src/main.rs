@@ -2,7 +2,8 @@
 //!
 //! - `run`: every kernel at realistic sizes, checked against its CPU reference, timed on a GPU
 //!   or modelled on the CPU emulator, read against the roofline.
-//! - `ptxas`: assembles the kernels' PTX with NVIDIA's ptxas and reports registers and spills.
+//! - `ptxas`: checks the kernels' PTX for barriers under divergent branches, assembles it with
+//!   NVIDIA's ptxas and reports registers and spills.
 //! - `hierarchy`: each level of the memory pyramid measured, beside the vendor figures.
 //! - `roofline`: the roofline calculator.
 //! - `trace-softmax`: the online-softmax recurrence, one score at a time.
@@ -15,6 +16,7 @@ mod cases;
 mod hierarchy;
 mod inspect;
 mod plot;
+mod ptx_check;
 mod ptxas;
 mod roofline;
 mod run;
@@ -35,7 +37,8 @@ struct Cli {
 enum Command {
     /// Run every kernel, check it against its CPU reference and report it against the roofline.
     Run(run::RunArgs),
-    /// Assemble every kernel with ptxas for sm_90; fail on an assembly error or any spill.
+    /// Check the PTX for barriers under divergent branches, then assemble every kernel with ptxas
+    /// for sm_90; fail on a finding, an assembly error or any spill.
     Ptxas(ptxas::PtxasArgs),
     /// Measure each level of the memory pyramid on this GPU, beside the vendor figures.
     Hierarchy(hierarchy::HierarchyArgs),

@@ -39,6 +39,10 @@ pub use profile::{Profile, SiteStats};
 use crate::error::{Error, Result};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
 
+/// Bytes of a block's shared window: every generic address from the window's base
+/// ([`kernels::cuda::emu::Gpu::dynamic_shared`]) up to this many bytes past it is shared memory.
+pub(crate) const SHARED_WINDOW: usize = shared::CAPACITY;
+
 /// What one launch did, counted access by access.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LaunchCounters {
