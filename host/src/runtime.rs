@@ -1,13 +1,13 @@
 //! One runtime over two backends: a CUDA GPU, or the CPU emulator.
 
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::buffer::{DeviceBuffer, Element};
 use crate::emu::{Emulator, LaunchCounters};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::launch::DeviceLimits;
+use crate::launch::{DeviceLimits, LaunchConfig};
 
 /// Where kernels run.
 pub enum Backend {
@@ -21,24 +21,61 @@ pub enum Backend {
 /// GPU when one is present and the emulator otherwise.
 pub const BACKEND_VAR: &str = "KERNELS_BACKEND";
 
+/// The fault-injection switch: `KERNELS_INJECT_FAULT=<kernel>` makes every launch of that PTX
+/// entry point fail as an illegal address does on a GPU, with a sticky error: from then on every
+/// launch in the process fails the same way, as CUDA's do until the process ends. It exists to
+/// test that a run survives a fault (`cargo xtask run` isolates cases in processes), on the
+/// emulator as on a GPU.
+pub const INJECT_FAULT_VAR: &str = "KERNELS_INJECT_FAULT";
+
+/// A launch as the runtime was asked for it: the kernel and its configuration, which a fault
+/// report names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchRecord {
+    /// The PTX entry point.
+    pub kernel: &'static str,
+    /// `<<<grid, block, shared>>>`.
+    pub config: LaunchConfig,
+}
+
+impl std::fmt::Display for LaunchRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (g, b) = (self.config.grid, self.config.block);
+        write!(
+            f,
+            "{}<<<({}, {}, {}), ({}, {}, {}), {} B dynamic shared>>>",
+            self.kernel, g.x, g.y, g.z, b.x, b.y, b.z, self.config.shared_mem_bytes
+        )
+    }
+}
+
+/// Distinct launches remembered between two [`Runtime::take_launches`] (a timing loop repeats
+/// the same few).
+const LAUNCHES_KEPT: usize = 16;
+
 /// Loads kernels, owns device memory, launches.
 pub struct Runtime {
     backend: Backend,
+    /// The distinct launches since the last `take_launches`, oldest first.
+    launches: Mutex<Vec<LaunchRecord>>,
 }
 
 impl Runtime {
     /// The CPU emulator.
     pub fn emulator() -> Self {
+        Self::with_backend(Backend::Emulator(Arc::new(Emulator::new())))
+    }
+
+    fn with_backend(backend: Backend) -> Self {
         Self {
-            backend: Backend::Emulator(Arc::new(Emulator::new())),
+            backend,
+            launches: Mutex::new(Vec::new()),
         }
     }
 
     /// CUDA device `ordinal`, or an error that says in one sentence why there is none.
     pub fn gpu(ordinal: usize) -> Result<Self> {
-        Ok(Self {
-            backend: Backend::Cuda(Gpu::new(ordinal)?),
-        })
+        Ok(Self::with_backend(Backend::Cuda(Gpu::new(ordinal)?)))
     }
 
     /// The backend named by `KERNELS_BACKEND`; with `auto` (the default) a GPU if one can be
@@ -139,6 +176,70 @@ impl Runtime {
             Backend::Cuda(gpu) => gpu.synchronize(),
         }
     }
+
+    /// Waits for every launch, then reports any error the driver deferred: cudarc keeps the
+    /// errors of the frees and synchronisations in a buffer's `drop` and returns them from a later,
+    /// unrelated call. Called after a piece of work (a benchmark case) so that its errors are
+    /// blamed on it and not on the next one.
+    pub fn settle(&self) -> Result<()> {
+        self.synchronize()?;
+        match &self.backend {
+            Backend::Emulator(_) => Ok(()),
+            Backend::Cuda(gpu) => gpu.deferred_error(),
+        }
+    }
+
+    /// The distinct launches asked for since the last call, oldest first: what a fault report
+    /// names (on a GPU a fault surfaces at a later call, not at the launch that caused it).
+    pub fn take_launches(&self) -> Vec<LaunchRecord> {
+        std::mem::take(&mut *self.launches.lock().unwrap())
+    }
+
+    /// Called by [`launch!`] before each launch: remembers it, and fails it if the process has a
+    /// (injected) sticky fault.
+    #[doc(hidden)]
+    pub fn before_launch(&self, kernel: &'static str, config: &LaunchConfig) -> Result<()> {
+        let record = LaunchRecord {
+            kernel,
+            config: *config,
+        };
+        let mut launches = self.launches.lock().unwrap();
+        if !launches.contains(&record) {
+            if launches.len() == LAUNCHES_KEPT {
+                launches.remove(0);
+            }
+            launches.push(record);
+        }
+        drop(launches);
+        injected_fault(kernel)
+    }
+}
+
+/// The fault `KERNELS_INJECT_FAULT` plants: an illegal address at the named kernel's first
+/// launch, sticky for the rest of the process.
+fn injected_fault(kernel: &str) -> Result<()> {
+    static TARGET: OnceLock<Option<String>> = OnceLock::new();
+    static FAULTED: OnceLock<String> = OnceLock::new();
+    let faulted = match FAULTED.get() {
+        Some(first) => first,
+        None => {
+            let target = TARGET.get_or_init(|| {
+                std::env::var(INJECT_FAULT_VAR)
+                    .ok()
+                    .filter(|k| !k.is_empty())
+            });
+            if target.as_deref() != Some(kernel) {
+                return Ok(());
+            }
+            FAULTED.get_or_init(|| kernel.to_string())
+        }
+    };
+    Err(Error::Driver {
+        call: format!("cuLaunchKernel({kernel})"),
+        message: format!(
+            "CUDA_ERROR_ILLEGAL_ADDRESS, an illegal memory access was encountered (injected at `{faulted}` by {INJECT_FAULT_VAR}; sticky: every later launch in this process fails)"
+        ),
+    })
 }
 
 /// What a launch reports: the emulator's counts, or nothing from an asynchronous GPU launch.
@@ -161,7 +262,7 @@ macro_rules! launch {
     ($rt:expr, $cfg:expr, $module:ident :: $kernel:ident ( $($arg:ident),* $(,)? )) => {{
         let rt: &$crate::runtime::Runtime = $rt;
         let cfg: $crate::launch::LaunchConfig = $cfg;
-        match rt.backend() {
+        rt.before_launch(stringify!($kernel), &cfg).and_then(|()| match rt.backend() {
             $crate::runtime::Backend::Emulator(emu) => emu
                 .launch(stringify!($kernel), &cfg, || unsafe { ::kernels::$module::$kernel($($arg),*) })
                 .map(Some),
@@ -171,6 +272,6 @@ macro_rules! launch {
                 // signature; the op that calls `launch!` has checked sizes and shapes.
                 unsafe { gpu.launch(stringify!($kernel), &cfg, &mut params) }.map(|()| None)
             }
-        }
+        })
     }};
 }

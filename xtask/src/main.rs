@@ -35,6 +35,9 @@ struct Cli {
 enum Command {
     /// Run every kernel, check it against its CPU reference and report it against the roofline.
     Run(run::RunArgs),
+    /// The cases of a run, in this process (what `run` starts in a child process).
+    #[command(hide = true)]
+    RunCases(run::CasesArgs),
     /// Assemble every kernel with ptxas for sm_90; fail on an assembly error or any spill.
     Ptxas(ptxas::PtxasArgs),
     /// Measure each level of the memory pyramid on this GPU, beside the vendor figures.
@@ -53,9 +56,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Run(args) => run::run(args),
+        Command::RunCases(args) => run::run_cases(args),
         Command::Ptxas(args) => ptxas::run(args),
         Command::Hierarchy(args) => hierarchy::run(args),
         Command::Roofline(args) => roofline::run(args),
@@ -70,5 +75,16 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Output piped into a reader that stops early (`cargo xtask inspect copy_words | head -1`) ends
+/// the program quietly, as it ends any Unix tool: the Rust runtime ignores SIGPIPE, so that every
+/// `println!` after the reader left would panic; the default action is restored instead.
+fn quiet_on_broken_pipe() {
+    #[cfg(unix)]
+    // SAFETY: sets the disposition of one signal to its default, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

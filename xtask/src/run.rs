@@ -1,14 +1,16 @@
 //! `cargo xtask run`: every kernel, checked, timed (GPU) or modelled (emulator), on the roofline.
 
-use std::time::Instant;
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use host::bench::{self, BenchConfig, Timing};
 use host::cost::{Bound, Roofline};
-use host::emu::LaunchCounters;
 use host::specs::GpuSpec;
 use host::{Runtime, runtime::Backend};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cases::{self, Scale};
 use crate::plot;
@@ -20,9 +22,9 @@ pub struct RunArgs {
     /// (this flag overrides it); on the emulator, the device the modelled figures are for.
     #[arg(long, default_value = "h100")]
     device: String,
-    /// Run only the kernels whose name contains this.
-    #[arg(long)]
-    only: Option<String>,
+    /// Run only the kernels whose name contains one of these (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
     /// Problem sizes: `full` (hundreds of MB, the default on a GPU) or `small` (the emulator's
     /// default; on a GPU, a quick correctness pass).
     #[arg(long, value_parser = ["full", "small"])]
@@ -33,12 +35,37 @@ pub struct RunArgs {
     /// Timed runs per kernel on a GPU.
     #[arg(long, default_value_t = 20)]
     runs: usize,
+    /// Seconds one case may take before its process is stopped and the case reported as hung.
+    #[arg(long, default_value_t = 300)]
+    case_timeout: u64,
+}
+
+/// The cases of a run, executed in a child process of `cargo xtask run` (hidden subcommand
+/// `run-cases`): one JSON line per case on stdout. The process stops after a case that may
+/// have left the CUDA state broken (a sticky fault), so that the next case starts clean.
+#[derive(clap::Args)]
+pub struct CasesArgs {
+    #[arg(long)]
+    device: String,
+    #[arg(long)]
+    scale: ScaleArg,
+    #[arg(long)]
+    runs: usize,
+    /// Indices into `cases::all()`, run in this order.
+    #[arg(long, value_delimiter = ',', required = true)]
+    cases: Vec<usize>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ScaleArg {
+    Gpu,
+    Emulator,
 }
 
 /// One row of the report.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Row {
-    kernel: &'static str,
+    kernel: String,
     shape: String,
     /// `true` when `roofline` holds a GPU measurement, `false` when it is modelled.
     measured: bool,
@@ -46,7 +73,7 @@ struct Row {
     roofline: Roofline,
     cost: host::cost::Cost,
     /// The emulator's counts for one run (emulator only).
-    counters: Option<LaunchCounters>,
+    counters: Option<serde_json::Value>,
     /// Seconds the emulator took on this machine's CPUs (emulator only).
     emulator_seconds: Option<f64>,
     check: Result<String, String>,
@@ -57,49 +84,72 @@ struct Report<'a> {
     backend: String,
     roofline_device: &'a GpuSpec,
     rows: Vec<Row>,
-    /// Kernels that could not be run at all (a launch or setup error), with why.
+    /// Kernels that could not be run at all (a launch or setup error, a fault, a crash), with why.
     failures: Vec<Failure>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Failure {
-    kernel: &'static str,
+    kernel: String,
     error: String,
+    /// The launches of the case, oldest first, as `kernel<<<grid, block, shared>>>`: on a GPU a
+    /// fault surfaces at a later call than the launch that caused it, so all are named.
+    launches: Vec<String>,
+}
+
+/// What a child process says of one case.
+#[derive(Serialize, Deserialize)]
+struct CaseResult {
+    index: usize,
+    outcome: Result<Row, Failure>,
+    /// The case may have left the process's CUDA state broken: the process runs nothing more.
+    poisoned: bool,
 }
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
-    let rt = Runtime::from_env().map_err(|e| e.to_string())?;
-    let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
-    let scale = match (args.scale.as_deref(), rt.is_gpu()) {
-        (Some("small"), _) | (None, false) => Scale::Emulator,
-        _ => Scale::Gpu,
-    };
-    if scale == Scale::Gpu && !rt.is_gpu() {
-        return Err("--scale full needs a GPU: the emulator runs the small sizes".into());
-    }
-    match rt.backend() {
-        Backend::Emulator(_) => println!(
-            "No GPU: {}. Running every kernel on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
-            no_gpu_reason(),
-            spec.name
-        ),
-        Backend::Cuda(gpu) => println!(
-            "GPU: {} ({}), measured with CUDA events, median of {} runs after 3 warm-ups, L2 flushed between runs; roofline of {}.",
-            gpu.name(),
-            gpu.arch().name(),
-            args.runs,
-            spec.name
-        ),
-    }
-    let specs: Vec<_> = cases::all()
-        .into_iter()
-        .filter(|c| {
-            args.only
-                .as_ref()
-                .is_none_or(|o| c.kernel.contains(o.as_str()))
+    let all = cases::all();
+    let selected: Vec<usize> = (0..all.len())
+        .filter(|&i| {
+            args.only.is_empty() || args.only.iter().any(|o| all[i].kernel.contains(o.as_str()))
         })
         .collect();
-    let bar = ProgressBar::new(specs.len() as u64)
+    if selected.is_empty() {
+        let mut names: Vec<_> = all.iter().map(|c| c.kernel).collect();
+        names.dedup();
+        return Err(format!(
+            "no kernel matches --only {}; the kernels are: {}",
+            args.only.join(","),
+            names.join(", ")
+        ));
+    }
+    let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
+    // Opened to read the device, then closed: the cases run in child processes.
+    let (backend, is_gpu) = {
+        let rt = Runtime::from_env().map_err(|e| e.to_string())?;
+        match rt.backend() {
+            Backend::Emulator(_) => println!(
+                "No GPU: {}. Running every kernel on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
+                no_gpu_reason(),
+                spec.name
+            ),
+            Backend::Cuda(gpu) => println!(
+                "GPU: {} ({}), measured with CUDA events, median of {} runs after 3 warm-ups, L2 flushed between runs; roofline of {}.",
+                gpu.name(),
+                gpu.arch().name(),
+                args.runs,
+                spec.name
+            ),
+        }
+        (rt.device_name(), rt.is_gpu())
+    };
+    let scale = match (args.scale.as_deref(), is_gpu) {
+        (Some("small"), _) | (None, false) => ScaleArg::Emulator,
+        _ => ScaleArg::Gpu,
+    };
+    if matches!(scale, ScaleArg::Gpu) && !is_gpu {
+        return Err("--scale full needs a GPU: the emulator runs the small sizes".into());
+    }
+    let bar = ProgressBar::new(selected.len() as u64)
         .with_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     let path = args
         .json
@@ -110,31 +160,42 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     let mut report = Report {
-        backend: rt.device_name(),
+        backend,
         roofline_device: spec,
         rows: Vec::new(),
         failures: Vec::new(),
     };
-    for spec_case in &specs {
-        bar.set_message(spec_case.kernel);
-        match run_case(&rt, spec_case, scale, spec, args.runs) {
+    let child = ChildArgs {
+        device: &args.device,
+        scale,
+        runs: args.runs,
+        timeout: Duration::from_secs(args.case_timeout),
+    };
+    run_isolated(&child, &all, &selected, |result| {
+        bar.set_message(all[result.index].kernel);
+        match result.outcome {
             Ok(row) => report.rows.push(row),
             // Reported, and the run goes on: one broken kernel must not cost the others' figures.
-            Err(error) => {
-                bar.println(format!("{}: FAILED: {error}", spec_case.kernel));
-                report.failures.push(Failure {
-                    kernel: spec_case.kernel,
-                    error,
-                });
+            Err(failure) => {
+                let message = failure_lines(&failure);
+                if bar.is_hidden() {
+                    eprintln!("{message}");
+                } else {
+                    bar.println(message);
+                }
+                report.failures.push(failure);
             }
         }
         // Written after every case, so a run stopped at its time budget keeps what it has.
         let json = serde_json::to_string_pretty(&report).expect("report serialises");
-        std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         bar.inc(1);
-    }
+        std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    })?;
     bar.finish_and_clear();
-    print_table(&report.rows, rt.is_gpu());
+    print_table(&report.rows, is_gpu);
+    for failure in &report.failures {
+        println!("{}", failure_lines(failure));
+    }
     if report
         .rows
         .iter()
@@ -149,17 +210,17 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let points: Vec<_> = report
         .rows
         .iter()
-        .filter(|r| seen.insert(r.kernel))
+        .filter(|r| seen.insert(r.kernel.as_str()))
         .map(|r| plot::RooflinePoint {
-            label: r.kernel.to_string(),
+            label: r.kernel.clone(),
             intensity: r.roofline.intensity,
             flops_per_second: r.roofline.flops_per_second,
             unit: r.cost.unit,
             measured: r.measured,
         })
         .collect();
-    let how = if rt.is_gpu() {
-        format!("measured on {}", rt.device_name())
+    let how = if is_gpu {
+        format!("measured on {}", report.backend)
     } else {
         "MODELLED at the roofline bound (no GPU)".to_string()
     };
@@ -175,8 +236,8 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         .rows
         .iter()
         .filter(|r| r.check.is_err())
-        .map(|r| r.kernel)
-        .chain(report.failures.iter().map(|f| f.kernel))
+        .map(|r| r.kernel.as_str())
+        .chain(report.failures.iter().map(|f| f.kernel.as_str()))
         .collect();
     if failed.is_empty() {
         Ok(())
@@ -185,6 +246,170 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             "failed or differ from the CPU reference: {failed:?}"
         ))
     }
+}
+
+/// A failed case as the run prints it: kernel, error, then each launch of the case.
+fn failure_lines(failure: &Failure) -> String {
+    let mut text = format!("{}: FAILED: {}", failure.kernel, failure.error);
+    for launch in &failure.launches {
+        text.push_str(&format!("\n    launched: {launch}"));
+    }
+    text
+}
+
+/// How the parent starts its child processes.
+struct ChildArgs<'a> {
+    device: &'a str,
+    scale: ScaleArg,
+    runs: usize,
+    timeout: Duration,
+}
+
+/// Runs the `selected` cases in child processes, in order, handing each case's result to
+/// `record` as it comes. One child runs case after case until one poisons it (a driver error),
+/// crashes it or hangs past the timeout; that case is reported as failed with why, and a fresh
+/// child goes on with the next. So a GPU fault costs one row, and the emulator's run pays for one
+/// process start, not one per case.
+fn run_isolated(
+    child: &ChildArgs,
+    all: &[cases::CaseSpec],
+    selected: &[usize],
+    mut record: impl FnMut(CaseResult) -> Result<(), String>,
+) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let mut pending = std::collections::VecDeque::from(selected.to_vec());
+    while !pending.is_empty() {
+        let list: Vec<String> = pending.iter().map(usize::to_string).collect();
+        let scale = match child.scale {
+            ScaleArg::Gpu => "gpu",
+            ScaleArg::Emulator => "emulator",
+        };
+        let mut process = std::process::Command::new(&exe)
+            .args(["run-cases", "--device", child.device, "--scale", scale])
+            .args([
+                "--runs",
+                &child.runs.to_string(),
+                "--cases",
+                &list.join(","),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        let stdout = process.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut lost: Option<String> = None;
+        while let Some(&index) = pending.front() {
+            match rx.recv_timeout(child.timeout) {
+                Ok(Ok(line)) => {
+                    let result: CaseResult = match serde_json::from_str(&line) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            lost = Some(format!("its process wrote an unreadable result ({e})"));
+                            break;
+                        }
+                    };
+                    if result.index != index {
+                        lost = Some(format!("its process reported case {}", result.index));
+                        break;
+                    }
+                    pending.pop_front();
+                    let poisoned = result.poisoned;
+                    record(result)?;
+                    if poisoned {
+                        break;
+                    }
+                }
+                Ok(Err(e)) => {
+                    lost = Some(format!("its process's output could not be read ({e})"));
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    lost = Some(format!(
+                        "no result within {} s: its process was stopped (a hang?)",
+                        child.timeout.as_secs()
+                    ));
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = process.wait().map_err(|e| e.to_string())?;
+                    lost = Some(format!("its process ended without a result ({status})"));
+                    break;
+                }
+            }
+        }
+        // Whatever the child was doing, it does no more: a poisoned or lost process is not reused.
+        let _ = process.kill();
+        let _ = process.wait();
+        if let Some(why) = lost {
+            let index = pending.pop_front().expect("the case in flight");
+            record(CaseResult {
+                index,
+                outcome: Err(Failure {
+                    kernel: all[index].kernel.to_string(),
+                    error: why,
+                    launches: Vec::new(),
+                }),
+                poisoned: true,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// `xtask run-cases`: the child's side of [`run_isolated`].
+pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
+    let rt = Runtime::from_env().map_err(|e| e.to_string())?;
+    let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
+    let scale = match args.scale {
+        ScaleArg::Gpu => Scale::Gpu,
+        ScaleArg::Emulator => Scale::Emulator,
+    };
+    let all = cases::all();
+    let mut out = std::io::stdout().lock();
+    for &index in &args.cases {
+        let case = all
+            .get(index)
+            .ok_or_else(|| format!("no case {index}: there are {}", all.len()))?;
+        rt.take_launches();
+        let result = run_case(&rt, case, scale, spec, args.runs);
+        // The case's buffers are freed by now: a deferred error is blamed on this case.
+        let settled = rt.settle();
+        let launches = rt.take_launches().iter().map(|l| l.to_string()).collect();
+        let failure = |error: String| Failure {
+            kernel: case.kernel.to_string(),
+            error,
+            launches,
+        };
+        let (outcome, poisoned) = match (result, settled) {
+            (Ok(row), Ok(())) => (Ok(row), false),
+            (Ok(_), Err(e)) => (Err(failure(format!("after the case: {e}"))), true),
+            (Err(e), settled) => {
+                let poisoned = e.poisons_process() || settled.is_err();
+                (Err(failure(e.to_string())), poisoned)
+            }
+        };
+        let line = serde_json::to_string(&CaseResult {
+            index,
+            outcome,
+            poisoned,
+        })
+        .expect("a result serialises");
+        writeln!(out, "{line}")
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("cannot report to the parent process: {e}"))?;
+        if poisoned {
+            break;
+        }
+    }
+    Ok(())
 }
 
 fn unknown_device(name: &str) -> String {
@@ -206,15 +431,14 @@ fn run_case(
     scale: Scale,
     spec: &GpuSpec,
     runs: usize,
-) -> Result<Row, String> {
-    let mut case = (spec_case.build)(rt, scale).map_err(|e| e.to_string())?;
+) -> host::Result<Row> {
+    let mut case = (spec_case.build)(rt, scale)?;
     let row = if rt.is_gpu() {
         let timing = bench::time_gpu(rt, BenchConfig { warmup: 3, runs }, || {
             (case.launch)(rt).map(|_| ())
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         Row {
-            kernel: case.kernel,
+            kernel: case.kernel.to_string(),
             shape: case.shape.clone(),
             measured: true,
             timing: Some(timing),
@@ -226,7 +450,7 @@ fn run_case(
         }
     } else {
         let start = Instant::now();
-        let counters = (case.launch)(rt).map_err(|e| e.to_string())?;
+        let counters = (case.launch)(rt)?;
         let seconds = start.elapsed().as_secs_f64();
         let mut check = (case.check)(rt).map(|s| format!("at {}: {s}", case.shape));
         if let (Some(c), Ok(summary)) = (&counters, &check) {
@@ -241,13 +465,13 @@ fn run_case(
             };
         }
         Row {
-            kernel: case.kernel,
+            kernel: case.kernel.to_string(),
             shape: case.gpu.0.clone(),
             measured: false,
             timing: None,
             roofline: Roofline::modelled(&case.gpu.1, spec),
             cost: case.gpu.1,
-            counters,
+            counters: counters.map(|c| serde_json::to_value(c).expect("counters serialise")),
             emulator_seconds: Some(seconds),
             check,
         }
