@@ -10,6 +10,7 @@
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
 //! - `device-bundle`: the one folder a short GPU window needs.
 
+mod baseline;
 mod bundle;
 mod cases;
 mod hierarchy;

@@ -12,6 +12,7 @@ use host::{Runtime, runtime::Backend};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
+use crate::baseline::{self, Baseline};
 use crate::cases::{self, Scale};
 use crate::plot;
 use crate::ptxas::report_dir;
@@ -25,6 +26,9 @@ pub struct RunArgs {
     /// Run only the kernels whose name contains one of these (comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Leave out the kernels whose name contains one of these (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<String>,
     /// Problem sizes: `full` (hundreds of MB, the default on a GPU) or `small` (the emulator's
     /// default; on a GPU, a quick correctness pass).
     #[arg(long, value_parser = ["full", "small"])]
@@ -77,6 +81,11 @@ struct Row {
     /// Seconds the emulator took on this machine's CPUs (emulator only).
     emulator_seconds: Option<f64>,
     check: Result<String, String>,
+    /// The case's distinct launches, as `kernel<<<grid, block, shared>>>`.
+    launches: Vec<String>,
+    /// The vendor operation this row is read against, at its shape and element type, or why
+    /// there is none.
+    baseline: Result<Baseline, String>,
 }
 
 #[derive(Serialize)]
@@ -110,15 +119,17 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let all = cases::all();
     let selected: Vec<usize> = (0..all.len())
         .filter(|&i| {
-            args.only.is_empty() || args.only.iter().any(|o| all[i].kernel.contains(o.as_str()))
+            let matches = |list: &[String]| list.iter().any(|o| all[i].kernel.contains(o.as_str()));
+            (args.only.is_empty() || matches(&args.only)) && !matches(&args.skip)
         })
         .collect();
     if selected.is_empty() {
         let mut names: Vec<_> = all.iter().map(|c| c.kernel).collect();
         names.dedup();
         return Err(format!(
-            "no kernel matches --only {}; the kernels are: {}",
+            "no kernel left by --only {} --skip {}; the kernels are: {}",
             args.only.join(","),
+            args.skip.join(","),
             names.join(", ")
         ));
     }
@@ -382,18 +393,21 @@ pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
         let result = run_case(&rt, case, scale, spec, args.runs);
         // The case's buffers are freed by now: a deferred error is blamed on this case.
         let settled = rt.settle();
-        let launches = rt.take_launches().iter().map(|l| l.to_string()).collect();
-        let failure = |error: String| Failure {
+        let launches: Vec<String> = rt.take_launches().iter().map(|l| l.to_string()).collect();
+        let failure = |error: String, launches| Failure {
             kernel: case.kernel.to_string(),
             error,
             launches,
         };
         let (outcome, poisoned) = match (result, settled) {
-            (Ok(row), Ok(())) => (Ok(row), false),
-            (Ok(_), Err(e)) => (Err(failure(format!("after the case: {e}"))), true),
+            (Ok(row), Ok(())) => (
+                Ok(Row { launches, ..row }),
+                false,
+            ),
+            (Ok(_), Err(e)) => (Err(failure(format!("after the case: {e}"), launches)), true),
             (Err(e), settled) => {
                 let poisoned = e.poisons_process() || settled.is_err();
-                (Err(failure(e.to_string())), poisoned)
+                (Err(failure(e.to_string(), launches)), poisoned)
             }
         };
         let line = serde_json::to_string(&CaseResult {
@@ -447,6 +461,8 @@ fn run_case(
             counters: None,
             emulator_seconds: None,
             check: (case.check)(rt),
+            launches: Vec::new(),
+            baseline: baseline::for_row(case.kernel, &case.shape),
         }
     } else {
         let start = Instant::now();
@@ -474,6 +490,8 @@ fn run_case(
             counters: counters.map(|c| serde_json::to_value(c).expect("counters serialise")),
             emulator_seconds: Some(seconds),
             check,
+            launches: Vec::new(),
+            baseline: baseline::for_row(case.kernel, &case.gpu.0),
         }
     };
     Ok(row)
