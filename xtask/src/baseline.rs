@@ -42,7 +42,12 @@ struct Entry {
 
 /// The mapping, longest prefix first where two overlap.
 const MAPPING: &[Entry] = &[
-    entry("copy_strided", "strided_copy", &["n", "stride"], Some("f32")),
+    entry(
+        "copy_strided",
+        "strided_copy",
+        &["n", "stride"],
+        Some("f32"),
+    ),
     entry("copy_words", "copy", &["n"], Some("u32")),
     entry("vector_add", "add", &["n"], None),
     entry("transpose", "transpose", &["rows", "cols"], Some("f32")),
@@ -201,9 +206,15 @@ mod tests {
     #[test]
     fn a_new_kernel_or_shape_is_unmatched() {
         let err = for_row("decode_gemv_bf16", "1 x 4096 x 4096 bf16").unwrap_err();
-        assert!(err.starts_with("unmatched") && err.contains("MAPPING"), "{err}");
+        assert!(
+            err.starts_with("unmatched") && err.contains("MAPPING"),
+            "{err}"
+        );
         let err = for_row("gemm_tiled_f32", "1024 x 512").unwrap_err();
-        assert!(err.starts_with("unmatched") && err.contains("m, n, k"), "{err}");
+        assert!(
+            err.starts_with("unmatched") && err.contains("m, n, k"),
+            "{err}"
+        );
     }
 
     /// Every case of `cargo xtask run` has an entry (its shape is checked when the bundle's check

@@ -8,7 +8,7 @@
 //! - `trace-softmax`: the online-softmax recurrence, one score at a time.
 //! - `inspect`: the emulator as a profiler, per source line of a kernel.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
-//! - `device-bundle`: the one folder a short GPU window needs.
+//! - `device-bundle`: the one folder a short GPU window needs; `summarize`, its last step.
 
 mod baseline;
 mod bundle;
@@ -19,6 +19,7 @@ mod plot;
 mod ptxas;
 mod roofline;
 mod run;
+mod summary;
 mod trace_softmax;
 
 use std::process::ExitCode;
@@ -54,6 +55,9 @@ enum Command {
     /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
     /// it here in CPU mode.
     DeviceBundle(bundle::BundleArgs),
+    /// The device bundle's summary: each row beside its vendor baseline at the same shape, the
+    /// sanitizers' verdicts per case, and the findings.
+    Summarize(summary::SummarizeArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::EmuSpeed => run::emu_speed(),
         Command::DeviceBundle(args) => bundle::run(args),
+        Command::Summarize(args) => summary::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -400,10 +400,7 @@ pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
             launches,
         };
         let (outcome, poisoned) = match (result, settled) {
-            (Ok(row), Ok(())) => (
-                Ok(Row { launches, ..row }),
-                false,
-            ),
+            (Ok(row), Ok(())) => (Ok(Row { launches, ..row }), false),
             (Ok(_), Err(e)) => (Err(failure(format!("after the case: {e}"), launches)), true),
             (Err(e), settled) => {
                 let poisoned = e.poisons_process() || settled.is_err();
