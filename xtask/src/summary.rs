@@ -20,7 +20,7 @@ pub struct SummarizeArgs {
     #[arg(long)]
     baselines: PathBuf,
     /// The folder holding `sanitizer-<tool>.json` (the run under the tool) and
-    /// `sanitizer-<tool>.log` (the tool's report) for each tool, and `emulator.json`.
+    /// `sanitizer-<tool>.report` (the tool's own log) for each tool, and `emulator.json`.
     #[arg(long)]
     results: PathBuf,
     /// Where to write the summary JSON.
@@ -51,12 +51,14 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         let verdict = sanitizer_verdict(
             tool,
             load(&args.results.join(format!("sanitizer-{tool}.json"))).as_ref(),
-            std::fs::read_to_string(args.results.join(format!("sanitizer-{tool}.log"))).ok(),
+            std::fs::read_to_string(args.results.join(format!("sanitizer-{tool}.report"))).ok(),
         );
         findings.extend(disagreements(tool, &verdict, emulator.as_ref()));
         sanitizer.insert(tool.to_string(), verdict);
     }
+    let profiler = profiler_comparison(&args.results);
     print_summary(&summary, &sanitizer, &findings);
+    print_profiler(&profiler);
     let failures: Vec<&Value> = runs
         .iter()
         .filter_map(|(_, r)| r.as_ref())
@@ -72,6 +74,7 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         "failures": failures,
         "sanitizer": sanitizer,
         "findings": findings,
+        "profiler": profiler,
         "missing_runs": missing,
         "runs": runs.iter().map(|(_, r)| r).collect::<Vec<_>>(),
         "baselines": baselines,
@@ -313,6 +316,195 @@ fn disagreements(tool: &str, verdict: &Value, emulator: Option<&Value>) -> Vec<V
         .collect()
 }
 
+/// The ncu metrics the bundle collects, by what they measure.
+const NCU_METRICS: [(&str, &str); 8] = [
+    (
+        "global_load_sectors",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    ),
+    (
+        "global_load_requests",
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    ),
+    (
+        "global_store_sectors",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+    ),
+    (
+        "global_store_requests",
+        "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+    ),
+    (
+        "shared_load_bank_conflicts",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    ),
+    (
+        "shared_store_bank_conflicts",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    ),
+    ("dram_bytes_read", "dram__bytes_read.sum"),
+    ("dram_bytes_written", "dram__bytes_write.sum"),
+];
+
+/// The fields of one line of a CSV whose fields are all quoted (ncu's `--csv`).
+fn csv_fields(line: &str) -> Option<Vec<String>> {
+    let inner = line.trim().strip_prefix('"')?.strip_suffix('"')?;
+    Some(inner.split("\",\"").map(str::to_string).collect())
+}
+
+/// Per kernel, ncu's figures for its first profiled launch (from `ncu --csv`'s one metric a line).
+fn ncu_figures(csv: &str) -> BTreeMap<String, BTreeMap<String, f64>> {
+    let mut lines = csv.lines().filter_map(csv_fields);
+    let Some(header) = lines.next() else {
+        return BTreeMap::new();
+    };
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let (Some(id), Some(kernel), Some(metric), Some(value)) = (
+        col("ID"),
+        col("Kernel Name"),
+        col("Metric Name"),
+        col("Metric Value"),
+    ) else {
+        return BTreeMap::new();
+    };
+    let mut first_launch: BTreeMap<String, String> = BTreeMap::new();
+    let mut figures: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    for fields in lines {
+        let (Some(launch), Some(name), Some(m), Some(v)) = (
+            fields.get(id),
+            fields.get(kernel),
+            fields.get(metric),
+            fields.get(value),
+        ) else {
+            continue;
+        };
+        let name = name.split('(').next().unwrap_or(name).to_string();
+        if first_launch
+            .entry(name.clone())
+            .or_insert_with(|| launch.clone())
+            != launch
+        {
+            continue;
+        }
+        let Some((what, _)) = NCU_METRICS.iter().find(|(_, n)| n == m) else {
+            continue;
+        };
+        if let Ok(v) = v.replace(',', "").parse::<f64>() {
+            figures.entry(name).or_default().insert(what.to_string(), v);
+        }
+    }
+    figures
+}
+
+/// The emulator profiler's figures for the same quantities, from `cargo xtask inspect --json`.
+fn inspect_figures(inspect: &Value) -> BTreeMap<String, BTreeMap<String, f64>> {
+    let mut figures = BTreeMap::new();
+    for (kernel, sites) in inspect["profile"]["kernels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        let sum = |space: &str, access: &str, field: &str| -> f64 {
+            sites
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|s| s["space"] == space && s["access"] == access)
+                .map(|s| s[field].as_f64().unwrap_or(0.0))
+                .sum()
+        };
+        let conflicts = |access| {
+            sum("shared", access, "wavefronts") - sum("shared", access, "ideal_wavefronts")
+        };
+        let f: BTreeMap<String, f64> = [
+            ("global_load_sectors", sum("global", "read", "sectors")),
+            ("global_load_requests", sum("global", "read", "requests")),
+            ("global_store_sectors", sum("global", "write", "sectors")),
+            ("global_store_requests", sum("global", "write", "requests")),
+            ("shared_load_bank_conflicts", conflicts("read")),
+            ("shared_store_bank_conflicts", conflicts("write")),
+            (
+                "requested_bytes_read",
+                inspect["counters"]["global_read_bytes"]
+                    .as_f64()
+                    .unwrap_or(0.0),
+            ),
+            (
+                "requested_bytes_written",
+                inspect["counters"]["global_write_bytes"]
+                    .as_f64()
+                    .unwrap_or(0.0),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        figures.insert(kernel.clone(), f);
+    }
+    figures
+}
+
+/// ncu's counters beside the emulator's for each kernel profiled: the first check of the
+/// emulator's profiler against a GPU. The emulator counts the bytes requested, ncu the DRAM
+/// bytes after the caches.
+fn profiler_comparison(results: &Path) -> Value {
+    let Ok(csv) = std::fs::read_to_string(results.join("ncu.csv")) else {
+        return json!({"status": "not run: no ncu.csv (stage skipped or ncu missing: see stages.txt)"});
+    };
+    let ncu = ncu_figures(&csv);
+    let mut emulator = BTreeMap::new();
+    for entry in std::fs::read_dir(results).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.starts_with("inspect-") && name.ends_with(".json") {
+            if let Some(v) = load(&entry.path()) {
+                emulator.extend(inspect_figures(&v));
+            }
+        }
+    }
+    let kernels: std::collections::BTreeSet<&String> = ncu.keys().chain(emulator.keys()).collect();
+    let rows: Vec<Value> = kernels
+        .into_iter()
+        .map(|k| json!({"kernel": k, "ncu": ncu.get(k), "emulator": emulator.get(k)}))
+        .collect();
+    json!({"status": if ncu.is_empty() { "ncu reported no kernel" } else { "ran" }, "kernels": rows})
+}
+
+fn print_profiler(profiler: &Value) {
+    println!(
+        "profiler, Nsight Compute (ncu) beside the emulator's (cargo xtask inspect): {}",
+        profiler["status"].as_str().unwrap_or("?")
+    );
+    for k in profiler["kernels"].as_array().into_iter().flatten() {
+        let ratio =
+            |side: &str, num: &str, den: &str| match (k[side][num].as_f64(), k[side][den].as_f64())
+            {
+                (Some(n), Some(d)) if d > 0.0 => format!("{:.2}", n / d),
+                _ => "-".to_string(),
+            };
+        let figure = |side: &str, what: &str| {
+            k[side][what]
+                .as_f64()
+                .map_or("-".to_string(), |v| format!("{v:.0}"))
+        };
+        println!(
+            "  {:<24} sectors/request load {} (ncu {}), store {} (ncu {}); shared bank conflicts load {} (ncu {}), store {} (ncu {}); bytes read {} requested (ncu DRAM {}), written {} (ncu {})",
+            k["kernel"].as_str().unwrap_or("?"),
+            ratio("emulator", "global_load_sectors", "global_load_requests"),
+            ratio("ncu", "global_load_sectors", "global_load_requests"),
+            ratio("emulator", "global_store_sectors", "global_store_requests"),
+            ratio("ncu", "global_store_sectors", "global_store_requests"),
+            figure("emulator", "shared_load_bank_conflicts"),
+            figure("ncu", "shared_load_bank_conflicts"),
+            figure("emulator", "shared_store_bank_conflicts"),
+            figure("ncu", "shared_store_bank_conflicts"),
+            figure("emulator", "requested_bytes_read"),
+            figure("ncu", "dram_bytes_read"),
+            figure("emulator", "requested_bytes_written"),
+            figure("ncu", "dram_bytes_written"),
+        );
+    }
+}
+
 fn print_summary(rows: &[Value], sanitizer: &serde_json::Map<String, Value>, findings: &[Value]) {
     for r in rows {
         let how = if r["measured"] == true {
@@ -446,6 +638,27 @@ mod tests {
         );
         let missing = sanitizer_verdict("racecheck", Some(&run), None);
         assert!(missing["status"].as_str().unwrap().starts_with("not run"));
+    }
+
+    #[test]
+    fn reads_ncu_csv_beside_the_emulator_profile() {
+        let csv = "==PROF== Connected to process 1\n\
+\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n\
+\"0\",\"transpose_naive\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum\",\"sector\",\"1,920,000\"\n\
+\"0\",\"transpose_naive\",\"dram__bytes_read.sum\",\"byte\",\"240000\"\n\
+\"1\",\"transpose_naive\",\"dram__bytes_read.sum\",\"byte\",\"999\"\n";
+        let ncu = ncu_figures(csv);
+        assert_eq!(ncu["transpose_naive"]["global_store_sectors"], 1_920_000.0);
+        // The first launch's figure, not a later one's.
+        assert_eq!(ncu["transpose_naive"]["dram_bytes_read"], 240_000.0);
+        let inspect = json!({"counters": {"global_read_bytes": 240000, "global_write_bytes": 240000},
+        "profile": {"kernels": {"transpose_shared": [
+            {"space": "global", "access": "load", "requests": 10, "sectors": 40},
+            {"space": "shared", "access": "load", "requests": 10, "wavefronts": 320, "ideal_wavefronts": 10},
+        ]}}});
+        let emu = inspect_figures(&inspect);
+        assert_eq!(emu["transpose_shared"]["global_load_sectors"], 40.0);
+        assert_eq!(emu["transpose_shared"]["shared_load_bank_conflicts"], 310.0);
     }
 
     #[test]

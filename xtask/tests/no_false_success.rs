@@ -125,3 +125,30 @@ fn a_closed_pipe_ends_the_output_quietly() {
         out.status
     );
 }
+
+/// The bundle's entry script, in check mode, with a budget that leaves every stage skipped: the
+/// check must fail, not report success for a run in which nothing ran.
+#[test]
+fn a_bundle_check_that_skipped_stages_fails() {
+    let dir = scratch("bundle");
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bundle");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_xtask"), dir.join("bin/xtask")).unwrap();
+    for file in ["run.sh", "baselines.py"] {
+        std::fs::copy(source.join(file), dir.join(file)).unwrap();
+    }
+    let out = Command::new("bash")
+        .arg(dir.join("run.sh"))
+        .args(["--check", "--budget", "0", "--out"])
+        .arg(dir.join("results"))
+        .env("KERNELS_BACKEND", "emulator")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("correctness: skipped, budget spent") && stderr.contains("check FAILED"),
+        "{stdout}\n{stderr}"
+    );
+}
