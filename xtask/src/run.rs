@@ -215,7 +215,12 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         attention_sweep(&report.rows, spec);
     }
     println!("JSON report: {}", path.display());
-    let svg = path.with_file_name("roofline.svg");
+    // `roofline.svg` beside `run.json`; `headline-roofline.svg` beside `headline.json`, so that the
+    // bundle's several runs keep their own charts.
+    let svg = match path.file_stem().and_then(|s| s.to_str()) {
+        Some("run") | None => path.with_file_name("roofline.svg"),
+        Some(stem) => path.with_file_name(format!("{stem}-roofline.svg")),
+    };
     // One point per kernel (its first, headline shape): a sweep's points would sit on each other.
     let mut seen = std::collections::HashSet::new();
     let points: Vec<_> = report

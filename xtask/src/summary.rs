@@ -455,10 +455,11 @@ fn profiler_comparison(results: &Path) -> Value {
     let mut emulator = BTreeMap::new();
     for entry in std::fs::read_dir(results).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
-        if name.starts_with("inspect-") && name.ends_with(".json") {
-            if let Some(v) = load(&entry.path()) {
-                emulator.extend(inspect_figures(&v));
-            }
+        if name.starts_with("inspect-")
+            && name.ends_with(".json")
+            && let Some(v) = load(&entry.path())
+        {
+            emulator.extend(inspect_figures(&v));
         }
     }
     let kernels: std::collections::BTreeSet<&String> = ncu.keys().chain(emulator.keys()).collect();
