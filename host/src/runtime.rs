@@ -25,7 +25,8 @@ pub const BACKEND_VAR: &str = "KERNELS_BACKEND";
 /// entry point fail as an illegal address does on a GPU, with a sticky error: from then on every
 /// launch in the process fails the same way, as CUDA's do until the process ends. It exists to
 /// test that a run survives a fault (`cargo xtask run` isolates cases in processes), on the
-/// emulator as on a GPU.
+/// emulator as on a GPU. `KERNELS_INJECT_FAULT=abort:<kernel>` aborts the process there instead,
+/// as a crash in the driver would, and `hang:<kernel>` never returns, as a deadlocked kernel.
 pub const INJECT_FAULT_VAR: &str = "KERNELS_INJECT_FAULT";
 
 /// A launch as the runtime was asked for it: the kernel and its configuration, which a fault
@@ -228,8 +229,16 @@ fn injected_fault(kernel: &str) -> Result<()> {
                     .ok()
                     .filter(|k| !k.is_empty())
             });
-            if target.as_deref() != Some(kernel) {
-                return Ok(());
+            match target.as_deref() {
+                Some(t) if t == kernel => {}
+                Some(t) if t.strip_prefix("abort:") == Some(kernel) => {
+                    eprintln!("{INJECT_FAULT_VAR}={t}: aborting the process at this launch");
+                    std::process::abort()
+                }
+                Some(t) if t.strip_prefix("hang:") == Some(kernel) => loop {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                },
+                _ => return Ok(()),
             }
             FAULTED.get_or_init(|| kernel.to_string())
         }

@@ -106,6 +106,9 @@ struct Failure {
     launches: Vec<String>,
 }
 
+/// How a child's result line starts (`CaseResult`'s first field).
+const RESULT_START: &str = "{\"index\":";
+
 /// What a child process says of one case.
 #[derive(Serialize, Deserialize)]
 struct CaseResult {
@@ -178,6 +181,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     };
     let child = ChildArgs {
         device: &args.device,
+        backend: if is_gpu { "gpu" } else { "emulator" },
         scale,
         runs: args.runs,
         timeout: Duration::from_secs(args.case_timeout),
@@ -276,6 +280,8 @@ fn failure_lines(failure: &Failure) -> String {
 /// How the parent starts its child processes.
 struct ChildArgs<'a> {
     device: &'a str,
+    /// `gpu` or `emulator`, for `KERNELS_BACKEND`.
+    backend: &'static str,
     scale: ScaleArg,
     runs: usize,
     timeout: Duration,
@@ -308,6 +314,8 @@ fn run_isolated(
                 "--cases",
                 &list.join(","),
             ])
+            // The backend the parent found: a child must not fall back to the emulator at GPU sizes.
+            .env(host::runtime::BACKEND_VAR, child.backend)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -324,6 +332,8 @@ fn run_isolated(
         let mut lost: Option<String> = None;
         while let Some(&index) = pending.front() {
             match rx.recv_timeout(child.timeout) {
+                // A tool the run is wrapped in (a profiler, a sanitizer) may write here too.
+                Ok(Ok(line)) if !line.starts_with(RESULT_START) => eprintln!("{line}"),
                 Ok(Ok(line)) => {
                     let result: CaseResult = match serde_json::from_str(&line) {
                         Ok(r) => r,
@@ -395,7 +405,16 @@ pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
             .get(index)
             .ok_or_else(|| format!("no case {index}: there are {}", all.len()))?;
         rt.take_launches();
-        let result = run_case(&rt, case, scale, spec, args.runs);
+        // A panic is this case's failure; the process, in an unknown state, is not reused.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_case(&rt, case, scale, spec, args.runs)
+        }))
+        .unwrap_or_else(|panic| {
+            Err(host::Error::Driver {
+                call: "the case".to_string(),
+                message: format!("panicked: {}", panic_message(&*panic)),
+            })
+        });
         // The case's buffers are freed by now: a deferred error is blamed on this case.
         let settled = rt.settle();
         let launches: Vec<String> = rt.take_launches().iter().map(|l| l.to_string()).collect();
@@ -426,6 +445,14 @@ pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 fn unknown_device(name: &str) -> String {

@@ -19,12 +19,9 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// A sticky fault injected into the middle of a run: the faulting case is one failure naming
-/// its kernel and launch configuration, and every later case is still measured and correct
-/// (in one process the injected fault fails every later launch, as CUDA's do).
-#[test]
-fn a_fault_costs_only_its_own_row() {
-    let dir = scratch("fault");
+/// The run of five small cases with `KERNELS_INJECT_FAULT=fault`: its report, and its stderr.
+fn run_with_fault(name: &str, fault: &str, extra: &[&str]) -> (serde_json::Value, String) {
+    let dir = scratch(name);
     let json = dir.join("run.json");
     let out = xtask(
         &[
@@ -33,13 +30,23 @@ fn a_fault_costs_only_its_own_row() {
             "copy_strided,transpose,softmax_online_f32",
             "--json",
             json.to_str().unwrap(),
-        ],
-        &[("KERNELS_INJECT_FAULT", "transpose_shared")],
+        ]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect::<Vec<_>>(),
+        &[("KERNELS_INJECT_FAULT", fault)],
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!out.status.success(), "a failed case fails the run");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (report, stderr)
+}
+
+/// Every case but the faulting `transpose_shared` is measured and correct, in order, and the
+/// one failure names `transpose_shared`.
+fn assert_only_transpose_shared_lost(report: &serde_json::Value, stderr: &str) {
     let rows: Vec<(&str, bool)> = report["rows"]
         .as_array()
         .unwrap()
@@ -64,8 +71,18 @@ fn a_fault_costs_only_its_own_row() {
     );
     let failures = report["failures"].as_array().unwrap();
     assert_eq!(failures.len(), 1, "{failures:?}");
-    let failure = &failures[0];
-    assert_eq!(failure["kernel"], "transpose_shared");
+    assert_eq!(failures[0]["kernel"], "transpose_shared");
+    assert!(stderr.contains("transpose_shared: FAILED"), "{stderr}");
+}
+
+/// A sticky fault injected into the middle of a run: the faulting case is one failure naming
+/// its kernel and launch configuration, and every later case is still measured and correct
+/// (in one process the injected fault fails every later launch, as CUDA's do).
+#[test]
+fn a_fault_costs_only_its_own_row() {
+    let (report, stderr) = run_with_fault("fault", "transpose_shared", &[]);
+    assert_only_transpose_shared_lost(&report, &stderr);
+    let failure = &report["failures"][0];
     assert!(
         failure["error"]
             .as_str()
@@ -79,9 +96,29 @@ fn a_fault_costs_only_its_own_row() {
             && launches[0]
                 .as_str()
                 .unwrap()
-                .starts_with("transpose_shared<<<(")
+                .starts_with("transpose_shared<<<("),
+        "{launches:?}"
     );
-    assert!(stderr.contains("transpose_shared: FAILED"), "{stderr}");
+}
+
+/// A case that hangs: stopped at the case timeout, reported, and the run goes on.
+#[test]
+fn a_hang_costs_only_its_own_row() {
+    let (report, stderr) =
+        run_with_fault("hang", "hang:transpose_shared", &["--case-timeout", "2"]);
+    assert_only_transpose_shared_lost(&report, &stderr);
+    let error = report["failures"][0]["error"].as_str().unwrap();
+    assert!(error.contains("no result within 2 s"), "{error}");
+}
+
+/// A case whose process crashes (aborts) mid-run: the case is one failure saying so, and the
+/// later cases run in a fresh process.
+#[test]
+fn a_crash_costs_only_its_own_row() {
+    let (report, stderr) = run_with_fault("crash", "abort:transpose_shared", &[]);
+    assert_only_transpose_shared_lost(&report, &stderr);
+    let error = report["failures"][0]["error"].as_str().unwrap();
+    assert!(error.contains("ended without a result"), "{error}");
 }
 
 #[test]
@@ -105,6 +142,7 @@ fn an_empty_selection_is_an_error_naming_the_kernels() {
         "{stderr}"
     );
     assert!(!json.exists(), "no report is written for nothing");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The reader is gone before the first line is written: every write fails with EPIPE.
@@ -151,4 +189,5 @@ fn a_bundle_check_that_skipped_stages_fails() {
         stdout.contains("correctness: skipped, budget spent") && stderr.contains("check FAILED"),
         "{stdout}\n{stderr}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
