@@ -654,8 +654,8 @@ mod tests {
         assert_eq!(ncu["transpose_naive"]["dram_bytes_read"], 240_000.0);
         let inspect = json!({"counters": {"global_read_bytes": 240000, "global_write_bytes": 240000},
         "profile": {"kernels": {"transpose_shared": [
-            {"space": "global", "access": "load", "requests": 10, "sectors": 40},
-            {"space": "shared", "access": "load", "requests": 10, "wavefronts": 320, "ideal_wavefronts": 10},
+            {"space": "global", "access": "read", "requests": 10, "sectors": 40},
+            {"space": "shared", "access": "read", "requests": 10, "wavefronts": 320, "ideal_wavefronts": 10},
         ]}}});
         let emu = inspect_figures(&inspect);
         assert_eq!(emu["transpose_shared"]["global_load_sectors"], 40.0);
