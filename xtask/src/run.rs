@@ -127,12 +127,18 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         })
         .collect();
     if selected.is_empty() {
-        let mut names: Vec<_> = all.iter().map(|c| c.kernel).collect();
-        names.dedup();
+        let mut seen = std::collections::HashSet::new();
+        let names: Vec<_> = all
+            .iter()
+            .map(|c| c.kernel)
+            .filter(|k| seen.insert(*k))
+            .collect();
+        let mut filters = format!("--only {}", args.only.join(","));
+        if !args.skip.is_empty() {
+            filters.push_str(&format!(" --skip {}", args.skip.join(",")));
+        }
         return Err(format!(
-            "no kernel left by --only {} --skip {}; the kernels are: {}",
-            args.only.join(","),
-            args.skip.join(","),
+            "no kernel left by {filters}; the kernels are: {}",
             names.join(", ")
         ));
     }
