@@ -62,18 +62,19 @@ headline="copy_words,softmax_fused,gemm_tensor_core,attention_fused"
 small=(run --scale small --runs 1 --case-timeout 60)
 
 : > "$out/stages.txt"
+# In the check, where the correctness pass already runs on the emulator, the emulator and
+# sanitizer stages run their plumbing on three cases only.
+subset=()
+[ "$check" = 1 ] && subset=(--only transpose)
 stage correctness 10 "$xtask" "${small[@]}" --json "$out/correctness.json"
 # The emulator's verdict at the same sizes, which the sanitizers' reports are compared with.
-stage emulator 3 env KERNELS_BACKEND=emulator "$xtask" run --json "$out/emulator.json"
+stage emulator 3 env KERNELS_BACKEND=emulator "$xtask" run "${subset[@]}" --json "$out/emulator.json"
 sanitizer=$(tool compute-sanitizer)
-# The check runs the plumbing on three cases only: the emulator runs every case twice above.
-sanitized=()
-[ "$check" = 1 ] && sanitized=(--only transpose)
 for t in memcheck:8 racecheck:8 synccheck:5; do
   name="sanitizer-${t%%:*}"
   if [ -z "$sanitizer" ]; then note "$name: skipped, compute-sanitizer not found"; continue; fi
   stage "$name" "${t##*:}" "$sanitizer" --tool "${t%%:*}" --target-processes all \
-    --log-file "$out/$name.report" "$xtask" "${small[@]}" "${sanitized[@]}" --json "$out/$name.json"
+    --log-file "$out/$name.report" "$xtask" "${small[@]}" "${subset[@]}" --json "$out/$name.json"
 done
 baselines=(python3 "$here/baselines.py" measure)
 [ "$check" = 1 ] && baselines+=(--synthetic)
