@@ -411,16 +411,9 @@ pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
             .get(index)
             .ok_or_else(|| format!("no case {index}: there are {}", all.len()))?;
         rt.take_launches();
-        // A panic is this case's failure; the process, in an unknown state, is not reused.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_case(&rt, case, scale, spec, args.runs)
-        }))
-        .unwrap_or_else(|panic| {
-            Err(host::Error::Driver {
-                call: "the case".to_string(),
-                message: format!("panicked: {}", panic_message(&*panic)),
-            })
-        });
+        }));
         // The case's buffers are freed by now: a deferred error is blamed on this case.
         let settled = rt.settle();
         let launches: Vec<String> = rt.take_launches().iter().map(|l| l.to_string()).collect();
@@ -430,11 +423,16 @@ pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
             launches,
         };
         let (outcome, poisoned) = match (result, settled) {
-            (Ok(row), Ok(())) => (Ok(Row { launches, ..row }), false),
-            (Ok(_), Err(e)) => (Err(failure(format!("after the case: {e}"), launches)), true),
-            (Err(e), settled) => {
+            (Ok(Ok(row)), Ok(())) => (Ok(Row { launches, ..row }), false),
+            (Ok(Ok(_)), Err(e)) => (Err(failure(format!("after the case: {e}"), launches)), true),
+            (Ok(Err(e)), settled) => {
                 let poisoned = e.poisons_process() || settled.is_err();
                 (Err(failure(e.to_string(), launches)), poisoned)
+            }
+            // A panic is this case's failure; the process, in an unknown state, is not reused.
+            (Err(panic), _) => {
+                let why = format!("panicked: {}", panic_message(&*panic));
+                (Err(failure(why, launches)), true)
             }
         };
         let line = serde_json::to_string(&CaseResult {
