@@ -38,14 +38,23 @@ tool() {
 }
 
 note() { echo "== $1" | tee -a "$out/stages.txt"; }
+# forgo NAME SHARE WHY: a stage that cannot run here; its share goes to the later stages.
+forgo() { shares_left=$(( shares_left - $2 )); note "$1: skipped, $3"; }
 
-# stage NAME SHARE COMMAND...: runs COMMAND with at most SHARE percent of the budget (or what is
-# left, if less), logs to $out/NAME.log, and records how it ended; a failing stage does not stop
-# the run.
+# The stages' shares of the budget, in percent; they add up to 100 (the check verifies it).
+shares_left=100
+# Seconds kept for the summary.
+reserve=5
+
+# stage NAME SHARE COMMAND...: runs COMMAND with at most its SHARE of what is left of the budget
+# (SHARE over the shares of the stages still to run, so time a stage leaves unused goes to the
+# later ones), logs to $out/NAME.log, and records how it ended; a failing stage does not stop the
+# run.
 stage() {
   local name="$1" share="$2"; shift 2
-  local cap=$(( budget * share / 100 )) rest; rest=$(left)
-  [ "$cap" -gt "$rest" ] && cap=$rest
+  local rest=$(( $(left) - reserve )) cap
+  cap=$(( rest * share / shares_left ))
+  shares_left=$(( shares_left - share ))
   if [ "$cap" -le 5 ]; then note "$name: skipped, budget spent"; return; fi
   echo "== $name (up to ${cap}s)"
   local t0; t0=$(date +%s)
@@ -72,7 +81,7 @@ stage emulator 3 env KERNELS_BACKEND=emulator "$xtask" run "${subset[@]}" --json
 sanitizer=$(tool compute-sanitizer)
 for t in memcheck:8 racecheck:8 synccheck:5; do
   name="sanitizer-${t%%:*}"
-  if [ -z "$sanitizer" ]; then note "$name: skipped, compute-sanitizer not found"; continue; fi
+  if [ -z "$sanitizer" ]; then forgo "$name" "${t##*:}" "compute-sanitizer not found"; continue; fi
   stage "$name" "${t##*:}" "$sanitizer" --tool "${t%%:*}" --target-processes all \
     --log-file "$out/$name.report" "$xtask" "${small[@]}" "${subset[@]}" --json "$out/$name.json"
 done
@@ -83,7 +92,7 @@ stage baselines-headline 8 "${baselines[@]}" "$out/baselines.json" "$out/headlin
 stage rest 20 "$xtask" run --skip "$headline" --json "$out/rest.json"
 stage baselines-rest 6 "${baselines[@]}" "$out/baselines.json" "$out/rest.json"
 ncu=$(tool ncu)
-if [ -z "$ncu" ]; then note "ncu: skipped, ncu not found"; else
+if [ -z "$ncu" ]; then forgo ncu 9 "ncu not found"; else
   # Global sectors per request, shared bank conflicts and DRAM bytes, at the emulator's shapes,
   # beside `cargo xtask inspect` (the emulator's profiler) for the same launches.
   metrics=l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
@@ -96,7 +105,8 @@ if [ -z "$ncu" ]; then note "ncu: skipped, ncu not found"; else
   stage inspect 2 bash -c 'for k in ${1//,/ }; do "$0" inspect "$k" --json > "$2/inspect-$k.json" || exit; done' \
     "$xtask" "$profiled" "$out"
 fi
-stage hierarchy 7 "$xtask" hierarchy
+stage hierarchy 8 "$xtask" hierarchy
+[ "$shares_left" = 0 ] || note "budget: the stages' shares do not add up to 100 ($shares_left left)"
 summary=("$xtask" summarize --run "$out/headline.json" --run "$out/rest.json" --baselines "$out/baselines.json" --results "$out" --out "$out/results.json")
 [ "$check" = 1 ] && summary+=(--require-baselines)
 "${summary[@]}" 2>&1 | tee "$out/summary.txt"
