@@ -105,10 +105,13 @@ fn load(path: &Path) -> Option<Value> {
 /// and the rows left without one, with why.
 fn baseline_rows(rows: &[&Value], baselines: Option<&Value>) -> (Vec<Value>, Vec<String>) {
     let measured = baselines.and_then(|b| b["baselines"].as_object());
-    let skipped = baselines
-        .and_then(|b| b["skipped"].as_str())
-        .map(str::to_string)
-        .unwrap_or_else(|| "no baselines file".to_string());
+    let skipped = match baselines {
+        None => "no baselines file".to_string(),
+        Some(b) => b["skipped"]
+            .as_str()
+            .unwrap_or("its stage did not reach it")
+            .to_string(),
+    };
     let mut unmatched = Vec::new();
     let summary = rows
         .iter()
@@ -140,7 +143,7 @@ fn baseline_rows(rows: &[&Value], baselines: Option<&Value>) -> (Vec<Value>, Vec
                             "no baseline: `{key}` failed ({})",
                             b["error"].as_str().unwrap_or("no time")
                         )),
-                        None => Err(format!("no baseline: `{key}` was not measured")),
+                        None => Err(format!("no baseline: `{key}` not measured ({skipped})")),
                     }
                 }
                 (Some(request), None) => Err(format!(
@@ -684,7 +687,10 @@ mod tests {
         assert!(summary[1].get("baseline").is_none());
         assert_eq!(unmatched.len(), 2, "{unmatched:?}");
         assert!(unmatched[0].contains("2048") && unmatched[1].contains("decode_gemv"));
-        let (_, all_missing) = baseline_rows(&refs, Some(&json!({"skipped": "no PyTorch"})));
+        let (_, all_missing) = baseline_rows(
+            &refs,
+            Some(&json!({"baselines": {}, "skipped": "no PyTorch"})),
+        );
         assert!(all_missing[0].contains("no PyTorch"), "{all_missing:?}");
     }
 }
