@@ -284,3 +284,35 @@ macro_rules! launch {
         })
     }};
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Runtime;
+    use crate::ops::elementwise::vector_add_f32;
+
+    /// A fault report names the launches since the last report, each once, oldest first.
+    #[test]
+    fn remembers_each_distinct_launch_once() {
+        let rt = Runtime::emulator();
+        let upload = |n| rt.upload(&vec![1.0f32; n]).unwrap();
+        let (a, b, mut c) = (upload(64), upload(64), upload(64));
+        vector_add_f32(&rt, &a, &b, &mut c).unwrap();
+        vector_add_f32(&rt, &a, &b, &mut c).unwrap();
+        let (x, y, mut z) = (upload(300), upload(300), upload(300));
+        vector_add_f32(&rt, &x, &y, &mut z).unwrap();
+        let launches = rt.take_launches();
+        assert_eq!(launches.len(), 2, "{launches:?}");
+        assert!(launches.iter().all(|l| l.kernel == "vector_add_f32"));
+        let (small, large) = (launches[0].config, launches[1].config);
+        assert!(small.grid.x < large.grid.x, "{launches:?}");
+        assert_eq!(small.block, large.block);
+        assert!(
+            launches[1]
+                .to_string()
+                .starts_with(&format!("vector_add_f32<<<({}, 1, 1), (", large.grid.x)),
+            "{}",
+            launches[1]
+        );
+        assert!(rt.take_launches().is_empty());
+    }
+}
