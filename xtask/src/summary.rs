@@ -57,13 +57,28 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         sanitizer.insert(tool.to_string(), verdict);
     }
     let profiler = profiler_comparison(&args.results);
-    print_summary(&summary, &sanitizer, &findings);
-    print_profiler(&profiler);
     let failures: Vec<&Value> = runs
         .iter()
         .filter_map(|(_, r)| r.as_ref())
         .flat_map(|r| r["failures"].as_array().into_iter().flatten())
         .collect();
+    print_summary(&summary, &sanitizer, &findings);
+    // The cases that could not run: a fault, a crash, a hang, a refused launch.
+    for f in &failures {
+        println!(
+            "{:<28} FAILED: {} {}",
+            f["kernel"].as_str().unwrap_or("?"),
+            f["error"].as_str().unwrap_or("?"),
+            f["launches"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    print_profiler(&profiler);
     let missing: Vec<&String> = runs
         .iter()
         .filter(|(_, r)| r.is_none())
