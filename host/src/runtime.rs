@@ -1,13 +1,13 @@
 //! One runtime over two backends: a CUDA GPU, or the CPU emulator.
 
 use std::ffi::c_void;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use crate::buffer::{DeviceBuffer, Element};
 use crate::emu::{Emulator, LaunchCounters};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::launch::{DeviceLimits, LaunchConfig};
+use crate::launch::DeviceLimits;
 
 /// Where kernels run.
 pub enum Backend {
@@ -36,7 +36,7 @@ pub struct LaunchRecord {
     /// The PTX entry point.
     pub kernel: &'static str,
     /// `<<<grid, block, shared>>>`.
-    pub config: LaunchConfig,
+    pub config: crate::launch::LaunchConfig,
 }
 
 impl std::fmt::Display for LaunchRecord {
@@ -50,33 +50,59 @@ impl std::fmt::Display for LaunchRecord {
     }
 }
 
-/// Distinct launches remembered between two [`Runtime::take_launches`] (a timing loop repeats
-/// the same few).
+/// Distinct launches remembered between two [`take_launches`] (a timing loop repeats the same
+/// few).
 const LAUNCHES_KEPT: usize = 16;
+
+std::thread_local! {
+    /// The distinct launches this thread asked for since the last `take_launches`, oldest first.
+    static LAUNCHES: std::cell::RefCell<Vec<LaunchRecord>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The distinct launches this thread asked for since the last call, oldest first: what a fault
+/// report names (on a GPU a fault surfaces at a later call, not at the launch that caused it).
+pub fn take_launches() -> Vec<LaunchRecord> {
+    LAUNCHES.with(|l| std::mem::take(&mut *l.borrow_mut()))
+}
+
+/// Called by [`launch!`] before each launch: remembers it, and fails it if the process has a
+/// (injected) sticky fault.
+#[doc(hidden)]
+pub fn before_launch(kernel: &'static str, config: &crate::launch::LaunchConfig) -> Result<()> {
+    let record = LaunchRecord {
+        kernel,
+        config: *config,
+    };
+    LAUNCHES.with(|l| {
+        let mut launches = l.borrow_mut();
+        if !launches.contains(&record) {
+            if launches.len() == LAUNCHES_KEPT {
+                launches.remove(0);
+            }
+            launches.push(record);
+        }
+    });
+    injected_fault(kernel)
+}
 
 /// Loads kernels, owns device memory, launches.
 pub struct Runtime {
     backend: Backend,
-    /// The distinct launches since the last `take_launches`, oldest first.
-    launches: Mutex<Vec<LaunchRecord>>,
 }
 
 impl Runtime {
     /// The CPU emulator.
     pub fn emulator() -> Self {
-        Self::with_backend(Backend::Emulator(Arc::new(Emulator::new())))
-    }
-
-    fn with_backend(backend: Backend) -> Self {
         Self {
-            backend,
-            launches: Mutex::new(Vec::new()),
+            backend: Backend::Emulator(Arc::new(Emulator::new())),
         }
     }
 
     /// CUDA device `ordinal`, or an error that says in one sentence why there is none.
     pub fn gpu(ordinal: usize) -> Result<Self> {
-        Ok(Self::with_backend(Backend::Cuda(Gpu::new(ordinal)?)))
+        Ok(Self {
+            backend: Backend::Cuda(Gpu::new(ordinal)?),
+        })
     }
 
     /// The backend named by `KERNELS_BACKEND`; with `auto` (the default) a GPU if one can be
@@ -184,41 +210,17 @@ impl Runtime {
     /// blamed on it and not on the next one.
     pub fn settle(&self) -> Result<()> {
         self.synchronize()?;
-        match &self.backend {
-            Backend::Emulator(_) => Ok(()),
-            Backend::Cuda(gpu) => gpu.deferred_error(),
+        if let Backend::Cuda(gpu) = &self.backend {
+            gpu.deferred_error()?;
         }
-    }
-
-    /// The distinct launches asked for since the last call, oldest first: what a fault report
-    /// names (on a GPU a fault surfaces at a later call, not at the launch that caused it).
-    pub fn take_launches(&self) -> Vec<LaunchRecord> {
-        std::mem::take(&mut *self.launches.lock().unwrap())
-    }
-
-    /// Called by [`launch!`] before each launch: remembers it, and fails it if the process has a
-    /// (injected) sticky fault.
-    #[doc(hidden)]
-    pub fn before_launch(&self, kernel: &'static str, config: &LaunchConfig) -> Result<()> {
-        let record = LaunchRecord {
-            kernel,
-            config: *config,
-        };
-        let mut launches = self.launches.lock().unwrap();
-        if !launches.contains(&record) {
-            if launches.len() == LAUNCHES_KEPT {
-                launches.remove(0);
-            }
-            launches.push(record);
-        }
-        drop(launches);
-        injected_fault(kernel)
+        Ok(())
     }
 }
 
 /// The fault `KERNELS_INJECT_FAULT` plants: an illegal address at the named kernel's first
 /// launch, sticky for the rest of the process.
 fn injected_fault(kernel: &str) -> Result<()> {
+    use std::sync::OnceLock;
     static TARGET: OnceLock<Option<String>> = OnceLock::new();
     static FAULTED: OnceLock<String> = OnceLock::new();
     let faulted = match FAULTED.get() {
@@ -271,7 +273,9 @@ macro_rules! launch {
     ($rt:expr, $cfg:expr, $module:ident :: $kernel:ident ( $($arg:ident),* $(,)? )) => {{
         let rt: &$crate::runtime::Runtime = $rt;
         let cfg: $crate::launch::LaunchConfig = $cfg;
-        rt.before_launch(stringify!($kernel), &cfg).and_then(|()| match rt.backend() {
+        let recorded = $crate::runtime::before_launch(stringify!($kernel), &cfg);
+        match rt.backend() {
+            _ if recorded.is_err() => recorded.map(|()| None),
             $crate::runtime::Backend::Emulator(emu) => emu
                 .launch(stringify!($kernel), &cfg, || unsafe { ::kernels::$module::$kernel($($arg),*) })
                 .map(Some),
@@ -281,13 +285,13 @@ macro_rules! launch {
                 // signature; the op that calls `launch!` has checked sizes and shapes.
                 unsafe { gpu.launch(stringify!($kernel), &cfg, &mut params) }.map(|()| None)
             }
-        })
+        }
     }};
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Runtime;
+    use super::{Runtime, take_launches};
     use crate::ops::elementwise::vector_add_f32;
 
     /// A fault report names the launches since the last report, each once, oldest first.
@@ -300,7 +304,7 @@ mod tests {
         vector_add_f32(&rt, &a, &b, &mut c).unwrap();
         let (x, y, mut z) = (upload(300), upload(300), upload(300));
         vector_add_f32(&rt, &x, &y, &mut z).unwrap();
-        let launches = rt.take_launches();
+        let launches = take_launches();
         assert_eq!(launches.len(), 2, "{launches:?}");
         assert!(launches.iter().all(|l| l.kernel == "vector_add_f32"));
         let (small, large) = (launches[0].config, launches[1].config);
@@ -313,6 +317,6 @@ mod tests {
             "{}",
             launches[1]
         );
-        assert!(rt.take_launches().is_empty());
+        assert!(take_launches().is_empty());
     }
 }

@@ -119,6 +119,15 @@ struct CaseResult {
 }
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
+    let rt = Runtime::from_env().map_err(|e| e.to_string())?;
+    let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
+    let scale = match (args.scale.as_deref(), rt.is_gpu()) {
+        (Some("small"), _) | (None, false) => Scale::Emulator,
+        _ => Scale::Gpu,
+    };
+    if scale == Scale::Gpu && !rt.is_gpu() {
+        return Err("--scale full needs a GPU: the emulator runs the small sizes".into());
+    }
     let all = cases::all();
     let selected: Vec<usize> = (0..all.len())
         .filter(|&i| {
@@ -127,48 +136,25 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         })
         .collect();
     if selected.is_empty() {
-        let mut seen = std::collections::HashSet::new();
-        let names: Vec<_> = all
-            .iter()
-            .map(|c| c.kernel)
-            .filter(|k| seen.insert(*k))
-            .collect();
-        let mut filters = format!("--only {}", args.only.join(","));
-        if !args.skip.is_empty() {
-            filters.push_str(&format!(" --skip {}", args.skip.join(",")));
-        }
-        return Err(format!(
-            "no kernel left by {filters}; the kernels are: {}",
-            names.join(", ")
-        ));
+        return Err(no_kernel_left(args, &all));
     }
-    let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
-    // Opened to read the device, then closed: the cases run in child processes.
-    let (backend, is_gpu) = {
-        let rt = Runtime::from_env().map_err(|e| e.to_string())?;
-        match rt.backend() {
-            Backend::Emulator(_) => println!(
-                "No GPU: {}. Running every kernel on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
-                no_gpu_reason(),
-                spec.name
-            ),
-            Backend::Cuda(gpu) => println!(
-                "GPU: {} ({}), measured with CUDA events, median of {} runs after 3 warm-ups, L2 flushed between runs; roofline of {}.",
-                gpu.name(),
-                gpu.arch().name(),
-                args.runs,
-                spec.name
-            ),
-        }
-        (rt.device_name(), rt.is_gpu())
-    };
-    let scale = match (args.scale.as_deref(), is_gpu) {
-        (Some("small"), _) | (None, false) => ScaleArg::Emulator,
-        _ => ScaleArg::Gpu,
-    };
-    if matches!(scale, ScaleArg::Gpu) && !is_gpu {
-        return Err("--scale full needs a GPU: the emulator runs the small sizes".into());
+    match rt.backend() {
+        Backend::Emulator(_) => println!(
+            "No GPU: {}. Running every kernel on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
+            no_gpu_reason(),
+            spec.name
+        ),
+        Backend::Cuda(gpu) => println!(
+            "GPU: {} ({}), measured with CUDA events, median of {} runs after 3 warm-ups, L2 flushed between runs; roofline of {}.",
+            gpu.name(),
+            gpu.arch().name(),
+            args.runs,
+            spec.name
+        ),
     }
+    // The cases run in child processes, on the backend found here: this process lets its go.
+    let (backend, is_gpu) = (rt.device_name(), rt.is_gpu());
+    drop(rt);
     let bar = ProgressBar::new(selected.len() as u64)
         .with_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     let path = args
@@ -187,8 +173,11 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     };
     let child = ChildArgs {
         device: &args.device,
-        backend: if is_gpu { "gpu" } else { "emulator" },
-        scale,
+        backend: child_backend(is_gpu),
+        scale: match scale {
+            Scale::Gpu => ScaleArg::Gpu,
+            Scale::Emulator => ScaleArg::Emulator,
+        },
         runs: args.runs,
         timeout: Duration::from_secs(args.case_timeout),
     };
@@ -283,11 +272,39 @@ fn failure_lines(failure: &Failure) -> String {
     text
 }
 
+/// The error of a selection that leaves no case, with every kernel's name, once each.
+fn no_kernel_left(args: &RunArgs, all: &[cases::CaseSpec]) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let names: Vec<_> = all
+        .iter()
+        .map(|c| c.kernel)
+        .filter(|k| seen.insert(*k))
+        .collect();
+    let mut filters = format!("--only {}", args.only.join(","));
+    if !args.skip.is_empty() {
+        filters.push_str(&format!(" --skip {}", args.skip.join(",")));
+    }
+    format!(
+        "no kernel left by {filters}; the kernels are: {}",
+        names.join(", ")
+    )
+}
+
+/// The backend a child runs on: the one `KERNELS_BACKEND` names, or under `auto` the one this
+/// process found, so that a child never falls back to the emulator at GPU sizes.
+fn child_backend(is_gpu: bool) -> String {
+    match std::env::var(host::runtime::BACKEND_VAR).as_deref() {
+        Ok("") | Ok("auto") | Err(_) if is_gpu => "gpu".to_string(),
+        Ok("") | Ok("auto") | Err(_) => "emulator".to_string(),
+        Ok(named) => named.to_string(),
+    }
+}
+
 /// How the parent starts its child processes.
 struct ChildArgs<'a> {
     device: &'a str,
-    /// `gpu` or `emulator`, for `KERNELS_BACKEND`.
-    backend: &'static str,
+    /// `KERNELS_BACKEND` for the child.
+    backend: String,
     scale: ScaleArg,
     runs: usize,
     timeout: Duration,
@@ -320,8 +337,7 @@ fn run_isolated(
                 "--cases",
                 &list.join(","),
             ])
-            // The backend the parent found: a child must not fall back to the emulator at GPU sizes.
-            .env(host::runtime::BACKEND_VAR, child.backend)
+            .env(host::runtime::BACKEND_VAR, &child.backend)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -410,13 +426,16 @@ pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
         let case = all
             .get(index)
             .ok_or_else(|| format!("no case {index}: there are {}", all.len()))?;
-        rt.take_launches();
+        host::runtime::take_launches();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_case(&rt, case, scale, spec, args.runs)
         }));
         // The case's buffers are freed by now: a deferred error is blamed on this case.
         let settled = rt.settle();
-        let launches: Vec<String> = rt.take_launches().iter().map(|l| l.to_string()).collect();
+        let launches: Vec<String> = host::runtime::take_launches()
+            .iter()
+            .map(|l| l.to_string())
+            .collect();
         let failure = |error: String, launches| Failure {
             kernel: case.kernel.to_string(),
             error,
