@@ -7,8 +7,9 @@
 //! - `roofline`: the roofline calculator.
 //! - `trace-softmax`: the online-softmax recurrence, one score at a time.
 //! - `inspect`: the emulator as a profiler, per source line of a kernel.
+//! - `summarize`: the device bundle's last step, each row beside its vendor baseline.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
-//! - `device-bundle`: the one folder a short GPU window needs; `summarize`, its last step.
+//! - `device-bundle`: the one folder a short GPU window needs.
 
 mod baseline;
 mod bundle;
@@ -37,9 +38,6 @@ struct Cli {
 enum Command {
     /// Run every kernel, check it against its CPU reference and report it against the roofline.
     Run(run::RunArgs),
-    /// The cases of a run, in this process (what `run` starts in a child process).
-    #[command(hide = true)]
-    RunCases(run::CasesArgs),
     /// Assemble every kernel with ptxas for sm_90; fail on an assembly error or any spill.
     Ptxas(ptxas::PtxasArgs),
     /// Measure each level of the memory pyramid on this GPU, beside the vendor figures.
@@ -50,14 +48,17 @@ enum Command {
     TraceSoftmax(trace_softmax::TraceSoftmaxArgs),
     /// Profile one kernel on the emulator: coalescing, bank conflicts and traffic per source line.
     Inspect(inspect::InspectArgs),
+    /// The device bundle's summary: each row beside its vendor baseline at the same shape, the
+    /// sanitizers' verdicts per case, and the findings.
+    Summarize(summary::SummarizeArgs),
+    /// The cases of a run, in this process (what `run` starts in a child process).
+    #[command(hide = true)]
+    RunCases(run::CasesArgs),
     /// Measure the emulator's own speed (wall time on this machine's CPUs).
     EmuSpeed,
     /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
     /// it here in CPU mode.
     DeviceBundle(bundle::BundleArgs),
-    /// The device bundle's summary: each row beside its vendor baseline at the same shape, the
-    /// sanitizers' verdicts per case, and the findings.
-    Summarize(summary::SummarizeArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,15 +66,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Run(args) => run::run(args),
-        Command::RunCases(args) => run::run_cases(args),
         Command::Ptxas(args) => ptxas::run(args),
         Command::Hierarchy(args) => hierarchy::run(args),
         Command::Roofline(args) => roofline::run(args),
         Command::TraceSoftmax(args) => trace_softmax::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Summarize(args) => summary::run(args),
+        Command::RunCases(args) => run::run_cases(args),
         Command::EmuSpeed => run::emu_speed(),
         Command::DeviceBundle(args) => bundle::run(args),
-        Command::Summarize(args) => summary::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
