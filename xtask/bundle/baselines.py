@@ -4,7 +4,7 @@
     python3 baselines.py measure --synthetic OUT.json RUN.json [...]
 
 Every row of a run (`cargo xtask run --json`) names its baseline request: an operation (copy, add,
-strided_copy, transpose, softmax, matmul, sdpa), its element type and dimensions, and a key
+strided_copy, transpose, softmax, matmul, linear, sdpa), its element type and dimensions, and a key
 (xtask/src/baseline.rs). `measure` times each distinct request once with PyTorch, with CUDA
 events, L2 flushed before each run, median of 20 after 3 warm-ups (the protocol of the Rust
 harness), and files it under its key in OUT.json, which `cargo xtask summarize` reads. Requests
@@ -60,6 +60,14 @@ def op_matmul(torch, dt, d, causal):
     return "torch.matmul(out=) (cuBLAS, TF32 off)", lambda: torch.matmul(a, b, out=c)
 
 
+def op_linear(torch, dt, d, causal):
+    import torch.nn.functional as F
+
+    x = torch.randn(d["m"], d["k"], device="cuda").to(dt)
+    w = torch.randn(d["n"], d["k"], device="cuda").to(dt)
+    return "torch.nn.functional.linear (X W^T)", lambda: F.linear(x, w)
+
+
 def op_sdpa(torch, dt, d, causal):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -82,6 +90,7 @@ OPS = {
     "transpose": op_transpose,
     "softmax": op_softmax,
     "matmul": op_matmul,
+    "linear": op_linear,
     "sdpa": op_sdpa,
 }
 

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Baseline {
     /// The operation `baselines.py` knows: copy, add, strided_copy, transpose, softmax, matmul,
-    /// sdpa.
+    /// linear, sdpa.
     pub op: String,
     /// Element type: f32, bf16, f16, u32.
     pub dtype: String,
@@ -53,6 +53,8 @@ const MAPPING: &[Entry] = &[
     entry("transpose", "transpose", &["rows", "cols"], Some("f32")),
     entry("softmax", "softmax", &["rows", "cols"], None),
     entry("gemm", "matmul", &["m", "n", "k"], None),
+    // `M=1: 4096 -> 14336 bf16`: M rows of K inputs to N outputs, X W^T (`F.linear`).
+    entry("gemv", "linear", &["m", "k", "n"], None),
     entry(
         "attention",
         "sdpa",
@@ -133,7 +135,9 @@ struct Shape<'a> {
 }
 
 /// Reads the shapes `cases.rs` writes: `8192 x 8192 f32`, `4x16x4096x128 bf16 causal`,
-/// `4096^3`, `256M elements`, `16M elements at stride 8`; a parenthesised note is ignored.
+/// `4096^3`, `256M elements`, `16M elements at stride 8`, `M=1: 4096 -> 14336 bf16`: every run
+/// of digits in order (`16M` is 16 x 2^20, `4096^3` three equal dimensions), an element-type
+/// word, `causal`; a parenthesised note is ignored.
 fn parse_shape(shape: &str) -> Shape<'_> {
     let text = shape.split('(').next().unwrap_or_default();
     let mut parsed = Shape {
@@ -141,29 +145,46 @@ fn parse_shape(shape: &str) -> Shape<'_> {
         dtype: None,
         causal: false,
     };
-    for word in text.split(|c: char| c.is_whitespace() || c == 'x') {
+    for word in text.split_whitespace() {
         if word == "causal" {
             parsed.causal = true;
         } else if let Some(d) = DTYPES.iter().find(|d| **d == word) {
             parsed.dtype = Some(d);
-        } else if let Some(n) = number(word) {
-            parsed.numbers.extend(n);
+        } else {
+            numbers(word, &mut parsed.numbers);
         }
     }
     parsed
 }
 
-/// `4096`, `16M` (2^20), `4096^3` (three equal dimensions).
-fn number(word: &str) -> Option<Vec<usize>> {
-    let (base, repeat) = match word.split_once('^') {
-        Some((b, r)) => (b, r.parse().ok()?),
-        None => (word, 1),
-    };
-    let value = match base.strip_suffix('M') {
-        Some(m) => m.parse::<usize>().ok()? << 20,
-        None => base.parse().ok()?,
-    };
-    Some(vec![value; repeat])
+/// The numbers in `word`, in order: `4x16x4096x128`, `16M`, `4096^3`, `M=1:`.
+fn numbers(word: &str, out: &mut Vec<usize>) {
+    let bytes = word.as_bytes();
+    let digits_from = |i: usize| bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut i = 0;
+    while i < bytes.len() {
+        let len = digits_from(i);
+        if len == 0 {
+            i += 1;
+            continue;
+        }
+        let mut value: usize = word[i..i + len].parse().unwrap_or(usize::MAX);
+        i += len;
+        let mut repeat = 1;
+        match bytes.get(i) {
+            Some(b'M') => {
+                value = value.saturating_mul(1 << 20);
+                i += 1;
+            }
+            Some(b'^') if digits_from(i + 1) > 0 => {
+                let r = digits_from(i + 1);
+                repeat = word[i + 1..i + 1 + r].parse().unwrap_or(1);
+                i += 1 + r;
+            }
+            _ => {}
+        }
+        out.extend(std::iter::repeat_n(value, repeat));
+    }
 }
 
 #[cfg(test)]
@@ -200,6 +221,11 @@ mod tests {
             ),
             ("copy_words", "1048579 elements", "copy u32 n=1048579"),
             ("vector_add_f16", "128M elements", "add f16 n=134217728"),
+            (
+                "gemv_bf16",
+                "M=1: 4096 -> 14336 bf16",
+                "linear bf16 m=1 k=4096 n=14336",
+            ),
         ];
         for (kernel, shape, key) in cases {
             assert_eq!(for_row(kernel, shape).map(|b| b.key).as_deref(), Ok(key));
