@@ -8,9 +8,11 @@
 //! - `roofline`: the roofline calculator.
 //! - `trace-softmax`: the online-softmax recurrence, one score at a time.
 //! - `inspect`: the emulator as a profiler, per source line of a kernel.
+//! - `summarize`: the device bundle's last step, each row beside its vendor baseline.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
 //! - `device-bundle`: the one folder a short GPU window needs.
 
+mod baseline;
 mod bundle;
 mod cases;
 mod hierarchy;
@@ -20,6 +22,7 @@ mod ptx_check;
 mod ptxas;
 mod roofline;
 mod run;
+mod summary;
 mod trace_softmax;
 
 use std::process::ExitCode;
@@ -48,6 +51,12 @@ enum Command {
     TraceSoftmax(trace_softmax::TraceSoftmaxArgs),
     /// Profile one kernel on the emulator: coalescing, bank conflicts and traffic per source line.
     Inspect(inspect::InspectArgs),
+    /// The device bundle's summary: each row beside its vendor baseline at the same shape, the
+    /// sanitizers' verdicts per case, and the findings.
+    Summarize(summary::SummarizeArgs),
+    /// The cases of a run, in this process (what `run` starts in a child process).
+    #[command(hide = true)]
+    RunCases(run::CasesArgs),
     /// Measure the emulator's own speed (wall time on this machine's CPUs).
     EmuSpeed,
     /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
@@ -56,6 +65,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Run(args) => run::run(args),
@@ -64,6 +74,8 @@ fn main() -> ExitCode {
         Command::Roofline(args) => roofline::run(args),
         Command::TraceSoftmax(args) => trace_softmax::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Summarize(args) => summary::run(args),
+        Command::RunCases(args) => run::run_cases(args),
         Command::EmuSpeed => run::emu_speed(),
         Command::DeviceBundle(args) => bundle::run(args),
     };
@@ -73,5 +85,16 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Output piped into a reader that stops early (`cargo xtask inspect copy_words | head -1`) ends
+/// the program quietly, as it ends any Unix tool: the Rust runtime ignores SIGPIPE, so that every
+/// `println!` after the reader left would panic; the default action is restored instead.
+fn quiet_on_broken_pipe() {
+    #[cfg(unix)]
+    // SAFETY: sets the disposition of one signal to its default, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
