@@ -313,8 +313,8 @@ struct Env<'a> {
     counts: Option<&'a [AtomicU64]>,
 }
 
-// SAFETY-free: `Env` holds shared references to data that is only read, and atomics.
 impl Env<'_> {
+    /// The body of one simulated thread: fill the slots the thread owns, run, count.
     fn thread(&self) {
         emu::with(|gpu| {
             let mut r = self.kernel.template.clone();
