@@ -21,6 +21,22 @@ pub fn emulator() -> (Runtime, std::sync::Arc<Emulator>) {
     (rt, emu)
 }
 
+/// A runtime that counts and profiles, for tests of the project's own kernels that read the
+/// emulator's counters or profile: the PTX backend when `KERNELS_BACKEND=ptx`, else the source
+/// emulator; with the emulator that holds the memory and the profile.
+pub fn counting() -> (Runtime, std::sync::Arc<Emulator>) {
+    if std::env::var(host::runtime::BACKEND_VAR).as_deref() == Ok("ptx") {
+        let rt = Runtime::ptx_from_env().expect("the PTX module loads");
+        let Backend::Ptx(device) = rt.backend() else {
+            unreachable!()
+        };
+        let emu = device.emulator().clone();
+        (rt, emu)
+    } else {
+        emulator()
+    }
+}
+
 /// The emulator error inside a runtime error, or a panic saying what came back instead.
 #[track_caller]
 pub fn emu_error<T: std::fmt::Debug>(result: host::Result<T>) -> EmuError {

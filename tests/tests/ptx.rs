@@ -34,14 +34,7 @@ use kernels::cuda::emu::SiteKind;
 type Run = (Vec<u64>, LaunchCounters);
 
 fn add(total: &mut LaunchCounters, launched: Launched) {
-    let c = launched.expect("an emulated launch reports its counters");
-    total.global_read_bytes += c.global_read_bytes;
-    total.global_write_bytes += c.global_write_bytes;
-    total.shared_read_bytes += c.shared_read_bytes;
-    total.shared_write_bytes += c.shared_write_bytes;
-    total.flops += c.flops;
-    total.barriers += c.barriers;
-    total.warp_collectives += c.warp_collectives;
+    total.add(&launched.expect("an emulated launch reports its counters"));
 }
 
 /// Bits of a downloaded buffer, for exact comparison (NaN payloads included).

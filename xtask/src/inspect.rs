@@ -143,6 +143,21 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
                 ex2 += n;
             }
         }
+        // With a line table (a PTX file built with line info, through KERNELS_PTX): per Rust line.
+        let mut by_line: std::collections::BTreeMap<(&str, u32), u64> = Default::default();
+        for (i, &n) in m.per_instruction.iter().enumerate() {
+            if let Some(at) = m.sites[i].source {
+                *by_line.entry(at).or_default() += n;
+            }
+        }
+        if !by_line.is_empty() {
+            let mut lines: Vec<_> = by_line.into_iter().collect();
+            lines.sort_by_key(|&(at, n)| (std::cmp::Reverse(n), at));
+            println!("  hottest source lines (the PTX line table's innermost frame):");
+            for ((file, line), n) in lines.into_iter().take(8) {
+                println!("  {n:>14}  {file}:{line}");
+            }
+        }
         let mut hot: Vec<(usize, u64)> = m.per_instruction.iter().copied().enumerate().collect();
         hot.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
         println!("  hottest instructions:");

@@ -65,7 +65,7 @@ pub struct LaunchCounters {
 
 impl LaunchCounters {
     /// Adds `other`'s counts to these (a launch's blocks, or the launches of one operation).
-    pub(crate) fn add(&mut self, other: &Self) {
+    pub fn add(&mut self, other: &Self) {
         self.global_read_bytes += other.global_read_bytes;
         self.global_write_bytes += other.global_write_bytes;
         self.shared_read_bytes += other.shared_read_bytes;

@@ -313,8 +313,8 @@ struct Env<'a> {
     counts: Option<&'a [AtomicU64]>,
 }
 
-// SAFETY-free: `Env` holds shared references to data that is only read, and atomics.
 impl Env<'_> {
+    /// The body of one simulated thread: fill the slots the thread owns, run, count.
     fn thread(&self) {
         emu::with(|gpu| {
             let mut r = self.kernel.template.clone();
@@ -974,13 +974,17 @@ impl Thread<'_> {
         let at = self.access(m, here, Access::Read);
         let elem = usize::from(m.elem);
         for k in 0..usize::from(m.n) {
-            let mut raw = [0u8; 8];
+            let p = at + k * elem;
             // SAFETY: the emulator checked `n * elem` bytes at `at` (a live buffer or this
             // block's shared memory) just above.
-            unsafe {
-                std::ptr::copy_nonoverlapping((at + k * elem) as *const u8, raw.as_mut_ptr(), elem)
+            let v = unsafe {
+                match elem {
+                    1 => u64::from((p as *const u8).read()),
+                    2 => u64::from((p as *const u16).read_unaligned()),
+                    4 => u64::from((p as *const u32).read_unaligned()),
+                    _ => (p as *const u64).read_unaligned(),
+                }
             };
-            let v = u64::from_le_bytes(raw);
             let v = if m.signed { sext(v, m.elem * 8) } else { v };
             if m.regs[k] != u32::MAX {
                 self.set(m.regs[k], v);
@@ -992,11 +996,16 @@ impl Thread<'_> {
         let at = self.access(m, here, Access::Write);
         let elem = usize::from(m.elem);
         for k in 0..usize::from(m.n) {
-            let raw = self.get(m.regs[k]).to_le_bytes();
-            // SAFETY: checked as in `load`.
+            let (p, v) = (at + k * elem, self.get(m.regs[k]));
+            // SAFETY: checked as in `load`; the value is truncated to the element's width.
             unsafe {
-                std::ptr::copy_nonoverlapping(raw.as_ptr(), (at + k * elem) as *mut u8, elem)
-            };
+                match elem {
+                    1 => (p as *mut u8).write(v as u8),
+                    2 => (p as *mut u16).write_unaligned(v as u16),
+                    4 => (p as *mut u32).write_unaligned(v as u32),
+                    _ => (p as *mut u64).write_unaligned(v),
+                }
+            }
         }
     }
 }

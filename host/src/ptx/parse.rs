@@ -349,6 +349,16 @@ fn scan(text: &str) -> Vec<Raw<'_>> {
             }
             b'{' => match start {
                 None => out.push(Raw::Open(line)),
+                // `.section .debug_info { .b8 ... }`: DWARF data, nothing to execute.
+                Some((s, _)) if text[s..i].trim_start().starts_with(".section") => {
+                    while i < bytes.len() && bytes[i] != b'}' {
+                        if bytes[i] == b'\n' {
+                            line += 1;
+                        }
+                        i += 1;
+                    }
+                    start = None;
+                }
                 Some((s, l)) if is_header(&text[s..i]) => {
                     out.push(Raw::Header(text[s..i].trim(), l));
                     out.push(Raw::Open(line));
@@ -418,7 +428,9 @@ pub fn parse(text: &str) -> Result<Module<'_>, ParseError> {
                 i = next;
                 continue;
             }
-            Raw::Label(_, line) | Raw::Open(line) | Raw::Close(line) => {
+            // A label between sections (`$L__sec_end0:` of the DWARF data) marks no code.
+            Raw::Label(..) => {}
+            Raw::Open(line) | Raw::Close(line) => {
                 return Err(err(line, "label or brace outside a function"));
             }
         }
@@ -1069,6 +1081,22 @@ $L__BB0_2:
             instrs[9].operands[3],
             Operand::Not(Box::new(Operand::Reg(RegId(1))))
         );
+    }
+
+    #[test]
+    fn line_tables_and_debug_sections() {
+        let text = SAMPLE.replacen(
+            "\tmov.u32 \t%r1, %tid.x;",
+            "\t.loc\t2 55 5\n\tmov.u32 \t%r1, %tid.x;",
+            1,
+        ) + "\t.file\t2 \"/src/kernels/src/lib.rs\"\n\t.section\t.debug_abbrev\n\t{\n.b8 1\n.b8 17\n\t}\n";
+        let m = parse(&text).unwrap();
+        assert_eq!(m.files, [(2, "/src/kernels/src/lib.rs")]);
+        let f = m.function("k").unwrap();
+        let instrs: Vec<&Instruction> = f.instructions().collect();
+        assert_eq!(instrs[0].loc, None);
+        assert_eq!(instrs[1].loc, Some((2, 55)));
+        assert_eq!(instrs[1].operands[1], Operand::Special("%tid.x"));
     }
 
     #[test]
