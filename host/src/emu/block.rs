@@ -10,6 +10,8 @@ use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position, Sit
 
 use super::async_copy::{self, AsyncCopies};
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+use super::global::{BlockAccesses, GlobalLog};
+use super::order::WarpOrder;
 use super::profile::BlockProfile;
 use super::shared::{SharedArena, UninitRead};
 use super::{LaunchCounters, Region, warp};
@@ -32,10 +34,13 @@ pub(super) struct Launch<'k> {
     pub kernel: &'k (dyn Fn() + Sync),
     /// Group accesses into warp-wide requests per site (the profiler).
     pub profile: bool,
+    /// Log global accesses for the race check at the end of the launch (`global.rs`).
+    pub global_races: bool,
 }
 
-/// A finished block: its counters, and its profile when profiling.
-pub(super) type BlockResult = (LaunchCounters, Option<BlockProfile>);
+/// A finished block: its counters, its profile when profiling, its global accesses when
+/// checking for races.
+pub(super) type BlockResult = (LaunchCounters, Option<BlockProfile>, Option<BlockAccesses>);
 
 thread_local! {
     /// Coroutine stacks, reused block after block on this OS thread.
@@ -80,6 +85,9 @@ pub(super) struct Block<'a> {
     pub async_copies: RefCell<AsyncCopies>,
     pub counters: RefCell<LaunchCounters>,
     profile: Option<RefCell<BlockProfile>>,
+    /// What `__syncwarp` has ordered between the lanes of each warp.
+    pub order: RefCell<WarpOrder>,
+    global_log: Option<RefCell<GlobalLog>>,
 }
 
 /// Runs every thread of `block` to completion, or to the first bug.
@@ -100,6 +108,8 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         async_copies: RefCell::new(AsyncCopies::new(threads)),
         counters: RefCell::new(LaunchCounters::default()),
         profile: launch.profile.then(RefCell::default),
+        order: RefCell::new(WarpOrder::new(threads)),
+        global_log: launch.global_races.then(RefCell::default),
     };
     let outcome = STACKS.with(|stacks| {
         let mut stacks = stacks.borrow_mut();
@@ -133,11 +143,22 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         arena,
         counters,
         profile,
+        order,
+        global_log,
         ..
     } = blk;
     ARENA.with(|a| *a.borrow_mut() = Some(arena.into_inner()));
+    let order = order.into_inner();
+    let accesses = global_log.map(|log| BlockAccesses {
+        runs: log.into_inner().finish(),
+        // Only a block that used `__syncwarp` needs its clocks to judge its accesses.
+        order: order.any_sync().then_some(order),
+    });
     outcome
-        .map(|()| (counters.into_inner(), profile.map(RefCell::into_inner)))
+        .map(|()| {
+            let profile = profile.map(RefCell::into_inner);
+            (counters.into_inner(), profile, accesses)
+        })
         .map_err(|kind| {
             Box::new(EmuError {
                 kernel: launch.name,
@@ -150,13 +171,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
 impl Block<'_> {
     /// `threadIdx` of linear thread `t`.
     pub fn thread_dim3(&self, t: usize) -> Dim3 {
-        let b = self.launch.cfg.block;
-        let (x, y) = (b.x as usize, b.y as usize);
-        Dim3 {
-            x: (t % x) as u32,
-            y: (t / x % y) as u32,
-            z: (t / (x * y)) as u32,
-        }
+        super::index_in(self.launch.cfg.block, t as u64)
     }
 
     /// Thread `t`'s `access` at `site`, as reports name it.
@@ -347,9 +362,12 @@ impl Block<'_> {
         access: Access,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
+        let order = self.order.borrow();
+        let epoch = order.epoch(t);
+        let before = |other: u32, e: u32| order.before(other as usize, e, t, epoch);
         self.arena
             .borrow_mut()
-            .check(offset, bytes, t as u32, access, site)
+            .check(offset, bytes, (t as u32, epoch), access, site, before)
             .map_err(|race| EmuErrorKind::SharedRace {
                 offset: race.offset,
                 first: ThreadAccess {
@@ -361,8 +379,8 @@ impl Block<'_> {
             })
     }
 
-    /// Checks (alignment, bounds) and counts thread `t`'s access to global memory. Used by the
-    /// thread itself and, for a `cp.async` completing, on its behalf.
+    /// Checks (alignment, bounds), logs for the race check and counts thread `t`'s access to
+    /// global memory. Used by the thread itself and, for a `cp.async` completing, on its behalf.
     pub(super) fn global_check(
         &self,
         t: usize,
@@ -383,6 +401,12 @@ impl Block<'_> {
                 addr,
                 bytes,
             });
+        }
+        if let Some(log) = &self.global_log {
+            let interval = self.counters.borrow().barriers as u32;
+            let epoch = self.order.borrow().epoch(t);
+            log.borrow_mut()
+                .record(t as u32, addr, bytes, access, site, interval, epoch);
         }
         self.count(MemorySpace::Global, access, site, t, addr, bytes);
         Ok(())

@@ -58,6 +58,22 @@ pub enum EmuErrorKind {
         /// The access that conflicts with it.
         second: ThreadAccess,
     },
+    /// Two threads of one launch touched the same global-memory byte, one of them writing, with
+    /// nothing ordering the two accesses: threads of different blocks (nothing orders blocks), or
+    /// of one block between two barriers (and, in one warp, not separated by `__syncwarp`).
+    /// The error's `block` is the first thread's.
+    GlobalRace {
+        /// The byte's address.
+        addr: usize,
+        /// Its offset in the allocation that holds it.
+        offset: usize,
+        /// One access (in block order, the earlier block's).
+        first: ThreadAccess,
+        /// `blockIdx` of the other access's thread.
+        second_block: Dim3,
+        /// The other access.
+        second: ThreadAccess,
+    },
     /// A read of shared memory that no thread of the block has written.
     UninitializedShared {
         /// Byte offset in the shared array (or in dynamic shared memory).
@@ -169,6 +185,19 @@ impl fmt::Display for EmuError {
                 f,
                 "data race on shared memory at byte {offset} of its array: {} and {} with no sync_threads between them",
                 access(first),
+                access(second)
+            ),
+            EmuErrorKind::GlobalRace {
+                addr,
+                offset,
+                first,
+                second_block,
+                second,
+            } => write!(
+                f,
+                "data race on global memory at address {addr:#x} (byte {offset} of its allocation): {} and, in block {}, {}, with nothing ordering them (sync_threads orders the threads of one block, sync_warp the lanes of its mask; nothing orders two blocks)",
+                access(first),
+                d(*second_block),
                 access(second)
             ),
             EmuErrorKind::UninitializedShared { offset, by } => write!(

@@ -23,6 +23,8 @@
 mod async_copy;
 mod block;
 mod error;
+mod global;
+mod order;
 mod profile;
 mod shared;
 mod warp;
@@ -85,6 +87,7 @@ pub struct Emulator {
     regions: Mutex<BTreeMap<usize, Region>>,
     profiling: AtomicBool,
     profile: Mutex<Profile>,
+    global_races: AtomicBool,
 }
 
 impl Default for Emulator {
@@ -101,7 +104,15 @@ impl Emulator {
             regions: Mutex::new(BTreeMap::new()),
             profiling: AtomicBool::new(false),
             profile: Mutex::new(Profile::default()),
+            global_races: AtomicBool::new(true),
         }
+    }
+
+    /// Turns the global-memory race check on (the default) or off for the following launches.
+    /// With it on, every block logs its global accesses and the launch checks them once it has
+    /// ended (`global.rs`): see the README for what it costs.
+    pub fn set_global_race_check(&self, on: bool) {
+        self.global_races.store(on, Ordering::Relaxed);
     }
 
     /// Turns the profiler on or off for the following launches. With it on, every access is
@@ -155,28 +166,27 @@ impl Emulator {
             limits: self.limits,
             kernel: &kernel,
             profile: self.profiling.load(Ordering::Relaxed),
+            global_races: self.global_races.load(Ordering::Relaxed),
         };
         let grid = cfg.grid;
         let blocks = grid.volume();
         let results: Vec<std::result::Result<block::BlockResult, Box<EmuError>>> = (0..blocks)
             .into_par_iter()
-            .map(|b| {
-                let block = Dim3 {
-                    x: (b % u64::from(grid.x)) as u32,
-                    y: (b / u64::from(grid.x) % u64::from(grid.y)) as u32,
-                    z: (b / (u64::from(grid.x) * u64::from(grid.y))) as u32,
-                };
-                block::run_block(&launch, block)
-            })
+            .map(|b| block::run_block(&launch, index_in(grid, b)))
             .collect();
         let mut total = LaunchCounters::default();
         let mut stats = HashMap::new();
+        let mut accesses = Vec::new();
         for r in results {
-            let (counters, profile) = r.map_err(Error::Emulator)?;
+            let (counters, profile, logged) = r.map_err(Error::Emulator)?;
             total.add(&counters);
             if let Some(p) = profile {
                 p.fold_into(&mut stats);
             }
+            accesses.extend(logged);
+        }
+        if let Some(race) = global::first_race(&accesses) {
+            return Err(Error::Emulator(Box::new(self.race_error(&launch, &race))));
         }
         if launch.profile {
             let mut all = self.profile.lock().unwrap();
@@ -184,5 +194,37 @@ impl Emulator {
             profile::merge(entry, profile::finish(stats));
         }
         Ok(total)
+    }
+
+    /// The report of a global-memory race found by [`global::first_race`].
+    fn race_error(&self, launch: &block::Launch, race: &global::GlobalRace) -> EmuError {
+        let side = |s: &global::Side| ThreadAccess {
+            thread: index_in(launch.cfg.block, u64::from(s.thread)),
+            access: s.access,
+            site: s.site,
+        };
+        let i = launch.regions.partition_point(|r| r.start <= race.addr);
+        let offset = race.addr - launch.regions[i.saturating_sub(1)].start;
+        EmuError {
+            kernel: launch.name,
+            block: index_in(launch.cfg.grid, race.first.block as u64),
+            kind: EmuErrorKind::GlobalRace {
+                addr: race.addr,
+                offset,
+                first: side(&race.first),
+                second_block: index_in(launch.cfg.grid, race.second.block as u64),
+                second: side(&race.second),
+            },
+        }
+    }
+}
+
+/// The index of the `i`-th block of a grid `dims` (or thread of a block), x fastest: the order
+/// blocks are run and reported in, and threads are numbered in.
+fn index_in(dims: Dim3, i: u64) -> Dim3 {
+    Dim3 {
+        x: (i % u64::from(dims.x)) as u32,
+        y: (i / u64::from(dims.x) % u64::from(dims.y)) as u32,
+        z: (i / (u64::from(dims.x) * u64::from(dims.y))) as u32,
     }
 }
