@@ -74,6 +74,23 @@ impl LaunchCounters {
     }
 }
 
+/// Turns the global-memory race check off (`off`) or on (`on`, the default) for every emulator
+/// made afterwards; [`Emulator::set_global_race_check`] does the same for one.
+pub const GLOBAL_RACES_VAR: &str = "KERNELS_EMU_GLOBAL_RACES";
+
+/// The value of the on/off environment variable `var`, `default` when unset.
+///
+/// # Panics
+/// On any other value: a mistyped setting should not silently mean the default.
+fn env_switch(var: &str, default: bool) -> bool {
+    match std::env::var(var).as_deref() {
+        Err(_) | Ok("") => default,
+        Ok("on" | "1" | "true") => true,
+        Ok("off" | "0" | "false") => false,
+        Ok(other) => panic!("{var}={other}: expected on or off"),
+    }
+}
+
 /// A region of host memory standing in for a device allocation.
 #[derive(Clone, Copy, Debug)]
 struct Region {
@@ -104,7 +121,7 @@ impl Emulator {
             regions: Mutex::new(BTreeMap::new()),
             profiling: AtomicBool::new(false),
             profile: Mutex::new(Profile::default()),
-            global_races: AtomicBool::new(true),
+            global_races: AtomicBool::new(env_switch(GLOBAL_RACES_VAR, true)),
         }
     }
 
