@@ -3,8 +3,9 @@
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::time::{Duration, Instant};
 
-use corosensei::stack::DefaultStack;
+use corosensei::stack::{DefaultStack, Stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position, Site};
 
@@ -12,15 +13,12 @@ use super::async_copy::{self, AsyncCopies};
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
 use super::global::{BlockAccesses, GlobalLog};
 use super::order::WarpOrder;
+use super::overflow::{self, StackOverflow, ThreadResult};
 use super::profile::BlockProfile;
 use super::shared::{SharedArena, UninitRead};
 use super::{LaunchCounters, Region, warp};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
 
-/// Stack per simulated thread. Kernels keep their registers in locals, so this bounds how large a
-/// per-thread tile (an attention row's accumulator, say) can be; 256 KiB is far above any real
-/// kernel's register budget and costs only address space until touched.
-const STACK_BYTES: usize = 256 * 1024;
 /// How many threads of each kind an error report names.
 const REPORT: usize = 4;
 
@@ -36,6 +34,10 @@ pub(super) struct Launch<'k> {
     pub profile: bool,
     /// Log global accesses for the race check at the end of the launch (`global.rs`).
     pub global_races: bool,
+    /// Coroutine stack per simulated thread.
+    pub stack_bytes: usize,
+    /// How long a thread may run without reaching a barrier, a warp collective or its end.
+    pub watchdog: Option<Duration>,
 }
 
 /// A finished block: its counters, its profile when profiling, its global accesses when
@@ -43,7 +45,7 @@ pub(super) struct Launch<'k> {
 pub(super) type BlockResult = (LaunchCounters, Option<BlockProfile>, Option<BlockAccesses>);
 
 thread_local! {
-    /// Coroutine stacks, reused block after block on this OS thread.
+    /// Coroutine stacks, reused block after block on this OS thread (all of one size).
     static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
     /// Shared-memory arena, reused likewise.
     static ARENA: RefCell<Option<Box<SharedArena>>> = const { RefCell::new(None) };
@@ -68,7 +70,6 @@ pub(super) struct Pending {
 /// Why a simulated thread stopped early: carried by unwinding out of the kernel code.
 struct Fault(EmuErrorKind);
 
-type ThreadResult = Result<(), Box<dyn Any + Send>>;
 /// One simulated thread.
 type Thread<'s> = Coroutine<(), (), ThreadResult, &'s mut DefaultStack>;
 
@@ -88,6 +89,11 @@ pub(super) struct Block<'a> {
     /// What `__syncwarp` has ordered between the lanes of each warp.
     pub order: RefCell<WarpOrder>,
     global_log: Option<RefCell<GlobalLog>>,
+    /// The watchdog: device calls of the running thread since it was resumed, when that was,
+    /// and the site of its last access.
+    ticks: Cell<u32>,
+    resumed: Cell<Instant>,
+    last_site: Cell<Option<Site>>,
 }
 
 /// Runs every thread of `block` to completion, or to the first bug.
@@ -110,15 +116,34 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         profile: launch.profile.then(RefCell::default),
         order: RefCell::new(WarpOrder::new(threads)),
         global_log: launch.global_races.then(RefCell::default),
+        ticks: Cell::new(0),
+        resumed: Cell::new(Instant::now()),
+        last_site: Cell::new(None),
     };
     let outcome = STACKS.with(|stacks| {
         let mut stacks = stacks.borrow_mut();
-        while stacks.len() < threads {
-            stacks.push(
-                DefaultStack::new(STACK_BYTES)
-                    .expect("cannot map a coroutine stack for a simulated thread"),
-            );
+        let page = overflow::page_size();
+        // corosensei adds the guard page and rounds up to pages.
+        let mapped = launch.stack_bytes.next_multiple_of(page) + page;
+        if stacks
+            .first()
+            .is_some_and(|s| s.base().get() - s.limit().get() != mapped)
+        {
+            stacks.clear();
         }
+        while stacks.len() < threads {
+            match DefaultStack::new(launch.stack_bytes) {
+                Ok(stack) => stacks.push(stack),
+                Err(e) => {
+                    return Err(EmuErrorKind::Resources(format!(
+                        "cannot map {threads} coroutine stacks of {} KiB for the block's simulated threads: {e}",
+                        launch.stack_bytes / 1024
+                    )));
+                }
+            }
+        }
+        // The guard page at the bottom of each stack, for the overflow handler.
+        let guards: Vec<usize> = stacks[..threads].iter().map(|s| s.limit().get()).collect();
         let blk = &blk;
         let mut coroutines: Vec<Thread> = stacks[..threads]
             .iter_mut()
@@ -133,7 +158,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
                 unsafe { Coroutine::with_stack_unchecked(stack, body) }
             })
             .collect();
-        let outcome = blk.schedule(&mut coroutines);
+        let outcome = blk.schedule(&mut coroutines, &guards, page);
         emu::leave();
         // Dropping a suspended coroutine unwinds its stack (after an error, the other threads).
         drop(coroutines);
@@ -188,6 +213,46 @@ impl Block<'_> {
         resume_unwind(Box::new(Fault(kind)))
     }
 
+    /// A device call by the running thread: the emulator has control, so the watchdog looks at
+    /// the clock (every 1024 calls, which keeps it off the profile).
+    fn tick(&self, site: Option<Site>) {
+        if site.is_some() {
+            self.last_site.set(site);
+        }
+        let n = self.ticks.get().wrapping_add(1);
+        self.ticks.set(n);
+        if n.is_multiple_of(1024)
+            && let Some(budget) = self.launch.watchdog
+            && self.resumed.get().elapsed() > budget
+        {
+            self.fail(self.watchdog_kind(budget));
+        }
+    }
+
+    /// The running thread has gone `budget` without reaching a barrier, a collective or its end.
+    fn watchdog_kind(&self, budget: Duration) -> EmuErrorKind {
+        let running = self.current.get();
+        let states = self.states.borrow();
+        let others = (0..self.threads)
+            .filter(|&t| t != running && states[t] != State::Done)
+            .take(REPORT)
+            .map(|t| {
+                let what = match states[t] {
+                    State::AtBarrier(site) => format!("waits at the barrier at {site}"),
+                    State::AtCollective => "waits at a warp instruction".to_string(),
+                    _ => "has not run since the last barrier".to_string(),
+                };
+                (self.thread_dim3(t), what)
+            })
+            .collect();
+        EmuErrorKind::Watchdog {
+            thread: self.thread_dim3(running),
+            last_site: self.last_site.get(),
+            budget_ms: budget.as_millis() as u64,
+            others,
+        }
+    }
+
     fn suspend(&self, state: State) {
         let t = self.current.get();
         self.states.borrow_mut()[t] = state;
@@ -198,16 +263,27 @@ impl Block<'_> {
 
     /// Round-robin until every thread is done: run each runnable thread until it blocks, then
     /// complete whatever can complete (warp collectives, the barrier), or report why nothing can.
-    fn schedule(&self, coroutines: &mut [Thread]) -> Result<(), EmuErrorKind> {
+    fn schedule(
+        &self,
+        coroutines: &mut [Thread],
+        guards: &[usize],
+        page: usize,
+    ) -> Result<(), EmuErrorKind> {
         loop {
             for (t, co) in coroutines.iter_mut().enumerate() {
                 if self.states.borrow()[t] != State::Runnable {
                     continue;
                 }
                 self.current.set(t);
+                self.ticks.set(0);
+                self.resumed.set(Instant::now());
+                self.last_site.set(None);
                 // SAFETY: `self` outlives the resume; `leave` runs before it is dropped.
                 unsafe { emu::enter(self) };
-                match co.resume(()) {
+                overflow::arm(co.trap_handler(), guards[t], page);
+                let resumed = co.resume(());
+                overflow::disarm();
+                match resumed {
                     CoroutineResult::Yield(()) => {}
                     CoroutineResult::Return(Ok(())) => {
                         self.states.borrow_mut()[t] = State::Done;
@@ -287,6 +363,12 @@ impl Block<'_> {
     }
 
     fn panic_kind(&self, t: usize, payload: Box<dyn Any + Send>) -> EmuErrorKind {
+        if payload.is::<StackOverflow>() {
+            return EmuErrorKind::StackOverflow {
+                thread: self.thread_dim3(t),
+                stack_bytes: self.launch.stack_bytes,
+            };
+        }
         match payload.downcast::<Fault>() {
             Ok(fault) => fault.0,
             Err(payload) => {
@@ -438,6 +520,7 @@ impl Block<'_> {
 
 impl Gpu for Block<'_> {
     fn position(&self) -> Position {
+        self.tick(None);
         Position {
             thread: self.thread_dim3(self.current.get()),
             block: self.block,
@@ -467,12 +550,14 @@ impl Gpu for Block<'_> {
     }
 
     fn global_access(&self, addr: usize, bytes: usize, access: Access, site: Site) {
+        self.tick(Some(site));
         if let Err(kind) = self.global_check(self.current.get(), addr, bytes, access, site) {
             self.fail(kind);
         }
     }
 
     fn shared_access(&self, addr: usize, bytes: usize, access: Access, site: Site) {
+        self.tick(Some(site));
         if let Err(kind) = self.shared_check(self.current.get(), addr, bytes, access, site) {
             self.fail(kind);
         }
@@ -491,6 +576,7 @@ impl Gpu for Block<'_> {
     }
 
     fn count_flops(&self, n: u64) {
+        self.tick(None);
         self.counters.borrow_mut().flops += n;
     }
 

@@ -119,6 +119,27 @@ pub enum EmuErrorKind {
         /// The copy in flight: the thread that started it, and where.
         copy: ThreadAccess,
     },
+    /// A thread ran for longer than the watchdog's budget without reaching a barrier, a warp
+    /// collective or its end: most likely a loop that never ends.
+    Watchdog {
+        /// The thread.
+        thread: Dim3,
+        /// Where its last memory access was, if it made one since it last waited.
+        last_site: Option<Site>,
+        /// The budget, in milliseconds.
+        budget_ms: u64,
+        /// Other threads that had not finished, and where they were (first few).
+        others: Vec<(Dim3, String)>,
+    },
+    /// A thread's locals outgrew its coroutine stack.
+    StackOverflow {
+        /// The thread.
+        thread: Dim3,
+        /// The stack's size.
+        stack_bytes: usize,
+    },
+    /// The host could not provide what the block needs to run (memory for its threads' stacks).
+    Resources(String),
     /// The kernel itself panicked (an assertion, an arithmetic overflow, a slice index).
     Panic {
         /// The thread.
@@ -242,6 +263,41 @@ impl fmt::Display for EmuError {
                 d(copy.thread),
                 copy.site
             ),
+            EmuErrorKind::Watchdog {
+                thread,
+                last_site,
+                budget_ms,
+                others,
+            } => {
+                write!(
+                    f,
+                    "thread {} ran for {:.1} s without reaching a barrier, a warp instruction or its end (a loop that never ends?)",
+                    d(*thread),
+                    *budget_ms as f64 / 1e3
+                )?;
+                if let Some(site) = last_site {
+                    write!(f, "; its last memory access was at {site}")?;
+                }
+                if !others.is_empty() {
+                    let o: Vec<String> = others
+                        .iter()
+                        .map(|(t, s)| format!("thread {} {s}", d(*t)))
+                        .collect();
+                    write!(f, "; meanwhile {}", o.join(", "))?;
+                }
+                write!(f, " (the budget is {} in seconds)", super::WATCHDOG_VAR)
+            }
+            EmuErrorKind::StackOverflow {
+                thread,
+                stack_bytes,
+            } => write!(
+                f,
+                "thread {} overflowed its {} KiB stack: its locals (per-thread arrays, which a GPU would keep in registers or spill to local memory) need more; make them smaller or raise {}",
+                d(*thread),
+                stack_bytes / 1024,
+                super::STACK_VAR
+            ),
+            EmuErrorKind::Resources(what) => write!(f, "{what}"),
             EmuErrorKind::Panic { thread, message } => {
                 write!(f, "thread {} panicked: {message}", d(*thread))
             }

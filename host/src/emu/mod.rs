@@ -25,13 +25,15 @@ mod block;
 mod error;
 mod global;
 mod order;
+mod overflow;
 mod profile;
 mod shared;
 mod warp;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use rayon::prelude::*;
 
@@ -78,6 +80,37 @@ impl LaunchCounters {
 /// made afterwards; [`Emulator::set_global_race_check`] does the same for one.
 pub const GLOBAL_RACES_VAR: &str = "KERNELS_EMU_GLOBAL_RACES";
 
+/// Seconds a simulated thread may run without reaching a barrier, a warp collective or its end
+/// before the launch ends with [`EmuErrorKind::Watchdog`]; `0` turns the watchdog off. Default
+/// [`DEFAULT_WATCHDOG`]. The emulator regains control only at device calls (memory accesses,
+/// index registers, `count_flops`): a loop that makes none cannot be stopped.
+pub const WATCHDOG_VAR: &str = "KERNELS_EMU_WATCHDOG_S";
+/// Generous: the longest legitimate stretch between two barriers in the suite takes well under
+/// a second.
+pub const DEFAULT_WATCHDOG: Duration = Duration::from_secs(60);
+
+/// KiB of coroutine stack per simulated thread. Kernels keep their registers in locals, so this
+/// bounds how large a per-thread array (an attention row's accumulator, say) can be; the default,
+/// [`DEFAULT_STACK_BYTES`], is far above any real kernel's register budget and costs only address
+/// space until touched. A thread that overflows it is reported as [`EmuErrorKind::StackOverflow`].
+pub const STACK_VAR: &str = "KERNELS_EMU_STACK_KIB";
+/// 256 KiB.
+pub const DEFAULT_STACK_BYTES: usize = 256 * 1024;
+
+/// The value of environment variable `var` as a number, `default` when unset.
+///
+/// # Panics
+/// On a value that is not a number.
+fn env_number(var: &str, default: u64) -> u64 {
+    match std::env::var(var).as_deref() {
+        Err(_) | Ok("") => default,
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{var}={v}: expected a whole number")),
+    }
+}
+
 /// The value of the on/off environment variable `var`, `default` when unset.
 ///
 /// # Panics
@@ -105,6 +138,9 @@ pub struct Emulator {
     profiling: AtomicBool,
     profile: Mutex<Profile>,
     global_races: AtomicBool,
+    stack_bytes: AtomicUsize,
+    /// Milliseconds; 0 for none.
+    watchdog_ms: AtomicU64,
 }
 
 impl Default for Emulator {
@@ -122,7 +158,27 @@ impl Emulator {
             profiling: AtomicBool::new(false),
             profile: Mutex::new(Profile::default()),
             global_races: AtomicBool::new(env_switch(GLOBAL_RACES_VAR, true)),
+            stack_bytes: AtomicUsize::new(
+                (env_number(STACK_VAR, DEFAULT_STACK_BYTES as u64 / 1024) as usize)
+                    .saturating_mul(1024),
+            ),
+            watchdog_ms: AtomicU64::new(
+                env_number(WATCHDOG_VAR, DEFAULT_WATCHDOG.as_secs()).saturating_mul(1000),
+            ),
         }
+    }
+
+    /// The coroutine stack of each simulated thread in the following launches (default
+    /// [`DEFAULT_STACK_BYTES`], or [`STACK_VAR`]).
+    pub fn set_stack_bytes(&self, bytes: usize) {
+        self.stack_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// How long a simulated thread may run without reaching a barrier, a warp collective or its
+    /// end (default [`DEFAULT_WATCHDOG`], or [`WATCHDOG_VAR`]); `None` for no limit.
+    pub fn set_watchdog(&self, budget: Option<Duration>) {
+        let ms = budget.map_or(0, |b| (b.as_millis() as u64).max(1));
+        self.watchdog_ms.store(ms, Ordering::Relaxed);
     }
 
     /// Turns the global-memory race check on (the default) or off for the following launches.
@@ -184,6 +240,11 @@ impl Emulator {
             kernel: &kernel,
             profile: self.profiling.load(Ordering::Relaxed),
             global_races: self.global_races.load(Ordering::Relaxed),
+            stack_bytes: self.stack_bytes.load(Ordering::Relaxed),
+            watchdog: match self.watchdog_ms.load(Ordering::Relaxed) {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
         };
         let grid = cfg.grid;
         let blocks = grid.volume();
