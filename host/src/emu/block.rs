@@ -92,7 +92,7 @@ pub(super) struct Block<'a> {
     /// The watchdog: device calls of the running thread since it was resumed, when that was,
     /// and the site of its last access.
     ticks: Cell<u32>,
-    resumed: Cell<Instant>,
+    resumed: Cell<Option<Instant>>,
     last_site: Cell<Option<Site>>,
 }
 
@@ -117,7 +117,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         order: RefCell::new(WarpOrder::new(threads)),
         global_log: launch.global_races.then(RefCell::default),
         ticks: Cell::new(0),
-        resumed: Cell::new(Instant::now()),
+        resumed: Cell::new(None),
         last_site: Cell::new(None),
     };
     let outcome = STACKS.with(|stacks| {
@@ -214,7 +214,8 @@ impl Block<'_> {
     }
 
     /// A device call by the running thread: the emulator has control, so the watchdog looks at
-    /// the clock (every 1024 calls, which keeps it off the profile).
+    /// the clock. Only every 1024 calls, which keeps it off the profile: its clock starts at the
+    /// first look, so a thread that waits within 1024 calls never reads it.
     fn tick(&self, site: Option<Site>) {
         if site.is_some() {
             self.last_site.set(site);
@@ -223,9 +224,12 @@ impl Block<'_> {
         self.ticks.set(n);
         if n.is_multiple_of(1024)
             && let Some(budget) = self.launch.watchdog
-            && self.resumed.get().elapsed() > budget
         {
-            self.fail(self.watchdog_kind(budget));
+            match self.resumed.get() {
+                None => self.resumed.set(Some(Instant::now())),
+                Some(start) if start.elapsed() > budget => self.fail(self.watchdog_kind(budget)),
+                Some(_) => {}
+            }
         }
     }
 
@@ -276,7 +280,7 @@ impl Block<'_> {
                 }
                 self.current.set(t);
                 self.ticks.set(0);
-                self.resumed.set(Instant::now());
+                self.resumed.set(None);
                 self.last_site.set(None);
                 // SAFETY: `self` outlives the resume; `leave` runs before it is dropped.
                 unsafe { emu::enter(self) };

@@ -302,6 +302,19 @@ fn conflict(blocks: &[BlockAccesses], a: &Item, i: u32, b: &Item, j: u32) -> boo
     }
 }
 
+/// Whether two runs with the same step never share a byte although their spans overlap: the
+/// threads of a block striding through one row, each at its own offset.
+fn interleaved(a: &Run, b: &Run) -> bool {
+    let ((low_a, step, _), (low_b, step_b, _)) = (a.ascending(), b.ascending());
+    let (bytes_a, bytes_b) = (usize::from(a.bytes), usize::from(b.bytes));
+    if step != step_b || step < bytes_a.max(bytes_b) || a.count < 2 || b.count < 2 {
+        return false;
+    }
+    // Where b's elements start within a's period: they miss a's bytes, and a's miss theirs.
+    let d = (low_b.wrapping_sub(low_a) as isize).rem_euclid(step as isize) as usize;
+    d >= bytes_a && d + bytes_b <= step
+}
+
 /// The lowest byte at which an element of `a` races with one of `b` (`a` itself: two of its
 /// elements).
 fn pair_race(blocks: &[BlockAccesses], a: &Item, b: &Item) -> Option<GlobalRace> {
@@ -315,7 +328,7 @@ fn pair_race(blocks: &[BlockAccesses], a: &Item, b: &Item) -> Option<GlobalRace>
         return None;
     }
     let (lo, hi) = (a.span.0.max(b.span.0), a.span.1.min(b.span.1));
-    if lo >= hi {
+    if lo >= hi || (!same && interleaved(a.run, b.run)) {
         return None;
     }
     // Walk the run with fewer elements in the overlap, looking each one up in the other.
@@ -443,5 +456,33 @@ mod tests {
             .collect::<Vec<_>>()));
         assert_eq!(a.runs.len(), 1);
         assert!(first_race(&[a, b]).is_none());
+    }
+
+    #[test]
+    fn interleaved_strided_runs_share_no_byte_and_offset_ones_do() {
+        // Threads 0 and 1 each walk a row with a stride of two elements.
+        let walk = |t: u32, first: usize| {
+            let mut l = GlobalLog::default();
+            for i in 0..16 {
+                l.record(
+                    t,
+                    0x1000 + 4 * (first + 2 * i),
+                    4,
+                    Access::Write,
+                    Site::caller(),
+                    0,
+                    0,
+                );
+            }
+            l.finish()
+        };
+        let (a, b) = (walk(0, 0), walk(1, 1));
+        assert!(interleaved(&a[0], &b[0]));
+        assert!(first_race(&[block([a.clone(), b].concat())]).is_none());
+        // Thread 1 starting on thread 0's second element: they share every element but one.
+        let c = walk(1, 2);
+        assert!(!interleaved(&a[0], &c[0]));
+        let race = first_race(&[block([a, c].concat())]).expect("a race");
+        assert_eq!(race.addr, 0x1000 + 8);
     }
 }

@@ -22,12 +22,15 @@ type Clock = [u32; WARP];
 pub(super) struct WarpOrder {
     /// `history[t][e - 1]`: thread `t`'s clock from its epoch `e` on (epoch 0 knows nothing).
     history: Vec<Vec<Clock>>,
+    /// Whether any thread passed a `__syncwarp` (until then only program order orders).
+    synced: bool,
 }
 
 impl WarpOrder {
     pub(super) fn new(threads: usize) -> Self {
         Self {
             history: vec![Vec::new(); threads],
+            synced: false,
         }
     }
 
@@ -38,7 +41,7 @@ impl WarpOrder {
 
     /// Whether any thread passed a `__syncwarp`.
     pub(super) fn any_sync(&self) -> bool {
-        self.history.iter().any(|h| !h.is_empty())
+        self.synced
     }
 
     /// Thread `t`'s clock at epoch `e`.
@@ -46,6 +49,14 @@ impl WarpOrder {
         match e {
             0 => [0; WARP],
             e => self.history[t][e as usize - 1],
+        }
+    }
+
+    /// What thread `t`'s clock at epoch `e` knows of lane `lane`.
+    fn knows(&self, t: usize, e: u32, lane: usize) -> u32 {
+        match e {
+            0 => 0,
+            e => self.history[t][e as usize - 1][lane],
         }
     }
 
@@ -66,12 +77,13 @@ impl WarpOrder {
         for l in lanes {
             self.history[base + l].push(joined);
         }
+        self.synced = true;
     }
 
     /// Whether thread `t`'s access at epoch `a` is ordered before thread `u`'s at epoch `b` by
     /// `__syncwarp`s alone (program order for one thread, nothing across warps).
     pub(super) fn before(&self, t: usize, a: u32, u: usize, b: u32) -> bool {
-        t == u || (t / WARP == u / WARP && self.clock(u, b)[t % WARP] > a)
+        t == u || (self.synced && t / WARP == u / WARP && self.knows(u, b, t % WARP) > a)
     }
 
     /// Whether the two accesses are ordered either way.
