@@ -124,6 +124,14 @@ fn env_switch(var: &str, default: bool) -> bool {
     }
 }
 
+/// `MemAvailable` from `/proc/meminfo`, in bytes.
+fn host_available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// A region of host memory standing in for a device allocation.
 #[derive(Clone, Copy, Debug)]
 struct Region {
@@ -197,6 +205,14 @@ impl Emulator {
     /// The profile gathered since the last call, per kernel and access site.
     pub fn take_profile(&self) -> Profile {
         std::mem::take(&mut *self.profile.lock().unwrap())
+    }
+
+    /// Bytes the emulator can still allocate: the host's available memory (`MemAvailable` in
+    /// `/proc/meminfo`: free memory plus what the kernel can reclaim), since every emulated
+    /// buffer is host memory. Where that cannot be read (not Linux), the 141 GB of the H200
+    /// whose limits the emulator has.
+    pub fn free_memory(&self) -> u64 {
+        host_available_memory().unwrap_or(141 * 1_000_000_000)
     }
 
     /// The limits launches are checked against.
