@@ -11,9 +11,9 @@ use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position, Sit
 
 use super::async_copy::{self, AsyncCopies};
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+use super::faults::{self, StackOverflow, ThreadResult};
 use super::global::{BlockAccesses, GlobalLog};
 use super::order::WarpOrder;
-use super::overflow::{self, StackOverflow, ThreadResult};
 use super::profile::BlockProfile;
 use super::shared::{SharedArena, UninitRead};
 use super::{LaunchCounters, Region, warp};
@@ -122,7 +122,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
     };
     let outcome = STACKS.with(|stacks| {
         let mut stacks = stacks.borrow_mut();
-        let page = overflow::page_size();
+        let page = faults::page_size();
         // corosensei adds the guard page and rounds up to pages.
         let mapped = launch.stack_bytes.next_multiple_of(page) + page;
         if stacks
@@ -284,9 +284,9 @@ impl Block<'_> {
                 self.last_site.set(None);
                 // SAFETY: `self` outlives the resume; `leave` runs before it is dropped.
                 unsafe { emu::enter(self) };
-                overflow::arm(co.trap_handler(), guards[t], page);
+                faults::arm(co.trap_handler(), guards[t], page);
                 let resumed = co.resume(());
-                overflow::disarm();
+                faults::disarm();
                 match resumed {
                     CoroutineResult::Yield(()) => {}
                     CoroutineResult::Return(Ok(())) => {
@@ -381,6 +381,10 @@ impl Block<'_> {
                     .cloned()
                     .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "a panic with a non-text payload".into());
+                let message = match faults::panic_location() {
+                    Some(at) => format!("{message} (at {at})"),
+                    None => message,
+                };
                 EmuErrorKind::Panic {
                     thread: self.thread_dim3(t),
                     message,

@@ -23,9 +23,9 @@
 mod async_copy;
 mod block;
 mod error;
+mod faults;
 mod global;
 mod order;
-mod overflow;
 mod profile;
 mod shared;
 mod warp;

@@ -2,7 +2,7 @@
 
 use kernels::transpose::{BLOCK_ROWS, TILE};
 
-use super::len_u32;
+use super::{GridAxis, elements, grid_blocks, len_u32};
 use crate::buffer::DeviceBuffer;
 use crate::cost::{ComputeUnit, Cost};
 use crate::error::{Error, Result};
@@ -44,10 +44,10 @@ pub fn transpose(
     cols: usize,
     out: &mut DeviceBuffer<f32>,
 ) -> Result<Launched> {
-    if input.len() != rows * cols || out.len() != rows * cols {
+    let n = elements("transpose", &[("rows", rows), ("cols", cols)])?;
+    if input.len() != n || out.len() != n {
         return Err(Error::Shape(format!(
-            "transpose of {rows} x {cols} needs input and output of {} elements, got {} and {}",
-            rows * cols,
+            "transpose of {rows} x {cols} needs input and output of {n} elements, got {} and {}",
             input.len(),
             out.len()
         )));
@@ -59,10 +59,13 @@ pub fn transpose(
         len_u32("transpose rows", rows)?,
         len_u32("transpose cols", cols)?,
     );
-    len_u32("transpose", rows * cols)?;
-    let tiles = |n: u32| n.div_ceil(TILE as u32);
+    len_u32("transpose", n)?;
     let cfg = LaunchConfig {
-        grid: dim3(tiles(c), tiles(r), 1),
+        grid: dim3(
+            grid_blocks("transpose", ("cols", cols), TILE, GridAxis::X)?,
+            grid_blocks("transpose", ("rows", rows), TILE, GridAxis::Y)?,
+            1,
+        ),
         block: dim3(TILE as u32, BLOCK_ROWS as u32, 1),
         shared_mem_bytes: 0,
     };

@@ -1,5 +1,13 @@
-//! A simulated thread that overflows its coroutine stack is reported, not a bare SIGSEGV.
+//! What happens when a simulated thread faults: a panic is reported once, a stack overflow is
+//! reported at all.
 //!
+//! **Panics.** A kernel that panics (an assertion, an arithmetic overflow) is caught and becomes
+//! one [`EmuErrorKind::Panic`](super::EmuErrorKind::Panic) for the launch, with the panic's
+//! message and location. The process's panic hook would also print every panicking thread's
+//! message, 256 lines for 256 blocks: while a simulated thread runs, the hook installed here
+//! records the location instead and prints nothing. Panics anywhere else go to the previous hook.
+//!
+//! **Stack overflow.**
 //! Each coroutine stack ends in a guard page (corosensei maps it inaccessible). A thread whose
 //! locals outgrow the stack touches it and the kernel raises SIGSEGV. The handler below, running
 //! on the OS thread's alternate signal stack, recognises a fault in the guard page of the
@@ -30,6 +38,31 @@ struct Armed {
 
 thread_local! {
     static ARMED: Cell<Option<Armed>> = const { Cell::new(None) };
+    /// Whether a simulated thread is running on this OS thread (its panics are reported).
+    static IN_KERNEL: Cell<bool> = const { Cell::new(false) };
+    /// Where the last panic of a simulated thread happened.
+    static PANIC_AT: Cell<Option<String>> = const { Cell::new(None) };
+}
+
+/// Installs (once) the panic hook that keeps simulated threads' panics quiet.
+fn install_panic_hook() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_KERNEL.with(Cell::get) {
+                let at = info.location().map(|l| l.to_string());
+                PANIC_AT.with(|p| p.set(at));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Where the simulated thread that just panicked on this OS thread panicked.
+pub(super) fn panic_location() -> Option<String> {
+    PANIC_AT.with(Cell::take)
 }
 
 /// Size of the guard page corosensei puts below each stack.
@@ -43,6 +76,8 @@ pub(super) fn page_size() -> usize {
 /// to run on this OS thread.
 pub(super) fn arm(trap: CoroutineTrapHandler<ThreadResult>, guard: usize, page: usize) {
     imp::install();
+    install_panic_hook();
+    IN_KERNEL.with(|k| k.set(true));
     ARMED.with(|a| {
         a.set(Some(Armed {
             trap,
@@ -54,6 +89,7 @@ pub(super) fn arm(trap: CoroutineTrapHandler<ThreadResult>, guard: usize, page: 
 /// The coroutine stopped running.
 pub(super) fn disarm() {
     ARMED.with(|a| a.set(None));
+    IN_KERNEL.with(|k| k.set(false));
 }
 
 #[cfg(all(
