@@ -183,3 +183,29 @@ fn naive_attention_that_does_not_fit_the_host_is_refused() {
         Ok(_) => assert!(needed <= free, "{needed} bytes allocated with {free} free"),
     }
 }
+
+/// Under `KERNELS_BACKEND=gpu` on a machine without a GPU, a test binary says why once, in the
+/// error's own sentence, and exits (run here as a child process of this test).
+#[test]
+fn a_missing_gpu_is_one_sentence_for_the_whole_test_binary() {
+    const CHILD: &str = "SUITE_MISSING_GPU_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let _ = suite::runtime();
+        let _ = suite::runtime();
+        return;
+    }
+    if host::Runtime::gpu(0).is_ok() {
+        return; // A GPU is present: nothing is missing.
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "a_missing_gpu_is_one_sentence_for_the_whole_test_binary"])
+        .env(CHILD, "1")
+        .env("KERNELS_BACKEND", "gpu")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("KERNELS_BACKEND=gpu")).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(!stderr.contains("NoDriver") && !stderr.contains("panicked"), "{stderr}");
+}
