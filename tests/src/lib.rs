@@ -48,6 +48,22 @@ pub fn emu_error<T: std::fmt::Debug>(result: host::Result<T>) -> EmuError {
     }
 }
 
+/// Where the property tests keep the cases that once failed (proptest replays them first on
+/// every run): one file for the suite, relative to the suite crate (the directory `cargo test`
+/// runs its tests in). Commit it when a failure is found and fixed; `tests/proptest-regressions/
+/// README.md` says so. Without this, proptest writes one file beside each test source.
+pub const REGRESSIONS: &str = "proptest-regressions/suite.txt";
+
+/// The suite's property-test configuration: `cases` cases (`PROPTEST_CASES` overrides it), and
+/// failures persisted to [`REGRESSIONS`].
+pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    use proptest::test_runner::{Config, FileFailurePersistence};
+    Config {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(REGRESSIONS))),
+        ..Config::with_cases(cases)
+    }
+}
+
 /// The kind of an emulator error.
 #[track_caller]
 pub fn emu_error_kind<T: std::fmt::Debug>(result: host::Result<T>) -> EmuErrorKind {

@@ -198,14 +198,23 @@ fn a_missing_gpu_is_one_sentence_for_the_whole_test_binary() {
         return; // A GPU is present: nothing is missing.
     }
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "a_missing_gpu_is_one_sentence_for_the_whole_test_binary"])
+        .args([
+            "--exact",
+            "a_missing_gpu_is_one_sentence_for_the_whole_test_binary",
+        ])
         .env(CHILD, "1")
         .env("KERNELS_BACKEND", "gpu")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("KERNELS_BACKEND=gpu")).collect();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("KERNELS_BACKEND=gpu"))
+        .collect();
     assert_eq!(lines.len(), 1, "{stderr}");
-    assert!(!stderr.contains("NoDriver") && !stderr.contains("panicked"), "{stderr}");
+    assert!(
+        !stderr.contains("NoDriver") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
 }

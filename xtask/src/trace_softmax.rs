@@ -270,7 +270,16 @@ mod tests {
     #[test]
     fn the_command_line_takes_minus_infinity_as_a_score() {
         use clap::Parser as _;
-        let words = ["trace-softmax", "1.0", "-inf", "-2", "--values", "1", "-2", "3"];
+        let words = [
+            "trace-softmax",
+            "1.0",
+            "-inf",
+            "-2",
+            "--values",
+            "1",
+            "-2",
+            "3",
+        ];
         let cli = Cli::try_parse_from(escape_minus_infinity(words.map(String::from)))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cli.args.scores, vec![1.0, f64::NEG_INFINITY, -2.0]);

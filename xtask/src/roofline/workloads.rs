@@ -306,7 +306,11 @@ pub(super) fn forward(ctx: Ctx, shape: &ModelShape, tokens: &[u64]) -> Result<Re
 pub(super) fn utilisation(ctx: Ctx, achieved: f64) -> Result<Report, String> {
     let unit = ctx.dtype.matmul_unit();
     // No kernel runs faster than the peak: a figure above every selected GPU's is a typo.
-    let highest = ctx.gpus.iter().map(|g| g.peak_flops(unit)).fold(0.0, f64::max);
+    let highest = ctx
+        .gpus
+        .iter()
+        .map(|g| g.peak_flops(unit))
+        .fold(0.0, f64::max);
     if !(achieved > 0.0 && achieved <= highest) {
         return Err(format!(
             "--achieved {} is not in (0, {}], the highest dense {} peak of the GPUs selected",
