@@ -345,7 +345,7 @@ pub(super) fn train_time(ctx: Ctx, flops: f64, gpus: f64, mfu: f64) -> Result<Re
     }
     // A whole number of GPUs, and no more than any cluster could have (10^8, a hundred times
     // the largest announced), so that the count prints exactly.
-    if !(gpus >= 1.0 && gpus <= 1e8 && gpus.fract() == 0.0) {
+    if !((1.0..=1e8).contains(&gpus) && gpus.fract() == 0.0) {
         return Err(format!(
             "--gpus must be a whole number from 1 to 100000000, got {gpus}"
         ));
