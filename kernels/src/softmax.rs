@@ -123,12 +123,18 @@ impl Scalar for Bf16 {
 /// - otherwise `exp_approx(x - m)`, which is 0 for `x` finite and `m = +inf`, and NaN if either is.
 #[inline(always)]
 pub fn exp_shifted(x: f32, m: f32) -> f32 {
+    shifted(x, m, exp_approx)
+}
+
+/// `exp(x - m)` through `exp` with the limits of [`exp_shifted`].
+#[inline(always)]
+fn shifted(x: f32, m: f32, exp: fn(f32) -> f32) -> f32 {
     if x == f32::NEG_INFINITY {
         0.0
     } else if x == m {
         1.0
     } else {
-        exp_approx(x - m)
+        exp(x - m)
     }
 }
 
@@ -136,13 +142,7 @@ pub fn exp_shifted(x: f32, m: f32) -> f32 {
 /// `2^(x - m)` with the same limits (`-inf` gives 0, `x = m` gives 1, NaN stays NaN).
 #[inline(always)]
 pub fn exp2_shifted(x: f32, m: f32) -> f32 {
-    if x == f32::NEG_INFINITY {
-        0.0
-    } else if x == m {
-        1.0
-    } else {
-        exp2_approx(x - m)
-    }
+    shifted(x, m, exp2_approx)
 }
 
 /// IEEE 754-2019 `maximum`: the larger of `a` and `b`, or NaN if either is NaN (PTX
