@@ -9,7 +9,14 @@ use kernels::cuda::emu::Access;
 use kernels::cuda::thread::{block_idx_x, sync_threads, thread_idx_x};
 use kernels::cuda::warp::{FULL_MASK, sync_warp};
 use kernels::{kernel, shared_array};
-use suite::{emu_error, emulator};
+use suite::emu_error;
+
+/// An emulator with the global race check on, whatever `KERNELS_EMU_GLOBAL_RACES` says.
+fn emulator() -> (host::Runtime, std::sync::Arc<host::emu::Emulator>) {
+    let (rt, emu) = suite::emulator();
+    emu.set_global_race_check(true);
+    (rt, emu)
+}
 
 kernel! {
     /// Broken: every block writes element 0.
