@@ -15,8 +15,11 @@
 //!   for them (`async_copy.rs`); their destination bytes may not be touched until then.
 //!
 //! Bugs are reported as an [`EmuError`] naming the kernel, block, thread(s) and address or lane:
-//! out-of-bounds or misaligned accesses, shared-memory data races, reads of never-written shared
-//! memory, barrier divergence, and warp collectives that not every lane of the mask executes.
+//! out-of-bounds or misaligned accesses, data races on shared memory (per barrier interval) and on
+//! global memory (logged per block, checked at the end of the launch: `global.rs`), reads of
+//! never-written shared memory, barrier divergence, warp collectives that not every lane of the
+//! mask executes, a thread that runs past the watchdog's budget without waiting, and a thread that
+//! overflows its stack (`faults.rs`).
 //!
 //! [`DeviceBuffer`]: crate::buffer::DeviceBuffer
 
