@@ -125,3 +125,17 @@ fn attention_with_two_to_the_twenty_heads_is_refused_naming_them() {
     ));
     assert!(msg.contains("batch x heads = 1048576"), "{msg}");
 }
+
+#[test]
+fn a_strided_copy_whose_last_index_overflows_is_a_shape_error() {
+    let (rt, _) = emulator();
+    let src = rt.alloc::<f32>(4).unwrap();
+    let mut dst = rt.alloc::<f32>(3).unwrap();
+    let msg = shape_error(transpose::copy_strided(
+        &rt,
+        &src,
+        usize::MAX / 2 + 1,
+        &mut dst,
+    ));
+    assert!(msg.contains("stride"), "{msg}");
+}

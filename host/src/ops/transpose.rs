@@ -103,10 +103,15 @@ pub fn copy_strided(
     if n == 0 {
         return Ok(None);
     }
-    if stride == 0 || (n - 1) * stride >= src.len() {
+    // The last element read is src[(n - 1) * stride].
+    let span = elements(
+        "copy_strided",
+        &[("(elements - 1)", n - 1), ("stride", stride)],
+    )?;
+    if stride == 0 || span >= src.len() {
         return Err(Error::Shape(format!(
             "copy_strided of {n} elements at stride {stride} needs a source of at least {} elements, got {}",
-            (n - 1) * stride.max(1) + 1,
+            span.max(n - 1) + 1,
             src.len()
         )));
     }
