@@ -66,7 +66,7 @@ enum Command {
 
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(trace_softmax::escape_minus_infinity(std::env::args()));
     let result = match &cli.command {
         Command::Run(args) => run::run(args),
         Command::Ptxas(args) => ptxas::run(args),

@@ -605,12 +605,21 @@ fn print_table(rows: &[Row], measured: bool) {
 pub fn emu_speed() -> Result<(), String> {
     let program = host::ptx::exec::Program::from_env().map_err(|e| e.to_string())?;
     for rt in [Runtime::emulator(), Runtime::ptx(program)] {
-        let backend = match rt.backend() {
-            Backend::Ptx(p) => format!("PTX backend ({})", p.program().origin),
-            _ => "source emulator".to_string(),
+        let (name, emu) = match rt.backend() {
+            Backend::Ptx(p) => (
+                format!("PTX backend ({})", p.program().origin),
+                p.emulator().clone(),
+            ),
+            Backend::Emulator(emu) => ("source emulator".to_string(), emu.clone()),
+            Backend::Cuda(_) => unreachable!("both runtimes are emulated"),
         };
-        vector_add_speed(&rt, &backend)?;
-        attention_head_speed(&rt, &backend)?;
+        for races in [true, false] {
+            emu.set_global_race_check(races);
+            let on = if races { "on" } else { "off" };
+            let backend = format!("{name}, global race check {on}");
+            vector_add_speed(&rt, &backend)?;
+            attention_head_speed(&rt, &backend)?;
+        }
     }
     Ok(())
 }

@@ -24,6 +24,10 @@ struct Shadow {
     writer_site: Site,
     reader_site: Site,
     other_reader_site: Site,
+    /// The `__syncwarp` epoch (see `order.rs`) each recorded thread was at.
+    writer_epoch: u32,
+    reader_epoch: u32,
+    other_reader_epoch: u32,
 }
 
 impl Default for Shadow {
@@ -37,6 +41,9 @@ impl Default for Shadow {
             writer_site: Site::caller(),
             reader_site: Site::caller(),
             other_reader_site: Site::caller(),
+            writer_epoch: 0,
+            reader_epoch: 0,
+            other_reader_epoch: 0,
         }
     }
 }
@@ -166,17 +173,21 @@ impl SharedArena {
         (in_dynamic || in_static).then_some(offset)
     }
 
-    /// Records `thread`'s access to `bytes` bytes at `offset`, or returns the earlier access it
-    /// races with.
+    /// Records `thread`'s access (at `__syncwarp` epoch `epoch`) to `bytes` bytes at `offset`, or
+    /// returns the earlier access it races with. `before(other, its_epoch)` says whether another
+    /// thread's access of this interval is ordered before this one by `__syncwarp`s.
     pub(super) fn check(
         &mut self,
         offset: usize,
         bytes: usize,
-        thread: u32,
+        (thread, epoch): (u32, u32),
         access: Access,
         site: Site,
+        before: impl Fn(u32, u32) -> bool,
     ) -> Result<(), Race> {
         let me = thread + 1;
+        // Whether a recorded `thread + 1` (0: none) at epoch `e` can race with this access.
+        let unordered = |who: u32, e: u32| who != 0 && who != me && !before(who - 1, e);
         let (interval, block_start) = (self.interval, self.block_start);
         for o in offset..offset + bytes {
             let s = &mut self.shadow[o];
@@ -187,11 +198,11 @@ impl SharedArena {
                 s.other_reader = 0;
             }
             // (thread + 1, access, site) of an earlier access by another thread that conflicts.
-            let conflict = if s.writer != 0 && s.writer != me {
+            let conflict = if unordered(s.writer, s.writer_epoch) {
                 Some((s.writer, Access::Write, s.writer_site))
-            } else if access == Access::Write && s.reader != 0 && s.reader != me {
+            } else if access == Access::Write && unordered(s.reader, s.reader_epoch) {
                 Some((s.reader, Access::Read, s.reader_site))
-            } else if access == Access::Write && s.other_reader != 0 && s.other_reader != me {
+            } else if access == Access::Write && unordered(s.other_reader, s.other_reader_epoch) {
                 Some((s.other_reader, Access::Read, s.other_reader_site))
             } else {
                 None
@@ -206,12 +217,18 @@ impl SharedArena {
             }
             match access {
                 Access::Read => {
-                    if s.reader == 0 {
+                    // A reader ordered before this one adds nothing a later writer could race
+                    // with that this one does not (ordering is transitive): its slot is reused.
+                    if s.reader == 0 || !unordered(s.reader, s.reader_epoch) {
                         s.reader = me;
                         s.reader_site = site;
-                    } else if s.reader != me && s.other_reader == 0 {
+                        s.reader_epoch = epoch;
+                    } else if s.other_reader == 0
+                        || !unordered(s.other_reader, s.other_reader_epoch)
+                    {
                         s.other_reader = me;
                         s.other_reader_site = site;
+                        s.other_reader_epoch = epoch;
                     }
                     if s.written < block_start {
                         let offset = self.in_array(o);
@@ -225,6 +242,7 @@ impl SharedArena {
                 Access::Write => {
                     s.writer = me;
                     s.writer_site = site;
+                    s.writer_epoch = epoch;
                     s.written = interval;
                 }
             }
