@@ -276,9 +276,12 @@ unsafe fn flash_forward<T: Half, const D: usize>(
         });
         // Scale (base 2) and mask; m_i^(j) = max(m_i^(j-1), rowmax(S_i^(j))) over the row's
         // 4 lanes.
+        // (Unrolled by hand: S must stay in registers; a loop LLVM leaves rolled indexes it, and
+        // an indexed array lives in local memory, which is HBM behind the L1.)
         let mut m_new = m;
-        for (nt, acc) in s.iter_mut().enumerate() {
-            for (e, x) in acc.iter_mut().enumerate() {
+        unroll!(nt in 0..8 {
+            unroll!(e in 0..4 {
+                let x = &mut s[nt][e];
                 let (r, c) = accumulator_at(lane, e);
                 let visible = is_visible(i0 + w0 + r, j0 + nt * 8 + c, n_q, n_kv, causal);
                 *x = if visible {
@@ -287,18 +290,19 @@ unsafe fn flash_forward<T: Half, const D: usize>(
                     f32::NEG_INFINITY
                 };
                 m_new[e / 2] = maximum(m_new[e / 2], *x);
-            }
-        }
+            });
+        });
         let m_new = m_new.map(quad_max);
         // P_i^(j) = exp(S_i^(j) - m_i^(j)) in place; this lane's part of rowsum(P_i^(j)).
         // `exp2_shifted` gives the softmax chapter's special values (see `kernels::attention`).
         let mut rowsum = [0.0f32; 2];
-        for acc in s.iter_mut() {
-            for (e, x) in acc.iter_mut().enumerate() {
+        unroll!(nt in 0..8 {
+            unroll!(e in 0..4 {
+                let x = &mut s[nt][e];
                 *x = exp2_shifted(*x, m_new[e / 2]);
                 rowsum[e / 2] += *x;
-            }
-        }
+            });
+        });
         // l_i^(j) = exp(m_i^(j-1) - m_i^(j)) l_i^(j-1) + rowsum(P_i^(j)), and O rescaled alike.
         let alpha = [exp2_shifted(m[0], m_new[0]), exp2_shifted(m[1], m_new[1])];
         for h in 0..2 {
