@@ -268,7 +268,7 @@ proptest! {
         let (shape, causal) = (problem.shape, problem.params.causal);
         let (o_naive, counters) = naive(&problem);
         check(&problem, &o_naive, None, &problem.reference(), 1.0).map_err(TestCaseError::fail)?;
-        assert_counts(counters, attention::naive_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+        assert_counts(counters, attention::naive_traffic(&shape)).map_err(TestCaseError::fail)?;
         let (o_fused, _, _) = fused(&problem);
         let naive_as_reference = AttentionOutput {
             o: o_naive.iter().map(|&x| f64::from(x)).collect(),
@@ -354,7 +354,7 @@ proptest! {
             let ok = if w == f64::NEG_INFINITY { g == f32::NEG_INFINITY } else { (f64::from(g) - w).abs() <= bound };
             prop_assert!(ok, "S[{row}][{j}] = {g}, reference {w}, bound {bound:e}");
         }
-        assert_counts(counters, attention::scores_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+        assert_counts(counters, attention::scores_traffic(&shape)).map_err(TestCaseError::fail)?;
     }
 
     /// Naive step 3, `O = P V`, given the reference's P rounded to f32: within the header's
@@ -373,7 +373,7 @@ proptest! {
         let counters = attention::probabilities_times_values(&rt, &p, &v, &mut o, &shape, &params).unwrap();
         let got = rt.download(&o).unwrap();
         check(&problem, &got, None, &problem.reference(), 1.0).map_err(TestCaseError::fail)?;
-        assert_counts(counters, attention::pv_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+        assert_counts(counters, attention::pv_traffic(&shape)).map_err(TestCaseError::fail)?;
     }
 }
 

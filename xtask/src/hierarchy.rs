@@ -99,7 +99,7 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
         lat(4 * MIB, true)?,
         shared_latency(&rt)?,
     );
-    let (h2d, d2h) = copy_bandwidth(&rt, gpu)?;
+    let [h2d, d2h, pinned_h2d, pinned_d2h] = copy_bandwidth(&rt, gpu)?;
     let measured = Measured {
         hbm: hbm_bw,
         l2: l2_bw,
@@ -110,6 +110,8 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
         ns_per_cycle,
         h2d,
         d2h,
+        pinned_h2d,
+        pinned_d2h,
     };
     let levels = vendor_levels(spec, Some(&measured));
     print_levels(&levels);
@@ -147,6 +149,8 @@ struct Measured {
     ns_per_cycle: f64,
     h2d: f64,
     d2h: f64,
+    pinned_h2d: f64,
+    pinned_d2h: f64,
 }
 
 fn vendor_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
@@ -203,6 +207,18 @@ fn vendor_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
         Level {
             level: "device to host (pageable)",
             measured: m.map(|m| gbs(m.d2h)),
+            reference: "64 GB/s per direction (PCIe 5 x16)".into(),
+            source: "vendor",
+        },
+        Level {
+            level: "host to device (pinned)",
+            measured: m.map(|m| gbs(m.pinned_h2d)),
+            reference: "64 GB/s per direction (PCIe 5 x16)".into(),
+            source: "vendor",
+        },
+        Level {
+            level: "device to host (pinned)",
+            measured: m.map(|m| gbs(m.pinned_d2h)),
             reference: "64 GB/s per direction (PCIe 5 x16)".into(),
             source: "vendor",
         },
@@ -279,8 +295,9 @@ fn shared_latency(rt: &Runtime) -> Result<f64, String> {
     Ok(rt.download(&cycles).map_err(|e| e.to_string())?[0] as f64 / f64::from(steps))
 }
 
-/// Host-to-device and device-to-host bandwidth of a 256 MiB copy from pageable host memory.
-fn copy_bandwidth(rt: &Runtime, gpu: &host::gpu::Gpu) -> Result<(f64, f64), String> {
+/// Host-to-device and device-to-host bandwidth of a 256 MiB copy, from pageable host memory and
+/// then from pinned (page-locked) host memory.
+fn copy_bandwidth(rt: &Runtime, gpu: &host::gpu::Gpu) -> Result<[f64; 4], String> {
     let n = 64 * MIB;
     let host_data = vec![1u32; n];
     let mut buf = rt.alloc::<u32>(n).map_err(|e| e.to_string())?;
@@ -299,5 +316,8 @@ fn copy_bandwidth(rt: &Runtime, gpu: &host::gpu::Gpu) -> Result<(f64, f64), Stri
     let bytes = (4 * n) as f64;
     let h2d = bytes / time(&mut || rt.copy_to_device(&host_data, &mut buf))?;
     let d2h = bytes / time(&mut || rt.download(&buf).map(|_| ()))?;
-    Ok((h2d, d2h))
+    let (pinned_h2d, pinned_d2h) = gpu
+        .pinned_copy_seconds(&mut buf)
+        .map_err(|e| e.to_string())?;
+    Ok([h2d, d2h, bytes / pinned_h2d, bytes / pinned_d2h])
 }

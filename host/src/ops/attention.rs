@@ -407,7 +407,7 @@ pub fn scores(
 }
 
 /// Naive step 3: `O = P V`, `p` being the row-softmax of S (`batch x heads x n_q x n_kv`).
-/// `causal` only tells the emulator's FLOP count which products are the attention's.
+/// The mask is already in P (zeros), so `params.causal` plays no part here.
 pub fn probabilities_times_values(
     rt: &Runtime,
     p: &DeviceBuffer<f32>,
@@ -431,22 +431,14 @@ pub fn probabilities_times_values(
     }
     let cfg = naive_config(shape.n_q.div_ceil(naive_kernels::OUT_TILE), shape.bh(), 1);
     let (p, v, o) = (p.ptr(), v.ptr(), o.ptr());
-    let (n_q, n_kv, causal) = (
-        shape.n_q as u32,
-        shape.n_kv as u32,
-        u32::from(params.causal),
-    );
+    let (n_q, n_kv) = (shape.n_q as u32, shape.n_kv as u32);
     if shape.head_dim == 64 {
-        launch!(
-            rt,
-            cfg,
-            attention::attention_pv_f32_d64(p, v, o, n_q, n_kv, causal)
-        )
+        launch!(rt, cfg, attention::attention_pv_f32_d64(p, v, o, n_q, n_kv))
     } else {
         launch!(
             rt,
             cfg,
-            attention::attention_pv_f32_d128(p, v, o, n_q, n_kv, causal)
+            attention::attention_pv_f32_d128(p, v, o, n_q, n_kv)
         )
     }
 }
@@ -494,8 +486,9 @@ fn with_re_reads(compulsory: Cost, reads: u64) -> Traffic {
 
 /// Naive step 1 ([`scores`]): reads Q and K, writes S (`n_q x n_kv` per head); each 64-row
 /// tile of Q is read once per 64-key tile of K and vice versa, so Q is read `ceil(n_kv / 64)`
-/// times and K `ceil(n_q / 64)` times. FLOPs: `2 d` per visible pair.
-pub fn scores_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+/// times and K `ceil(n_q / 64)` times. FLOPs: `2 d` per pair, masked or not (the kernel
+/// computes every product and then masks).
+pub fn scores_traffic(shape: &AttentionShape) -> Traffic {
     let tile = naive_kernels::OUT_TILE;
     let (q, k) = (
         (shape.q_elems() * F32) as u64,
@@ -505,15 +498,16 @@ pub fn scores_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
     let compulsory = Cost {
         bytes_read: q + k,
         bytes_written: (shape.score_elems() * F32) as u64,
-        flops: attention_flops(shape, causal) / 2,
+        flops: naive_flops(shape) / 2,
         unit: ComputeUnit::CudaCoreF32,
     };
     with_re_reads(compulsory, reads)
 }
 
 /// Naive step 3 ([`probabilities_times_values`]): reads P once (a block computes whole rows of
-/// O), V once per 64-row query tile, writes O. FLOPs: `2 d` per visible pair.
-pub fn pv_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+/// O), V once per 64-row query tile, writes O. FLOPs: `2 d` per pair (masked keys' zeros
+/// included).
+pub fn pv_traffic(shape: &AttentionShape) -> Traffic {
     let (p, v) = (
         (shape.score_elems() * F32) as u64,
         (shape.kv_elems() * F32) as u64,
@@ -522,7 +516,7 @@ pub fn pv_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
     let compulsory = Cost {
         bytes_read: p + v,
         bytes_written: (shape.q_elems() * F32) as u64,
-        flops: attention_flops(shape, causal) / 2,
+        flops: naive_flops(shape) / 2,
         unit: ComputeUnit::CudaCoreF32,
     };
     with_re_reads(compulsory, reads)
@@ -531,8 +525,9 @@ pub fn pv_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
 /// The naive flow's traffic: its three steps'. Compulsory: Q, K, V read, S written and read, P
 /// written and read, O written (and the softmax's FLOPs on top of the attention's); re-reads:
 /// Q, K and V once more per extra tile in the two products, and S once more where a row is too
-/// long for the softmax to keep on chip.
-pub fn naive_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+/// long for the softmax to keep on chip. The mask changes none of it: the naive kernels compute
+/// every score and every product with P, and mask by writing `-inf` (see [`naive_flops`]).
+pub fn naive_traffic(shape: &AttentionShape) -> Traffic {
     let softmax = softmax::fused_cost(shape.bh() * shape.n_q, shape.n_kv, F32);
     let s_bytes = (shape.score_elems() * F32) as u64;
     let softmax = Traffic {
@@ -542,9 +537,15 @@ pub fn naive_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
         },
         re_read_bytes: softmax.bytes_read - s_bytes,
     };
-    scores_traffic(shape, causal)
-        .plus(softmax)
-        .plus(pv_traffic(shape, causal))
+    scores_traffic(shape).plus(softmax).plus(pv_traffic(shape))
+}
+
+/// The two products' FLOPs as the naive kernels execute them: `4 d` for every (query, key)
+/// pair, masked or not. Against [`attention_flops`] with the causal mask, a causal-aware naive
+/// flow (skipping the 64 x 64 tiles above the diagonal) would save about half:
+/// `1 - (n + 1) / (2 n)` of them for `n_q = n_kv = n`.
+pub fn naive_flops(shape: &AttentionShape) -> u64 {
+    (4 * shape.head_dim * shape.n_q * shape.n_kv * shape.bh()) as u64
 }
 
 /// `4 d` FLOPs per (query, key) pair the mask lets through: `4 n^2 d` per head, about half that
@@ -676,6 +677,22 @@ mod tests {
         let fused = max_sequence_len(Flow::Fused, free, 4, 16, 128);
         assert_eq!(fused, (free / (64 * (4 * 128 + 1) * 4)) as usize);
         assert_eq!(max_sequence_len(Flow::Naive, 10, 1, 1, 64), 0);
+    }
+
+    #[test]
+    fn naive_flops_ignore_the_mask_and_causal_would_save_about_half() {
+        let s = AttentionShape::new(2, 3, 100, 64);
+        assert_eq!(naive_flops(&s), attention_flops(&s, false));
+        assert_eq!(
+            naive_traffic(&s).compulsory.flops - softmax_flops(&s),
+            naive_flops(&s)
+        );
+        let saved = 1.0 - attention_flops(&s, true) as f64 / naive_flops(&s) as f64;
+        assert!((saved - (1.0 - 101.0 / 200.0)).abs() < 1e-12, "{saved}");
+    }
+
+    fn softmax_flops(s: &AttentionShape) -> u64 {
+        softmax::fused_cost(s.bh() * s.n_q, s.n_kv, F32).flops
     }
 
     #[test]
