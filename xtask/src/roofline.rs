@@ -445,13 +445,7 @@ fn build(args: &RooflineArgs) -> Result<Report, String> {
 // Shared pieces: a cost's numbers, and its roofline on each GPU.
 
 fn bound_name(bound: Bound) -> Value {
-    Value::Text(
-        match bound {
-            Bound::Memory => "memory",
-            Bound::Compute => "compute",
-        }
-        .to_string(),
-    )
+    Value::Text(bound.name().to_string())
 }
 
 fn gpu_name(gpu: &GpuSpec) -> Field {
@@ -460,7 +454,7 @@ fn gpu_name(gpu: &GpuSpec) -> Field {
 
 /// FLOPs, bytes and intensity of one cost.
 fn cost_fields(cost: &Cost) -> Vec<Field> {
-    vec![
+    let mut fields = vec![
         field("flops", "FLOPs", report::flops(cost.flops)),
         field(
             "bytes_read",
@@ -479,14 +473,19 @@ fn cost_fields(cost: &Cost) -> Vec<Field> {
             "arithmetic",
             Value::Text(costs::unit_name(cost.unit).to_string()),
         ),
-    ]
+    ];
+    if cost.exps > 0 {
+        fields.push(field("exps", "exponentials", Value::Exps(cost.exps as f64)));
+    }
+    fields
 }
 
-/// The roofline of `cost` on `gpu`: ridge, bound, the time on each roof and at the bound.
-fn timing_fields(cost: &Cost, gpu: &GpuSpec) -> Vec<Field> {
+/// The roofline of `cost` on `gpu`: ridge, bound, the time on each roof and at the bound. With
+/// `exps`, the third roof's time too: the exponentials at the special function units' rate.
+fn timing_fields(cost: &Cost, gpu: &GpuSpec, exps: bool) -> Vec<Field> {
     let r = Roofline::modelled(cost, gpu);
     let compute = cost.compute_seconds(gpu);
-    vec![
+    let mut fields = vec![
         gpu_name(gpu),
         field("ridge", "ridge", Value::Intensity(gpu.ridge(cost.unit))),
         field("bound", "bound", bound_name(r.bound)),
@@ -496,6 +495,15 @@ fn timing_fields(cost: &Cost, gpu: &GpuSpec) -> Vec<Field> {
             "memory",
             Value::Seconds(cost.memory_seconds(gpu)),
         ),
+    ];
+    if exps {
+        fields.push(field(
+            "exp_s",
+            "exponentials",
+            Value::Seconds(cost.exp_seconds(gpu)),
+        ));
+    }
+    fields.extend([
         field(
             "time_at_bound_s",
             "at bound",
@@ -506,11 +514,14 @@ fn timing_fields(cost: &Cost, gpu: &GpuSpec) -> Vec<Field> {
             "compute busy",
             Value::Percent(compute / r.bound_seconds),
         ),
-    ]
+    ]);
+    fields
 }
 
-/// One row per GPU (and per labelled cost): the labels, then the roofline.
+/// One row per GPU (and per labelled cost): the labels, then the roofline. The exponential roof
+/// is shown when any of the costs takes exponentials.
 fn roofline_rows(ctx: &Ctx, costs: &[(Vec<Field>, Cost)]) -> Vec<Vec<Field>> {
+    let exps = costs.iter().any(|(_, c)| c.exps > 0);
     let mut rows = Vec::new();
     for gpu in &ctx.gpus {
         for (labels, cost) in costs {
@@ -518,7 +529,7 @@ fn roofline_rows(ctx: &Ctx, costs: &[(Vec<Field>, Cost)]) -> Vec<Vec<Field>> {
                 labels
                     .iter()
                     .cloned()
-                    .chain(timing_fields(cost, gpu))
+                    .chain(timing_fields(cost, gpu, exps))
                     .collect(),
             );
         }
@@ -527,11 +538,13 @@ fn roofline_rows(ctx: &Ctx, costs: &[(Vec<Field>, Cost)]) -> Vec<Vec<Field>> {
 }
 
 fn roofline_section(ctx: &Ctx, costs: &[(Vec<Field>, Cost)]) -> Section {
-    Section::table(
-        "roofline",
-        "roofline (time at the bound = max(bytes ÷ bandwidth, FLOPs ÷ peak))",
-        roofline_rows(ctx, costs),
-    )
+    let title = if costs.iter().any(|(_, c)| c.exps > 0) {
+        "roofline (time at the bound = max(bytes ÷ bandwidth, FLOPs ÷ peak, exponentials ÷ \
+         exponential rate))"
+    } else {
+        "roofline (time at the bound = max(bytes ÷ bandwidth, FLOPs ÷ peak))"
+    };
+    Section::table("roofline", title, roofline_rows(ctx, costs))
 }
 
 /// A report for a single cost: its numbers, then its roofline.
@@ -719,6 +732,41 @@ mod tests {
         );
         near(&fused["memory_s"], 1.25 * US, 0.005 * US);
         near(&j["traffic"][1]["intensity"], 2048.0, 1e-9);
+    }
+
+    /// FlashAttention-4's starting point: on a B200 a d = 64 head waits on its exponentials
+    /// (T² at 16 per clock per SM), not on its tensor cores; on an H100 the tensor cores still
+    /// bind, and at d = 128 they bind on both.
+    #[test]
+    fn the_exponentials_bind_d64_attention_on_b200() {
+        let j = json("attention --seq 4096 --head-dim 64 --gpu b200");
+        let fused = &j["roofline"][1];
+        assert_eq!(fused["variant"], "fused");
+        assert_eq!(fused["bound"], "exponentials");
+        let exps = 4096.0 * 4096.0;
+        near(&fused["exp_s"], exps / (16.0 * 148.0 * 1.98e9), 1e-12);
+        near(
+            &fused["time_at_bound_s"],
+            exps / (16.0 * 148.0 * 1.98e9),
+            1e-12,
+        );
+        near(&fused["compute_s"], 4.0 * exps * 64.0 / 2250e12, 1e-12);
+        let printed = text("attention --seq 4096 --head-dim 64 --gpu b200");
+        assert!(
+            printed.contains("the exponentials bind the fused kernel, not the tensor cores"),
+            "{printed}"
+        );
+        for cmd in [
+            "attention --seq 4096 --head-dim 64 --gpu h100",
+            "attention --seq 4096 --head-dim 128 --gpu b200",
+        ] {
+            assert_eq!(json(cmd)["roofline"][1]["bound"], "compute", "{cmd}");
+            assert!(!text(cmd).contains("exponentials bind"), "{cmd}");
+        }
+        // Softmax over a matrix takes one exponential per element and is memory-bound anyway.
+        let softmax = json("softmax 8192 8192 --gpu b200");
+        near(&softmax["cost"]["exps"], 8192.0 * 8192.0, 0.0);
+        assert_eq!(softmax["roofline"][0]["bound"], "memory");
     }
 
     #[test]

@@ -499,6 +499,7 @@ pub fn scores_traffic(shape: &AttentionShape) -> Traffic {
         bytes_read: q + k,
         bytes_written: (shape.score_elems() * F32) as u64,
         flops: naive_flops(shape) / 2,
+        exps: 0,
         unit: ComputeUnit::CudaCoreF32,
     };
     with_re_reads(compulsory, reads)
@@ -517,6 +518,7 @@ pub fn pv_traffic(shape: &AttentionShape) -> Traffic {
         bytes_read: p + v,
         bytes_written: (shape.q_elems() * F32) as u64,
         flops: naive_flops(shape) / 2,
+        exps: 0,
         unit: ComputeUnit::CudaCoreF32,
     };
     with_re_reads(compulsory, reads)
@@ -584,6 +586,9 @@ fn flash_traffic(
             bytes_read: bh as u64 * (n_q + 2 * compulsory_kv) as u64 * row,
             bytes_written: bh as u64 * (n_q as u64 * row + (n_q * F32) as u64),
             flops: attention_flops(shape, causal),
+            // One exponential per visible score; the per-row rescale (one per row per key
+            // tile) and the masked scores of diagonal tiles are left out, as in the FLOPs.
+            exps: attention_flops(shape, causal) / (4 * d) as u64,
             unit,
         },
         re_read_bytes: bh as u64 * 2 * (kv_rows - compulsory_kv) as u64 * row,
@@ -693,6 +698,20 @@ mod tests {
 
     fn softmax_flops(s: &AttentionShape) -> u64 {
         softmax::fused_cost(s.bh() * s.n_q, s.n_kv, F32).flops
+    }
+
+    #[test]
+    fn one_exponential_per_score_fused_per_visible_score() {
+        let s = AttentionShape::new(2, 3, 100, 64);
+        assert_eq!(naive_traffic(&s).compulsory.exps, 6 * 100 * 100);
+        assert_eq!(
+            fused_traffic::<f32>(&s, false).compulsory.exps,
+            6 * 100 * 100
+        );
+        assert_eq!(
+            fused_traffic::<f32>(&s, true).compulsory.exps,
+            6 * 100 * 101 / 2
+        );
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub fn stream_read_cost(words: usize, passes: u32) -> Cost {
         bytes_read: 4 * words as u64 * u64::from(passes),
         bytes_written: 0,
         flops: 0,
+        exps: 0,
         unit: ComputeUnit::CudaCoreF32,
     }
 }

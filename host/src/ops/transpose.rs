@@ -81,6 +81,7 @@ pub fn transpose_cost(rows: usize, cols: usize) -> Cost {
         bytes_read: bytes,
         bytes_written: bytes,
         flops: 0,
+        exps: 0,
         unit: ComputeUnit::CudaCoreF32,
     }
 }

@@ -346,6 +346,7 @@ pub(super) fn tile(ctx: Ctx, mt: u64, nt: u64, kt: u64) -> Result<Report, String
                 bytes_read: bytes,
                 bytes_written: 0,
                 flops: 0,
+                exps: 0,
                 unit: step.unit,
             }
             .memory_seconds(&sm)

@@ -1,7 +1,7 @@
 //! Single operations of a transformer layer: matmuls, the score matrix, row-wise kernels, naive
 //! against fused attention, and the score matrix against FlashAttention's working set.
 
-use host::cost::{ComputeUnit, Roofline};
+use host::cost::{Bound, ComputeUnit, Roofline};
 
 use super::costs::{self, FlashTile};
 use super::report::{self, Report, Section, Value, field};
@@ -195,6 +195,7 @@ pub(super) fn attention(
                 .chain([
                     field("bytes", "HBM bytes", report::bytes(c.bytes())),
                     field("flops", "FLOPs", report::flops(c.flops)),
+                    field("exps", "exponentials", Value::Exps(c.exps as f64)),
                     field("intensity", "intensity", Value::Intensity(c.intensity())),
                 ])
                 .collect()
@@ -210,9 +211,25 @@ pub(super) fn attention(
          write O. Fused: read Q, K, V once, write O (real kernels re-read K and V once per \
          query block, so somewhat more)"
             .to_string(),
-        "FLOPs: the two matmuls, 4·T²·d per head; softmax's few FLOPs per score are left out"
+        "FLOPs: the two matmuls, 4·T²·d per head; softmax's few FLOPs per score are left out. \
+         Exponentials: one per score (T² per head, causal fused T(T+1)/2), at 16 per clock per \
+         SM on the special function units"
             .to_string(),
     ];
+    for g in &ctx.gpus {
+        if a.fused.bound(g) == Bound::Exponential {
+            notes.push(format!(
+                "{}: the exponentials bind the fused kernel, not the tensor cores: 4·d = {} \
+                 FLOPs per score against {} tensor FLOPs per exponential (per clock per SM: \
+                 {} ÷ {})",
+                g.name,
+                4 * d,
+                g.tensor_flops_per_clock_per_sm / g.exp_per_clock_per_sm,
+                g.tensor_flops_per_clock_per_sm,
+                g.exp_per_clock_per_sm
+            ));
+        }
+    }
     if causal {
         notes.push(
             "causal: the fused kernel skips masked tiles (T(T+1)/2 scores); the naive kernels \

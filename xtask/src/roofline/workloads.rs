@@ -37,7 +37,7 @@ pub(super) fn decode(ctx: Ctx, params: f64, batch: u64) -> Result<Report, String
                 "GPUs to hold weights",
                 Value::Count(gpus),
             )];
-            row.extend(timing_fields(&share, g));
+            row.extend(timing_fields(&share, g, false));
             row.push(field(
                 "tokens_per_s",
                 "tokens/s",
@@ -95,6 +95,7 @@ pub(super) fn kv_cache(ctx: Ctx, sizes: [u64; 5]) -> Result<Report, String> {
         bytes_read: total,
         bytes_written: 0,
         flops: 0,
+        exps: 0,
         unit: ctx.dtype.matmul_unit(),
     };
     let rows = ctx.per_gpu(|g| {
