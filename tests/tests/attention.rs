@@ -265,7 +265,7 @@ proptest! {
     /// bound (each is within one bound of the reference).
     #[test]
     fn naive_matches_the_reference_and_the_fused_kernel(problem in problem_strategy()) {
-        let (shape, causal) = (problem.shape, problem.params.causal);
+        let shape = problem.shape;
         let (o_naive, counters) = naive(&problem);
         check(&problem, &o_naive, None, &problem.reference(), 1.0).map_err(TestCaseError::fail)?;
         assert_counts(counters, attention::naive_traffic(&shape)).map_err(TestCaseError::fail)?;

@@ -258,7 +258,8 @@ fn shared_bandwidth(rt: &Runtime, sms: u32) -> Result<f64, String> {
     let (blocks, passes) = (sms * 8, 256);
     let mut out = rt.alloc::<u32>(1).map_err(|e| e.to_string())?;
     let t = time_gpu(rt, BenchConfig { warmup: 2, runs: 5 }, || {
-        hierarchy::shared_read(rt, blocks, 256, passes, &mut out).map(|_| ())
+        hierarchy::shared_read(rt, blocks, kernels::hierarchy::BLOCK_SIZE, passes, &mut out)
+            .map(|_| ())
     })
     .map_err(|e| e.to_string())?;
     Ok(hierarchy::shared_read_bytes(blocks, passes) as f64 / t.median)

@@ -14,6 +14,7 @@ mod bundle;
 mod cases;
 mod hierarchy;
 mod inspect;
+mod occupancy;
 mod plot;
 mod ptxas;
 mod roofline;

@@ -281,11 +281,7 @@ pub fn fused<T: FlashElement>(
     if !validate("attention::fused", shape, params, &lens)? {
         return Ok(None);
     }
-    let cfg = LaunchConfig {
-        grid: dim3(shape.n_q.div_ceil(T::BR) as u32, shape.bh() as u32, 1),
-        block: dim3(T::THREADS as u32, 1, 1),
-        shared_mem_bytes: T::shared_bytes(shape.head_dim) as u32,
-    };
+    let cfg = fused_config::<T>(shape);
     let args = (
         shape.n_q as u32,
         shape.n_kv as u32,
@@ -363,8 +359,18 @@ pub fn naive(
         }))
 }
 
+/// The fused kernel's launch for element type `T`: one block of `T::THREADS` per `T::BR` queries
+/// of each head, with the dynamic shared memory of its Q, K and V tiles.
+pub fn fused_config<T: FlashElement>(shape: &AttentionShape) -> LaunchConfig {
+    LaunchConfig {
+        grid: dim3(shape.n_q.div_ceil(T::BR) as u32, shape.bh() as u32, 1),
+        block: dim3(T::THREADS as u32, 1, 1),
+        shared_mem_bytes: T::shared_bytes(shape.head_dim) as u32,
+    }
+}
+
 /// Both naive kernels: blocks of `THREADS x THREADS` threads, static shared memory only.
-fn naive_config(x: usize, y: usize, z: usize) -> LaunchConfig {
+pub fn naive_config(x: usize, y: usize, z: usize) -> LaunchConfig {
     let threads = naive_kernels::THREADS as u32;
     LaunchConfig {
         grid: dim3(x as u32, y as u32, z as u32),

@@ -1,5 +1,6 @@
 //! Host side of `kernels::transpose`.
 
+use kernels::elementwise::BLOCK_SIZE;
 use kernels::transpose::{BLOCK_ROWS, TILE};
 
 use super::len_u32;
@@ -115,7 +116,7 @@ pub fn copy_strided(
     let (src, dst) = (src.ptr(), dst.ptr());
     launch!(
         rt,
-        LaunchConfig::for_elements(n, 256),
+        LaunchConfig::for_elements(n, BLOCK_SIZE),
         transpose::copy_strided(src, dst, n, stride)
     )
 }
