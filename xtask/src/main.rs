@@ -9,9 +9,11 @@
 //! - `inspect`: the emulator as a profiler, per source line of a kernel.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
 //! - `device-bundle`: the one folder a short GPU window needs.
+//! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
 
 mod bundle;
 mod cases;
+mod figures;
 mod hierarchy;
 mod inspect;
 mod occupancy;
@@ -51,6 +53,9 @@ enum Command {
     /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
     /// it here in CPU mode.
     DeviceBundle(bundle::BundleArgs),
+    /// Draw the teaching pictures into docs/img from the kernels' and the emulator's own layout
+    /// functions (a test fails when a committed one is stale).
+    Figures(figures::FiguresArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +69,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::EmuSpeed => run::emu_speed(),
         Command::DeviceBundle(args) => bundle::run(args),
+        Command::Figures(args) => figures::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

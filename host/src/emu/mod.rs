@@ -23,6 +23,7 @@
 mod async_copy;
 mod block;
 mod error;
+pub mod fragments;
 mod profile;
 mod shared;
 mod warp;
