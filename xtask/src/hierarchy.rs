@@ -56,12 +56,7 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
         None => found.unwrap_or_else(|| GpuSpec::find("h100").expect("h100 in the table")),
     };
     let Backend::Cuda(gpu) = rt.backend() else {
-        println!(
-            "`cargo xtask hierarchy` measures a GPU, and there is none here ({}).",
-            crate::run::no_gpu_reason()
-        );
-        println!("Vendor and teaching-material figures for {}:\n", spec.name);
-        print_levels(&vendor_levels(spec, None));
+        print!("{}", no_gpu_text(spec));
         return Ok(());
     };
     let props = gpu.properties();
@@ -225,20 +220,35 @@ fn vendor_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
     ]
 }
 
+/// What `cargo xtask hierarchy` prints without a GPU: the reason, then the vendor column.
+pub(crate) fn no_gpu_text(spec: &GpuSpec) -> String {
+    format!(
+        "`cargo xtask hierarchy` measures a GPU, and there is none here ({}).\nVendor and teaching-material figures for {}:\n\n{}",
+        crate::run::no_gpu_reason(),
+        spec.name,
+        levels_text(&vendor_levels(spec, None))
+    )
+}
+
 fn print_levels(levels: &[Level]) {
-    println!(
-        "{:<28} {:<26} {:<48} source",
+    print!("{}", levels_text(levels));
+}
+
+fn levels_text(levels: &[Level]) -> String {
+    let mut out = format!(
+        "{:<28} {:<26} {:<48} source\n",
         "level", "measured", "reference"
     );
     for l in levels {
-        println!(
-            "{:<28} {:<26} {:<48} {}",
+        out.push_str(&format!(
+            "{:<28} {:<26} {:<48} {}\n",
             l.level,
             l.measured.as_deref().unwrap_or("(needs a GPU)"),
             l.reference,
             l.source
-        );
+        ));
     }
+    out
 }
 
 fn stream_bandwidth(rt: &Runtime, bytes: usize) -> Result<f64, String> {

@@ -15,21 +15,30 @@ use crate::ptxas;
 #[derive(clap::Args)]
 pub struct InspectArgs {
     /// The kernel (as `cargo xtask run` names it), e.g. transpose_shared.
-    kernel: String,
+    pub(crate) kernel: String,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
 }
 
-pub fn run(args: &InspectArgs) -> Result<(), String> {
+/// One kernel's launch on the emulator, run plain and then profiled.
+pub(crate) struct Profiled {
+    pub kernel: &'static str,
+    pub shape: String,
+    pub cost: host::cost::Cost,
+    pub counters: host::emu::LaunchCounters,
+    pub profile: Profile,
+    /// Wall seconds of the plain and the profiled run.
+    pub plain: f64,
+    pub profiled: f64,
+}
+
+/// Runs `kernel`'s case at the emulator's scale twice, plain then profiled, and checks it.
+pub(crate) fn profile_kernel(kernel: &str) -> Result<Profiled, String> {
     let all = cases::all();
-    let Some(spec) = all.iter().find(|c| c.kernel == args.kernel) else {
+    let Some(spec) = all.iter().find(|c| c.kernel == kernel) else {
         let names: Vec<_> = all.iter().map(|c| c.kernel).collect();
-        return Err(format!(
-            "no kernel `{}`; known: {}",
-            args.kernel,
-            names.join(", ")
-        ));
+        return Err(format!("no kernel `{kernel}`; known: {}", names.join(", ")));
     };
     let rt = Runtime::emulator();
     let Backend::Emulator(emu) = rt.backend() else {
@@ -48,8 +57,29 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
     emu.set_profiling(false);
     let profile = emu.take_profile();
     (case.check)(&rt)?;
+    Ok(Profiled {
+        kernel: case.kernel,
+        shape: case.shape.clone(),
+        cost: case.cost,
+        counters,
+        profile,
+        plain,
+        profiled,
+    })
+}
+
+pub fn run(args: &InspectArgs) -> Result<(), String> {
+    let Profiled {
+        kernel,
+        shape,
+        cost,
+        counters,
+        profile,
+        plain,
+        profiled,
+    } = profile_kernel(&args.kernel)?;
     if args.json {
-        let out = serde_json::json!({ "kernel": case.kernel, "shape": case.shape, "counters": counters, "profile": profile });
+        let out = serde_json::json!({ "kernel": kernel, "shape": shape, "counters": counters, "profile": profile });
         println!(
             "{}",
             serde_json::to_string_pretty(&out).expect("serialises")
@@ -58,19 +88,19 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
     }
     println!(
         "{} at {} on the emulator: {:.1} ms plain, {:.1} ms profiled ({:.1}x)\n",
-        case.kernel,
-        case.shape,
+        kernel,
+        shape,
         plain * 1e3,
         profiled * 1e3,
         profiled / plain
     );
-    print_profile(&profile);
+    print!("{}", profile_text(&profile));
     println!(
         "\ntotals: global {} B read, {} B written (cost model: {} / {}); shared {} B read, {} B written; {} barriers; {} warp collectives",
         counters.global_read_bytes,
         counters.global_write_bytes,
-        case.cost.bytes_read,
-        case.cost.bytes_written,
+        cost.bytes_read,
+        cost.bytes_written,
         counters.shared_read_bytes,
         counters.shared_write_bytes,
         counters.barriers,
@@ -97,11 +127,13 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn print_profile(profile: &Profile) {
+/// The per-site table: one block per kernel, one line per access site.
+pub(crate) fn profile_text(profile: &Profile) -> String {
+    let mut out = String::new();
     for (kernel, sites) in &profile.kernels {
-        println!("{kernel}");
-        println!(
-            "  {:<40} {:<7} {:<6} {:>9} {:>11} {:>22} {:>15}",
+        out.push_str(&format!("{kernel}\n"));
+        out.push_str(&format!(
+            "  {:<40} {:<7} {:<6} {:>9} {:>11} {:>22} {:>15}\n",
             "site",
             "space",
             "access",
@@ -109,7 +141,7 @@ fn print_profile(profile: &Profile) {
             "bytes",
             "sectors/req (ideal)",
             "conflict degree"
-        );
+        ));
         for s in sites {
             let (sectors, conflict) = if s.space == "global" {
                 (
@@ -124,10 +156,11 @@ fn print_profile(profile: &Profile) {
                 (String::new(), format!("{:.1}-way", s.conflict_degree()))
             };
             let site = s.site.rsplit('/').next().unwrap_or(&s.site);
-            println!(
-                "  {:<40} {:<7} {:<6} {:>9} {:>11} {:>22} {:>15}",
+            out.push_str(&format!(
+                "  {:<40} {:<7} {:<6} {:>9} {:>11} {:>22} {:>15}\n",
                 site, s.space, s.access, s.requests, s.bytes, sectors, conflict
-            );
+            ));
         }
     }
+    out
 }

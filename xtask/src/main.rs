@@ -13,6 +13,8 @@
 
 mod bundle;
 mod cases;
+#[cfg(test)]
+mod doc_outputs;
 mod figures;
 mod hierarchy;
 mod inspect;

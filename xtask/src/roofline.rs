@@ -244,7 +244,7 @@ pub fn run(args: &RooflineArgs) -> Result<(), String> {
 }
 
 /// The text `run` prints.
-fn render(args: &RooflineArgs) -> Result<String, String> {
+pub(crate) fn render(args: &RooflineArgs) -> Result<String, String> {
     let report = build(args)?;
     if args.json {
         serde_json::to_string_pretty(&report.to_json())
