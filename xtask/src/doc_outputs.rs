@@ -3,8 +3,8 @@
 //!
 //! A block may be an excerpt: its lines must appear in the command's output in order (trailing
 //! spaces aside), a line `...` stands for any number of lines left out, and `...` inside a line
-//! for any text (a machine-dependent part, such as why there is no GPU). docs/roofline.md's
-//! `console` blocks are whole outputs and are checked exactly, by
+//! for any text (a machine-dependent part, such as why there is no GPU). The `console` blocks of
+//! docs/roofline.md and docs/roofline-examples.md are whole outputs and are checked exactly, by
 //! `roofline::tests::the_outputs_pasted_in_the_docs_are_current`.
 //!
 //! Commands that need a GPU, NVIDIA's ptxas or the whole emulated run are not run here; the

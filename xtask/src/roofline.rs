@@ -3,7 +3,7 @@
 //! For an operation it counts the FLOPs and the bytes that must cross the HBM boundary, then
 //! reads them against a GPU of `host::specs` with `host::cost::Roofline`: intensity (FLOP/B),
 //! which roof bounds it, and the time at that bound. Every figure is modelled from vendor
-//! numbers; nothing is measured. docs/roofline.md reproduces the teaching material's worked
+//! numbers; nothing is measured. docs/roofline-examples.md reproduces the teaching material's worked
 //! examples with these commands.
 
 mod costs;
@@ -566,7 +566,7 @@ fn single_cost_report(
 
 // ---------------------------------------------------------------------------------------------
 // The teaching material's worked numbers (/work/shared/seeds/), each within the rounding the
-// text states; docs/roofline.md lists the same numbers with the commands.
+// text states; docs/roofline-examples.md lists the same numbers with the commands.
 
 #[cfg(test)]
 mod tests {
@@ -1039,35 +1039,36 @@ mod tests {
         assert!(parse_count("").is_err());
     }
 
-    /// docs/roofline.md pastes each command's output; they must still be what the command prints.
+    /// docs/roofline.md and its appendix paste each command's whole output; they must still be
+    /// exactly what the command prints.
     #[test]
     fn the_outputs_pasted_in_the_docs_are_current() {
-        let doc = include_str!("../../docs/roofline.md");
         let mut blocks = 0;
-        let mut lines = doc.lines();
-        while let Some(line) = lines.next() {
-            if line != "```console" {
-                continue;
+        for (file, doc) in [
+            ("docs/roofline.md", include_str!("../../docs/roofline.md")),
+            (
+                "docs/roofline-examples.md",
+                include_str!("../../docs/roofline-examples.md"),
+            ),
+        ] {
+            let mut lines = doc.lines();
+            while let Some(line) = lines.next() {
+                if line != "```console" {
+                    continue;
+                }
+                let command = lines.next().unwrap_or_default();
+                let args = command
+                    .strip_prefix("$ cargo xtask roofline ")
+                    .unwrap_or_else(|| {
+                        panic!("a console block starts with a roofline command: {command}")
+                    });
+                let pasted: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+                let printed = text(args);
+                assert_eq!(pasted.join("\n") + "\n", printed, "{file}: {command}");
+                blocks += 1;
             }
-            let command = lines.next().unwrap_or_default();
-            let args = command
-                .strip_prefix("$ cargo xtask roofline ")
-                .unwrap_or_else(|| {
-                    panic!("a console block starts with a roofline command: {command}")
-                });
-            let pasted: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
-            let printed = text(args);
-            assert_eq!(
-                pasted.join("\n") + "\n",
-                printed,
-                "docs/roofline.md: {command}"
-            );
-            blocks += 1;
         }
-        assert!(
-            blocks >= 20,
-            "only {blocks} commands found in docs/roofline.md"
-        );
+        assert!(blocks >= 20, "only {blocks} roofline commands found in the docs");
     }
 
     #[test]
