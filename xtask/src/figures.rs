@@ -10,7 +10,10 @@
 //!   `kernels::gemm::swizzle`) and the attention kernel's padded tile;
 //! - `raster.svg`: the order in which blocks walk C, row by row against `kernels::gemm::raster`;
 //! - `pyramid.svg`: the memory pyramid of an H100 to scale (`host::specs`);
-//! - `online-softmax.svg`: the online-softmax recurrence (`trace-softmax`'s `online_trace`).
+//! - `online-softmax.svg`: the online-softmax recurrence (`trace-softmax`'s `online_trace`);
+//! - `flash-tiling.svg`: one query tile of the tensor-core FlashAttention kernel over time, which
+//!   tiles sit in HBM, shared memory and registers at each step (`kernels::attention`'s tile
+//!   sizes, stages and causal `kv_end`).
 //!
 //! The SVG is written by hand (rectangles, lines and text, numbers to one decimal), so the
 //! output is byte-for-byte deterministic; a test regenerates every figure and fails if a
@@ -56,6 +59,7 @@ pub fn all() -> Vec<(&'static str, String)> {
         ("raster.svg", raster_order()),
         ("pyramid.svg", pyramid()),
         ("online-softmax.svg", online_softmax()),
+        ("flash-tiling.svg", flash_tiling()),
     ]
 }
 
@@ -729,6 +733,122 @@ fn online_softmax() -> String {
         &format!("online, last step: {:.4}", last.o[0] / last.l),
     );
     svg.text(10.0, 350.0, 11.0, "start", "From trace_softmax::online_trace (cargo xtask trace-softmax 1 3 2 3.5 0.5 4 --values 1 2 3 4 5 6). cargo xtask figures.");
+    svg.finish()
+}
+
+// ---- FlashAttention over time -----------------------------------------------------------------
+
+fn flash_tiling() -> String {
+    use kernels::attention::flash_mma::{BC, BR, STAGES};
+    use kernels::attention::kv_end;
+    // One head of n = 4 key tiles; query tile 2 (rows 2 BR..3 BR), causal: it needs key tiles up
+    // to its diagonal only.
+    let (n, tile) = (4 * BC, 2usize);
+    let steps = kv_end(tile * BR, BR, n, n, true).div_ceil(BC);
+    let all_steps = n.div_ceil(BC);
+    let mut svg = Svg::new(980.0, 430.0);
+    svg.text(10.0, 20.0, 15.0, "start", &format!("FlashAttention (tensor cores), query tile {tile} of a {n}-key head, causal: where each tile lives at each step"));
+    let bands = [
+        ("HBM", 50.0),
+        ("shared memory", 160.0),
+        ("registers", 270.0),
+    ];
+    for (name, y) in bands {
+        svg.rect(10.0, y, 960.0, 100.0, "hsl(210, 30%, 97%)", "#ccc");
+        svg.text(16.0, y + 16.0, 12.0, "start", name);
+    }
+    let (x0, col) = (130.0, 165.0);
+    let box_ = |svg: &mut Svg, x: f64, y: f64, w: f64, text: &str, fill: &str| {
+        svg.rect(x, y, w, 22.0, fill, "#555");
+        svg.text(x + w / 2.0, y + 15.0, 9.0, "middle", text);
+    };
+    let (now, soon, idle) = ("hsl(30, 90%, 72%)", "hsl(50, 90%, 82%)", "white");
+    for j in 0..all_steps {
+        let x = x0 + j as f64 * col;
+        let active = j < steps;
+        svg.text(
+            x + col / 2.0 - 8.0,
+            44.0,
+            11.0,
+            "middle",
+            &if active {
+                format!("step j = {j}")
+            } else {
+                format!("j = {j}: skipped (masked)")
+            },
+        );
+        // HBM: all of K and V; this step's tile is being read (it was prefetched a step ago).
+        for t in 0..all_steps {
+            let fill = if active && t == j {
+                now
+            } else if active && t == j + 1 && t < steps {
+                soon
+            } else {
+                idle
+            };
+            box_(
+                &mut svg,
+                x + t as f64 * 36.0,
+                70.0,
+                34.0,
+                &format!("K{t} V{t}"),
+                fill,
+            );
+        }
+        if j == 0 {
+            box_(
+                &mut svg,
+                x,
+                100.0,
+                70.0,
+                &format!("Q{tile} (read once)"),
+                now,
+            );
+        }
+        if !active {
+            continue;
+        }
+        // Shared memory: Q_i for the whole loop, and STAGES stages of K, V.
+        box_(
+            &mut svg,
+            x,
+            180.0,
+            60.0,
+            &format!("Q{tile} [{BR} x d]"),
+            "hsl(120, 40%, 85%)",
+        );
+        for stage in 0..STAGES {
+            let held = if stage == j % STAGES { j } else { j + 1 };
+            let (fill, text) = if held == j {
+                (now, format!("K{held} V{held} [{BC} x d]"))
+            } else if held < steps {
+                (soon, format!("K{held} V{held} loading"))
+            } else {
+                (idle, "—".to_string())
+            };
+            box_(&mut svg, x, 206.0 + stage as f64 * 26.0, 140.0, &text, fill);
+        }
+        // Registers: the scores, probabilities and the running O, m, l of the tile's rows.
+        box_(
+            &mut svg,
+            x,
+            290.0,
+            140.0,
+            &format!("S = Q{tile} K{j}ᵀ [{BR} x {BC}] f32"),
+            now,
+        );
+        box_(&mut svg, x, 316.0, 140.0, "P = exp2(S - m) → bf16", now);
+        box_(
+            &mut svg,
+            x,
+            342.0,
+            140.0,
+            "O += P V, m, l (rescaled)",
+            "hsl(120, 40%, 85%)",
+        );
+    }
+    svg.text(10.0, 395.0, 11.0, "start", &format!("Orange: this step; yellow: the next K, V tile arriving by cp.async ({STAGES} stages); green: held for the whole loop. S and P never leave the registers;"));
+    svg.text(10.0, 411.0, 11.0, "start", &format!("O goes to HBM once, after step {}. Tile sizes BR = {BR}, BC = {BC} and the causal end from kernels::attention. cargo xtask figures.", steps - 1));
     svg.finish()
 }
 

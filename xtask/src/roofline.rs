@@ -1068,7 +1068,10 @@ mod tests {
                 blocks += 1;
             }
         }
-        assert!(blocks >= 20, "only {blocks} roofline commands found in the docs");
+        assert!(
+            blocks >= 20,
+            "only {blocks} roofline commands found in the docs"
+        );
     }
 
     #[test]
