@@ -2,6 +2,7 @@
 //! project's own kernels, beside the vendor's (or the teaching material's) figure.
 
 use host::bench::{BenchConfig, time_gpu};
+use host::occupancy::HBM_LATENCY_CYCLES;
 use host::ops::hierarchy;
 use host::reference;
 use host::runtime::Backend;
@@ -149,8 +150,31 @@ struct Measured {
 }
 
 fn vendor_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
+    let mut levels = pyramid_levels(spec, m);
+    // The host link four ways: each direction, from pageable and from pinned host memory.
+    let copies: [(&'static str, Option<f64>); 4] = [
+        ("host to device (pageable)", m.map(|m| m.h2d)),
+        ("device to host (pageable)", m.map(|m| m.d2h)),
+        ("host to device (pinned)", m.map(|m| m.pinned_h2d)),
+        ("device to host (pinned)", m.map(|m| m.pinned_d2h)),
+    ];
+    for (level, measured) in copies {
+        levels.push(Level {
+            level,
+            measured: measured.map(|v| format!("{:.1} GB/s", v / 1e9)),
+            reference: format!(
+                "{:.0} GB/s per direction (PCIe 5 x16)",
+                spec.pcie_bandwidth / 1e9
+            ),
+            source: "vendor",
+        });
+    }
+    levels
+}
+
+/// The on-chip levels and HBM: bandwidths and latencies.
+fn pyramid_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
     let tbs = |v: f64| format!("{:.2} TB/s", v / 1e12);
-    let gbs = |v: f64| format!("{:.1} GB/s", v / 1e9);
     let cycles = |c: f64, ns: f64| format!("{c:.0} cycles ({:.0} ns)", c * ns);
     vec![
         Level {
@@ -169,16 +193,18 @@ fn vendor_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
             level: "shared memory bandwidth",
             measured: m.map(|m| tbs(m.shared)),
             reference: format!(
-                "{} (128 B/clock/SM x {} SMs x 1.98 GHz)",
-                tbs(128.0 * f64::from(spec.sms) * 1.98e9),
-                spec.sms
+                "{} ({:.0} B/clock/SM x {} SMs x {:.2} GHz)",
+                tbs(spec.shared_bytes_per_clock * f64::from(spec.sms) * spec.boost_clock_hz),
+                spec.shared_bytes_per_clock,
+                spec.sms,
+                spec.boost_clock_hz / 1e9
             ),
             source: "vendor-derived",
         },
         Level {
             level: "HBM latency",
             measured: m.map(|m| cycles(m.hbm_cycles, m.ns_per_cycle)),
-            reference: "about 600 cycles".into(),
+            reference: format!("about {HBM_LATENCY_CYCLES:.0} cycles"),
             source: "teaching material",
         },
         Level {
@@ -192,30 +218,6 @@ fn vendor_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
             measured: m.map(|m| cycles(m.shared_cycles, m.ns_per_cycle)),
             reference: "tens of cycles".into(),
             source: "teaching material",
-        },
-        Level {
-            level: "host to device (pageable)",
-            measured: m.map(|m| gbs(m.h2d)),
-            reference: "64 GB/s per direction (PCIe 5 x16)".into(),
-            source: "vendor",
-        },
-        Level {
-            level: "device to host (pageable)",
-            measured: m.map(|m| gbs(m.d2h)),
-            reference: "64 GB/s per direction (PCIe 5 x16)".into(),
-            source: "vendor",
-        },
-        Level {
-            level: "host to device (pinned)",
-            measured: m.map(|m| gbs(m.pinned_h2d)),
-            reference: "64 GB/s per direction (PCIe 5 x16)".into(),
-            source: "vendor",
-        },
-        Level {
-            level: "device to host (pinned)",
-            measured: m.map(|m| gbs(m.pinned_d2h)),
-            reference: "64 GB/s per direction (PCIe 5 x16)".into(),
-            source: "vendor",
         },
     ]
 }
