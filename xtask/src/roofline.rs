@@ -756,11 +756,17 @@ mod tests {
             printed.contains("the exponentials bind the fused kernel, not the tensor cores"),
             "{printed}"
         );
+        // Half of the exponentials on the FMA units: the tensor cores bind again.
+        let fma = &j["roofline"][2];
+        assert_eq!(fma["variant"], "fused, half exp on FMA");
+        assert_eq!(fma["bound"], "compute");
+        near(&fma["exp_s"], exps / 2.0 / (16.0 * 148.0 * 1.98e9), 1e-12);
         for cmd in [
             "attention --seq 4096 --head-dim 64 --gpu h100",
             "attention --seq 4096 --head-dim 128 --gpu b200",
         ] {
             assert_eq!(json(cmd)["roofline"][1]["bound"], "compute", "{cmd}");
+            assert_eq!(json(cmd)["roofline"].as_array().unwrap().len(), 2, "{cmd}");
             assert!(!text(cmd).contains("exponentials bind"), "{cmd}");
         }
         // Softmax over a matrix takes one exponential per element and is memory-bound anyway.

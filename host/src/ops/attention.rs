@@ -276,19 +276,77 @@ pub fn fused<T: FlashElement>(
     shape: &AttentionShape,
     params: &AttentionParams,
 ) -> Result<Launched> {
-    let [lq, lk, lv, lo] = qkvo_lens(shape, [q.len(), k.len(), v.len(), o.len()]);
-    let lens = [lq, lk, lv, lo, ("lse", lse.len(), shape.lse_elems())];
-    if !validate("attention::fused", shape, params, &lens)? {
+    let lens = [q.len(), k.len(), v.len(), o.len(), lse.len()];
+    let Some(args) = fused_args("attention::fused", shape, params, lens)? else {
+        return Ok(None);
+    };
+    let cfg = fused_config::<T>(shape);
+    T::launch_flash(rt, cfg, shape.head_dim, q, k, v, o, lse, args)
+}
+
+/// The fused kernel's arguments `(n_q, n_kv, scale, causal)` after checking the buffers' lengths
+/// `[q, k, v, o, lse]` against the shape, or `None` when there is nothing to compute.
+fn fused_args(
+    op: &str,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+    [q, k, v, o, lse]: [usize; 5],
+) -> Result<Option<(u32, u32, f32, u32)>> {
+    let [lq, lk, lv, lo] = qkvo_lens(shape, [q, k, v, o]);
+    let lens = [lq, lk, lv, lo, ("lse", lse, shape.lse_elems())];
+    if !validate(op, shape, params, &lens)? {
         return Ok(None);
     }
-    let cfg = fused_config::<T>(shape);
-    let args = (
+    Ok(Some((
         shape.n_q as u32,
         shape.n_kv as u32,
         params.scale,
         u32::from(params.causal),
-    );
-    T::launch_flash(rt, cfg, shape.head_dim, q, k, v, o, lse, args)
+    )))
+}
+
+/// [`fused`] in bf16 at d = 64 with half of the exponentials on the FMA units
+/// (`kernels::attention::exp2_fma`, FlashAttention-4's trick): every other 8-key piece of each
+/// score tile. The special function units then take half as many exponentials
+/// ([`fused_fma_exp_traffic`]).
+#[allow(clippy::too_many_arguments)]
+pub fn fused_bf16_fma_exp(
+    rt: &Runtime,
+    q: &DeviceBuffer<bf16>,
+    k: &DeviceBuffer<bf16>,
+    v: &DeviceBuffer<bf16>,
+    o: &mut DeviceBuffer<bf16>,
+    lse: &mut DeviceBuffer<f32>,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+) -> Result<Launched> {
+    let op = "attention::fused_bf16_fma_exp";
+    if shape.head_dim != 64 {
+        return Err(Error::Shape(format!(
+            "{op} is built for d = 64 only, got d = {}",
+            shape.head_dim
+        )));
+    }
+    let lens = [q.len(), k.len(), v.len(), o.len(), lse.len()];
+    let Some((n_q, n_kv, scale, causal)) = fused_args(op, shape, params, lens)? else {
+        return Ok(None);
+    };
+    let cfg = fused_config::<bf16>(shape);
+    let (q, k, v, o, lse) = (q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr());
+    launch!(
+        rt,
+        cfg,
+        attention::flash_attention_bf16_poly_d64(q, k, v, o, lse, n_q, n_kv, scale, causal)
+    )
+}
+
+/// [`fused_bf16_fma_exp`]'s traffic: the bf16 kernel's, with half of its exponentials moved to
+/// the FMA units (about half: every other 8-key piece; their FMAs run on the CUDA cores beside
+/// the tensor cores and are not counted in the FLOPs).
+pub fn fused_fma_exp_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+    let mut t = fused_traffic::<bf16>(shape, causal);
+    t.compulsory.exps /= 2;
+    t
 }
 
 /// The naive flow's intermediates in HBM: S and P, `n_q x n_kv` f32 per head each (O(N^2), what
