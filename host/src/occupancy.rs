@@ -59,6 +59,14 @@ impl SmLimits {
         shared_unit: 128,
     };
 
+    /// Compute capability 8.0 (A100): the same register file and thread limits, 164 KiB of
+    /// shared memory per SM, 163 KiB per block.
+    pub const SM80: Self = Self {
+        shared_bytes: 164 * 1024,
+        shared_per_block: 163 * 1024,
+        ..Self::SM90
+    };
+
     /// Resident warps per SM.
     pub fn max_warps(&self) -> u32 {
         self.max_threads / WARP
@@ -269,6 +277,17 @@ mod tests {
         let o = sm90(128, 225, 0);
         assert_eq!((o.blocks, o.warps), (2, 8));
         assert_eq!(o.limiters, vec![Limiter::Registers]);
+    }
+
+    /// An A100 SM has 164 KiB of shared memory: 48 KiB blocks fit 3 (50176 bytes each with the
+    /// reserve), where an H100's 228 KiB fit 4.
+    #[test]
+    fn an_a100_holds_fewer_shared_memory_heavy_blocks() {
+        let o = occupancy(&SmLimits::SM80, &block(128, 32, 48 * 1024)).unwrap();
+        assert_eq!(
+            (o.blocks, o.limiters.clone()),
+            (3, vec![Limiter::SharedMemory])
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use half::bf16;
 use host::occupancy::{self, BlockResources, HBM_LATENCY_CYCLES, SmLimits};
 use host::ops::attention::{self, AttentionShape};
 use host::ops::gemm::GemmKernel;
+use host::ptx::Arch;
 use host::specs::GpuSpec;
 use kernels::attention::HEAD_DIMS;
 
@@ -90,14 +91,18 @@ pub fn launch_of(name: &str) -> Option<Launch> {
     Some(l)
 }
 
-/// The occupancy table `cargo xtask ptxas` prints after ptxas's own, for an H100's SM (compute
-/// capability 9.0).
-pub fn print(reports: &[KernelReport]) {
-    let sm = SmLimits::SM90;
-    let gpu = GpuSpec::find("h100").expect("in the table");
+/// The occupancy table `cargo xtask ptxas` prints after ptxas's own, for one SM of the
+/// architecture assembled for (sm_80: an A100's; sm_90 and sm_90a: an H100's).
+pub fn print(reports: &[KernelReport], arch: Arch) {
+    let (sm, gpu) = match arch {
+        Arch::Sm80 => (SmLimits::SM80, "a100"),
+        Arch::Sm90 | Arch::Sm90a => (SmLimits::SM90, "h100"),
+    };
+    let gpu = GpuSpec::find(gpu).expect("in the table");
     let need = occupancy::bytes_in_flight_needed(gpu, HBM_LATENCY_CYCLES);
     println!(
-        "\noccupancy on one sm_90 SM (max {} warps, {} blocks; shared memory at the largest carve-out):",
+        "\noccupancy on one {} SM (max {} warps, {} blocks; shared memory at the largest carve-out):",
+        arch.name(),
         sm.max_warps(),
         sm.max_blocks
     );
@@ -165,7 +170,6 @@ pub fn print(reports: &[KernelReport]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use host::ptx::Arch;
 
     /// Every kernel the PTX holds has its launch in the table (a new kernel must be added).
     #[test]
