@@ -94,7 +94,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         profiled * 1e3,
         profiled / plain
     );
-    print!("{}", profile_text(&profile));
+    print_profile(&profile);
     println!(
         "\ntotals: global {} B read, {} B written (cost model: {} / {}); shared {} B read, {} B written; {} barriers; {} warp collectives",
         counters.global_read_bytes,
@@ -125,6 +125,10 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         Err(e) => println!("ptxas: unavailable ({e})"),
     }
     Ok(())
+}
+
+fn print_profile(profile: &Profile) {
+    print!("{}", profile_text(profile));
 }
 
 /// The per-site table: one block per kernel, one line per access site.
