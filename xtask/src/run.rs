@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use host::bench::{self, BenchConfig, Timing};
-use host::cost::Roofline;
+use host::cost::{Bound, Roofline};
 use host::emu::LaunchCounters;
 use host::specs::GpuSpec;
 use host::{Runtime, runtime::Backend};
@@ -278,7 +278,7 @@ fn print_table(rows: &[Row], measured: bool) {
     );
     for r in rows {
         let f = &r.roofline;
-        let bound = f.bound.name();
+        let bound = Bound::name(f.bound);
         let check = match &r.check {
             Ok(s) => format!("ok: {s}"),
             Err(e) => format!("FAILED: {e}"),
