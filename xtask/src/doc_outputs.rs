@@ -29,9 +29,11 @@ fn output_of(args: &str) -> Option<String> {
     Some(match &cli.command {
         Command::Roofline(a) => crate::roofline::render(a).unwrap(),
         Command::TraceSoftmax(a) => crate::trace_softmax::render(a).unwrap(),
-        Command::Inspect(a) => crate::inspect::profile_text(
-            &crate::inspect::profile_kernel(&a.kernel).unwrap().profile,
-        ),
+        Command::Inspect(a) => {
+            let all = crate::cases::all();
+            let spec = all.iter().find(|c| c.kernel == a.kernel).unwrap();
+            crate::inspect::profile_text(&crate::inspect::profile_kernel(spec).unwrap().profile)
+        }
         Command::Hierarchy(_) => {
             crate::hierarchy::no_gpu_text(host::specs::GpuSpec::find("h100").unwrap())
         }

@@ -33,13 +33,8 @@ pub(crate) struct Profiled {
     pub profiled: f64,
 }
 
-/// Runs `kernel`'s case at the emulator's scale twice, plain then profiled, and checks it.
-pub(crate) fn profile_kernel(kernel: &str) -> Result<Profiled, String> {
-    let all = cases::all();
-    let Some(spec) = all.iter().find(|c| c.kernel == kernel) else {
-        let names: Vec<_> = all.iter().map(|c| c.kernel).collect();
-        return Err(format!("no kernel `{kernel}`; known: {}", names.join(", ")));
-    };
+/// Runs `spec`'s case at the emulator's scale twice, plain then profiled, and checks it.
+pub(crate) fn profile_kernel(spec: &cases::CaseSpec) -> Result<Profiled, String> {
     let rt = Runtime::emulator();
     let Backend::Emulator(emu) = rt.backend() else {
         unreachable!()
@@ -69,6 +64,15 @@ pub(crate) fn profile_kernel(kernel: &str) -> Result<Profiled, String> {
 }
 
 pub fn run(args: &InspectArgs) -> Result<(), String> {
+    let all = cases::all();
+    let Some(spec) = all.iter().find(|c| c.kernel == args.kernel) else {
+        let names: Vec<_> = all.iter().map(|c| c.kernel).collect();
+        return Err(format!(
+            "no kernel `{}`; known: {}",
+            args.kernel,
+            names.join(", ")
+        ));
+    };
     let Profiled {
         kernel,
         shape,
@@ -77,7 +81,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         profile,
         plain,
         profiled,
-    } = profile_kernel(&args.kernel)?;
+    } = profile_kernel(spec)?;
     if args.json {
         let out = serde_json::json!({ "kernel": kernel, "shape": shape, "counters": counters, "profile": profile });
         println!(
