@@ -32,7 +32,11 @@ fn output_of(args: &str) -> Option<String> {
         Command::Inspect(a) => {
             let all = crate::cases::all();
             let spec = all.iter().find(|c| c.kernel == a.kernel).unwrap();
-            crate::inspect::profile_text(&crate::inspect::profile_kernel(spec).unwrap().profile)
+            crate::inspect::profile_text(
+                &crate::inspect::profile_kernel(&host::Runtime::emulator(), spec)
+                    .unwrap()
+                    .profile,
+            )
         }
         Command::Hierarchy(_) => {
             crate::hierarchy::no_gpu_text(host::specs::GpuSpec::find("h100").unwrap())

@@ -21,48 +21,6 @@ pub struct InspectArgs {
     json: bool,
 }
 
-/// One kernel's launch on the emulator, run plain and then profiled.
-pub(crate) struct Profiled {
-    pub kernel: &'static str,
-    pub shape: String,
-    pub cost: host::cost::Cost,
-    pub counters: host::emu::LaunchCounters,
-    pub profile: Profile,
-    /// Wall seconds of the plain and the profiled run.
-    pub plain: f64,
-    pub profiled: f64,
-}
-
-/// Runs `spec`'s case at the emulator's scale twice, plain then profiled, and checks it.
-pub(crate) fn profile_kernel(spec: &cases::CaseSpec) -> Result<Profiled, String> {
-    let rt = Runtime::emulator();
-    let Backend::Emulator(emu) = rt.backend() else {
-        unreachable!()
-    };
-    let mut case = (spec.build)(&rt, Scale::Emulator).map_err(|e| e.to_string())?;
-    let start = Instant::now();
-    (case.launch)(&rt).map_err(|e| e.to_string())?;
-    let plain = start.elapsed().as_secs_f64();
-    emu.set_profiling(true);
-    let start = Instant::now();
-    let counters = (case.launch)(&rt)
-        .map_err(|e| e.to_string())?
-        .expect("the emulator counts");
-    let profiled = start.elapsed().as_secs_f64();
-    emu.set_profiling(false);
-    let profile = emu.take_profile();
-    (case.check)(&rt)?;
-    Ok(Profiled {
-        kernel: case.kernel,
-        shape: case.shape.clone(),
-        cost: case.cost,
-        counters,
-        profile,
-        plain,
-        profiled,
-    })
-}
-
 pub fn run(args: &InspectArgs) -> Result<(), String> {
     let all = cases::all();
     let Some(spec) = all.iter().find(|c| c.kernel == args.kernel) else {
@@ -73,6 +31,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
             names.join(", ")
         ));
     };
+    let rt = Runtime::emulator();
     let Profiled {
         kernel,
         shape,
@@ -81,7 +40,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         profile,
         plain,
         profiled,
-    } = profile_kernel(spec)?;
+    } = profile_kernel(&rt, spec)?;
     if args.json {
         let out = serde_json::json!({ "kernel": kernel, "shape": shape, "counters": counters, "profile": profile });
         println!(
@@ -129,6 +88,48 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         Err(e) => println!("ptxas: unavailable ({e})"),
     }
     Ok(())
+}
+
+/// One kernel's launch on the emulator, run plain and then profiled.
+pub(crate) struct Profiled {
+    pub kernel: &'static str,
+    pub shape: String,
+    pub cost: host::cost::Cost,
+    pub counters: host::emu::LaunchCounters,
+    pub profile: Profile,
+    /// Wall seconds of the plain and the profiled run.
+    pub plain: f64,
+    pub profiled: f64,
+}
+
+/// Runs `spec`'s case at the emulator's scale on `rt` (an emulator runtime) twice, plain then
+/// profiled, and checks it.
+pub(crate) fn profile_kernel(rt: &Runtime, spec: &cases::CaseSpec) -> Result<Profiled, String> {
+    let Backend::Emulator(emu) = rt.backend() else {
+        return Err("profiling needs the emulator".to_string());
+    };
+    let mut case = (spec.build)(rt, Scale::Emulator).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    (case.launch)(rt).map_err(|e| e.to_string())?;
+    let plain = start.elapsed().as_secs_f64();
+    emu.set_profiling(true);
+    let start = Instant::now();
+    let counters = (case.launch)(rt)
+        .map_err(|e| e.to_string())?
+        .expect("the emulator counts");
+    let profiled = start.elapsed().as_secs_f64();
+    emu.set_profiling(false);
+    let profile = emu.take_profile();
+    (case.check)(rt)?;
+    Ok(Profiled {
+        kernel: case.kernel,
+        shape: case.shape.clone(),
+        cost: case.cost,
+        counters,
+        profile,
+        plain,
+        profiled,
+    })
 }
 
 fn print_profile(profile: &Profile) {
