@@ -90,48 +90,6 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// One kernel's launch on the emulator, run plain and then profiled.
-pub(crate) struct Profiled {
-    pub kernel: &'static str,
-    pub shape: String,
-    pub cost: host::cost::Cost,
-    pub counters: host::emu::LaunchCounters,
-    pub profile: Profile,
-    /// Wall seconds of the plain and the profiled run.
-    pub plain: f64,
-    pub profiled: f64,
-}
-
-/// Runs `spec`'s case at the emulator's scale on `rt` (an emulator runtime) twice, plain then
-/// profiled, and checks it.
-pub(crate) fn profile_kernel(rt: &Runtime, spec: &cases::CaseSpec) -> Result<Profiled, String> {
-    let Backend::Emulator(emu) = rt.backend() else {
-        return Err("profiling needs the emulator".to_string());
-    };
-    let mut case = (spec.build)(rt, Scale::Emulator).map_err(|e| e.to_string())?;
-    let start = Instant::now();
-    (case.launch)(rt).map_err(|e| e.to_string())?;
-    let plain = start.elapsed().as_secs_f64();
-    emu.set_profiling(true);
-    let start = Instant::now();
-    let counters = (case.launch)(rt)
-        .map_err(|e| e.to_string())?
-        .expect("the emulator counts");
-    let profiled = start.elapsed().as_secs_f64();
-    emu.set_profiling(false);
-    let profile = emu.take_profile();
-    (case.check)(rt)?;
-    Ok(Profiled {
-        kernel: case.kernel,
-        shape: case.shape.clone(),
-        cost: case.cost,
-        counters,
-        profile,
-        plain,
-        profiled,
-    })
-}
-
 fn print_profile(profile: &Profile) {
     print!("{}", profile_text(profile));
 }
@@ -172,4 +130,46 @@ pub(crate) fn profile_text(profile: &Profile) -> String {
         }
     }
     out
+}
+
+/// One kernel's launch on the emulator, run plain and then profiled.
+pub(crate) struct Profiled {
+    pub kernel: &'static str,
+    pub shape: String,
+    pub cost: host::cost::Cost,
+    pub counters: host::emu::LaunchCounters,
+    pub profile: Profile,
+    /// Wall seconds of the plain and the profiled run.
+    pub plain: f64,
+    pub profiled: f64,
+}
+
+/// Runs `spec`'s case at the emulator's scale on `rt` (an emulator runtime) twice, plain then
+/// profiled, and checks it.
+pub(crate) fn profile_kernel(rt: &Runtime, spec: &cases::CaseSpec) -> Result<Profiled, String> {
+    let Backend::Emulator(emu) = rt.backend() else {
+        return Err("profiling needs the emulator".to_string());
+    };
+    let mut case = (spec.build)(rt, Scale::Emulator).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    (case.launch)(rt).map_err(|e| e.to_string())?;
+    let plain = start.elapsed().as_secs_f64();
+    emu.set_profiling(true);
+    let start = Instant::now();
+    let counters = (case.launch)(rt)
+        .map_err(|e| e.to_string())?
+        .expect("the emulator counts");
+    let profiled = start.elapsed().as_secs_f64();
+    emu.set_profiling(false);
+    let profile = emu.take_profile();
+    (case.check)(rt)?;
+    Ok(Profiled {
+        kernel: case.kernel,
+        shape: case.shape.clone(),
+        cost: case.cost,
+        counters,
+        profile,
+        plain,
+        profiled,
+    })
 }
