@@ -133,6 +133,7 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
         ));
     }
     println!("all {} kernels assembled, 0 spills", reports.len());
+    crate::occupancy::print(&reports, arch);
     check_tensor_core_sass(&tools_dir(), &cubin_path(arch))
 }
 
