@@ -203,7 +203,7 @@ pub fn merge(a: OnlineState, b: OnlineState) -> OnlineState {
 
 /// A value a block can reduce: an associative `combine`, moved between lanes by shuffles.
 /// Kept to at most 8 bytes so that one `u64` slot of shared memory holds a warp's partial.
-trait Reduce: Copy {
+pub(crate) trait Reduce: Copy {
     fn combine(self, other: Self) -> Self;
     fn shuffle_xor(self, lane_mask: u32) -> Self;
 }
@@ -258,7 +258,7 @@ impl Reduce for OnlineState {
 /// data), and every thread combines those `blockDim.x / 32` partials itself. Every thread must
 /// call it (it has barriers and full-warp shuffles); the block size must be a multiple of 32.
 #[inline(always)]
-fn block_allreduce<R: Reduce>(value: R) -> R {
+pub(crate) fn block_allreduce<R: Reduce>(value: R) -> R {
     const { assert!(size_of::<R>() <= size_of::<u64>()) };
     // One slot per warp, in shared memory: the partials outlive the warps' registers only for
     // the moment it takes the other warps to read them.
@@ -290,7 +290,7 @@ fn block_allreduce<R: Reduce>(value: R) -> R {
 /// Thread 0 loads a per-row value (from HBM, once per row rather than once per thread), and every
 /// thread of the block receives it through shared memory. Call at most once per kernel.
 #[inline(always)]
-fn broadcast_from_thread0<V: Copy>(load: impl FnOnce() -> V) -> V {
+pub(crate) fn broadcast_from_thread0<V: Copy>(load: impl FnOnce() -> V) -> V {
     const { assert!(size_of::<V>() <= size_of::<u64>()) };
     let cell = shared_array![softmax_broadcast: [u64; 1]].cast::<V>();
     if thread_idx_x() == 0 {

@@ -2,6 +2,7 @@
 //! the kernel crate's own constants, launch. Each also has its cost model beside it.
 
 pub mod attention;
+pub mod decode;
 pub mod elementwise;
 pub mod gemm;
 pub mod hierarchy;
