@@ -16,7 +16,7 @@
 
 use half::bf16;
 use kernels::decode::attention::{
-    BLOCK_KEYS_PER_STEP, FLOPS_PER_KEY, HEAD_DIM, MAX_GROUP, MAX_SPLITS, MERGE_FLOPS,
+    BLOCK_KEYS_PER_STEP, FLOPS_PER_KEY, GROUP_TILES, HEAD_DIM, MAX_GROUP, MAX_SPLITS, MERGE_FLOPS,
     MERGE_THREADS, THREADS as SPLIT_THREADS,
 };
 use kernels::decode::gemv::{M_TILES, MAX_M, ROWS_PER_BLOCK, THREADS as GEMV_THREADS};
@@ -325,13 +325,29 @@ pub fn attention(
     );
     let (q, k, v, ctx) = (q.ptr(), k.ptr(), v.ptr(), ws.ctx.ptr());
     let (part_m, part_l, part_o) = (ws.part_m.ptr(), ws.part_l.ptr(), ws.part_o.ptr());
-    let first = launch!(
-        rt,
-        cfg,
-        decode::decode_attention_split_bf16(
-            q, k, v, ctx, part_m, part_l, part_o, kv_heads, group, max_ctx, chunk, scale
-        )
-    )?;
+    // The smallest group tile that holds the group (its per-head registers are sized at compile
+    // time).
+    let tile = GROUP_TILES
+        .into_iter()
+        .find(|&t| group <= t)
+        .expect("group <= MAX_GROUP");
+    macro_rules! split {
+        ($kernel:ident) => {
+            launch!(
+                rt,
+                cfg,
+                decode::$kernel(
+                    q, k, v, ctx, part_m, part_l, part_o, kv_heads, group, max_ctx, chunk, scale
+                )
+            )
+        };
+    }
+    let first = match tile {
+        1 => split!(decode_attention_split_bf16_g1),
+        2 => split!(decode_attention_split_bf16_g2),
+        4 => split!(decode_attention_split_bf16_g4),
+        _ => split!(decode_attention_split_bf16_g8),
+    }?;
     let second = merge_partials(rt, ws, o, lse, shape.rows())?;
     Ok(first.zip(second).map(|(mut a, b)| {
         a.add(&b);

@@ -18,7 +18,7 @@
 //!
 //! One query row per head leaves nothing to tile over the queries: a block per (sequence, KV
 //! head) would be 8 blocks for one Llama-3 sequence on a 132-SM GPU, 6% of the machine streaming
-//! the cache. So the cache is also cut along the keys: [`decode_attention_split_bf16`] runs one
+//! the cache. So the cache is also cut along the keys: [`decode_attention_split_bf16_g4`] (and its siblings for other group sizes) runs one
 //! block per (chunk of `chunk` keys, KV head, sequence); each block reads its chunk of K and V
 //! once, for every query head of the group (the GQA saving: a KV byte is read once, not `group`
 //! times), and writes each head's **partial** `(m, l, o)` (in f32, `o` unnormalised, relative to
@@ -94,6 +94,8 @@ pub const MERGE_FLOPS: u32 = 2;
 
 const _: () = assert!(LANES_PER_KEY == HALF_WARP && THREADS.is_multiple_of(WARP_SIZE));
 const _: () = assert!(MAX_GROUP * LANES_PER_KEY as usize <= THREADS as usize);
+// The unrolled loops cover 2 keys per step and 8 heads per group.
+const _: () = assert!(KEYS_PER_STEP == 2 && MAX_GROUP == 8);
 
 /// A partial softmax-weighted sum over some of a head's keys, as one lane holds it: the online
 /// state `(m, l)` of the scores and 8 dims of `o = sum_j exp(s_j - m) v_j`.
@@ -175,7 +177,7 @@ pub const fn partial_index(row: usize, split: usize, splits: usize) -> usize {
 /// `batch * q_heads * splits` states (`part_o` `HEAD_DIM` f32 each); all 16-byte aligned.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn split_pass(
+unsafe fn split_pass<const GT: usize>(
     q: GlobalPtr<Bf16>,
     k: GlobalPtr<Bf16>,
     v: GlobalPtr<Bf16>,
@@ -210,9 +212,9 @@ unsafe fn split_pass(
     }
     sync_threads();
     // Shared -> registers: this lane's 8 dims of each query row, as f32 times the scale.
-    let mut q_r = [[0.0f32; BF16_PER_VECTOR]; MAX_GROUP];
+    let mut q_r = [[0.0f32; BF16_PER_VECTOR]; GT];
     unroll!(g in 0..8 {
-        if g < group_n {
+        if g < GT && g < group_n {
             // SAFETY: written before the barrier.
             let row = widen_bf16x8(unsafe { q_s.read(g * LANES_PER_KEY as usize + lane16) });
             q_r[g] = row.map(|x| x * scale);
@@ -224,7 +226,7 @@ unsafe fn split_pass(
     let piece =
         |j: u32| kv_row(b as usize, h as usize, j as usize, shape) / BF16_PER_VECTOR + lane16;
     // Registers: each head's running partial.
-    let mut acc = [Partial::EMPTY; MAX_GROUP];
+    let mut acc = [Partial::EMPTY; GT];
     let mut j0 = start;
     // The trip count is the same for the whole block (start and end are), so every lane reaches
     // every shuffle; a key group past the end masks its keys instead of leaving the loop.
@@ -238,11 +240,12 @@ unsafe fn split_pass(
                 kv[u] = Some(unsafe { (k4.read(piece(j)), v4.read(piece(j))) });
             }
         });
-        for key in kv {
+        unroll!(u in 0..2 {
+            let key = kv[u];
             let (kw, vw) = key.unwrap_or_default();
             let (kf, vf) = (widen_bf16x8(kw), widen_bf16x8(vw));
             unroll!(g in 0..8 {
-                if g < group_n {
+                if g < GT && g < group_n {
                     let mut dot = 0.0f32;
                     for e in 0..BF16_PER_VECTOR {
                         dot = fma(q_r[g][e], kf[e], dot);
@@ -255,13 +258,13 @@ unsafe fn split_pass(
                     }
                 }
             });
-        }
+        });
         j0 += BLOCK_KEYS_PER_STEP;
     }
 
     // The two key groups of each warp: one butterfly step across the halves.
     unroll!(g in 0..8 {
-        if g < group_n {
+        if g < GT && g < group_n {
             acc[g] = merge_partial(acc[g], acc[g].shuffle_xor(HALF_WARP));
         }
     });
@@ -272,7 +275,7 @@ unsafe fn split_pass(
     let o_at = |w: usize, g: usize, e: usize| (w * MAX_GROUP + g) * HEAD_DIM + lane16 * 8 + e;
     if (t % WARP_SIZE) < HALF_WARP {
         unroll!(g in 0..8 {
-            if g < group_n {
+            if g < GT && g < group_n {
                 // SAFETY: one writer per slot: (warp, g, lane16's dims), and lane 0's state.
                 unsafe {
                     for e in 0..BF16_PER_VECTOR {
@@ -393,29 +396,45 @@ unsafe fn merge_pass(
     }
 }
 
-kernel! {
-    /// Split-KV decode attention, pass 1 (bf16, `D` = 128): each block's partial `(m, l, o)` for
-    /// the query heads of one KV head over one chunk of keys. Grid `(splits, kv_heads, batch)`,
-    /// blocks of [`THREADS`].
-    pub unsafe fn decode_attention_split_bf16(
-        q: GlobalPtr<Bf16>,
-        k: GlobalPtr<Bf16>,
-        v: GlobalPtr<Bf16>,
-        ctx: GlobalPtr<u32>,
-        part_m: GlobalPtr<f32>,
-        part_l: GlobalPtr<f32>,
-        part_o: GlobalPtr<f32>,
-        kv_heads: u32,
-        group: u32,
-        max_ctx: u32,
-        chunk: u32,
-        scale: f32,
-    ) {
-        unsafe {
-            split_pass(q, k, v, ctx, part_m, part_l, part_o, (kv_heads, group, max_ctx, chunk), scale)
+/// One entry point per group tile: the kernel for tile `GT` takes groups of up to `GT` query
+/// heads (its per-head registers are sized at compile time: a group of 4 in the tile of 8 would
+/// hold twice the registers it needs, and fewer blocks would fit an SM).
+macro_rules! split_kernels {
+    ($($name:ident = $gt:literal),*) => {$(
+        kernel! {
+            #[doc = concat!("Split-KV decode attention, pass 1 (bf16, `D` = 128, groups of up to ", stringify!($gt), " query heads): ")]
+            #[doc = "each block's partial `(m, l, o)` for the query heads of one KV head over one chunk of keys. "]
+            #[doc = "Grid `(splits, kv_heads, batch)`, blocks of [`THREADS`]."]
+            pub unsafe fn $name(
+                q: GlobalPtr<Bf16>,
+                k: GlobalPtr<Bf16>,
+                v: GlobalPtr<Bf16>,
+                ctx: GlobalPtr<u32>,
+                part_m: GlobalPtr<f32>,
+                part_l: GlobalPtr<f32>,
+                part_o: GlobalPtr<f32>,
+                kv_heads: u32,
+                group: u32,
+                max_ctx: u32,
+                chunk: u32,
+                scale: f32,
+            ) {
+                let shape = (kv_heads, group, max_ctx, chunk);
+                unsafe { split_pass::<$gt>(q, k, v, ctx, part_m, part_l, part_o, shape, scale) }
+            }
         }
-    }
+    )*};
 }
+
+split_kernels!(
+    decode_attention_split_bf16_g1 = 1,
+    decode_attention_split_bf16_g2 = 2,
+    decode_attention_split_bf16_g4 = 4,
+    decode_attention_split_bf16_g8 = 8
+);
+
+/// Query heads per KV head of each pass-1 entry point.
+pub const GROUP_TILES: [u32; 4] = [1, 2, 4, 8];
 
 kernel! {
     /// Split-KV decode attention, pass 2: merges each head's partials and writes `o` (bf16) and

@@ -162,19 +162,20 @@ unsafe fn dot_chunks<C: Chunk, const MT: usize>(
                 wc[r] = Some(unsafe { C::load(w.offset(r * k as usize), c) });
             }
         });
-        let wc = wc.map(|chunk| chunk.map(C::widen));
         unroll!(i in 0..16 {
             if i < MT && (i as u32) < m {
                 // L2 -> registers: the same chunk of row i of X, used for every row of W.
                 // SAFETY: row i < m of X exists; chunk c lies inside it.
                 let xc = unsafe { C::load(x.offset(i * k as usize), c) }.widen();
-                for (r, wr) in wc.iter().enumerate() {
-                    if let Some(wr) = wr {
+                unroll!(r in 0..4 {
+                    // W stays packed (two bf16 a register) until here: half the registers.
+                    if let Some(wr) = wc[r] {
+                        let wr = wr.widen();
                         for e in 0..C::LEN {
                             acc[r][i] = fma(wr[e], xc[e], acc[r][i]);
                         }
                     }
-                }
+                });
             }
         });
         count_flops(FMA_FLOPS * C::LEN as u32 * rows * m);
@@ -212,17 +213,17 @@ unsafe fn gemv_pass<const MT: usize>(
     let partials = shared_array![gemv_partials: [f32; WARPS * ROWS_PER_BLOCK * MAX_M as usize]];
     let warp = (thread_idx_x() / WARP_SIZE) as usize;
     let slot = |w: usize, r: usize, i: usize| (w * ROWS_PER_BLOCK + r) * MAX_M as usize + i;
-    for (r, acc_r) in acc.iter().enumerate() {
+    unroll!(r in 0..4 {
         unroll!(i in 0..16 {
             if i < MT && (i as u32) < m && (r as u32) < rows {
-                let sum = reduce_sum(acc_r[i]);
+                let sum = reduce_sum(acc[r][i]);
                 if lane_id() == 0 {
                     // SAFETY: one writer per slot (warp, r, i).
                     unsafe { partials.write(slot(warp, r, i), sum) };
                 }
             }
         });
-    }
+    });
     sync_threads();
     // Thread (r, i) adds the warps' sums for y[i, row0 + r] and writes it.
     let t = thread_idx_x() as usize;
