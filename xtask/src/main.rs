@@ -12,6 +12,7 @@
 
 mod bundle;
 mod cases;
+mod decode;
 mod hierarchy;
 mod inspect;
 mod plot;

@@ -142,6 +142,13 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     {
         attention_sweep(&report.rows, spec);
     }
+    if report
+        .rows
+        .iter()
+        .any(|r| r.kernel.starts_with("gemv") || r.kernel.starts_with("decode"))
+    {
+        crate::decode::sweeps(spec);
+    }
     println!("JSON report: {}", path.display());
     let svg = path.with_file_name("roofline.svg");
     // One point per kernel (its first, headline shape): a sweep's points would sit on each other.
@@ -255,7 +262,7 @@ fn run_case(
     Ok(row)
 }
 
-fn duration(s: f64) -> String {
+pub(crate) fn duration(s: f64) -> String {
     if s >= 1e-3 {
         format!("{:.3} ms", s * 1e3)
     } else {
