@@ -24,14 +24,15 @@
 //! # Bytes in flight
 //!
 //! Little's law: to sustain a bandwidth `B` against a latency `L`, `B x L` bytes must be on their
-//! way at every moment. An H200 streams 4.8 TB/s with a DRAM latency around 600-800 ns, so 3 to
-//! 4 MB in flight, 23 to 30 KB per SM of its 132 (an H100: 3.35 TB/s, 17 to 20 KB per SM; the
-//! vendor bandwidths are in host/src/specs.rs; the latency is the order that `cargo xtask
-//! hierarchy` measures on a GPU). Each thread issues its [`ROWS_PER_BLOCK`] 16-byte loads of `W`
+//! way at every moment. An H200 streams 4.8 TB/s (host/src/specs.rs); an HBM access takes about
+//! 600 cycles on an idle GPU (docs/pyramid.md, 0.3 us at 2 GHz) and roughly 0.6 to 0.8 us on a
+//! saturated one, so 3 to 4 MB must be in flight, 22 to 29 KiB per SM of its 132 (an H100 at
+//! 3.35 TB/s: 15 to 20 KiB; `cargo xtask hierarchy` measures the latency on a GPU). Each thread issues its [`ROWS_PER_BLOCK`] 16-byte loads of `W`
 //! before it uses any of them, so a block has `THREADS x ROWS_PER_BLOCK x 16` = 16 KiB of `W` in
-//! flight, and two resident blocks per SM (ptxas: at most 128 registers a thread at `M` = 16,
-//! fewer below) already reach 32 KiB. The grid is `N / ROWS_PER_BLOCK` blocks, 1024 even for the
-//! 4096-row down projection: every SM gets several.
+//! flight. How many blocks share an SM is set by registers (`cargo xtask ptxas`, sm_90): 48 a
+//! thread at `M` = 1, so 5 blocks and 80 KiB in flight; 95 at `M` = 8, 2 blocks, 32 KiB; 159 at
+//! `M` = 16, one block, 16 KiB, short of the target (docs/decode.md). The grid is
+//! `N / ROWS_PER_BLOCK` blocks, 1024 even for the 4096-row down projection: every SM gets several.
 //!
 //! # K not a multiple of 8
 //!
@@ -201,7 +202,7 @@ unsafe fn gemv_pass<const MT: usize>(
     let w = w.offset(row0 as usize * k as usize);
     // Registers: ROWS_PER_BLOCK x MT running sums.
     let mut acc = [[0.0f32; MT]; ROWS_PER_BLOCK];
-    if k as usize % BF16_PER_VECTOR == 0 {
+    if (k as usize).is_multiple_of(BF16_PER_VECTOR) {
         // SAFETY: every row of W and X starts 2 k bytes after the last, a multiple of 16.
         unsafe { dot_chunks::<Vector8, MT>(w, x, (m, rows, k), &mut acc) };
     } else {
