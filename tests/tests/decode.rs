@@ -449,3 +449,112 @@ fn attention_refuses_what_it_cannot_do() {
         decode::attention(&rt, &q, &kv, &kv, &mut o, &mut lse, &shape, &mut ws, 1.0).unwrap_err();
     assert!(err.to_string().contains("another shape"), "{err}");
 }
+
+/// The problem's cache cut into pages of `page_size` positions and scattered over a pool in a
+/// shuffled order, with spare pages; every position no sequence uses is NaN, so that a kernel
+/// reading one poisons its output. Returns the paged shape, K and V pools, the table, the pages.
+fn paginate(
+    p: &Problem,
+    page_size: usize,
+    seed: u64,
+) -> (DecodeShape, [Vec<bf16>; 2], Vec<u32>, usize) {
+    let s = p.shape;
+    let per_seq = s.max_ctx.div_ceil(page_size).max(1);
+    let pages = s.batch * per_seq + 3;
+    // A permutation of the pool (Fisher-Yates on deterministic uniforms).
+    let mut order: Vec<u32> = (0..pages as u32).collect();
+    let r = reference::uniform(pages, seed, 0.0, 1.0);
+    for i in (1..pages).rev() {
+        order.swap(i, ((r[i] * (i + 1) as f32) as usize).min(i));
+    }
+    let table: Vec<u32> = order[..s.batch * per_seq].to_vec();
+    let d = HEAD_DIM;
+    let page_elems = s.kv_heads * page_size * d;
+    let pool = |cache: &[bf16]| {
+        let mut pool = vec![bf16::NAN; pages * page_elems];
+        for b in 0..s.batch {
+            for j in 0..p.ctx[b] as usize {
+                let page = table[b * per_seq + j / page_size] as usize;
+                for h in 0..s.kv_heads {
+                    let from = ((b * s.kv_heads + h) * s.max_ctx + j) * d;
+                    let to = ((page * s.kv_heads + h) * page_size + j % page_size) * d;
+                    pool[to..to + d].copy_from_slice(&cache[from..from + d]);
+                }
+            }
+        }
+        pool
+    };
+    let paged_shape = DecodeShape::new(s.batch, s.q_heads, s.kv_heads, per_seq * page_size);
+    (
+        paged_shape,
+        [pool(&p.inputs[1]), pool(&p.inputs[2])],
+        table,
+        pages,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// A paged cache gives the contiguous cache's results bit for bit (the same keys in the same
+    /// order through the same arithmetic; only the addresses differ), reads no position outside
+    /// the sequences (those are NaN), and moves exactly the paged cost model's bytes.
+    #[test]
+    fn paged_cache_equals_contiguous(p in problem(), page_size in prop_oneof![Just(1usize), Just(5), Just(16), Just(64)], seed in any::<u64>()) {
+        let rt = runtime();
+        let (want_o, want_lse, _, _) = p.run(&rt);
+        let (shape, [kp, vp], table, pages) = paginate(&p, page_size, seed);
+        let paged = decode::PagedKv::new(&rt, &table, shape.max_ctx / page_size, page_size, pages).unwrap();
+        let (q, k, v) = (rt.upload(&p.inputs[0]).unwrap(), rt.upload(&kp).unwrap(), rt.upload(&vp).unwrap());
+        let mut ws = DecodeWorkspace::new(&rt, &shape, &p.ctx, p.splits).unwrap();
+        let mut o = rt.alloc::<bf16>(shape.q_elems()).unwrap();
+        let mut lse = rt.alloc::<f32>(shape.rows()).unwrap();
+        let counts = decode::attention_paged(&rt, &q, [&k, &v], &paged, &mut o, &mut lse, &shape, &mut ws, p.scale).unwrap();
+        let got_o = widen(&rt.download(&o).unwrap());
+        let got_lse = rt.download(&lse).unwrap();
+        prop_assert!(got_o.iter().zip(&want_o).all(|(a, b)| a.to_bits() == b.to_bits()), "o differs");
+        prop_assert!(got_lse.iter().zip(&want_lse).all(|(a, b)| a.to_bits() == b.to_bits()), "lse differs");
+        if let Some(counts) = counts {
+            let cost = decode::paged_traffic(&shape, &p.ctx, ws.splits, page_size).total();
+            prop_assert_eq!(
+                (counts.global_read_bytes, counts.global_write_bytes, counts.flops),
+                (cost.bytes_read, cost.bytes_written, cost.flops)
+            );
+        }
+    }
+}
+
+#[test]
+fn paged_cache_refuses_a_bad_table() {
+    let rt = Runtime::emulator();
+    let reason = |r: host::Result<decode::PagedKv>| match r {
+        Err(Error::Shape(msg)) => msg,
+        Err(e) => panic!("expected a shape error, got {e}"),
+        Ok(_) => panic!("expected a shape error"),
+    };
+    let msg = reason(decode::PagedKv::new(&rt, &[0, 1, 7], 3, 16, 4));
+    assert!(msg.contains("page 7") && msg.contains("4 pages"), "{msg}");
+    let msg = reason(decode::PagedKv::new(&rt, &[0, 1, 2], 2, 16, 4));
+    assert!(msg.contains("rows of 2"), "{msg}");
+    // A table for another capacity than the shape's max_ctx is refused at launch.
+    let paged = decode::PagedKv::new(&rt, &[0, 1], 2, 16, 2).unwrap();
+    let shape = DecodeShape::new(1, 4, 1, 64);
+    let mut ws = DecodeWorkspace::new(&rt, &shape, &[10], None).unwrap();
+    let q = rt.alloc::<bf16>(shape.q_elems()).unwrap();
+    let kv = rt.alloc::<bf16>(paged.kv_elems(1)).unwrap();
+    let mut o = rt.alloc::<bf16>(shape.q_elems()).unwrap();
+    let mut lse = rt.alloc::<f32>(shape.rows()).unwrap();
+    let err = decode::attention_paged(
+        &rt,
+        &q,
+        [&kv, &kv],
+        &paged,
+        &mut o,
+        &mut lse,
+        &shape,
+        &mut ws,
+        1.0,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("table"), "{err}");
+}

@@ -288,11 +288,196 @@ pub fn attention(
     scale: f32,
 ) -> Result<Launched> {
     let what = "decode::attention";
+    let kv = [k.len(), v.len()].map(|len| (len, shape.kv_elems()));
+    let Some((cfg, tile)) = prepare(what, (q, kv, &*o, &*lse), shape, ws)? else {
+        return Ok(None);
+    };
+    let (kv_heads, group, max_ctx) = (
+        shape.kv_heads as u32,
+        shape.group() as u32,
+        shape.max_ctx as u32,
+    );
+    let (q, k, v, ctx, chunk) = (q.ptr(), k.ptr(), v.ptr(), ws.ctx.ptr(), ws.chunk);
+    let (part_m, part_l, part_o) = (ws.part_m.ptr(), ws.part_l.ptr(), ws.part_o.ptr());
+    macro_rules! split {
+        ($kernel:ident) => {
+            launch!(
+                rt,
+                cfg,
+                decode::$kernel(
+                    q, k, v, ctx, part_m, part_l, part_o, kv_heads, group, max_ctx, chunk, scale
+                )
+            )
+        };
+    }
+    let first = match tile {
+        1 => split!(decode_attention_split_bf16_g1),
+        2 => split!(decode_attention_split_bf16_g2),
+        4 => split!(decode_attention_split_bf16_g4),
+        _ => split!(decode_attention_split_bf16_g8),
+    }?;
+    let second = merge_partials(rt, ws, o, lse, shape.rows())?;
+    Ok(then(first, second))
+}
+
+/// A paged KV cache's block table, on the device, checked against the page pool.
+pub struct PagedKv {
+    /// `batch x pages_per_seq` page numbers.
+    pub table: DeviceBuffer<u32>,
+    /// Table entries per sequence: `shape.max_ctx` must be `pages_per_seq * page_size`.
+    pub pages_per_seq: usize,
+    /// Positions per page.
+    pub page_size: usize,
+    /// Pages in the pool: K and V each hold `pages x kv_heads x page_size x 128` elements.
+    pub pages: usize,
+}
+
+impl PagedKv {
+    /// Uploads `table` (`batch x pages_per_seq`, each entry below `pages`).
+    pub fn new(
+        rt: &Runtime,
+        table: &[u32],
+        pages_per_seq: usize,
+        page_size: usize,
+        pages: usize,
+    ) -> Result<Self> {
+        let what = "decode::PagedKv";
+        if page_size == 0 || pages_per_seq == 0 || !table.len().is_multiple_of(pages_per_seq) {
+            return Err(Error::Shape(format!(
+                "{what}: a table of {} entries in rows of {pages_per_seq}, pages of {page_size} positions",
+                table.len()
+            )));
+        }
+        if let Some(bad) = table.iter().find(|&&p| p as usize >= pages) {
+            return Err(Error::Shape(format!(
+                "{what}: page {bad} in the block table, but the pool has {pages} pages"
+            )));
+        }
+        if pages_per_seq
+            .checked_mul(page_size)
+            .is_none_or(|n| n > u32::MAX as usize)
+        {
+            return Err(Error::Shape(format!(
+                "{what}: {pages_per_seq} pages of {page_size} positions overflow a u32 position"
+            )));
+        }
+        Ok(Self {
+            table: rt.upload(table)?,
+            pages_per_seq,
+            page_size,
+            pages,
+        })
+    }
+
+    /// Elements of K (and V): the whole pool.
+    pub fn kv_elems(&self, kv_heads: usize) -> usize {
+        self.pages * kv_heads * self.page_size * HEAD_DIM
+    }
+}
+
+/// [`attention`] on a paged cache: K and V are pools of pages of `kv_heads x page_size x 128`,
+/// and sequence `b`'s position `j` is row `j % page_size` of page `table[b][j / page_size]`.
+/// `shape.max_ctx` is the table's capacity, `pages_per_seq * page_size`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_paged(
+    rt: &Runtime,
+    q: &DeviceBuffer<bf16>,
+    [k, v]: [&DeviceBuffer<bf16>; 2],
+    paged: &PagedKv,
+    o: &mut DeviceBuffer<bf16>,
+    lse: &mut DeviceBuffer<f32>,
+    shape: &DecodeShape,
+    ws: &mut DecodeWorkspace,
+    scale: f32,
+) -> Result<Launched> {
+    let what = "decode::attention_paged";
+    if shape.max_ctx != paged.pages_per_seq * paged.page_size
+        || paged.table.len() != shape.batch * paged.pages_per_seq
+    {
+        return Err(Error::Shape(format!(
+            "{what}: {shape:?} needs a table of {} rows of {} pages of {} positions (max_ctx), got {} entries",
+            shape.batch,
+            paged.pages_per_seq,
+            paged.page_size,
+            paged.table.len()
+        )));
+    }
+    let kv = [k.len(), v.len()].map(|len| (len, paged.kv_elems(shape.kv_heads)));
+    let Some((cfg, tile)) = prepare(what, (q, kv, &*o, &*lse), shape, ws)? else {
+        return Ok(None);
+    };
+    let (kv_heads, group) = (shape.kv_heads as u32, shape.group() as u32);
+    let (pages_per_seq, page_size) = (paged.pages_per_seq as u32, paged.page_size as u32);
+    let (q, k, v, ctx, table, chunk) = (
+        q.ptr(),
+        k.ptr(),
+        v.ptr(),
+        ws.ctx.ptr(),
+        paged.table.ptr(),
+        ws.chunk,
+    );
+    let (part_m, part_l, part_o) = (ws.part_m.ptr(), ws.part_l.ptr(), ws.part_o.ptr());
+    macro_rules! split {
+        ($kernel:ident) => {
+            launch!(
+                rt,
+                cfg,
+                decode::$kernel(
+                    q,
+                    k,
+                    v,
+                    ctx,
+                    table,
+                    part_m,
+                    part_l,
+                    part_o,
+                    kv_heads,
+                    group,
+                    pages_per_seq,
+                    page_size,
+                    chunk,
+                    scale
+                )
+            )
+        };
+    }
+    let first = match tile {
+        1 => split!(decode_attention_paged_bf16_g1),
+        2 => split!(decode_attention_paged_bf16_g2),
+        4 => split!(decode_attention_paged_bf16_g4),
+        _ => split!(decode_attention_paged_bf16_g8),
+    }?;
+    let second = merge_partials(rt, ws, o, lse, shape.rows())?;
+    Ok(then(first, second))
+}
+
+/// The counts of two launches together (nothing from a GPU).
+fn then(first: Launched, second: Launched) -> Launched {
+    first.zip(second).map(|(mut a, b)| {
+        a.add(&b);
+        a
+    })
+}
+
+/// What both layouts check before pass 1: heads, `q` and the outputs, K and V (`(len, wanted)`),
+/// the workspace against the shape. The launch and the group tile, or `None` for an empty batch.
+fn prepare(
+    what: &str,
+    (q, kv, o, lse): (
+        &DeviceBuffer<bf16>,
+        [(usize, usize); 2],
+        &DeviceBuffer<bf16>,
+        &DeviceBuffer<f32>,
+    ),
+    shape: &DecodeShape,
+    ws: &DecodeWorkspace,
+) -> Result<Option<(LaunchConfig, u32)>> {
     check_heads(what, shape)?;
+    let [(k, want_k), (v, want_v)] = kv;
     for (name, len, want) in [
         ("q", q.len(), shape.q_elems()),
-        ("k", k.len(), shape.kv_elems()),
-        ("v", v.len(), shape.kv_elems()),
+        ("k", k, want_k),
+        ("v", v, want_v),
     ] {
         if len != want {
             return Err(Error::Shape(format!(
@@ -317,42 +502,14 @@ pub fn attention(
         block: dim3(SPLIT_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let (kv_heads, group, max_ctx, chunk) = (
-        shape.kv_heads as u32,
-        shape.group() as u32,
-        shape.max_ctx as u32,
-        ws.chunk,
-    );
-    let (q, k, v, ctx) = (q.ptr(), k.ptr(), v.ptr(), ws.ctx.ptr());
-    let (part_m, part_l, part_o) = (ws.part_m.ptr(), ws.part_l.ptr(), ws.part_o.ptr());
     // The smallest group tile that holds the group (its per-head registers are sized at compile
     // time).
+    let group = shape.group() as u32;
     let tile = GROUP_TILES
         .into_iter()
         .find(|&t| group <= t)
         .expect("group <= MAX_GROUP");
-    macro_rules! split {
-        ($kernel:ident) => {
-            launch!(
-                rt,
-                cfg,
-                decode::$kernel(
-                    q, k, v, ctx, part_m, part_l, part_o, kv_heads, group, max_ctx, chunk, scale
-                )
-            )
-        };
-    }
-    let first = match tile {
-        1 => split!(decode_attention_split_bf16_g1),
-        2 => split!(decode_attention_split_bf16_g2),
-        4 => split!(decode_attention_split_bf16_g4),
-        _ => split!(decode_attention_split_bf16_g8),
-    }?;
-    let second = merge_partials(rt, ws, o, lse, shape.rows())?;
-    Ok(first.zip(second).map(|(mut a, b)| {
-        a.add(&b);
-        a
-    }))
+    Ok(Some((cfg, tile)))
 }
 
 fn check_outputs(
@@ -448,6 +605,33 @@ pub fn attention_traffic(shape: &DecodeShape, ctx_lens: &[u32], splits: u32) -> 
         compulsory: split.plus(merge),
         re_read_bytes: (splits - 1) * q + (kv_heads * splits).saturating_sub(1) * ctx,
     }
+}
+
+/// [`attention_traffic`] on a paged cache of `page_size` positions a page: the same, plus the
+/// block table, read once per (key, KV head) by one lane of the key group that loads the key:
+/// each entry in use once (compulsory), the rest re-reads.
+pub fn paged_traffic(
+    shape: &DecodeShape,
+    ctx_lens: &[u32],
+    splits: u32,
+    page_size: usize,
+) -> Traffic {
+    let keys: u64 = ctx_lens.iter().map(|&c| u64::from(c)).sum();
+    let entries: u64 = ctx_lens
+        .iter()
+        .map(|&c| (c as usize).div_ceil(page_size) as u64)
+        .sum();
+    let lookups = keys * shape.kv_heads as u64;
+    let table = Traffic {
+        compulsory: Cost {
+            bytes_read: entries * F32,
+            bytes_written: 0,
+            flops: 0,
+            unit: ComputeUnit::CudaCoreF32,
+        },
+        re_read_bytes: (lookups - entries.min(lookups)) * F32,
+    };
+    attention_traffic(shape, ctx_lens, splits).plus(table)
 }
 
 /// Bytes of K and V one step reads: `sum_b ctx[b] x kv_heads x 2 x 128 x 2`.

@@ -5,7 +5,8 @@
 //!
 //! - `q`: `batch x q_heads x D` (the new token's query, one row per head), bf16.
 //! - `k`, `v`: the KV cache, `batch x kv_heads x max_ctx x D`, bf16; sequence `b` uses its first
-//!   `ctx[b]` positions (`ctx`: `batch` u32, each `<= max_ctx`; the rest is never read).
+//!   `ctx[b]` positions (`ctx`: `batch` u32, each `<= max_ctx`; the rest is never read). Or paged
+//!   ([`Paged`]): a pool of pages of `kv_heads x page_size x D` and a block table per sequence.
 //! - grouped-query attention: query head `hq` reads KV head `hq / group`, `group = q_heads /
 //!   kv_heads` (Llama-3-8B: 32 query heads, 8 KV heads, groups of 4). `D` = [`HEAD_DIM`].
 //! - out: `o` (`batch x q_heads x D`, bf16) and the log-sum-exp `lse` (`batch x q_heads`, f32).
@@ -54,7 +55,9 @@ use crate::cuda::intrinsics::{count_flops, fma, log2_approx};
 use crate::cuda::thread::{
     block_idx_x, block_idx_y, block_idx_z, grid_dim_x, sync_threads, thread_idx_x,
 };
-use crate::cuda::warp::{FULL_MASK, WARP_SIZE, reduce_sum_within, shuffle_xor};
+use crate::cuda::warp::{
+    FULL_MASK, WARP_SIZE, lane_id, reduce_sum_within, shuffle_idx, shuffle_xor,
+};
 use crate::cuda::{Bf16, GlobalPtr};
 use crate::elementwise::Words4;
 use crate::softmax::{
@@ -162,6 +165,87 @@ pub const fn kv_row(b: usize, h: usize, j: usize, (kv_heads, max_ctx): (usize, u
     ((b * kv_heads + h) * max_ctx + j) * HEAD_DIM
 }
 
+/// Where the split kernel finds key `j` of KV head `h` of sequence `b`: the element offset of its
+/// row of `HEAD_DIM` in the K (and V) buffer. Every lane of the warp calls it together (the paged
+/// layout exchanges a value between lanes); `valid` is false for a lane whose key is past the end,
+/// which must not read anything.
+pub trait KvLayout: Copy {
+    /// # Safety
+    /// With `valid`, `j < ctx[b]` and the layout's buffers hold the row.
+    unsafe fn row(self, b: u32, h: u32, j: u32, valid: bool) -> usize;
+}
+
+/// One contiguous cache per (sequence, KV head): `batch x kv_heads x max_ctx x D` ([`kv_row`]).
+#[derive(Clone, Copy)]
+pub struct Contiguous {
+    /// KV heads per sequence.
+    pub kv_heads: u32,
+    /// Positions per (sequence, KV head).
+    pub max_ctx: u32,
+}
+
+impl KvLayout for Contiguous {
+    #[inline(always)]
+    unsafe fn row(self, b: u32, h: u32, j: u32, _valid: bool) -> usize {
+        kv_row(
+            b as usize,
+            h as usize,
+            j as usize,
+            (self.kv_heads as usize, self.max_ctx as usize),
+        )
+    }
+}
+
+/// A paged cache (vLLM's "PagedAttention" layout): the cache is a pool of pages, each
+/// `kv_heads x page_size x D`, and sequence `b`'s position `j` lives in page
+/// `table[b * pages_per_seq + j / page_size]`, at row `j % page_size`. Pages can be allocated as
+/// sequences grow, in any order, with no copy.
+#[derive(Clone, Copy)]
+pub struct Paged {
+    /// The block table: `batch x pages_per_seq` page numbers.
+    pub table: GlobalPtr<u32>,
+    /// Entries per sequence in the table.
+    pub pages_per_seq: u32,
+    /// Positions per page.
+    pub page_size: u32,
+    /// KV heads per sequence (and per page).
+    pub kv_heads: u32,
+}
+
+/// Element offset of row `slot` of KV head `h` in page `page` of a paged cache.
+#[inline(always)]
+pub const fn paged_row(
+    page: usize,
+    h: usize,
+    slot: usize,
+    (kv_heads, page_size): (usize, usize),
+) -> usize {
+    ((page * kv_heads + h) * page_size + slot) * HEAD_DIM
+}
+
+impl KvLayout for Paged {
+    /// Lane 0 of each key group reads the table entry (4 bytes per key from HBM, not 16 lanes x 4)
+    /// and the other 15 lanes receive it with one shuffle.
+    #[inline(always)]
+    unsafe fn row(self, b: u32, h: u32, j: u32, valid: bool) -> usize {
+        let lane = lane_id();
+        let mut page = 0u32;
+        if valid && lane % LANES_PER_KEY == 0 {
+            let entry = b as usize * self.pages_per_seq as usize + (j / self.page_size) as usize;
+            // SAFETY: the caller's contract: j < ctx[b] <= pages_per_seq * page_size.
+            page = unsafe { self.table.read(entry) };
+        }
+        let page = shuffle_idx(FULL_MASK, page, lane - lane % LANES_PER_KEY);
+        let shape = (self.kv_heads as usize, self.page_size as usize);
+        paged_row(
+            page as usize,
+            h as usize,
+            (j % self.page_size) as usize,
+            shape,
+        )
+    }
+}
+
 /// Index of the partial of (sequence-head `row` = `b * q_heads + hq`, split `s`).
 #[inline(always)]
 pub const fn partial_index(row: usize, split: usize, splits: usize) -> usize {
@@ -173,19 +257,20 @@ pub const fn partial_index(row: usize, split: usize, splits: usize) -> usize {
 ///
 /// # Safety
 /// Grid `(splits, kv_heads, batch)`, blocks of [`THREADS`]; `1 <= group <= MAX_GROUP`; buffers
-/// as in the module docs, `ctx[b] <= max_ctx`, `splits * chunk >= max(ctx)`; the partials hold
+/// as in the module docs, `layout` holding every key `j < ctx[b]` of `k` and `v`,
+/// `splits * chunk >= max(ctx)`; the partials hold
 /// `batch * q_heads * splits` states (`part_o` `HEAD_DIM` f32 each); all 16-byte aligned.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn split_pass<const GT: usize>(
+unsafe fn split_pass<const GT: usize, L: KvLayout>(
     q: GlobalPtr<Bf16>,
-    k: GlobalPtr<Bf16>,
-    v: GlobalPtr<Bf16>,
+    [k, v]: [GlobalPtr<Bf16>; 2],
+    layout: L,
     ctx: GlobalPtr<u32>,
     part_m: GlobalPtr<f32>,
     part_l: GlobalPtr<f32>,
     part_o: GlobalPtr<f32>,
-    (kv_heads, group, max_ctx, chunk): (u32, u32, u32, u32),
+    (kv_heads, group, chunk): (u32, u32, u32),
     scale: f32,
 ) {
     let (split, h, b) = (block_idx_x(), block_idx_y(), block_idx_z());
@@ -221,10 +306,7 @@ unsafe fn split_pass<const GT: usize>(
         }
     });
 
-    let shape = (kv_heads as usize, max_ctx as usize);
     let (k4, v4) = (k.cast::<Words4>(), v.cast::<Words4>());
-    let piece =
-        |j: u32| kv_row(b as usize, h as usize, j as usize, shape) / BF16_PER_VECTOR + lane16;
     // Registers: each head's running partial.
     let mut acc = [Partial::EMPTY; GT];
     let mut j0 = start;
@@ -235,9 +317,13 @@ unsafe fn split_pass<const GT: usize>(
         let mut kv = [None::<(Words4, Words4)>; KEYS_PER_STEP as usize];
         unroll!(u in 0..2 {
             let j = j0 + key_group + KEY_GROUPS * u as u32;
+            // Every lane finds its row (the paged layout shuffles), then only real keys load.
+            // SAFETY: the launch contract: key j < ctx[b] has a row in the cache.
+            let row = unsafe { layout.row(b, h, j, j < end) };
             if j < end {
-                // SAFETY: j < ctx[b] <= max_ctx: the row exists; 16 lanes x 16 bytes is the row.
-                kv[u] = Some(unsafe { (k4.read(piece(j)), v4.read(piece(j))) });
+                // SAFETY: as above; 16 lanes x 16 bytes is the row.
+                let piece = row / BF16_PER_VECTOR + lane16;
+                kv[u] = Some(unsafe { (k4.read(piece), v4.read(piece)) });
             }
         });
         unroll!(u in 0..2 {
@@ -396,15 +482,15 @@ unsafe fn merge_pass(
     }
 }
 
-/// One entry point per group tile: the kernel for tile `GT` takes groups of up to `GT` query
-/// heads (its per-head registers are sized at compile time: a group of 4 in the tile of 8 would
-/// hold twice the registers it needs, and fewer blocks would fit an SM).
+/// One entry point per group tile and cache layout: the kernel for tile `GT` takes groups of up
+/// to `GT` query heads (its per-head registers are sized at compile time: a group of 4 in the
+/// tile of 8 would hold twice the registers it needs, and fewer blocks would fit an SM).
 macro_rules! split_kernels {
-    ($($name:ident = $gt:literal),*) => {$(
+    ($($name:ident, $paged:ident = $gt:literal);*) => {$(
         kernel! {
-            #[doc = concat!("Split-KV decode attention, pass 1 (bf16, `D` = 128, groups of up to ", stringify!($gt), " query heads): ")]
-            #[doc = "each block's partial `(m, l, o)` for the query heads of one KV head over one chunk of keys. "]
-            #[doc = "Grid `(splits, kv_heads, batch)`, blocks of [`THREADS`]."]
+            #[doc = concat!("Split-KV decode attention, pass 1 (bf16, `D` = 128, groups of up to ", stringify!($gt), " query heads, ")]
+            #[doc = "a contiguous cache): each block's partial `(m, l, o)` for the query heads of one KV head over one "]
+            #[doc = "chunk of keys. Grid `(splits, kv_heads, batch)`, blocks of [`THREADS`]."]
             pub unsafe fn $name(
                 q: GlobalPtr<Bf16>,
                 k: GlobalPtr<Bf16>,
@@ -419,18 +505,42 @@ macro_rules! split_kernels {
                 chunk: u32,
                 scale: f32,
             ) {
-                let shape = (kv_heads, group, max_ctx, chunk);
-                unsafe { split_pass::<$gt>(q, k, v, ctx, part_m, part_l, part_o, shape, scale) }
+                let layout = Contiguous { kv_heads, max_ctx };
+                let shape = (kv_heads, group, chunk);
+                unsafe { split_pass::<$gt, _>(q, [k, v], layout, ctx, part_m, part_l, part_o, shape, scale) }
+            }
+        }
+        kernel! {
+            #[doc = concat!("Pass 1 as [`", stringify!($name), "`], on a paged cache ([`Paged`]).")]
+            pub unsafe fn $paged(
+                q: GlobalPtr<Bf16>,
+                k: GlobalPtr<Bf16>,
+                v: GlobalPtr<Bf16>,
+                ctx: GlobalPtr<u32>,
+                table: GlobalPtr<u32>,
+                part_m: GlobalPtr<f32>,
+                part_l: GlobalPtr<f32>,
+                part_o: GlobalPtr<f32>,
+                kv_heads: u32,
+                group: u32,
+                pages_per_seq: u32,
+                page_size: u32,
+                chunk: u32,
+                scale: f32,
+            ) {
+                let layout = Paged { table, pages_per_seq, page_size, kv_heads };
+                let shape = (kv_heads, group, chunk);
+                unsafe { split_pass::<$gt, _>(q, [k, v], layout, ctx, part_m, part_l, part_o, shape, scale) }
             }
         }
     )*};
 }
 
 split_kernels!(
-    decode_attention_split_bf16_g1 = 1,
-    decode_attention_split_bf16_g2 = 2,
-    decode_attention_split_bf16_g4 = 4,
-    decode_attention_split_bf16_g8 = 8
+    decode_attention_split_bf16_g1, decode_attention_paged_bf16_g1 = 1;
+    decode_attention_split_bf16_g2, decode_attention_paged_bf16_g2 = 2;
+    decode_attention_split_bf16_g4, decode_attention_paged_bf16_g4 = 4;
+    decode_attention_split_bf16_g8, decode_attention_paged_bf16_g8 = 8
 );
 
 /// Query heads per KV head of each pass-1 entry point.

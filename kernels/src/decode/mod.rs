@@ -21,8 +21,9 @@ pub mod attention;
 pub mod gemv;
 
 pub use attention::{
-    decode_attention_merge_bf16, decode_attention_split_bf16_g1, decode_attention_split_bf16_g2,
-    decode_attention_split_bf16_g4, decode_attention_split_bf16_g8,
+    decode_attention_merge_bf16, decode_attention_paged_bf16_g1, decode_attention_paged_bf16_g2,
+    decode_attention_paged_bf16_g4, decode_attention_paged_bf16_g8, decode_attention_split_bf16_g1,
+    decode_attention_split_bf16_g2, decode_attention_split_bf16_g4, decode_attention_split_bf16_g8,
 };
 pub use gemv::{gemv_bf16_m1, gemv_bf16_m2, gemv_bf16_m4, gemv_bf16_m8, gemv_bf16_m16};
 
