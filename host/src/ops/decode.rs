@@ -289,7 +289,7 @@ pub fn attention(
 ) -> Result<Launched> {
     let what = "decode::attention";
     let kv = [k.len(), v.len()].map(|len| (len, shape.kv_elems()));
-    let Some((cfg, tile)) = prepare(what, (q, kv, &*o, &*lse), shape, ws)? else {
+    let Some((cfg, tile)) = prepare(what, q, kv, (&*o, &*lse), shape, ws)? else {
         return Ok(None);
     };
     let (kv_heads, group, max_ctx) = (
@@ -403,7 +403,7 @@ pub fn attention_paged(
         )));
     }
     let kv = [k.len(), v.len()].map(|len| (len, paged.kv_elems(shape.kv_heads)));
-    let Some((cfg, tile)) = prepare(what, (q, kv, &*o, &*lse), shape, ws)? else {
+    let Some((cfg, tile)) = prepare(what, q, kv, (&*o, &*lse), shape, ws)? else {
         return Ok(None);
     };
     let (kv_heads, group) = (shape.kv_heads as u32, shape.group() as u32);
@@ -463,12 +463,9 @@ fn then(first: Launched, second: Launched) -> Launched {
 /// the workspace against the shape. The launch and the group tile, or `None` for an empty batch.
 fn prepare(
     what: &str,
-    (q, kv, o, lse): (
-        &DeviceBuffer<bf16>,
-        [(usize, usize); 2],
-        &DeviceBuffer<bf16>,
-        &DeviceBuffer<f32>,
-    ),
+    q: &DeviceBuffer<bf16>,
+    kv: [(usize, usize); 2],
+    (o, lse): (&DeviceBuffer<bf16>, &DeviceBuffer<f32>),
     shape: &DecodeShape,
     ws: &DecodeWorkspace,
 ) -> Result<Option<(LaunchConfig, u32)>> {

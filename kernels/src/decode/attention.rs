@@ -50,6 +50,8 @@
 //! f32, pre-multiplied by `scale`), the running `(m, l, o)` of each head in registers (8 dims of
 //! `o` per lane), K and V only in registers on their way through.
 
+use core::num::NonZeroU32;
+
 use super::{BF16_PER_VECTOR, widen_bf16x8};
 use crate::cuda::intrinsics::{count_flops, fma, log2_approx};
 use crate::cuda::thread::{
@@ -229,20 +231,18 @@ impl KvLayout for Paged {
     #[inline(always)]
     unsafe fn row(self, b: u32, h: u32, j: u32, valid: bool) -> usize {
         let lane = lane_id();
+        // The host refuses pages of 0 positions; dividing by a `NonZeroU32` has no panic path
+        // (a division by a plain u32 would call into core's panic machinery, absent on the GPU).
+        let page_size = NonZeroU32::new(self.page_size).unwrap_or(NonZeroU32::MIN);
         let mut page = 0u32;
-        if valid && lane % LANES_PER_KEY == 0 {
-            let entry = b as usize * self.pages_per_seq as usize + (j / self.page_size) as usize;
+        if valid && lane.is_multiple_of(LANES_PER_KEY) {
+            let entry = b as usize * self.pages_per_seq as usize + (j / page_size) as usize;
             // SAFETY: the caller's contract: j < ctx[b] <= pages_per_seq * page_size.
             page = unsafe { self.table.read(entry) };
         }
         let page = shuffle_idx(FULL_MASK, page, lane - lane % LANES_PER_KEY);
         let shape = (self.kv_heads as usize, self.page_size as usize);
-        paged_row(
-            page as usize,
-            h as usize,
-            (j % self.page_size) as usize,
-            shape,
-        )
+        paged_row(page as usize, h as usize, (j % page_size) as usize, shape)
     }
 }
 

@@ -30,7 +30,7 @@
 //! 3.35 TB/s: 15 to 20 KiB; `cargo xtask hierarchy` measures the latency on a GPU). Each thread issues its [`ROWS_PER_BLOCK`] 16-byte loads of `W`
 //! before it uses any of them, so a block has `THREADS x ROWS_PER_BLOCK x 16` = 16 KiB of `W` in
 //! flight. How many blocks share an SM is set by registers (`cargo xtask ptxas`, sm_90): 48 a
-//! thread at `M` = 1, so 5 blocks and 80 KiB in flight; 95 at `M` = 8, 2 blocks, 32 KiB; 159 at
+//! thread at `M` = 1, so 5 blocks and 80 KiB in flight; 95 at `M` = 8, 2 blocks, 32 KiB; 161 at
 //! `M` = 16, one block, 16 KiB, short of the target (docs/decode.md). The grid is
 //! `N / ROWS_PER_BLOCK` blocks, 1024 even for the 4096-row down projection: every SM gets several.
 //!
