@@ -44,7 +44,8 @@
 //! query head of the group, the lane's 8 products are summed over the 16 lanes with four
 //! shuffles, and the one-key partial `(s, 1, v)` is merged into the head's running partial: the
 //! online softmax, one key at a time. At the end the two halves of each warp merge through a
-//! shuffle, the four warps through shared memory, and the block writes one partial per head.
+//! shuffle, the four warps through shared memory (one thread per dimension, so that each head's
+//! partial is written with coalesced stores), and the block writes one partial per head.
 //!
 //! Where each piece lives: the group's query rows in shared memory once (then registers, as
 //! f32, pre-multiplied by `scale`), the running `(m, l, o)` of each head in registers (8 dims of
@@ -101,6 +102,8 @@ const _: () = assert!(LANES_PER_KEY == HALF_WARP && THREADS.is_multiple_of(WARP_
 const _: () = assert!(MAX_GROUP * LANES_PER_KEY as usize <= THREADS as usize);
 // The unrolled loops cover 2 keys per step and 8 heads per group.
 const _: () = assert!(KEYS_PER_STEP == 2 && MAX_GROUP == 8);
+// The split block's epilogue gives each thread one dimension of the head.
+const _: () = assert!(THREADS as usize == HEAD_DIM);
 
 /// A partial softmax-weighted sum over some of a head's keys, as one lane holds it: the online
 /// state `(m, l)` of the scores and 8 dims of `o = sum_j exp(s_j - m) v_j`.
@@ -375,36 +378,42 @@ unsafe fn split_pass<const GT: usize, L: KvLayout>(
         });
     }
     sync_threads();
-    // Thread (g, lane16), g < group: merges the warps' partials and writes head g's.
-    let g = t as usize / LANES_PER_KEY as usize;
-    if g < group_n {
-        let mut total = Partial::EMPTY;
-        for w in 0..WARPS {
-            // SAFETY: written before the barrier.
-            let p = unsafe {
-                let mut o = [0.0f32; BF16_PER_VECTOR];
-                for (e, o_e) in o.iter_mut().enumerate() {
-                    *o_e = o_s.read(o_at(w, g, e));
-                }
-                Partial {
-                    state: ml_s.read(w * MAX_GROUP + g),
-                    o,
-                }
-            };
-            total = merge_partial(total, p);
-        }
+    // Thread d, for each head of the group: dimension d of the four warps' partials merged
+    // ((m, l) by `merge`, o rescaled to their common max) and written, so that the 128 threads
+    // write a head's 128 floats side by side (one coalesced store, not 16 lanes 32 bytes apart).
+    let d = t as usize;
+    for g in 0..group_n {
+        // SAFETY: written before the barrier.
+        let state_of = |w: usize| unsafe { ml_s.read(w * MAX_GROUP + g) };
+        let total = (0..WARPS).fold(OnlineState::IDENTITY, |s, w| merge(s, state_of(w)));
+        let o_d = rescaled_sum(WARPS, total.m, |w| {
+            // SAFETY: written before the barrier (lane16 * 8 + e covers every dimension).
+            let o = unsafe { o_s.read((w * MAX_GROUP + g) * HEAD_DIM + d) };
+            (state_of(w).m, o)
+        });
         let at = partial_index(first_head + g, split as usize, splits as usize);
         // SAFETY: one writer per partial and per dimension.
         unsafe {
-            for (e, o_e) in total.o.iter().enumerate() {
-                part_o.write(at * HEAD_DIM + lane16 * BF16_PER_VECTOR + e, *o_e);
-            }
-            if lane16 == 0 {
-                part_m.write(at, total.state.m);
-                part_l.write(at, total.state.l);
+            part_o.write(at * HEAD_DIM + d, o_d);
+            if d == 0 {
+                part_m.write(at, total.m);
+                part_l.write(at, total.l);
             }
         }
     }
+}
+
+/// `sum_s exp(m_s - m) o_s` over `n` partials, `part(s) = (m_s, o_s)`: one dimension of their
+/// outputs rescaled to the maximum `m` of their merged state and summed, the `o` half of the merge
+/// law. (A partial with no key has `m_s = -inf` and weighs 0.)
+#[inline(always)]
+fn rescaled_sum(n: usize, m: f32, part: impl Fn(usize) -> (f32, f32)) -> f32 {
+    let mut sum = 0.0f32;
+    for s in 0..n {
+        let (m_s, o_s) = part(s);
+        sum += exp_shifted(m_s, m) * o_s;
+    }
+    sum
 }
 
 impl Partial {
@@ -455,18 +464,16 @@ unsafe fn merge_pass(
     }
     // The head's (m, l), in every thread (its barriers also publish m_s).
     let total = block_allreduce(state);
-    let mut sum = 0.0f32;
-    for s in 0..splits {
+    let sum = rescaled_sum(splits, total.m, |s| {
         // SAFETY: m_s[s] written before the barrier; the partial exists.
-        let (m_part, o_part) = unsafe {
+        unsafe {
             (
                 m_s.read(s),
                 part_o.read(partial_index(row, s, splits) * HEAD_DIM + d),
             )
-        };
-        sum += exp_shifted(m_part, total.m) * o_part;
-        count_flops(MERGE_FLOPS);
-    }
+        }
+    });
+    count_flops(MERGE_FLOPS * splits as u32);
     // SAFETY: row < rows, d < HEAD_DIM: one writer per element.
     unsafe {
         o.write(
