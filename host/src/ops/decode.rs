@@ -23,6 +23,7 @@ use kernels::decode::gemv::{M_TILES, MAX_M, ROWS_PER_BLOCK, THREADS as GEMV_THRE
 
 use super::attention::Traffic;
 use super::gemm::{GemmCost, GemmShape};
+use super::then;
 use crate::buffer::DeviceBuffer;
 use crate::cost::{ComputeUnit, Cost};
 use crate::error::{Error, Result};
@@ -449,14 +450,6 @@ pub fn attention_paged(
     }?;
     let second = merge_partials(rt, ws, o, lse, shape.rows())?;
     Ok(then(first, second))
-}
-
-/// The counts of two launches together (nothing from a GPU).
-fn then(first: Launched, second: Launched) -> Launched {
-    first.zip(second).map(|(mut a, b)| {
-        a.add(&b);
-        a
-    })
 }
 
 /// What both layouts check before pass 1: heads, `q` and the outputs, K and V (`(len, wanted)`),

@@ -10,6 +10,7 @@ pub mod softmax;
 pub mod transpose;
 
 use crate::error::{Error, Result};
+use crate::runtime::Launched;
 
 /// `n` as the `u32` kernels index with, or a clear error for inputs too large for one launch.
 pub(crate) fn len_u32(what: &str, n: usize) -> Result<u32> {
@@ -29,5 +30,16 @@ pub(crate) fn same_len(what: &str, lens: &[usize]) -> Result<()> {
         Err(Error::Shape(format!(
             "{what}: buffer lengths differ ({lens:?})"
         )))
+    }
+}
+
+/// The counts of an operation made of several launches (nothing from a GPU).
+pub(crate) fn then(first: Launched, second: Launched) -> Launched {
+    match (first, second) {
+        (Some(mut a), Some(b)) => {
+            a.add(&b);
+            Some(a)
+        }
+        _ => None,
     }
 }

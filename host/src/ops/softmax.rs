@@ -20,7 +20,7 @@ use kernels::softmax::{
     RESCALE_FLOPS, ROW_THREADS,
 };
 
-use super::len_u32;
+use super::{len_u32, then};
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cost::{ComputeUnit, Cost};
 use crate::emu::LaunchCounters;
@@ -253,17 +253,6 @@ fn check_shape<T: Element>(
         }
     }
     Ok((len_u32(what, rows)?, len_u32(what, cols)?))
-}
-
-/// The counts of an operation made of several launches (nothing from a GPU).
-fn then(first: Launched, second: Launched) -> Launched {
-    match (first, second) {
-        (Some(mut a), Some(b)) => {
-            a.add(&b);
-            Some(a)
-        }
-        _ => None,
-    }
 }
 
 /// What naive and online share: the passes `stats_passes` returns leave `(m, l)` in `stats`, then
