@@ -19,8 +19,9 @@
 //!
 //! One query row per head leaves nothing to tile over the queries: a block per (sequence, KV
 //! head) would be 8 blocks for one Llama-3 sequence on a 132-SM GPU, 6% of the machine streaming
-//! the cache. So the cache is also cut along the keys: [`decode_attention_split_bf16_g4`] (and its siblings for other group sizes) runs one
-//! block per (chunk of `chunk` keys, KV head, sequence); each block reads its chunk of K and V
+//! the cache. So the cache is also cut along the keys: [`decode_attention_split_bf16_g4`] (and
+//! its siblings for other group sizes) runs one block per (chunk of `chunk` keys, KV head,
+//! sequence); each block reads its chunk of K and V
 //! once, for every query head of the group (the GQA saving: a KV byte is read once, not `group`
 //! times), and writes each head's **partial** `(m, l, o)` (in f32, `o` unnormalised, relative to
 //! `m`) to a small workspace. [`decode_attention_merge_bf16`] then merges each head's partials
