@@ -468,22 +468,8 @@ fn paginate(
         order.swap(i, ((r[i] * (i + 1) as f32) as usize).min(i));
     }
     let table: Vec<u32> = order[..s.batch * per_seq].to_vec();
-    let d = HEAD_DIM;
-    let page_elems = s.kv_heads * page_size * d;
-    let pool = |cache: &[bf16]| {
-        let mut pool = vec![bf16::NAN; pages * page_elems];
-        for b in 0..s.batch {
-            for j in 0..p.ctx[b] as usize {
-                let page = table[b * per_seq + j / page_size] as usize;
-                for h in 0..s.kv_heads {
-                    let from = ((b * s.kv_heads + h) * s.max_ctx + j) * d;
-                    let to = ((page * s.kv_heads + h) * page_size + j % page_size) * d;
-                    pool[to..to + d].copy_from_slice(&cache[from..from + d]);
-                }
-            }
-        }
-        pool
-    };
+    let layout = (&table[..], per_seq, page_size, pages);
+    let pool = |cache: &[bf16]| decode::paginate(cache, &s, &p.ctx, layout, bf16::NAN);
     let paged_shape = DecodeShape::new(s.batch, s.q_heads, s.kv_heads, per_seq * page_size);
     (
         paged_shape,

@@ -35,6 +35,7 @@ KERNEL_BASELINE = {
     "attention_flash_bf16": "sdpa_bf16",
     "gemv_bf16": "linear_m1_bf16",
     "decode_attention_bf16": "sdpa_decode_bf16",
+    "decode_attention_paged_bf16": "sdpa_decode_bf16",
 }
 
 

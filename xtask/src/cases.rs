@@ -729,13 +729,16 @@ fn decode_cases() -> Vec<CaseSpec> {
         case("gemv_bf16", |rt, s| gemv_case(rt, s, 1, (14336, 4096))),
         case("gemv_bf16", |rt, s| gemv_case(rt, s, 16, (4096, 14336))),
         case("decode_attention_bf16", |rt, s| {
-            decode_attention_case(rt, s, 4096)
+            DecodeCase::contiguous(rt, s, 4096).build()
         }),
         case("decode_attention_bf16", |rt, s| {
-            decode_attention_case(rt, s, 32768)
+            DecodeCase::contiguous(rt, s, 32768).build()
         }),
         case("decode_attention_bf16", |rt, s| {
-            decode_attention_case(rt, s, 131072)
+            DecodeCase::contiguous(rt, s, 131072).build()
+        }),
+        case("decode_attention_paged_bf16", |rt, s| {
+            DecodeCase::contiguous(rt, s, 131072).paged(16).build()
         }),
     ]
 }
@@ -807,11 +810,47 @@ fn gemv_case(
     })
 }
 
+/// A decode-attention case: the context at GPU scale, and the page size for a paged cache.
+struct DecodeCase<'a> {
+    rt: &'a Runtime,
+    scale: Scale,
+    ctx: u32,
+    page: Option<usize>,
+}
+
+impl<'a> DecodeCase<'a> {
+    fn contiguous(rt: &'a Runtime, scale: Scale, ctx: u32) -> Self {
+        Self {
+            rt,
+            scale,
+            ctx,
+            page: None,
+        }
+    }
+
+    /// The same with the cache in pages of `page` positions, placed in the pool in reverse order.
+    fn paged(self, page: usize) -> Self {
+        Self {
+            page: Some(page),
+            ..self
+        }
+    }
+
+    fn build(self) -> host::Result<Case<'a>> {
+        decode_attention_case(self.rt, self.scale, self.ctx, self.page)
+    }
+}
+
 /// Split-KV decode attention, one query token per head. At GPU scale Llama-3-8B's attention
 /// (batch 1, 32 query heads, 8 KV heads, d = 128) at `ctx` keys; on the emulator two sequences of
 /// 300 and 77 keys (not multiples of the chunk) with 8 query heads on 2 KV heads.
-fn decode_attention_case(rt: &Runtime, scale: Scale, ctx: u32) -> host::Result<Case<'_>> {
-    use host::ops::decode::{self, DecodeShape, DecodeWorkspace};
+fn decode_attention_case(
+    rt: &Runtime,
+    scale: Scale,
+    ctx: u32,
+    page: Option<usize>,
+) -> host::Result<Case<'_>> {
+    use host::ops::decode::{self, DecodeShape, DecodeWorkspace, PagedKv};
     let (shape, lens) = match scale {
         Scale::Gpu => (DecodeShape::new(1, 32, 8, ctx as usize), vec![ctx]),
         Scale::Emulator => (DecodeShape::new(2, 8, 2, 320), vec![300, 77]),
@@ -819,7 +858,10 @@ fn decode_attention_case(rt: &Runtime, scale: Scale, ctx: u32) -> host::Result<C
     let gpu_shape = DecodeShape::new(1, 32, 8, ctx as usize);
     let traffic = |shape: &DecodeShape, lens: &[u32]| {
         let splits = decode::auto_splits(shape, lens.iter().copied().max().unwrap_or(0) as usize);
-        decode::attention_traffic(shape, lens, splits).total()
+        match page {
+            None => decode::attention_traffic(shape, lens, splits).total(),
+            Some(page) => decode::paged_traffic(shape, lens, splits, page).total(),
+        }
     };
     let describe = |s: &DecodeShape, lens: &[u32]| {
         format!("{}x{}q/{}kv ctx {:?}", s.batch, s.q_heads, s.kv_heads, lens)
@@ -853,12 +895,43 @@ fn decode_attention_case(rt: &Runtime, scale: Scale, ctx: u32) -> host::Result<C
     )
     .o;
     let mut ws = DecodeWorkspace::new(rt, &shape, &lens, None)?;
+    // Paged: the cache's positions in pages, the pages in the pool in reverse order (max_ctx is
+    // a multiple of the page size at both scales).
+    let paged = match page {
+        None => None,
+        Some(page) => {
+            let per_seq = shape.max_ctx / page;
+            let pages = shape.batch * per_seq;
+            let table: Vec<u32> = (0..pages as u32).rev().collect();
+            let layout = (&table[..], per_seq, page, pages);
+            let pool = |c: &[bf16]| decode::paginate(c, &shape, &lens, layout, bf16::ZERO);
+            Some((
+                PagedKv::new(rt, &table, per_seq, page, pages)?,
+                pool(&k),
+                pool(&v),
+            ))
+        }
+    };
+    let (k, v) = match &paged {
+        None => (k, v),
+        Some((_, kp, vp)) => (kp.clone(), vp.clone()),
+    };
+    let paged = paged.map(|(table, _, _)| table);
     let (qd, kd, vd) = (rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?);
     let o = Rc::new(RefCell::new(rt.alloc::<bf16>(shape.q_elems())?));
     let mut lse = rt.alloc::<f32>(shape.rows())?;
     let n = lens[0] as usize;
+    let kernel = match page {
+        None => "decode_attention_bf16",
+        Some(_) => "decode_attention_paged_bf16",
+    };
+    let describe = |s: &DecodeShape, lens: &[u32]| match page {
+        None => describe(s, lens),
+        Some(page) => format!("{} pages of {page}", describe(s, lens)),
+    };
+    let gpu = (describe(&gpu_shape, &[ctx]), gpu.1);
     Ok(Case {
-        kernel: "decode_attention_bf16",
+        kernel,
         shape: describe(&shape, &lens),
         cost: traffic(&shape, &lens),
         gpu,
@@ -866,7 +939,22 @@ fn decode_attention_case(rt: &Runtime, scale: Scale, ctx: u32) -> host::Result<C
             let o = o.clone();
             move |rt| {
                 let o = &mut o.borrow_mut();
-                decode::attention(rt, &qd, &kd, &vd, o, &mut lse, &shape, &mut ws, scale_qk)
+                match &paged {
+                    None => {
+                        decode::attention(rt, &qd, &kd, &vd, o, &mut lse, &shape, &mut ws, scale_qk)
+                    }
+                    Some(table) => decode::attention_paged(
+                        rt,
+                        &qd,
+                        [&kd, &vd],
+                        table,
+                        o,
+                        &mut lse,
+                        &shape,
+                        &mut ws,
+                        scale_qk,
+                    ),
+                }
             }
         }),
         check: Box::new(move |rt| {

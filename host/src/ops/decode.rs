@@ -376,6 +376,32 @@ impl PagedKv {
     }
 }
 
+/// A contiguous cache (`shape`: `batch x kv_heads x max_ctx x 128`) laid out as a paged pool: the
+/// first `ctx[b]` positions of sequence `b` go to pages `table[b * pages_per_seq ..]`, pages of
+/// `page_size` positions, in a pool of `pages`; every other element is `fill` (the tests use NaN,
+/// so that a kernel reading an unused position poisons its output).
+pub fn paginate(
+    cache: &[bf16],
+    shape: &DecodeShape,
+    ctx: &[u32],
+    (table, pages_per_seq, page_size, pages): (&[u32], usize, usize, usize),
+    fill: bf16,
+) -> Vec<bf16> {
+    let (d, kv_heads) = (HEAD_DIM, shape.kv_heads);
+    let mut pool = vec![fill; pages * kv_heads * page_size * d];
+    for (b, &len) in ctx.iter().enumerate() {
+        for j in 0..len as usize {
+            let page = table[b * pages_per_seq + j / page_size] as usize;
+            for h in 0..kv_heads {
+                let from = ((b * kv_heads + h) * shape.max_ctx + j) * d;
+                let to = ((page * kv_heads + h) * page_size + j % page_size) * d;
+                pool[to..to + d].copy_from_slice(&cache[from..from + d]);
+            }
+        }
+    }
+    pool
+}
+
 /// [`attention`] on a paged cache: K and V are pools of pages of `kv_heads x page_size x 128`,
 /// and sequence `b`'s position `j` is row `j % page_size` of page `table[b][j / page_size]`.
 /// `shape.max_ctx` is the table's capacity, `pages_per_seq * page_size`.
