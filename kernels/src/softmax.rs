@@ -290,7 +290,7 @@ pub(crate) fn block_allreduce<R: Reduce>(value: R) -> R {
 /// Thread 0 loads a per-row value (from HBM, once per row rather than once per thread), and every
 /// thread of the block receives it through shared memory. Call at most once per kernel.
 #[inline(always)]
-pub(crate) fn broadcast_from_thread0<V: Copy>(load: impl FnOnce() -> V) -> V {
+fn broadcast_from_thread0<V: Copy>(load: impl FnOnce() -> V) -> V {
     const { assert!(size_of::<V>() <= size_of::<u64>()) };
     let cell = shared_array![softmax_broadcast: [u64; 1]].cast::<V>();
     if thread_idx_x() == 0 {

@@ -602,7 +602,7 @@ pub fn merge_cost(rows: usize, splits: u32) -> Cost {
 /// group's query heads share each byte), Q read once, each sequence length once, the partials
 /// written once and read once, `o` and `lse` written; `4 d` FLOPs per (query head, key) plus the
 /// merge's. Re-reads: Q once more per additional split (every block of a (sequence, KV head)
-/// loads the group's query rows), and each sequence length once per block.
+/// loads the group's query rows), and each sequence length by every thread of every block.
 pub fn attention_traffic(shape: &DecodeShape, ctx_lens: &[u32], splits: u32) -> Traffic {
     let d = HEAD_DIM as u64;
     let (batch, kv_heads, splits) = (shape.batch as u64, shape.kv_heads as u64, u64::from(splits));
@@ -619,7 +619,8 @@ pub fn attention_traffic(shape: &DecodeShape, ctx_lens: &[u32], splits: u32) -> 
     };
     Traffic {
         compulsory: split.plus(merge),
-        re_read_bytes: (splits - 1) * q + (kv_heads * splits).saturating_sub(1) * ctx,
+        re_read_bytes: (splits - 1) * q
+            + (kv_heads * splits * u64::from(SPLIT_THREADS)).saturating_sub(1) * ctx,
     }
 }
 

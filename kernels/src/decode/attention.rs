@@ -65,8 +65,7 @@ use crate::cuda::warp::{
 use crate::cuda::{Bf16, GlobalPtr};
 use crate::elementwise::Words4;
 use crate::softmax::{
-    OnlineState, Reduce, block_allreduce, broadcast_from_thread0, exp_shifted, merge,
-    reciprocal_or_zero,
+    OnlineState, Reduce, block_allreduce, exp_shifted, merge, reciprocal_or_zero,
 };
 use crate::{kernel, shared_array, unroll};
 
@@ -285,9 +284,12 @@ unsafe fn split_pass<const GT: usize, L: KvLayout>(
     let q_heads = (kv_heads * group) as usize;
     let first_head = b as usize * q_heads + (h * group) as usize; // row of the group's head 0
 
-    // The sequence length: one HBM read per block, shared.
+    // The sequence length, read by every thread: the 32 lanes of a warp read the same 4 bytes,
+    // one sector. (Thread 0 reading it into shared memory for the others would put a barrier
+    // after a `tid == 0` branch, which rustc's MIR JumpThreading can copy into both arms:
+    // docs/toolchain.md.)
     // SAFETY: b < batch.
-    let ctx_b = broadcast_from_thread0(|| unsafe { ctx.read(b as usize) });
+    let ctx_b = unsafe { ctx.read(b as usize) };
     let (start, end) = split_keys(split, chunk, ctx_b);
 
     // HBM -> shared, once per block: the group's query rows (group x 256 bytes).
