@@ -33,9 +33,6 @@ KERNEL_BASELINE = {
     "attention_naive_f32": "sdpa_f32",
     "attention_flash_f32": "sdpa_f32",
     "attention_flash_bf16": "sdpa_bf16",
-    "gemv_bf16": "linear_m1_bf16",
-    "decode_attention_bf16": "sdpa_decode_bf16",
-    "decode_attention_paged_bf16": "sdpa_decode_bf16",
 }
 
 
@@ -94,25 +91,6 @@ def measure(out_path):
         with sdpa_kernel(backend):
             t = time(lambda: F.scaled_dot_product_attention(q, k, v))
         rec[name] = {"shape": f"B{b_} H{h} N{s} d{d}", "backend": str(backend), "seconds": t, "unit": "TFLOP/s", "throughput": 4 * b_ * h * s * s * d / t / 1e12}
-
-    # Decode (docs/decode.md): a Llama-3-8B projection at batch 1, and SDPA with one query token
-    # (32 query heads on 8 KV heads of 128, 32k keys); both read against the bytes they must move.
-    w = torch.randn(14336, 4096, dtype=torch.bfloat16, device="cuda")
-    x = torch.randn(1, 4096, dtype=torch.bfloat16, device="cuda")
-    t = time(lambda: F.linear(x, w))
-    rec["linear_m1_bf16"] = {"shape": "M=1: 4096 -> 14336", "seconds": t, "unit": "GB/s", "throughput": 2 * (w.numel() + x.numel() + 14336) / t / 1e9}
-    ctx = 32768
-    q = torch.randn(1, 32, 1, 128, dtype=torch.bfloat16, device="cuda")
-    k, v = (torch.randn(1, 8, ctx, 128, dtype=torch.bfloat16, device="cuda") for _ in range(2))
-    try:
-        t = time(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
-        how = "enable_gqa"
-    except (TypeError, RuntimeError):  # PyTorch < 2.5: the KV heads repeated for each query head
-        k4, v4 = (t_.repeat_interleave(4, dim=1) for t_ in (k, v))
-        t = time(lambda: F.scaled_dot_product_attention(q, k4, v4))
-        how = "KV repeated 4x (no enable_gqa)"
-    kv_bytes = 2 * k.numel() * 2
-    rec["sdpa_decode_bf16"] = {"shape": f"1x32q/8kv ctx {ctx}", "how": how, "seconds": t, "unit": "GB/s", "throughput": (kv_bytes + 2 * 2 * q.numel()) / t / 1e9}
 
     write(out_path, results)
     for key, r in rec.items():
