@@ -10,7 +10,6 @@ pub mod softmax;
 pub mod transpose;
 
 use crate::error::{Error, Result};
-use crate::runtime::Launched;
 
 /// `n` as the `u32` kernels index with, or a clear error for inputs too large for one launch.
 pub(crate) fn len_u32(what: &str, n: usize) -> Result<u32> {
@@ -34,7 +33,10 @@ pub(crate) fn same_len(what: &str, lens: &[usize]) -> Result<()> {
 }
 
 /// The counts of an operation made of several launches (nothing from a GPU).
-pub(crate) fn then(first: Launched, second: Launched) -> Launched {
+pub(crate) fn then(
+    first: crate::runtime::Launched,
+    second: crate::runtime::Launched,
+) -> crate::runtime::Launched {
     match (first, second) {
         (Some(mut a), Some(b)) => {
             a.add(&b);

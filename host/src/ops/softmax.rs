@@ -20,7 +20,7 @@ use kernels::softmax::{
     RESCALE_FLOPS, ROW_THREADS,
 };
 
-use super::{len_u32, then};
+use super::len_u32;
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cost::{ComputeUnit, Cost};
 use crate::emu::LaunchCounters;
@@ -280,7 +280,7 @@ fn stats_then_normalise<T: SoftmaxElement>(
     });
     let mut total = Some(LaunchCounters::default());
     for pass in passes {
-        total = then(total, T::launch(rt, pass, rows, cols)?);
+        total = super::then(total, T::launch(rt, pass, rows, cols)?);
     }
     Ok(total)
 }
