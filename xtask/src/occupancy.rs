@@ -86,6 +86,20 @@ pub fn launch_of(name: &str) -> Option<Launch> {
                 attention::fused_config::<bf16>(&shape)
             })
         }
+        // ROWS_PER_BLOCK rows' 16-byte loads are issued before any is used.
+        n if n.starts_with("gemv_bf16_m") => launch(
+            kernels::decode::gemv::THREADS,
+            0,
+            Some(kernels::decode::gemv::ROWS_PER_BLOCK as u32 * 16),
+        ),
+        // KEYS_PER_STEP keys' 16-byte pieces of K and V are loaded before any is used.
+        n if n.starts_with("decode_attention_split_")
+            || n.starts_with("decode_attention_paged_") =>
+        {
+            use kernels::decode::attention::{KEYS_PER_STEP, THREADS};
+            launch(THREADS, 0, Some(KEYS_PER_STEP * 2 * 16))
+        }
+        "decode_attention_merge_bf16" => launch(kernels::decode::attention::MERGE_THREADS, 0, None),
         _ => return None,
     };
     Some(l)
