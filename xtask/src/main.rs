@@ -12,6 +12,7 @@
 
 mod bundle;
 mod cases;
+mod emu_speed;
 mod hierarchy;
 mod inspect;
 mod plot;
@@ -46,7 +47,7 @@ enum Command {
     /// Profile one kernel on the emulator: coalescing, bank conflicts and traffic per source line.
     Inspect(inspect::InspectArgs),
     /// Measure the emulator's own speed (wall time on this machine's CPUs).
-    EmuSpeed,
+    EmuSpeed(emu_speed::EmuSpeedArgs),
     /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
     /// it here in CPU mode.
     DeviceBundle(bundle::BundleArgs),
@@ -61,7 +62,7 @@ fn main() -> ExitCode {
         Command::Roofline(args) => roofline::run(args),
         Command::TraceSoftmax(args) => trace_softmax::run(args),
         Command::Inspect(args) => inspect::run(args),
-        Command::EmuSpeed => run::emu_speed(),
+        Command::EmuSpeed(args) => emu_speed::run(args),
         Command::DeviceBundle(args) => bundle::run(args),
     };
     match result {

@@ -98,7 +98,10 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         results: RefCell::new(vec![[0; 4]; threads]),
         arena: RefCell::new(arena),
         async_copies: RefCell::new(AsyncCopies::new(threads)),
-        counters: RefCell::new(LaunchCounters::default()),
+        counters: RefCell::new(LaunchCounters {
+            threads: threads as u64,
+            ..LaunchCounters::default()
+        }),
         profile: launch.profile.then(RefCell::default),
     };
     let outcome = STACKS.with(|stacks| {
@@ -406,6 +409,10 @@ impl Block<'_> {
             (MemorySpace::Shared, Access::Write) => &mut c.shared_write_bytes,
         };
         *counter += bytes as u64;
+        match space {
+            MemorySpace::Global => c.global_accesses += 1,
+            MemorySpace::Shared => c.shared_accesses += 1,
+        }
         if let Some(p) = &self.profile {
             p.borrow_mut().record(space, access, site, t, addr, bytes);
         }
