@@ -100,7 +100,13 @@ pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
         attention_speed(&rt, "flash_attention_f32_d128", &shape, args.runs, |x| x)?;
     }
     if wanted("flash_attention_bf16") {
-        attention_speed(&rt, "flash_attention_bf16_d128", &shape, args.runs, bf16::from_f32)?;
+        attention_speed(
+            &rt,
+            "flash_attention_bf16_d128",
+            &shape,
+            args.runs,
+            bf16::from_f32,
+        )?;
     }
     if wanted("softmax_fused_f32") {
         softmax_speed(&rt, sizes.softmax_rows, sizes.softmax_cols, args.runs)?;
@@ -182,9 +188,14 @@ fn softmax_speed(rt: &Runtime, rows: usize, cols: usize, runs: usize) -> Result<
         .upload(&host::reference::uniform(rows * cols, 1, -4.0, 4.0))
         .map_err(err)?;
     let mut y = rt.alloc::<f32>(rows * cols).map_err(err)?;
-    report("softmax_fused_f32", format!("{rows} x {cols}"), runs, || {
-        softmax::fused(rt, &x, &mut y, rows, cols)
-            .map_err(err)?
-            .ok_or_else(|| "no launch".to_string())
-    })
+    report(
+        "softmax_fused_f32",
+        format!("{rows} x {cols}"),
+        runs,
+        || {
+            softmax::fused(rt, &x, &mut y, rows, cols)
+                .map_err(err)?
+                .ok_or_else(|| "no launch".to_string())
+        },
+    )
 }

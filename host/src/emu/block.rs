@@ -11,7 +11,7 @@ use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position, Sit
 use super::async_copy::{self, AsyncCopies};
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
 use super::profile::BlockProfile;
-use super::shared::{SharedArena, UninitRead};
+use super::shared::{Race, SharedArena, UninitRead};
 use super::{LaunchCounters, Region, warp};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
 
@@ -291,13 +291,15 @@ impl Block<'_> {
         }
     }
 
-    /// Alignment: a GPU faults on an access not aligned to its width.
+    /// Alignment: a GPU faults on an access not aligned to its width. `by` names the access for
+    /// the report; it is built only for one (the checks below likewise), which keeps the
+    /// divisions of [`Block::thread_dim3`] off the path every access takes.
     pub(super) fn aligned(
         &self,
         space: MemorySpace,
         addr: usize,
         bytes: usize,
-        by: ThreadAccess,
+        by: impl FnOnce() -> ThreadAccess,
     ) -> Result<(), EmuErrorKind> {
         let align = 1usize << bytes.trailing_zeros().min(4);
         if addr.is_multiple_of(align) {
@@ -305,7 +307,7 @@ impl Block<'_> {
         } else {
             Err(EmuErrorKind::Misaligned {
                 space,
-                by,
+                by: by(),
                 addr,
                 bytes,
             })
@@ -314,6 +316,10 @@ impl Block<'_> {
 
     /// Checks and counts thread `t`'s access to shared memory: bounds, alignment, races, reads
     /// of bytes never written. Used by the thread itself and, for `ldmatrix`, on a lane's behalf.
+    ///
+    /// Every shared access of every thread comes here, so the path an access that finds nothing
+    /// wrong takes is kept short: one borrow of the arena, the bounds, a look at the copies in
+    /// flight only when there are any, the shadow, the counters. Reports are built out of line.
     pub fn shared_check(
         &self,
         t: usize,
@@ -322,19 +328,19 @@ impl Block<'_> {
         access: Access,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
-        let by = self.thread_access(t, access, site);
+        let by = || self.thread_access(t, access, site);
         self.aligned(MemorySpace::Shared, addr, bytes, by)?;
-        let offset =
-            self.arena
-                .borrow()
-                .offset_of(addr, bytes)
-                .ok_or(EmuErrorKind::OutOfBounds {
-                    space: MemorySpace::Shared,
-                    by,
-                    addr,
-                    bytes,
-                })?;
-        async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
+        let Some(offset) = self.arena.borrow().offset_of(addr, bytes) else {
+            return Err(EmuErrorKind::OutOfBounds {
+                space: MemorySpace::Shared,
+                by: by(),
+                addr,
+                bytes,
+            });
+        };
+        if self.async_copies.borrow().any_in_flight() {
+            async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
+        }
         self.shared_race_check(t, offset, bytes, access, site)?;
         self.count(MemorySpace::Shared, access, site, t, addr, bytes);
         Ok(())
@@ -350,18 +356,26 @@ impl Block<'_> {
         access: Access,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
-        self.arena
+        let checked = self
+            .arena
             .borrow_mut()
-            .check(offset, bytes, t as u32, access, site)
-            .map_err(|race| EmuErrorKind::SharedRace {
-                offset: race.offset,
-                first: ThreadAccess {
-                    thread: self.thread_dim3(race.thread as usize),
-                    access: race.access,
-                    site: race.site,
-                },
-                second: self.thread_access(t, access, site),
-            })
+            .check(offset, bytes, t as u32, access, site);
+        checked.map_err(|race| self.race_kind(race, t, access, site))
+    }
+
+    /// The report of `race`, found at thread `t`'s `access` (kept out of the checked path).
+    #[cold]
+    #[inline(never)]
+    fn race_kind(&self, race: Race, t: usize, access: Access, site: Site) -> EmuErrorKind {
+        EmuErrorKind::SharedRace {
+            offset: race.offset,
+            first: ThreadAccess {
+                thread: self.thread_dim3(race.thread as usize),
+                access: race.access,
+                site: race.site,
+            },
+            second: self.thread_access(t, access, site),
+        }
     }
 
     /// Checks (alignment, bounds) and counts thread `t`'s access to global memory. Used by the
@@ -374,7 +388,7 @@ impl Block<'_> {
         access: Access,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
-        let by = self.thread_access(t, access, site);
+        let by = || self.thread_access(t, access, site);
         self.aligned(MemorySpace::Global, addr, bytes, by)?;
         let regions = &self.launch.regions;
         let i = regions.partition_point(|r| r.start <= addr);
@@ -382,7 +396,7 @@ impl Block<'_> {
         if !inside {
             return Err(EmuErrorKind::OutOfBounds {
                 space: MemorySpace::Global,
-                by,
+                by: by(),
                 addr,
                 bytes,
             });
