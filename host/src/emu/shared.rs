@@ -352,3 +352,51 @@ fn in_array(statics: &[(usize, usize, usize)], offset: usize) -> usize {
         .find(|&&(_, o, b)| offset >= o && offset < o + b)
         .map_or(offset, |&(_, o, _)| offset - o)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arena() -> SharedArena {
+        let mut a = SharedArena::default();
+        a.begin_block(64);
+        a
+    }
+
+    #[test]
+    fn a_word_read_races_with_a_byte_written_inside_it() {
+        // The word's bytes have different histories, so each byte is judged on its own.
+        let (mut a, site) = (arena(), Site::caller());
+        a.check(0, 4, 0, Access::Write, site).ok().unwrap();
+        a.check(6, 1, 1, Access::Write, site).ok().unwrap();
+        assert!(a.check(0, 4, 2, Access::Read, site).is_err());
+        let race = a.check(4, 4, 2, Access::Read, site).err().expect("byte 6 races");
+        assert_eq!((race.offset, race.thread, race.access), (6, 1, Access::Write));
+    }
+
+    #[test]
+    fn a_third_reader_then_a_writer_races_with_a_recorded_reader() {
+        let (mut a, site) = (arena(), Site::caller());
+        a.check(0, 4, 0, Access::Write, site).ok().unwrap();
+        a.end_interval();
+        for t in 1..4 {
+            a.check(0, 4, t, Access::Read, site).ok().unwrap();
+        }
+        let race = a.check(0, 4, 1, Access::Write, site).err().expect("thread 2 read it");
+        assert_eq!((race.offset, race.thread, race.access), (0, 2, Access::Read));
+    }
+
+    #[test]
+    fn interval_numbers_that_run_out_keep_what_was_written_in_the_block() {
+        let (mut a, site) = (arena(), Site::caller());
+        a.check(0, 4, 0, Access::Write, site).ok().unwrap();
+        a.interval = u32::MAX;
+        assert!(a.end_interval().is_none());
+        // Written in this block before the renumbering: no uninitialised read, no race.
+        a.check(0, 4, 1, Access::Read, site).ok().unwrap();
+        assert!(a.end_interval().is_none());
+        // Never written: reported at the end of the interval.
+        a.check(8, 4, 1, Access::Read, site).ok().unwrap();
+        assert_eq!(a.end_interval().map(|u| u.offset), Some(8));
+    }
+}
