@@ -370,8 +370,14 @@ mod tests {
         a.check(0, 4, 0, Access::Write, site).ok().unwrap();
         a.check(6, 1, 1, Access::Write, site).ok().unwrap();
         assert!(a.check(0, 4, 2, Access::Read, site).is_err());
-        let race = a.check(4, 4, 2, Access::Read, site).err().expect("byte 6 races");
-        assert_eq!((race.offset, race.thread, race.access), (6, 1, Access::Write));
+        let race = a
+            .check(4, 4, 2, Access::Read, site)
+            .err()
+            .expect("byte 6 races");
+        assert_eq!(
+            (race.offset, race.thread, race.access),
+            (6, 1, Access::Write)
+        );
     }
 
     #[test]
@@ -382,8 +388,14 @@ mod tests {
         for t in 1..4 {
             a.check(0, 4, t, Access::Read, site).ok().unwrap();
         }
-        let race = a.check(0, 4, 1, Access::Write, site).err().expect("thread 2 read it");
-        assert_eq!((race.offset, race.thread, race.access), (0, 2, Access::Read));
+        let race = a
+            .check(0, 4, 1, Access::Write, site)
+            .err()
+            .expect("thread 2 read it");
+        assert_eq!(
+            (race.offset, race.thread, race.access),
+            (0, 2, Access::Read)
+        );
     }
 
     #[test]
