@@ -26,7 +26,7 @@ use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement};
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax;
 
-use crate::run::{duration, rayon_threads, wall_clock_runs};
+use crate::run::{duration, wall_clock_runs};
 
 #[derive(clap::Args)]
 pub struct EmuSpeedArgs {
@@ -77,11 +77,11 @@ pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
     println!(
         "\nrealistic shapes ({} set), emulator on {} OS threads, every check on, {} run(s) each:",
         args.size,
-        rayon_threads(),
+        host::emu::os_threads(),
         args.runs
     );
     println!(
-        "{:<28} {:<22} {:>10} {:>14} {:>16} {:>12}",
+        "{:<28} {:<26} {:>12} {:>14} {:>16} {:>12}",
         "kernel", "shape", "wall", "threads/s", "accesses/s", "per access"
     );
     let wanted = |name: &str| args.only.as_deref().is_none_or(|o| name.contains(o));
@@ -128,9 +128,9 @@ fn report(
     })?;
     let accesses = (counters.global_accesses + counters.shared_accesses) as f64;
     println!(
-        "{kernel:<28} {shape:<22} {:>10} {:>12.1} M {:>14.1} M {:>9.1} ns",
+        "{kernel:<28} {shape:<26} {:>12} {:>12.0} k {:>14.1} M {:>9.1} ns",
         duration(t.median),
-        counters.threads as f64 / t.median / 1e6,
+        counters.threads as f64 / t.median / 1e3,
         accesses / t.median / 1e6,
         t.median / accesses * 1e9,
     );

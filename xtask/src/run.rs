@@ -377,7 +377,7 @@ pub fn attention_head_speed() -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) fn rayon_threads() -> usize {
+fn rayon_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 

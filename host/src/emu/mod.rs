@@ -81,6 +81,12 @@ impl LaunchCounters {
     }
 }
 
+/// How many OS threads run blocks: rayon's pool, one per core unless `RAYON_NUM_THREADS` says
+/// otherwise.
+pub fn os_threads() -> usize {
+    rayon::current_num_threads()
+}
+
 /// A region of host memory standing in for a device allocation.
 #[derive(Clone, Copy, Debug)]
 struct Region {
