@@ -8,6 +8,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, ValidAsZeroBits};
 use kernels::cuda::GlobalPtr;
 
 use crate::emu::Emulator;
+use crate::error::{Error, Result};
 
 /// A type that can live in a device buffer and be passed to kernels.
 pub trait Element:
@@ -27,10 +28,18 @@ impl Element for half::bf16 {}
 /// emulator does the same so that vectorised kernels see the same alignment on both.
 const ALIGN: usize = 256;
 
+/// From this size on an emulated buffer is mapped straight from the kernel, whose pages are
+/// zero until touched: the zeroing costs nothing up front and untouched pages no memory. (The
+/// allocator zeroes eagerly at the 256-byte alignment: it cannot use calloc.)
+const MAP_BYTES: usize = 1 << 20;
+
 pub(crate) enum Storage<T: Element> {
     Emulated {
         ptr: NonNull<T>,
+        /// The allocator's layout (for a mapping, its size).
         layout: Layout,
+        /// Mapped from the kernel (`MAP_BYTES` and more) rather than allocated.
+        mapped: bool,
         emu: Arc<Emulator>,
     },
     Cuda(CudaSlice<T>),
@@ -48,23 +57,65 @@ unsafe impl<T: Element> Send for DeviceBuffer<T> {}
 unsafe impl<T: Element> Sync for DeviceBuffer<T> {}
 
 impl<T: Element> DeviceBuffer<T> {
-    pub(crate) fn emulated(emu: &Arc<Emulator>, len: usize) -> Self {
-        let bytes = (len * size_of::<T>()).max(1);
-        let layout =
-            Layout::from_size_align(bytes, ALIGN.max(align_of::<T>())).expect("buffer layout");
-        // SAFETY: non-zero size; zeroed bytes are a valid T (ValidAsZeroBits).
-        let raw = unsafe { alloc_zeroed(layout) };
-        let ptr =
-            NonNull::new(raw.cast::<T>()).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        emu.register(ptr.as_ptr() as usize, len * size_of::<T>());
-        Self {
+    /// A zeroed buffer of `len` elements in host memory, or `OutOfMemory` when the host does not
+    /// have that much available (refused up front rather than found by the OOM killer later).
+    pub(crate) fn emulated(emu: &Arc<Emulator>, len: usize) -> Result<Self> {
+        let what = || format!("a buffer of {len} x {}", std::any::type_name::<T>());
+        let free = emu.free_memory();
+        let size = len
+            .checked_mul(size_of::<T>())
+            .filter(|&b| b as u64 <= free)
+            .ok_or_else(|| Error::OutOfMemory {
+                what: what(),
+                needed: (len as u128 * size_of::<T>() as u128).min(u64::MAX as u128) as u64,
+                free,
+            })?;
+        let bytes = size.max(1);
+        let layout = Layout::from_size_align(bytes, ALIGN.max(align_of::<T>())).map_err(|_| {
+            Error::OutOfMemory {
+                what: what(),
+                needed: bytes as u64,
+                free,
+            }
+        })?;
+        let mapped = bytes >= MAP_BYTES;
+        let raw = if mapped {
+            // SAFETY: an anonymous private mapping; the kernel returns page-aligned memory
+            // (page >= ALIGN) that reads as zero, a valid T (ValidAsZeroBits).
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    bytes,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                std::ptr::null_mut()
+            } else {
+                p.cast::<u8>()
+            }
+        } else {
+            // SAFETY: non-zero size; zeroed bytes are a valid T (ValidAsZeroBits).
+            unsafe { alloc_zeroed(layout) }
+        };
+        let ptr = NonNull::new(raw.cast::<T>()).ok_or_else(|| Error::OutOfMemory {
+            what: what(),
+            needed: bytes as u64,
+            free,
+        })?;
+        emu.register(ptr.as_ptr() as usize, size);
+        Ok(Self {
             len,
             storage: Storage::Emulated {
                 ptr,
                 layout,
+                mapped,
                 emu: emu.clone(),
             },
-        }
+        })
     }
 
     pub(crate) fn cuda(slice: CudaSlice<T>) -> Self {
@@ -130,10 +181,21 @@ impl<T: Element> DeviceBuffer<T> {
 
 impl<T: Element> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
-        if let Storage::Emulated { ptr, layout, emu } = &self.storage {
+        if let Storage::Emulated {
+            ptr,
+            layout,
+            mapped,
+            emu,
+        } = &self.storage
+        {
             emu.unregister(ptr.as_ptr() as usize);
-            // SAFETY: allocated in `emulated` with this layout.
-            unsafe { dealloc(ptr.as_ptr().cast(), *layout) };
+            if *mapped {
+                // SAFETY: mapped in `emulated` with this size.
+                unsafe { libc::munmap(ptr.as_ptr().cast(), layout.size()) };
+            } else {
+                // SAFETY: allocated in `emulated` with this layout.
+                unsafe { dealloc(ptr.as_ptr().cast(), *layout) };
+            }
         }
     }
 }

@@ -300,7 +300,9 @@ pub fn attention_scores(
 
 /// `O = softmax(scale Q K^T [causal]) V` and the log-sum-exp of each row of scores, in f64,
 /// straight from the definition: each row's scores, their max, `exp(s - max)`, the sum, the
-/// weighted sum of V rows. A row that sees no key gives zeros and `-inf`.
+/// weighted sum of V rows. Special values as `kernels::attention` defines them: a row that sees
+/// no key gives zeros and `-inf`; a NaN score makes the row NaN; `k` scores of `+inf` share the
+/// probability (`1/k` each) and give `LSE = +inf`.
 pub fn attention(
     q: &[f32],
     k: &[f32],
@@ -316,11 +318,18 @@ pub fn attention(
         .map(|row| {
             let h = row / n_q;
             let s_i = &s[row * n_kv..][..n_kv];
+            if s_i.iter().any(|x| x.is_nan()) {
+                return (vec![f64::NAN; d], f64::NAN);
+            }
             let m = s_i.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             if m == f64::NEG_INFINITY {
                 return (vec![0.0; d], f64::NEG_INFINITY);
             }
-            let e: Vec<f64> = s_i.iter().map(|x| (x - m).exp()).collect();
+            // exp(s - m), with s = m = +inf counted as 1 (the limit as those scores grow).
+            let e: Vec<f64> = s_i
+                .iter()
+                .map(|&x| if x == m { 1.0 } else { (x - m).exp() })
+                .collect();
             let l: f64 = e.iter().sum();
             let mut o = vec![0.0f64; d];
             for (j, p) in e.iter().enumerate() {

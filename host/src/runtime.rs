@@ -80,11 +80,11 @@ impl Runtime {
         }
     }
 
-    /// Free device memory in bytes (the host's available memory for the emulator is not
-    /// modelled: it reports the emulated device's 141 GB).
+    /// Free device memory in bytes; for the emulator, whose buffers are host memory, the host's
+    /// available memory (see [`Emulator::free_memory`]).
     pub fn free_memory(&self) -> Result<u64> {
         match &self.backend {
-            Backend::Emulator(_) => Ok(141 * 1_000_000_000),
+            Backend::Emulator(emu) => Ok(emu.free_memory()),
             Backend::Cuda(gpu) => gpu.free_memory(),
         }
     }
@@ -92,7 +92,7 @@ impl Runtime {
     /// A zeroed buffer of `len` elements.
     pub fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         match &self.backend {
-            Backend::Emulator(emu) => Ok(DeviceBuffer::emulated(emu, len)),
+            Backend::Emulator(emu) => DeviceBuffer::emulated(emu, len),
             Backend::Cuda(gpu) => gpu.alloc(len),
         }
     }

@@ -46,7 +46,7 @@
 //! cost models use the same constants. The per-row work of the block reductions (a few dozen
 //! operations per thread, independent of `cols`) is neither marked nor modelled.
 
-use crate::cuda::intrinsics::{count_flops, exp_approx, fma};
+use crate::cuda::intrinsics::{count_flops, exp_approx, exp2_approx, fma};
 use crate::cuda::thread::{block_dim_x, block_idx_x, sync_threads, thread_idx_x};
 use crate::cuda::warp::{FULL_MASK, WARP_SIZE, lane_id, shuffle_xor};
 use crate::cuda::{Bf16, GlobalPtr};
@@ -123,13 +123,26 @@ impl Scalar for Bf16 {
 /// - otherwise `exp_approx(x - m)`, which is 0 for `x` finite and `m = +inf`, and NaN if either is.
 #[inline(always)]
 pub fn exp_shifted(x: f32, m: f32) -> f32 {
+    shifted(x, m, exp_approx)
+}
+
+/// `exp(x - m)` through `exp` with the limits of [`exp_shifted`].
+#[inline(always)]
+fn shifted(x: f32, m: f32, exp: fn(f32) -> f32) -> f32 {
     if x == f32::NEG_INFINITY {
         0.0
     } else if x == m {
         1.0
     } else {
-        exp_approx(x - m)
+        exp(x - m)
     }
+}
+
+/// [`exp_shifted`] in base 2, for scores already scaled by `log2 e` (the attention kernels):
+/// `2^(x - m)` with the same limits (`-inf` gives 0, `x = m` gives 1, NaN stays NaN).
+#[inline(always)]
+pub fn exp2_shifted(x: f32, m: f32) -> f32 {
+    shifted(x, m, exp2_approx)
 }
 
 /// IEEE 754-2019 `maximum`: the larger of `a` and `b`, or NaN if either is NaN (PTX

@@ -6,8 +6,26 @@ use host::runtime::Backend;
 
 /// The runtime the suite runs on: `KERNELS_BACKEND` picks it (default: a GPU when one is
 /// present, the emulator otherwise), so one property suite serves both.
+///
+/// When the backend asked for cannot be had (`KERNELS_BACKEND=gpu` on a machine without one),
+/// the test binary says why in one sentence and exits: every test would fail the same way.
 pub fn runtime() -> Runtime {
-    Runtime::from_env().expect("KERNELS_BACKEND names a usable backend")
+    Runtime::from_env().unwrap_or_else(|e| {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            use std::io::Write as _;
+            let asked = std::env::var(host::runtime::BACKEND_VAR).unwrap_or_default();
+            let line = format!(
+                "{}={asked}: {e}; this test binary stops here\n",
+                host::runtime::BACKEND_VAR
+            );
+            // Straight to stderr: the harness captures eprintln! in tests, and exiting would
+            // lose what it captured.
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            std::process::exit(2);
+        });
+        unreachable!("the first caller exits")
+    })
 }
 
 /// An emulator runtime and its emulator, for tests that launch their own (often deliberately
@@ -27,6 +45,22 @@ pub fn emu_error<T: std::fmt::Debug>(result: host::Result<T>) -> EmuError {
     match result {
         Err(host::Error::Emulator(e)) => *e,
         other => panic!("expected an emulator error, got {other:?}"),
+    }
+}
+
+/// Where the property tests keep the cases that once failed (proptest replays them first on
+/// every run): one file for the suite, relative to the suite crate (the directory `cargo test`
+/// runs its tests in). Commit it when a failure is found and fixed; `tests/proptest-regressions/
+/// README.md` says so. Without this, proptest writes one file beside each test source.
+pub const REGRESSIONS: &str = "proptest-regressions/suite.txt";
+
+/// The suite's property-test configuration: `cases` cases (`PROPTEST_CASES` overrides it), and
+/// failures persisted to [`REGRESSIONS`].
+pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    use proptest::test_runner::{Config, FileFailurePersistence};
+    Config {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(REGRESSIONS))),
+        ..Config::with_cases(cases)
     }
 }
 

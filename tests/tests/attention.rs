@@ -232,7 +232,7 @@ fn problem_strategy() -> impl Strategy<Value = Problem> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(12))]
+    #![proptest_config(suite::proptest_config(12))]
 
     /// Fused vs the f64 reference within the header's bound (slack 1: the bound is a worst
     /// case, typical errors are 10-100x below it); counted bytes = compulsory + re-reads.
@@ -258,7 +258,7 @@ fn naive(problem: &Problem) -> (Vec<f32>, Option<LaunchCounters>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(8))]
+    #![proptest_config(suite::proptest_config(8))]
 
     /// The naive flow (S, softmax, P V) vs the reference within the header's bound, its counted
     /// bytes and FLOPs = its traffic model; and the fused kernel agrees with it within twice the
@@ -326,7 +326,7 @@ fn softmax_rows(scores: &[f64], n_kv: usize) -> Vec<f32> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(8))]
+    #![proptest_config(suite::proptest_config(8))]
 
     /// Naive step 1, `S = scale Q K^T` with -inf where masked: each score within
     /// `(d + 2) u scale sum_c |q_c k_c|` of the f64 reference (the first term of the header's
@@ -536,7 +536,7 @@ fn tensor_cores<T: FusedElement>(problem: &Problem) -> Result<(Vec<f32>, Vec<f32
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(8))]
+    #![proptest_config(suite::proptest_config(8))]
 
     /// bf16 and f16 on tensor cores (the emulator's fragment-exact ldmatrix and mma) vs the f64
     /// reference of the rounded inputs, within the header's bound with the 16-bit roundings.

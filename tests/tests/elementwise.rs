@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use suite::runtime;
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(suite::proptest_config(24))]
 
     /// Exact: the kernel and the reference each do one f32 addition per element.
     #[test]

@@ -128,7 +128,7 @@ fn epilogue(accumulate: bool) -> Epilogue {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(12))]
+    #![proptest_config(suite::proptest_config(12))]
 
     #[test]
     fn naive_matches_the_reference(m in 1usize..40, n in 1usize..40, k in 1usize..40, acc: bool, seed: u64) {

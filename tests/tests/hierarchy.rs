@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use suite::runtime;
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(12))]
+    #![proptest_config(suite::proptest_config(12))]
 
     /// Thread 0's checksum equals the sentinel only if it loaded the planted word and each of its
     /// other words an even number of times; with two passes the planted word cancels out.

@@ -142,7 +142,7 @@ fn convert<T: Dtype>(x: &[f32]) -> Vec<T> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(suite::proptest_config(64))]
 
     #[test]
     fn f32_matches_reference((rows, cols, x) in matrix(1usize..=5, short_cols())) {
@@ -156,7 +156,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(6))]
+    #![proptest_config(suite::proptest_config(6))]
 
     #[test]
     fn f32_rows_longer_than_on_chip((rows, cols, x) in matrix(1usize..=2, long_cols())) {
@@ -236,7 +236,7 @@ fn any_cols() -> impl Strategy<Value = usize> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(suite::proptest_config(48))]
 
     #[test]
     fn f32_edge_rows_match_reference((rows, cols, x) in edge_matrix::<f32>(any_cols())) {
@@ -347,7 +347,7 @@ fn scores(len: impl Into<prop::collection::SizeRange>) -> impl Strategy<Value = 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(suite::proptest_config(256))]
 
     #[test]
     fn identity_is_exact(a in scores(0..20)) {
@@ -403,7 +403,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(suite::proptest_config(24))]
 
     /// The emulator's counted HBM traffic and FLOPs equal each variant's cost model exactly, so
     /// the modelled bytes the roofline figures rest on are the bytes the kernels move.

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use suite::{emulator, runtime};
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(16))]
+    #![proptest_config(suite::proptest_config(16))]
 
     /// Exact: a transpose moves values without arithmetic.
     #[test]
@@ -30,7 +30,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(16))]
+    #![proptest_config(suite::proptest_config(16))]
 
     /// Exact: a strided copy moves values; the cost model counts the bytes it uses.
     #[test]

@@ -54,7 +54,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(trace_softmax::escape_minus_infinity(std::env::args()));
     let result = match &cli.command {
         Command::Run(args) => run::run(args),
         Command::Ptxas(args) => ptxas::run(args),

@@ -436,7 +436,7 @@ fn build(args: &RooflineArgs) -> Result<Report, String> {
             workloads::forward(ctx, &shape, tokens)
         }
         C::Crossover { k, n } => workloads::crossover(ctx, *k, *n),
-        C::Utilisation { achieved } => Ok(workloads::utilisation(ctx, *achieved)),
+        C::Utilisation { achieved } => workloads::utilisation(ctx, *achieved),
         C::TrainTime { flops, gpus, mfu } => workloads::train_time(ctx, *flops, *gpus, *mfu),
     }
 }
@@ -954,6 +954,9 @@ mod tests {
         assert!(error("gpus --hbm-scale 0").contains("--hbm-scale"));
         assert!(error("compare --gpu all").contains("one --gpu"));
         assert!(error("train-time --flops 1e20 --gpus 8 --mfu 1.5").contains("--mfu"));
+        assert!(error("utilisation --achieved 1e30").contains("--achieved"));
+        assert!(error("train-time --flops 1e20 --gpus 1e30 --mfu 0.4").contains("--gpus"));
+        assert!(error("train-time --flops 1e20 --gpus 0.5 --mfu 0.4").contains("--gpus"));
         let gqa = "forward --hidden 4096 --mlp 1 --layers 1 --vocab 1 --tokens 1 --kv-heads 5";
         assert!(error(gqa).contains("--kv-heads 5"));
         assert!(error("score-matrix --context 0").contains("--context"));

@@ -312,18 +312,25 @@ pub fn emu_speed() -> Result<(), String> {
         .upload(&host::reference::uniform(n, 2, -1.0, 1.0))
         .map_err(|e| e.to_string())?;
     let mut c = rt.alloc::<f32>(n).map_err(|e| e.to_string())?;
-    let t = wall_clock(|| {
-        host::ops::elementwise::vector_add_f32(&rt, &a, &b, &mut c)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })?;
-    println!(
-        "emulator, {} threads: vector_add_f32 of 1M elements (1M simulated GPU threads): median {} over {} runs ({:.1} M threads/s)",
-        rayon_threads(),
-        duration(t.median),
-        t.runs,
-        n as f64 / t.median / 1e6
-    );
+    let host::runtime::Backend::Emulator(emu) = rt.backend() else {
+        unreachable!("Runtime::emulator")
+    };
+    for races in [true, false] {
+        emu.set_global_race_check(races);
+        let t = wall_clock(|| {
+            host::ops::elementwise::vector_add_f32(&rt, &a, &b, &mut c)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })?;
+        println!(
+            "emulator, {} threads: vector_add_f32 of 1M elements (1M simulated GPU threads), global race check {}: median {} over {} runs ({:.1} M threads/s)",
+            rayon_threads(),
+            if races { "on" } else { "off" },
+            duration(t.median),
+            t.runs,
+            n as f64 / t.median / 1e6
+        );
+    }
     attention_head_speed()
 }
 
@@ -363,17 +370,24 @@ pub fn attention_head_speed() -> Result<(), String> {
     );
     let mut o = rt.alloc::<f32>(shape.q_elems()).map_err(err)?;
     let mut lse = rt.alloc::<f32>(shape.lse_elems()).map_err(err)?;
-    let t = wall_clock(|| {
-        attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
-            .map(|_| ())
-            .map_err(err)
-    })?;
-    println!(
-        "emulator, {} threads: one attention head (256 queries x 256 keys, d = 64) through flash_attention_f32_d64: median {} over {} runs",
-        rayon_threads(),
-        duration(t.median),
-        t.runs
-    );
+    let host::runtime::Backend::Emulator(emu) = rt.backend() else {
+        unreachable!("Runtime::emulator")
+    };
+    for races in [true, false] {
+        emu.set_global_race_check(races);
+        let t = wall_clock(|| {
+            attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
+                .map(|_| ())
+                .map_err(err)
+        })?;
+        println!(
+            "emulator, {} threads: one attention head (256 queries x 256 keys, d = 64) through flash_attention_f32_d64, global race check {}: median {} over {} runs",
+            rayon_threads(),
+            if races { "on" } else { "off" },
+            duration(t.median),
+            t.runs
+        );
+    }
     Ok(())
 }
 

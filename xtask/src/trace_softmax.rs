@@ -6,8 +6,10 @@
 //! sum `l` and the running weighted sum of values `o`; then `o / l` beside the softmax-weighted
 //! average computed directly, and their difference.
 //!
-//! A masked score, `-inf`, carries no weight; [`render`] accepts it, but the command line cannot
-//! pass it (clap reads `-inf` as a cluster of flags).
+//! A masked score, `-inf`, carries no weight. On the command line write it as `-inf` among the
+//! scores (`cargo xtask trace-softmax 1.0 -inf 2.0 --values 1 2 3`). clap alone would read `-inf`
+//! as a cluster of flags, so [`escape_minus_infinity`] first rewrites it as `-1e999`, which clap
+//! takes for a negative number and which parses as `-inf` (`-1e999` also works typed directly).
 
 use std::fmt::Write as _;
 
@@ -15,7 +17,7 @@ use std::fmt::Write as _;
 /// after each, then o / l beside the directly computed softmax-weighted average.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TraceSoftmaxArgs {
-    /// The scores s_1 ... s_n, in order (finite numbers).
+    /// The scores s_1 ... s_n, in order: finite numbers, or -inf for a masked one.
     #[arg(required = true, num_args = 1.., allow_negative_numbers = true, value_name = "SCORE")]
     pub scores: Vec<f64>,
     /// One value per score; a vector value is comma-separated: `--values 1,0 0,1 -2,2`. Takes
@@ -28,6 +30,22 @@ pub struct TraceSoftmaxArgs {
         value_name = "VALUE"
     )]
     pub values: Vec<String>,
+}
+
+/// The command line with every `-inf` after `trace-softmax` written `-1e999`: a negative number
+/// to clap, `-inf` once parsed as f64.
+pub fn escape_minus_infinity(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut after = false;
+    args.into_iter()
+        .map(|a| {
+            after |= a == "trace-softmax";
+            if after && a == "-inf" {
+                "-1e999".to_string()
+            } else {
+                a
+            }
+        })
+        .collect()
 }
 
 /// The state after one score.
@@ -242,6 +260,33 @@ pub fn run(args: &TraceSoftmaxArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: TraceSoftmaxArgs,
+    }
+
+    #[test]
+    fn the_command_line_takes_minus_infinity_as_a_score() {
+        use clap::Parser as _;
+        let words = [
+            "trace-softmax",
+            "1.0",
+            "-inf",
+            "-2",
+            "--values",
+            "1",
+            "-2",
+            "3",
+        ];
+        let cli = Cli::try_parse_from(escape_minus_infinity(words.map(String::from)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cli.args.scores, vec![1.0, f64::NEG_INFINITY, -2.0]);
+        assert_eq!(cli.args.values, ["1", "-2", "3"]);
+        let out = render(&cli.args).unwrap();
+        assert!(out.contains("inf"), "{out}");
+    }
 
     fn scalars(v: &[f64]) -> Vec<Vec<f64>> {
         v.iter().map(|&x| vec![x]).collect()

@@ -3,22 +3,22 @@
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::time::{Duration, Instant};
 
-use corosensei::stack::DefaultStack;
+use corosensei::stack::{DefaultStack, Stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position, Site};
 
 use super::async_copy::{self, AsyncCopies};
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+use super::faults::{self, StackOverflow, ThreadResult};
+use super::global::{BlockAccesses, GlobalLog};
+use super::order::WarpOrder;
 use super::profile::BlockProfile;
 use super::shared::{Race, SharedArena, UninitRead};
 use super::{LaunchCounters, Region, warp};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
 
-/// Stack per simulated thread. Kernels keep their registers in locals, so this bounds how large a
-/// per-thread tile (an attention row's accumulator, say) can be; 256 KiB is far above any real
-/// kernel's register budget and costs only address space until touched.
-const STACK_BYTES: usize = 256 * 1024;
 /// How many threads of each kind an error report names.
 const REPORT: usize = 4;
 
@@ -32,13 +32,20 @@ pub(super) struct Launch<'k> {
     pub kernel: &'k (dyn Fn() + Sync),
     /// Group accesses into warp-wide requests per site (the profiler).
     pub profile: bool,
+    /// Log global accesses for the race check at the end of the launch (`global.rs`).
+    pub global_races: bool,
+    /// Coroutine stack per simulated thread.
+    pub stack_bytes: usize,
+    /// How long a thread may run without reaching a barrier, a warp collective or its end.
+    pub watchdog: Option<Duration>,
 }
 
-/// A finished block: its counters, and its profile when profiling.
-pub(super) type BlockResult = (LaunchCounters, Option<BlockProfile>);
+/// A finished block: its counters, its profile when profiling, its global accesses when
+/// checking for races.
+pub(super) type BlockResult = (LaunchCounters, Option<BlockProfile>, Option<BlockAccesses>);
 
 thread_local! {
-    /// Coroutine stacks, reused block after block on this OS thread.
+    /// Coroutine stacks, reused block after block on this OS thread (all of one size).
     static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
     /// Shared-memory arena, reused likewise.
     static ARENA: RefCell<Option<Box<SharedArena>>> = const { RefCell::new(None) };
@@ -63,7 +70,6 @@ pub(super) struct Pending {
 /// Why a simulated thread stopped early: carried by unwinding out of the kernel code.
 struct Fault(EmuErrorKind);
 
-type ThreadResult = Result<(), Box<dyn Any + Send>>;
 /// One simulated thread.
 type Thread<'s> = Coroutine<(), (), ThreadResult, &'s mut DefaultStack>;
 
@@ -80,6 +86,14 @@ pub(super) struct Block<'a> {
     pub async_copies: RefCell<AsyncCopies>,
     pub counters: RefCell<LaunchCounters>,
     profile: Option<RefCell<BlockProfile>>,
+    /// What `__syncwarp` has ordered between the lanes of each warp.
+    pub order: RefCell<WarpOrder>,
+    global_log: Option<RefCell<GlobalLog>>,
+    /// The watchdog: device calls of the running thread since it was resumed, when that was,
+    /// and the site of its last access.
+    ticks: Cell<u32>,
+    resumed: Cell<Option<Instant>>,
+    last_site: Cell<Option<Site>>,
 }
 
 /// Runs every thread of `block` to completion, or to the first bug.
@@ -103,15 +117,36 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
             ..LaunchCounters::default()
         }),
         profile: launch.profile.then(RefCell::default),
+        order: RefCell::new(WarpOrder::new(threads)),
+        global_log: launch.global_races.then(RefCell::default),
+        ticks: Cell::new(0),
+        resumed: Cell::new(None),
+        last_site: Cell::new(None),
     };
     let outcome = STACKS.with(|stacks| {
         let mut stacks = stacks.borrow_mut();
-        while stacks.len() < threads {
-            stacks.push(
-                DefaultStack::new(STACK_BYTES)
-                    .expect("cannot map a coroutine stack for a simulated thread"),
-            );
+        let page = faults::page_size();
+        // corosensei adds the guard page and rounds up to pages.
+        let mapped = launch.stack_bytes.next_multiple_of(page) + page;
+        if stacks
+            .first()
+            .is_some_and(|s| s.base().get() - s.limit().get() != mapped)
+        {
+            stacks.clear();
         }
+        while stacks.len() < threads {
+            match DefaultStack::new(launch.stack_bytes) {
+                Ok(stack) => stacks.push(stack),
+                Err(e) => {
+                    return Err(EmuErrorKind::Resources(format!(
+                        "cannot map {threads} coroutine stacks of {} KiB for the block's simulated threads: {e}",
+                        launch.stack_bytes / 1024
+                    )));
+                }
+            }
+        }
+        // The guard page at the bottom of each stack, for the overflow handler.
+        let guards: Vec<usize> = stacks[..threads].iter().map(|s| s.limit().get()).collect();
         let blk = &blk;
         let mut coroutines: Vec<Thread> = stacks[..threads]
             .iter_mut()
@@ -126,7 +161,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
                 unsafe { Coroutine::with_stack_unchecked(stack, body) }
             })
             .collect();
-        let outcome = blk.schedule(&mut coroutines);
+        let outcome = blk.schedule(&mut coroutines, &guards, page);
         emu::leave();
         // Dropping a suspended coroutine unwinds its stack (after an error, the other threads).
         drop(coroutines);
@@ -136,11 +171,22 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         arena,
         counters,
         profile,
+        order,
+        global_log,
         ..
     } = blk;
     ARENA.with(|a| *a.borrow_mut() = Some(arena.into_inner()));
+    let order = order.into_inner();
+    let accesses = global_log.map(|log| BlockAccesses {
+        runs: log.into_inner().finish(),
+        // Only a block that used `__syncwarp` needs its clocks to judge its accesses.
+        order: order.any_sync().then_some(order),
+    });
     outcome
-        .map(|()| (counters.into_inner(), profile.map(RefCell::into_inner)))
+        .map(|()| {
+            let profile = profile.map(RefCell::into_inner);
+            (counters.into_inner(), profile, accesses)
+        })
         .map_err(|kind| {
             Box::new(EmuError {
                 kernel: launch.name,
@@ -153,13 +199,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
 impl Block<'_> {
     /// `threadIdx` of linear thread `t`.
     pub fn thread_dim3(&self, t: usize) -> Dim3 {
-        let b = self.launch.cfg.block;
-        let (x, y) = (b.x as usize, b.y as usize);
-        Dim3 {
-            x: (t % x) as u32,
-            y: (t / x % y) as u32,
-            z: (t / (x * y)) as u32,
-        }
+        super::index_in(self.launch.cfg.block, t as u64)
     }
 
     /// Thread `t`'s `access` at `site`, as reports name it.
@@ -176,6 +216,50 @@ impl Block<'_> {
         resume_unwind(Box::new(Fault(kind)))
     }
 
+    /// A device call by the running thread: the emulator has control, so the watchdog looks at
+    /// the clock. Only every 1024 calls, which keeps it off the profile: its clock starts at the
+    /// first look, so a thread that waits within 1024 calls never reads it.
+    fn tick(&self, site: Option<Site>) {
+        if site.is_some() {
+            self.last_site.set(site);
+        }
+        let n = self.ticks.get().wrapping_add(1);
+        self.ticks.set(n);
+        if n.is_multiple_of(1024)
+            && let Some(budget) = self.launch.watchdog
+        {
+            match self.resumed.get() {
+                None => self.resumed.set(Some(Instant::now())),
+                Some(start) if start.elapsed() > budget => self.fail(self.watchdog_kind(budget)),
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// The running thread has gone `budget` without reaching a barrier, a collective or its end.
+    fn watchdog_kind(&self, budget: Duration) -> EmuErrorKind {
+        let running = self.current.get();
+        let states = self.states.borrow();
+        let others = (0..self.threads)
+            .filter(|&t| t != running && states[t] != State::Done)
+            .take(REPORT)
+            .map(|t| {
+                let what = match states[t] {
+                    State::AtBarrier(site) => format!("waits at the barrier at {site}"),
+                    State::AtCollective => "waits at a warp instruction".to_string(),
+                    _ => "has not run since the last barrier".to_string(),
+                };
+                (self.thread_dim3(t), what)
+            })
+            .collect();
+        EmuErrorKind::Watchdog {
+            thread: self.thread_dim3(running),
+            last_site: self.last_site.get(),
+            budget_ms: budget.as_millis() as u64,
+            others,
+        }
+    }
+
     fn suspend(&self, state: State) {
         let t = self.current.get();
         self.states.borrow_mut()[t] = state;
@@ -186,16 +270,27 @@ impl Block<'_> {
 
     /// Round-robin until every thread is done: run each runnable thread until it blocks, then
     /// complete whatever can complete (warp collectives, the barrier), or report why nothing can.
-    fn schedule(&self, coroutines: &mut [Thread]) -> Result<(), EmuErrorKind> {
+    fn schedule(
+        &self,
+        coroutines: &mut [Thread],
+        guards: &[usize],
+        page: usize,
+    ) -> Result<(), EmuErrorKind> {
         loop {
             for (t, co) in coroutines.iter_mut().enumerate() {
                 if self.states.borrow()[t] != State::Runnable {
                     continue;
                 }
                 self.current.set(t);
+                self.ticks.set(0);
+                self.resumed.set(None);
+                self.last_site.set(None);
                 // SAFETY: `self` outlives the resume; `leave` runs before it is dropped.
                 unsafe { emu::enter(self) };
-                match co.resume(()) {
+                faults::arm(co.trap_handler(), guards[t], page);
+                let resumed = co.resume(());
+                faults::disarm();
+                match resumed {
                     CoroutineResult::Yield(()) => {}
                     CoroutineResult::Return(Ok(())) => {
                         self.states.borrow_mut()[t] = State::Done;
@@ -275,6 +370,12 @@ impl Block<'_> {
     }
 
     fn panic_kind(&self, t: usize, payload: Box<dyn Any + Send>) -> EmuErrorKind {
+        if payload.is::<StackOverflow>() {
+            return EmuErrorKind::StackOverflow {
+                thread: self.thread_dim3(t),
+                stack_bytes: self.launch.stack_bytes,
+            };
+        }
         match payload.downcast::<Fault>() {
             Ok(fault) => fault.0,
             Err(payload) => {
@@ -283,6 +384,10 @@ impl Block<'_> {
                     .cloned()
                     .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "a panic with a non-text payload".into());
+                let message = match faults::panic_location() {
+                    Some(at) => format!("{message} (at {at})"),
+                    None => message,
+                };
                 EmuErrorKind::Panic {
                     thread: self.thread_dim3(t),
                     message,
@@ -356,10 +461,13 @@ impl Block<'_> {
         access: Access,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
-        let checked = self
-            .arena
-            .borrow_mut()
-            .check(offset, bytes, t as u32, access, site);
+        let order = self.order.borrow();
+        let epoch = order.epoch(t);
+        let before = |other: u32, e: u32| order.before(other as usize, e, t, epoch);
+        let checked =
+            self.arena
+                .borrow_mut()
+                .check(offset, bytes, (t as u32, epoch), access, site, before);
         checked.map_err(|race| self.race_kind(race, t, access, site))
     }
 
@@ -378,8 +486,8 @@ impl Block<'_> {
         }
     }
 
-    /// Checks (alignment, bounds) and counts thread `t`'s access to global memory. Used by the
-    /// thread itself and, for a `cp.async` completing, on its behalf.
+    /// Checks (alignment, bounds), logs for the race check and counts thread `t`'s access to
+    /// global memory. Used by the thread itself and, for a `cp.async` completing, on its behalf.
     pub(super) fn global_check(
         &self,
         t: usize,
@@ -400,6 +508,12 @@ impl Block<'_> {
                 addr,
                 bytes,
             });
+        }
+        if let Some(log) = &self.global_log {
+            let interval = self.counters.borrow().barriers as u32;
+            let epoch = self.order.borrow().epoch(t);
+            log.borrow_mut()
+                .record(t as u32, addr, bytes, access, site, interval, epoch);
         }
         self.count(MemorySpace::Global, access, site, t, addr, bytes);
         Ok(())
@@ -435,6 +549,7 @@ impl Block<'_> {
 
 impl Gpu for Block<'_> {
     fn position(&self) -> Position {
+        self.tick(None);
         Position {
             thread: self.thread_dim3(self.current.get()),
             block: self.block,
@@ -464,12 +579,14 @@ impl Gpu for Block<'_> {
     }
 
     fn global_access(&self, addr: usize, bytes: usize, access: Access, site: Site) {
+        self.tick(Some(site));
         if let Err(kind) = self.global_check(self.current.get(), addr, bytes, access, site) {
             self.fail(kind);
         }
     }
 
     fn shared_access(&self, addr: usize, bytes: usize, access: Access, site: Site) {
+        self.tick(Some(site));
         if let Err(kind) = self.shared_check(self.current.get(), addr, bytes, access, site) {
             self.fail(kind);
         }
@@ -488,6 +605,7 @@ impl Gpu for Block<'_> {
     }
 
     fn count_flops(&self, n: u64) {
+        self.tick(None);
         self.counters.borrow_mut().flops += n;
     }
 

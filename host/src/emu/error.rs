@@ -58,6 +58,22 @@ pub enum EmuErrorKind {
         /// The access that conflicts with it.
         second: ThreadAccess,
     },
+    /// Two threads of one launch touched the same global-memory byte, one of them writing, with
+    /// nothing ordering the two accesses: threads of different blocks (nothing orders blocks), or
+    /// of one block between two barriers (and, in one warp, not separated by `__syncwarp`).
+    /// The error's `block` is the first thread's.
+    GlobalRace {
+        /// The byte's address.
+        addr: usize,
+        /// Its offset in the allocation that holds it.
+        offset: usize,
+        /// One access (in block order, the earlier block's).
+        first: ThreadAccess,
+        /// `blockIdx` of the other access's thread.
+        second_block: Dim3,
+        /// The other access.
+        second: ThreadAccess,
+    },
     /// A read of shared memory that no thread of the block has written.
     UninitializedShared {
         /// Byte offset in the shared array (or in dynamic shared memory).
@@ -103,6 +119,27 @@ pub enum EmuErrorKind {
         /// The copy in flight: the thread that started it, and where.
         copy: ThreadAccess,
     },
+    /// A thread ran for longer than the watchdog's budget without reaching a barrier, a warp
+    /// collective or its end: most likely a loop that never ends.
+    Watchdog {
+        /// The thread.
+        thread: Dim3,
+        /// Where its last memory access was, if it made one since it last waited.
+        last_site: Option<Site>,
+        /// The budget, in milliseconds.
+        budget_ms: u64,
+        /// Other threads that had not finished, and where they were (first few).
+        others: Vec<(Dim3, String)>,
+    },
+    /// A thread's locals outgrew its coroutine stack.
+    StackOverflow {
+        /// The thread.
+        thread: Dim3,
+        /// The stack's size.
+        stack_bytes: usize,
+    },
+    /// The host could not provide what the block needs to run (memory for its threads' stacks).
+    Resources(String),
     /// The kernel itself panicked (an assertion, an arithmetic overflow, a slice index).
     Panic {
         /// The thread.
@@ -171,6 +208,19 @@ impl fmt::Display for EmuError {
                 access(first),
                 access(second)
             ),
+            EmuErrorKind::GlobalRace {
+                addr,
+                offset,
+                first,
+                second_block,
+                second,
+            } => write!(
+                f,
+                "data race on global memory at address {addr:#x} (byte {offset} of its allocation): {} and, in block {}, {}, with nothing ordering them (sync_threads orders the threads of one block, sync_warp the lanes of its mask; nothing orders two blocks)",
+                access(first),
+                d(*second_block),
+                access(second)
+            ),
             EmuErrorKind::UninitializedShared { offset, by } => write!(
                 f,
                 "read of uninitialised shared memory at byte {offset} of its array: {} but no thread of the block wrote it before the next barrier",
@@ -213,6 +263,41 @@ impl fmt::Display for EmuError {
                 d(copy.thread),
                 copy.site
             ),
+            EmuErrorKind::Watchdog {
+                thread,
+                last_site,
+                budget_ms,
+                others,
+            } => {
+                write!(
+                    f,
+                    "thread {} ran for {:.1} s without reaching a barrier, a warp instruction or its end (a loop that never ends?)",
+                    d(*thread),
+                    *budget_ms as f64 / 1e3
+                )?;
+                if let Some(site) = last_site {
+                    write!(f, "; its last memory access was at {site}")?;
+                }
+                if !others.is_empty() {
+                    let o: Vec<String> = others
+                        .iter()
+                        .map(|(t, s)| format!("thread {} {s}", d(*t)))
+                        .collect();
+                    write!(f, "; meanwhile {}", o.join(", "))?;
+                }
+                write!(f, " (the budget is {} in seconds)", super::WATCHDOG_VAR)
+            }
+            EmuErrorKind::StackOverflow {
+                thread,
+                stack_bytes,
+            } => write!(
+                f,
+                "thread {} overflowed its {} KiB stack: its locals (per-thread arrays, which a GPU would keep in registers or spill to local memory) need more; make them smaller or raise {}",
+                d(*thread),
+                stack_bytes / 1024,
+                super::STACK_VAR
+            ),
+            EmuErrorKind::Resources(what) => write!(f, "{what}"),
             EmuErrorKind::Panic { thread, message } => {
                 write!(f, "thread {} panicked: {message}", d(*thread))
             }

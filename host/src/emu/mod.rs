@@ -15,21 +15,28 @@
 //!   for them (`async_copy.rs`); their destination bytes may not be touched until then.
 //!
 //! Bugs are reported as an [`EmuError`] naming the kernel, block, thread(s) and address or lane:
-//! out-of-bounds or misaligned accesses, shared-memory data races, reads of never-written shared
-//! memory, barrier divergence, and warp collectives that not every lane of the mask executes.
+//! out-of-bounds or misaligned accesses, data races on shared memory (per barrier interval) and on
+//! global memory (logged per block, checked at the end of the launch: `global.rs`), reads of
+//! never-written shared memory, barrier divergence, warp collectives that not every lane of the
+//! mask executes, a thread that runs past the watchdog's budget without waiting, and a thread that
+//! overflows its stack (`faults.rs`).
 //!
 //! [`DeviceBuffer`]: crate::buffer::DeviceBuffer
 
 mod async_copy;
 mod block;
 mod error;
+mod faults;
+mod global;
+mod order;
 mod profile;
 mod shared;
 mod warp;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use rayon::prelude::*;
 
@@ -87,6 +94,62 @@ pub fn os_threads() -> usize {
     rayon::current_num_threads()
 }
 
+/// Turns the global-memory race check off (`off`) or on (`on`, the default) for every emulator
+/// made afterwards; [`Emulator::set_global_race_check`] does the same for one.
+pub const GLOBAL_RACES_VAR: &str = "KERNELS_EMU_GLOBAL_RACES";
+
+/// Seconds a simulated thread may run without reaching a barrier, a warp collective or its end
+/// before the launch ends with [`EmuErrorKind::Watchdog`]; `0` turns the watchdog off. Default
+/// [`DEFAULT_WATCHDOG`]. The emulator regains control only at device calls (memory accesses,
+/// index registers, `count_flops`): a loop that makes none cannot be stopped.
+pub const WATCHDOG_VAR: &str = "KERNELS_EMU_WATCHDOG_S";
+/// Generous: the longest legitimate stretch between two barriers in the suite takes well under
+/// a second.
+pub const DEFAULT_WATCHDOG: Duration = Duration::from_secs(60);
+
+/// KiB of coroutine stack per simulated thread. Kernels keep their registers in locals, so this
+/// bounds how large a per-thread array (an attention row's accumulator, say) can be; the default,
+/// [`DEFAULT_STACK_BYTES`], is far above any real kernel's register budget and costs only address
+/// space until touched. A thread that overflows it is reported as [`EmuErrorKind::StackOverflow`].
+pub const STACK_VAR: &str = "KERNELS_EMU_STACK_KIB";
+/// 256 KiB.
+pub const DEFAULT_STACK_BYTES: usize = 256 * 1024;
+
+/// The value of environment variable `var` as a number, `default` when unset.
+///
+/// # Panics
+/// On a value that is not a number.
+fn env_number(var: &str, default: u64) -> u64 {
+    match std::env::var(var).as_deref() {
+        Err(_) | Ok("") => default,
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{var}={v}: expected a whole number")),
+    }
+}
+
+/// The value of the on/off environment variable `var`, `default` when unset.
+///
+/// # Panics
+/// On any other value: a mistyped setting should not silently mean the default.
+fn env_switch(var: &str, default: bool) -> bool {
+    match std::env::var(var).as_deref() {
+        Err(_) | Ok("") => default,
+        Ok("on" | "1" | "true") => true,
+        Ok("off" | "0" | "false") => false,
+        Ok(other) => panic!("{var}={other}: expected on or off"),
+    }
+}
+
+/// `MemAvailable` from `/proc/meminfo`, in bytes.
+fn host_available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// A region of host memory standing in for a device allocation.
 #[derive(Clone, Copy, Debug)]
 struct Region {
@@ -100,6 +163,10 @@ pub struct Emulator {
     regions: Mutex<BTreeMap<usize, Region>>,
     profiling: AtomicBool,
     profile: Mutex<Profile>,
+    global_races: AtomicBool,
+    stack_bytes: AtomicUsize,
+    /// Milliseconds; 0 for none.
+    watchdog_ms: AtomicU64,
 }
 
 impl Default for Emulator {
@@ -116,7 +183,35 @@ impl Emulator {
             regions: Mutex::new(BTreeMap::new()),
             profiling: AtomicBool::new(false),
             profile: Mutex::new(Profile::default()),
+            global_races: AtomicBool::new(env_switch(GLOBAL_RACES_VAR, true)),
+            stack_bytes: AtomicUsize::new(
+                (env_number(STACK_VAR, DEFAULT_STACK_BYTES as u64 / 1024) as usize)
+                    .saturating_mul(1024),
+            ),
+            watchdog_ms: AtomicU64::new(
+                env_number(WATCHDOG_VAR, DEFAULT_WATCHDOG.as_secs()).saturating_mul(1000),
+            ),
         }
+    }
+
+    /// The coroutine stack of each simulated thread in the following launches (default
+    /// [`DEFAULT_STACK_BYTES`], or [`STACK_VAR`]).
+    pub fn set_stack_bytes(&self, bytes: usize) {
+        self.stack_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// How long a simulated thread may run without reaching a barrier, a warp collective or its
+    /// end (default [`DEFAULT_WATCHDOG`], or [`WATCHDOG_VAR`]); `None` for no limit.
+    pub fn set_watchdog(&self, budget: Option<Duration>) {
+        let ms = budget.map_or(0, |b| (b.as_millis() as u64).max(1));
+        self.watchdog_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Turns the global-memory race check on (the default) or off for the following launches.
+    /// With it on, every block logs its global accesses and the launch checks them once it has
+    /// ended (`global.rs`): see the README for what it costs.
+    pub fn set_global_race_check(&self, on: bool) {
+        self.global_races.store(on, Ordering::Relaxed);
     }
 
     /// Turns the profiler on or off for the following launches. With it on, every access is
@@ -128,6 +223,14 @@ impl Emulator {
     /// The profile gathered since the last call, per kernel and access site.
     pub fn take_profile(&self) -> Profile {
         std::mem::take(&mut *self.profile.lock().unwrap())
+    }
+
+    /// Bytes the emulator can still allocate: the host's available memory (`MemAvailable` in
+    /// `/proc/meminfo`: free memory plus what the kernel can reclaim), since every emulated
+    /// buffer is host memory. Where that cannot be read (not Linux), the 141 GB of the H200
+    /// whose limits the emulator has.
+    pub fn free_memory(&self) -> u64 {
+        host_available_memory().unwrap_or(141 * 1_000_000_000)
     }
 
     /// The limits launches are checked against.
@@ -170,28 +273,32 @@ impl Emulator {
             limits: self.limits,
             kernel: &kernel,
             profile: self.profiling.load(Ordering::Relaxed),
+            global_races: self.global_races.load(Ordering::Relaxed),
+            stack_bytes: self.stack_bytes.load(Ordering::Relaxed),
+            watchdog: match self.watchdog_ms.load(Ordering::Relaxed) {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
         };
         let grid = cfg.grid;
         let blocks = grid.volume();
         let results: Vec<std::result::Result<block::BlockResult, Box<EmuError>>> = (0..blocks)
             .into_par_iter()
-            .map(|b| {
-                let block = Dim3 {
-                    x: (b % u64::from(grid.x)) as u32,
-                    y: (b / u64::from(grid.x) % u64::from(grid.y)) as u32,
-                    z: (b / (u64::from(grid.x) * u64::from(grid.y))) as u32,
-                };
-                block::run_block(&launch, block)
-            })
+            .map(|b| block::run_block(&launch, index_in(grid, b)))
             .collect();
         let mut total = LaunchCounters::default();
         let mut stats = HashMap::new();
+        let mut accesses = Vec::new();
         for r in results {
-            let (counters, profile) = r.map_err(Error::Emulator)?;
+            let (counters, profile, logged) = r.map_err(Error::Emulator)?;
             total.add(&counters);
             if let Some(p) = profile {
                 p.fold_into(&mut stats);
             }
+            accesses.extend(logged);
+        }
+        if let Some(race) = global::first_race(&accesses) {
+            return Err(Error::Emulator(Box::new(self.race_error(&launch, &race))));
         }
         if launch.profile {
             let mut all = self.profile.lock().unwrap();
@@ -199,5 +306,37 @@ impl Emulator {
             profile::merge(entry, profile::finish(stats));
         }
         Ok(total)
+    }
+
+    /// The report of a global-memory race found by [`global::first_race`].
+    fn race_error(&self, launch: &block::Launch, race: &global::GlobalRace) -> EmuError {
+        let side = |s: &global::Side| ThreadAccess {
+            thread: index_in(launch.cfg.block, u64::from(s.thread)),
+            access: s.access,
+            site: s.site,
+        };
+        let i = launch.regions.partition_point(|r| r.start <= race.addr);
+        let offset = race.addr - launch.regions[i.saturating_sub(1)].start;
+        EmuError {
+            kernel: launch.name,
+            block: index_in(launch.cfg.grid, race.first.block as u64),
+            kind: EmuErrorKind::GlobalRace {
+                addr: race.addr,
+                offset,
+                first: side(&race.first),
+                second_block: index_in(launch.cfg.grid, race.second.block as u64),
+                second: side(&race.second),
+            },
+        }
+    }
+}
+
+/// The index of the `i`-th block of a grid `dims` (or thread of a block), x fastest: the order
+/// blocks are run and reported in, and threads are numbered in.
+fn index_in(dims: Dim3, i: u64) -> Dim3 {
+    Dim3 {
+        x: (i % u64::from(dims.x)) as u32,
+        y: (i / u64::from(dims.x) % u64::from(dims.y)) as u32,
+        z: (i / (u64::from(dims.x) * u64::from(dims.y))) as u32,
     }
 }

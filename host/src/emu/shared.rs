@@ -8,8 +8,8 @@ const RED_ZONE: usize = 64;
 /// Backing store: the device limit plus red zones for a generous number of arrays.
 const CAPACITY: usize = 228 * 1024 + 64 * RED_ZONE;
 
-/// What the shadow knows about one byte: the part every access reads, packed in 16 bytes (one
-/// compare, and the shadow of a large tile stays in cache). The sites, needed only when a slot
+/// What the shadow knows about one byte: the part every access reads, packed in 32 bytes (two
+/// compares, and the shadow of a large tile stays in cache). The sites, needed only when a slot
 /// changes and for reports, live beside it in [`Sites`]. Threads are `thread + 1` in 16 bits: a
 /// block has at most 1024 threads (the launch checks it).
 #[derive(Clone, Copy, Default)]
@@ -27,14 +27,20 @@ struct Shadow {
     other_reader: u16,
     /// Always 0, so that the whole is a value (see `bits`).
     pad: u16,
+    /// The `__syncwarp` epoch (see `order.rs`) each recorded thread was at.
+    writer_epoch: u32,
+    reader_epoch: u32,
+    other_reader_epoch: u32,
+    /// Always 0, likewise.
+    pad_epoch: u32,
 }
 
 impl Shadow {
-    /// The 16 bytes as one number, to compare two shadows at once.
-    fn bits(self) -> u128 {
-        // SAFETY: `repr(C)` with no implicit padding (4 + 4 + 2 + 2 + 2 + 2 = 16 bytes, the
-        // size and alignment of u128), so every byte is an initialised field.
-        unsafe { std::mem::transmute::<Shadow, u128>(self) }
+    /// The 32 bytes as two numbers, to compare two shadows at once.
+    fn bits(self) -> [u128; 2] {
+        // SAFETY: `repr(C)` with no implicit padding (4 + 4 + 2 * 4 + 4 * 4 = 32 bytes, aligned
+        // as u128), so every byte is an initialised field.
+        unsafe { std::mem::transmute::<Shadow, [u128; 2]>(self) }
     }
 }
 
@@ -220,8 +226,9 @@ impl SharedArena {
         (in_dynamic || in_static).then_some(offset)
     }
 
-    /// Records `thread`'s access to `bytes` bytes at `offset`, or returns the earlier access it
-    /// races with.
+    /// Records `thread`'s access (at `__syncwarp` epoch `epoch`) to `bytes` bytes at `offset`, or
+    /// returns the earlier access it races with. `before(other, its_epoch)` says whether another
+    /// thread's access of this interval is ordered before this one by `__syncwarp`s.
     ///
     /// This runs on every shared-memory access, so it is written for the common case: the
     /// bytes of one access almost always share one history (they were last accessed together,
@@ -232,18 +239,28 @@ impl SharedArena {
         &mut self,
         offset: usize,
         bytes: usize,
-        thread: u32,
+        (thread, epoch): (u32, u32),
         access: Access,
         site: Site,
+        before: impl Fn(u32, u32) -> bool,
     ) -> Result<(), Race> {
         let me = u16::try_from(thread + 1).expect("a block has at most 1024 threads");
-        let (interval, block_start) = (self.interval, self.block_start);
+        // Whether a recorded `thread + 1` (0: none) at epoch `e` can race with this access.
+        let unordered = |who: u16, e: u32| who != 0 && who != me && !before(u32::from(who) - 1, e);
+        let rule = Rule {
+            me,
+            epoch,
+            access,
+            interval: self.interval,
+            unordered,
+        };
+        let block_start = self.block_start;
         let shadow = &mut self.shadow[offset..offset + bytes];
         let sites = &mut self.sites[offset..offset + bytes];
         let first = shadow[0].bits();
         if shadow[1..].iter().all(|s| s.bits() == first) {
             let mut s = shadow[0];
-            let set = record(&mut s, &sites[0], me, access, interval)
+            let set = record(&mut s, &sites[0], &rule)
                 .map_err(|race| race.at(in_array(&self.statics, offset)))?;
             shadow.fill(s);
             if set != 0 {
@@ -254,7 +271,7 @@ impl SharedArena {
             }
         } else {
             for (i, (s, at)) in shadow.iter_mut().zip(sites.iter_mut()).enumerate() {
-                let set = record(s, at, me, access, interval)
+                let set = record(s, at, &rule)
                     .map_err(|race| race.at(in_array(&self.statics, offset + i)))?;
                 at.set(set, site);
             }
@@ -274,19 +291,23 @@ impl SharedArena {
     }
 }
 
-/// The race rule for one byte: `me`'s (`thread + 1`'s) `access` in `interval`, against what its
-/// shadow `s` (with sites `at`) recorded. Updates `s` and returns which site slots now hold
-/// `me`'s access ([`Sites::WRITER`] ...), or the earlier access it conflicts with.
-#[inline(always)]
-fn record(
-    s: &mut Shadow,
-    at: &Sites,
+/// One access, as the race rule sees it: `me` (`thread + 1`) at `__syncwarp` epoch `epoch`,
+/// its kind, the interval, and whether a recorded access can race with it.
+struct Rule<F> {
     me: u16,
+    epoch: u32,
     access: Access,
     interval: u32,
-) -> Result<u8, Conflict> {
-    if s.interval != interval {
-        s.interval = interval;
+    unordered: F,
+}
+
+/// The race rule for one byte: the access `r` against what its shadow `s` (with sites `at`)
+/// recorded. Updates `s` and returns which site slots now hold this access ([`Sites::WRITER`]
+/// ...), or the earlier access it conflicts with.
+#[inline(always)]
+fn record(s: &mut Shadow, at: &Sites, r: &Rule<impl Fn(u16, u32) -> bool>) -> Result<u8, Conflict> {
+    if s.interval != r.interval {
+        s.interval = r.interval;
         s.writer = 0;
         s.reader = 0;
         s.other_reader = 0;
@@ -296,30 +317,35 @@ fn record(
         access,
         site,
     };
-    if s.writer != 0 && s.writer != me {
+    if (r.unordered)(s.writer, s.writer_epoch) {
         return Err(conflict(s.writer, Access::Write, at.writer));
     }
-    match access {
+    match r.access {
         Access::Read => {
-            if s.reader == 0 {
-                s.reader = me;
+            // A reader ordered before this one adds nothing a later writer could race with
+            // that this one does not (ordering is transitive): its slot is reused.
+            if s.reader == 0 || !(r.unordered)(s.reader, s.reader_epoch) {
+                s.reader = r.me;
+                s.reader_epoch = r.epoch;
                 return Ok(Sites::READER);
             }
-            if s.reader != me && s.other_reader == 0 {
-                s.other_reader = me;
+            if s.other_reader == 0 || !(r.unordered)(s.other_reader, s.other_reader_epoch) {
+                s.other_reader = r.me;
+                s.other_reader_epoch = r.epoch;
                 return Ok(Sites::OTHER_READER);
             }
             Ok(0)
         }
         Access::Write => {
-            if s.reader != 0 && s.reader != me {
+            if (r.unordered)(s.reader, s.reader_epoch) {
                 return Err(conflict(s.reader, Access::Read, at.reader));
             }
-            if s.other_reader != 0 && s.other_reader != me {
+            if (r.unordered)(s.other_reader, s.other_reader_epoch) {
                 return Err(conflict(s.other_reader, Access::Read, at.other_reader));
             }
-            s.writer = me;
-            s.written = interval;
+            s.writer = r.me;
+            s.writer_epoch = r.epoch;
+            s.written = r.interval;
             Ok(Sites::WRITER)
         }
     }
@@ -357,6 +383,11 @@ fn in_array(statics: &[(usize, usize, usize)], offset: usize) -> usize {
 mod tests {
     use super::*;
 
+    /// No access is ordered before another by a `__syncwarp`.
+    fn no_syncwarp(_: u32, _: u32) -> bool {
+        false
+    }
+
     fn arena() -> SharedArena {
         let mut a = SharedArena::default();
         a.begin_block(64);
@@ -367,11 +398,18 @@ mod tests {
     fn a_word_read_races_with_a_byte_written_inside_it() {
         // The word's bytes have different histories, so each byte is judged on its own.
         let (mut a, site) = (arena(), Site::caller());
-        a.check(0, 4, 0, Access::Write, site).ok().unwrap();
-        a.check(6, 1, 1, Access::Write, site).ok().unwrap();
-        assert!(a.check(0, 4, 2, Access::Read, site).is_err());
+        a.check(0, 4, (0, 0), Access::Write, site, no_syncwarp)
+            .ok()
+            .unwrap();
+        a.check(6, 1, (1, 0), Access::Write, site, no_syncwarp)
+            .ok()
+            .unwrap();
+        assert!(
+            a.check(0, 4, (2, 0), Access::Read, site, no_syncwarp)
+                .is_err()
+        );
         let race = a
-            .check(4, 4, 2, Access::Read, site)
+            .check(4, 4, (2, 0), Access::Read, site, no_syncwarp)
             .err()
             .expect("byte 6 races");
         assert_eq!(
@@ -383,13 +421,17 @@ mod tests {
     #[test]
     fn a_third_reader_then_a_writer_races_with_a_recorded_reader() {
         let (mut a, site) = (arena(), Site::caller());
-        a.check(0, 4, 0, Access::Write, site).ok().unwrap();
+        a.check(0, 4, (0, 0), Access::Write, site, no_syncwarp)
+            .ok()
+            .unwrap();
         a.end_interval();
         for t in 1..4 {
-            a.check(0, 4, t, Access::Read, site).ok().unwrap();
+            a.check(0, 4, (t, 0), Access::Read, site, no_syncwarp)
+                .ok()
+                .unwrap();
         }
         let race = a
-            .check(0, 4, 1, Access::Write, site)
+            .check(0, 4, (1, 0), Access::Write, site, no_syncwarp)
             .err()
             .expect("thread 2 read it");
         assert_eq!(
@@ -401,14 +443,20 @@ mod tests {
     #[test]
     fn interval_numbers_that_run_out_keep_what_was_written_in_the_block() {
         let (mut a, site) = (arena(), Site::caller());
-        a.check(0, 4, 0, Access::Write, site).ok().unwrap();
+        a.check(0, 4, (0, 0), Access::Write, site, no_syncwarp)
+            .ok()
+            .unwrap();
         a.interval = u32::MAX;
         assert!(a.end_interval().is_none());
         // Written in this block before the renumbering: no uninitialised read, no race.
-        a.check(0, 4, 1, Access::Read, site).ok().unwrap();
+        a.check(0, 4, (1, 0), Access::Read, site, no_syncwarp)
+            .ok()
+            .unwrap();
         assert!(a.end_interval().is_none());
         // Never written: reported at the end of the interval.
-        a.check(8, 4, 1, Access::Read, site).ok().unwrap();
+        a.check(8, 4, (1, 0), Access::Read, site, no_syncwarp)
+            .ok()
+            .unwrap();
         assert_eq!(a.end_interval().map(|u| u.offset), Some(8));
     }
 }

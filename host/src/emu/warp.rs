@@ -157,7 +157,10 @@ fn complete(
         detail,
     };
     match op {
-        Collective::SyncWarp => Ok(vec![[0; 4]; lane_ids.len()]),
+        Collective::SyncWarp => {
+            block.order.borrow_mut().sync(base, mask);
+            Ok(vec![[0; 4]; lane_ids.len()])
+        }
         Collective::Shuffle { mode, .. } => lane_ids
             .iter()
             .map(|&lane| {

@@ -9,7 +9,7 @@ use kernels::attention::{
     HEAD_DIMS, flash_f32, flash_mma, kv_end, kv_rows_loaded, naive as naive_kernels, visible_keys,
 };
 
-use super::softmax;
+use super::{GridAxis, elements, grid_blocks, softmax};
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cost::{ComputeUnit, Cost};
 use crate::emu::LaunchCounters;
@@ -55,28 +55,57 @@ impl AttentionShape {
     }
 
     /// `batch * heads`: independent attention problems.
+    ///
+    /// This and the element counts below saturate at `usize::MAX` for a shape too large for
+    /// any memory; every op refuses such a shape first ([`AttentionShape::check`]).
     pub fn bh(&self) -> usize {
-        self.batch * self.heads
+        self.batch.saturating_mul(self.heads)
     }
 
     /// Elements of Q (and of O).
     pub fn q_elems(&self) -> usize {
-        self.bh() * self.n_q * self.head_dim
+        self.bh()
+            .saturating_mul(self.n_q)
+            .saturating_mul(self.head_dim)
     }
 
     /// Elements of K (and of V).
     pub fn kv_elems(&self) -> usize {
-        self.bh() * self.n_kv * self.head_dim
+        self.bh()
+            .saturating_mul(self.n_kv)
+            .saturating_mul(self.head_dim)
     }
 
     /// Elements of the log-sum-exp: one per query row.
     pub fn lse_elems(&self) -> usize {
-        self.bh() * self.n_q
+        self.bh().saturating_mul(self.n_q)
     }
 
     /// Elements of S (and of P) in the naive flow: `n_q x n_kv` per head.
     pub fn score_elems(&self) -> usize {
-        self.bh() * self.n_q * self.n_kv
+        self.bh().saturating_mul(self.n_q).saturating_mul(self.n_kv)
+    }
+
+    /// Refuses a shape whose tensors (with the naive flow's S and P when `scores`) have more
+    /// elements than the address space holds, naming the dimensions.
+    pub fn check(&self, what: &str, scores: bool) -> Result<()> {
+        let (b, h) = (("batch", self.batch), ("heads", self.heads));
+        elements(
+            what,
+            &[b, h, ("n_q", self.n_q), ("head_dim", self.head_dim)],
+        )?;
+        elements(
+            what,
+            &[b, h, ("n_kv", self.n_kv), ("head_dim", self.head_dim)],
+        )?;
+        if scores {
+            // S and P, f32 each.
+            elements(
+                what,
+                &[b, h, ("n_q", self.n_q), ("n_kv", self.n_kv), ("8 bytes", 8)],
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -133,6 +162,8 @@ fn validate(
     lens: &[(&str, usize, usize)],
 ) -> Result<bool> {
     head_dim(what, shape.head_dim)?;
+    // With S or P among the buffers (the naive flow) their size must be addressable too.
+    shape.check(what, lens.iter().any(|l| matches!(l.0, "s" | "p")))?;
     if !params.scale.is_finite() {
         return Err(Error::Shape(format!(
             "{what}: the softmax scale must be finite, got {}",
@@ -154,14 +185,8 @@ fn validate(
             "{what}: n_kv = 0, there are no keys to attend to"
         )));
     }
-    // Heads go on a grid axis limited to 65535 blocks; rows and keys are indexed with u32.
-    let max_heads = 65535;
-    if shape.bh() > max_heads {
-        return Err(Error::Shape(format!(
-            "{what}: batch * heads = {} exceeds the {max_heads} one launch handles",
-            shape.bh()
-        )));
-    }
+    // Heads go on the grid's y axis (one block row each); rows and keys are indexed with u32.
+    grid_blocks(what, ("batch x heads", shape.bh()), 1, GridAxis::Y)?;
     if u32::try_from(shape.n_q.max(shape.n_kv)).is_err() {
         return Err(Error::Shape(format!(
             "{what}: sequence lengths above {} are not supported",
@@ -309,6 +334,7 @@ impl NaiveWorkspace {
     /// S and P for `shape`, after checking that they fit in the device's free memory: refuses
     /// with the bytes needed and free rather than failing inside the allocator.
     pub fn new(rt: &Runtime, shape: &AttentionShape) -> Result<Self> {
+        shape.check("naive attention", true)?;
         let needed = 2 * (shape.score_elems() * F32) as u64;
         let free = rt.free_memory()?;
         if needed > free {

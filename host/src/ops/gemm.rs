@@ -18,6 +18,8 @@ use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
 use crate::runtime::{Launched, Runtime};
 
+use super::{GridAxis, elements, grid_blocks};
+
 /// The problem size: A is `m` x `k`, B is `k` x `n`, C is `m` x `n`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmShape {
@@ -287,10 +289,10 @@ impl GemmKernel {
             ("B", b_len, k, n, ("K", "N")),
             ("C", c_len, m, n, ("M", "N")),
         ] {
-            if len != rows * cols {
+            let want = elements(name, &[(r, rows), (c, cols)])?;
+            if len != want {
                 return Err(Error::Shape(format!(
-                    "{name}: {matrix} has {len} elements, but a row-major {r} x {c} {matrix} has {rows} x {cols} = {}",
-                    rows * cols
+                    "{name}: {matrix} has {len} elements, but a row-major {r} x {c} {matrix} has {rows} x {cols} = {want}"
                 )));
             }
         }
@@ -311,6 +313,26 @@ impl GemmKernel {
         }
         if m == 0 || n == 0 {
             return Ok(None);
+        }
+        // The grid must cover the shape: say which dimension is too long, not which axis.
+        let t = self.reuse_tile();
+        let (tile_m, tile_n) = match self {
+            GemmKernel::Naive => (NAIVE_BLOCK as usize, NAIVE_BLOCK as usize),
+            _ => (t.m as usize, t.n as usize),
+        };
+        if self.is_tensor_core() {
+            // One dimension: every tile of C is one block along x.
+            let tiles = elements(
+                name,
+                &[
+                    ("M tiles", m.div_ceil(tile_m)),
+                    ("N tiles", n.div_ceil(tile_n)),
+                ],
+            )?;
+            grid_blocks(name, ("M x N in tiles", tiles), 1, GridAxis::X)?;
+        } else {
+            grid_blocks(name, ("N", n), tile_n, GridAxis::X)?;
+            grid_blocks(name, ("M", m), tile_m, GridAxis::Y)?;
         }
         let (m, n, k) = (m as u32, n as u32, k as u32);
         Ok(Some((self.launch_config(m, n), m, n, k)))

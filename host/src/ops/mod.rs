@@ -9,6 +9,57 @@ pub mod softmax;
 pub mod transpose;
 
 use crate::error::{Error, Result};
+use crate::launch::DeviceLimits;
+
+/// The element count of a shape, `dims` multiplied (each named as the user gave it, e.g.
+/// `[("M", m), ("K", k)]`), or an error naming them when the product overflows the address
+/// space. Every op computes its buffer sizes through this one, before comparing any length.
+pub(crate) fn elements(what: &str, dims: &[(&str, usize)]) -> Result<usize> {
+    dims.iter()
+        .try_fold(1usize, |acc, &(_, d)| acc.checked_mul(d))
+        .ok_or_else(|| {
+            let names: Vec<&str> = dims.iter().map(|d| d.0).collect();
+            let values: Vec<String> = dims.iter().map(|d| d.1.to_string()).collect();
+            Error::Shape(format!(
+                "{what}: {} = {} is more elements than the address space holds",
+                names.join(" x "),
+                values.join(" x ")
+            ))
+        })
+}
+
+/// One axis of a launch grid.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum GridAxis {
+    X,
+    Y,
+}
+
+/// The blocks along grid axis `axis` that cover the user's dimension `dim` = `extent` in tiles
+/// of `tile`, or an error that names the dimension (not only the axis) when the axis cannot hold
+/// that many blocks on any CUDA device (x: 2^31 - 1, y: 65535).
+pub(crate) fn grid_blocks(
+    what: &str,
+    (dim, extent): (&str, usize),
+    tile: usize,
+    axis: GridAxis,
+) -> Result<u32> {
+    let limits = DeviceLimits::SM90.max_grid_dim;
+    let (name, limit) = match axis {
+        GridAxis::X => ("x", limits.x),
+        GridAxis::Y => ("y", limits.y),
+    };
+    let blocks = extent.div_ceil(tile);
+    u32::try_from(blocks)
+        .ok()
+        .filter(|&b| b <= limit)
+        .ok_or_else(|| {
+            Error::Shape(format!(
+                "{what}: {dim} = {extent} needs {blocks} blocks of {tile} along the grid's {name} axis, which holds at most {limit}, so {dim} can be at most {}; split the problem along {dim}",
+                limit as usize * tile
+            ))
+        })
+}
 
 /// `n` as the `u32` kernels index with, or a clear error for inputs too large for one launch.
 pub(crate) fn len_u32(what: &str, n: usize) -> Result<u32> {

@@ -20,7 +20,7 @@ use kernels::softmax::{
     RESCALE_FLOPS, ROW_THREADS,
 };
 
-use super::len_u32;
+use super::{elements, len_u32};
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cost::{ComputeUnit, Cost};
 use crate::emu::LaunchCounters;
@@ -228,11 +228,7 @@ fn check_shape<T: Element>(
             "{what}: cols must be at least 1 (an empty row has no softmax), got {rows} x 0"
         )));
     }
-    let n = rows.checked_mul(cols).ok_or_else(|| {
-        Error::Shape(format!(
-            "{what}: {rows} x {cols} overflows the address space"
-        ))
-    })?;
+    let n = elements(what, &[("rows", rows), ("cols", cols)])?;
     for (name, len) in [("x", x.len()), ("y", y.len())] {
         if len != n {
             return Err(Error::Shape(format!(

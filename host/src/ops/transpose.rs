@@ -2,7 +2,7 @@
 
 use kernels::transpose::{BLOCK_ROWS, TILE};
 
-use super::len_u32;
+use super::{GridAxis, elements, grid_blocks, len_u32};
 use crate::buffer::DeviceBuffer;
 use crate::cost::{ComputeUnit, Cost};
 use crate::error::{Error, Result};
@@ -44,10 +44,10 @@ pub fn transpose(
     cols: usize,
     out: &mut DeviceBuffer<f32>,
 ) -> Result<Launched> {
-    if input.len() != rows * cols || out.len() != rows * cols {
+    let n = elements("transpose", &[("rows", rows), ("cols", cols)])?;
+    if input.len() != n || out.len() != n {
         return Err(Error::Shape(format!(
-            "transpose of {rows} x {cols} needs input and output of {} elements, got {} and {}",
-            rows * cols,
+            "transpose of {rows} x {cols} needs input and output of {n} elements, got {} and {}",
             input.len(),
             out.len()
         )));
@@ -59,10 +59,13 @@ pub fn transpose(
         len_u32("transpose rows", rows)?,
         len_u32("transpose cols", cols)?,
     );
-    len_u32("transpose", rows * cols)?;
-    let tiles = |n: u32| n.div_ceil(TILE as u32);
+    len_u32("transpose", n)?;
     let cfg = LaunchConfig {
-        grid: dim3(tiles(c), tiles(r), 1),
+        grid: dim3(
+            grid_blocks("transpose", ("cols", cols), TILE, GridAxis::X)?,
+            grid_blocks("transpose", ("rows", rows), TILE, GridAxis::Y)?,
+            1,
+        ),
         block: dim3(TILE as u32, BLOCK_ROWS as u32, 1),
         shared_mem_bytes: 0,
     };
@@ -100,10 +103,15 @@ pub fn copy_strided(
     if n == 0 {
         return Ok(None);
     }
-    if stride == 0 || (n - 1) * stride >= src.len() {
+    // The last element read is src[(n - 1) * stride].
+    let span = elements(
+        "copy_strided",
+        &[("(elements - 1)", n - 1), ("stride", stride)],
+    )?;
+    if stride == 0 || span >= src.len() {
         return Err(Error::Shape(format!(
             "copy_strided of {n} elements at stride {stride} needs a source of at least {} elements, got {}",
-            (n - 1) * stride.max(1) + 1,
+            span.max(n - 1) + 1,
             src.len()
         )));
     }

@@ -26,11 +26,12 @@
 //! Scores are kept in base 2 (`scale * log2(e)` applied once) so each `exp` is one `ex2.approx`.
 
 use super::{LOG2_E, is_visible, kv_end, select_head};
-use crate::cuda::intrinsics::{count_flops, exp2_approx, fma, log2_approx};
+use crate::cuda::intrinsics::{count_flops, fma, log2_approx};
 use crate::cuda::shared::dynamic_shared_mem;
 use crate::cuda::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::cuda::{GlobalPtr, SharedPtr};
 use crate::kernel;
+use crate::softmax::{exp2_shifted, maximum};
 
 /// Query rows per block, one thread each: the rows that share every K/V tile loaded from HBM.
 pub const BR: usize = 64;
@@ -163,22 +164,17 @@ unsafe fn flash_forward<const D: usize>(
             };
             seen += visible as usize;
         }
-        let m_new = s.iter().fold(m, |m, s_j| m.max(*s_j));
-        // While a row has seen no key, m = -inf; exponents are then taken relative to 0, so
-        // exp(-inf - (-inf)) never makes a NaN (every such term is exp(-inf) = 0 either way).
-        let m_ref = if m_new == f32::NEG_INFINITY {
-            0.0
-        } else {
-            m_new
-        };
-        // P_i^(j) = exp(S_i^(j) - m_i^(j)), in place of S; its rowsum.
+        let m_new = s.iter().fold(m, |m, s_j| maximum(m, *s_j));
+        // P_i^(j) = exp(S_i^(j) - m_i^(j)), in place of S; its rowsum. `exp2_shifted` gives the
+        // softmax chapter's special values (a masked -inf is 0, +inf against a +inf max is 1, a
+        // NaN stays NaN): see `kernels::attention`.
         let mut rowsum = 0.0f32;
         for s_j in s.iter_mut() {
-            *s_j = exp2_approx(*s_j - m_ref);
+            *s_j = exp2_shifted(*s_j, m_new);
             rowsum += *s_j;
         }
         // l_i^(j) = exp(m_i^(j-1) - m_i^(j)) l_i^(j-1) + rowsum(P_i^(j)).
-        let alpha = exp2_approx(m - m_ref);
+        let alpha = exp2_shifted(m, m_new);
         l = fma(alpha, l, rowsum);
         // O_i^(j) = exp(m_i^(j-1) - m_i^(j)) O_i^(j-1) + P_i^(j) V_j, column by column: one
         // read and one write of this thread's row of O_i per tile; V_j[jj][c] is a broadcast.

@@ -21,7 +21,7 @@
 //! one stage while the warps compute on tile j in the other, one barrier per tile.
 
 use super::{LOG2_E, is_visible, kv_end, select_head};
-use crate::cuda::intrinsics::{exp2_approx, log2_approx};
+use crate::cuda::intrinsics::log2_approx;
 use crate::cuda::mma::{MmaInput, ldmatrix_x4, mma_m16n8k16};
 use crate::cuda::pipeline::{
     CP_ASYNC_BYTES, cp_async_16, cp_async_commit_group, cp_async_wait_group,
@@ -31,6 +31,7 @@ use crate::cuda::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::cuda::warp::{FULL_MASK, WARP_SIZE, lane_id, shuffle_xor};
 use crate::cuda::{Bf16, F16, GlobalPtr, SharedPtr};
 use crate::gemm::{accumulator_position, ldmatrix_x4_lane};
+use crate::softmax::{exp2_shifted, maximum};
 use crate::{kernel, unroll};
 
 /// Query rows per block: 4 warps of 16 rows (the M of `m16n8k16`).
@@ -128,8 +129,8 @@ fn accumulator_at(lane: usize, e: usize) -> (usize, usize) {
 /// Max over the 4 lanes that hold one row (lanes `4g .. 4g + 4`): two butterfly shuffles.
 #[inline(always)]
 fn quad_max(x: f32) -> f32 {
-    let x = x.max(shuffle_xor(FULL_MASK, x, 1));
-    x.max(shuffle_xor(FULL_MASK, x, 2))
+    let x = maximum(x, shuffle_xor(FULL_MASK, x, 1));
+    maximum(x, shuffle_xor(FULL_MASK, x, 2))
 }
 
 /// Sum over the 4 lanes that hold one row.
@@ -285,22 +286,21 @@ unsafe fn flash_forward<T: Half, const D: usize>(
                 } else {
                     f32::NEG_INFINITY
                 };
-                m_new[e / 2] = m_new[e / 2].max(*x);
+                m_new[e / 2] = maximum(m_new[e / 2], *x);
             }
         }
         let m_new = m_new.map(quad_max);
-        // A row that has seen no key keeps m = -inf; its exponents are taken from 0 (no NaN).
-        let m_ref = m_new.map(|x| if x == f32::NEG_INFINITY { 0.0 } else { x });
         // P_i^(j) = exp(S_i^(j) - m_i^(j)) in place; this lane's part of rowsum(P_i^(j)).
+        // `exp2_shifted` gives the softmax chapter's special values (see `kernels::attention`).
         let mut rowsum = [0.0f32; 2];
         for acc in s.iter_mut() {
             for (e, x) in acc.iter_mut().enumerate() {
-                *x = exp2_approx(*x - m_ref[e / 2]);
+                *x = exp2_shifted(*x, m_new[e / 2]);
                 rowsum[e / 2] += *x;
             }
         }
         // l_i^(j) = exp(m_i^(j-1) - m_i^(j)) l_i^(j-1) + rowsum(P_i^(j)), and O rescaled alike.
-        let alpha = [exp2_approx(m[0] - m_ref[0]), exp2_approx(m[1] - m_ref[1])];
+        let alpha = [exp2_shifted(m[0], m_new[0]), exp2_shifted(m[1], m_new[1])];
         for h in 0..2 {
             l[h] = alpha[h] * l[h] + rowsum[h];
         }

@@ -17,6 +17,23 @@
 //! `n_q > n_kv` and a causal mask, the first `n_q - n_kv` queries come before every key and see
 //! nothing: such a *fully masked* row has output zeros and `LSE = -inf`, never NaN.
 //!
+//! # Infinities and NaN (one rule for every flow and the reference)
+//!
+//! Each row of scores `S_i = scale q_i K^T` (masked entries `-inf`) is computed in IEEE
+//! arithmetic and then follows the softmax chapter's rule (`crate::softmax`): `-inf` scores get
+//! probability 0; a row that is all `-inf` gives zeros and `LSE = -inf`; a row with `k >= 1`
+//! scores equal to `+inf` (and no NaN) gives each of them `1/k`, so `O_i` is the mean of those
+//! keys' V rows and `LSE = +inf`; any NaN score makes `O_i` and `LSE_i` NaN. So:
+//! - `+inf` in Q row `i` makes its scores `±inf` (NaN where it meets a zero or infinities of
+//!   both signs): usually a finite `O_i`, the mean of the V rows of the keys that score `+inf`;
+//! - NaN in Q row `i` makes row `i` NaN; NaN in K row `j` makes every row that sees key `j` NaN;
+//! - NaN in `V[j][c]` makes column `c` of `O` NaN in every row that sees key `j` (its
+//!   probability times NaN is NaN, even a probability of 0). Whether a row that does *not* see
+//!   key `j` gets it too depends on the flow's tiling: do not rely on it.
+//!
+//! The fused kernels get this from the softmax chapter's own `exp2_shifted` and `maximum`; the
+//! naive flow from its softmax kernel; `host::reference::attention` implements the rule directly.
+//!
 //! Everything a kernel and its host cost model must agree on (tile shapes, which K/V rows a
 //! query block loads, which pairs are visible) is defined once, here.
 

@@ -303,8 +303,22 @@ pub(super) fn forward(ctx: Ctx, shape: &ModelShape, tokens: &[u64]) -> Result<Re
     Ok(ctx.report_with("forward", headline, sections, notes))
 }
 
-pub(super) fn utilisation(ctx: Ctx, achieved: f64) -> Report {
+pub(super) fn utilisation(ctx: Ctx, achieved: f64) -> Result<Report, String> {
     let unit = ctx.dtype.matmul_unit();
+    // No kernel runs faster than the peak: a figure above every selected GPU's is a typo.
+    let highest = ctx
+        .gpus
+        .iter()
+        .map(|g| g.peak_flops(unit))
+        .fold(0.0, f64::max);
+    if !(achieved > 0.0 && achieved <= highest) {
+        return Err(format!(
+            "--achieved {} is not in (0, {}], the highest dense {} peak of the GPUs selected",
+            report::si(achieved, "FLOP/s"),
+            report::si(highest, "FLOP/s"),
+            costs::unit_name(unit)
+        ));
+    }
     let rows = ctx.per_gpu(|g| {
         vec![
             field("achieved", "achieved", Value::FlopRate(achieved)),
@@ -322,12 +336,22 @@ pub(super) fn utilisation(ctx: Ctx, achieved: f64) -> Report {
         costs::unit_name(unit)
     );
     let sections = vec![Section::table("utilisation", "utilisation", rows)];
-    ctx.report("utilisation", headline, sections)
+    Ok(ctx.report("utilisation", headline, sections))
 }
 
 pub(super) fn train_time(ctx: Ctx, flops: f64, gpus: f64, mfu: f64) -> Result<Report, String> {
     if !(mfu > 0.0 && mfu <= 1.0) {
         return Err(format!("--mfu must be in (0, 1], got {mfu}"));
+    }
+    // A whole number of GPUs, and no more than any cluster could have (10^8, a hundred times
+    // the largest announced), so that the count prints exactly.
+    if !((1.0..=1e8).contains(&gpus) && gpus.fract() == 0.0) {
+        return Err(format!(
+            "--gpus must be a whole number from 1 to 100000000, got {gpus}"
+        ));
+    }
+    if !(flops > 0.0 && flops.is_finite()) {
+        return Err(format!("--flops must be a positive number, got {flops}"));
     }
     let unit = ctx.dtype.matmul_unit();
     let rows = ctx.per_gpu(|g| {

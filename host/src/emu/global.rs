@@ -1,0 +1,488 @@
+//! Data races on global memory: two threads of one launch touch the same byte, one of them
+//! writing, with nothing ordering the two accesses.
+//!
+//! What orders them (the CUDA memory model without atomics, which the kernels do not use):
+//! program order within a thread; `sync_threads` within a block (the shadow's *interval*, one
+//! per barrier); `__syncwarp` between the lanes of its mask (`order.rs`). Nothing orders two
+//! blocks: they may run in any order, or at the same time, so a byte one block writes may not be
+//! touched by any other.
+//!
+//! Blocks run in parallel, so a shadow shared between them would see accesses in an order that
+//! changes from run to run. Instead each block logs its own accesses, and the log is checked once
+//! the launch has ended, in block order: the report is the same on every run. The log is kept
+//! small by run-length encoding: the accesses of one site that form an arithmetic progression in
+//! both address and thread (a coalesced load across threads, one thread's walk along a row) are
+//! one [`Run`], so an elementwise kernel logs a few runs per block, not one record per access.
+//! The check sweeps the runs in address order; only runs whose address ranges overlap, one of
+//! them writing, are compared element by element.
+
+use kernels::cuda::emu::{Access, Site};
+
+use super::order::WarpOrder;
+
+/// Accesses of one site, `count` of them, element `i` at `start + i * stride` by thread
+/// `thread + i * thread_stride`, all in one barrier interval and `__syncwarp` epoch.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Run {
+    start: usize,
+    stride: isize,
+    count: u32,
+    thread: u32,
+    thread_stride: i32,
+    bytes: u8,
+    access: Access,
+    interval: u32,
+    epoch: u32,
+    site: Site,
+}
+
+impl Run {
+    fn new(a: &Logged) -> Self {
+        Self {
+            start: a.addr,
+            stride: 0,
+            count: 1,
+            thread: a.thread,
+            thread_stride: 0,
+            bytes: a.bytes,
+            access: a.access,
+            interval: a.interval,
+            epoch: a.epoch,
+            site: a.site,
+        }
+    }
+
+    fn addr(&self, i: u32) -> usize {
+        self.start.wrapping_add_signed(self.stride * i as isize)
+    }
+
+    fn thread_of(&self, i: u32) -> u32 {
+        self.thread
+            .wrapping_add_signed(self.thread_stride * i as i32)
+    }
+
+    /// Adds `a` if it continues the progression (or repeats the last access exactly, which adds
+    /// nothing a race could involve); `false` when it starts a new run.
+    fn extend(&mut self, a: &Logged) -> bool {
+        if (a.access, a.bytes, a.interval, a.epoch)
+            != (self.access, self.bytes, self.interval, self.epoch)
+        {
+            return false;
+        }
+        let last = self.count - 1;
+        if a.addr == self.addr(last) && a.thread == self.thread_of(last) {
+            return true;
+        }
+        if self.count == 1 {
+            let Ok(thread_stride) = i32::try_from(i64::from(a.thread) - i64::from(self.thread))
+            else {
+                return false;
+            };
+            self.stride = a.addr.wrapping_sub(self.start) as isize;
+            self.thread_stride = thread_stride;
+            self.count = 2;
+            return true;
+        }
+        let continues = a.addr == self.addr(last).wrapping_add_signed(self.stride)
+            && a.thread == self.thread_of(last).wrapping_add_signed(self.thread_stride);
+        if continues && self.count < u32::MAX {
+            self.count += 1;
+        }
+        continues
+    }
+
+    /// The elements in increasing address order: the lowest address, the step, and the element
+    /// index of position `p` in that order.
+    fn ascending(&self) -> (usize, usize, impl Fn(u32) -> u32 + '_) {
+        let reversed = self.stride < 0;
+        let low = if reversed {
+            self.addr(self.count - 1)
+        } else {
+            self.start
+        };
+        let index = move |p: u32| if reversed { self.count - 1 - p } else { p };
+        (low, self.stride.unsigned_abs(), index)
+    }
+
+    /// `[lowest byte, past the highest)`.
+    fn span(&self) -> (usize, usize) {
+        let (low, step, _) = self.ascending();
+        (
+            low,
+            low + step * (self.count as usize - 1) + usize::from(self.bytes),
+        )
+    }
+
+    /// Positions (in ascending order) of the elements that overlap `[a, b)`.
+    fn positions_overlapping(&self, a: usize, b: usize) -> std::ops::Range<u32> {
+        let (low, step, _) = self.ascending();
+        let bytes = usize::from(self.bytes);
+        if step == 0 {
+            let hit = low < b && low + bytes > a;
+            return if hit { 0..self.count } else { 0..0 };
+        }
+        // Element p covers [low + p * step, low + p * step + bytes).
+        let first = (a + 1).saturating_sub(low + bytes).div_ceil(step);
+        let Some(past) = b.checked_sub(low).filter(|&d| d > 0) else {
+            return 0..0;
+        };
+        let last = (past - 1) / step;
+        let first = first.min(self.count as usize) as u32;
+        let end = (last + 1).min(self.count as usize) as u32;
+        first..end.max(first)
+    }
+}
+
+/// One access as the log receives it.
+struct Logged {
+    addr: usize,
+    thread: u32,
+    bytes: u8,
+    access: Access,
+    interval: u32,
+    epoch: u32,
+    site: Site,
+}
+
+/// One block's global accesses, as runs.
+#[derive(Default)]
+pub(super) struct GlobalLog {
+    /// The run each site is extending.
+    open: Vec<Run>,
+    closed: Vec<Run>,
+    /// Index in `open` of the last site, tried first.
+    last: usize,
+}
+
+impl GlobalLog {
+    /// Logs thread `thread`'s access, in barrier interval `interval` at `__syncwarp` epoch
+    /// `epoch`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn record(
+        &mut self,
+        thread: u32,
+        addr: usize,
+        bytes: usize,
+        access: Access,
+        site: Site,
+        interval: u32,
+        epoch: u32,
+    ) {
+        let a = Logged {
+            addr,
+            thread,
+            bytes: bytes as u8,
+            access,
+            interval,
+            epoch,
+            site,
+        };
+        let i = if self.open.get(self.last).is_some_and(|r| r.site == site) {
+            Some(self.last)
+        } else {
+            self.open.iter().position(|r| r.site == site)
+        };
+        match i {
+            Some(i) => {
+                self.last = i;
+                if !self.open[i].extend(&a) {
+                    let done = std::mem::replace(&mut self.open[i], Run::new(&a));
+                    self.closed.push(done);
+                }
+            }
+            None => {
+                self.last = self.open.len();
+                self.open.push(Run::new(&a));
+            }
+        }
+    }
+
+    /// Every run, in the order they were closed (deterministic: threads run in a fixed order).
+    pub(super) fn finish(mut self) -> Vec<Run> {
+        self.closed.append(&mut self.open);
+        self.closed
+    }
+}
+
+/// What the check needs of one block: its runs, and its `__syncwarp` clocks if it used any.
+pub(super) struct BlockAccesses {
+    pub runs: Vec<Run>,
+    pub order: Option<WarpOrder>,
+}
+
+/// One side of a race: the block (its index in launch order), thread, access and site.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Side {
+    pub block: usize,
+    pub thread: u32,
+    pub access: Access,
+    pub site: Site,
+}
+
+/// Two unordered accesses to byte `addr`, one of them a write.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GlobalRace {
+    pub addr: usize,
+    pub first: Side,
+    pub second: Side,
+}
+
+/// A run, with the block it came from.
+#[derive(Clone, Copy)]
+struct Item<'a> {
+    block: usize,
+    run: &'a Run,
+    span: (usize, usize),
+}
+
+/// The race at the lowest address (ties: in block, then log order), or `None`.
+pub(super) fn first_race(blocks: &[BlockAccesses]) -> Option<GlobalRace> {
+    let mut items: Vec<Item> = blocks
+        .iter()
+        .enumerate()
+        .flat_map(|(block, b)| {
+            b.runs.iter().map(move |run| Item {
+                block,
+                run,
+                span: run.span(),
+            })
+        })
+        .collect();
+    // Stable: equal starts stay in block and log order.
+    items.sort_by_key(|i| i.span.0);
+    let mut best: Option<GlobalRace> = None;
+    // Runs whose span reaches past the current start; reads are compared only with writes.
+    let (mut writes, mut reads): (Vec<Item>, Vec<Item>) = (Vec::new(), Vec::new());
+    for item in items {
+        let lo = item.span.0;
+        if best.is_some_and(|b| b.addr <= lo) {
+            break;
+        }
+        writes.retain(|w| w.span.1 > lo);
+        let mut consider = |a: &Item, b: &Item| {
+            if let Some(race) = pair_race(blocks, a, b)
+                && best.is_none_or(|best| race.addr < best.addr)
+            {
+                best = Some(race);
+            }
+        };
+        for w in &writes {
+            consider(w, &item);
+        }
+        match item.run.access {
+            Access::Write => {
+                reads.retain(|r| r.span.1 > lo);
+                for r in &reads {
+                    consider(r, &item);
+                }
+                consider(&item, &item);
+                writes.push(item);
+            }
+            Access::Read => reads.push(item),
+        }
+    }
+    best
+}
+
+/// Whether element `i` of `a` and element `j` of `b` (which overlap) race.
+fn conflict(blocks: &[BlockAccesses], a: &Item, i: u32, b: &Item, j: u32) -> bool {
+    if a.run.access == Access::Read && b.run.access == Access::Read {
+        return false;
+    }
+    if a.block != b.block {
+        return true;
+    }
+    let (t, u) = (a.run.thread_of(i), b.run.thread_of(j));
+    if t == u || a.run.interval != b.run.interval {
+        return false;
+    }
+    match &blocks[a.block].order {
+        None => true,
+        Some(order) => !order.ordered(t as usize, a.run.epoch, u as usize, b.run.epoch),
+    }
+}
+
+/// Whether two runs with the same step never share a byte although their spans overlap: the
+/// threads of a block striding through one row, each at its own offset.
+fn interleaved(a: &Run, b: &Run) -> bool {
+    let ((low_a, step, _), (low_b, step_b, _)) = (a.ascending(), b.ascending());
+    let (bytes_a, bytes_b) = (usize::from(a.bytes), usize::from(b.bytes));
+    if step != step_b || step < bytes_a.max(bytes_b) || a.count < 2 || b.count < 2 {
+        return false;
+    }
+    // Where b's elements start within a's period: they miss a's bytes, and a's miss theirs.
+    let d = (low_b.wrapping_sub(low_a) as isize).rem_euclid(step as isize) as usize;
+    d >= bytes_a && d + bytes_b <= step
+}
+
+/// The lowest byte at which an element of `a` races with one of `b` (`a` itself: two of its
+/// elements).
+fn pair_race(blocks: &[BlockAccesses], a: &Item, b: &Item) -> Option<GlobalRace> {
+    let same = std::ptr::eq(a.run, b.run);
+    if a.block == b.block
+        && (a.run.interval != b.run.interval
+            || (a.run.thread_stride == 0
+                && b.run.thread_stride == 0
+                && a.run.thread == b.run.thread))
+    {
+        return None;
+    }
+    let (lo, hi) = (a.span.0.max(b.span.0), a.span.1.min(b.span.1));
+    if lo >= hi || (!same && interleaved(a.run, b.run)) {
+        return None;
+    }
+    // Walk the run with fewer elements in the overlap, looking each one up in the other.
+    let (na, nb) = (
+        a.run.positions_overlapping(lo, hi).len(),
+        b.run.positions_overlapping(lo, hi).len(),
+    );
+    let (walk, look, swapped) = if na <= nb {
+        (a, b, false)
+    } else {
+        (b, a, true)
+    };
+    let (low, step, index) = walk.run.ascending();
+    let mut best: Option<GlobalRace> = None;
+    for p in walk.run.positions_overlapping(lo, hi) {
+        let start = low + step * p as usize;
+        if best.is_some_and(|b| b.addr <= start) {
+            break;
+        }
+        let i = index(p);
+        let end = start + usize::from(walk.run.bytes);
+        let (look_low, look_step, look_index) = look.run.ascending();
+        for q in look.run.positions_overlapping(start, end) {
+            let j = look_index(q);
+            if same && i == j {
+                continue;
+            }
+            if conflict(blocks, walk, i, look, j) {
+                let addr = start.max(look_low + look_step * q as usize);
+                let side = |it: &Item, k: u32| Side {
+                    block: it.block,
+                    thread: it.run.thread_of(k),
+                    access: it.run.access,
+                    site: it.run.site,
+                };
+                let (mut first, mut second) = (side(walk, i), side(look, j));
+                // Reported in block order, then in log order within a block.
+                if (first.block, swapped) > (second.block, false) {
+                    std::mem::swap(&mut first, &mut second);
+                }
+                if best.is_none_or(|b| addr < b.addr) {
+                    best = Some(GlobalRace {
+                        addr,
+                        first,
+                        second,
+                    });
+                }
+                break;
+            }
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(accesses: &[(u32, usize, Access)]) -> Vec<Run> {
+        let mut l = GlobalLog::default();
+        for &(t, addr, access) in accesses {
+            l.record(t, addr, 4, access, Site::caller(), 0, 0);
+        }
+        l.finish()
+    }
+
+    fn block(runs: Vec<Run>) -> BlockAccesses {
+        BlockAccesses { runs, order: None }
+    }
+
+    #[test]
+    fn a_coalesced_access_across_threads_is_one_run() {
+        let runs = log(&(0..256)
+            .map(|t| (t, 0x1000 + 4 * t as usize, Access::Read))
+            .collect::<Vec<_>>());
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].span(), (0x1000, 0x1000 + 1024));
+    }
+
+    #[test]
+    fn disjoint_writes_and_reads_do_not_race() {
+        let w = |t: u32| (t, 0x1000 + 4 * t as usize, Access::Write);
+        let a = block(log(&(0..64).map(w).collect::<Vec<_>>()));
+        let b = block(log(&(64..128).map(w).collect::<Vec<_>>()));
+        assert!(first_race(&[a, b]).is_none());
+    }
+
+    #[test]
+    fn a_write_and_a_read_of_one_byte_by_two_blocks_race_at_that_byte() {
+        let a = block(log(&[
+            (0, 0x1000, Access::Write),
+            (1, 0x1004, Access::Write),
+        ]));
+        let b = block(log(&(0..8)
+            .map(|t| (t, 0x0ff8 + 4 * t as usize, Access::Read))
+            .collect::<Vec<_>>()));
+        let race = first_race(&[a, b]).expect("a race");
+        assert_eq!(race.addr, 0x1000);
+        assert_eq!((race.first.block, race.first.thread), (0, 0));
+        assert_eq!((race.second.block, race.second.thread), (1, 2));
+    }
+
+    #[test]
+    fn two_threads_of_one_block_writing_one_element_race_unless_a_barrier_separates_them() {
+        let racy = block(log(&[
+            (0, 0x1000, Access::Write),
+            (1, 0x1000, Access::Write),
+        ]));
+        let race = first_race(&[racy]).expect("a race");
+        assert_eq!((race.first.thread, race.second.thread), (0, 1));
+        let mut l = GlobalLog::default();
+        l.record(0, 0x1000, 4, Access::Write, Site::caller(), 0, 0);
+        l.record(1, 0x1000, 4, Access::Write, Site::caller(), 1, 0);
+        assert!(first_race(&[block(l.finish())]).is_none());
+    }
+
+    #[test]
+    fn a_strided_run_is_checked_element_by_element() {
+        // Thread t writes 4 bytes at 0x1000 + 8t; another thread reads the gaps only.
+        let a = block(log(&(0..32)
+            .map(|t| (t, 0x1000 + 8 * t as usize, Access::Write))
+            .collect::<Vec<_>>()));
+        let b = block(log(&(0..32)
+            .map(|t| (t, 0x1004 + 8 * t as usize, Access::Read))
+            .collect::<Vec<_>>()));
+        assert_eq!(a.runs.len(), 1);
+        assert!(first_race(&[a, b]).is_none());
+    }
+
+    #[test]
+    fn interleaved_strided_runs_share_no_byte_and_offset_ones_do() {
+        // Threads 0 and 1 each walk a row with a stride of two elements.
+        let walk = |t: u32, first: usize| {
+            let mut l = GlobalLog::default();
+            for i in 0..16 {
+                l.record(
+                    t,
+                    0x1000 + 4 * (first + 2 * i),
+                    4,
+                    Access::Write,
+                    Site::caller(),
+                    0,
+                    0,
+                );
+            }
+            l.finish()
+        };
+        let (a, b) = (walk(0, 0), walk(1, 1));
+        assert!(interleaved(&a[0], &b[0]));
+        assert!(first_race(&[block([a.clone(), b].concat())]).is_none());
+        // Thread 1 starting on thread 0's second element: they share every element but one.
+        let c = walk(1, 2);
+        assert!(!interleaved(&a[0], &c[0]));
+        let race = first_race(&[block([a, c].concat())]).expect("a race");
+        assert_eq!(race.addr, 0x1000 + 8);
+    }
+}

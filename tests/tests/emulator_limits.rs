@@ -1,0 +1,220 @@
+//! The emulator refuses instead of hanging or crashing: a kernel that never ends and a kernel
+//! whose locals outgrow the stack end with errors naming the kernel and the thread (not a hang,
+//! not SIGSEGV); memory the host does not have is refused with the size (not the OOM killer).
+
+use std::time::{Duration, Instant};
+
+use host::emu::EmuErrorKind;
+use host::launch::LaunchConfig;
+use kernels::cuda::GlobalPtr;
+use kernels::cuda::thread::{sync_threads, thread_idx_x};
+use kernels::kernel;
+use suite::{emu_error, emulator};
+
+kernel! {
+    /// Broken: thread 0 spins until a flag nobody sets becomes 1 (the others wait at a barrier).
+    pub unsafe fn spins_forever(flag: GlobalPtr<u32>) {
+        if thread_idx_x() == 0 {
+            while unsafe { flag.read(0) } != 1 {}
+        }
+        sync_threads();
+    }
+}
+
+#[test]
+fn a_loop_that_never_ends_is_stopped_by_the_watchdog() {
+    let (rt, emu) = emulator();
+    emu.set_watchdog(Some(Duration::from_millis(200)));
+    let flag = rt.alloc::<u32>(1).unwrap();
+    let f = flag.ptr();
+    let start = Instant::now();
+    let err = emu_error(
+        emu.launch("spins_forever", &LaunchConfig::linear(1, 64), || unsafe {
+            spins_forever(f)
+        }),
+    );
+    assert!(start.elapsed() < Duration::from_secs(30));
+    let EmuErrorKind::Watchdog {
+        thread,
+        last_site,
+        others,
+        ..
+    } = &err.kind
+    else {
+        panic!("{err}")
+    };
+    assert_eq!(thread.x, 0, "{err}");
+    let site = last_site.expect("the loop reads global memory").to_string();
+    assert!(site.contains("emulator_limits.rs"), "{err}");
+    // Thread 0 runs first, so the others have not run yet.
+    assert!(!others.is_empty(), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("spins_forever") && msg.contains("KERNELS_EMU_WATCHDOG_S"),
+        "{msg}"
+    );
+}
+
+/// A per-thread array larger than the default 256 KiB stack.
+const HUGE: usize = 400 * 1024;
+
+kernel! {
+    /// Broken on the default stack: 400 KB of locals per thread.
+    pub unsafe fn huge_locals(out: GlobalPtr<u32>) {
+        let mut local = [0u8; HUGE];
+        let t = thread_idx_x() as usize;
+        local[t * 1000] = t as u8;
+        let local = core::hint::black_box(&mut local);
+        unsafe { out.write(t, u32::from(local[t * 1000]) + local.len() as u32) };
+    }
+}
+
+#[test]
+fn a_stack_overflow_names_the_kernel_and_thread_and_a_larger_stack_fixes_it() {
+    let (rt, emu) = emulator();
+    let out = rt.alloc::<u32>(4).unwrap();
+    let o = out.ptr();
+    let cfg = LaunchConfig::linear(1, 4);
+    let err = emu_error(emu.launch("huge_locals", &cfg, || unsafe { huge_locals(o) }));
+    let EmuErrorKind::StackOverflow {
+        thread,
+        stack_bytes,
+    } = err.kind
+    else {
+        panic!("{err}")
+    };
+    assert_eq!((thread.x, stack_bytes), (0, 256 * 1024), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("huge_locals") && msg.contains("KERNELS_EMU_STACK_KIB"),
+        "{msg}"
+    );
+    // The emulator is still usable, and with a stack that fits the kernel runs.
+    emu.set_stack_bytes(1024 * 1024);
+    emu.launch("huge_locals", &cfg, || unsafe { huge_locals(o) })
+        .unwrap();
+    let want: Vec<u32> = (0..4).map(|t| t + HUGE as u32).collect();
+    assert_eq!(rt.download(&out).unwrap(), want);
+}
+
+/// `MemAvailable` from /proc/meminfo, read independently of the emulator.
+fn mem_available() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").expect("Linux");
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a MemAvailable line");
+    kib * 1024
+}
+
+#[test]
+fn the_emulators_free_memory_is_the_hosts_available_memory() {
+    let (rt, _) = emulator();
+    let (before, free, after) = (mem_available(), rt.free_memory().unwrap(), mem_available());
+    // Other processes allocate meanwhile: within 1 GiB of the readings around it.
+    let (lo, hi) = (before.min(after), before.max(after));
+    assert!(
+        free + (1 << 30) >= lo && free <= hi + (1 << 30),
+        "free {free}, MemAvailable {before}..{after}"
+    );
+}
+
+#[test]
+fn an_allocation_larger_than_the_host_has_is_refused_with_its_size() {
+    let (rt, _) = emulator();
+    let free = rt.free_memory().unwrap();
+    let len = (free / 4 + (1 << 28)) as usize;
+    let Err(err) = rt.alloc::<f32>(len) else {
+        panic!("{len} f32 allocated with {free} bytes free");
+    };
+    let msg = err.to_string();
+    assert!(matches!(err, host::Error::OutOfMemory { .. }), "{msg}");
+    assert!(msg.contains(&(len as u64 * 4).to_string()), "{msg}");
+    // A length whose byte count overflows is the same refusal, not an arithmetic panic.
+    assert!(matches!(
+        rt.alloc::<f64>(usize::MAX / 4),
+        Err(host::Error::OutOfMemory { .. })
+    ));
+}
+
+/// Resident set size of this process, from /proc/self/statm.
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux");
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+#[test]
+fn a_large_buffer_is_zeroed_lazily() {
+    let (rt, _) = emulator();
+    let gib = 1usize << 30;
+    if rt.free_memory().unwrap() < 2 * gib as u64 {
+        return; // Not enough memory on this host to tell.
+    }
+    let before = resident_bytes();
+    let buf = rt.alloc::<u32>(gib / 4).unwrap();
+    let grew = resident_bytes().saturating_sub(before);
+    // Eager zeroing would make the whole GiB resident.
+    assert!(
+        grew < (gib / 4) as u64,
+        "allocating 1 GiB made {grew} bytes resident"
+    );
+    drop(buf);
+}
+
+/// Naive attention at N = 65536: S and P are 2 x 65536^2 f32, 34 GB. Refused with both sizes
+/// where the host has less available; where it has more, the (lazily zeroed) workspace is
+/// allocated without touching it.
+#[test]
+fn naive_attention_that_does_not_fit_the_host_is_refused() {
+    use host::ops::attention::{AttentionShape, NaiveWorkspace};
+    let (rt, _) = emulator();
+    let shape = AttentionShape::new(1, 1, 65536, 64);
+    let needed = 2 * 65536u64 * 65536 * 4;
+    let free = rt.free_memory().unwrap();
+    match NaiveWorkspace::new(&rt, &shape) {
+        Err(err) => {
+            let msg = err.to_string();
+            assert!(needed > free, "refused with {free} free: {msg}");
+            assert!(msg.contains(&needed.to_string()), "{msg}");
+            assert!(matches!(err, host::Error::OutOfMemory { .. }), "{msg}");
+        }
+        Ok(_) => assert!(needed <= free, "{needed} bytes allocated with {free} free"),
+    }
+}
+
+/// Under `KERNELS_BACKEND=gpu` on a machine without a GPU, a test binary says why once, in the
+/// error's own sentence, and exits (run here as a child process of this test).
+#[test]
+fn a_missing_gpu_is_one_sentence_for_the_whole_test_binary() {
+    const CHILD: &str = "SUITE_MISSING_GPU_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let _ = suite::runtime();
+        let _ = suite::runtime();
+        return;
+    }
+    if host::Runtime::gpu(0).is_ok() {
+        return; // A GPU is present: nothing is missing.
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_missing_gpu_is_one_sentence_for_the_whole_test_binary",
+        ])
+        .env(CHILD, "1")
+        .env("KERNELS_BACKEND", "gpu")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("KERNELS_BACKEND=gpu"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        !stderr.contains("NoDriver") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,255 @@
+//! Data races the emulator must find, and orderings it must accept: global memory across blocks
+//! (nothing orders two blocks), within a block (a barrier orders), and `__syncwarp` between the
+//! lanes of its mask, in shared and in global memory.
+
+use host::emu::EmuErrorKind;
+use host::launch::LaunchConfig;
+use kernels::cuda::GlobalPtr;
+use kernels::cuda::emu::Access;
+use kernels::cuda::thread::{block_idx_x, sync_threads, thread_idx_x};
+use kernels::cuda::warp::{FULL_MASK, sync_warp};
+use kernels::{kernel, shared_array};
+use suite::emu_error;
+
+/// An emulator with the global race check on, whatever `KERNELS_EMU_GLOBAL_RACES` says.
+fn emulator() -> (host::Runtime, std::sync::Arc<host::emu::Emulator>) {
+    let (rt, emu) = suite::emulator();
+    emu.set_global_race_check(true);
+    (rt, emu)
+}
+
+kernel! {
+    /// Broken: every block writes element 0.
+    pub unsafe fn every_block_writes_one_element(out: GlobalPtr<u32>) {
+        if thread_idx_x() == 0 {
+            unsafe { out.write(0, block_idx_x()) };
+        }
+    }
+}
+
+#[test]
+fn two_blocks_writing_one_element_is_a_race_naming_both_threads_and_the_address() {
+    let (rt, emu) = emulator();
+    let out = rt.alloc::<u32>(4).unwrap();
+    let p = out.ptr();
+    let err = emu_error(emu.launch(
+        "every_block_writes_one_element",
+        &LaunchConfig::linear(2, 32),
+        || unsafe { every_block_writes_one_element(p) },
+    ));
+    let EmuErrorKind::GlobalRace {
+        addr,
+        offset,
+        first,
+        second_block,
+        second,
+    } = err.kind.clone()
+    else {
+        panic!("{err}")
+    };
+    assert_eq!((addr, offset), (p.addr(), 0), "{err}");
+    assert_eq!(
+        (err.block.x, first.thread.x, first.access),
+        (0, 0, Access::Write)
+    );
+    assert_eq!(
+        (second_block.x, second.thread.x, second.access),
+        (1, 0, Access::Write)
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("data race on global memory") && msg.contains("block (1, 0, 0)"),
+        "{msg}"
+    );
+}
+
+kernel! {
+    /// Broken: block 1 reads the element block 0 writes (and copies it next door).
+    pub unsafe fn reads_another_blocks_write(buf: GlobalPtr<f32>) {
+        if thread_idx_x() != 3 {
+            return;
+        }
+        if block_idx_x() == 0 {
+            unsafe { buf.write(5, 1.0) };
+        } else {
+            let v = unsafe { buf.read(5) };
+            unsafe { buf.write(6, v) };
+        }
+    }
+}
+
+#[test]
+fn reading_what_another_block_writes_is_a_race() {
+    let (rt, emu) = emulator();
+    let buf = rt.alloc::<f32>(8).unwrap();
+    let p = buf.ptr();
+    let err = emu_error(emu.launch(
+        "reads_another_blocks_write",
+        &LaunchConfig::linear(2, 32),
+        || unsafe { reads_another_blocks_write(p) },
+    ));
+    let EmuErrorKind::GlobalRace {
+        offset,
+        first,
+        second_block,
+        second,
+        ..
+    } = err.kind.clone()
+    else {
+        panic!("{err}")
+    };
+    assert_eq!(offset, 5 * 4, "{err}");
+    assert_eq!(
+        (err.block.x, first.thread.x, first.access),
+        (0, 3, Access::Write)
+    );
+    assert_eq!(
+        (second_block.x, second.thread.x, second.access),
+        (1, 3, Access::Read)
+    );
+}
+
+kernel! {
+    /// Thread `t` writes element `t`, then (after the barrier when `synced`) reads element `t + 1`,
+    /// which its neighbour wrote: a race without the barrier.
+    pub unsafe fn neighbour_in_global(buf: GlobalPtr<u32>, out: GlobalPtr<u32>, synced: bool) {
+        let t = thread_idx_x() as usize;
+        unsafe { buf.write(t, t as u32) };
+        if synced {
+            sync_threads();
+        }
+        let v = unsafe { buf.read((t + 1) % 64) };
+        unsafe { out.write(t, v) };
+    }
+}
+
+#[test]
+fn within_a_block_a_barrier_orders_global_memory() {
+    let (rt, emu) = emulator();
+    let (buf, out) = (rt.alloc::<u32>(64).unwrap(), rt.alloc::<u32>(64).unwrap());
+    let (b, o) = (buf.ptr(), out.ptr());
+    let cfg = LaunchConfig::linear(1, 64);
+    let err = emu_error(emu.launch("neighbour_in_global", &cfg, || unsafe {
+        neighbour_in_global(b, o, false)
+    }));
+    let EmuErrorKind::GlobalRace { first, second, .. } = err.kind.clone() else {
+        panic!("{err}")
+    };
+    assert_ne!(first.thread, second.thread, "{err}");
+    emu.launch("neighbour_in_global", &cfg, || unsafe {
+        neighbour_in_global(b, o, true)
+    })
+    .unwrap();
+    let got = rt.download(&out).unwrap();
+    assert_eq!(got, (0..64).map(|t| (t + 1) % 64).collect::<Vec<u32>>());
+}
+
+kernel! {
+    /// A valid exchange within one warp: each lane writes its slot (shared and global), the warp
+    /// passes `__syncwarp` (when `synced`), and each lane reads its partner's slot.
+    pub unsafe fn warp_exchange(buf: GlobalPtr<u32>, out: GlobalPtr<u32>, synced: bool, global: bool) {
+        let tile = shared_array![tile: [u32; 32]];
+        let lane = thread_idx_x() as usize;
+        if global {
+            unsafe { buf.write(lane, lane as u32 * 10) };
+        } else {
+            unsafe { tile.write(lane, lane as u32 * 10) };
+        }
+        if synced {
+            sync_warp(FULL_MASK);
+        }
+        let v = if global {
+            unsafe { buf.read(lane ^ 1) }
+        } else {
+            unsafe { tile.read(lane ^ 1) }
+        };
+        unsafe { out.write(lane, v) };
+    }
+}
+
+#[test]
+fn an_exchange_after_syncwarp_is_valid_and_one_without_it_a_race() {
+    let (rt, emu) = emulator();
+    let (buf, out) = (rt.alloc::<u32>(32).unwrap(), rt.alloc::<u32>(32).unwrap());
+    let (b, o) = (buf.ptr(), out.ptr());
+    let cfg = LaunchConfig::linear(1, 32);
+    let want: Vec<u32> = (0..32).map(|l| (l ^ 1) * 10).collect();
+    for global in [false, true] {
+        emu.launch("warp_exchange", &cfg, || unsafe {
+            warp_exchange(b, o, true, global)
+        })
+        .unwrap_or_else(|e| panic!("global = {global}: {e}"));
+        assert_eq!(rt.download(&out).unwrap(), want, "global = {global}");
+        let err = emu_error(emu.launch("warp_exchange", &cfg, || unsafe {
+            warp_exchange(b, o, false, global)
+        }));
+        let raced = match err.kind {
+            EmuErrorKind::SharedRace { .. } => !global,
+            EmuErrorKind::GlobalRace { .. } => global,
+            _ => false,
+        };
+        assert!(raced, "global = {global}: {err}");
+    }
+}
+
+kernel! {
+    /// Lanes 0 and 1 exchange after a `__syncwarp` whose mask names only lanes 0 and 2: lane 1
+    /// is not ordered after lane 0's write.
+    pub unsafe fn syncwarp_without_the_reader(out: GlobalPtr<u32>) {
+        let tile = shared_array![tile: [u32; 32]];
+        let lane = thread_idx_x();
+        if lane == 0 {
+            unsafe { tile.write(0, 7) };
+        }
+        if lane == 0 || lane == 2 {
+            sync_warp(0b101);
+        }
+        if lane == 1 {
+            unsafe { out.write(0, tile.read(0)) };
+        }
+    }
+}
+
+#[test]
+fn syncwarp_orders_only_the_lanes_of_its_mask() {
+    let (rt, emu) = emulator();
+    let out = rt.alloc::<u32>(1).unwrap();
+    let o = out.ptr();
+    let err = emu_error(emu.launch(
+        "syncwarp_without_the_reader",
+        &LaunchConfig::linear(1, 32),
+        || unsafe { syncwarp_without_the_reader(o) },
+    ));
+    let EmuErrorKind::SharedRace { first, second, .. } = err.kind else {
+        panic!("{err}")
+    };
+    assert_eq!((first.thread.x, second.thread.x), (0, 1), "{err}");
+}
+
+kernel! {
+    /// Broken: every thread of every block adds itself into element 0 (a lost-update race).
+    pub unsafe fn racy_sum(out: GlobalPtr<u32>) {
+        let v = unsafe { out.read(0) };
+        unsafe { out.write(0, v + 1) };
+    }
+}
+
+#[test]
+fn a_race_between_512_blocks_gives_the_same_report_every_run() {
+    let (rt, emu) = emulator();
+    let out = rt.alloc::<u32>(1).unwrap();
+    let o = out.ptr();
+    let report = || {
+        emu_error(
+            emu.launch("racy_sum", &LaunchConfig::linear(512, 32), || unsafe {
+                racy_sum(o)
+            }),
+        )
+        .to_string()
+    };
+    let first = report();
+    assert!(first.contains("data race on global memory"), "{first}");
+    for _ in 0..4 {
+        assert_eq!(report(), first);
+    }
+}
