@@ -49,6 +49,10 @@ pub enum Error {
         /// Bytes free.
         free: u64,
     },
+    /// The PTX backend cannot run a launch: no such entry, parameters that do not match the
+    /// entry's `.param` list, an instruction it does not implement, a module it cannot read.
+    #[error("PTX backend: {0}")]
+    Ptx(String),
     /// The emulator caught a bug in a kernel.
     #[error(transparent)]
     Emulator(#[from] Box<EmuError>),

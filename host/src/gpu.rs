@@ -121,7 +121,19 @@ impl Gpu {
             clock_khz: attr(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
         };
         let name = ctx.name().map_err(driver("cuDeviceGetName"))?;
-        let ptx = CString::new(arch.ptx()).expect("PTX has no NUL byte");
+        // `KERNELS_PTX` names a (hand-edited) PTX file to load instead of the embedded build.
+        let text = match std::env::var_os(crate::ptx::exec::PTX_FILE_VAR).filter(|p| !p.is_empty())
+        {
+            Some(path) => std::fs::read_to_string(&path).map_err(|e| {
+                Error::Ptx(format!(
+                    "cannot read {}: {e}",
+                    std::path::Path::new(&path).display()
+                ))
+            })?,
+            None => arch.ptx().to_string(),
+        };
+        let ptx = CString::new(text)
+            .map_err(|_| Error::Ptx("the PTX file contains a NUL byte".into()))?;
         ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         // SAFETY: a NUL-terminated PTX image; the context is current.
         let module = unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }

@@ -1,4 +1,11 @@
-//! The kernels' PTX, built by `host/build.rs` and embedded in the binary, one per architecture.
+//! The kernels' PTX, built by `host/build.rs` and embedded in the binary, one per architecture,
+//! and the PTX backend that runs it on the emulator: [`parse`] reads a module, [`decode`] turns
+//! an entry into slot-indexed operations, [`exec`] interprets them thread by thread on the
+//! emulator's block scheduler (`KERNELS_BACKEND=ptx`; docs/emulator.md, "Two backends").
+
+pub mod decode;
+pub mod exec;
+pub mod parse;
 
 /// A GPU architecture the kernels were compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! One runtime over two backends: a CUDA GPU, or the CPU emulator.
+//! One runtime over three backends: a CUDA GPU, the CPU emulator running the kernels' Rust
+//! source, or the CPU emulator running the kernels' PTX (what the GPU runs).
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use crate::emu::{Emulator, LaunchCounters};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::launch::DeviceLimits;
+use crate::ptx::exec::{Program, PtxDevice};
 
 /// Where kernels run.
 pub enum Backend {
@@ -15,10 +17,12 @@ pub enum Backend {
     Emulator(Arc<Emulator>),
     /// A CUDA device.
     Cuda(Gpu),
+    /// The CPU emulator executing the PTX module (`KERNELS_BACKEND=ptx`).
+    Ptx(PtxDevice),
 }
 
-/// The environment variable that picks the backend: `emulator`, `gpu`, or unset/`auto` for a
-/// GPU when one is present and the emulator otherwise.
+/// The environment variable that picks the backend: `emulator`, `gpu`, `ptx`, or unset/`auto`
+/// for a GPU when one is present and the emulator otherwise.
 pub const BACKEND_VAR: &str = "KERNELS_BACKEND";
 
 /// Loads kernels, owns device memory, launches.
@@ -34,6 +38,19 @@ impl Runtime {
         }
     }
 
+    /// The CPU emulator executing `program`'s PTX.
+    pub fn ptx(program: &'static Program) -> Self {
+        Self {
+            backend: Backend::Ptx(PtxDevice::new(program)),
+        }
+    }
+
+    /// The PTX backend on the module the environment names (`KERNELS_PTX`, else the embedded
+    /// build for `KERNELS_PTX_ARCH`, default sm_90).
+    pub fn ptx_from_env() -> Result<Self> {
+        Ok(Self::ptx(Program::from_env()?))
+    }
+
     /// CUDA device `ordinal`, or an error that says in one sentence why there is none.
     pub fn gpu(ordinal: usize) -> Result<Self> {
         Ok(Self {
@@ -47,9 +64,10 @@ impl Runtime {
         match std::env::var(BACKEND_VAR).unwrap_or_default().as_str() {
             "emulator" | "emu" | "cpu" => Ok(Self::emulator()),
             "gpu" | "cuda" => Self::gpu(0),
+            "ptx" => Self::ptx_from_env(),
             "" | "auto" => Ok(Self::gpu(0).unwrap_or_else(|_| Self::emulator())),
             other => Err(Error::Shape(format!(
-                "{BACKEND_VAR}={other}: expected emulator, gpu or auto"
+                "{BACKEND_VAR}={other}: expected emulator, ptx, gpu or auto"
             ))),
         }
     }
@@ -69,6 +87,10 @@ impl Runtime {
         match &self.backend {
             Backend::Emulator(_) => "CPU emulator (sm_90 limits)".to_string(),
             Backend::Cuda(gpu) => gpu.name().to_string(),
+            Backend::Ptx(ptx) => format!(
+                "CPU emulator running PTX ({}, sm_90 limits)",
+                ptx.program().origin
+            ),
         }
     }
 
@@ -77,6 +99,7 @@ impl Runtime {
         match &self.backend {
             Backend::Emulator(emu) => *emu.limits(),
             Backend::Cuda(gpu) => gpu.limits(),
+            Backend::Ptx(ptx) => *ptx.emulator().limits(),
         }
     }
 
@@ -85,6 +108,7 @@ impl Runtime {
     pub fn free_memory(&self) -> Result<u64> {
         match &self.backend {
             Backend::Emulator(emu) => Ok(emu.free_memory()),
+            Backend::Ptx(ptx) => Ok(ptx.emulator().free_memory()),
             Backend::Cuda(gpu) => gpu.free_memory(),
         }
     }
@@ -93,6 +117,7 @@ impl Runtime {
     pub fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         match &self.backend {
             Backend::Emulator(emu) => DeviceBuffer::emulated(emu, len),
+            Backend::Ptx(ptx) => DeviceBuffer::emulated(ptx.emulator(), len),
             Backend::Cuda(gpu) => gpu.alloc(len),
         }
     }
@@ -114,7 +139,7 @@ impl Runtime {
             )));
         }
         match &self.backend {
-            Backend::Emulator(_) => {
+            Backend::Emulator(_) | Backend::Ptx(_) => {
                 buf.host_slice_mut()
                     .expect("emulated buffer")
                     .copy_from_slice(data);
@@ -127,7 +152,9 @@ impl Runtime {
     /// The buffer's contents (device to host).
     pub fn download<T: Element>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
         match &self.backend {
-            Backend::Emulator(_) => Ok(buf.host_slice().expect("emulated buffer").to_vec()),
+            Backend::Emulator(_) | Backend::Ptx(_) => {
+                Ok(buf.host_slice().expect("emulated buffer").to_vec())
+            }
             Backend::Cuda(gpu) => gpu.download(buf),
         }
     }
@@ -135,7 +162,7 @@ impl Runtime {
     /// Waits for every launch to finish (a no-op in the emulator, whose launches are synchronous).
     pub fn synchronize(&self) -> Result<()> {
         match &self.backend {
-            Backend::Emulator(_) => Ok(()),
+            Backend::Emulator(_) | Backend::Ptx(_) => Ok(()),
             Backend::Cuda(gpu) => gpu.synchronize(),
         }
     }
@@ -155,7 +182,9 @@ pub fn param<T>(value: &T) -> *mut c_void {
 ///
 /// The arguments are named once. In the emulator arm they are passed to the kernel function
 /// itself, so the compiler checks them against its signature; the GPU arm passes the same values,
-/// in the same order, to the PTX entry point of the same name.
+/// in the same order, to the PTX entry point of the same name, and the PTX arm hands the same
+/// pointer array (with each argument's size, which it checks against the entry's `.param` list)
+/// to the PTX backend.
 #[macro_export]
 macro_rules! launch {
     ($rt:expr, $cfg:expr, $module:ident :: $kernel:ident ( $($arg:ident),* $(,)? )) => {{
@@ -170,6 +199,12 @@ macro_rules! launch {
                 // SAFETY: the emulator arm type-checks these arguments against the kernel's own
                 // signature; the op that calls `launch!` has checked sizes and shapes.
                 unsafe { gpu.launch(stringify!($kernel), &cfg, &mut params) }.map(|()| None)
+            }
+            $crate::runtime::Backend::Ptx(ptx) => {
+                let params: &[*mut ::core::ffi::c_void] = &[$($crate::runtime::param(&$arg)),*];
+                let sizes: &[usize] = &[$(::core::mem::size_of_val(&$arg)),*];
+                // SAFETY: as for the GPU arm; the PTX backend checks every access it makes.
+                unsafe { ptx.launch(stringify!($kernel), &cfg, params, sizes) }.map(Some)
             }
         }
     }};

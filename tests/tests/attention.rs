@@ -186,13 +186,16 @@ fn fused(problem: &Problem) -> (Vec<f32>, Vec<f32>, Option<LaunchCounters>) {
     run_fused::<f32>(problem, [&problem.q, &problem.k, &problem.v])
 }
 
-/// Counted bytes (and FLOPs) against a traffic model, exactly.
+/// Counted bytes against a traffic model, exactly, and FLOPs as [`suite::flops_agree`] says.
 fn assert_counts(counters: Option<LaunchCounters>, traffic: Traffic) -> Result<(), String> {
     let Some(c) = counters else { return Ok(()) };
     let model = traffic.total();
     let counted = (c.global_read_bytes, c.global_write_bytes, c.flops);
     let modelled = (model.bytes_read, model.bytes_written, model.flops);
-    if counted == modelled {
+    if counted.0 == modelled.0
+        && counted.1 == modelled.1
+        && suite::flops_agree(c.flops, model.flops)
+    {
         Ok(())
     } else {
         Err(format!(

@@ -6,12 +6,12 @@
 
 use host::ops::gemm::{Epilogue, GemmKernel, GemmOperands, GemmShape, gemm};
 use host::reference;
-use suite::emulator;
+use suite::counting;
 
 /// Global bytes of A and B a launch read (no C is read with `Epilogue::Overwrite`), and the
 /// shared bytes it read, from the profile's per-site totals.
 fn profiled_bytes(kernel: GemmKernel, shape: GemmShape) -> (u64, u64) {
-    let (rt, emu) = emulator();
+    let (rt, emu) = counting();
     let a = reference::uniform(shape.m * shape.k, 1, -1.0, 1.0);
     let b = reference::uniform(shape.k * shape.n, 2, -1.0, 1.0);
     let ops = GemmOperands::upload(&rt, kernel, &a, &b).unwrap();

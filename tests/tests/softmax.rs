@@ -74,6 +74,9 @@ impl Dtype for bf16 {
 }
 
 /// Runs `variant` on a fresh emulator: the output and the launch's counters.
+/// On the source emulator even under `KERNELS_BACKEND=ptx`: the naive and online variants'
+/// PTX has issue 12's divergent barrier until the build is fixed; tests/ptx.rs runs every variant
+/// on the PTX backend against this one.
 fn run<T: Dtype>(variant: Variant, x: &[T], rows: usize, cols: usize) -> (Vec<T>, LaunchCounters) {
     let rt = Runtime::emulator();
     let xd = rt.upload(x).unwrap();
@@ -418,7 +421,13 @@ proptest! {
                 let name = variant.name();
                 prop_assert_eq!(counts.global_read_bytes, cost.bytes_read, "{} read", name);
                 prop_assert_eq!(counts.global_write_bytes, cost.bytes_written, "{} written", name);
-                prop_assert_eq!(counts.flops, cost.flops, "{} flops", name);
+                prop_assert!(
+                    suite::flops_agree(counts.flops, cost.flops),
+                    "{} flops: counted {}, model {}",
+                    name,
+                    counts.flops,
+                    cost.flops
+                );
             }
         }
     }

@@ -5,7 +5,7 @@ use host::emu::{Profile, SiteStats};
 use host::ops::transpose::{self, Variant};
 use host::reference;
 use proptest::prelude::*;
-use suite::{emulator, runtime};
+use suite::{counting, runtime};
 
 proptest! {
     #![proptest_config(suite::proptest_config(16))]
@@ -69,7 +69,7 @@ fn sites<'p>(profile: &'p Profile, kernel: &str, space: &str, access: &str) -> V
 
 #[test]
 fn a_strided_read_touches_32_sectors_per_request_and_a_contiguous_one_4() {
-    let (rt, emu) = emulator();
+    let (rt, emu) = counting();
     let n = 1024;
     let src = rt.upload(&reference::uniform(n * 32, 1, 0.0, 1.0)).unwrap();
     let mut dst = rt.alloc::<f32>(n).unwrap();
@@ -97,7 +97,7 @@ fn a_strided_read_touches_32_sectors_per_request_and_a_contiguous_one_4() {
 
 #[test]
 fn a_column_read_of_a_32_wide_tile_is_32_way_and_padding_removes_it() {
-    let (rt, emu) = emulator();
+    let (rt, emu) = counting();
     let (rows, cols) = (64, 96);
     let d_in = rt
         .upload(&reference::uniform(rows * cols, 2, -1.0, 1.0))
@@ -138,7 +138,7 @@ fn a_column_read_of_a_32_wide_tile_is_32_way_and_padding_removes_it() {
 
 #[test]
 fn profiling_changes_no_result() {
-    let (rt, emu) = emulator();
+    let (rt, emu) = counting();
     let (rows, cols) = (33, 65);
     let input = reference::uniform(rows * cols, 3, -1.0, 1.0);
     let d_in = rt.upload(&input).unwrap();

@@ -49,7 +49,7 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
     let rt = Runtime::from_env().map_err(|e| e.to_string())?;
     let found = match rt.backend() {
         Backend::Cuda(gpu) => GpuSpec::find(gpu.name()),
-        Backend::Emulator(_) => None,
+        Backend::Emulator(_) | Backend::Ptx(_) => None,
     };
     let spec = match &args.device {
         Some(name) => GpuSpec::find(name).ok_or_else(|| format!("unknown device `{name}`"))?,

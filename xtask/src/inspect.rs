@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use host::Runtime;
 use host::emu::Profile;
+use host::ptx::decode::Class;
+use host::ptx::exec::Program;
 use host::runtime::Backend;
 
 use crate::cases::{self, Scale};
@@ -19,6 +21,10 @@ pub struct InspectArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Run the kernel's PTX on the PTX backend and print its dynamic instruction mix instead
+    /// (the module `KERNELS_PTX` / `KERNELS_PTX_ARCH` name; default the embedded sm_90 build).
+    #[arg(long)]
+    ptx: bool,
 }
 
 pub fn run(args: &InspectArgs) -> Result<(), String> {
@@ -31,6 +37,9 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
             names.join(", ")
         ));
     };
+    if args.ptx {
+        return ptx_mix(spec);
+    }
     let rt = Runtime::emulator();
     let Backend::Emulator(emu) = rt.backend() else {
         unreachable!()
@@ -95,6 +104,109 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         Err(e) => println!("ptxas: unavailable ({e})"),
     }
     Ok(())
+}
+
+/// One launch of `spec` on the PTX backend: per kernel, the instructions executed per class,
+/// the hottest instructions, and the ratios the chapters reason with.
+fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
+    let program = Program::from_env().map_err(|e| e.to_string())?;
+    let rt = Runtime::ptx(program);
+    let Backend::Ptx(device) = rt.backend() else {
+        unreachable!()
+    };
+    let mut case = (spec.build)(&rt, Scale::Emulator).map_err(|e| e.to_string())?;
+    device.record_mix(true);
+    let counters = (case.launch)(&rt)
+        .map_err(|e| e.to_string())?
+        .expect("the PTX backend counts");
+    let mix = device.take_mix();
+    device.record_mix(false);
+    (case.check)(&rt)?;
+    println!(
+        "{} at {} on the PTX backend ({}): dynamic instruction mix of one run, per thread (a warp-wide `mma` counts 32; guarded-off instructions count, they are issued)\n",
+        case.kernel, case.shape, program.origin
+    );
+    let mut total = 0u64;
+    let mut ex2 = 0u64;
+    for m in &mix {
+        let all: u64 = m.classes.iter().map(|(_, n)| n).sum();
+        total += all;
+        println!("{}: {all} instructions", m.kernel);
+        for (class, n) in &m.classes {
+            println!(
+                "  {:<24} {:>14} {:>6.1}%",
+                class.name(),
+                n,
+                100.0 * *n as f64 / all.max(1) as f64
+            );
+            if *class == Class::Ex2 {
+                ex2 += n;
+            }
+        }
+        // With a line table (a PTX file built with line info, through KERNELS_PTX): per Rust line.
+        let mut by_line: std::collections::BTreeMap<(&str, u32), u64> = Default::default();
+        for (i, &n) in m.per_instruction.iter().enumerate() {
+            if let Some(at) = m.sites[i].source {
+                *by_line.entry(at).or_default() += n;
+            }
+        }
+        if !by_line.is_empty() {
+            let mut lines: Vec<_> = by_line.into_iter().collect();
+            lines.sort_by_key(|&(at, n)| (std::cmp::Reverse(n), at));
+            println!("  hottest source lines (the PTX line table's innermost frame):");
+            for ((file, line), n) in lines.into_iter().take(8) {
+                println!("  {n:>14}  {file}:{line}");
+            }
+        }
+        let mut hot: Vec<(usize, u64)> = m.per_instruction.iter().copied().enumerate().collect();
+        hot.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
+        println!("  hottest instructions:");
+        for (i, n) in hot.into_iter().take(8) {
+            let site = &m.sites[i];
+            let source = site
+                .source
+                .map(|(file, line)| format!(" ({file}:{line})"))
+                .unwrap_or_default();
+            println!(
+                "  {n:>14}  PTX line {:>6}  {}{source}",
+                site.line, site.text
+            );
+        }
+    }
+    let hbm = counters.global_read_bytes + counters.global_write_bytes;
+    let shared = counters.shared_read_bytes + counters.shared_write_bytes;
+    println!("\nratios over the launch:");
+    println!(
+        "  PTX instructions per HBM byte   {:.2}",
+        total as f64 / hbm.max(1) as f64
+    );
+    println!(
+        "  FLOPs per shared-memory byte    {:.2} ({} executed FLOPs, {shared} shared bytes)",
+        counters.flops as f64 / shared.max(1) as f64,
+        counters.flops
+    );
+    if let Some(scores) = scores(case.kernel, &case.shape) {
+        println!(
+            "  exponentials (ex2) per score    {:.3} ({ex2} ex2 over {scores} scores)",
+            ex2 as f64 / scores as f64
+        );
+    }
+    Ok(())
+}
+
+/// How many scores (attention: batch x heads x N x N) or elements (softmax: rows x cols) the
+/// case's shape string describes, e.g. `1x2x200x128 f32` or `64 x 1000 f32`.
+fn scores(kernel: &str, shape: &str) -> Option<u64> {
+    let dims: Vec<u64> = shape
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    match (kernel.split('_').next(), dims.as_slice()) {
+        (Some("attention"), [b, h, n, _d, ..]) => Some(b * h * n * n),
+        (Some("softmax"), [rows, cols, ..]) => Some(rows * cols),
+        _ => None,
+    }
 }
 
 fn print_profile(profile: &Profile) {

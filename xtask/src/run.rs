@@ -83,6 +83,12 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             no_gpu_reason(),
             spec.name
         ),
+        Backend::Ptx(ptx) => println!(
+            "No GPU: {}. Running every kernel's PTX ({}) on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
+            no_gpu_reason(),
+            ptx.program().origin,
+            spec.name
+        ),
         Backend::Cuda(gpu) => println!(
             "GPU: {} ({}), measured with CUDA events, median of {} runs after 3 warm-ups, L2 flushed between runs; roofline of {}.",
             gpu.name(),
@@ -303,27 +309,69 @@ fn print_table(rows: &[Row], measured: bool) {
 
 /// `cargo xtask emu-speed`: the emulator's throughput on this machine.
 pub fn emu_speed() -> Result<(), String> {
-    let rt = Runtime::emulator();
+    let program = host::ptx::exec::Program::from_env().map_err(|e| e.to_string())?;
+    for rt in [Runtime::emulator(), Runtime::ptx(program)] {
+        let backend = match rt.backend() {
+            Backend::Ptx(p) => format!("PTX backend ({})", p.program().origin),
+            _ => "source emulator".to_string(),
+        };
+        vector_add_speed(&rt, &backend)?;
+        attention_head_speed(&rt, &backend)?;
+    }
+    Ok(())
+}
+
+/// Times `f`; on the PTX backend also what one of its runs executed, per second of its median.
+fn ptx_rates(
+    rt: &Runtime,
+    f: impl FnOnce() -> Result<Timing, String>,
+) -> Result<(Timing, String), String> {
+    let before = match rt.backend() {
+        Backend::Ptx(p) => Some(p.executed()),
+        _ => None,
+    };
+    let t = f()?;
+    let rates = match (rt.backend(), before) {
+        (Backend::Ptx(p), Some((i0, t0))) => {
+            let (i1, t1) = p.executed();
+            let runs = t.runs as f64;
+            let per_run = ((i1 - i0) as f64 / runs, (t1 - t0) as f64 / runs);
+            let secs = t.median;
+            format!(
+                "; {:.0} PTX instructions and {:.0} threads per run: {:.1} M PTX instructions/s, {:.0} threads/s",
+                per_run.0,
+                per_run.1,
+                per_run.0 / secs / 1e6,
+                per_run.1 / secs
+            )
+        }
+        _ => String::new(),
+    };
+    Ok((t, rates))
+}
+
+/// `vector_add_f32` of 1M elements: 1M simulated threads.
+fn vector_add_speed(rt: &Runtime, backend: &str) -> Result<(), String> {
     let n = 1 << 20;
+    let err = |e: host::Error| e.to_string();
     let a = rt
         .upload(&host::reference::uniform(n, 1, -1.0, 1.0))
-        .map_err(|e| e.to_string())?;
+        .map_err(err)?;
     let b = rt
         .upload(&host::reference::uniform(n, 2, -1.0, 1.0))
-        .map_err(|e| e.to_string())?;
-    let mut c = rt.alloc::<f32>(n).map_err(|e| e.to_string())?;
-    let host::runtime::Backend::Emulator(emu) = rt.backend() else {
-        unreachable!("Runtime::emulator")
-    };
+        .map_err(err)?;
+    let mut c = rt.alloc::<f32>(n).map_err(err)?;
     for races in [true, false] {
-        emu.set_global_race_check(races);
-        let t = wall_clock(|| {
-            host::ops::elementwise::vector_add_f32(&rt, &a, &b, &mut c)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+        backend_emulator(rt).set_global_race_check(races);
+        let (t, rates) = ptx_rates(rt, || {
+            wall_clock(|| {
+                host::ops::elementwise::vector_add_f32(rt, &a, &b, &mut c)
+                    .map(|_| ())
+                    .map_err(err)
+            })
         })?;
         println!(
-            "emulator, {} threads: vector_add_f32 of 1M elements (1M simulated GPU threads), global race check {}: median {} over {} runs ({:.1} M threads/s)",
+            "{backend}, {} threads: vector_add_f32 of 1M elements (1M simulated GPU threads), global race check {}: median {} over {} runs ({:.1} M threads/s{rates})",
             rayon_threads(),
             if races { "on" } else { "off" },
             duration(t.median),
@@ -331,7 +379,16 @@ pub fn emu_speed() -> Result<(), String> {
             n as f64 / t.median / 1e6
         );
     }
-    attention_head_speed()
+    Ok(())
+}
+
+/// The emulator under either CPU backend (the PTX backend runs on the same block scheduler).
+pub(crate) fn backend_emulator(rt: &Runtime) -> &host::emu::Emulator {
+    match rt.backend() {
+        Backend::Emulator(emu) => emu,
+        Backend::Ptx(p) => p.emulator(),
+        Backend::Cuda(_) => unreachable!("emu-speed runs on the CPU backends"),
+    }
 }
 
 /// Median wall-clock time of three runs of `f` on the emulator, whose launches are synchronous
@@ -356,9 +413,8 @@ pub(crate) fn wall_clock_runs(
 
 /// One attention head through the fused f32 kernel on the emulator: 256 queries over 256 keys,
 /// d = 64 (4 blocks of 64 threads, 16 K/V tiles each), median of 3 runs.
-pub fn attention_head_speed() -> Result<(), String> {
+pub fn attention_head_speed(rt: &Runtime, backend: &str) -> Result<(), String> {
     use host::ops::attention::{self, AttentionParams, AttentionShape};
-    let rt = Runtime::emulator();
     let shape = AttentionShape::new(1, 1, 256, 64);
     let params = AttentionParams::standard(64, false);
     let upload = |n, seed| rt.upload(&host::reference::uniform(n, seed, -1.0, 1.0));
@@ -370,18 +426,17 @@ pub fn attention_head_speed() -> Result<(), String> {
     );
     let mut o = rt.alloc::<f32>(shape.q_elems()).map_err(err)?;
     let mut lse = rt.alloc::<f32>(shape.lse_elems()).map_err(err)?;
-    let host::runtime::Backend::Emulator(emu) = rt.backend() else {
-        unreachable!("Runtime::emulator")
-    };
     for races in [true, false] {
-        emu.set_global_race_check(races);
-        let t = wall_clock(|| {
-            attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
-                .map(|_| ())
-                .map_err(err)
+        backend_emulator(rt).set_global_race_check(races);
+        let (t, rates) = ptx_rates(rt, || {
+            wall_clock(|| {
+                attention::fused(rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
+                    .map(|_| ())
+                    .map_err(err)
+            })
         })?;
         println!(
-            "emulator, {} threads: one attention head (256 queries x 256 keys, d = 64) through flash_attention_f32_d64, global race check {}: median {} over {} runs",
+            "{backend}, {} threads: one attention head (256 queries x 256 keys, d = 64) through flash_attention_f32_d64, global race check {}: median {} over {} runs{rates}",
             rayon_threads(),
             if races { "on" } else { "off" },
             duration(t.median),

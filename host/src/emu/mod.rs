@@ -46,6 +46,10 @@ pub use profile::{Profile, SiteStats};
 use crate::error::{Error, Result};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
 
+/// Bytes of a block's shared window: every generic address from the window's base
+/// ([`kernels::cuda::emu::Gpu::dynamic_shared`]) up to this many bytes past it is shared memory.
+pub(crate) const SHARED_WINDOW: usize = shared::CAPACITY;
+
 /// What one launch did, counted access by access.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LaunchCounters {
@@ -74,7 +78,7 @@ pub struct LaunchCounters {
 
 impl LaunchCounters {
     /// Adds `other`'s counts to these (a launch's blocks, or the launches of one operation).
-    pub(crate) fn add(&mut self, other: &Self) {
+    pub fn add(&mut self, other: &Self) {
         self.global_read_bytes += other.global_read_bytes;
         self.global_write_bytes += other.global_write_bytes;
         self.shared_read_bytes += other.shared_read_bytes;

@@ -6,7 +6,7 @@ use kernels::cuda::emu::{Access, Site};
 /// reported instead of silently reading its neighbour.
 const RED_ZONE: usize = 64;
 /// Backing store: the device limit plus red zones for a generous number of arrays.
-const CAPACITY: usize = 228 * 1024 + 64 * RED_ZONE;
+pub(super) const CAPACITY: usize = 228 * 1024 + 64 * RED_ZONE;
 
 /// What the shadow knows about one byte: the part every access reads, packed in 32 bytes (two
 /// compares, and the shadow of a large tile stays in cache). The sites, needed only when a slot

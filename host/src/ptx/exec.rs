@@ -1,0 +1,1433 @@
+//! The PTX backend: runs a module's entries on the emulator's block scheduler.
+//!
+//! A [`Program`] is a parsed and decoded module, made once per process and leaked so that its
+//! instruction sites are `&'static` (error reports and profiles hold them). A launch is an
+//! ordinary [`Emulator::launch`] whose per-thread body interprets the entry: every barrier, warp
+//! collective, memory access and `cp.async` goes through the same `Gpu` calls the kernels' Rust
+//! source makes, so the scheduler, the checks and the counters are the emulator's own.
+//!
+//! State spaces: a global address is the host address of the emulated buffer. A shared-space
+//! address is an offset in the block's shared window (0 is the dynamic shared memory), and the
+//! generic address of shared byte `s` is `window + s`, so `cvta.shared`/`cvta.to.shared` add and
+//! subtract the window's base, and a generic access inside the window is a shared access.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use half::{bf16, f16};
+use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, ShuffleMode, Site};
+
+use super::decode::{
+    self, BoolOp, Class, Cmp, CmpType, Conv, Fill, Float, FloatOp, FloatUnary, Int, IntOp,
+    IntUnary, Kernel, Mem, Op, Round, SharedSlot, Space, mask,
+};
+use super::{Arch, parse};
+use crate::emu::{Emulator, LaunchCounters, SHARED_WINDOW};
+use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
+
+/// The environment variable that names a PTX file to load instead of the embedded module.
+pub const PTX_FILE_VAR: &str = "KERNELS_PTX";
+/// The environment variable that picks the embedded module's architecture for the PTX backend.
+pub const PTX_ARCH_VAR: &str = "KERNELS_PTX_ARCH";
+
+/// A parsed, decoded PTX module.
+pub struct Program {
+    /// Where it came from: `embedded sm_90` or the file's path.
+    pub origin: String,
+    /// Its `.target`.
+    pub target: &'static str,
+    shared: Vec<SharedSlot>,
+    kernels: HashMap<&'static str, std::result::Result<Kernel, String>>,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Program({})", self.origin)
+    }
+}
+
+impl Program {
+    /// Parses and decodes `text` (leaked: a program lives as long as the process).
+    pub fn load(text: &'static str, origin: String) -> Result<&'static Program> {
+        let module = parse::parse(text).map_err(|e| Error::Ptx(format!("{origin}: {e}")))?;
+        let shared: Vec<SharedSlot> = module
+            .shared
+            .iter()
+            .map(|v| SharedSlot {
+                name: v.name,
+                bytes: v.bytes,
+                align: v.align,
+            })
+            .collect();
+        let kernels = module
+            .functions
+            .iter()
+            .filter(|f| f.entry)
+            .map(|f| (f.name, decode::decode(f, &shared, &module.files)))
+            .collect();
+        Ok(Box::leak(Box::new(Program {
+            origin,
+            target: module.target,
+            shared,
+            kernels,
+        })))
+    }
+
+    /// The embedded module of `arch`, decoded once per process.
+    pub fn embedded(arch: Arch) -> &'static Program {
+        static CACHE: [OnceLock<&'static Program>; 3] =
+            [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        let i = Arch::ALL.iter().position(|a| *a == arch).unwrap();
+        CACHE[i].get_or_init(|| {
+            Program::load(arch.ptx(), format!("embedded {}", arch.name()))
+                .expect("the embedded PTX parses (tested)")
+        })
+    }
+
+    /// The module in the file at `path`, loaded once per process.
+    pub fn file(path: &Path) -> Result<&'static Program> {
+        static CACHE: Mutex<Vec<(PathBuf, &'static Program)>> = Mutex::new(Vec::new());
+        let mut cache = CACHE.lock().unwrap();
+        if let Some((_, p)) = cache.iter().find(|(q, _)| q == path) {
+            return Ok(p);
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Ptx(format!("cannot read {}: {e}", path.display())))?;
+        let program = Program::load(Box::leak(text.into_boxed_str()), path.display().to_string())?;
+        cache.push((path.to_path_buf(), program));
+        Ok(program)
+    }
+
+    /// The module the environment names: the file in `KERNELS_PTX` if set, else the embedded
+    /// build for `KERNELS_PTX_ARCH` (default sm_90).
+    pub fn from_env() -> Result<&'static Program> {
+        if let Some(path) = std::env::var_os(PTX_FILE_VAR).filter(|p| !p.is_empty()) {
+            return Program::file(Path::new(&path));
+        }
+        Ok(Program::embedded(arch_from_env()?))
+    }
+
+    /// The decoded entry `name`, or why it cannot run.
+    pub fn kernel(&self, name: &str) -> Result<&Kernel> {
+        match self.kernels.get(name) {
+            Some(Ok(k)) => Ok(k),
+            Some(Err(why)) => Err(Error::Ptx(format!("{}: {why}", self.origin))),
+            None => Err(Error::Ptx(format!(
+                "{} has no entry point `{name}`",
+                self.origin
+            ))),
+        }
+    }
+
+    /// Every entry point, with the reason if it cannot run.
+    pub fn entries(
+        &self,
+    ) -> impl Iterator<Item = (&'static str, std::result::Result<&Kernel, &str>)> {
+        self.kernels
+            .iter()
+            .map(|(n, k)| (*n, k.as_ref().map_err(String::as_str)))
+    }
+}
+
+/// The architecture `KERNELS_PTX_ARCH` names (default sm_90).
+pub fn arch_from_env() -> Result<Arch> {
+    let name = std::env::var(PTX_ARCH_VAR).unwrap_or_default();
+    if name.is_empty() {
+        return Ok(Arch::Sm90);
+    }
+    Arch::ALL
+        .into_iter()
+        .find(|a| a.name() == name)
+        .ok_or_else(|| {
+            Error::Ptx(format!(
+                "{PTX_ARCH_VAR}={name}: expected sm_80, sm_90 or sm_90a"
+            ))
+        })
+}
+
+/// The PTX device: the emulator's memory and scheduler, a program, and what launches executed.
+pub struct PtxDevice {
+    emu: std::sync::Arc<Emulator>,
+    program: &'static Program,
+    instructions: AtomicU64,
+    threads: AtomicU64,
+    mix: Mutex<Option<HashMap<&'static str, Vec<u64>>>>,
+}
+
+impl PtxDevice {
+    /// A device running `program`.
+    pub fn new(program: &'static Program) -> Self {
+        Self {
+            emu: std::sync::Arc::new(Emulator::new()),
+            program,
+            instructions: AtomicU64::new(0),
+            threads: AtomicU64::new(0),
+            mix: Mutex::new(None),
+        }
+    }
+
+    /// The emulator that holds the memory and runs the blocks.
+    pub fn emulator(&self) -> &std::sync::Arc<Emulator> {
+        &self.emu
+    }
+
+    /// The program.
+    pub fn program(&self) -> &'static Program {
+        self.program
+    }
+
+    /// PTX instructions and threads executed since the device was made (guarded-off
+    /// instructions count: they are issued).
+    pub fn executed(&self) -> (u64, u64) {
+        (
+            self.instructions.load(Ordering::Relaxed),
+            self.threads.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Starts counting executions per instruction (for [`PtxDevice::take_mix`]).
+    pub fn record_mix(&self, on: bool) {
+        *self.mix.lock().unwrap() = on.then(HashMap::new);
+    }
+
+    /// Per kernel, executions per instruction class since [`PtxDevice::record_mix`], and per
+    /// instruction (index into the kernel's sites).
+    pub fn take_mix(&self) -> Vec<KernelMix> {
+        let mut mix = self.mix.lock().unwrap();
+        let taken = mix.replace(HashMap::new()).unwrap_or_default();
+        let mut out: Vec<KernelMix> = taken
+            .into_iter()
+            .map(|(name, counts)| {
+                let kernel = self.program.kernel(name).expect("it ran");
+                let mut classes: HashMap<Class, u64> = HashMap::new();
+                for (i, &c) in counts.iter().enumerate() {
+                    *classes.entry(kernel.classes[i]).or_default() += c;
+                }
+                let mut classes: Vec<(Class, u64)> = classes.into_iter().collect();
+                classes.sort();
+                KernelMix {
+                    kernel: name,
+                    classes,
+                    per_instruction: counts,
+                    sites: kernel.sites,
+                }
+            })
+            .collect();
+        out.sort_by_key(|m| m.kernel);
+        out
+    }
+
+    /// Launches entry `name` with the driver's parameter array (`params[i]` points at argument
+    /// `i`, of `sizes[i]` bytes).
+    ///
+    /// # Safety
+    /// Each pointer must point at `sizes[i]` readable bytes; pointer arguments must be
+    /// addresses of this device's buffers (the emulator checks every access through them).
+    pub unsafe fn launch(
+        &self,
+        name: &'static str,
+        cfg: &LaunchConfig,
+        params: &[*mut c_void],
+        sizes: &[usize],
+    ) -> Result<LaunchCounters> {
+        let kernel = self.program.kernel(name)?;
+        if params.len() != kernel.params.len() || sizes.len() != params.len() {
+            return Err(Error::Ptx(format!(
+                "kernel `{name}` takes {} parameters in {}, the launch passes {}",
+                kernel.params.len(),
+                self.program.origin,
+                params.len()
+            )));
+        }
+        let mut buffer = vec![0u8; kernel.param_bytes];
+        for (k, (p, (&ptr, &size))) in kernel
+            .params
+            .iter()
+            .zip(params.iter().zip(sizes))
+            .enumerate()
+        {
+            if size != p.bytes as usize {
+                return Err(Error::Ptx(format!(
+                    "kernel `{name}` parameter {k} (`{}`, .{}) is {} bytes in the PTX, the launch passes {size}",
+                    p.name, p.ty, p.bytes
+                )));
+            }
+            let at = p.offset as usize;
+            // SAFETY: the caller's contract: `size` readable bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr as *const u8, buffer[at..].as_mut_ptr(), size)
+            };
+        }
+        let recording = self.mix.lock().unwrap().is_some();
+        let counts: Vec<AtomicU64> = if recording {
+            (0..kernel.code.len()).map(|_| AtomicU64::new(0)).collect()
+        } else {
+            Vec::new()
+        };
+        let env = Env {
+            kernel,
+            program: self.program,
+            params: &buffer,
+            instructions: &self.instructions,
+            counts: recording.then_some(&counts[..]),
+        };
+        let counters = self.emu.launch(name, cfg, || env.thread())?;
+        self.threads
+            .fetch_add(cfg.grid.volume() * cfg.block.volume(), Ordering::Relaxed);
+        if recording {
+            let mut mix = self.mix.lock().unwrap();
+            let entry = mix
+                .as_mut()
+                .expect("recording")
+                .entry(name)
+                .or_insert_with(|| vec![0; kernel.code.len()]);
+            for (e, c) in entry.iter_mut().zip(&counts) {
+                *e += c.load(Ordering::Relaxed);
+            }
+        }
+        Ok(counters)
+    }
+}
+
+/// One kernel's dynamic instruction mix.
+pub struct KernelMix {
+    pub kernel: &'static str,
+    /// Executions per class, in class order.
+    pub classes: Vec<(Class, u64)>,
+    /// Executions per instruction.
+    pub per_instruction: Vec<u64>,
+    /// The instructions' sites.
+    pub sites: &'static [kernels::cuda::emu::PtxSite],
+}
+
+/// What every thread of one launch shares.
+struct Env<'a> {
+    kernel: &'a Kernel,
+    program: &'static Program,
+    params: &'a [u8],
+    instructions: &'a AtomicU64,
+    counts: Option<&'a [AtomicU64]>,
+}
+
+impl Env<'_> {
+    /// The body of one simulated thread: fill the slots the thread owns, run, count.
+    fn thread(&self) {
+        emu::with(|gpu| {
+            let mut r = self.kernel.template.clone();
+            let base = gpu.dynamic_shared() as usize;
+            let pos = gpu.position();
+            let (t, b) = (pos.thread, pos.block_dim);
+            let linear = t.x + b.x * (t.y + b.y * t.z);
+            let dim = |d: kernels::cuda::emu::Dim3, c: u8| match c {
+                0 => d.x,
+                1 => d.y,
+                _ => d.z,
+            };
+            for &(slot, fill) in &self.kernel.fills {
+                r[slot as usize] = match fill {
+                    Fill::Tid(c) => u64::from(dim(pos.thread, c)),
+                    Fill::Ntid(c) => u64::from(dim(pos.block_dim, c)),
+                    Fill::Ctaid(c) => u64::from(dim(pos.block, c)),
+                    Fill::Nctaid(c) => u64::from(dim(pos.grid_dim, c)),
+                    Fill::LaneId => u64::from(linear % 32),
+                    Fill::WarpId => u64::from(linear / 32),
+                    Fill::Zero => 0,
+                    Fill::SharedBase => base as u64,
+                    Fill::SharedVar(i) => {
+                        let v = &self.program.shared[i];
+                        match v.bytes {
+                            None => 0,
+                            Some(bytes) => {
+                                let key = v as *const SharedSlot as usize;
+                                let p = gpu.static_shared(key, bytes as usize, v.align as usize);
+                                (p as usize - base) as u64
+                            }
+                        }
+                    }
+                };
+            }
+            let mut thread = Thread {
+                kernel: self.kernel,
+                gpu,
+                r,
+                params: self.params,
+                base,
+                lane: linear % 32,
+            };
+            let (executed, flops) = match self.counts {
+                None => thread.run::<false>(&[]),
+                Some(counts) => thread.run::<true>(counts),
+            };
+            gpu.count_flops(flops);
+            self.instructions.fetch_add(executed, Ordering::Relaxed);
+        })
+    }
+}
+
+/// One simulated thread's state.
+struct Thread<'a> {
+    kernel: &'a Kernel,
+    gpu: &'a dyn Gpu,
+    r: Vec<u64>,
+    params: &'a [u8],
+    /// Generic address of the shared window.
+    base: usize,
+    lane: u32,
+}
+
+fn sext(v: u64, bits: u8) -> u64 {
+    if bits >= 64 {
+        v
+    } else {
+        let s = 64 - u32::from(bits);
+        (((v << s) as i64) >> s) as u64
+    }
+}
+
+/// `v` read as an integer of type `t`: masked, or sign-extended to 64 bits.
+fn norm(v: u64, t: Int) -> u64 {
+    if t.signed {
+        sext(v, t.bits)
+    } else {
+        v & mask(t.bits)
+    }
+}
+
+/// Floats as the ISA handles them, one module per width.
+macro_rules! float_ops {
+    ($m:ident, $f:ty, $bits:ty) => {
+        mod $m {
+            use super::{Cmp, FloatOp, FloatUnary};
+
+            pub fn get(v: u64, ftz: bool) -> $f {
+                let x = <$f>::from_bits(v as $bits);
+                if ftz && x.is_subnormal() {
+                    <$f>::from_bits(x.to_bits() & (1 << (<$bits>::BITS - 1)))
+                } else {
+                    x
+                }
+            }
+
+            pub fn put(x: $f, ftz: bool, sat: bool) -> u64 {
+                let x = if sat {
+                    if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) }
+                } else {
+                    x
+                };
+                let x = if ftz && x.is_subnormal() {
+                    <$f>::from_bits(x.to_bits() & (1 << (<$bits>::BITS - 1)))
+                } else {
+                    x
+                };
+                x.to_bits() as u64
+            }
+
+            /// `min`/`max`: a NaN operand gives the other operand, two NaNs the canonical NaN,
+            /// and -0 orders below +0.
+            fn minmax(a: $f, b: $f, max: bool) -> $f {
+                match (a.is_nan(), b.is_nan()) {
+                    (true, true) => <$f>::NAN,
+                    (true, false) => b,
+                    (false, true) => a,
+                    _ if a == b => {
+                        // Equal: only zeros can differ (in sign).
+                        if (a.is_sign_negative() == max) { b } else { a }
+                    }
+                    _ => {
+                        if (a > b) == max {
+                            a
+                        } else {
+                            b
+                        }
+                    }
+                }
+            }
+
+            pub fn binary(op: FloatOp, a: $f, b: $f) -> $f {
+                match op {
+                    FloatOp::Add => a + b,
+                    FloatOp::Sub => a - b,
+                    FloatOp::Mul => a * b,
+                    FloatOp::Div => a / b,
+                    FloatOp::Min => minmax(a, b, false),
+                    FloatOp::Max => minmax(a, b, true),
+                }
+            }
+
+            /// `ex2.approx` and `lg2.approx` are computed correctly rounded-or-nearly by the
+            /// host's libm (`exp2`, `log2`: under 1 ulp, inside the ISA's 2^-22 bound), after
+            /// the `.ftz` flush of the input.
+            pub fn unary(op: FloatUnary, a: $f) -> $f {
+                match op {
+                    FloatUnary::Neg => -a,
+                    FloatUnary::Abs => a.abs(),
+                    FloatUnary::Rcp => 1.0 / a,
+                    FloatUnary::Sqrt => a.sqrt(),
+                    FloatUnary::Rsqrt => 1.0 / a.sqrt(),
+                    FloatUnary::Ex2 => a.exp2(),
+                    FloatUnary::Lg2 => a.log2(),
+                }
+            }
+
+            pub fn compare(cmp: Cmp, a: $f, b: $f) -> bool {
+                let nan = a.is_nan() || b.is_nan();
+                match cmp {
+                    Cmp::Eq => a == b,
+                    Cmp::Ne => !nan && a != b,
+                    Cmp::Lt => a < b,
+                    Cmp::Le => a <= b,
+                    Cmp::Gt => a > b,
+                    Cmp::Ge => a >= b,
+                    Cmp::Equ => nan || a == b,
+                    Cmp::Neu => a != b,
+                    Cmp::Ltu => nan || a < b,
+                    Cmp::Leu => nan || a <= b,
+                    Cmp::Gtu => nan || a > b,
+                    Cmp::Geu => nan || a >= b,
+                    Cmp::Num => !nan,
+                    Cmp::Nan => nan,
+                }
+            }
+        }
+    };
+}
+
+float_ops!(f32ops, f32, u32);
+float_ops!(f64ops, f64, u64);
+
+fn round(x: f64, mode: Round) -> f64 {
+    match mode {
+        Round::Nearest => x.round_ties_even(),
+        Round::Zero => x.trunc(),
+        Round::Down => x.floor(),
+        Round::Up => x.ceil(),
+    }
+}
+
+impl Thread<'_> {
+    #[inline(always)]
+    fn get(&self, s: u32) -> u64 {
+        self.r[s as usize]
+    }
+
+    #[inline(always)]
+    fn set(&mut self, s: u32, v: u64) {
+        self.r[s as usize] = v;
+    }
+
+    fn site(&self, pc: usize) -> Site {
+        Site::ptx(&self.kernel.sites[pc])
+    }
+
+    /// Runs to `exit`/`ret`; returns (instructions issued, FLOPs).
+    fn run<const MIX: bool>(&mut self, counts: &[AtomicU64]) -> (u64, u64) {
+        let code = &self.kernel.code;
+        let mut pc = 0usize;
+        let (mut issued, mut flops) = (0u64, 0u64);
+        loop {
+            let Some(inst) = code.get(pc) else {
+                panic!(
+                    "kernel `{}` ran past its last instruction without `ret` or `exit`",
+                    self.kernel.name
+                );
+            };
+            let here = pc;
+            pc += 1;
+            issued += 1;
+            if MIX {
+                counts[here].fetch_add(1, Ordering::Relaxed);
+            }
+            if inst.guard != u32::MAX && ((self.get(inst.guard) & 1 != 0) == inst.negated) {
+                continue;
+            }
+            flops += u64::from(inst.flops);
+            match &inst.op {
+                Op::Mov { d, a, mask } => self.set(*d, self.get(*a) & mask),
+                Op::Pack { d, parts, n, bits } => {
+                    let m = mask(*bits);
+                    let v = (0..*n as usize).fold(0u64, |v, k| {
+                        v | ((self.get(parts[k]) & m) << (k * *bits as usize))
+                    });
+                    self.set(*d, v);
+                }
+                Op::Unpack { ds, s, n, bits } => {
+                    let v = self.get(*s);
+                    for (k, &d) in ds.iter().enumerate().take(*n as usize) {
+                        if d != u32::MAX {
+                            self.set(d, (v >> (k * *bits as usize)) & mask(*bits));
+                        }
+                    }
+                }
+                Op::Int { op, ty, d, a, b } => {
+                    let v = self.int(*op, *ty, self.get(*a), self.get(*b), here);
+                    self.set(*d, v);
+                }
+                Op::Mad {
+                    mul,
+                    ty,
+                    d,
+                    a,
+                    b,
+                    c,
+                } => {
+                    let m = self.int(*mul, *ty, self.get(*a), self.get(*b), here);
+                    let bits = if *mul == IntOp::MulWide {
+                        ty.bits * 2
+                    } else {
+                        ty.bits
+                    };
+                    self.set(*d, m.wrapping_add(self.get(*c)) & mask(bits));
+                }
+                Op::IntUnary { op, ty, d, a } => {
+                    let x = norm(self.get(*a), *ty);
+                    let w = u32::from(ty.bits);
+                    let v = match op {
+                        IntUnary::Neg => x.wrapping_neg(),
+                        IntUnary::Not => !x,
+                        IntUnary::Abs => (x as i64).unsigned_abs(),
+                        IntUnary::Popc => u64::from((x & mask(ty.bits)).count_ones()),
+                        IntUnary::Clz => u64::from((x & mask(ty.bits)).leading_zeros() - (64 - w)),
+                        IntUnary::Brev => (x & mask(ty.bits)).reverse_bits() >> (64 - w),
+                    };
+                    self.set(*d, v & mask(ty.bits));
+                }
+                Op::Bfe { ty, d, a, pos, len } => {
+                    let x = self.get(*a) & mask(ty.bits);
+                    let (pos, len) = (self.get(*pos) & 0xff, self.get(*len) & 0xff);
+                    let w = u64::from(ty.bits);
+                    let field = if len == 0 || pos >= w {
+                        0
+                    } else {
+                        (x >> pos) & mask(len.min(64) as u8)
+                    };
+                    let v = if ty.signed && len > 0 {
+                        let msb = (pos + len - 1).min(w - 1);
+                        let sign = (x >> msb) & 1;
+                        let keep = len.min(w - pos.min(w));
+                        if sign == 1 && keep < 64 {
+                            field | (!0u64 << keep)
+                        } else {
+                            field
+                        }
+                    } else {
+                        field
+                    };
+                    self.set(*d, v & mask(ty.bits));
+                }
+                Op::Float {
+                    op,
+                    ty,
+                    ftz,
+                    sat,
+                    d,
+                    a,
+                    b,
+                } => {
+                    let v = match ty {
+                        Float::F32 => {
+                            let (x, y) = (
+                                f32ops::get(self.get(*a), *ftz),
+                                f32ops::get(self.get(*b), *ftz),
+                            );
+                            f32ops::put(f32ops::binary(*op, x, y), *ftz, *sat)
+                        }
+                        Float::F64 => {
+                            let (x, y) = (
+                                f64ops::get(self.get(*a), *ftz),
+                                f64ops::get(self.get(*b), *ftz),
+                            );
+                            f64ops::put(f64ops::binary(*op, x, y), *ftz, *sat)
+                        }
+                    };
+                    self.set(*d, v);
+                }
+                Op::Fma {
+                    ty,
+                    ftz,
+                    sat,
+                    d,
+                    a,
+                    b,
+                    c,
+                } => {
+                    let v = match ty {
+                        Float::F32 => {
+                            let g = |s| f32ops::get(self.get(s), *ftz);
+                            f32ops::put(g(*a).mul_add(g(*b), g(*c)), *ftz, *sat)
+                        }
+                        Float::F64 => {
+                            let g = |s| f64ops::get(self.get(s), *ftz);
+                            f64ops::put(g(*a).mul_add(g(*b), g(*c)), *ftz, *sat)
+                        }
+                    };
+                    self.set(*d, v);
+                }
+                Op::FloatUnary { op, ty, ftz, d, a } => {
+                    let v = match ty {
+                        Float::F32 => f32ops::put(
+                            f32ops::unary(*op, f32ops::get(self.get(*a), *ftz)),
+                            *ftz,
+                            false,
+                        ),
+                        Float::F64 => f64ops::put(
+                            f64ops::unary(*op, f64ops::get(self.get(*a), *ftz)),
+                            *ftz,
+                            false,
+                        ),
+                    };
+                    self.set(*d, v);
+                }
+                Op::Setp {
+                    cmp,
+                    ty,
+                    d,
+                    d2,
+                    a,
+                    b,
+                    combine,
+                } => {
+                    let (x, y) = (self.get(*a), self.get(*b));
+                    let t = match ty {
+                        CmpType::Float(Float::F32, ftz) => {
+                            f32ops::compare(*cmp, f32ops::get(x, *ftz), f32ops::get(y, *ftz))
+                        }
+                        CmpType::Float(Float::F64, ftz) => {
+                            f64ops::compare(*cmp, f64ops::get(x, *ftz), f64ops::get(y, *ftz))
+                        }
+                        CmpType::Int(it) => {
+                            let (x, y) = (norm(x, *it), norm(y, *it));
+                            let (lt, eq) = if it.signed {
+                                ((x as i64) < (y as i64), x == y)
+                            } else {
+                                (x < y, x == y)
+                            };
+                            match cmp {
+                                Cmp::Eq => eq,
+                                Cmp::Ne => !eq,
+                                Cmp::Lt => lt,
+                                Cmp::Le => lt || eq,
+                                Cmp::Gt => !lt && !eq,
+                                Cmp::Ge => !lt,
+                                _ => unreachable!("refused at decode"),
+                            }
+                        }
+                    };
+                    let (p, q) = match combine {
+                        None => (t, !t),
+                        Some((op, c, neg)) => {
+                            let c = (self.get(*c) & 1 != 0) != *neg;
+                            let f = |v: bool| match op {
+                                BoolOp::And => v && c,
+                                BoolOp::Or => v || c,
+                                BoolOp::Xor => v != c,
+                            };
+                            (f(t), f(!t))
+                        }
+                    };
+                    self.set(*d, u64::from(p));
+                    if *d2 != u32::MAX {
+                        self.set(*d2, u64::from(q));
+                    }
+                }
+                Op::Selp { d, a, b, p } => {
+                    let v = if self.get(*p) & 1 != 0 {
+                        self.get(*a)
+                    } else {
+                        self.get(*b)
+                    };
+                    self.set(*d, v);
+                }
+                Op::Cvt {
+                    conv,
+                    ftz,
+                    sat,
+                    d,
+                    a,
+                } => {
+                    let v = cvt(*conv, *ftz, *sat, self.get(*a));
+                    self.set(*d, v);
+                }
+                Op::CvtaShared { to, d, a } => {
+                    let x = self.get(*a);
+                    let v = if *to {
+                        x.wrapping_sub(self.base as u64)
+                    } else {
+                        x.wrapping_add(self.base as u64)
+                    };
+                    self.set(*d, v);
+                }
+                Op::LdParam {
+                    d,
+                    offset,
+                    bytes,
+                    signed,
+                } => {
+                    let at = *offset as usize;
+                    let mut raw = [0u8; 8];
+                    raw[..*bytes as usize].copy_from_slice(&self.params[at..at + *bytes as usize]);
+                    let v = u64::from_le_bytes(raw);
+                    let v = if *signed { sext(v, bytes * 8) } else { v };
+                    self.set(*d, v);
+                }
+                Op::Ld(m) => self.load(m, here),
+                Op::St(m) => self.store(m, here),
+                Op::Bra { target } => pc = *target as usize,
+                Op::Exit => return (issued, flops),
+                Op::Trap => panic!("`trap` executed at {}", self.site(here)),
+                Op::Bar { site } => self.gpu.sync_threads(*site),
+                Op::Shfl {
+                    mode,
+                    d,
+                    p,
+                    a,
+                    b,
+                    c,
+                    mask,
+                } => {
+                    let (arg, c) = (self.get(*b) as u32, self.get(*c) as u32);
+                    // c packs the segment mask and the clamp lane: the kernels shuffle whole
+                    // warps, where `up` clamps at 0 and the others at 31.
+                    let full = if *mode == ShuffleMode::Up { 0 } else { 0x1f };
+                    if c != full {
+                        panic!(
+                            "shfl with c = {c:#x} (sub-warp segments) is not implemented, at {}",
+                            self.site(here)
+                        );
+                    }
+                    let op = Collective::Shuffle {
+                        mode: *mode,
+                        value: self.get(*a) as u32,
+                        arg,
+                    };
+                    let result =
+                        self.gpu
+                            .warp_collective(self.get(*mask) as u32, op, self.site(here));
+                    self.set(*d, u64::from(result[0]));
+                    if *p != u32::MAX {
+                        let lane = self.lane;
+                        let valid = match mode {
+                            ShuffleMode::Up => lane >= arg,
+                            ShuffleMode::Down => lane + arg <= 31,
+                            ShuffleMode::Bfly | ShuffleMode::Idx => true,
+                        };
+                        self.set(*p, u64::from(valid));
+                    }
+                }
+                Op::WarpSync { mask } => {
+                    self.gpu.warp_collective(
+                        self.get(*mask) as u32,
+                        Collective::SyncWarp,
+                        self.site(here),
+                    );
+                }
+                Op::LdMatrix {
+                    trans,
+                    d,
+                    addr,
+                    space,
+                } => {
+                    let a = self.get(*addr) as usize;
+                    let addr = match space {
+                        Space::Shared => self.base.wrapping_add(a),
+                        _ => a,
+                    };
+                    let op = Collective::LdMatrix {
+                        addr,
+                        trans: *trans,
+                    };
+                    let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
+                    for (k, &dk) in d.iter().enumerate() {
+                        self.set(dk, u64::from(result[k]));
+                    }
+                }
+                Op::Mma(m) => {
+                    let op = Collective::Mma {
+                        input: m.input,
+                        a: m.a.map(|s| self.get(s) as u32),
+                        b: m.b.map(|s| self.get(s) as u32),
+                        c: m.c.map(|s| f32::from_bits(self.get(s) as u32)),
+                    };
+                    let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
+                    for (k, &dk) in m.d.iter().enumerate() {
+                        self.set(dk, u64::from(result[k]));
+                    }
+                }
+                Op::CpAsync {
+                    dst,
+                    src,
+                    src_bytes,
+                } => {
+                    let src_bytes = self.get(*src_bytes) as u32;
+                    if src_bytes > 16 {
+                        panic!(
+                            "cp.async with src-size {src_bytes} > cp-size 16 (undefined), at {}",
+                            self.site(here)
+                        );
+                    }
+                    let op = AsyncCopy::Copy {
+                        dst: self.base.wrapping_add(self.get(*dst) as usize),
+                        src: self.get(*src) as usize,
+                        src_bytes,
+                    };
+                    self.gpu.async_copy(op, self.site(here));
+                }
+                Op::CpCommit => self.gpu.async_copy(AsyncCopy::CommitGroup, self.site(here)),
+                Op::CpWait { pending } => self
+                    .gpu
+                    .async_copy(AsyncCopy::WaitGroup { pending: *pending }, self.site(here)),
+            }
+        }
+    }
+
+    fn int(&self, op: IntOp, t: Int, a: u64, b: u64, here: usize) -> u64 {
+        let (x, y) = (norm(a, t), norm(b, t));
+        let w = u32::from(t.bits);
+        let m = mask(t.bits);
+        let v = match op {
+            IntOp::Add => x.wrapping_add(y),
+            IntOp::Sub => x.wrapping_sub(y),
+            IntOp::MulLo => x.wrapping_mul(y),
+            IntOp::MulHi => {
+                if t.signed {
+                    ((i128::from(x as i64) * i128::from(y as i64)) >> w) as u64
+                } else {
+                    ((u128::from(x) * u128::from(y)) >> w) as u64
+                }
+            }
+            // The full 2w-bit product (w <= 32, checked at decode).
+            IntOp::MulWide => return x.wrapping_mul(y) & mask(t.bits * 2),
+            IntOp::Div | IntOp::Rem => {
+                if y & m == 0 {
+                    panic!(
+                        "integer division by zero at {} (the result is unspecified in PTX)",
+                        self.site(here)
+                    );
+                }
+                match (op, t.signed) {
+                    (IntOp::Div, true) => (x as i64).wrapping_div(y as i64) as u64,
+                    (IntOp::Div, false) => x / y,
+                    (_, true) => (x as i64).wrapping_rem(y as i64) as u64,
+                    (_, false) => x % y,
+                }
+            }
+            IntOp::Min | IntOp::Max => {
+                let less = if t.signed {
+                    (x as i64) < (y as i64)
+                } else {
+                    x < y
+                };
+                if less == (op == IntOp::Min) { x } else { y }
+            }
+            IntOp::And => x & y,
+            IntOp::Or => x | y,
+            IntOp::Xor => x ^ y,
+            // Shift amounts are unsigned and clamp at the width.
+            IntOp::Shl => {
+                let s = b & 0xffff_ffff;
+                if s >= u64::from(w) { 0 } else { x << s }
+            }
+            IntOp::Shr => {
+                let s = (b & 0xffff_ffff).min(u64::from(w));
+                if t.signed {
+                    ((x as i64) >> s.min(63)) as u64
+                } else if s >= u64::from(w) {
+                    0
+                } else {
+                    x >> s
+                }
+            }
+        };
+        v & m
+    }
+
+    /// The generic address and checked access of `m` at instruction `here`.
+    fn access(&self, m: &Mem, here: usize, access: Access) -> usize {
+        let a = self.get(m.addr).wrapping_add(m.offset as u64) as usize;
+        let bytes = usize::from(m.elem) * usize::from(m.n);
+        let site = self.site(here);
+        match m.space {
+            Space::Global => {
+                self.gpu.global_access(a, bytes, access, site);
+                a
+            }
+            Space::Shared => {
+                let g = self.base.wrapping_add(a);
+                self.gpu.shared_access(g, bytes, access, site);
+                g
+            }
+            Space::Generic => {
+                if a.wrapping_sub(self.base) < SHARED_WINDOW {
+                    self.gpu.shared_access(a, bytes, access, site);
+                } else {
+                    self.gpu.global_access(a, bytes, access, site);
+                }
+                a
+            }
+        }
+    }
+
+    fn load(&mut self, m: &Mem, here: usize) {
+        let at = self.access(m, here, Access::Read);
+        let elem = usize::from(m.elem);
+        for k in 0..usize::from(m.n) {
+            let p = at + k * elem;
+            // SAFETY: the emulator checked `n * elem` bytes at `at` (a live buffer or this
+            // block's shared memory) just above.
+            let v = unsafe {
+                match elem {
+                    1 => u64::from((p as *const u8).read()),
+                    2 => u64::from((p as *const u16).read_unaligned()),
+                    4 => u64::from((p as *const u32).read_unaligned()),
+                    _ => (p as *const u64).read_unaligned(),
+                }
+            };
+            let v = if m.signed { sext(v, m.elem * 8) } else { v };
+            if m.regs[k] != u32::MAX {
+                self.set(m.regs[k], v);
+            }
+        }
+    }
+
+    fn store(&mut self, m: &Mem, here: usize) {
+        let at = self.access(m, here, Access::Write);
+        let elem = usize::from(m.elem);
+        for k in 0..usize::from(m.n) {
+            let (p, v) = (at + k * elem, self.get(m.regs[k]));
+            // SAFETY: checked as in `load`; the value is truncated to the element's width.
+            unsafe {
+                match elem {
+                    1 => (p as *mut u8).write(v as u8),
+                    2 => (p as *mut u16).write_unaligned(v as u16),
+                    4 => (p as *mut u32).write_unaligned(v as u32),
+                    _ => (p as *mut u64).write_unaligned(v),
+                }
+            }
+        }
+    }
+}
+
+/// `cvt`, as the ISA defines each pair of types.
+fn cvt(conv: Conv, ftz: bool, sat: bool, v: u64) -> u64 {
+    match conv {
+        Conv::Int { from, to, sat } => {
+            let x = norm(v, from);
+            if sat {
+                let x = if from.signed {
+                    i128::from(x as i64)
+                } else {
+                    i128::from(x)
+                };
+                let (lo, hi) = if to.signed {
+                    (-(1i128 << (to.bits - 1)), (1i128 << (to.bits - 1)) - 1)
+                } else {
+                    (0, (1i128 << to.bits) - 1)
+                };
+                (x.clamp(lo, hi) as u64) & mask(to.bits)
+            } else {
+                x & mask(to.bits)
+            }
+        }
+        Conv::F32ToHalf { bf16: is_bf16 } => {
+            let x = f32ops::get(v, ftz);
+            let x = if sat {
+                if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) }
+            } else {
+                x
+            };
+            u64::from(if is_bf16 {
+                bf16::from_f32(x).to_bits()
+            } else {
+                f16::from_f32(x).to_bits()
+            })
+        }
+        Conv::HalfToF32 { bf16: is_bf16 } => {
+            let h = v as u16;
+            let x = if is_bf16 {
+                bf16::from_bits(h).to_f32()
+            } else {
+                f16::from_bits(h).to_f32()
+            };
+            f32ops::put(x, ftz, sat)
+        }
+        Conv::F32ToF64 => f64ops::put(f64::from(f32ops::get(v, ftz)), false, sat),
+        Conv::F64ToF32 => f32ops::put(f64::from_bits(v) as f32, ftz, sat),
+        Conv::RoundInt { ty, mode } => match ty {
+            Float::F32 => {
+                let x = f32ops::get(v, ftz);
+                f32ops::put(round(f64::from(x), mode) as f32, ftz, sat)
+            }
+            Float::F64 => f64ops::put(round(f64::from_bits(v), mode), false, sat),
+        },
+        Conv::FloatToInt { from, to, mode } => {
+            let x = match from {
+                Float::F32 => f64::from(f32ops::get(v, ftz)),
+                Float::F64 => f64::from_bits(v),
+            };
+            // Saturating, NaN to 0 (the ISA's rule for float-to-integer cvt).
+            let r = round(x, mode);
+            let out = if r.is_nan() {
+                0
+            } else if to.signed {
+                let lo = -(2f64.powi(i32::from(to.bits) - 1));
+                let hi = -lo - 1.0;
+                (r.clamp(lo, hi) as i64) as u64
+            } else {
+                r.clamp(0.0, mask(to.bits) as f64) as u64
+            };
+            out & mask(to.bits)
+        }
+        Conv::IntToFloat { from, to } => {
+            let x = norm(v, from);
+            match to {
+                Float::F32 => {
+                    let f = if from.signed {
+                        x as i64 as f32
+                    } else {
+                        x as f32
+                    };
+                    f32ops::put(f, ftz, sat)
+                }
+                Float::F64 => {
+                    let f = if from.signed {
+                        x as i64 as f64
+                    } else {
+                        x as f64
+                    };
+                    f64ops::put(f, false, sat)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Runtime;
+    use crate::emu::EmuErrorKind;
+    use crate::runtime::{Backend, param};
+
+    #[test]
+    fn every_entry_of_every_arch_decodes() {
+        for arch in Arch::ALL {
+            let program = Program::embedded(arch);
+            let entries: Vec<_> = program.entries().collect();
+            assert_eq!(entries.len(), crate::ptx::entry_points(arch.ptx()).len());
+            for (name, kernel) in entries {
+                if let Err(why) = kernel {
+                    panic!("{} {name}: {why}", arch.name());
+                }
+            }
+        }
+    }
+
+    /// A one-entry module: `threads` threads each load words 0..3 of the buffer into %r1..%r3,
+    /// run `body` (which leaves its result in %r4) and store %r4 at word `3 + tid`.
+    fn module(body: &str) -> String {
+        format!(
+            ".version 7.8\n.target sm_90\n.address_size 64\n\
+             .visible .entry t(\n\t.param .u64 .ptr .align 1 t_param_0\n)\n{{\n\
+             \t.reg .pred %p<4>;\n\t.reg .b16 %rs<4>;\n\t.reg .b32 %r<10>;\n\t.reg .b64 %rd<8>;\n\
+             \tld.param.b64 %rd1, [t_param_0];\n\
+             \tld.global.b32 %r1, [%rd1];\n\tld.global.b32 %r2, [%rd1+4];\n\tld.global.b32 %r3, [%rd1+8];\n\
+             \tmov.u32 %r9, %tid.x;\n\
+             {body}\n\
+             \tmul.wide.u32 %rd2, %r9, 4;\n\tadd.s64 %rd3, %rd1, %rd2;\n\tst.global.b32 [%rd3+12], %r4;\n\tret;\n}}\n"
+        )
+    }
+
+    fn run(body: &str, inputs: [u32; 3], threads: u32) -> Result<Vec<u32>> {
+        let text: &'static str = Box::leak(module(body).into_boxed_str());
+        let rt = Runtime::ptx(Program::load(text, "test".into())?);
+        let Backend::Ptx(device) = rt.backend() else {
+            unreachable!()
+        };
+        let mut words = vec![0u32; 3 + threads as usize];
+        words[..3].copy_from_slice(&inputs);
+        let buf = rt.upload(&words)?;
+        let ptr = buf.ptr();
+        let cfg = LaunchConfig::linear(1, threads);
+        // SAFETY: one 8-byte pointer argument, to a live buffer of 3 + threads words.
+        unsafe { device.launch("t", &cfg, &[param(&ptr)], &[8]) }?;
+        Ok(rt.download(&buf)?[3..].to_vec())
+    }
+
+    /// `body` on (a, b, c) in one thread: its %r4.
+    fn eval(body: &str, a: u32, b: u32, c: u32) -> u32 {
+        run(body, [a, b, c], 1).unwrap_or_else(|e| panic!("{body}: {e}"))[0]
+    }
+
+    fn f(x: f32) -> u32 {
+        x.to_bits()
+    }
+
+    const NAN: u32 = 0x7fc0_0000;
+    const NEG_ZERO: u32 = 0x8000_0000;
+
+    #[test]
+    fn min_max_take_the_number_over_a_nan_and_order_minus_zero_first() {
+        let max = "\tmax.f32 %r4, %r1, %r2;";
+        let min = "\tmin.f32 %r4, %r1, %r2;";
+        assert_eq!(eval(max, NAN, f(1.0), 0), f(1.0));
+        assert_eq!(eval(max, f(-3.0), NAN, 0), f(-3.0));
+        assert!(f32::from_bits(eval(max, NAN, NAN, 0)).is_nan());
+        assert_eq!(eval(max, NEG_ZERO, 0, 0), 0);
+        assert_eq!(eval(max, 0, NEG_ZERO, 0), 0);
+        assert_eq!(eval(min, 0, NEG_ZERO, 0), NEG_ZERO);
+        assert_eq!(eval(min, f(2.0), f(-5.0), 0), f(-5.0));
+    }
+
+    #[test]
+    fn setp_ordered_compares_are_false_on_nan_and_unordered_true() {
+        let cmp = |op: &str, a: u32, b: u32| {
+            let body = format!("\tsetp.{op}.f32 %p1, %r1, %r2;\n\tselp.u32 %r4, 1, 0, %p1;");
+            eval(&body, a, b, 0)
+        };
+        for op in ["eq", "ne", "lt", "le", "gt", "ge", "num"] {
+            assert_eq!(cmp(op, NAN, f(1.0)), 0, "{op}");
+        }
+        for op in ["equ", "neu", "ltu", "leu", "gtu", "geu", "nan"] {
+            assert_eq!(cmp(op, f(1.0), NAN), 1, "{op}");
+        }
+        assert_eq!(cmp("lt", f(1.0), f(2.0)), 1);
+        assert_eq!(cmp("gtu", f(1.0), f(2.0)), 0);
+        assert_eq!(cmp("ne", f(1.0), f(2.0)), 1);
+        // Signed against unsigned: -1 < 1 as s32, not as u32 (`lo` is the unsigned less-than).
+        let int = |ty: &str, op: &str| {
+            eval(
+                &format!("\tsetp.{op}.{ty} %p1, %r1, %r2;\n\tselp.u32 %r4, 1, 0, %p1;"),
+                u32::MAX,
+                1,
+                0,
+            )
+        };
+        assert_eq!(
+            (int("s32", "lt"), int("u32", "lt"), int("s32", "lo")),
+            (1, 0, 0)
+        );
+        // `p|q` and `.and` with a negated third predicate.
+        let both = "\tsetp.lt.u32 %p1|%p2, %r1, %r2;\n\tsetp.eq.and.u32 %p3, %r1, %r1, !%p2;\n\tselp.u32 %r4, 1, 0, %p3;";
+        assert_eq!(eval(both, 1, 2, 0), 1);
+        assert_eq!(eval(both, 2, 1, 0), 0);
+    }
+
+    #[test]
+    fn conversions_round_to_nearest_even_and_saturate() {
+        let bf16 = "\tcvt.rn.bf16.f32 %rs1, %r1;\n\tcvt.u32.u16 %r4, %rs1;";
+        // Ties: 1 + 2^-8 lies halfway between bf16 1.0 (0x3f80) and 0x3f81: the even one.
+        assert_eq!(eval(bf16, 0x3f80_8000, 0, 0), 0x3f80);
+        assert_eq!(eval(bf16, 0x3f81_8000, 0, 0), 0x3f82);
+        assert_eq!(eval(bf16, 0x3f80_8001, 0, 0), 0x3f81);
+        let f16 = "\tcvt.rn.f16.f32 %rs1, %r1;\n\tcvt.u32.u16 %r4, %rs1;";
+        // 65520 is halfway between the largest f16 (65504) and 2^16: even is 2^16, infinity.
+        assert_eq!(eval(f16, f(65520.0), 0, 0), 0x7c00);
+        assert_eq!(eval(f16, f(65519.0), 0, 0), 0x7bff);
+        assert_eq!(eval(f16, f(1.0), 0, 0), 0x3c00);
+        let to_int = |mode: &str, x: f32| {
+            eval(&format!("\tcvt.{mode}.s32.f32 %r4, %r1;"), f(x), 0, 0) as i32
+        };
+        assert_eq!(to_int("rzi", -2.7), -2);
+        assert_eq!(to_int("rni", 2.5), 2);
+        assert_eq!(to_int("rni", 3.5), 4);
+        assert_eq!(to_int("rmi", -2.1), -3);
+        assert_eq!(to_int("rpi", 2.1), 3);
+        assert_eq!(to_int("rzi", 3e9), i32::MAX);
+        assert_eq!(to_int("rzi", -3e9), i32::MIN);
+        assert_eq!(to_int("rzi", f32::NAN), 0);
+        assert_eq!(eval("\tcvt.rzi.u32.f32 %r4, %r1;", f(-5.0), 0, 0), 0);
+        // Integer widening by the source type's signedness; narrowing wraps, or clamps with .sat.
+        let wide = "\tcvt.s64.s32 %rd4, %r1;\n\tshr.u64 %rd5, %rd4, 32;\n\tcvt.u32.u64 %r4, %rd5;";
+        assert_eq!(eval(wide, u32::MAX, 0, 0), u32::MAX);
+        assert_eq!(
+            eval(
+                "\tcvt.u16.u32 %rs1, %r1;\n\tcvt.u32.u16 %r4, %rs1;",
+                0x12345,
+                0,
+                0
+            ),
+            0x2345
+        );
+        assert_eq!(
+            eval(
+                "\tcvt.sat.u16.u32 %rs1, %r1;\n\tcvt.u32.u16 %r4, %rs1;",
+                0x12345,
+                0,
+                0
+            ),
+            0xffff
+        );
+        assert_eq!(
+            eval("\tcvt.rn.f32.s32 %r4, %r1;", (-7i32) as u32, 0, 0),
+            f(-7.0)
+        );
+    }
+
+    #[test]
+    fn integer_shifts_clamp_and_fields_extend() {
+        assert_eq!(
+            eval("\tshr.s32 %r4, %r1, %r2;", (-8i32) as u32, 40, 0),
+            u32::MAX
+        );
+        assert_eq!(eval("\tshr.u32 %r4, %r1, %r2;", 0x8000_0000, 40, 0), 0);
+        assert_eq!(
+            eval("\tshr.s32 %r4, %r1, %r2;", (-8i32) as u32, 1, 0),
+            (-4i32) as u32
+        );
+        assert_eq!(eval("\tshl.b32 %r4, %r1, %r2;", 1, 32, 0), 0);
+        assert_eq!(eval("\tshl.b32 %r4, %r1, %r2;", 1, 31, 0), 0x8000_0000);
+        assert_eq!(eval("\tbfe.u32 %r4, %r1, %r2, %r3;", 0xf0f0, 4, 8), 0x0f);
+        assert_eq!(
+            eval("\tbfe.s32 %r4, %r1, %r2, %r3;", 0x80, 4, 4),
+            (-8i32) as u32
+        );
+        assert_eq!(eval("\tbfe.u32 %r4, %r1, %r2, %r3;", 0xffff_ffff, 40, 8), 0);
+        assert_eq!(
+            eval("\tmul.hi.u32 %r4, %r1, %r2;", u32::MAX, u32::MAX, 0),
+            0xffff_fffe
+        );
+        assert_eq!(
+            eval(
+                "\tmul.hi.s32 %r4, %r1, %r2;",
+                (-2i32) as u32,
+                0x4000_0000,
+                0
+            ),
+            u32::MAX
+        );
+        let wide =
+            "\tmul.wide.s32 %rd4, %r1, %r2;\n\tshr.u64 %rd5, %rd4, 32;\n\tcvt.u32.u64 %r4, %rd5;";
+        assert_eq!(eval(wide, (-1i32) as u32, 2, 0), u32::MAX);
+        assert_eq!(eval("\tmad.lo.s32 %r4, %r1, %r2, %r3;", 3, 4, 5), 17);
+        assert_eq!(
+            eval("\tdiv.s32 %r4, %r1, %r2;", (-7i32) as u32, 2, 0),
+            (-3i32) as u32
+        );
+        assert_eq!(
+            eval("\trem.s32 %r4, %r1, %r2;", (-7i32) as u32, 2, 0),
+            (-1i32) as u32
+        );
+        assert_eq!(eval("\tmin.s32 %r4, %r1, %r2;", u32::MAX, 1, 0), u32::MAX);
+        assert_eq!(eval("\tmin.u32 %r4, %r1, %r2;", u32::MAX, 1, 0), 1);
+    }
+
+    #[test]
+    fn integer_division_by_zero_is_reported() {
+        let err = run("\tdiv.u32 %r4, %r1, %r2;", [1, 0, 0], 1).unwrap_err();
+        let Error::Emulator(e) = err else {
+            panic!("{err}")
+        };
+        let EmuErrorKind::Panic { message, .. } = &e.kind else {
+            panic!("{e}")
+        };
+        assert!(
+            message.contains("division by zero") && message.contains("div.u32"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn float_flush_saturation_and_special_functions() {
+        let tiny = 0x0000_0001; // the smallest subnormal
+        assert_eq!(eval("\tadd.ftz.f32 %r4, %r1, %r2;", tiny, 0, 0), 0);
+        assert_eq!(eval("\tadd.f32 %r4, %r1, %r2;", tiny, 0, 0), tiny);
+        assert_eq!(
+            eval("\tadd.sat.f32 %r4, %r1, %r2;", f(0.7), f(0.7), 0),
+            f(1.0)
+        );
+        assert_eq!(eval("\tadd.sat.f32 %r4, %r1, %r2;", NAN, 0, 0), 0);
+        assert_eq!(
+            eval(
+                "\tfma.rn.f32 %r4, %r1, %r2, %r3;",
+                f(3.0),
+                f(1.0 / 3.0),
+                f(-1.0)
+            ),
+            f(3.0f32.mul_add(1.0 / 3.0, -1.0))
+        );
+        assert_eq!(eval("\trcp.rn.f32 %r4, %r1;", f(3.0), 0, 0), 0x3eaa_aaab);
+        let ex2 = "\tex2.approx.ftz.f32 %r4, %r1;";
+        assert_eq!(eval(ex2, f(3.0), 0, 0), f(8.0));
+        // 2^-127 is subnormal: flushed to +0.
+        assert_eq!(eval(ex2, f(-127.0), 0, 0), 0);
+        assert_eq!(eval(ex2, f(f32::NEG_INFINITY), 0, 0), 0);
+        assert_eq!(eval(ex2, f(f32::INFINITY), 0, 0), f(f32::INFINITY));
+        // Within the ISA's 2^-22 relative error of the exact 2^x, on a spread of inputs.
+        for k in -200..200 {
+            let x = k as f32 * 0.37;
+            let got = f32::from_bits(eval(ex2, f(x), 0, 0)) as f64;
+            let exact = (x as f64).exp2();
+            assert!(
+                ((got - exact) / exact).abs() <= 2f64.powi(-22),
+                "ex2({x}) = {got}"
+            );
+        }
+        let lg2 = "\tlg2.approx.ftz.f32 %r4, %r1;";
+        assert_eq!(eval(lg2, tiny, 0, 0), f(f32::NEG_INFINITY));
+        assert_eq!(eval(lg2, 0, 0, 0), f(f32::NEG_INFINITY));
+        assert!(f32::from_bits(eval(lg2, f(-1.0), 0, 0)).is_nan());
+        assert_eq!(eval(lg2, f(8.0), 0, 0), f(3.0));
+    }
+
+    /// Two arms of `if (tid.x == 0)`, each ending in a barrier of the given form.
+    fn two_barriers(form: &str) -> String {
+        format!(
+            "\tsetp.ne.b32 %p1, %r9, 0;\n\t@%p1 bra $L__else;\n\tmov.u32 %r4, 1;\n\t{form};\n\tbra.uni $L__end;\n$L__else:\n\tmov.u32 %r4, 2;\n\t{form};\n$L__end:"
+        )
+    }
+
+    #[test]
+    fn aligned_barriers_match_by_instruction_and_non_aligned_by_id() {
+        // `barrier.sync` (not aligned) may be reached at different instructions.
+        let out = run(&two_barriers("barrier.sync 0"), [0; 3], 64).unwrap();
+        assert_eq!(out[0], 1);
+        assert!(out[1..].iter().all(|&w| w == 2));
+        // `bar.sync` is `barrier.sync.aligned`: two instructions are two barriers.
+        for form in ["bar.sync 0", "barrier.sync.aligned 0"] {
+            let text = module(&two_barriers(form));
+            let err = run(&two_barriers(form), [0; 3], 64).unwrap_err();
+            let Error::Emulator(e) = err else {
+                panic!("{err}")
+            };
+            let EmuErrorKind::BarrierDivergence { waiting, elsewhere } = &e.kind else {
+                panic!("{e}")
+            };
+            let lines: Vec<u32> = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| l.contains(form))
+                .map(|(n, _)| n as u32 + 1)
+                .collect();
+            let kernels::cuda::emu::SiteKind::Ptx(first) = waiting[0].1.kind() else {
+                panic!()
+            };
+            assert_eq!(first.line, lines[0], "{e}");
+            assert!(
+                elsewhere[0].1.contains(&format!("PTX line {}", lines[1])),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn shuffles_follow_the_isa_lanes() {
+        // Each lane offers tid * 10; `down 1` reads lane + 1, the last lane keeps its own and its
+        // predicate is false.
+        let body = "\tmul.lo.s32 %r5, %r9, 10;\n\tshfl.sync.down.b32 %r6|%p1, %r5, 1, 0x1f, -1;\n\tselp.u32 %r7, 1000, 0, %p1;\n\tadd.s32 %r4, %r6, %r7;";
+        let out = run(body, [0; 3], 32).unwrap();
+        for (lane, &w) in out.iter().enumerate() {
+            let want = if lane < 31 {
+                (lane as u32 + 1) * 10 + 1000
+            } else {
+                310
+            };
+            assert_eq!(w, want, "lane {lane}");
+        }
+        let bfly = "\tshfl.sync.bfly.b32 %r4, %r9, 5, 0x1f, -1;";
+        let out = run(bfly, [0; 3], 32).unwrap();
+        assert!(out.iter().enumerate().all(|(l, &w)| w == l as u32 ^ 5));
+    }
+}

@@ -1,0 +1,1109 @@
+//! A parser for the PTX this project ships: LLVM's NVPTX output plus the `{ .reg ...; ... }`
+//! scopes that the kernels' inline `asm!` produces.
+//!
+//! It reads a whole module into [`Module`]: the module-level `.shared` variables (with the
+//! `.extern .shared` array of dynamic shared memory), and per `.entry`/`.func` its parameters
+//! (type, size, alignment, byte offset), its registers (every `%r<N>` range expanded, every
+//! inline-asm scope's own registers kept apart: two scopes' `t` are two registers) and its body
+//! as a flat list of [`Statement`]s: labels, instructions, scope boundaries. An instruction keeps
+//! its PTX line, its text, its guard predicate, its opcode split at the dots, and its operands
+//! with registers already resolved to [`RegId`]s.
+//!
+//! It does not check types or semantics: that is the decoder's job (`ptx::exec`) and the static
+//! check's. It fails, naming the line, only on text it cannot read.
+//!
+//! ```
+//! let module = host::ptx::parse::parse(host::ptx::Arch::Sm90.ptx()).unwrap();
+//! let add = module.function("vector_add_f32").unwrap();
+//! assert!(add.entry);
+//! assert_eq!(add.params.len(), 4);
+//! assert!(add.instructions().any(|i| i.opcode == "ret"));
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// A PTX module.
+#[derive(Debug)]
+pub struct Module<'a> {
+    /// `.version`, e.g. `"7.8"`.
+    pub version: &'a str,
+    /// `.target`, e.g. `"sm_90"`.
+    pub target: &'a str,
+    /// Module-level `.shared` variables, in declaration order.
+    pub shared: Vec<SharedVar<'a>>,
+    /// `.entry` and `.func` definitions with a body, in order.
+    pub functions: Vec<Function<'a>>,
+    /// `.file` directives: (index, path).
+    pub files: Vec<(u32, &'a str)>,
+}
+
+/// A `.shared` variable declared at module level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedVar<'a> {
+    /// Its name (what `cvta.shared` and `mov` refer to).
+    pub name: &'a str,
+    /// `.align` (the element size when absent).
+    pub align: u32,
+    /// Size in bytes; `None` for the `.extern .shared` array with no size (dynamic shared memory).
+    pub bytes: Option<u64>,
+    /// `.extern`.
+    pub external: bool,
+    /// 1-based PTX line.
+    pub line: u32,
+}
+
+/// An `.entry` (kernel) or `.func` (device function) with a body.
+#[derive(Debug)]
+pub struct Function<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// `.entry` (a kernel) rather than `.func`.
+    pub entry: bool,
+    /// 1-based PTX line of the header.
+    pub line: u32,
+    /// Parameters in order, with their byte offsets in the parameter buffer.
+    pub params: Vec<Param<'a>>,
+    /// Every register, indexed by [`RegId`].
+    pub registers: Vec<Register>,
+    /// The body, flattened.
+    pub body: Vec<Statement<'a>>,
+}
+
+impl<'a> Function<'a> {
+    /// The body's instructions, in order.
+    pub fn instructions(&self) -> impl Iterator<Item = &Instruction<'a>> {
+        self.body.iter().filter_map(|s| match s {
+            Statement::Instruction(i) => Some(i),
+            _ => None,
+        })
+    }
+
+    /// The index in [`Function::body`] of `label`'s statement.
+    pub fn label(&self, label: &str) -> Option<usize> {
+        self.body
+            .iter()
+            .position(|s| matches!(s, Statement::Label { name, .. } if *name == label))
+    }
+
+    /// The parameter called `name`.
+    pub fn param(&self, name: &str) -> Option<(usize, &Param<'a>)> {
+        self.params.iter().enumerate().find(|(_, p)| p.name == name)
+    }
+}
+
+/// An entry or function parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param<'a> {
+    /// Its name, as `ld.param` addresses it.
+    pub name: &'a str,
+    /// The element type without its dot: `u64`, `u32`, `f32`, `b8`...
+    pub ty: &'a str,
+    /// Size in bytes (element size times array length).
+    pub bytes: u32,
+    /// Alignment in bytes (`.align`, else the element size).
+    pub align: u32,
+    /// Byte offset in the parameter buffer: the previous parameter's end rounded up to `align`.
+    pub offset: u32,
+    /// The `.ptr` state space annotation, if any (`.ptr .global`); `Some("")` for a bare `.ptr`.
+    pub ptr: Option<&'a str>,
+}
+
+/// A register's index in [`Function::registers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RegId(pub u32);
+
+/// A declared register.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Register {
+    /// Its name, e.g. `%r12`, or `t` in an inline-asm scope.
+    pub name: String,
+    /// Its type without the dot: `pred`, `b16`, `b32`, `b64`, `f32`, `u64`...
+    pub ty: String,
+    /// 0 for the function's own registers; `n` for the n-th nested scope (1-based, counted in
+    /// order of appearance), so two scopes' registers of the same name stay distinct.
+    pub scope: u32,
+}
+
+impl Register {
+    /// Width in bits (1 for a predicate).
+    pub fn bits(&self) -> u32 {
+        type_bits(&self.ty).unwrap_or(64)
+    }
+}
+
+/// The bit width of a PTX fundamental type name (`u32`, `f16x2`, `pred`...).
+pub fn type_bits(ty: &str) -> Option<u32> {
+    Some(match ty {
+        "pred" => 1,
+        "b8" | "u8" | "s8" => 8,
+        "b16" | "u16" | "s16" | "f16" | "bf16" => 16,
+        "b32" | "u32" | "s32" | "f32" | "f16x2" | "bf16x2" | "tf32" => 32,
+        "b64" | "u64" | "s64" | "f64" => 64,
+        "b128" => 128,
+        _ => return None,
+    })
+}
+
+/// One statement of a function body.
+#[derive(Debug)]
+pub enum Statement<'a> {
+    /// `name:`: a branch target.
+    Label {
+        /// The label.
+        name: &'a str,
+        /// 1-based PTX line.
+        line: u32,
+    },
+    /// An instruction.
+    Instruction(Instruction<'a>),
+    /// `{`: a nested scope opens (its `.reg`s are in [`Function::registers`] with its number).
+    ScopeOpen {
+        /// The scope's number, as in [`Register::scope`].
+        scope: u32,
+        /// 1-based PTX line.
+        line: u32,
+    },
+    /// `}`: the innermost scope closes.
+    ScopeClose {
+        /// 1-based PTX line.
+        line: u32,
+    },
+    /// A directive inside a body that is not a register declaration (`.pragma`, `.loc`,
+    /// `.local` arrays...), kept as written.
+    Directive {
+        /// The text, without its `;`.
+        text: &'a str,
+        /// 1-based PTX line.
+        line: u32,
+    },
+}
+
+/// One instruction.
+#[derive(Debug)]
+pub struct Instruction<'a> {
+    /// 1-based PTX line.
+    pub line: u32,
+    /// The instruction as written (guard included), without its `;`.
+    pub text: &'a str,
+    /// `@%p` / `@!%p`.
+    pub guard: Option<Guard>,
+    /// The whole opcode, e.g. `ld.global.v4.b32`.
+    pub opcode: &'a str,
+    /// The opcode split at its dots: `["ld", "global", "v4", "b32"]`.
+    pub parts: Vec<&'a str>,
+    /// The operands, in order (destination first, as PTX writes them).
+    pub operands: Vec<Operand<'a>>,
+    /// The source position the last `.loc` before it gives: (file index, line).
+    pub loc: Option<(u32, u32)>,
+}
+
+impl Instruction<'_> {
+    /// Whether the opcode has the part `p` (e.g. `"aligned"`, `"ftz"`, `"global"`).
+    pub fn has(&self, p: &str) -> bool {
+        self.parts.contains(&p)
+    }
+}
+
+/// An instruction's guard predicate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Guard {
+    /// The predicate register.
+    pub reg: RegId,
+    /// `@!%p`: the instruction runs when the predicate is false.
+    pub negated: bool,
+}
+
+/// An operand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Operand<'a> {
+    /// A declared register.
+    Reg(RegId),
+    /// A special register: `%tid.x`, `%ntid.y`, `%ctaid.z`, `%nctaid.x`, `%laneid`, `%warpid`...
+    Special(&'a str),
+    /// An integer constant (decimal, `0x` hex, octal; negative values two's complement).
+    Int(i64),
+    /// A float constant `0fXXXXXXXX`, as its f32 bits.
+    F32(u32),
+    /// A float constant `0dXXXXXXXXXXXXXXXX`, as its f64 bits.
+    F64(u64),
+    /// A name that is not a register: a label, a variable, a parameter.
+    Symbol(&'a str),
+    /// `[base+offset]`.
+    Address {
+        /// The register or symbol the address starts from (`None` for an absolute `[imm]`).
+        base: Option<Box<Operand<'a>>>,
+        /// The constant offset.
+        offset: i64,
+    },
+    /// `{a, b, ...}`.
+    Vector(Vec<Operand<'a>>),
+    /// `_`: a sink (a result nobody reads).
+    Sink,
+    /// `a|b`: two destinations (`shfl.sync`'s value and predicate, `setp`'s two predicates).
+    Pair(Box<Operand<'a>>, Box<Operand<'a>>),
+    /// `!p`: a negated predicate source (`setp.and`'s third operand, `selp`...).
+    Not(Box<Operand<'a>>),
+}
+
+/// A parse error: the line and what is wrong there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// 1-based PTX line.
+    pub line: u32,
+    /// What could not be read.
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PTX line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+impl<'a> Module<'a> {
+    /// The function (entry or not) called `name`.
+    pub fn function(&self, name: &str) -> Option<&Function<'a>> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+
+    /// The module-level shared variable called `name`.
+    pub fn shared_var(&self, name: &str) -> Option<&SharedVar<'a>> {
+        self.shared.iter().find(|v| v.name == name)
+    }
+}
+
+/// A raw statement as the scanner splits the text.
+#[derive(Debug)]
+enum Raw<'a> {
+    /// Text ending with `;`, trimmed, without it.
+    Stmt(&'a str, u32),
+    /// A function header (`.visible .entry f(...)`), ending where its body's `{` opens.
+    Header(&'a str, u32),
+    Label(&'a str, u32),
+    Open(u32),
+    Close(u32),
+}
+
+/// Splits `text` into statements, labels and braces. Comments (`//` to end of line, `/* */`)
+/// are removed first, keeping line numbers.
+fn scan(text: &str) -> Vec<Raw<'_>> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut line = 1u32;
+    let mut start: Option<(usize, u32)> = None; // start of the statement being accumulated
+    let mut depth_in_stmt = 0usize; // braces opened inside the current statement
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == b'/' && bytes.get(i + 1) == Some(&b'/') {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == b'/' && bytes.get(i + 1) == Some(&b'*') {
+            i += 2;
+            while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
+                if bytes[i] == b'\n' {
+                    line += 1;
+                }
+                i += 1;
+            }
+            i += 2;
+            continue;
+        }
+        if c == b'"' {
+            // A string (`.file 1 "path"`, `.pragma "nounroll"`): part of the statement.
+            if start.is_none() {
+                start = Some((i, line));
+            }
+            i += 1;
+            while i < bytes.len() && bytes[i] != b'"' {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            b'\n' => {
+                // A label ends its line: `$L__BB0_2:`.
+                if let Some((s, l)) = start {
+                    let t = text[s..i].trim();
+                    if depth_in_stmt == 0 && t.ends_with(':') && !t.contains(char::is_whitespace) {
+                        out.push(Raw::Label(&t[..t.len() - 1], l));
+                        start = None;
+                    } else if depth_in_stmt == 0 && ends_at_newline(t) {
+                        out.push(Raw::Stmt(t, l));
+                        start = None;
+                    }
+                }
+                line += 1;
+            }
+            b';' if depth_in_stmt == 0 => {
+                if let Some((s, l)) = start.take() {
+                    out.push(Raw::Stmt(text[s..i].trim(), l));
+                }
+            }
+            b'{' => match start {
+                None => out.push(Raw::Open(line)),
+                // `.section .debug_info { .b8 ... }`: DWARF data, nothing to execute.
+                Some((s, _)) if text[s..i].trim_start().starts_with(".section") => {
+                    while i < bytes.len() && bytes[i] != b'}' {
+                        if bytes[i] == b'\n' {
+                            line += 1;
+                        }
+                        i += 1;
+                    }
+                    start = None;
+                }
+                Some((s, l)) if is_header(&text[s..i]) => {
+                    out.push(Raw::Header(text[s..i].trim(), l));
+                    out.push(Raw::Open(line));
+                    start = None;
+                }
+                Some(_) => depth_in_stmt += 1,
+            },
+            b'}' => {
+                if start.is_none() {
+                    out.push(Raw::Close(line));
+                } else {
+                    depth_in_stmt = depth_in_stmt.saturating_sub(1);
+                }
+            }
+            c if c.is_ascii_whitespace() => {}
+            _ => {
+                if start.is_none() {
+                    start = Some((i, line));
+                }
+                // A label followed by more text on its line: `L: add ...`.
+                if c == b':' && depth_in_stmt == 0 {
+                    let (s, l) = start.unwrap();
+                    let t = text[s..i].trim();
+                    if !t.is_empty() && !t.contains(char::is_whitespace) && !t.starts_with('.') {
+                        out.push(Raw::Label(t, l));
+                        start = None;
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Directives that end at the end of their line rather than at a `;`.
+fn ends_at_newline(t: &str) -> bool {
+    let word = t.split_whitespace().next().unwrap_or("");
+    matches!(
+        word,
+        ".version" | ".target" | ".address_size" | ".file" | ".loc"
+    )
+}
+
+fn is_header(text: &str) -> bool {
+    text.split_whitespace()
+        .any(|w| w == ".entry" || w == ".func" || w.starts_with(".entry") || w == ".kernel")
+}
+
+/// Parses a whole PTX module.
+pub fn parse(text: &str) -> Result<Module<'_>, ParseError> {
+    let raws = scan(text);
+    let mut module = Module {
+        version: "",
+        target: "",
+        shared: Vec::new(),
+        functions: Vec::new(),
+        files: Vec::new(),
+    };
+    let mut i = 0;
+    while i < raws.len() {
+        match raws[i] {
+            Raw::Stmt(s, line) => module_directive(&mut module, s, line)?,
+            Raw::Header(h, line) => {
+                let (function, next) = function(h, line, &raws, i + 1)?;
+                module.functions.push(function);
+                i = next;
+                continue;
+            }
+            // A label between sections (`$L__sec_end0:` of the DWARF data) marks no code.
+            Raw::Label(..) => {}
+            Raw::Open(line) | Raw::Close(line) => {
+                return Err(err(line, "label or brace outside a function"));
+            }
+        }
+        i += 1;
+    }
+    Ok(module)
+}
+
+fn err(line: u32, message: impl Into<String>) -> ParseError {
+    ParseError {
+        line,
+        message: message.into(),
+    }
+}
+
+fn module_directive<'a>(module: &mut Module<'a>, s: &'a str, line: u32) -> Result<(), ParseError> {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    match words.first().copied() {
+        Some(".version") => module.version = words.get(1).copied().unwrap_or(""),
+        Some(".target") => module.target = words.get(1).map_or("", |t| t.trim_end_matches(',')),
+        Some(".file") => {
+            let index = words
+                .get(1)
+                .and_then(|w| w.parse().ok())
+                .ok_or_else(|| err(line, format!("bad .file: `{s}`")))?;
+            let path = s
+                .split('"')
+                .nth(1)
+                .ok_or_else(|| err(line, format!("bad .file: `{s}`")))?;
+            module.files.push((index, path));
+        }
+        _ if words.contains(&".shared") => module.shared.push(shared_var(s, line)?),
+        // `.address_size`, prototypes of external functions, `.global` data: nothing the
+        // backends need; kept out rather than misread.
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `[.extern] .shared .align A .b8 name[N]`.
+fn shared_var(s: &str, line: u32) -> Result<SharedVar<'_>, ParseError> {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    let mut align = None;
+    let mut elem = 1u32;
+    let mut decl = None;
+    let mut k = 0;
+    while k < words.len() {
+        match words[k] {
+            ".align" => {
+                align = words.get(k + 1).and_then(|a| a.parse().ok());
+                k += 1;
+            }
+            w if w.starts_with('.') => {
+                if let Some(bits) = type_bits(&w[1..]) {
+                    elem = bits.div_ceil(8);
+                }
+            }
+            w => decl = Some(w),
+        }
+        k += 1;
+    }
+    let decl = decl.ok_or_else(|| err(line, format!("shared variable without a name: `{s}`")))?;
+    let (name, bytes) = match decl.split_once('[') {
+        Some((name, rest)) => {
+            let n = rest.trim_end_matches(']');
+            let bytes = if n.is_empty() {
+                None
+            } else {
+                let n: u64 = n
+                    .parse()
+                    .map_err(|_| err(line, format!("bad array size in `{s}`")))?;
+                Some(n * u64::from(elem))
+            };
+            (name, bytes)
+        }
+        None => (decl, Some(u64::from(elem))),
+    };
+    Ok(SharedVar {
+        name,
+        align: align.unwrap_or(elem),
+        bytes,
+        external: words.contains(&".extern"),
+        line,
+    })
+}
+
+/// One scope's register names: explicit names, and `%r<N>` ranges (prefix -> (first id, count)).
+type Scope<'a> = (HashMap<&'a str, RegId>, HashMap<&'a str, (u32, u32)>);
+
+/// Scopes of register names while a body is parsed.
+#[derive(Default)]
+struct Scopes<'a> {
+    /// Innermost last: explicit names and `%r<N>` ranges (prefix -> (first id, count)).
+    stack: Vec<Scope<'a>>,
+}
+
+impl<'a> Scopes<'a> {
+    fn lookup(&self, name: &str) -> Option<RegId> {
+        let digits = name.trim_start_matches(|c: char| !c.is_ascii_digit());
+        let split = name.len() - digits.len();
+        for (names, ranges) in self.stack.iter().rev() {
+            if let Some(&id) = names.get(name) {
+                return Some(id);
+            }
+            let numbered = split > 0 && !digits.is_empty();
+            if let Some(&(first, count)) = ranges.get(&name[..split]).filter(|_| numbered) {
+                let n: u32 = digits.parse().ok()?;
+                if n < count {
+                    return Some(RegId(first + n));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Parses a function from its header and the raws after it (starting at its body's `{`).
+/// Returns it and the index after its closing `}`.
+fn function<'a>(
+    header: &'a str,
+    line: u32,
+    raws: &[Raw<'a>],
+    mut i: usize,
+) -> Result<(Function<'a>, usize), ParseError> {
+    let entry = header.split_whitespace().any(|w| w == ".entry");
+    let open = header
+        .find('(')
+        .ok_or_else(|| err(line, "function header without a parameter list"))?;
+    // `.func (.param .b32 r) name (...)`: the name is the last word before the last `(`.
+    let last_open = header.rfind('(').unwrap_or(open);
+    let before = header[..last_open].trim_end();
+    let name = before
+        .rsplit(|c: char| c.is_whitespace() || c == ')')
+        .next()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err(line, "function without a name"))?;
+    let close = header
+        .rfind(')')
+        .ok_or_else(|| err(line, "unclosed parameter list"))?;
+    let params = params(&header[last_open + 1..close], line)?;
+    let mut function = Function {
+        name,
+        entry,
+        line,
+        params,
+        registers: Vec::new(),
+        body: Vec::new(),
+    };
+    let mut scopes = Scopes::default();
+    let mut depth = 0usize;
+    let mut scope_count = 0u32;
+    let mut loc = None;
+    while i < raws.len() {
+        match raws[i] {
+            Raw::Open(l) => {
+                if depth > 0 {
+                    scope_count += 1;
+                    function.body.push(Statement::ScopeOpen {
+                        scope: scope_count,
+                        line: l,
+                    });
+                }
+                depth += 1;
+                scopes.stack.push(Default::default());
+            }
+            Raw::Close(l) => {
+                depth -= 1;
+                scopes.stack.pop();
+                if depth == 0 {
+                    return Ok((function, i + 1));
+                }
+                function.body.push(Statement::ScopeClose { line: l });
+            }
+            Raw::Label(name, l) => function.body.push(Statement::Label { name, line: l }),
+            Raw::Header(_, l) => return Err(err(l, "function inside a function")),
+            Raw::Stmt(s, l) => {
+                if s.starts_with(".reg") {
+                    let scope = if depth > 1 { scope_count } else { 0 };
+                    declare(&mut function, &mut scopes, s, l, scope)?;
+                } else if s.starts_with('.') {
+                    if let Some(rest) = s.strip_prefix(".loc") {
+                        let mut w = rest.split_whitespace();
+                        let file = w.next().and_then(|x| x.parse().ok());
+                        let src = w.next().and_then(|x| x.parse().ok());
+                        loc = file.zip(src);
+                    }
+                    function
+                        .body
+                        .push(Statement::Directive { text: s, line: l });
+                } else {
+                    let mut instr = instruction(s, l, &scopes)?;
+                    instr.loc = loc;
+                    function.body.push(Statement::Instruction(instr));
+                }
+            }
+        }
+        i += 1;
+    }
+    Err(err(line, format!("function `{name}` has no closing brace")))
+}
+
+/// The parameter list between the parentheses.
+fn params(list: &str, line: u32) -> Result<Vec<Param<'_>>, ParseError> {
+    let mut out: Vec<Param> = Vec::new();
+    let mut offset = 0u32;
+    for decl in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let words: Vec<&str> = decl.split_whitespace().collect();
+        if words.first() != Some(&".param") {
+            return Err(err(line, format!("not a parameter: `{decl}`")));
+        }
+        let (mut ty, mut align, mut ptr, mut name) = (None, None, None, None);
+        let mut k = 1;
+        while k < words.len() {
+            match words[k] {
+                ".align" => {
+                    align = words.get(k + 1).and_then(|a| a.parse().ok());
+                    k += 1;
+                }
+                ".ptr" => {
+                    ptr = Some("");
+                    let space = words.get(k + 1).and_then(|w| w.strip_prefix('.'));
+                    if let Some(space) =
+                        space.filter(|s| matches!(*s, "global" | "shared" | "const" | "local"))
+                    {
+                        ptr = Some(space);
+                        k += 1;
+                    }
+                }
+                w if w.starts_with('.') && type_bits(&w[1..]).is_some() => ty = Some(&w[1..]),
+                w => name = Some(w),
+            }
+            k += 1;
+        }
+        let ty = ty.ok_or_else(|| err(line, format!("parameter without a type: `{decl}`")))?;
+        let name = name.ok_or_else(|| err(line, format!("parameter without a name: `{decl}`")))?;
+        let elem = type_bits(ty).unwrap().div_ceil(8);
+        let (name, count) = match name.split_once('[') {
+            Some((n, rest)) => {
+                let count: u32 = rest
+                    .trim_end_matches(']')
+                    .parse()
+                    .map_err(|_| err(line, format!("bad parameter array: `{decl}`")))?;
+                (n, count)
+            }
+            None => (name, 1),
+        };
+        let align = align.unwrap_or(elem);
+        offset = offset.next_multiple_of(align.max(1));
+        out.push(Param {
+            name,
+            ty,
+            bytes: elem * count,
+            align,
+            offset,
+            ptr,
+        });
+        offset += elem * count;
+    }
+    Ok(out)
+}
+
+/// `.reg .b32 %r<120>;` or `.reg .u64 s, g;`.
+fn declare<'a>(
+    function: &mut Function<'a>,
+    scopes: &mut Scopes<'a>,
+    s: &'a str,
+    line: u32,
+    scope: u32,
+) -> Result<(), ParseError> {
+    let rest = s[".reg".len()..].trim_start();
+    let (ty, names) = rest
+        .split_once(char::is_whitespace)
+        .ok_or_else(|| err(line, format!("bad register declaration: `{s}`")))?;
+    let mut ty = ty.trim_start_matches('.');
+    let mut names = names.trim();
+    // `.reg .v2 .b32 x`: vector registers are not used by this project's PTX.
+    if ty.starts_with('v') && type_bits(ty).is_none() {
+        return Err(err(
+            line,
+            format!("vector registers are not supported: `{s}`"),
+        ));
+    }
+    if type_bits(ty).is_none() {
+        return Err(err(line, format!("unknown register type `.{ty}`")));
+    }
+    if let Some(r) = names.strip_prefix(".align") {
+        // `.reg .align 8 .b8 x[8]`: not produced by LLVM for registers.
+        names = r;
+        ty = "b8";
+    }
+    let (names_map, ranges) = scopes.stack.last_mut().expect("inside a body");
+    for decl in names.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        if let Some((prefix, count)) = decl.split_once('<') {
+            let count: u32 = count
+                .trim_end_matches('>')
+                .parse()
+                .map_err(|_| err(line, format!("bad register range `{decl}`")))?;
+            let first = function.registers.len() as u32;
+            function.registers.extend((0..count).map(|n| Register {
+                name: format!("{prefix}{n}"),
+                ty: ty.to_string(),
+                scope,
+            }));
+            ranges.insert(prefix, (first, count));
+        } else {
+            let id = RegId(function.registers.len() as u32);
+            function.registers.push(Register {
+                name: decl.to_string(),
+                ty: ty.to_string(),
+                scope,
+            });
+            names_map.insert(decl, id);
+        }
+    }
+    Ok(())
+}
+
+/// One instruction's text.
+fn instruction<'a>(
+    s: &'a str,
+    line: u32,
+    scopes: &Scopes<'a>,
+) -> Result<Instruction<'a>, ParseError> {
+    let mut rest = s;
+    let mut guard = None;
+    if let Some(g) = rest.strip_prefix('@') {
+        let (pred, after) = g
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| err(line, format!("guard without an instruction: `{s}`")))?;
+        let (negated, pred) = match pred.strip_prefix('!') {
+            Some(p) => (true, p),
+            None => (false, pred),
+        };
+        let reg = scopes
+            .lookup(pred)
+            .ok_or_else(|| err(line, format!("undeclared predicate `{pred}`")))?;
+        guard = Some(Guard { reg, negated });
+        rest = after.trim_start();
+    }
+    let (opcode, ops) = match rest.split_once(char::is_whitespace) {
+        Some((o, ops)) => (o, ops.trim()),
+        None => (rest, ""),
+    };
+    let operands = split_top(ops)
+        .into_iter()
+        .map(|o| operand(o, line, scopes))
+        .collect::<Result<_, _>>()?;
+    Ok(Instruction {
+        line,
+        text: s,
+        guard,
+        opcode,
+        parts: opcode.split('.').collect(),
+        operands,
+        loc: None,
+    })
+}
+
+/// Splits at commas outside brackets and braces.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' | '{' | '(' => depth += 1,
+            ']' | '}' | ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(s[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !s[start..].trim().is_empty() {
+        out.push(s[start..].trim());
+    }
+    out
+}
+
+fn operand<'a>(o: &'a str, line: u32, scopes: &Scopes<'a>) -> Result<Operand<'a>, ParseError> {
+    let o = o.trim();
+    if let Some(inner) = o.strip_prefix('[') {
+        let inner = inner
+            .strip_suffix(']')
+            .ok_or_else(|| err(line, format!("unclosed address `{o}`")))?
+            .trim();
+        // `base+off`, `base+-off`, `base-off`, `base`, `imm`.
+        let split = inner[1..].find(['+', '-']).map(|k| k + 1);
+        let (base, offset) = match split {
+            Some(k) => {
+                let off = inner[k..].trim();
+                let off = off.strip_prefix('+').unwrap_or(off).trim();
+                let offset = int(off).ok_or_else(|| err(line, format!("bad offset in `{o}`")))?;
+                (inner[..k].trim(), offset)
+            }
+            None => (inner, 0),
+        };
+        if let Some(v) = int(base) {
+            return Ok(Operand::Address {
+                base: None,
+                offset: v + offset,
+            });
+        }
+        let base = operand(base, line, scopes)?;
+        return Ok(Operand::Address {
+            base: Some(Box::new(base)),
+            offset,
+        });
+    }
+    if let Some(inner) = o.strip_prefix('{') {
+        let inner = inner
+            .strip_suffix('}')
+            .ok_or_else(|| err(line, format!("unclosed vector `{o}`")))?;
+        let items = split_top(inner)
+            .into_iter()
+            .map(|x| operand(x, line, scopes))
+            .collect::<Result<_, _>>()?;
+        return Ok(Operand::Vector(items));
+    }
+    if let Some((a, b)) = o.split_once('|') {
+        return Ok(Operand::Pair(
+            Box::new(operand(a, line, scopes)?),
+            Box::new(operand(b, line, scopes)?),
+        ));
+    }
+    if o == "_" {
+        return Ok(Operand::Sink);
+    }
+    if let Some(p) = o.strip_prefix('!') {
+        return Ok(Operand::Not(Box::new(operand(p, line, scopes)?)));
+    }
+    if let Some(hex) = o.strip_prefix("0f").or_else(|| o.strip_prefix("0F")) {
+        return u32::from_str_radix(hex, 16)
+            .map(Operand::F32)
+            .map_err(|_| err(line, format!("bad f32 constant `{o}`")));
+    }
+    if let Some(hex) = o.strip_prefix("0d").or_else(|| o.strip_prefix("0D")) {
+        return u64::from_str_radix(hex, 16)
+            .map(Operand::F64)
+            .map_err(|_| err(line, format!("bad f64 constant `{o}`")));
+    }
+    if let Some(v) = int(o) {
+        return Ok(Operand::Int(v));
+    }
+    if let Some(id) = scopes.lookup(o) {
+        return Ok(Operand::Reg(id));
+    }
+    if o.starts_with('%') {
+        return Ok(Operand::Special(o));
+    }
+    if o.is_empty() || !o.chars().all(|c| c.is_alphanumeric() || "_$.".contains(c)) {
+        return Err(err(line, format!("cannot read operand `{o}`")));
+    }
+    Ok(Operand::Symbol(o))
+}
+
+/// An integer literal: decimal, `0x` hex, `0b` binary, octal with a leading 0, optional `U`.
+fn int(s: &str) -> Option<i64> {
+    let s = s.trim().trim_end_matches('U');
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s),
+    };
+    if s.is_empty() || !s.as_bytes()[0].is_ascii_digit() {
+        return None;
+    }
+    let v = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()?
+    } else if let Some(b) = s.strip_prefix("0b").or_else(|| s.strip_prefix("0B")) {
+        u64::from_str_radix(b, 2).ok()?
+    } else if s.len() > 1 && s.starts_with('0') {
+        u64::from_str_radix(&s[1..], 8).ok()?
+    } else {
+        s.parse::<u64>().ok()?
+    };
+    let v = v as i64;
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ptx::Arch;
+
+    #[test]
+    fn every_arch_parses_with_every_entry() {
+        for arch in Arch::ALL {
+            let text = arch.ptx();
+            let module = parse(text).unwrap_or_else(|e| panic!("{}: {e}", arch.name()));
+            assert_eq!(module.target, arch.name());
+            let entries: Vec<&str> = module
+                .functions
+                .iter()
+                .filter(|f| f.entry)
+                .map(|f| f.name)
+                .collect();
+            assert_eq!(entries, crate::ptx::entry_points(text), "{}", arch.name());
+            // Every instruction line of the text is one parsed instruction's line (inline asm
+            // puts several on one line, so compare the sets of lines).
+            let mut lines: Vec<u32> = module
+                .functions
+                .iter()
+                .flat_map(|f| f.instructions().map(|i| i.line))
+                .collect();
+            lines.dedup();
+            let expected: Vec<u32> = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| {
+                    let code = l.split("//").next().unwrap_or("");
+                    let pieces: Vec<&str> = code.split(';').collect();
+                    pieces[..pieces.len() - 1].iter().any(|p| {
+                        let t = p.trim_start_matches(|c: char| c.is_whitespace() || c == '{');
+                        !t.is_empty() && !t.starts_with('.')
+                    })
+                })
+                .map(|(n, _)| n as u32 + 1)
+                .collect();
+            assert_eq!(lines, expected, "{}", arch.name());
+        }
+    }
+
+    #[test]
+    fn entry_params_have_the_declared_types_and_offsets() {
+        let module = parse(Arch::Sm90.ptx()).unwrap();
+        let f = module.function("attention_pv_f32_d128").unwrap();
+        let shape: Vec<(&str, u32, u32, u32)> = f
+            .params
+            .iter()
+            .map(|p| (p.ty, p.bytes, p.align, p.offset))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("u64", 8, 1, 0),
+                ("u64", 8, 1, 8),
+                ("u64", 8, 1, 16),
+                ("u32", 4, 4, 24),
+                ("u32", 4, 4, 28),
+                ("u32", 4, 4, 32),
+            ]
+        );
+        assert_eq!(f.params[0].name, "attention_pv_f32_d128_param_0");
+        assert_eq!(f.params[0].ptr, Some(""));
+    }
+
+    #[test]
+    fn shared_variables_and_dynamic_shared_memory() {
+        let module = parse(Arch::Sm90.ptx()).unwrap();
+        let dynamic: Vec<_> = module.shared.iter().filter(|v| v.external).collect();
+        assert_eq!(dynamic.len(), 1);
+        assert_eq!(dynamic[0].bytes, None);
+        assert!(
+            module
+                .shared
+                .iter()
+                .filter(|v| !v.external)
+                .all(|v| v.bytes.is_some_and(|b| b > 0) && v.align == 16)
+        );
+    }
+
+    const SAMPLE: &str = r#"
+.version 7.8
+.target sm_90
+.address_size 64
+.shared .align 4 .b8 buf[64];
+.extern .shared .align 16 .b8 dyn[];
+
+.visible .entry k(
+	.param .u64 .ptr .align 1 k_param_0,
+	.param .u32 k_param_1,
+	.param .align 8 .b8 k_param_2[12]
+)
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<10>;
+	.reg .b64 	%rd<4>;
+
+	ld.param.b64 	%rd1, [k_param_0+8];
+	mov.u32 	%r1, %tid.x;
+	setp.ne.b32 	%p1, %r1, 0;
+	@!%p1 bra 	$L__BB0_2;
+	{ .reg .b32 t; cvt.u32.u16 t, %r1; shl.b32 %r2, t, 16; }
+	{ .reg .b32 t; mov.b32 t, 0f3F800000; }
+$L__BB0_2:
+	ld.global.v4.b32 {%r3, %r4, %r5, %r6}, [%rd1+-16];
+	shfl.sync.bfly.b32 %r7|%p2, %r3, 1, 0x1f, -1;
+	setp.lt.and.s32 %p2, %r1, %r2, !%p1;
+	ret;
+}
+"#;
+
+    #[test]
+    fn a_hand_written_module() {
+        let m = parse(SAMPLE).unwrap();
+        assert_eq!(m.shared.len(), 2);
+        assert_eq!(m.shared[0].bytes, Some(64));
+        assert_eq!(m.shared[0].align, 4);
+        assert!(m.shared[1].external);
+        let f = m.function("k").unwrap();
+        assert_eq!(f.params[2].bytes, 12);
+        assert_eq!(f.params[2].offset, 16);
+        assert_eq!(f.registers.len(), 3 + 10 + 4 + 2);
+        let instrs: Vec<&Instruction> = f.instructions().collect();
+        assert_eq!(instrs.len(), 11);
+        assert_eq!(instrs[0].line, 18);
+        assert_eq!(
+            instrs[0].operands[1],
+            Operand::Address {
+                base: Some(Box::new(Operand::Symbol("k_param_0"))),
+                offset: 8
+            }
+        );
+        assert_eq!(instrs[1].operands[1], Operand::Special("%tid.x"));
+        assert_eq!(
+            instrs[3].guard,
+            Some(Guard {
+                reg: RegId(1),
+                negated: true
+            })
+        );
+        assert_eq!(instrs[3].operands[0], Operand::Symbol("$L__BB0_2"));
+        // Two scopes' `t` are two registers, both distinct from the function's own.
+        let t1 = &instrs[4].operands[0];
+        let t2 = &instrs[6].operands[0];
+        assert_ne!(t1, t2);
+        let Operand::Reg(id) = t2 else { panic!() };
+        assert_eq!(f.registers[id.0 as usize].scope, 2);
+        assert_eq!(instrs[6].operands[1], Operand::F32(0x3F80_0000));
+        assert_eq!(instrs[5].line, instrs[4].line);
+        let label = f.label("$L__BB0_2").expect("the label is in the body");
+        assert!(matches!(f.body[label], Statement::Label { line: 24, .. }));
+        let Operand::Vector(v) = &instrs[7].operands[0] else {
+            panic!()
+        };
+        assert_eq!(v.len(), 4);
+        assert_eq!(
+            instrs[7].operands[1],
+            Operand::Address {
+                base: Some(Box::new(Operand::Reg(RegId(3 + 10 + 1)))),
+                offset: -16
+            }
+        );
+        assert!(matches!(instrs[8].operands[0], Operand::Pair(..)));
+        assert_eq!(instrs[8].operands[4], Operand::Int(-1));
+        assert_eq!(instrs[8].parts, ["shfl", "sync", "bfly", "b32"]);
+        assert_eq!(
+            instrs[9].operands[3],
+            Operand::Not(Box::new(Operand::Reg(RegId(1))))
+        );
+    }
+
+    #[test]
+    fn line_tables_and_debug_sections() {
+        let text = SAMPLE.replacen(
+            "\tmov.u32 \t%r1, %tid.x;",
+            "\t.loc\t2 55 5\n\tmov.u32 \t%r1, %tid.x;",
+            1,
+        ) + "\t.file\t2 \"/src/kernels/src/lib.rs\"\n\t.section\t.debug_abbrev\n\t{\n.b8 1\n.b8 17\n\t}\n";
+        let m = parse(&text).unwrap();
+        assert_eq!(m.files, [(2, "/src/kernels/src/lib.rs")]);
+        let f = m.function("k").unwrap();
+        let instrs: Vec<&Instruction> = f.instructions().collect();
+        assert_eq!(instrs[0].loc, None);
+        assert_eq!(instrs[1].loc, Some((2, 55)));
+        assert_eq!(instrs[1].operands[1], Operand::Special("%tid.x"));
+    }
+
+    #[test]
+    fn bad_text_names_its_line() {
+        let e = parse(".version 7.8\n.visible .entry k()\n{\n add.s32 %r1, 1;\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        let e = parse(".visible .entry k()\n{\n @%p9 bra L;\n}\n").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+    }
+}

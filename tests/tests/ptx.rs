@@ -1,0 +1,548 @@
+//! The PTX backend against the source emulator, kernel by kernel, and on hand-made PTX bugs.
+//!
+//! Differential tests: every entry point of the module runs on both backends with the same
+//! inputs (shapes that are not tile multiples). Both do the same arithmetic: the PTX's `fma.rn`,
+//! `add.rn`, `mul.rn` are the IEEE operations the host does for the source's `fma`, `+`, `*`;
+//! `ex2.approx.ftz`/`lg2.approx.ftz` are computed by the PTX backend with the same libm `exp2`
+//! and `log2` (plus the same flush) that the source's `exp2_approx`/`log2_approx` call on the
+//! host; `cvt.rn.bf16.f32`/`cvt.rn.f16.f32` and the source's `from_f32` both round to nearest
+//! even; and `mma` is completed by the one implementation in the emulator. So outputs must be
+//! bit-identical, and so must the counted global and shared bytes, barriers and warp collectives.
+//! (A GPU's `ex2.approx` may differ from both by its stated 2^-22 relative error; the reference
+//! tests' tolerances cover that.) FLOPs are not compared for equality: the PTX backend counts
+//! executed FP instructions, the source emulator the kernels' `count_flops` marks.
+//!
+//! Hand-made bugs: a PTX file (the code path of `KERNELS_PTX`) with a store moved one element
+//! past the end of its buffer, and one with a barrier under `if (tid == 0)`, each reported with
+//! its PTX line.
+
+use std::path::PathBuf;
+
+use half::{bf16, f16};
+use host::emu::{EmuErrorKind, LaunchCounters, MemorySpace};
+use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement, NaiveWorkspace};
+use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
+use host::ops::softmax::{RowStats, SoftmaxElement, Variant as Softmax};
+use host::ops::{elementwise, hierarchy, transpose};
+use host::ptx::Arch;
+use host::ptx::exec::Program;
+use host::runtime::Launched;
+use host::{Element, Runtime, reference};
+use kernels::cuda::emu::SiteKind;
+
+/// What one run of an op gives: its output, as bits, and what the launches counted.
+type Run = (Vec<u64>, LaunchCounters);
+
+fn add(total: &mut LaunchCounters, launched: Launched) {
+    total.add(&launched.expect("an emulated launch reports its counters"));
+}
+
+/// Bits of a downloaded buffer, for exact comparison (NaN payloads included).
+trait Bits: Element {
+    fn bits(self) -> u64;
+}
+impl Bits for f32 {
+    fn bits(self) -> u64 {
+        u64::from(self.to_bits())
+    }
+}
+impl Bits for bf16 {
+    fn bits(self) -> u64 {
+        u64::from(self.to_bits())
+    }
+}
+impl Bits for f16 {
+    fn bits(self) -> u64 {
+        u64::from(self.to_bits())
+    }
+}
+impl Bits for u32 {
+    fn bits(self) -> u64 {
+        u64::from(self)
+    }
+}
+
+fn bits<T: Bits>(rt: &Runtime, buf: &host::DeviceBuffer<T>) -> Vec<u64> {
+    rt.download(buf)
+        .unwrap()
+        .into_iter()
+        .map(Bits::bits)
+        .collect()
+}
+
+/// Runs `op` on the source emulator and on the PTX backend (`arch`), and checks that outputs
+/// and counters agree.
+#[track_caller]
+fn same(what: &str, arch: Arch, op: impl Fn(&Runtime) -> host::Result<Run>) {
+    let source = op(&Runtime::emulator()).unwrap_or_else(|e| panic!("{what} (source): {e}"));
+    let ptx = op(&Runtime::ptx(Program::embedded(arch)))
+        .unwrap_or_else(|e| panic!("{what} ({}): {e}", arch.name()));
+    let (s, p) = (&source.1, &ptx.1);
+    let first_diff = source.0.iter().zip(&ptx.0).position(|(a, b)| a != b);
+    assert_eq!(source.0.len(), ptx.0.len(), "{what}: output lengths differ");
+    assert!(
+        first_diff.is_none(),
+        "{what} on {}: outputs differ first at element {} ({:#x} from the source, {:#x} from the PTX)",
+        arch.name(),
+        first_diff.unwrap(),
+        source.0[first_diff.unwrap()],
+        ptx.0[first_diff.unwrap()]
+    );
+    let counted = |c: &LaunchCounters| {
+        (
+            c.global_read_bytes,
+            c.global_write_bytes,
+            c.shared_read_bytes,
+            c.shared_write_bytes,
+            c.barriers,
+            c.warp_collectives,
+        )
+    };
+    assert_eq!(
+        counted(s),
+        counted(p),
+        "{what} on {}: (global read, global written, shared read, shared written, barriers, warp collectives)",
+        arch.name()
+    );
+    assert!(
+        p.flops >= s.flops,
+        "{what}: the PTX executed {} FLOPs, fewer than the {} the source marks",
+        p.flops,
+        s.flops
+    );
+}
+
+#[test]
+fn elementwise_copy_and_strided_copy() {
+    let n = 1000 + 3;
+    let a = reference::uniform(n, 1, -1.0, 1.0);
+    let b = reference::uniform(n, 2, -1.0, 1.0);
+    same("vector_add_f32", Arch::Sm90, |rt| {
+        let (da, db, mut dc) = (rt.upload(&a)?, rt.upload(&b)?, rt.alloc::<f32>(n)?);
+        let mut c = LaunchCounters::default();
+        add(&mut c, elementwise::vector_add_f32(rt, &da, &db, &mut dc)?);
+        Ok((bits(rt, &dc), c))
+    });
+    let to_f16 = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
+    let (ah, bh) = (to_f16(&a), to_f16(&b));
+    same("vector_add_f16", Arch::Sm90, |rt| {
+        let (da, db, mut dc) = (rt.upload(&ah)?, rt.upload(&bh)?, rt.alloc::<f16>(n)?);
+        let mut c = LaunchCounters::default();
+        add(&mut c, elementwise::vector_add_f16(rt, &da, &db, &mut dc)?);
+        Ok((bits(rt, &dc), c))
+    });
+    let words: Vec<u32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    same("copy_words", Arch::Sm90, |rt| {
+        let (src, mut dst) = (rt.upload(&words)?, rt.alloc::<u32>(n)?);
+        let mut c = LaunchCounters::default();
+        add(&mut c, elementwise::copy(rt, &src, &mut dst)?);
+        Ok((bits(rt, &dst), c))
+    });
+    same("copy_strided", Arch::Sm90, |rt| {
+        let (src, mut dst) = (rt.upload(&a)?, rt.alloc::<f32>(n / 3)?);
+        let mut c = LaunchCounters::default();
+        add(&mut c, transpose::copy_strided(rt, &src, 3, &mut dst)?);
+        Ok((bits(rt, &dst), c))
+    });
+}
+
+#[test]
+fn transposes() {
+    let (rows, cols) = (45, 70);
+    let x = reference::uniform(rows * cols, 3, -1.0, 1.0);
+    for variant in [
+        transpose::Variant::Naive,
+        transpose::Variant::Shared,
+        transpose::Variant::Padded,
+    ] {
+        same(variant.kernel(), Arch::Sm90, |rt| {
+            let (input, mut out) = (rt.upload(&x)?, rt.alloc::<f32>(rows * cols)?);
+            let mut c = LaunchCounters::default();
+            add(
+                &mut c,
+                transpose::transpose(rt, variant, &input, rows, cols, &mut out)?,
+            );
+            Ok((bits(rt, &out), c))
+        });
+    }
+}
+
+/// Softmax in `T`: rows with -inf, large values, and (tall) rows longer than the fused kernel
+/// keeps on chip.
+fn softmax<T: SoftmaxElement + Bits>(from: fn(f32) -> T) {
+    for (rows, cols) in [(3, 300), (2, 5000)] {
+        let mut x: Vec<f32> = reference::uniform(rows * cols, 4, -30.0, 30.0);
+        x[7] = f32::NEG_INFINITY;
+        let x: Vec<T> = x.into_iter().map(from).collect();
+        for variant in Softmax::ALL {
+            let what = format!("softmax {} {rows}x{cols}", variant.name());
+            let run = |rt: &Runtime| -> host::Result<Run> {
+                let (dx, mut y) = (rt.upload(&x)?, rt.alloc::<T>(rows * cols)?);
+                let mut stats = RowStats::new(rt, rows)?;
+                let mut c = LaunchCounters::default();
+                add(
+                    &mut c,
+                    variant.run(rt, &dx, &mut y, &mut stats, rows, cols)?,
+                );
+                Ok((bits(rt, &y), c))
+            };
+            if variant == Softmax::Fused {
+                same(&what, Arch::Sm90, run);
+            } else {
+                same_or_issue_12_divergence(&what, run);
+            }
+        }
+    }
+}
+
+/// The naive and online softmax launch `softmax_row_sum_exp_*` and `softmax_normalise_*`, whose
+/// PTX (built by the toolchain before issue 12's fix) has `broadcast_from_thread0`'s barrier
+/// copied into both arms of `if tid.x == 0`: the PTX backend must then report exactly that
+/// divergence, at two `bar.sync` lines of one of those kernels; with a fixed build, the PTX must
+/// agree with the source.
+fn same_or_issue_12_divergence(what: &str, run: impl Fn(&Runtime) -> host::Result<Run>) {
+    let program = Program::embedded(Arch::Sm90);
+    match run(&Runtime::ptx(program)) {
+        Ok(_) => same(what, Arch::Sm90, run),
+        Err(host::Error::Emulator(e)) => {
+            let EmuErrorKind::BarrierDivergence { waiting, elsewhere } = &e.kind else {
+                panic!("{what}: {e}");
+            };
+            assert!(
+                e.kernel.starts_with("softmax_row_sum_exp_")
+                    || e.kernel.starts_with("softmax_normalise_"),
+                "{what}: {e}"
+            );
+            let SiteKind::Ptx(at) = waiting[0].1.kind() else {
+                panic!("a PTX barrier: {e}")
+            };
+            assert_eq!(at.text, "bar.sync 0", "{e}");
+            assert_eq!(
+                waiting[0].0.x, 0,
+                "thread 0 alone takes the tid == 0 arm: {e}"
+            );
+            assert!(
+                elsewhere[0]
+                    .1
+                    .contains("waits at a different barrier, PTX line"),
+                "{e}"
+            );
+        }
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
+#[test]
+fn softmax_f32() {
+    softmax::<f32>(|x| x);
+}
+
+#[test]
+fn softmax_bf16() {
+    softmax::<bf16>(bf16::from_f32);
+}
+
+#[test]
+fn gemms_on_sm80_and_sm90() {
+    // Not tile multiples; N and K multiples of 8, as the tensor-core kernels require.
+    let shape = GemmShape::new(37, 48, 72);
+    let a = reference::uniform(shape.m * shape.k, 5, -1.0, 1.0);
+    let b = reference::uniform(shape.k * shape.n, 6, -1.0, 1.0);
+    let c0 = reference::uniform(shape.m * shape.n, 7, -1.0, 1.0);
+    for kernel in GemmKernel::ALL {
+        let arches: &[Arch] = if kernel.is_tensor_core() {
+            &[Arch::Sm80, Arch::Sm90]
+        } else {
+            &[Arch::Sm90]
+        };
+        for &arch in arches {
+            same(kernel.name(), arch, |rt| {
+                let operands = GemmOperands::upload(rt, kernel, &a, &b)?;
+                let mut out = rt.upload(&c0)?;
+                let mut c = LaunchCounters::default();
+                add(
+                    &mut c,
+                    gemm::gemm(rt, kernel, &operands, &mut out, shape, Epilogue::Accumulate)?,
+                );
+                Ok((bits(rt, &out), c))
+            });
+        }
+    }
+}
+
+#[test]
+fn naive_attention_both_head_dims() {
+    for (d, causal) in [(64, false), (128, true)] {
+        let shape = AttentionShape::new(1, 2, 37, d).with_n_kv(45);
+        let params = AttentionParams::standard(d, causal);
+        let q = reference::uniform(shape.q_elems(), 8, -2.0, 2.0);
+        let k = reference::uniform(shape.kv_elems(), 9, -2.0, 2.0);
+        let v = reference::uniform(shape.kv_elems(), 10, -1.0, 1.0);
+        // The softmax in the middle is the fused one: no issue-12 kernel.
+        same(&format!("naive attention d{d}"), Arch::Sm90, |rt| {
+            let (dq, dk, dv) = (rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?);
+            let mut o = rt.alloc::<f32>(shape.q_elems())?;
+            let mut ws = NaiveWorkspace::new(rt, &shape)?;
+            let mut c = LaunchCounters::default();
+            add(
+                &mut c,
+                attention::naive(rt, &dq, &dk, &dv, &mut o, &mut ws, &shape, &params)?,
+            );
+            let mut out = bits(rt, &o);
+            out.extend(bits(rt, &ws.s));
+            Ok((out, c))
+        });
+    }
+}
+
+fn fused_attention<T: FlashElement + Bits>(from: fn(f32) -> T, arch: Arch) {
+    for (d, causal) in [(64, true), (128, false)] {
+        let shape = AttentionShape::new(1, 2, 37, d).with_n_kv(70);
+        let params = AttentionParams::standard(d, causal);
+        let round = |v: Vec<f32>| v.into_iter().map(from).collect::<Vec<T>>();
+        let q = round(reference::uniform(shape.q_elems(), 11, -2.0, 2.0));
+        let k = round(reference::uniform(shape.kv_elems(), 12, -2.0, 2.0));
+        let v = round(reference::uniform(shape.kv_elems(), 13, -1.0, 1.0));
+        let what = format!("fused attention {} d{d}", std::any::type_name::<T>());
+        same(&what, arch, |rt| {
+            let (dq, dk, dv) = (rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?);
+            let mut o = rt.alloc::<T>(shape.q_elems())?;
+            let mut lse = rt.alloc::<f32>(shape.lse_elems())?;
+            let mut c = LaunchCounters::default();
+            add(
+                &mut c,
+                attention::fused(rt, &dq, &dk, &dv, &mut o, &mut lse, &shape, &params)?,
+            );
+            let mut out = bits(rt, &o);
+            out.extend(bits(rt, &lse));
+            Ok((out, c))
+        });
+    }
+}
+
+#[test]
+fn fused_attention_f32() {
+    fused_attention::<f32>(|x| x, Arch::Sm90);
+}
+
+#[test]
+fn fused_attention_bf16_on_sm90a() {
+    fused_attention::<bf16>(bf16::from_f32, Arch::Sm90a);
+}
+
+#[test]
+fn fused_attention_f16_on_sm80() {
+    fused_attention::<f16>(f16::from_f32, Arch::Sm80);
+}
+
+#[test]
+fn memory_hierarchy_probes() {
+    let words: Vec<u32> = (0..4096u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+    same("stream_read", Arch::Sm90, |rt| {
+        let (src, mut out) = (rt.upload(&words)?, rt.alloc::<u32>(1)?);
+        let mut c = LaunchCounters::default();
+        add(&mut c, hierarchy::stream_read(rt, &src, 2, &mut out)?);
+        Ok((bits(rt, &out), c))
+    });
+    same("shared_read", Arch::Sm90, |rt| {
+        let mut out = rt.alloc::<u32>(4)?;
+        let mut c = LaunchCounters::default();
+        add(&mut c, hierarchy::shared_read(rt, 4, 256, 2, &mut out)?);
+        Ok((bits(rt, &out), c))
+    });
+    // A cycle through 1000 links in a scrambled order.
+    let n = 1000u32;
+    let chain: Vec<u32> = (0..n).map(|i| (i * 367 + 1) % n).collect();
+    let chase = |rt: &Runtime, shared: bool| -> host::Result<Run> {
+        let src = rt.upload(&chain)?;
+        let (mut end, mut cycles) = (rt.alloc::<u32>(1)?, rt.alloc::<u64>(1)?);
+        let mut c = LaunchCounters::default();
+        let launched = if shared {
+            hierarchy::shared_pointer_chase(rt, &src, 500, &mut end, &mut cycles)?
+        } else {
+            hierarchy::pointer_chase(rt, &src, 10, 500, &mut end, &mut cycles)?
+        };
+        add(&mut c, launched);
+        Ok((bits(rt, &end), c))
+    };
+    same("pointer_chase", Arch::Sm90, |rt| chase(rt, false));
+    same("shared_pointer_chase", Arch::Sm90, |rt| chase(rt, true));
+}
+
+/// `text` written to a file of the test's own, loaded as `KERNELS_PTX` loads it.
+fn ptx_file(name: &str, text: &str) -> &'static Program {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(format!("{name}-{}.ptx", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    Program::file(&path).unwrap()
+}
+
+/// The 1-based line of the first line of `text` that contains `needle`.
+fn line_of(text: &str, needle: &str) -> u32 {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .expect("needle in the PTX") as u32
+        + 1
+}
+
+#[test]
+fn a_store_moved_past_the_end_is_reported_at_its_ptx_line() {
+    // vector_add_f32 with its store moved one element on: the last thread writes c[n].
+    let ptx = Arch::Sm90.ptx();
+    let start = ptx.find(".entry vector_add_f32(").unwrap();
+    let store = start + ptx[start..].find("st.global.b32").unwrap();
+    let end = store + ptx[store..].find(']').unwrap();
+    let edited = format!("{}+4{}", &ptx[..end], &ptx[end..]);
+    let line = ptx[..store].lines().count() as u32;
+    let rt = Runtime::ptx(ptx_file("store-past-end", &edited));
+    let n = 100;
+    let a = rt.upload(&vec![1.0f32; n]).unwrap();
+    let b = rt.upload(&vec![2.0f32; n]).unwrap();
+    let mut c = rt.alloc::<f32>(n).unwrap();
+    let err = suite::emu_error(elementwise::vector_add_f32(&rt, &a, &b, &mut c));
+    let EmuErrorKind::OutOfBounds {
+        space, by, bytes, ..
+    } = &err.kind
+    else {
+        panic!("{err}")
+    };
+    assert_eq!((*space, *bytes), (MemorySpace::Global, 4), "{err}");
+    assert_eq!(
+        by.thread.x as usize + kernels::elementwise::BLOCK_SIZE as usize * err.block.x as usize,
+        n - 1,
+        "{err}"
+    );
+    let SiteKind::Ptx(site) = by.site.kind() else {
+        panic!("{err}")
+    };
+    assert_eq!(site.line, line, "{err}");
+    assert!(
+        err.to_string().contains(&format!("PTX line {line}")),
+        "{err}"
+    );
+}
+
+/// A kernel whose only barrier only thread 0 reaches.
+const BARRIER_UNDER_TID0: &str = "\
+.version 7.8
+.target sm_90
+.address_size 64
+
+.visible .entry barrier_under_tid0(
+	.param .u64 .ptr .align 1 barrier_under_tid0_param_0
+)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<3>;
+	.reg .b64 	%rd<4>;
+
+	ld.param.b64 	%rd1, [barrier_under_tid0_param_0];
+	mov.u32 	%r1, %tid.x;
+	setp.ne.b32 	%p1, %r1, 0;
+	@%p1 bra 	$L__skip;
+	bar.sync 	0;
+$L__skip:
+	mul.wide.u32 	%rd2, %r1, 4;
+	add.s64 	%rd3, %rd1, %rd2;
+	st.global.b32 	[%rd3], %r1;
+	ret;
+}
+";
+
+#[test]
+fn a_barrier_under_tid_0_is_reported_at_its_ptx_line() {
+    let program = ptx_file("barrier-under-tid0", BARRIER_UNDER_TID0);
+    let rt = Runtime::ptx(program);
+    let out = rt.alloc::<u32>(64).unwrap();
+    let host::runtime::Backend::Ptx(device) = rt.backend() else {
+        unreachable!()
+    };
+    let ptr = out.ptr();
+    let params = [host::runtime::param(&ptr)];
+    let cfg = host::LaunchConfig::linear(1, 64);
+    // SAFETY: one pointer argument of 8 bytes, into a live buffer of 64 words.
+    let result = unsafe { device.launch("barrier_under_tid0", &cfg, &params, &[8]) };
+    let err = suite::emu_error(result);
+    let EmuErrorKind::BarrierDivergence { waiting, elsewhere } = &err.kind else {
+        panic!("{err}")
+    };
+    let SiteKind::Ptx(site) = waiting[0].1.kind() else {
+        panic!("{err}")
+    };
+    assert_eq!(waiting.len(), 1, "{err}");
+    assert_eq!(waiting[0].0.x, 0, "{err}");
+    assert_eq!(site.line, line_of(BARRIER_UNDER_TID0, "bar.sync"), "{err}");
+    assert_eq!(site.function, "barrier_under_tid0");
+    assert!(
+        elsewhere.iter().all(|(_, what)| what == "has exited"),
+        "{err}"
+    );
+}
+
+#[test]
+fn launches_that_do_not_match_the_entry_are_refused() {
+    let program = ptx_file("barrier-under-tid0-params", BARRIER_UNDER_TID0);
+    let rt = Runtime::ptx(program);
+    let host::runtime::Backend::Ptx(device) = rt.backend() else {
+        unreachable!()
+    };
+    let cfg = host::LaunchConfig::linear(1, 32);
+    let word = 0u32;
+    let p = [host::runtime::param(&word)];
+    // SAFETY: refused before anything is read through the pointer.
+    let wrong_size = unsafe { device.launch("barrier_under_tid0", &cfg, &p, &[4]) };
+    let msg = wrong_size.unwrap_err().to_string();
+    assert!(
+        msg.contains("barrier_under_tid0")
+            && msg.contains("parameter 0")
+            && msg.contains("8 bytes"),
+        "{msg}"
+    );
+    // SAFETY: as above.
+    let wrong_count = unsafe { device.launch("barrier_under_tid0", &cfg, &[], &[]) };
+    assert!(
+        wrong_count
+            .unwrap_err()
+            .to_string()
+            .contains("takes 1 parameters")
+    );
+    // SAFETY: as above.
+    let missing = unsafe { device.launch("no_such_kernel", &cfg, &p, &[4]) };
+    assert!(
+        missing
+            .unwrap_err()
+            .to_string()
+            .contains("no entry point `no_such_kernel`")
+    );
+}
+
+#[test]
+fn an_unimplemented_instruction_is_refused_with_kernel_and_line() {
+    let text = BARRIER_UNDER_TID0.replace("mul.wide.u32", "mul24.lo.u32");
+    let rt = Runtime::ptx(ptx_file("unimplemented", &text));
+    let host::runtime::Backend::Ptx(device) = rt.backend() else {
+        unreachable!()
+    };
+    let out = rt.alloc::<u32>(32).unwrap();
+    let ptr = out.ptr();
+    let cfg = host::LaunchConfig::linear(1, 32);
+    // SAFETY: refused before it runs.
+    let err = unsafe {
+        device.launch(
+            "barrier_under_tid0",
+            &cfg,
+            &[host::runtime::param(&ptr)],
+            &[8],
+        )
+    };
+    let msg = err.unwrap_err().to_string();
+    let line = line_of(&text, "mul24");
+    assert!(
+        msg.contains("barrier_under_tid0")
+            && msg.contains(&format!("PTX line {line}"))
+            && msg.contains("mul24.lo.u32"),
+        "{msg}"
+    );
+}
