@@ -3,13 +3,13 @@
 //!
 //! A wall clock around an asynchronous launch measures only the enqueue, so it is never used.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::runtime::{Backend, Runtime};
 
 /// The distribution of one kernel's run times.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Timing {
     /// Median seconds per run.
     pub median: f64,

@@ -5,12 +5,12 @@
 //! timing turns it into GB/s, TFLOP/s and a fraction of the roofline bound
 //! `max(bytes / bandwidth, flops / peak)`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::specs::GpuSpec;
 
 /// Which arithmetic units a kernel's FLOPs run on, and so which peak bounds it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ComputeUnit {
     /// f32 FMA on CUDA cores.
     CudaCoreF32,
@@ -21,7 +21,7 @@ pub enum ComputeUnit {
 }
 
 /// A kernel's declared cost for one launch (or one multi-kernel operation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cost {
     /// Bytes read from HBM.
     pub bytes_read: u64,
@@ -66,7 +66,7 @@ impl Cost {
 }
 
 /// Which roof a kernel sits under.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Bound {
     /// Intensity below the ridge: limited by HBM bandwidth.
     Memory,
@@ -75,7 +75,7 @@ pub enum Bound {
 }
 
 /// A timing (measured or modelled) read against the roofline of one device.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Roofline {
     /// Seconds per run.
     pub seconds: f64,

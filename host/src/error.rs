@@ -58,5 +58,15 @@ pub enum Error {
     Emulator(#[from] Box<EmuError>),
 }
 
+impl Error {
+    /// Whether the process's CUDA state may be broken after this error, so that no further work
+    /// should run in it. A kernel fault (illegal or misaligned address, trap, launch failure) is
+    /// sticky: every later CUDA call in the process returns it. Any driver error is treated so,
+    /// since a fresh process costs about a second and a wrong verdict costs every later result.
+    pub fn poisons_process(&self) -> bool {
+        matches!(self, Error::Driver { .. })
+    }
+}
+
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -24,6 +24,15 @@ fn driver(call: &str) -> impl Fn(DriverError) -> Error + '_ {
     }
 }
 
+/// The dynamic shared memory a launch must opt in to, if any. Without the opt-in a block gets
+/// 48 KiB of shared memory, static and dynamic together; past that the kernel's
+/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` must allow the dynamic part (the driver
+/// checks static + that attribute against the device's opt-in limit).
+fn shared_opt_in(static_shared: u32, dynamic: u32) -> Option<u32> {
+    let total = u64::from(static_shared) + u64::from(dynamic);
+    (dynamic > 0 && total > u64::from(DEFAULT_SHARED_MEM)).then_some(dynamic)
+}
+
 /// A kernel's handle and what the compiled kernel itself allows.
 #[derive(Clone, Copy)]
 struct Function {
@@ -236,6 +245,15 @@ impl Gpu {
             .map_err(driver("cuStreamSynchronize"))
     }
 
+    /// The error cudarc recorded from a call that could not return it (the free and the
+    /// synchronisation in `CudaSlice::drop`), if any; it would otherwise surface from the next,
+    /// unrelated call.
+    pub fn deferred_error(&self) -> Result<()> {
+        self.ctx.check_err().map_err(driver(
+            "a call deferred by cudarc (a buffer's free or synchronisation)",
+        ))
+    }
+
     fn function(&self, name: &'static str) -> Result<Function> {
         let mut functions = self.functions.lock().unwrap();
         if let Some(f) = functions.get(name) {
@@ -289,13 +307,13 @@ impl Gpu {
         self.limits
             .check_compiled(name, cfg, function.max_threads, function.static_shared)?;
         let f = function.handle;
-        if cfg.shared_mem_bytes > DEFAULT_SHARED_MEM {
-            // SAFETY: a valid function handle; the value was checked against the opt-in limit.
+        if let Some(dynamic) = shared_opt_in(function.static_shared, cfg.shared_mem_bytes) {
+            // SAFETY: a valid function handle; the total was checked against the opt-in limit.
             unsafe {
                 result::function::set_function_attribute(
                     f,
                     sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    cfg.shared_mem_bytes as i32,
+                    dynamic as i32,
                 )
             }
             .map_err(driver("cuFuncSetAttribute"))?;
@@ -348,5 +366,22 @@ impl Drop for Gpu {
             // SAFETY: the module was loaded by `new` and no function handle outlives `self`.
             let _ = unsafe { sys::cuModuleUnload(self.module) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DEFAULT_SHARED_MEM, shared_opt_in};
+
+    #[test]
+    fn opts_in_when_static_and_dynamic_shared_memory_exceed_the_default() {
+        const KIB: u32 = 1024;
+        // 40 KiB static + 16 KiB dynamic: each under 48 KiB, together over it.
+        assert_eq!(shared_opt_in(40 * KIB, 16 * KIB), Some(16 * KIB));
+        assert_eq!(shared_opt_in(0, 64 * KIB), Some(64 * KIB));
+        assert_eq!(shared_opt_in(DEFAULT_SHARED_MEM - KIB, KIB), None);
+        assert_eq!(shared_opt_in(0, DEFAULT_SHARED_MEM), None);
+        assert_eq!(shared_opt_in(8 * KIB, 0), None);
+        assert_eq!(shared_opt_in(u32::MAX, u32::MAX), Some(u32::MAX));
     }
 }

@@ -25,6 +25,70 @@ pub enum Backend {
 /// for a GPU when one is present and the emulator otherwise.
 pub const BACKEND_VAR: &str = "KERNELS_BACKEND";
 
+/// The fault-injection switch: `KERNELS_INJECT_FAULT=<kernel>` makes every launch of that PTX
+/// entry point fail as an illegal address does on a GPU, with a sticky error: from then on every
+/// launch in the process fails the same way, as CUDA's do until the process ends. It exists to
+/// test that a run survives a fault (`cargo xtask run` isolates cases in processes), on the
+/// emulator as on a GPU. `KERNELS_INJECT_FAULT=abort:<kernel>` aborts the process there instead,
+/// as a crash in the driver would, and `hang:<kernel>` never returns, as a deadlocked kernel.
+pub const INJECT_FAULT_VAR: &str = "KERNELS_INJECT_FAULT";
+
+/// A launch as the runtime was asked for it: the kernel and its configuration, which a fault
+/// report names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchRecord {
+    /// The PTX entry point.
+    pub kernel: &'static str,
+    /// `<<<grid, block, shared>>>`.
+    pub config: crate::launch::LaunchConfig,
+}
+
+impl std::fmt::Display for LaunchRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (g, b) = (self.config.grid, self.config.block);
+        write!(
+            f,
+            "{}<<<({}, {}, {}), ({}, {}, {}), {} B dynamic shared>>>",
+            self.kernel, g.x, g.y, g.z, b.x, b.y, b.z, self.config.shared_mem_bytes
+        )
+    }
+}
+
+/// Distinct launches remembered between two [`take_launches`] (a timing loop repeats the same
+/// few).
+const LAUNCHES_KEPT: usize = 16;
+
+std::thread_local! {
+    /// The distinct launches this thread asked for since the last `take_launches`, oldest first.
+    static LAUNCHES: std::cell::RefCell<Vec<LaunchRecord>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The distinct launches this thread asked for since the last call, oldest first: what a fault
+/// report names (on a GPU a fault surfaces at a later call, not at the launch that caused it).
+pub fn take_launches() -> Vec<LaunchRecord> {
+    LAUNCHES.with(|l| std::mem::take(&mut *l.borrow_mut()))
+}
+
+/// Called by [`launch!`] before each launch: remembers it, and fails it if the process has a
+/// (injected) sticky fault.
+#[doc(hidden)]
+pub fn before_launch(kernel: &'static str, config: &crate::launch::LaunchConfig) -> Result<()> {
+    let record = LaunchRecord {
+        kernel,
+        config: *config,
+    };
+    LAUNCHES.with(|l| {
+        let mut launches = l.borrow_mut();
+        if !launches.contains(&record) {
+            if launches.len() == LAUNCHES_KEPT {
+                launches.remove(0);
+            }
+            launches.push(record);
+        }
+    });
+    injected_fault(kernel)
+}
+
 /// Loads kernels, owns device memory, launches.
 pub struct Runtime {
     backend: Backend,
@@ -166,6 +230,54 @@ impl Runtime {
             Backend::Cuda(gpu) => gpu.synchronize(),
         }
     }
+
+    /// Waits for every launch, then reports any error the driver deferred: cudarc keeps the
+    /// errors of the frees and synchronisations in a buffer's `drop` and returns them from a later,
+    /// unrelated call. Called after a piece of work (a benchmark case) so that its errors are
+    /// blamed on it and not on the next one.
+    pub fn settle(&self) -> Result<()> {
+        self.synchronize()?;
+        if let Backend::Cuda(gpu) = &self.backend {
+            gpu.deferred_error()?;
+        }
+        Ok(())
+    }
+}
+
+/// The fault `KERNELS_INJECT_FAULT` plants: an illegal address at the named kernel's first
+/// launch, sticky for the rest of the process.
+fn injected_fault(kernel: &str) -> Result<()> {
+    use std::sync::OnceLock;
+    static TARGET: OnceLock<Option<String>> = OnceLock::new();
+    static FAULTED: OnceLock<String> = OnceLock::new();
+    let faulted = match FAULTED.get() {
+        Some(first) => first,
+        None => {
+            let target = TARGET.get_or_init(|| {
+                std::env::var(INJECT_FAULT_VAR)
+                    .ok()
+                    .filter(|k| !k.is_empty())
+            });
+            match target.as_deref() {
+                Some(t) if t == kernel => {}
+                Some(t) if t.strip_prefix("abort:") == Some(kernel) => {
+                    eprintln!("{INJECT_FAULT_VAR}={t}: aborting the process at this launch");
+                    std::process::abort()
+                }
+                Some(t) if t.strip_prefix("hang:") == Some(kernel) => loop {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                },
+                _ => return Ok(()),
+            }
+            FAULTED.get_or_init(|| kernel.to_string())
+        }
+    };
+    Err(Error::Driver {
+        call: format!("cuLaunchKernel({kernel})"),
+        message: format!(
+            "CUDA_ERROR_ILLEGAL_ADDRESS, an illegal memory access was encountered (injected at `{faulted}` by {INJECT_FAULT_VAR}; sticky: every later launch in this process fails)"
+        ),
+    })
 }
 
 /// What a launch reports: the emulator's counts, or nothing from an asynchronous GPU launch.
@@ -190,7 +302,9 @@ macro_rules! launch {
     ($rt:expr, $cfg:expr, $module:ident :: $kernel:ident ( $($arg:ident),* $(,)? )) => {{
         let rt: &$crate::runtime::Runtime = $rt;
         let cfg: $crate::launch::LaunchConfig = $cfg;
+        let recorded = $crate::runtime::before_launch(stringify!($kernel), &cfg);
         match rt.backend() {
+            _ if recorded.is_err() => recorded.map(|()| None),
             $crate::runtime::Backend::Emulator(emu) => emu
                 .launch(stringify!($kernel), &cfg, || unsafe { ::kernels::$module::$kernel($($arg),*) })
                 .map(Some),
@@ -208,4 +322,36 @@ macro_rules! launch {
             }
         }
     }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Runtime, take_launches};
+    use crate::ops::elementwise::vector_add_f32;
+
+    /// A fault report names the launches since the last report, each once, oldest first.
+    #[test]
+    fn remembers_each_distinct_launch_once() {
+        let rt = Runtime::emulator();
+        let upload = |n| rt.upload(&vec![1.0f32; n]).unwrap();
+        let (a, b, mut c) = (upload(64), upload(64), upload(64));
+        vector_add_f32(&rt, &a, &b, &mut c).unwrap();
+        vector_add_f32(&rt, &a, &b, &mut c).unwrap();
+        let (x, y, mut z) = (upload(300), upload(300), upload(300));
+        vector_add_f32(&rt, &x, &y, &mut z).unwrap();
+        let launches = take_launches();
+        assert_eq!(launches.len(), 2, "{launches:?}");
+        assert!(launches.iter().all(|l| l.kernel == "vector_add_f32"));
+        let (small, large) = (launches[0].config, launches[1].config);
+        assert!(small.grid.x < large.grid.x, "{launches:?}");
+        assert_eq!(small.block, large.block);
+        assert!(
+            launches[1]
+                .to_string()
+                .starts_with(&format!("vector_add_f32<<<({}, 1, 1), (", large.grid.x)),
+            "{}",
+            launches[1]
+        );
+        assert!(take_launches().is_empty());
+    }
 }

@@ -302,8 +302,15 @@ fn block_allreduce<R: Reduce>(value: R) -> R {
 
 /// Thread 0 loads a per-row value (from HBM, once per row rather than once per thread), and every
 /// thread of the block receives it through shared memory. Call at most once per kernel.
+///
+/// `load` is `Fn`, not `FnOnce`, on purpose: an `FnOnce` would be moved only inside the `if`, so
+/// MIR would carry a drop flag for it past the barrier, and rustc's MIR JumpThreading pass copies
+/// the `sync_threads()` into both arms to settle that flag (rust-lang/rust#137086): thread 0 and
+/// the others then wait at two different `bar.sync`, undefined behaviour for the aligned barrier.
+/// Called through `&load`, the closure is dropped on every path and there is no flag. See
+/// docs/toolchain.md; `cargo xtask ptxas` checks the PTX for it.
 #[inline(always)]
-fn broadcast_from_thread0<V: Copy>(load: impl FnOnce() -> V) -> V {
+fn broadcast_from_thread0<V: Copy>(load: impl Fn() -> V) -> V {
     const { assert!(size_of::<V>() <= size_of::<u64>()) };
     let cell = shared_array![softmax_broadcast: [u64; 1]].cast::<V>();
     if thread_idx_x() == 0 {

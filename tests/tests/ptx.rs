@@ -188,49 +188,8 @@ fn softmax<T: SoftmaxElement + Bits>(from: fn(f32) -> T) {
                 );
                 Ok((bits(rt, &y), c))
             };
-            if variant == Softmax::Fused {
-                same(&what, Arch::Sm90, run);
-            } else {
-                same_or_issue_12_divergence(&what, run);
-            }
+            same(&what, Arch::Sm90, run);
         }
-    }
-}
-
-/// The naive and online softmax launch `softmax_row_sum_exp_*` and `softmax_normalise_*`, whose
-/// PTX (built by the toolchain before issue 12's fix) has `broadcast_from_thread0`'s barrier
-/// copied into both arms of `if tid.x == 0`: the PTX backend must then report exactly that
-/// divergence, at two `bar.sync` lines of one of those kernels; with a fixed build, the PTX must
-/// agree with the source.
-fn same_or_issue_12_divergence(what: &str, run: impl Fn(&Runtime) -> host::Result<Run>) {
-    let program = Program::embedded(Arch::Sm90);
-    match run(&Runtime::ptx(program)) {
-        Ok(_) => same(what, Arch::Sm90, run),
-        Err(host::Error::Emulator(e)) => {
-            let EmuErrorKind::BarrierDivergence { waiting, elsewhere } = &e.kind else {
-                panic!("{what}: {e}");
-            };
-            assert!(
-                e.kernel.starts_with("softmax_row_sum_exp_")
-                    || e.kernel.starts_with("softmax_normalise_"),
-                "{what}: {e}"
-            );
-            let SiteKind::Ptx(at) = waiting[0].1.kind() else {
-                panic!("a PTX barrier: {e}")
-            };
-            assert_eq!(at.text, "bar.sync 0", "{e}");
-            assert_eq!(
-                waiting[0].0.x, 0,
-                "thread 0 alone takes the tid == 0 arm: {e}"
-            );
-            assert!(
-                elsewhere[0]
-                    .1
-                    .contains("waits at a different barrier, PTX line"),
-                "{e}"
-            );
-        }
-        Err(e) => panic!("{what}: {e}"),
     }
 }
 

@@ -73,12 +73,10 @@ impl Dtype for bf16 {
     }
 }
 
-/// Runs `variant` on a fresh emulator: the output and the launch's counters.
-/// On the source emulator even under `KERNELS_BACKEND=ptx`: the naive and online variants'
-/// PTX has issue 12's divergent barrier until the build is fixed; tests/ptx.rs runs every variant
-/// on the PTX backend against this one.
+/// Runs `variant` on a fresh counting runtime (the PTX backend under `KERNELS_BACKEND=ptx`):
+/// the output and the launch's counters.
 fn run<T: Dtype>(variant: Variant, x: &[T], rows: usize, cols: usize) -> (Vec<T>, LaunchCounters) {
-    let rt = Runtime::emulator();
+    let (rt, _) = suite::counting();
     let xd = rt.upload(x).unwrap();
     let mut yd = rt.alloc::<T>(x.len()).unwrap();
     let mut stats = RowStats::new(&rt, rows).unwrap();

@@ -15,6 +15,14 @@ use crate::ptxas::target_dir;
 
 const RUN_SH: &str = include_str!("../bundle/run.sh");
 const BASELINES_PY: &str = include_str!("../bundle/baselines.py");
+/// Stand-ins for the GPU machine's tools in the CPU check (`run.sh --check`).
+const CHECK_TOOLS: [(&str, &str); 2] = [
+    (
+        "compute-sanitizer",
+        include_str!("../bundle/check/compute-sanitizer"),
+    ),
+    ("ncu", include_str!("../bundle/check/ncu")),
+];
 /// What the device machine accepts in one call.
 const SIZE_LIMIT: u64 = 64 * 1024 * 1024;
 
@@ -23,7 +31,9 @@ pub struct BundleArgs {
     /// Where to write the bundle (default: target/device-bundle).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Then run the bundle here, in its CPU mode (the emulator; baselines skipped), as a check.
+    /// Then run the bundle here as a check, in its CPU mode: the emulator, stand-ins for
+    /// compute-sanitizer and ncu, synthetic baselines; fails unless every stage ran to its end
+    /// and every row was matched to its baseline.
     #[arg(long)]
     check: bool,
     /// Time budget for `--check`, seconds.
@@ -42,11 +52,15 @@ pub fn run(args: &BundleArgs) -> Result<(), String> {
     };
     std::fs::create_dir_all(out.join("bin")).map_err(io(&out))?;
     std::fs::create_dir_all(out.join("ptx")).map_err(io(&out))?;
+    std::fs::create_dir_all(out.join("check")).map_err(io(&out))?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let bin = out.join("bin/xtask");
     std::fs::copy(&exe, &bin).map_err(io(&bin))?;
     write_exec(&out.join("run.sh"), RUN_SH)?;
     write_exec(&out.join("baselines.py"), BASELINES_PY)?;
+    for (name, text) in CHECK_TOOLS {
+        write_exec(&out.join("check").join(name), text)?;
+    }
     for arch in Arch::ALL {
         let p = out.join(format!("ptx/kernels-{}.ptx", arch.name()));
         std::fs::write(&p, arch.ptx()).map_err(io(&p))?;
@@ -71,9 +85,11 @@ pub fn run(args: &BundleArgs) -> Result<(), String> {
     }
     if args.check {
         let results = out.join("results-cpu");
+        // A previous check's files must not pass for this one's.
+        let _ = std::fs::remove_dir_all(&results);
         let start = Instant::now();
         let status = Command::new(out.join("run.sh"))
-            .args(["--budget", &args.budget.to_string(), "--out"])
+            .args(["--check", "--budget", &args.budget.to_string(), "--out"])
             .arg(&results)
             .env("KERNELS_BACKEND", "auto")
             .status()
@@ -81,14 +97,11 @@ pub fn run(args: &BundleArgs) -> Result<(), String> {
         let stages = std::fs::read_to_string(results.join("stages.txt")).unwrap_or_default();
         if !status.success() || !results.join("results.json").exists() {
             return Err(format!(
-                "the bundle's CPU-mode run failed ({status}); stages:\n{stages}"
+                "the bundle's CPU-mode check failed ({status}); stages:\n{stages}"
             ));
         }
-        if stages.contains("failed") {
-            return Err(format!("a stage failed in CPU mode:\n{stages}"));
-        }
         println!(
-            "CPU-mode run: {:.0} s end to end, results in {}",
+            "CPU-mode check: every stage ran, {:.0} s end to end, results in {}",
             start.elapsed().as_secs_f64(),
             results.display()
         );

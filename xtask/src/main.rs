@@ -2,23 +2,28 @@
 //!
 //! - `run`: every kernel at realistic sizes, checked against its CPU reference, timed on a GPU
 //!   or modelled on the CPU emulator, read against the roofline.
-//! - `ptxas`: assembles the kernels' PTX with NVIDIA's ptxas and reports registers and spills.
+//! - `ptxas`: checks the kernels' PTX for barriers under divergent branches, assembles it with
+//!   NVIDIA's ptxas and reports registers and spills.
 //! - `hierarchy`: each level of the memory pyramid measured, beside the vendor figures.
 //! - `roofline`: the roofline calculator.
 //! - `trace-softmax`: the online-softmax recurrence, one score at a time.
 //! - `inspect`: the emulator as a profiler, per source line of a kernel.
+//! - `summarize`: the device bundle's last step, each row beside its vendor baseline.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
 //! - `device-bundle`: the one folder a short GPU window needs.
 
+mod baseline;
 mod bundle;
 mod cases;
 mod emu_speed;
 mod hierarchy;
 mod inspect;
 mod plot;
+mod ptx_check;
 mod ptxas;
 mod roofline;
 mod run;
+mod summary;
 mod trace_softmax;
 
 use std::process::ExitCode;
@@ -36,7 +41,8 @@ struct Cli {
 enum Command {
     /// Run every kernel, check it against its CPU reference and report it against the roofline.
     Run(run::RunArgs),
-    /// Assemble every kernel with ptxas for sm_90; fail on an assembly error or any spill.
+    /// Check the PTX for barriers under divergent branches, then assemble every kernel with ptxas
+    /// for sm_90; fail on a finding, an assembly error or any spill.
     Ptxas(ptxas::PtxasArgs),
     /// Measure each level of the memory pyramid on this GPU, beside the vendor figures.
     Hierarchy(hierarchy::HierarchyArgs),
@@ -46,6 +52,12 @@ enum Command {
     TraceSoftmax(trace_softmax::TraceSoftmaxArgs),
     /// Profile one kernel on the emulator: coalescing, bank conflicts and traffic per source line.
     Inspect(inspect::InspectArgs),
+    /// The device bundle's summary: each row beside its vendor baseline at the same shape, the
+    /// sanitizers' verdicts per case, and the findings.
+    Summarize(summary::SummarizeArgs),
+    /// The cases of a run, in this process (what `run` starts in a child process).
+    #[command(hide = true)]
+    RunCases(run::CasesArgs),
     /// Measure the emulator's own speed (wall time on this machine's CPUs).
     EmuSpeed(emu_speed::EmuSpeedArgs),
     /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
@@ -54,6 +66,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse_from(trace_softmax::escape_minus_infinity(std::env::args()));
     let result = match &cli.command {
         Command::Run(args) => run::run(args),
@@ -62,6 +75,8 @@ fn main() -> ExitCode {
         Command::Roofline(args) => roofline::run(args),
         Command::TraceSoftmax(args) => trace_softmax::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Summarize(args) => summary::run(args),
+        Command::RunCases(args) => run::run_cases(args),
         Command::EmuSpeed(args) => emu_speed::run(args),
         Command::DeviceBundle(args) => bundle::run(args),
     };
@@ -71,5 +86,16 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Output piped into a reader that stops early (`cargo xtask inspect copy_words | head -1`) ends
+/// the program quietly, as it ends any Unix tool: the Rust runtime ignores SIGPIPE, so that every
+/// `println!` after the reader left would panic; the default action is restored instead.
+fn quiet_on_broken_pipe() {
+    #[cfg(unix)]
+    // SAFETY: sets the disposition of one signal to its default, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -94,6 +94,7 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
         .into_iter()
         .find(|a| a.name() == args.arch)
         .expect("clap checked the value");
+    crate::ptx_check::run(arch)?;
     let reports = reports(arch)?;
     let expected = host::ptx::entry_points(arch.ptx());
     println!("ptxas -arch={} on {} kernels", arch.name(), reports.len());

@@ -1,15 +1,18 @@
 //! `cargo xtask run`: every kernel, checked, timed (GPU) or modelled (emulator), on the roofline.
 
-use std::time::Instant;
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use host::bench::{self, BenchConfig, Timing};
 use host::cost::{Bound, Roofline};
-use host::emu::LaunchCounters;
 use host::specs::GpuSpec;
 use host::{Runtime, runtime::Backend};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::baseline::{self, Baseline};
 use crate::cases::{self, Scale};
 use crate::plot;
 use crate::ptxas::report_dir;
@@ -20,9 +23,12 @@ pub struct RunArgs {
     /// (this flag overrides it); on the emulator, the device the modelled figures are for.
     #[arg(long, default_value = "h100")]
     device: String,
-    /// Run only the kernels whose name contains this.
-    #[arg(long)]
-    only: Option<String>,
+    /// Run only the kernels whose name contains one of these (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Leave out the kernels whose name contains one of these (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<String>,
     /// Problem sizes: `full` (hundreds of MB, the default on a GPU) or `small` (the emulator's
     /// default; on a GPU, a quick correctness pass).
     #[arg(long, value_parser = ["full", "small"])]
@@ -33,12 +39,37 @@ pub struct RunArgs {
     /// Timed runs per kernel on a GPU.
     #[arg(long, default_value_t = 20)]
     runs: usize,
+    /// Seconds one case may take before its process is stopped and the case reported as hung.
+    #[arg(long, default_value_t = 300)]
+    case_timeout: u64,
+}
+
+/// The cases of a run, executed in a child process of `cargo xtask run` (hidden subcommand
+/// `run-cases`): one JSON line per case on stdout. The process stops after a case that may
+/// have left the CUDA state broken (a sticky fault), so that the next case starts clean.
+#[derive(clap::Args)]
+pub struct CasesArgs {
+    #[arg(long)]
+    device: String,
+    #[arg(long)]
+    scale: ScaleArg,
+    #[arg(long)]
+    runs: usize,
+    /// Indices into `cases::all()`, run in this order.
+    #[arg(long, value_delimiter = ',', required = true)]
+    cases: Vec<usize>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ScaleArg {
+    Gpu,
+    Emulator,
 }
 
 /// One row of the report.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Row {
-    kernel: &'static str,
+    kernel: String,
     shape: String,
     /// `true` when `roofline` holds a GPU measurement, `false` when it is modelled.
     measured: bool,
@@ -46,10 +77,15 @@ struct Row {
     roofline: Roofline,
     cost: host::cost::Cost,
     /// The emulator's counts for one run (emulator only).
-    counters: Option<LaunchCounters>,
+    counters: Option<serde_json::Value>,
     /// Seconds the emulator took on this machine's CPUs (emulator only).
     emulator_seconds: Option<f64>,
     check: Result<String, String>,
+    /// The case's distinct launches, as `kernel<<<grid, block, shared>>>`.
+    launches: Vec<String>,
+    /// The vendor operation this row is read against, at its shape and element type, or why
+    /// there is none.
+    baseline: Result<Baseline, String>,
 }
 
 #[derive(Serialize)]
@@ -57,14 +93,29 @@ struct Report<'a> {
     backend: String,
     roofline_device: &'a GpuSpec,
     rows: Vec<Row>,
-    /// Kernels that could not be run at all (a launch or setup error), with why.
+    /// Kernels that could not be run at all (a launch or setup error, a fault, a crash), with why.
     failures: Vec<Failure>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Failure {
-    kernel: &'static str,
+    kernel: String,
     error: String,
+    /// The launches of the case, oldest first, as `kernel<<<grid, block, shared>>>`: on a GPU a
+    /// fault surfaces at a later call than the launch that caused it, so all are named.
+    launches: Vec<String>,
+}
+
+/// How a child's result line starts (`CaseResult`'s first field).
+const RESULT_START: &str = "{\"index\":";
+
+/// What a child process says of one case.
+#[derive(Serialize, Deserialize)]
+struct CaseResult {
+    index: usize,
+    outcome: Result<Row, Failure>,
+    /// The case may have left the process's CUDA state broken: the process runs nothing more.
+    poisoned: bool,
 }
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
@@ -76,6 +127,16 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     };
     if scale == Scale::Gpu && !rt.is_gpu() {
         return Err("--scale full needs a GPU: the emulator runs the small sizes".into());
+    }
+    let all = cases::all();
+    let selected: Vec<usize> = (0..all.len())
+        .filter(|&i| {
+            let matches = |list: &[String]| list.iter().any(|o| all[i].kernel.contains(o.as_str()));
+            (args.only.is_empty() || matches(&args.only)) && !matches(&args.skip)
+        })
+        .collect();
+    if selected.is_empty() {
+        return Err(no_kernel_left(args, &all));
     }
     match rt.backend() {
         Backend::Emulator(_) => println!(
@@ -97,15 +158,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             spec.name
         ),
     }
-    let specs: Vec<_> = cases::all()
-        .into_iter()
-        .filter(|c| {
-            args.only
-                .as_ref()
-                .is_none_or(|o| c.kernel.contains(o.as_str()))
-        })
-        .collect();
-    let bar = ProgressBar::new(specs.len() as u64)
+    // The cases run in child processes, on the backend found here: this process lets its go.
+    let (backend, is_gpu) = (rt.device_name(), rt.is_gpu());
+    drop(rt);
+    let bar = ProgressBar::new(selected.len() as u64)
         .with_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     let path = args
         .json
@@ -116,31 +172,46 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     let mut report = Report {
-        backend: rt.device_name(),
+        backend,
         roofline_device: spec,
         rows: Vec::new(),
         failures: Vec::new(),
     };
-    for spec_case in &specs {
-        bar.set_message(spec_case.kernel);
-        match run_case(&rt, spec_case, scale, spec, args.runs) {
+    let child = ChildArgs {
+        device: &args.device,
+        backend: child_backend(is_gpu),
+        scale: match scale {
+            Scale::Gpu => ScaleArg::Gpu,
+            Scale::Emulator => ScaleArg::Emulator,
+        },
+        runs: args.runs,
+        timeout: Duration::from_secs(args.case_timeout),
+    };
+    run_isolated(&child, &all, &selected, |result| {
+        bar.set_message(all[result.index].kernel);
+        match result.outcome {
             Ok(row) => report.rows.push(row),
             // Reported, and the run goes on: one broken kernel must not cost the others' figures.
-            Err(error) => {
-                bar.println(format!("{}: FAILED: {error}", spec_case.kernel));
-                report.failures.push(Failure {
-                    kernel: spec_case.kernel,
-                    error,
-                });
+            Err(failure) => {
+                let message = failure_lines(&failure);
+                if bar.is_hidden() {
+                    eprintln!("{message}");
+                } else {
+                    bar.println(message);
+                }
+                report.failures.push(failure);
             }
         }
         // Written after every case, so a run stopped at its time budget keeps what it has.
         let json = serde_json::to_string_pretty(&report).expect("report serialises");
-        std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         bar.inc(1);
-    }
+        std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    })?;
     bar.finish_and_clear();
-    print_table(&report.rows, rt.is_gpu());
+    print_table(&report.rows, is_gpu);
+    for failure in &report.failures {
+        println!("{}", failure_lines(failure));
+    }
     if report
         .rows
         .iter()
@@ -149,23 +220,28 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         attention_sweep(&report.rows, spec);
     }
     println!("JSON report: {}", path.display());
-    let svg = path.with_file_name("roofline.svg");
+    // `roofline.svg` beside `run.json`; `headline-roofline.svg` beside `headline.json`, so that the
+    // bundle's several runs keep their own charts.
+    let svg = match path.file_stem().and_then(|s| s.to_str()) {
+        Some("run") | None => path.with_file_name("roofline.svg"),
+        Some(stem) => path.with_file_name(format!("{stem}-roofline.svg")),
+    };
     // One point per kernel (its first, headline shape): a sweep's points would sit on each other.
     let mut seen = std::collections::HashSet::new();
     let points: Vec<_> = report
         .rows
         .iter()
-        .filter(|r| seen.insert(r.kernel))
+        .filter(|r| seen.insert(r.kernel.as_str()))
         .map(|r| plot::RooflinePoint {
-            label: r.kernel.to_string(),
+            label: r.kernel.clone(),
             intensity: r.roofline.intensity,
             flops_per_second: r.roofline.flops_per_second,
             unit: r.cost.unit,
             measured: r.measured,
         })
         .collect();
-    let how = if rt.is_gpu() {
-        format!("measured on {}", rt.device_name())
+    let how = if is_gpu {
+        format!("measured on {}", report.backend)
     } else {
         "MODELLED at the roofline bound (no GPU)".to_string()
     };
@@ -181,8 +257,8 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         .rows
         .iter()
         .filter(|r| r.check.is_err())
-        .map(|r| r.kernel)
-        .chain(report.failures.iter().map(|f| f.kernel))
+        .map(|r| r.kernel.as_str())
+        .chain(report.failures.iter().map(|f| f.kernel.as_str()))
         .collect();
     if failed.is_empty() {
         Ok(())
@@ -191,6 +267,221 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             "failed or differ from the CPU reference: {failed:?}"
         ))
     }
+}
+
+/// A failed case as the run prints it: kernel, error, then each launch of the case.
+fn failure_lines(failure: &Failure) -> String {
+    let mut text = format!("{}: FAILED: {}", failure.kernel, failure.error);
+    for launch in &failure.launches {
+        text.push_str(&format!("\n    launched: {launch}"));
+    }
+    text
+}
+
+/// The error of a selection that leaves no case, with every kernel's name, once each.
+fn no_kernel_left(args: &RunArgs, all: &[cases::CaseSpec]) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let names: Vec<_> = all
+        .iter()
+        .map(|c| c.kernel)
+        .filter(|k| seen.insert(*k))
+        .collect();
+    let mut filters = format!("--only {}", args.only.join(","));
+    if !args.skip.is_empty() {
+        filters.push_str(&format!(" --skip {}", args.skip.join(",")));
+    }
+    format!(
+        "no kernel left by {filters}; the kernels are: {}",
+        names.join(", ")
+    )
+}
+
+/// The backend a child runs on: the one `KERNELS_BACKEND` names, or under `auto` the one this
+/// process found, so that a child never falls back to the emulator at GPU sizes.
+fn child_backend(is_gpu: bool) -> String {
+    match std::env::var(host::runtime::BACKEND_VAR).as_deref() {
+        Ok("") | Ok("auto") | Err(_) if is_gpu => "gpu".to_string(),
+        Ok("") | Ok("auto") | Err(_) => "emulator".to_string(),
+        Ok(named) => named.to_string(),
+    }
+}
+
+/// How the parent starts its child processes.
+struct ChildArgs<'a> {
+    device: &'a str,
+    /// `KERNELS_BACKEND` for the child.
+    backend: String,
+    scale: ScaleArg,
+    runs: usize,
+    timeout: Duration,
+}
+
+/// Runs the `selected` cases in child processes, in order, handing each case's result to
+/// `record` as it comes. One child runs case after case until one poisons it (a driver error),
+/// crashes it or hangs past the timeout; that case is reported as failed with why, and a fresh
+/// child goes on with the next. So a GPU fault costs one row, and the emulator's run pays for one
+/// process start, not one per case.
+fn run_isolated(
+    child: &ChildArgs,
+    all: &[cases::CaseSpec],
+    selected: &[usize],
+    mut record: impl FnMut(CaseResult) -> Result<(), String>,
+) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let mut pending = std::collections::VecDeque::from(selected.to_vec());
+    while !pending.is_empty() {
+        let list: Vec<String> = pending.iter().map(usize::to_string).collect();
+        let scale = match child.scale {
+            ScaleArg::Gpu => "gpu",
+            ScaleArg::Emulator => "emulator",
+        };
+        let mut process = std::process::Command::new(&exe)
+            .args(["run-cases", "--device", child.device, "--scale", scale])
+            .args([
+                "--runs",
+                &child.runs.to_string(),
+                "--cases",
+                &list.join(","),
+            ])
+            .env(host::runtime::BACKEND_VAR, &child.backend)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        let stdout = process.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut lost: Option<String> = None;
+        while let Some(&index) = pending.front() {
+            match rx.recv_timeout(child.timeout) {
+                // A tool the run is wrapped in (a profiler, a sanitizer) may write here too.
+                Ok(Ok(line)) if !line.starts_with(RESULT_START) => eprintln!("{line}"),
+                Ok(Ok(line)) => {
+                    let result: CaseResult = match serde_json::from_str(&line) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            lost = Some(format!("its process wrote an unreadable result ({e})"));
+                            break;
+                        }
+                    };
+                    if result.index != index {
+                        lost = Some(format!("its process reported case {}", result.index));
+                        break;
+                    }
+                    pending.pop_front();
+                    let poisoned = result.poisoned;
+                    record(result)?;
+                    if poisoned {
+                        break;
+                    }
+                }
+                Ok(Err(e)) => {
+                    lost = Some(format!("its process's output could not be read ({e})"));
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    lost = Some(format!(
+                        "no result within {} s: its process was stopped (a hang?)",
+                        child.timeout.as_secs()
+                    ));
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = process.wait().map_err(|e| e.to_string())?;
+                    lost = Some(format!("its process ended without a result ({status})"));
+                    break;
+                }
+            }
+        }
+        // Whatever the child was doing, it does no more: a poisoned or lost process is not reused.
+        let _ = process.kill();
+        let _ = process.wait();
+        if let Some(why) = lost {
+            let index = pending.pop_front().expect("the case in flight");
+            record(CaseResult {
+                index,
+                outcome: Err(Failure {
+                    kernel: all[index].kernel.to_string(),
+                    error: why,
+                    launches: Vec::new(),
+                }),
+                poisoned: true,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// `xtask run-cases`: the child's side of [`run_isolated`].
+pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
+    let rt = Runtime::from_env().map_err(|e| e.to_string())?;
+    let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
+    let scale = match args.scale {
+        ScaleArg::Gpu => Scale::Gpu,
+        ScaleArg::Emulator => Scale::Emulator,
+    };
+    let all = cases::all();
+    let mut out = std::io::stdout().lock();
+    for &index in &args.cases {
+        let case = all
+            .get(index)
+            .ok_or_else(|| format!("no case {index}: there are {}", all.len()))?;
+        host::runtime::take_launches();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_case(&rt, case, scale, spec, args.runs)
+        }));
+        // The case's buffers are freed by now: a deferred error is blamed on this case.
+        let settled = rt.settle();
+        let launches: Vec<String> = host::runtime::take_launches()
+            .iter()
+            .map(|l| l.to_string())
+            .collect();
+        let failure = |error: String, launches| Failure {
+            kernel: case.kernel.to_string(),
+            error,
+            launches,
+        };
+        let (outcome, poisoned) = match (result, settled) {
+            (Ok(Ok(row)), Ok(())) => (Ok(Row { launches, ..row }), false),
+            (Ok(Ok(_)), Err(e)) => (Err(failure(format!("after the case: {e}"), launches)), true),
+            (Ok(Err(e)), settled) => {
+                let poisoned = e.poisons_process() || settled.is_err();
+                (Err(failure(e.to_string(), launches)), poisoned)
+            }
+            // A panic is this case's failure; the process, in an unknown state, is not reused.
+            (Err(panic), _) => {
+                let why = format!("panicked: {}", panic_message(&*panic));
+                (Err(failure(why, launches)), true)
+            }
+        };
+        let line = serde_json::to_string(&CaseResult {
+            index,
+            outcome,
+            poisoned,
+        })
+        .expect("a result serialises");
+        writeln!(out, "{line}")
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("cannot report to the parent process: {e}"))?;
+        if poisoned {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 fn unknown_device(name: &str) -> String {
@@ -212,15 +503,14 @@ fn run_case(
     scale: Scale,
     spec: &GpuSpec,
     runs: usize,
-) -> Result<Row, String> {
-    let mut case = (spec_case.build)(rt, scale).map_err(|e| e.to_string())?;
+) -> host::Result<Row> {
+    let mut case = (spec_case.build)(rt, scale)?;
     let row = if rt.is_gpu() {
         let timing = bench::time_gpu(rt, BenchConfig { warmup: 3, runs }, || {
             (case.launch)(rt).map(|_| ())
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         Row {
-            kernel: case.kernel,
+            kernel: case.kernel.to_string(),
             shape: case.shape.clone(),
             measured: true,
             timing: Some(timing),
@@ -229,10 +519,12 @@ fn run_case(
             counters: None,
             emulator_seconds: None,
             check: (case.check)(rt),
+            launches: Vec::new(),
+            baseline: baseline::for_row(case.kernel, &case.shape),
         }
     } else {
         let start = Instant::now();
-        let counters = (case.launch)(rt).map_err(|e| e.to_string())?;
+        let counters = (case.launch)(rt)?;
         let seconds = start.elapsed().as_secs_f64();
         let mut check = (case.check)(rt).map(|s| format!("at {}: {s}", case.shape));
         if let (Some(c), Ok(summary)) = (&counters, &check) {
@@ -247,15 +539,17 @@ fn run_case(
             };
         }
         Row {
-            kernel: case.kernel,
+            kernel: case.kernel.to_string(),
             shape: case.gpu.0.clone(),
             measured: false,
             timing: None,
             roofline: Roofline::modelled(&case.gpu.1, spec),
             cost: case.gpu.1,
-            counters,
+            counters: counters.map(|c| serde_json::to_value(c).expect("counters serialise")),
             emulator_seconds: Some(seconds),
             check,
+            launches: Vec::new(),
+            baseline: baseline::for_row(case.kernel, &case.gpu.0),
         }
     };
     Ok(row)
@@ -311,12 +605,21 @@ fn print_table(rows: &[Row], measured: bool) {
 pub fn emu_speed() -> Result<(), String> {
     let program = host::ptx::exec::Program::from_env().map_err(|e| e.to_string())?;
     for rt in [Runtime::emulator(), Runtime::ptx(program)] {
-        let backend = match rt.backend() {
-            Backend::Ptx(p) => format!("PTX backend ({})", p.program().origin),
-            _ => "source emulator".to_string(),
+        let (name, emu) = match rt.backend() {
+            Backend::Ptx(p) => (
+                format!("PTX backend ({})", p.program().origin),
+                p.emulator().clone(),
+            ),
+            Backend::Emulator(emu) => ("source emulator".to_string(), emu.clone()),
+            Backend::Cuda(_) => unreachable!("both runtimes are emulated"),
         };
-        vector_add_speed(&rt, &backend)?;
-        attention_head_speed(&rt, &backend)?;
+        for races in [true, false] {
+            emu.set_global_race_check(races);
+            let on = if races { "on" } else { "off" };
+            let backend = format!("{name}, global race check {on}");
+            vector_add_speed(&rt, &backend)?;
+            attention_head_speed(&rt, &backend)?;
+        }
     }
     Ok(())
 }
@@ -361,34 +664,21 @@ fn vector_add_speed(rt: &Runtime, backend: &str) -> Result<(), String> {
         .upload(&host::reference::uniform(n, 2, -1.0, 1.0))
         .map_err(err)?;
     let mut c = rt.alloc::<f32>(n).map_err(err)?;
-    for races in [true, false] {
-        backend_emulator(rt).set_global_race_check(races);
-        let (t, rates) = ptx_rates(rt, || {
-            wall_clock(|| {
-                host::ops::elementwise::vector_add_f32(rt, &a, &b, &mut c)
-                    .map(|_| ())
-                    .map_err(err)
-            })
-        })?;
-        println!(
-            "{backend}, {} threads: vector_add_f32 of 1M elements (1M simulated GPU threads), global race check {}: median {} over {} runs ({:.1} M threads/s{rates})",
-            rayon_threads(),
-            if races { "on" } else { "off" },
-            duration(t.median),
-            t.runs,
-            n as f64 / t.median / 1e6
-        );
-    }
+    let (t, rates) = ptx_rates(rt, || {
+        wall_clock(|| {
+            host::ops::elementwise::vector_add_f32(rt, &a, &b, &mut c)
+                .map(|_| ())
+                .map_err(err)
+        })
+    })?;
+    println!(
+        "{backend}, {} threads: vector_add_f32 of 1M elements (1M simulated GPU threads): median {} over {} runs ({:.1} M threads/s{rates})",
+        rayon_threads(),
+        duration(t.median),
+        t.runs,
+        n as f64 / t.median / 1e6
+    );
     Ok(())
-}
-
-/// The emulator under either CPU backend (the PTX backend runs on the same block scheduler).
-pub(crate) fn backend_emulator(rt: &Runtime) -> &host::emu::Emulator {
-    match rt.backend() {
-        Backend::Emulator(emu) => emu,
-        Backend::Ptx(p) => p.emulator(),
-        Backend::Cuda(_) => unreachable!("emu-speed runs on the CPU backends"),
-    }
 }
 
 /// Median wall-clock time of three runs of `f` on the emulator, whose launches are synchronous
@@ -426,23 +716,19 @@ pub fn attention_head_speed(rt: &Runtime, backend: &str) -> Result<(), String> {
     );
     let mut o = rt.alloc::<f32>(shape.q_elems()).map_err(err)?;
     let mut lse = rt.alloc::<f32>(shape.lse_elems()).map_err(err)?;
-    for races in [true, false] {
-        backend_emulator(rt).set_global_race_check(races);
-        let (t, rates) = ptx_rates(rt, || {
-            wall_clock(|| {
-                attention::fused(rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
-                    .map(|_| ())
-                    .map_err(err)
-            })
-        })?;
-        println!(
-            "{backend}, {} threads: one attention head (256 queries x 256 keys, d = 64) through flash_attention_f32_d64, global race check {}: median {} over {} runs{rates}",
-            rayon_threads(),
-            if races { "on" } else { "off" },
-            duration(t.median),
-            t.runs
-        );
-    }
+    let (t, rates) = ptx_rates(rt, || {
+        wall_clock(|| {
+            attention::fused(rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
+                .map(|_| ())
+                .map_err(err)
+        })
+    })?;
+    println!(
+        "{backend}, {} threads: one attention head (256 queries x 256 keys, d = 64) through flash_attention_f32_d64: median {} over {} runs{rates}",
+        rayon_threads(),
+        duration(t.median),
+        t.runs
+    );
     Ok(())
 }
 

@@ -1,0 +1,261 @@
+//! Which vendor operation each row of `cargo xtask run` is read against, at the row's own shape
+//! and element type.
+//!
+//! A row carries a [`Baseline`] request: the operation (`matmul`, `sdpa`, ...), its dimensions
+//! read from the row's shape, its element type, and a key. The bundle's `baselines.py` measures
+//! each distinct request with PyTorch, and the summary matches rows to measurements by key, so a
+//! GEMM at 1024^3 is read against `torch.matmul` at 1024^3, never at 4096^3. A new kind of row
+//! needs one entry in [`MAPPING`]; a row without one is reported as unmatched, and the bundle's
+//! check (`cargo xtask device-bundle --check`) fails on it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A vendor measurement a row asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// The operation `baselines.py` knows: copy, add, strided_copy, transpose, softmax, matmul,
+    /// linear, sdpa.
+    pub op: String,
+    /// Element type: f32, bf16, f16, u32.
+    pub dtype: String,
+    /// The dimensions, named as `baselines.py` reads them.
+    pub dims: BTreeMap<String, usize>,
+    /// Causal mask (attention).
+    pub causal: bool,
+    /// The request in one string, which the measurement is filed under.
+    pub key: String,
+}
+
+/// How a family of kernels maps to a vendor operation.
+struct Entry {
+    /// Kernel names starting with this.
+    prefix: &'static str,
+    /// The operation, or why there is none.
+    op: Result<&'static str, &'static str>,
+    /// The numbers of the row's shape, named in the order the shape lists them.
+    dims: &'static [&'static str],
+    /// The element type when neither the shape nor the kernel name gives one.
+    dtype: Option<&'static str>,
+}
+
+/// The mapping, longest prefix first where two overlap.
+const MAPPING: &[Entry] = &[
+    entry(
+        "copy_strided",
+        "strided_copy",
+        &["n", "stride"],
+        Some("f32"),
+    ),
+    entry("copy_words", "copy", &["n"], Some("u32")),
+    entry("vector_add", "add", &["n"], None),
+    entry("transpose", "transpose", &["rows", "cols"], Some("f32")),
+    entry("softmax", "softmax", &["rows", "cols"], None),
+    entry("gemm", "matmul", &["m", "n", "k"], None),
+    // `M=1: 4096 -> 14336 bf16`: M rows of K inputs to N outputs, X W^T (`F.linear`).
+    entry("gemv", "linear", &["m", "k", "n"], None),
+    entry(
+        "attention",
+        "sdpa",
+        &["batch", "heads", "seq", "head_dim"],
+        None,
+    ),
+];
+
+const fn entry(
+    prefix: &'static str,
+    op: &'static str,
+    dims: &'static [&'static str],
+    dtype: Option<&'static str>,
+) -> Entry {
+    Entry {
+        prefix,
+        op: Ok(op),
+        dims,
+        dtype,
+    }
+}
+
+const DTYPES: [&str; 5] = ["f32", "bf16", "f16", "u32", "fp8"];
+
+/// The baseline of the row `kernel` at `shape` (as `cargo xtask run` writes it), or why there is
+/// none.
+pub fn for_row(kernel: &str, shape: &str) -> Result<Baseline, String> {
+    let entry = MAPPING
+        .iter()
+        .find(|e| kernel.starts_with(e.prefix))
+        .ok_or_else(|| {
+            format!("unmatched: no entry for `{kernel}` in xtask/src/baseline.rs MAPPING")
+        })?;
+    let op = entry.op.map_err(|why| format!("no baseline: {why}"))?;
+    let parsed = parse_shape(shape);
+    if parsed.numbers.len() != entry.dims.len() {
+        return Err(format!(
+            "unmatched: shape `{shape}` of `{kernel}` has {} numbers, `{op}` needs {} ({})",
+            parsed.numbers.len(),
+            entry.dims.len(),
+            entry.dims.join(", ")
+        ));
+    }
+    let from_name = kernel.split('_').find(|t| DTYPES.contains(t));
+    let dtype = parsed
+        .dtype
+        .or(from_name)
+        .or(entry.dtype)
+        .ok_or_else(|| format!("unmatched: no element type in `{kernel}` or `{shape}`"))?;
+    let dims: BTreeMap<String, usize> = entry
+        .dims
+        .iter()
+        .map(|d| d.to_string())
+        .zip(parsed.numbers)
+        .collect();
+    let mut key = format!("{op} {dtype}");
+    for name in entry.dims {
+        key.push_str(&format!(" {name}={}", dims[*name]));
+    }
+    if parsed.causal {
+        key.push_str(" causal");
+    }
+    Ok(Baseline {
+        op: op.to_string(),
+        dtype: dtype.to_string(),
+        dims,
+        causal: parsed.causal,
+        key,
+    })
+}
+
+/// What a row's shape string says.
+#[derive(Debug, PartialEq)]
+struct Shape<'a> {
+    numbers: Vec<usize>,
+    dtype: Option<&'a str>,
+    causal: bool,
+}
+
+/// Reads the shapes `cases.rs` writes: `8192 x 8192 f32`, `4x16x4096x128 bf16 causal`,
+/// `4096^3`, `256M elements`, `16M elements at stride 8`, `M=1: 4096 -> 14336 bf16`: every run
+/// of digits in order (`16M` is 16 x 2^20, `4096^3` three equal dimensions), an element-type
+/// word, `causal`; a parenthesised note is ignored.
+fn parse_shape(shape: &str) -> Shape<'_> {
+    let text = shape.split('(').next().unwrap_or_default();
+    let mut parsed = Shape {
+        numbers: Vec::new(),
+        dtype: None,
+        causal: false,
+    };
+    for word in text.split_whitespace() {
+        if word == "causal" {
+            parsed.causal = true;
+        } else if let Some(d) = DTYPES.iter().find(|d| **d == word) {
+            parsed.dtype = Some(d);
+        } else {
+            numbers(word, &mut parsed.numbers);
+        }
+    }
+    parsed
+}
+
+/// The numbers in `word`, in order: `4x16x4096x128`, `16M`, `4096^3`, `M=1:`.
+fn numbers(word: &str, out: &mut Vec<usize>) {
+    let bytes = word.as_bytes();
+    let digits_from = |i: usize| bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut i = 0;
+    while i < bytes.len() {
+        let len = digits_from(i);
+        if len == 0 {
+            i += 1;
+            continue;
+        }
+        let mut value: usize = word[i..i + len].parse().unwrap_or(usize::MAX);
+        i += len;
+        let mut repeat = 1;
+        match bytes.get(i) {
+            Some(b'M') => {
+                value = value.saturating_mul(1 << 20);
+                i += 1;
+            }
+            Some(b'^') if digits_from(i + 1) > 0 => {
+                let r = digits_from(i + 1);
+                repeat = word[i + 1..i + 1 + r].parse().unwrap_or(1);
+                i += 1 + r;
+            }
+            _ => {}
+        }
+        out.extend(std::iter::repeat_n(value, repeat));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_shape_form_of_the_cases() {
+        let cases = [
+            (
+                "gemm_tensor_core_bf16",
+                "1024^3 (no L2)",
+                "matmul bf16 m=1024 n=1024 k=1024",
+            ),
+            (
+                "attention_fused_f16",
+                "4x16x4096x128 f16",
+                "sdpa f16 batch=4 heads=16 seq=4096 head_dim=128",
+            ),
+            (
+                "attention_fused_bf16_causal",
+                "4x16x4096x128 bf16 causal",
+                "sdpa bf16 batch=4 heads=16 seq=4096 head_dim=128 causal",
+            ),
+            (
+                "softmax_online_bf16",
+                "32768 x 4096 bf16",
+                "softmax bf16 rows=32768 cols=4096",
+            ),
+            (
+                "copy_strided",
+                "16M elements at stride 8",
+                "strided_copy f32 n=16777216 stride=8",
+            ),
+            ("copy_words", "1048579 elements", "copy u32 n=1048579"),
+            ("vector_add_f16", "128M elements", "add f16 n=134217728"),
+            (
+                "gemv_bf16",
+                "M=1: 4096 -> 14336 bf16",
+                "linear bf16 m=1 k=4096 n=14336",
+            ),
+        ];
+        for (kernel, shape, key) in cases {
+            assert_eq!(for_row(kernel, shape).map(|b| b.key).as_deref(), Ok(key));
+        }
+    }
+
+    #[test]
+    fn a_new_kernel_or_shape_is_unmatched() {
+        let err = for_row("decode_gemv_bf16", "1 x 4096 x 4096 bf16").unwrap_err();
+        assert!(
+            err.starts_with("unmatched") && err.contains("MAPPING"),
+            "{err}"
+        );
+        let err = for_row("gemm_tiled_f32", "1024 x 512").unwrap_err();
+        assert!(
+            err.starts_with("unmatched") && err.contains("m, n, k"),
+            "{err}"
+        );
+    }
+
+    /// Every case of `cargo xtask run` has an entry (its shape is checked when the bundle's check
+    /// summarises a real run).
+    #[test]
+    fn every_case_has_a_mapping_entry() {
+        for case in crate::cases::all() {
+            assert!(
+                MAPPING.iter().any(|e| case.kernel.starts_with(e.prefix)),
+                "{} has no baseline entry",
+                case.kernel
+            );
+        }
+    }
+}
