@@ -1,9 +1,15 @@
 //! Cost models and the roofline: what a kernel must move and compute, and what a timing means.
 //!
-//! Every kernel declares a [`Cost`]: the bytes it must move across the HBM boundary and the
-//! FLOPs it does. The emulator's counters check the declaration (tests/cost_models.rs), and a
-//! timing turns it into GB/s, TFLOP/s and a fraction of the roofline bound
-//! `max(bytes / bandwidth, flops / peak)`.
+//! Every kernel declares a [`Cost`]: the bytes it must move across the HBM boundary, the FLOPs
+//! it does and the exponentials it takes. The emulator's counters check the bytes and FLOPs
+//! (tests/cost_models.rs), and a timing turns the cost into GB/s, TFLOP/s and a fraction of the
+//! roofline bound `max(bytes / bandwidth, flops / peak, exponentials / exponential rate)`.
+//!
+//! The third roof is the special function units': 16 `ex2` per clock per SM on Ampere, Hopper
+//! and Blackwell alike, while the tensor cores doubled twice. Softmax needs one exponential per
+//! score whatever the head dimension, so attention with a small head dimension on a Blackwell
+//! waits on its exponentials, not its matrix products (`cargo xtask roofline attention --seq 4096
+//! --head-dim 64 --gpu b200`).
 
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +35,9 @@ pub struct Cost {
     pub bytes_written: u64,
     /// Floating-point operations.
     pub flops: u64,
+    /// Exponentials (`ex2.approx` on the special function units), counted apart from the FLOPs
+    /// because they have a roof of their own ([`GpuSpec::exp_per_second`]).
+    pub exps: u64,
     /// Where the FLOPs run.
     pub unit: ComputeUnit,
 }
@@ -54,12 +63,37 @@ impl Cost {
         self.flops as f64 / gpu.peak_flops(self.unit)
     }
 
+    /// Seconds to take the exponentials at `gpu`'s special-function rate: the third roof.
+    pub fn exp_seconds(&self, gpu: &GpuSpec) -> f64 {
+        self.exps as f64 / gpu.exp_per_second()
+    }
+
+    /// The roofline's lower bound on the time: the slowest of the three roofs.
+    pub fn bound_seconds(&self, gpu: &GpuSpec) -> f64 {
+        self.memory_seconds(gpu)
+            .max(self.compute_seconds(gpu))
+            .max(self.exp_seconds(gpu))
+    }
+
+    /// Which roof [`bound_seconds`](Self::bound_seconds) comes from. Memory against compute is
+    /// the intensity against the ridge; the exponentials bind when their time is the longest.
+    pub fn bound(&self, gpu: &GpuSpec) -> Bound {
+        if self.exp_seconds(gpu) > self.memory_seconds(gpu).max(self.compute_seconds(gpu)) {
+            Bound::Exponential
+        } else if self.intensity() < gpu.ridge(self.unit) {
+            Bound::Memory
+        } else {
+            Bound::Compute
+        }
+    }
+
     /// The sum of two kernels' costs (e.g. the three launches of naive softmax).
     pub fn plus(self, other: Cost) -> Cost {
         Cost {
             bytes_read: self.bytes_read + other.bytes_read,
             bytes_written: self.bytes_written + other.bytes_written,
             flops: self.flops + other.flops,
+            exps: self.exps + other.exps,
             unit: self.unit,
         }
     }
@@ -72,6 +106,19 @@ pub enum Bound {
     Memory,
     /// Intensity above the ridge: limited by arithmetic.
     Compute,
+    /// Limited by the special function units' exponentials (softmax, attention).
+    Exponential,
+}
+
+impl Bound {
+    /// The name reports print.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Memory => "memory",
+            Bound::Compute => "compute",
+            Bound::Exponential => "exponentials",
+        }
+    }
 }
 
 /// A timing (measured or modelled) read against the roofline of one device.
@@ -85,7 +132,7 @@ pub struct Roofline {
     pub flops_per_second: f64,
     /// FLOPs per HBM byte.
     pub intensity: f64,
-    /// Memory- or compute-bound on this device.
+    /// Memory-, compute- or exponential-bound on this device.
     pub bound: Bound,
     /// The roofline's lower bound on the time.
     pub bound_seconds: f64,
@@ -96,17 +143,13 @@ pub struct Roofline {
 impl Roofline {
     /// Reads `seconds` for `cost` against `gpu`.
     pub fn new(cost: &Cost, gpu: &GpuSpec, seconds: f64) -> Self {
-        let bound_seconds = cost.memory_seconds(gpu).max(cost.compute_seconds(gpu));
+        let bound_seconds = cost.bound_seconds(gpu);
         Self {
             seconds,
             bytes_per_second: cost.bytes() as f64 / seconds,
             flops_per_second: cost.flops as f64 / seconds,
             intensity: cost.intensity(),
-            bound: if cost.intensity() < gpu.ridge(cost.unit) {
-                Bound::Memory
-            } else {
-                Bound::Compute
-            },
+            bound: cost.bound(gpu),
             bound_seconds,
             fraction_of_roofline: bound_seconds / seconds,
         }
@@ -114,11 +157,7 @@ impl Roofline {
 
     /// The modelled figure: the kernel running exactly at the roofline bound.
     pub fn modelled(cost: &Cost, gpu: &GpuSpec) -> Self {
-        Self::new(
-            cost,
-            gpu,
-            cost.memory_seconds(gpu).max(cost.compute_seconds(gpu)),
-        )
+        Self::new(cost, gpu, cost.bound_seconds(gpu))
     }
 }
 
@@ -137,6 +176,7 @@ mod tests {
             bytes_read: 4 * n,
             bytes_written: 2 * n,
             flops: n,
+            exps: 0,
             unit: ComputeUnit::CudaCoreF32,
         };
         assert!((cost.intensity() - 1.0 / 6.0).abs() < 1e-12);
@@ -152,11 +192,50 @@ mod tests {
             bytes_read: 1 << 30,
             bytes_written: 0,
             flops: 1 << 50,
+            exps: 0,
             unit: ComputeUnit::TensorCore16,
         };
         let bound = Roofline::modelled(&cost, spec());
         assert_eq!(bound.bound, Bound::Compute);
         let slow = Roofline::new(&cost, spec(), 2.0 * bound.seconds);
         assert!((slow.fraction_of_roofline - 0.5).abs() < 1e-12);
+    }
+
+    /// One head of attention at T = 4096: 4·T²·d FLOPs on the tensor cores and T² exponentials.
+    /// Hopper has 4096 tensor FLOPs per clock per SM for 16 exponentials (256 to one), Blackwell
+    /// 8192 (512 to one): at d = 64 (256 FLOPs per score) the exponentials bind on the B200.
+    #[test]
+    fn exponentials_bind_small_head_attention_on_blackwell_not_hopper() {
+        let t = 4096u64;
+        let attention = |d: u64| Cost {
+            bytes_read: 3 * t * d * 2,
+            bytes_written: t * d * 2,
+            flops: 4 * t * t * d,
+            exps: t * t,
+            unit: ComputeUnit::TensorCore16,
+        };
+        let b200 = GpuSpec::find("b200").unwrap();
+        let r = Roofline::modelled(&attention(64), b200);
+        assert_eq!(r.bound, Bound::Exponential);
+        // 16.8 M exponentials at 16 x 148 x 1.98 GHz = 4.69 T/s.
+        let exp_s = (t * t) as f64 / (16.0 * 148.0 * 1.98e9);
+        assert!(
+            (r.bound_seconds - exp_s).abs() < 1e-12,
+            "{}",
+            r.bound_seconds
+        );
+        assert_eq!(
+            Roofline::modelled(&attention(128), b200).bound,
+            Bound::Compute
+        );
+        assert_eq!(
+            Roofline::modelled(&attention(64), spec()).bound,
+            Bound::Compute
+        );
+        let no_exps = Cost {
+            exps: 0,
+            ..attention(64)
+        };
+        assert_eq!(Roofline::modelled(&no_exps, b200).bound, Bound::Compute);
     }
 }

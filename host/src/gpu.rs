@@ -346,6 +346,48 @@ impl Gpu {
             .map_err(driver("cuEventCreate"))
     }
 
+    /// Seconds for one host-to-device and one device-to-host copy of all of `buf` through
+    /// page-locked (pinned) host memory. The copy engines read and write pinned pages directly;
+    /// from pageable memory ([`copy_to_device`](Self::copy_to_device)) the driver stages each
+    /// chunk through a pinned buffer of its own first, which is why the two differ.
+    pub fn pinned_copy_seconds(&self, buf: &mut DeviceBuffer<u32>) -> Result<(f64, f64)> {
+        let len = buf.len();
+        let Storage::Cuda(slice) = &mut buf.storage else {
+            unreachable!("a GPU runtime's buffer")
+        };
+        // SAFETY: the memory is filled before anything reads it. Flags 0: plain pinned memory
+        // (write-combined pages would make the device-to-host copy's host reads slow).
+        let mut host = unsafe { self.ctx.alloc_pinned_with_flags::<u32>(len.max(1), 0) }
+            .map_err(driver("cuMemHostAlloc"))?;
+        host.as_mut_slice()
+            .map_err(driver("cuEventSynchronize"))?
+            .fill(1);
+        let time = |copy: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
+            let (start, end) = (self.timing_event()?, self.timing_event()?);
+            start
+                .record(&self.stream)
+                .map_err(driver("cuEventRecord"))?;
+            copy()?;
+            end.record(&self.stream).map_err(driver("cuEventRecord"))?;
+            end.synchronize().map_err(driver("cuEventSynchronize"))?;
+            let ms = start
+                .elapsed_ms(&end)
+                .map_err(driver("cuEventElapsedTime"))?;
+            Ok(f64::from(ms) * 1e-3)
+        };
+        let h2d = time(&mut || {
+            self.stream
+                .memcpy_htod(&host, &mut slice.slice_mut(..len))
+                .map_err(driver("cuMemcpyHtoDAsync"))
+        })?;
+        let d2h = time(&mut || {
+            self.stream
+                .memcpy_dtoh(&slice.slice(..len), &mut host)
+                .map_err(driver("cuMemcpyDtoHAsync"))
+        })?;
+        Ok((h2d, d2h))
+    }
+
     /// Overwrites `scratch` so the next timed launch finds none of its data in L2.
     pub fn flush_l2(&self, scratch: &DeviceBuffer<u32>) -> Result<()> {
         let Storage::Cuda(slice) = &scratch.storage else {

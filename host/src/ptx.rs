@@ -61,9 +61,41 @@ pub fn entry_points(ptx: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The PTX text of entry point `name`: from its `.entry` line to the next entry (or the end).
+pub fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
+    let start = ptx.find(&format!(".visible .entry {name}("))?;
+    let rest = &ptx[start..];
+    let end = rest[1..]
+        .find(".visible .entry ")
+        .map_or(rest.len(), |e| e + 1);
+    Some(&rest[..end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The FMA-exponential attention kernel hands half of a score tile's exponentials to the
+    /// FMA units: per key tile the `ex2.approx` kernel issues 32 (its 8 pieces x 4 scores per
+    /// lane) plus 2 rescales, the variant 16 plus 2.
+    #[test]
+    fn the_fma_variant_issues_half_the_ex2() {
+        let count = |name: &str| {
+            entry_body(Arch::Sm90.ptx(), name)
+                .unwrap_or_else(|| panic!("{name} in the PTX"))
+                .matches("ex2.approx")
+                .count()
+        };
+        let (sfu, fma) = (
+            count("flash_attention_bf16_d64"),
+            count("flash_attention_bf16_poly_d64"),
+        );
+        assert_eq!(
+            (sfu, fma),
+            (34, 18),
+            "ex2.approx in the PTX of the SFU and FMA kernels"
+        );
+    }
 
     #[test]
     fn every_arch_has_the_same_entry_points() {

@@ -1,9 +1,12 @@
 //! Vendor figures for the GPUs the roofline is drawn for. Dense (no sparsity) peaks.
 //!
 //! This is the one table of published numbers in the project: the roofline calculator
-//! (`cargo xtask roofline`), the cost models and the benchmarks all read it. Sources: NVIDIA's
-//! datasheets and architecture whitepapers (A100, Hopper, Blackwell) and the CUDA programming
-//! guide's throughput table. Where NVIDIA publishes no figure the field's comment says so.
+//! (`cargo xtask roofline`), the cost models and the benchmarks all read it. Each row names its
+//! sources in a comment: NVIDIA's datasheets (which quote tensor peaks *with* 2:4 sparsity, so
+//! the dense figure here is half the datasheet's), the architecture whitepapers (A100, Hopper,
+//! Blackwell), the DGX user guides and the CUDA programming guide's throughput table (16
+//! `ex2`/clock/SM on compute capability 8.x, 9.0 and 10.0). Where NVIDIA publishes no figure
+//! the field's comment says so.
 
 use serde::Serialize;
 
@@ -38,9 +41,10 @@ pub struct GpuSpec {
     pub tensor_memory_per_sm: f64,
     /// Shared-memory bandwidth per SM, bytes per clock (32 banks x 4 bytes).
     pub shared_bytes_per_clock: f64,
-    /// Maximum boost clock of the SMs, Hz: the clock shared-memory bandwidth is quoted at. The
-    /// tensor peaks are quoted at a lower sustained clock (H100: 4096 x 132 x 1.83 GHz = 989
-    /// TFLOP/s), so `tensor_flops_per_clock_per_sm x sms x boost_clock_hz` overstates them.
+    /// Maximum boost clock of the SMs, Hz: the clock shared-memory bandwidth, the f32 peak and
+    /// the exponential roof are quoted at. The tensor peaks are quoted at a lower clock (H100:
+    /// 4096 x 132 x 1.83 GHz = 989.5 TFLOP/s; see [`GpuSpec::tensor_clock_hz`]), so
+    /// `tensor_flops_per_clock_per_sm x sms x boost_clock_hz` overstates them (1.07 PFLOP/s).
     pub boost_clock_hz: f64,
     /// Dense 16-bit tensor-core FLOPs per clock per SM.
     pub tensor_flops_per_clock_per_sm: f64,
@@ -63,6 +67,9 @@ const GBIT: f64 = 1e9 / 8.0;
 
 /// The table, oldest first.
 pub const GPUS: [GpuSpec; 4] = [
+    // NVIDIA A100 datasheet (SXM 80GB: 312 TFLOP/s bf16 dense, 19.5 f32, 2,039 GB/s, NVLink
+    // 600 GB/s, PCIe Gen4 64 GB/s, both directions summed) and the Ampere whitepaper (108 SMs,
+    // 164 KB shared of 192 KB L1 per SM, 40 MB L2, 1.41 GHz boost).
     GpuSpec {
         key: "a100",
         name: "A100 SXM 80GB",
@@ -85,10 +92,14 @@ pub const GPUS: [GpuSpec; 4] = [
         pcie_bandwidth: 32.0 * GB,
         network_bandwidth: 200.0 * GBIT,
     },
+    // NVIDIA H100 datasheet (SXM: bf16 1,979 and FP8 3,958 TFLOP/s *with sparsity*, so 989.5
+    // and 1,979 dense; 67 TFLOP/s f32; 80 GB at 3.35 TB/s; NVLink 900 GB/s and PCIe Gen5 128 GB/s,
+    // both directions summed) and the Hopper whitepaper (132 SMs, 228 KB shared of 256 KB L1 per
+    // SM, 50 MB L2, 1.98 GHz boost for the CUDA cores, 1.83 GHz behind the tensor peak).
     GpuSpec {
         key: "h100",
         name: "H100 SXM",
-        bf16_flops: 989.0 * TB,
+        bf16_flops: 989.5 * TB,
         fp8_flops: Some(1979.0 * TB),
         f32_flops: 67.0 * TB,
         hbm_bandwidth: 3.35 * TB,
@@ -107,10 +118,12 @@ pub const GPUS: [GpuSpec; 4] = [
         pcie_bandwidth: 64.0 * GB,
         network_bandwidth: 400.0 * GBIT,
     },
+    // NVIDIA H200 datasheet (SXM: the H100's compute, quoted with sparsity like it; 141 GB at
+    // 4.8 TB/s; NVLink 900 GB/s, PCIe Gen5 128 GB/s, both directions summed). Same GH100 SM.
     GpuSpec {
         key: "h200",
         name: "H200 SXM",
-        bf16_flops: 989.0 * TB,
+        bf16_flops: 989.5 * TB,
         fp8_flops: Some(1979.0 * TB),
         f32_flops: 67.0 * TB,
         hbm_bandwidth: 4.8 * TB,
@@ -129,6 +142,11 @@ pub const GPUS: [GpuSpec; 4] = [
         pcie_bandwidth: 64.0 * GB,
         network_bandwidth: 400.0 * GBIT,
     },
+    // NVIDIA HGX B200 datasheet (1,000 W: bf16 4.5 and FP8 9 PFLOP/s with sparsity, so 2.25 and
+    // 4.5 dense; 80 TFLOP/s f32; 8 TB/s; NVLink 1.8 TB/s both directions summed) and the DGX
+    // B200 user guide (1,440 GB over 8 GPUs: 180 GB each; the 192 GB of the launch material is
+    // the HBM3e fitted, not what a program can allocate). 148 SMs and 126 MB of L2 are in no
+    // datasheet: they are what the CUDA device query reports on a B200.
     GpuSpec {
         key: "b200",
         name: "B200",
@@ -136,7 +154,7 @@ pub const GPUS: [GpuSpec; 4] = [
         fp8_flops: Some(4500.0 * TB),
         f32_flops: 80.0 * TB,
         hbm_bandwidth: 8.0 * TB,
-        hbm_bytes: 192.0 * GB,
+        hbm_bytes: 180.0 * GB,
         sms: 148,
         shared_per_sm: 228.0 * KIB,
         l2_bytes: 126.0 * MIB,
@@ -172,6 +190,18 @@ impl GpuSpec {
         }
     }
 
+    /// The SM clock the vendor's dense 16-bit tensor peak implies: `bf16_flops ÷ (tensor FLOPs
+    /// per clock per SM × SMs)`, 1.83 GHz on an H100, below its 1.98 GHz boost clock.
+    pub fn tensor_clock_hz(&self) -> f64 {
+        self.bf16_flops / (self.tensor_flops_per_clock_per_sm * f64::from(self.sms))
+    }
+
+    /// Exponentials per second on the special function units: `ex2` per clock per SM × SMs ×
+    /// boost clock. The third roof of attention and softmax (the roofline's exponential bound).
+    pub fn exp_per_second(&self) -> f64 {
+        self.exp_per_clock_per_sm * f64::from(self.sms) * self.boost_clock_hz
+    }
+
     /// FLOPs per HBM byte at which a kernel of this kind of arithmetic stops being memory-bound.
     pub fn ridge(&self, unit: crate::cost::ComputeUnit) -> f64 {
         self.peak_flops(unit) / self.hbm_bandwidth
@@ -188,7 +218,7 @@ mod tests {
         let ridge = GpuSpec::find("h100")
             .unwrap()
             .ridge(ComputeUnit::TensorCore16);
-        assert!((ridge - 295.2).abs() < 0.1, "{ridge}");
+        assert!((ridge - 295.4).abs() < 0.1, "{ridge}");
     }
 
     #[test]
@@ -198,6 +228,14 @@ mod tests {
             assert!(g.bf16_flops <= at_boost * 1.001, "{}", g.key);
             assert!(g.bf16_flops >= at_boost * 0.9, "{}", g.key);
         }
+    }
+
+    #[test]
+    fn the_h100_tensor_peak_implies_1_83_ghz_and_the_sfus_4_2_tera_exp() {
+        let h100 = GpuSpec::find("h100").unwrap();
+        assert!((h100.tensor_clock_hz() - 1.830e9).abs() < 0.005e9);
+        // 16 per clock x 132 SMs x 1.98 GHz.
+        assert!((h100.exp_per_second() - 4.18e12).abs() < 0.01e12);
     }
 
     #[test]

@@ -16,6 +16,9 @@ use crate::{kernel, shared_array};
 
 /// Threads per block for the streaming kernels.
 pub const BLOCK_SIZE: u32 = 256;
+/// The pointer chases' launch: one warp, of which one thread walks (a whole warp so that the
+/// launch is an ordinary one; the other 31 lanes return at once).
+pub const CHASE_THREADS: u32 = 32;
 /// Words in the shared tile of [`shared_read`] and [`shared_pointer_chase`]: 32 KiB, small enough
 /// for several blocks per SM, and a whole number of 16-byte rows per thread.
 pub const SHARED_WORDS: usize = 8192;

@@ -128,7 +128,7 @@ pub fn exp_shifted(x: f32, m: f32) -> f32 {
 
 /// `exp(x - m)` through `exp` with the limits of [`exp_shifted`].
 #[inline(always)]
-fn shifted(x: f32, m: f32, exp: fn(f32) -> f32) -> f32 {
+pub(crate) fn shifted(x: f32, m: f32, exp: fn(f32) -> f32) -> f32 {
     if x == f32::NEG_INFINITY {
         0.0
     } else if x == m {

@@ -268,10 +268,10 @@ proptest! {
     /// bound (each is within one bound of the reference).
     #[test]
     fn naive_matches_the_reference_and_the_fused_kernel(problem in problem_strategy()) {
-        let (shape, causal) = (problem.shape, problem.params.causal);
+        let shape = problem.shape;
         let (o_naive, counters) = naive(&problem);
         check(&problem, &o_naive, None, &problem.reference(), 1.0).map_err(TestCaseError::fail)?;
-        assert_counts(counters, attention::naive_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+        assert_counts(counters, attention::naive_traffic(&shape)).map_err(TestCaseError::fail)?;
         let (o_fused, _, _) = fused(&problem);
         let naive_as_reference = AttentionOutput {
             o: o_naive.iter().map(|&x| f64::from(x)).collect(),
@@ -357,7 +357,7 @@ proptest! {
             let ok = if w == f64::NEG_INFINITY { g == f32::NEG_INFINITY } else { (f64::from(g) - w).abs() <= bound };
             prop_assert!(ok, "S[{row}][{j}] = {g}, reference {w}, bound {bound:e}");
         }
-        assert_counts(counters, attention::scores_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+        assert_counts(counters, attention::scores_traffic(&shape)).map_err(TestCaseError::fail)?;
     }
 
     /// Naive step 3, `O = P V`, given the reference's P rounded to f32: within the header's
@@ -376,7 +376,7 @@ proptest! {
         let counters = attention::probabilities_times_values(&rt, &p, &v, &mut o, &shape, &params).unwrap();
         let got = rt.download(&o).unwrap();
         check(&problem, &got, None, &problem.reference(), 1.0).map_err(TestCaseError::fail)?;
-        assert_counts(counters, attention::pv_traffic(&shape, causal)).map_err(TestCaseError::fail)?;
+        assert_counts(counters, attention::pv_traffic(&shape)).map_err(TestCaseError::fail)?;
     }
 }
 
@@ -548,6 +548,77 @@ proptest! {
         let result = if use_bf16 { tensor_cores::<bf16>(&problem) } else { tensor_cores::<f16>(&problem) };
         result.map_err(TestCaseError::fail)?;
     }
+}
+
+/// The variant with half of its exponentials on the FMA units (`exp2_fma`, relative error at
+/// most `EXP2_FMA_MAX_REL_ERROR` = e): each of those weights moves by a factor within `1 +- e`,
+/// so O by at most `2 e max|v|` more than the SFU kernel's bound and the LSE by at most `e`. It
+/// must meet that widened bound against the reference, and stay that close to the SFU kernel.
+#[test]
+fn fma_exponentials_stay_within_their_error_bound() {
+    let e = f64::from(kernels::attention::EXP2_FMA_MAX_REL_ERROR);
+    for (n_q, n_kv, causal, seed) in [
+        (1, 1, false, 1),
+        (70, 130, false, 2),
+        (130, 130, true, 3),
+        (64, 200, true, 4),
+    ] {
+        let shape = AttentionShape::new(1, 2, n_q, 64).with_n_kv(n_kv);
+        let problem = Problem::new(shape, AttentionParams::standard(64, causal), 1.0, seed);
+        let (problem, [q, k, v]) = problem.rounded::<bf16>();
+        let rt = runtime();
+        let [qd, kd, vd] = upload(&rt, [&q, &k, &v]);
+        let mut o = rt.alloc::<bf16>(shape.q_elems()).unwrap();
+        let mut lse = rt.alloc::<f32>(shape.lse_elems()).unwrap();
+        attention::fused_bf16_fma_exp(
+            &rt,
+            &qd,
+            &kd,
+            &vd,
+            &mut o,
+            &mut lse,
+            &shape,
+            &problem.params,
+        )
+        .unwrap();
+        let o: Vec<f32> = rt
+            .download(&o)
+            .unwrap()
+            .iter()
+            .map(|x| x.to_f32())
+            .collect();
+        let lse = rt.download(&lse).unwrap();
+        check_rounded(
+            &problem,
+            &o,
+            None,
+            &problem.reference(),
+            1.0,
+            <bf16 as FusedElement>::U + e,
+        )
+        .unwrap();
+        let (_, sfu_lse, _) = run_fused::<bf16>(&problem, [&q, &k, &v]);
+        for (row, (a, b)) in lse.iter().zip(&sfu_lse).enumerate() {
+            let diff = f64::from(*a) - f64::from(*b);
+            assert!(
+                a == b || diff.abs() <= 2.0 * e,
+                "{n_q}x{n_kv} causal {causal}: LSE row {row}: {a} against {b}"
+            );
+        }
+    }
+    let wide = AttentionShape::new(1, 1, 8, 128);
+    let problem = Problem::new(wide, AttentionParams::standard(128, false), 1.0, 5);
+    let (problem, [q, k, v]) = problem.rounded::<bf16>();
+    let rt = runtime();
+    let [qd, kd, vd] = upload(&rt, [&q, &k, &v]);
+    let (mut o, mut lse) = (
+        rt.alloc::<bf16>(wide.q_elems()).unwrap(),
+        rt.alloc::<f32>(wide.lse_elems()).unwrap(),
+    );
+    let err =
+        attention::fused_bf16_fma_exp(&rt, &qd, &kd, &vd, &mut o, &mut lse, &wide, &problem.params)
+            .unwrap_err();
+    assert!(err.to_string().contains("d = 64 only"), "{err}");
 }
 
 /// The tensor-core kernel's fully masked rows (70 queries over 5 keys, causal): zeros, -inf.

@@ -484,7 +484,7 @@ fn attention_traffic<T: AttentionCase>(
     causal: bool,
 ) -> Traffic {
     match flow {
-        Flow::Naive => attention_op::naive_traffic(shape, causal),
+        Flow::Naive => attention_op::naive_traffic(shape),
         Flow::Fused => attention_op::fused_traffic::<T>(shape, causal),
     }
 }

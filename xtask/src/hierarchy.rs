@@ -2,6 +2,7 @@
 //! project's own kernels, beside the vendor's (or the teaching material's) figure.
 
 use host::bench::{BenchConfig, time_gpu};
+use host::occupancy::HBM_LATENCY_CYCLES;
 use host::ops::hierarchy;
 use host::reference;
 use host::runtime::Backend;
@@ -56,12 +57,7 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
         None => found.unwrap_or_else(|| GpuSpec::find("h100").expect("h100 in the table")),
     };
     let Backend::Cuda(gpu) = rt.backend() else {
-        println!(
-            "`cargo xtask hierarchy` measures a GPU, and there is none here ({}).",
-            crate::run::no_gpu_reason()
-        );
-        println!("Vendor and teaching-material figures for {}:\n", spec.name);
-        print_levels(&vendor_levels(spec, None));
+        print!("{}", no_gpu_text(spec));
         return Ok(());
     };
     let props = gpu.properties();
@@ -99,7 +95,7 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
         lat(4 * MIB, true)?,
         shared_latency(&rt)?,
     );
-    let (h2d, d2h) = copy_bandwidth(&rt, gpu)?;
+    let [h2d, d2h, pinned_h2d, pinned_d2h] = copy_bandwidth(&rt, gpu)?;
     let measured = Measured {
         hbm: hbm_bw,
         l2: l2_bw,
@@ -110,6 +106,8 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
         ns_per_cycle,
         h2d,
         d2h,
+        pinned_h2d,
+        pinned_d2h,
     };
     let levels = vendor_levels(spec, Some(&measured));
     print_levels(&levels);
@@ -147,11 +145,36 @@ struct Measured {
     ns_per_cycle: f64,
     h2d: f64,
     d2h: f64,
+    pinned_h2d: f64,
+    pinned_d2h: f64,
 }
 
 fn vendor_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
+    let mut levels = pyramid_levels(spec, m);
+    // The host link four ways: each direction, from pageable and from pinned host memory.
+    let copies: [(&'static str, Option<f64>); 4] = [
+        ("host to device (pageable)", m.map(|m| m.h2d)),
+        ("device to host (pageable)", m.map(|m| m.d2h)),
+        ("host to device (pinned)", m.map(|m| m.pinned_h2d)),
+        ("device to host (pinned)", m.map(|m| m.pinned_d2h)),
+    ];
+    for (level, measured) in copies {
+        levels.push(Level {
+            level,
+            measured: measured.map(|v| format!("{:.1} GB/s", v / 1e9)),
+            reference: format!(
+                "{:.0} GB/s per direction (PCIe 5 x16)",
+                spec.pcie_bandwidth / 1e9
+            ),
+            source: "vendor",
+        });
+    }
+    levels
+}
+
+/// The on-chip levels and HBM: bandwidths and latencies.
+fn pyramid_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
     let tbs = |v: f64| format!("{:.2} TB/s", v / 1e12);
-    let gbs = |v: f64| format!("{:.1} GB/s", v / 1e9);
     let cycles = |c: f64, ns: f64| format!("{c:.0} cycles ({:.0} ns)", c * ns);
     vec![
         Level {
@@ -170,16 +193,18 @@ fn vendor_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
             level: "shared memory bandwidth",
             measured: m.map(|m| tbs(m.shared)),
             reference: format!(
-                "{} (128 B/clock/SM x {} SMs x 1.98 GHz)",
-                tbs(128.0 * f64::from(spec.sms) * 1.98e9),
-                spec.sms
+                "{} ({:.0} B/clock/SM x {} SMs x {:.2} GHz)",
+                tbs(spec.shared_bytes_per_clock * f64::from(spec.sms) * spec.boost_clock_hz),
+                spec.shared_bytes_per_clock,
+                spec.sms,
+                spec.boost_clock_hz / 1e9
             ),
             source: "vendor-derived",
         },
         Level {
             level: "HBM latency",
             measured: m.map(|m| cycles(m.hbm_cycles, m.ns_per_cycle)),
-            reference: "about 600 cycles".into(),
+            reference: format!("about {HBM_LATENCY_CYCLES:.0} cycles"),
             source: "teaching material",
         },
         Level {
@@ -194,35 +219,38 @@ fn vendor_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
             reference: "tens of cycles".into(),
             source: "teaching material",
         },
-        Level {
-            level: "host to device (pageable)",
-            measured: m.map(|m| gbs(m.h2d)),
-            reference: "64 GB/s per direction (PCIe 5 x16)".into(),
-            source: "vendor",
-        },
-        Level {
-            level: "device to host (pageable)",
-            measured: m.map(|m| gbs(m.d2h)),
-            reference: "64 GB/s per direction (PCIe 5 x16)".into(),
-            source: "vendor",
-        },
     ]
 }
 
+/// What `cargo xtask hierarchy` prints without a GPU: the reason, then the vendor column.
+pub(crate) fn no_gpu_text(spec: &GpuSpec) -> String {
+    format!(
+        "`cargo xtask hierarchy` measures a GPU, and there is none here ({}).\nVendor and teaching-material figures for {}:\n\n{}",
+        crate::run::no_gpu_reason(),
+        spec.name,
+        levels_text(&vendor_levels(spec, None))
+    )
+}
+
 fn print_levels(levels: &[Level]) {
-    println!(
-        "{:<28} {:<26} {:<48} source",
+    print!("{}", levels_text(levels));
+}
+
+fn levels_text(levels: &[Level]) -> String {
+    let mut out = format!(
+        "{:<28} {:<26} {:<48} source\n",
         "level", "measured", "reference"
     );
     for l in levels {
-        println!(
-            "{:<28} {:<26} {:<48} {}",
+        out.push_str(&format!(
+            "{:<28} {:<26} {:<48} {}\n",
             l.level,
             l.measured.as_deref().unwrap_or("(needs a GPU)"),
             l.reference,
             l.source
-        );
+        ));
     }
+    out
 }
 
 fn stream_bandwidth(rt: &Runtime, bytes: usize) -> Result<f64, String> {
@@ -242,7 +270,8 @@ fn shared_bandwidth(rt: &Runtime, sms: u32) -> Result<f64, String> {
     let (blocks, passes) = (sms * 8, 256);
     let mut out = rt.alloc::<u32>(1).map_err(|e| e.to_string())?;
     let t = time_gpu(rt, BenchConfig { warmup: 2, runs: 5 }, || {
-        hierarchy::shared_read(rt, blocks, 256, passes, &mut out).map(|_| ())
+        hierarchy::shared_read(rt, blocks, kernels::hierarchy::BLOCK_SIZE, passes, &mut out)
+            .map(|_| ())
     })
     .map_err(|e| e.to_string())?;
     Ok(hierarchy::shared_read_bytes(blocks, passes) as f64 / t.median)
@@ -279,8 +308,9 @@ fn shared_latency(rt: &Runtime) -> Result<f64, String> {
     Ok(rt.download(&cycles).map_err(|e| e.to_string())?[0] as f64 / f64::from(steps))
 }
 
-/// Host-to-device and device-to-host bandwidth of a 256 MiB copy from pageable host memory.
-fn copy_bandwidth(rt: &Runtime, gpu: &host::gpu::Gpu) -> Result<(f64, f64), String> {
+/// Host-to-device and device-to-host bandwidth of a 256 MiB copy, from pageable host memory and
+/// then from pinned (page-locked) host memory.
+fn copy_bandwidth(rt: &Runtime, gpu: &host::gpu::Gpu) -> Result<[f64; 4], String> {
     let n = 64 * MIB;
     let host_data = vec![1u32; n];
     let mut buf = rt.alloc::<u32>(n).map_err(|e| e.to_string())?;
@@ -299,5 +329,8 @@ fn copy_bandwidth(rt: &Runtime, gpu: &host::gpu::Gpu) -> Result<(f64, f64), Stri
     let bytes = (4 * n) as f64;
     let h2d = bytes / time(&mut || rt.copy_to_device(&host_data, &mut buf))?;
     let d2h = bytes / time(&mut || rt.download(&buf).map(|_| ()))?;
-    Ok((h2d, d2h))
+    let (pinned_h2d, pinned_d2h) = gpu
+        .pinned_copy_seconds(&mut buf)
+        .map_err(|e| e.to_string())?;
+    Ok([h2d, d2h, bytes / pinned_h2d, bytes / pinned_d2h])
 }

@@ -17,7 +17,7 @@ use crate::ptxas;
 #[derive(clap::Args)]
 pub struct InspectArgs {
     /// The kernel (as `cargo xtask run` names it), e.g. transpose_shared.
-    kernel: String,
+    pub(crate) kernel: String,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -41,24 +41,17 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         return ptx_mix(spec);
     }
     let rt = Runtime::emulator();
-    let Backend::Emulator(emu) = rt.backend() else {
-        unreachable!()
-    };
-    let mut case = (spec.build)(&rt, Scale::Emulator).map_err(|e| e.to_string())?;
-    let start = Instant::now();
-    (case.launch)(&rt).map_err(|e| e.to_string())?;
-    let plain = start.elapsed().as_secs_f64();
-    emu.set_profiling(true);
-    let start = Instant::now();
-    let counters = (case.launch)(&rt)
-        .map_err(|e| e.to_string())?
-        .expect("the emulator counts");
-    let profiled = start.elapsed().as_secs_f64();
-    emu.set_profiling(false);
-    let profile = emu.take_profile();
-    (case.check)(&rt)?;
+    let Profiled {
+        kernel,
+        shape,
+        cost,
+        counters,
+        profile,
+        plain,
+        profiled,
+    } = profile_kernel(&rt, spec)?;
     if args.json {
-        let out = serde_json::json!({ "kernel": case.kernel, "shape": case.shape, "counters": counters, "profile": profile });
+        let out = serde_json::json!({ "kernel": kernel, "shape": shape, "counters": counters, "profile": profile });
         println!(
             "{}",
             serde_json::to_string_pretty(&out).expect("serialises")
@@ -67,8 +60,8 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
     }
     println!(
         "{} at {} on the emulator: {:.1} ms plain, {:.1} ms profiled ({:.1}x)\n",
-        case.kernel,
-        case.shape,
+        kernel,
+        shape,
         plain * 1e3,
         profiled * 1e3,
         profiled / plain
@@ -78,8 +71,8 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         "\ntotals: global {} B read, {} B written (cost model: {} / {}); shared {} B read, {} B written; {} barriers; {} warp collectives",
         counters.global_read_bytes,
         counters.global_write_bytes,
-        case.cost.bytes_read,
-        case.cost.bytes_written,
+        cost.bytes_read,
+        cost.bytes_written,
         counters.shared_read_bytes,
         counters.shared_write_bytes,
         counters.barriers,
@@ -210,10 +203,16 @@ fn scores(kernel: &str, shape: &str) -> Option<u64> {
 }
 
 fn print_profile(profile: &Profile) {
+    print!("{}", profile_text(profile));
+}
+
+/// The per-site table: one block per kernel, one line per access site.
+pub(crate) fn profile_text(profile: &Profile) -> String {
+    let mut out = String::new();
     for (kernel, sites) in &profile.kernels {
-        println!("{kernel}");
-        println!(
-            "  {:<40} {:<7} {:<6} {:>9} {:>11} {:>22} {:>15}",
+        out.push_str(&format!("{kernel}\n"));
+        out.push_str(&format!(
+            "  {:<40} {:<7} {:<6} {:>9} {:>11} {:>22} {:>15}\n",
             "site",
             "space",
             "access",
@@ -221,7 +220,7 @@ fn print_profile(profile: &Profile) {
             "bytes",
             "sectors/req (ideal)",
             "conflict degree"
-        );
+        ));
         for s in sites {
             let (sectors, conflict) = if s.space == "global" {
                 (
@@ -236,10 +235,53 @@ fn print_profile(profile: &Profile) {
                 (String::new(), format!("{:.1}-way", s.conflict_degree()))
             };
             let site = s.site.rsplit('/').next().unwrap_or(&s.site);
-            println!(
-                "  {:<40} {:<7} {:<6} {:>9} {:>11} {:>22} {:>15}",
+            out.push_str(&format!(
+                "  {:<40} {:<7} {:<6} {:>9} {:>11} {:>22} {:>15}\n",
                 site, s.space, s.access, s.requests, s.bytes, sectors, conflict
-            );
+            ));
         }
     }
+    out
+}
+
+/// One kernel's launch on the emulator, run plain and then profiled.
+pub(crate) struct Profiled {
+    pub kernel: &'static str,
+    pub shape: String,
+    pub cost: host::cost::Cost,
+    pub counters: host::emu::LaunchCounters,
+    pub profile: Profile,
+    /// Wall seconds of the plain and the profiled run.
+    pub plain: f64,
+    pub profiled: f64,
+}
+
+/// Runs `spec`'s case at the emulator's scale on `rt` (an emulator runtime) twice, plain then
+/// profiled, and checks it.
+pub(crate) fn profile_kernel(rt: &Runtime, spec: &cases::CaseSpec) -> Result<Profiled, String> {
+    let Backend::Emulator(emu) = rt.backend() else {
+        return Err("profiling needs the emulator".to_string());
+    };
+    let mut case = (spec.build)(rt, Scale::Emulator).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    (case.launch)(rt).map_err(|e| e.to_string())?;
+    let plain = start.elapsed().as_secs_f64();
+    emu.set_profiling(true);
+    let start = Instant::now();
+    let counters = (case.launch)(rt)
+        .map_err(|e| e.to_string())?
+        .expect("the emulator counts");
+    let profiled = start.elapsed().as_secs_f64();
+    emu.set_profiling(false);
+    let profile = emu.take_profile();
+    (case.check)(rt)?;
+    Ok(Profiled {
+        kernel: case.kernel,
+        shape: case.shape.clone(),
+        cost: case.cost,
+        counters,
+        profile,
+        plain,
+        profiled,
+    })
 }

@@ -11,13 +11,18 @@
 //! - `summarize`: the device bundle's last step, each row beside its vendor baseline.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
 //! - `device-bundle`: the one folder a short GPU window needs.
+//! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
 
 mod baseline;
 mod bundle;
 mod cases;
+#[cfg(test)]
+mod doc_outputs;
 mod emu_speed;
+mod figures;
 mod hierarchy;
 mod inspect;
+mod occupancy;
 mod plot;
 mod ptx_check;
 mod ptxas;
@@ -63,6 +68,9 @@ enum Command {
     /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
     /// it here in CPU mode.
     DeviceBundle(bundle::BundleArgs),
+    /// Draw the teaching pictures into docs/img from the kernels' and the emulator's own layout
+    /// functions (a test fails when a committed one is stale).
+    Figures(figures::FiguresArgs),
 }
 
 fn main() -> ExitCode {
@@ -79,6 +87,7 @@ fn main() -> ExitCode {
         Command::RunCases(args) => run::run_cases(args),
         Command::EmuSpeed(args) => emu_speed::run(args),
         Command::DeviceBundle(args) => bundle::run(args),
+        Command::Figures(args) => figures::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

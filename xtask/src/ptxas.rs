@@ -35,7 +35,14 @@ const NVDISASM: WheelTool = WheelTool {
 };
 
 /// Kernels that must run on the tensor cores: their SASS must contain `HMMA`.
-const TENSOR_CORE_KERNELS: [&str; 2] = ["gemm_tensor_core_bf16", "gemm_tensor_core_f16"];
+const TENSOR_CORE_KERNELS: [&str; 6] = [
+    "gemm_tensor_core_bf16",
+    "gemm_tensor_core_f16",
+    "flash_attention_bf16_d64",
+    "flash_attention_bf16_d128",
+    "flash_attention_f16_d64",
+    "flash_attention_f16_d128",
+];
 
 #[derive(clap::Args)]
 pub struct PtxasArgs {
@@ -126,6 +133,7 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
         ));
     }
     println!("all {} kernels assembled, 0 spills", reports.len());
+    crate::occupancy::print(&reports, arch);
     check_tensor_core_sass(&tools_dir(), &cubin_path(arch))
 }
 

@@ -27,6 +27,7 @@ mod async_copy;
 mod block;
 mod error;
 mod faults;
+pub mod fragments;
 mod global;
 mod order;
 mod profile;

@@ -6,6 +6,7 @@ use kernels::cuda::emu::{Access, Collective, MmaInput, ShuffleMode, Site};
 
 use super::block::{Block, Pending, State};
 use super::error::EmuErrorKind;
+use super::fragments;
 
 const WARP: usize = 32;
 /// FLOPs of one `mma.m16n8k16`: 16 x 8 outputs, each 16 multiply-adds.
@@ -190,7 +191,7 @@ fn complete(
             let mut m = [[[0u16; 8]; 8]; 4];
             for (j, matrix) in m.iter_mut().enumerate() {
                 for (r, row) in matrix.iter_mut().enumerate() {
-                    let lane = 8 * j + r;
+                    let lane = fragments::ldmatrix_row_lane(j, r);
                     let Some(Collective::LdMatrix { addr, .. }) = reg(lane) else { unreachable!() };
                     block.shared_check(base + lane, *addr, 16, Access::Read, ops[lane].site)?;
                     // SAFETY: checked just above: 16 readable bytes of this block's shared memory.
@@ -199,11 +200,8 @@ fn complete(
             }
             Ok((0..WARP)
                 .map(|lane| {
-                    let (r, c) = (lane / 4, 2 * (lane % 4));
-                    std::array::from_fn(|j| {
-                        let (lo, hi) = if trans { (m[j][c][r], m[j][c + 1][r]) } else { (m[j][r][c], m[j][r][c + 1]) };
-                        u32::from(lo) | (u32::from(hi) << 16)
-                    })
+                    let ((r0, c0), (r1, c1)) = (fragments::ldmatrix(lane, 0, trans), fragments::ldmatrix(lane, 1, trans));
+                    std::array::from_fn(|j| u32::from(m[j][r0][c0]) | (u32::from(m[j][r1][c1]) << 16))
                 })
                 .collect())
         }
@@ -220,27 +218,28 @@ fn complete(
             let (mut a, mut b, mut c) = ([[0f64; 16]; 16], [[0f64; 8]; 16], [[0f64; 8]; 16]);
             for lane in 0..WARP {
                 let Some(Collective::Mma { a: fa, b: fb, c: fc, .. }) = reg(lane) else { unreachable!() };
-                let (g, t) = (lane / 4, lane % 4);
                 for (i, &word) in fa.iter().enumerate() {
-                    let (row, col) = (g + 8 * (i % 2), 2 * t + 8 * (i / 2));
-                    a[row][col] = to_f64(word as u16);
-                    a[row][col + 1] = to_f64((word >> 16) as u16);
+                    for (half, bits) in [word as u16, (word >> 16) as u16].into_iter().enumerate() {
+                        let (row, col) = fragments::mma_a(lane, i, half);
+                        a[row][col] = to_f64(bits);
+                    }
                 }
                 for (i, &word) in fb.iter().enumerate() {
-                    let k = 2 * t + 8 * i;
-                    b[k][g] = to_f64(word as u16);
-                    b[k + 1][g] = to_f64((word >> 16) as u16);
+                    for (half, bits) in [word as u16, (word >> 16) as u16].into_iter().enumerate() {
+                        let (k, n) = fragments::mma_b(lane, i, half);
+                        b[k][n] = to_f64(bits);
+                    }
                 }
                 for (i, &v) in fc.iter().enumerate() {
-                    c[g + 8 * (i / 2)][2 * t + i % 2] = f64::from(v);
+                    let (row, col) = fragments::mma_c(lane, i);
+                    c[row][col] = f64::from(v);
                 }
             }
             block.counters.borrow_mut().flops += MMA_FLOPS;
             Ok((0..WARP)
                 .map(|lane| {
-                    let (g, t) = (lane / 4, lane % 4);
                     std::array::from_fn(|i| {
-                        let (row, col) = (g + 8 * (i / 2), 2 * t + i % 2);
+                        let (row, col) = fragments::mma_c(lane, i);
                         let dot: f64 = (0..16).map(|k| a[row][k] * b[k][col]).sum();
                         ((dot + c[row][col]) as f32).to_bits()
                     })

@@ -301,23 +301,77 @@ pub fn fused<T: FlashElement>(
     shape: &AttentionShape,
     params: &AttentionParams,
 ) -> Result<Launched> {
-    let [lq, lk, lv, lo] = qkvo_lens(shape, [q.len(), k.len(), v.len(), o.len()]);
-    let lens = [lq, lk, lv, lo, ("lse", lse.len(), shape.lse_elems())];
-    if !validate("attention::fused", shape, params, &lens)? {
+    let lens = [q.len(), k.len(), v.len(), o.len(), lse.len()];
+    let Some(args) = fused_args("attention::fused", shape, params, lens)? else {
+        return Ok(None);
+    };
+    let cfg = fused_config::<T>(shape);
+    T::launch_flash(rt, cfg, shape.head_dim, q, k, v, o, lse, args)
+}
+
+/// The fused kernel's arguments `(n_q, n_kv, scale, causal)` after checking the buffers' lengths
+/// `[q, k, v, o, lse]` against the shape, or `None` when there is nothing to compute.
+fn fused_args(
+    op: &str,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+    [q, k, v, o, lse]: [usize; 5],
+) -> Result<Option<(u32, u32, f32, u32)>> {
+    let [lq, lk, lv, lo] = qkvo_lens(shape, [q, k, v, o]);
+    let lens = [lq, lk, lv, lo, ("lse", lse, shape.lse_elems())];
+    if !validate(op, shape, params, &lens)? {
         return Ok(None);
     }
-    let cfg = LaunchConfig {
-        grid: dim3(shape.n_q.div_ceil(T::BR) as u32, shape.bh() as u32, 1),
-        block: dim3(T::THREADS as u32, 1, 1),
-        shared_mem_bytes: T::shared_bytes(shape.head_dim) as u32,
-    };
-    let args = (
+    Ok(Some((
         shape.n_q as u32,
         shape.n_kv as u32,
         params.scale,
         u32::from(params.causal),
-    );
-    T::launch_flash(rt, cfg, shape.head_dim, q, k, v, o, lse, args)
+    )))
+}
+
+/// [`fused`] in bf16 at d = 64 with half of the exponentials on the FMA units
+/// (`kernels::attention::exp2_fma`, FlashAttention-4's trick): every other 8-key piece of each
+/// score tile. The special function units then take half as many exponentials
+/// ([`fused_fma_exp_traffic`]).
+#[allow(clippy::too_many_arguments)]
+pub fn fused_bf16_fma_exp(
+    rt: &Runtime,
+    q: &DeviceBuffer<bf16>,
+    k: &DeviceBuffer<bf16>,
+    v: &DeviceBuffer<bf16>,
+    o: &mut DeviceBuffer<bf16>,
+    lse: &mut DeviceBuffer<f32>,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+) -> Result<Launched> {
+    let op = "attention::fused_bf16_fma_exp";
+    if shape.head_dim != 64 {
+        return Err(Error::Shape(format!(
+            "{op} is built for d = 64 only, got d = {}",
+            shape.head_dim
+        )));
+    }
+    let lens = [q.len(), k.len(), v.len(), o.len(), lse.len()];
+    let Some((n_q, n_kv, scale, causal)) = fused_args(op, shape, params, lens)? else {
+        return Ok(None);
+    };
+    let cfg = fused_config::<bf16>(shape);
+    let (q, k, v, o, lse) = (q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr());
+    launch!(
+        rt,
+        cfg,
+        attention::flash_attention_bf16_poly_d64(q, k, v, o, lse, n_q, n_kv, scale, causal)
+    )
+}
+
+/// [`fused_bf16_fma_exp`]'s traffic: the bf16 kernel's, with half of its exponentials moved to
+/// the FMA units (about half: every other 8-key piece; their FMAs run on the CUDA cores beside
+/// the tensor cores and are not counted in the FLOPs).
+pub fn fused_fma_exp_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+    let mut t = fused_traffic::<bf16>(shape, causal);
+    t.compulsory.exps /= 2;
+    t
 }
 
 /// The naive flow's intermediates in HBM: S and P, `n_q x n_kv` f32 per head each (O(N^2), what
@@ -389,8 +443,18 @@ pub fn naive(
         }))
 }
 
+/// The fused kernel's launch for element type `T`: one block of `T::THREADS` per `T::BR` queries
+/// of each head, with the dynamic shared memory of its Q, K and V tiles.
+pub fn fused_config<T: FlashElement>(shape: &AttentionShape) -> LaunchConfig {
+    LaunchConfig {
+        grid: dim3(shape.n_q.div_ceil(T::BR) as u32, shape.bh() as u32, 1),
+        block: dim3(T::THREADS as u32, 1, 1),
+        shared_mem_bytes: T::shared_bytes(shape.head_dim) as u32,
+    }
+}
+
 /// Both naive kernels: blocks of `THREADS x THREADS` threads, static shared memory only.
-fn naive_config(x: usize, y: usize, z: usize) -> LaunchConfig {
+pub fn naive_config(x: usize, y: usize, z: usize) -> LaunchConfig {
     let threads = naive_kernels::THREADS as u32;
     LaunchConfig {
         grid: dim3(x as u32, y as u32, z as u32),
@@ -433,7 +497,7 @@ pub fn scores(
 }
 
 /// Naive step 3: `O = P V`, `p` being the row-softmax of S (`batch x heads x n_q x n_kv`).
-/// `causal` only tells the emulator's FLOP count which products are the attention's.
+/// The mask is already in P (zeros), so `params.causal` plays no part here.
 pub fn probabilities_times_values(
     rt: &Runtime,
     p: &DeviceBuffer<f32>,
@@ -457,22 +521,14 @@ pub fn probabilities_times_values(
     }
     let cfg = naive_config(shape.n_q.div_ceil(naive_kernels::OUT_TILE), shape.bh(), 1);
     let (p, v, o) = (p.ptr(), v.ptr(), o.ptr());
-    let (n_q, n_kv, causal) = (
-        shape.n_q as u32,
-        shape.n_kv as u32,
-        u32::from(params.causal),
-    );
+    let (n_q, n_kv) = (shape.n_q as u32, shape.n_kv as u32);
     if shape.head_dim == 64 {
-        launch!(
-            rt,
-            cfg,
-            attention::attention_pv_f32_d64(p, v, o, n_q, n_kv, causal)
-        )
+        launch!(rt, cfg, attention::attention_pv_f32_d64(p, v, o, n_q, n_kv))
     } else {
         launch!(
             rt,
             cfg,
-            attention::attention_pv_f32_d128(p, v, o, n_q, n_kv, causal)
+            attention::attention_pv_f32_d128(p, v, o, n_q, n_kv)
         )
     }
 }
@@ -520,8 +576,9 @@ fn with_re_reads(compulsory: Cost, reads: u64) -> Traffic {
 
 /// Naive step 1 ([`scores`]): reads Q and K, writes S (`n_q x n_kv` per head); each 64-row
 /// tile of Q is read once per 64-key tile of K and vice versa, so Q is read `ceil(n_kv / 64)`
-/// times and K `ceil(n_q / 64)` times. FLOPs: `2 d` per visible pair.
-pub fn scores_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+/// times and K `ceil(n_q / 64)` times. FLOPs: `2 d` per pair, masked or not (the kernel
+/// computes every product and then masks).
+pub fn scores_traffic(shape: &AttentionShape) -> Traffic {
     let tile = naive_kernels::OUT_TILE;
     let (q, k) = (
         (shape.q_elems() * F32) as u64,
@@ -531,15 +588,17 @@ pub fn scores_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
     let compulsory = Cost {
         bytes_read: q + k,
         bytes_written: (shape.score_elems() * F32) as u64,
-        flops: attention_flops(shape, causal) / 2,
+        flops: naive_flops(shape) / 2,
+        exps: 0,
         unit: ComputeUnit::CudaCoreF32,
     };
     with_re_reads(compulsory, reads)
 }
 
 /// Naive step 3 ([`probabilities_times_values`]): reads P once (a block computes whole rows of
-/// O), V once per 64-row query tile, writes O. FLOPs: `2 d` per visible pair.
-pub fn pv_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+/// O), V once per 64-row query tile, writes O. FLOPs: `2 d` per pair (masked keys' zeros
+/// included).
+pub fn pv_traffic(shape: &AttentionShape) -> Traffic {
     let (p, v) = (
         (shape.score_elems() * F32) as u64,
         (shape.kv_elems() * F32) as u64,
@@ -548,7 +607,8 @@ pub fn pv_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
     let compulsory = Cost {
         bytes_read: p + v,
         bytes_written: (shape.q_elems() * F32) as u64,
-        flops: attention_flops(shape, causal) / 2,
+        flops: naive_flops(shape) / 2,
+        exps: 0,
         unit: ComputeUnit::CudaCoreF32,
     };
     with_re_reads(compulsory, reads)
@@ -557,8 +617,9 @@ pub fn pv_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
 /// The naive flow's traffic: its three steps'. Compulsory: Q, K, V read, S written and read, P
 /// written and read, O written (and the softmax's FLOPs on top of the attention's); re-reads:
 /// Q, K and V once more per extra tile in the two products, and S once more where a row is too
-/// long for the softmax to keep on chip.
-pub fn naive_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+/// long for the softmax to keep on chip. The mask changes none of it: the naive kernels compute
+/// every score and every product with P, and mask by writing `-inf` (see [`naive_flops`]).
+pub fn naive_traffic(shape: &AttentionShape) -> Traffic {
     let softmax = softmax::fused_cost(shape.bh() * shape.n_q, shape.n_kv, F32);
     let s_bytes = (shape.score_elems() * F32) as u64;
     let softmax = Traffic {
@@ -568,9 +629,15 @@ pub fn naive_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
         },
         re_read_bytes: softmax.bytes_read - s_bytes,
     };
-    scores_traffic(shape, causal)
-        .plus(softmax)
-        .plus(pv_traffic(shape, causal))
+    scores_traffic(shape).plus(softmax).plus(pv_traffic(shape))
+}
+
+/// The two products' FLOPs as the naive kernels execute them: `4 d` for every (query, key)
+/// pair, masked or not. Against [`attention_flops`] with the causal mask, a causal-aware naive
+/// flow (skipping the 64 x 64 tiles above the diagonal) would save about half:
+/// `1 - (n + 1) / (2 n)` of them for `n_q = n_kv = n`.
+pub fn naive_flops(shape: &AttentionShape) -> u64 {
+    (4 * shape.head_dim * shape.n_q * shape.n_kv * shape.bh()) as u64
 }
 
 /// `4 d` FLOPs per (query, key) pair the mask lets through: `4 n^2 d` per head, about half that
@@ -609,6 +676,9 @@ fn flash_traffic(
             bytes_read: bh as u64 * (n_q + 2 * compulsory_kv) as u64 * row,
             bytes_written: bh as u64 * (n_q as u64 * row + (n_q * F32) as u64),
             flops: attention_flops(shape, causal),
+            // One exponential per visible score; the per-row rescale (one per row per key
+            // tile) and the masked scores of diagonal tiles are left out, as in the FLOPs.
+            exps: attention_flops(shape, causal) / (4 * d) as u64,
             unit,
         },
         re_read_bytes: bh as u64 * 2 * (kv_rows - compulsory_kv) as u64 * row,
@@ -702,6 +772,36 @@ mod tests {
         let fused = max_sequence_len(Flow::Fused, free, 4, 16, 128);
         assert_eq!(fused, (free / (64 * (4 * 128 + 1) * 4)) as usize);
         assert_eq!(max_sequence_len(Flow::Naive, 10, 1, 1, 64), 0);
+    }
+
+    #[test]
+    fn naive_flops_ignore_the_mask_and_causal_would_save_about_half() {
+        let s = AttentionShape::new(2, 3, 100, 64);
+        assert_eq!(naive_flops(&s), attention_flops(&s, false));
+        assert_eq!(
+            naive_traffic(&s).compulsory.flops - softmax_flops(&s),
+            naive_flops(&s)
+        );
+        let saved = 1.0 - attention_flops(&s, true) as f64 / naive_flops(&s) as f64;
+        assert!((saved - (1.0 - 101.0 / 200.0)).abs() < 1e-12, "{saved}");
+    }
+
+    fn softmax_flops(s: &AttentionShape) -> u64 {
+        softmax::fused_cost(s.bh() * s.n_q, s.n_kv, F32).flops
+    }
+
+    #[test]
+    fn one_exponential_per_score_fused_per_visible_score() {
+        let s = AttentionShape::new(2, 3, 100, 64);
+        assert_eq!(naive_traffic(&s).compulsory.exps, 6 * 100 * 100);
+        assert_eq!(
+            fused_traffic::<f32>(&s, false).compulsory.exps,
+            6 * 100 * 100
+        );
+        assert_eq!(
+            fused_traffic::<f32>(&s, true).compulsory.exps,
+            6 * 100 * 101 / 2
+        );
     }
 
     #[test]

@@ -58,6 +58,7 @@ pub fn vector_add_cost(n: usize, elem_bytes: usize) -> Cost {
         bytes_read: (2 * n * elem_bytes) as u64,
         bytes_written: (n * elem_bytes) as u64,
         flops: n as u64,
+        exps: 0,
         unit: ComputeUnit::CudaCoreF32,
     }
 }
@@ -85,6 +86,7 @@ pub fn copy_cost(n: usize) -> Cost {
         bytes_read: 4 * n as u64,
         bytes_written: 4 * n as u64,
         flops: 0,
+        exps: 0,
         unit: ComputeUnit::CudaCoreF32,
     }
 }

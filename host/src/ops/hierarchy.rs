@@ -1,7 +1,7 @@
 //! Host side of `kernels::hierarchy`: the memory-pyramid microbenchmarks.
 
 use kernels::elementwise::Words4;
-use kernels::hierarchy::{BLOCK_SIZE, SHARED_WORDS};
+use kernels::hierarchy::{BLOCK_SIZE, CHASE_THREADS, SHARED_WORDS};
 
 use super::len_u32;
 use crate::buffer::DeviceBuffer;
@@ -41,6 +41,7 @@ pub fn stream_read_cost(words: usize, passes: u32) -> Cost {
         bytes_read: 4 * words as u64 * u64::from(passes),
         bytes_written: 0,
         flops: 0,
+        exps: 0,
         unit: ComputeUnit::CudaCoreF32,
     }
 }
@@ -87,7 +88,7 @@ pub fn pointer_chase(
     let (next, end, cycles) = (chain.ptr(), end.ptr(), cycles.ptr());
     launch!(
         rt,
-        LaunchConfig::linear(1, 32),
+        LaunchConfig::linear(1, CHASE_THREADS),
         hierarchy::pointer_chase(next, warm, steps, end, cycles)
     )
 }

@@ -367,12 +367,13 @@ pub fn fused<T: SoftmaxElement>(
 }
 
 /// One kernel's traffic and arithmetic: `reads` and `writes` whole-matrix sweeps of
-/// `elem_bytes`-byte elements, `stat_reads` and `stat_writes` f32 per row, `flops` per element.
+/// `elem_bytes`-byte elements, `stat_reads` and `stat_writes` f32 per row, `flops` and `exps`
+/// (exponentials) per element.
 fn sweep_cost(
     (rows, cols, elem_bytes): (usize, usize, usize),
     (reads, writes): (usize, usize),
     (stat_reads, stat_writes): (usize, usize),
-    flops: u32,
+    (flops, exps): (u32, u32),
 ) -> Cost {
     let n = rows * cols;
     let stat = size_of::<f32>() * rows;
@@ -380,21 +381,22 @@ fn sweep_cost(
         bytes_read: (reads * n * elem_bytes + stat_reads * stat) as u64,
         bytes_written: (writes * n * elem_bytes + stat_writes * stat) as u64,
         flops: n as u64 * u64::from(flops),
+        exps: n as u64 * u64::from(exps),
         unit: ComputeUnit::CudaCoreF32,
     }
 }
 
 /// The normalisation kernel that ends naive and online: reads `x`, `m` and `l`, writes `y`.
 fn normalise_cost(shape: (usize, usize, usize)) -> Cost {
-    sweep_cost(shape, (1, 1), (2, 0), NORMALISE_FLOPS)
+    sweep_cost(shape, (1, 1), (2, 0), (NORMALISE_FLOPS, 1))
 }
 
 /// Naive: pass 1 reads x and writes m; pass 2 reads x and m, writes l; pass 3 reads x, m and l,
 /// writes y. Three reads and one write of the matrix, plus 20 bytes per row of statistics.
 pub fn naive_cost(rows: usize, cols: usize, elem_bytes: usize) -> Cost {
     let shape = (rows, cols, elem_bytes);
-    sweep_cost(shape, (1, 0), (0, 1), MAX_FLOPS)
-        .plus(sweep_cost(shape, (1, 0), (1, 1), EXP_SUM_FLOPS))
+    sweep_cost(shape, (1, 0), (0, 1), (MAX_FLOPS, 0))
+        .plus(sweep_cost(shape, (1, 0), (1, 1), (EXP_SUM_FLOPS, 1)))
         .plus(normalise_cost(shape))
 }
 
@@ -402,7 +404,7 @@ pub fn naive_cost(rows: usize, cols: usize, elem_bytes: usize) -> Cost {
 /// one write of the matrix, plus 16 bytes per row.
 pub fn online_cost(rows: usize, cols: usize, elem_bytes: usize) -> Cost {
     let shape = (rows, cols, elem_bytes);
-    sweep_cost(shape, (1, 0), (0, 2), ONLINE_FLOPS).plus(normalise_cost(shape))
+    sweep_cost(shape, (1, 0), (0, 2), (ONLINE_FLOPS, 1)).plus(normalise_cost(shape))
 }
 
 /// Fused: one read and one write of the matrix, nothing else, when a row fits on chip
@@ -411,15 +413,29 @@ pub fn fused_cost(rows: usize, cols: usize, elem_bytes: usize) -> Cost {
     let shape = (rows, cols, elem_bytes);
     let read_flops = MAX_FLOPS + EXP_SUM_FLOPS;
     if cols <= FUSED_ON_CHIP_COLS as usize {
-        sweep_cost(shape, (1, 1), (0, 0), read_flops + RESCALE_FLOPS)
+        // One exponential per element, kept in registers for the write.
+        sweep_cost(shape, (1, 1), (0, 0), (read_flops + RESCALE_FLOPS, 1))
     } else {
-        sweep_cost(shape, (2, 1), (0, 0), read_flops + NORMALISE_FLOPS)
+        // Taken again when the row is read the second time.
+        sweep_cost(shape, (2, 1), (0, 0), (read_flops + NORMALISE_FLOPS, 2))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Exponentials per element: naive takes them twice (for the sum, then for the output),
+    /// online twice (in the merge, then for the output), fused once when the row stays on chip.
+    #[test]
+    fn fusion_halves_the_exponentials_when_the_row_fits() {
+        let (rows, n) = (3, 3 * 1000);
+        assert_eq!(naive_cost(rows, 1000, 2).exps, 2 * n as u64);
+        assert_eq!(online_cost(rows, 1000, 2).exps, 2 * n as u64);
+        assert_eq!(fused_cost(rows, 1000, 2).exps, n as u64);
+        let long = FUSED_ON_CHIP_COLS as usize + 1;
+        assert_eq!(fused_cost(1, long, 2).exps, 2 * long as u64);
+    }
 
     #[test]
     fn fusion_removes_sweeps_of_the_matrix() {

@@ -1,5 +1,6 @@
 //! Host side of `kernels::transpose`.
 
+use kernels::elementwise::BLOCK_SIZE;
 use kernels::transpose::{BLOCK_ROWS, TILE};
 
 use super::{GridAxis, elements, grid_blocks, len_u32};
@@ -84,6 +85,7 @@ pub fn transpose_cost(rows: usize, cols: usize) -> Cost {
         bytes_read: bytes,
         bytes_written: bytes,
         flops: 0,
+        exps: 0,
         unit: ComputeUnit::CudaCoreF32,
     }
 }
@@ -122,7 +124,7 @@ pub fn copy_strided(
     let (src, dst) = (src.ptr(), dst.ptr());
     launch!(
         rt,
-        LaunchConfig::for_elements(n, 256),
+        LaunchConfig::for_elements(n, BLOCK_SIZE),
         transpose::copy_strided(src, dst, n, stride)
     )
 }

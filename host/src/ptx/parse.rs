@@ -970,7 +970,6 @@ mod tests {
                 ("u64", 8, 1, 16),
                 ("u32", 4, 4, 24),
                 ("u32", 4, 4, 28),
-                ("u32", 4, 4, 32),
             ]
         );
         assert_eq!(f.params[0].name, "attention_pv_f32_d128_param_0");

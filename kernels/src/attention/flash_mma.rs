@@ -20,7 +20,7 @@
 //! K and V are double-buffered: `cp.async` (the GEMM chapter's pipeline) copies tile j + 1 into
 //! one stage while the warps compute on tile j in the other, one barrier per tile.
 
-use super::{LOG2_E, is_visible, kv_end, select_head};
+use super::{LOG2_E, exp2_fma, is_visible, kv_end, select_head};
 use crate::cuda::intrinsics::log2_approx;
 use crate::cuda::mma::{MmaInput, ldmatrix_x4, mma_m16n8k16};
 use crate::cuda::pipeline::{
@@ -31,13 +31,17 @@ use crate::cuda::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::cuda::warp::{FULL_MASK, WARP_SIZE, lane_id, shuffle_xor};
 use crate::cuda::{Bf16, F16, GlobalPtr, SharedPtr};
 use crate::gemm::{accumulator_position, ldmatrix_x4_lane};
-use crate::softmax::{exp2_shifted, maximum};
+use crate::softmax::{exp2_shifted, maximum, shifted};
 use crate::{kernel, unroll};
 
 /// Query rows per block: 4 warps of 16 rows (the M of `m16n8k16`).
 pub const BR: usize = 64;
 /// Keys per K/V tile.
 pub const BC: usize = 64;
+const _: () = assert!(
+    BC / 8 == 8,
+    "the exponential loop unrolls 8 pieces of 8 keys"
+);
 /// Warps per block, and threads.
 pub const WARPS: usize = BR / 16;
 /// Threads per block.
@@ -185,7 +189,7 @@ fn kv_stage<T: Half, const D: usize>(stage: usize) -> (SharedPtr<T>, SharedPtr<T
 /// The forward pass for input type `T` and head dimension `D`; the kernels below fix both.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn flash_forward<T: Half, const D: usize>(
+unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
     q: GlobalPtr<T>,
     k: GlobalPtr<T>,
     v: GlobalPtr<T>,
@@ -276,9 +280,12 @@ unsafe fn flash_forward<T: Half, const D: usize>(
         });
         // Scale (base 2) and mask; m_i^(j) = max(m_i^(j-1), rowmax(S_i^(j))) over the row's
         // 4 lanes.
+        // (Unrolled by hand: S must stay in registers; a loop LLVM leaves rolled indexes it, and
+        // an indexed array lives in local memory, which is HBM behind the L1.)
         let mut m_new = m;
-        for (nt, acc) in s.iter_mut().enumerate() {
-            for (e, x) in acc.iter_mut().enumerate() {
+        unroll!(nt in 0..8 {
+            unroll!(e in 0..4 {
+                let x = &mut s[nt][e];
                 let (r, c) = accumulator_at(lane, e);
                 let visible = is_visible(i0 + w0 + r, j0 + nt * 8 + c, n_q, n_kv, causal);
                 *x = if visible {
@@ -287,18 +294,26 @@ unsafe fn flash_forward<T: Half, const D: usize>(
                     f32::NEG_INFINITY
                 };
                 m_new[e / 2] = maximum(m_new[e / 2], *x);
-            }
-        }
+            });
+        });
         let m_new = m_new.map(quad_max);
         // P_i^(j) = exp(S_i^(j) - m_i^(j)) in place; this lane's part of rowsum(P_i^(j)).
         // `exp2_shifted` gives the softmax chapter's special values (see `kernels::attention`).
+        // With FMA_EXP, every other 8-key piece takes its exponentials on the FMA units
+        // (`exp2_fma`), so the special function units do half of them.
+        // (Unrolled, so that the choice is made at compile time and `s` stays in registers.)
         let mut rowsum = [0.0f32; 2];
-        for acc in s.iter_mut() {
-            for (e, x) in acc.iter_mut().enumerate() {
-                *x = exp2_shifted(*x, m_new[e / 2]);
+        unroll!(nt in 0..8 {
+            unroll!(e in 0..4 {
+                let x = &mut s[nt][e];
+                *x = if FMA_EXP && nt % 2 == 1 {
+                    shifted(*x, m_new[e / 2], exp2_fma)
+                } else {
+                    exp2_shifted(*x, m_new[e / 2])
+                };
                 rowsum[e / 2] += *x;
-            }
-        }
+            });
+        });
         // l_i^(j) = exp(m_i^(j-1) - m_i^(j)) l_i^(j-1) + rowsum(P_i^(j)), and O rescaled alike.
         let alpha = [exp2_shifted(m[0], m_new[0]), exp2_shifted(m[1], m_new[1])];
         for h in 0..2 {
@@ -365,13 +380,16 @@ unsafe fn flash_forward<T: Half, const D: usize>(
 
 macro_rules! flash_mma_kernel {
     ($(#[$meta:meta])* $name:ident, $t:ty, $d:literal) => {
+        flash_mma_kernel!($(#[$meta])* $name, $t, $d, false);
+    };
+    ($(#[$meta:meta])* $name:ident, $t:ty, $d:literal, $fma_exp:literal) => {
         kernel! {
             $(#[$meta])*
             pub unsafe fn $name(
                 q: GlobalPtr<$t>, k: GlobalPtr<$t>, v: GlobalPtr<$t>, o: GlobalPtr<$t>, lse: GlobalPtr<f32>,
                 n_q: u32, n_kv: u32, scale: f32, causal: u32,
             ) {
-                unsafe { flash_forward::<$t, $d>(q, k, v, o, lse, n_q as usize, n_kv as usize, scale, causal != 0) }
+                unsafe { flash_forward::<$t, $d, $fma_exp>(q, k, v, o, lse, n_q as usize, n_kv as usize, scale, causal != 0) }
             }
         }
     };
@@ -384,6 +402,11 @@ flash_mma_kernel!(
 flash_mma_kernel!(
     /// As [`flash_attention_bf16_d64`], d = 128.
     flash_attention_bf16_d128, Bf16, 128);
+flash_mma_kernel!(
+    /// As [`flash_attention_bf16_d64`], with half of the exponentials (every other 8-key piece
+    /// of each score tile) computed by [`exp2_fma`] on the FMA units: FlashAttention-4's answer
+    /// to the exponential roof (docs/attention.md).
+    flash_attention_bf16_poly_d64, Bf16, 64, true);
 flash_mma_kernel!(
     /// As [`flash_attention_bf16_d64`], f16 inputs.
     flash_attention_f16_d64, F16, 64);

@@ -46,8 +46,8 @@ use crate::cuda::GlobalPtr;
 // The entry points, one path segment from the crate (as the host's `launch!` names them).
 pub use flash_f32::{flash_attention_f32_d64, flash_attention_f32_d128};
 pub use flash_mma::{
-    flash_attention_bf16_d64, flash_attention_bf16_d128, flash_attention_f16_d64,
-    flash_attention_f16_d128,
+    flash_attention_bf16_d64, flash_attention_bf16_d128, flash_attention_bf16_poly_d64,
+    flash_attention_f16_d64, flash_attention_f16_d128,
 };
 pub use naive::{attention_pv_f32_d64, attention_pv_f32_d128, attention_scores_f32};
 
@@ -58,6 +58,47 @@ pub const HEAD_DIMS: [u32; 2] = [64, 128];
 /// `log2(e)`: the kernels keep scores in base 2 (scaled once by this) so that each exponential
 /// is one `ex2.approx`, and convert the log-sum-exp back to base e at the end.
 pub const LOG2_E: f32 = core::f32::consts::LOG2_E;
+
+/// Taylor coefficients of `2^f = e^(f ln 2)`: `(ln 2)^k / k!`, k = 1..4.
+const EXP2_TAYLOR: [f32; 4] = [
+    core::f32::consts::LN_2,
+    0.240_226_5,
+    0.055_504_11,
+    0.009_618_129,
+];
+
+/// [`exp2_fma`]'s relative error bound, which the tests allow for on top of the SFU kernel's.
+pub const EXP2_FMA_MAX_REL_ERROR: f32 = 1e-4;
+
+/// The most negative exponent [`exp2_fma`] returns a normal number for; below it, 0 (as
+/// `ex2.approx.ftz` flushes results under 2^-126 to zero).
+pub const EXP2_FMA_MIN: f32 = -125.0;
+
+/// `2^x` on the FMA units instead of the special function units (FlashAttention-4's trick for
+/// Blackwell, where the 16 exponentials per clock per SM bound attention): round `x` to the
+/// nearest integer `n`, take `2^f` for `f = x - n` in `[-0.5, 0.5]` as a degree-4 polynomial
+/// (4 FMAs), and put `n` into the exponent bits. Relative error below 1e-4 (the Taylor remainder
+/// `(ln 2 / 2)^5 / 5!` times at most `2^0.5`: 6e-5), far under the 2^-8 of the bf16 it is
+/// rounded to for `P V`. `-inf` and anything below
+/// [`EXP2_FMA_MIN`] give 0, NaN gives NaN; meant for the softmax's `x <= 0`.
+#[inline(always)]
+pub fn exp2_fma(x: f32) -> f32 {
+    use crate::cuda::intrinsics::fma;
+    if x.is_nan() {
+        return x;
+    }
+    if x < EXP2_FMA_MIN {
+        return 0.0;
+    }
+    // Round to nearest by adding and subtracting 1.5 x 2^23 (exact for |x| < 2^22).
+    const ROUND: f32 = 12_582_912.0;
+    let n = (x + ROUND) - ROUND;
+    let f = x - n;
+    let [c1, c2, c3, c4] = EXP2_TAYLOR;
+    let p = fma(fma(fma(fma(c4, f, c3), f, c2), f, c1), f, 1.0);
+    // 2^n x p: add n to p's exponent field (p is in [0.7, 1.42], n >= -125: a normal result).
+    f32::from_bits((p.to_bits() as i32 + ((n as i32) << 23)) as u32)
+}
 
 /// Element offset of row `row` of head `bh` in a `heads x rows x d` tensor.
 #[inline(always)]
@@ -125,6 +166,32 @@ pub const fn kv_rows_loaded(kv_end: usize, tile: usize, n_kv: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Against the exact 2^x (f64) on a fine grid of [-125, 0] and at the edges: relative error
+    /// under 1e-4; 2^0 = 1 and 2^-1 = 0.5 exactly; -inf and very negative give 0, NaN NaN.
+    #[test]
+    fn exp2_fma_is_within_1e_4_of_the_exact_power() {
+        let mut worst = 0.0f64;
+        for i in 0..=250_000 {
+            let x = -125.0 * i as f32 / 250_000.0;
+            let exact = 2f64.powf(f64::from(x));
+            let got = f64::from(exp2_fma(x));
+            worst = worst.max((got - exact).abs() / exact);
+        }
+        assert!(
+            worst < f64::from(EXP2_FMA_MAX_REL_ERROR),
+            "worst relative error {worst:e}"
+        );
+        assert!(
+            worst > 1e-7,
+            "a degree-4 polynomial is not this exact: {worst:e}"
+        );
+        assert_eq!(exp2_fma(0.0), 1.0);
+        assert_eq!(exp2_fma(-1.0), 0.5);
+        assert_eq!(exp2_fma(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp2_fma(-200.0), 0.0);
+        assert!(exp2_fma(f32::NAN).is_nan());
+    }
 
     #[test]
     fn the_causal_mask_is_bottom_right_aligned() {

@@ -10,7 +10,7 @@
 //! Masked scores are written as `-inf`, which the softmax turns into probability 0 (and a fully
 //! masked row into zeros), so `P V` needs no mask of its own.
 
-use super::{is_visible, row_offset, visible_keys};
+use super::{is_visible, row_offset};
 use crate::cuda::GlobalPtr;
 use crate::cuda::intrinsics::{count_flops, fma};
 use crate::cuda::thread::{block_idx_x, block_idx_y, block_idx_z, sync_threads};
@@ -99,8 +99,10 @@ kernel! {
             for (b, dot) in row.iter().enumerate() {
                 let j = j0 + x + THREADS * b;
                 if i < n_q && j < n_kv {
+                    // Every product is computed, masked or not: `2 d` FLOPs per pair. A
+                    // causal-aware kernel would skip the tiles above the diagonal.
+                    count_flops(2 * d as u32);
                     let visible = is_visible(i, j, n_q, n_kv, causal != 0);
-                    count_flops(if visible { 2 * d as u32 } else { 0 });
                     let score = if visible { scale * dot } else { f32::NEG_INFINITY };
                     unsafe { s.write(row_offset(bh, n_q, i, n_kv) + j, score) };
                 }
@@ -117,7 +119,6 @@ unsafe fn probabilities_times_values<const D: usize>(
     o: GlobalPtr<f32>,
     n_q: usize,
     n_kv: usize,
-    causal: bool,
 ) {
     // This thread's part of the [64 x D] output tile: rows y + 16 a, columns x + 16 u.
     let cols = const { D / THREADS };
@@ -161,9 +162,9 @@ unsafe fn probabilities_times_values<const D: usize>(
     for (a, row) in acc.iter().enumerate() {
         let i = i0 + y + THREADS * a;
         if i < n_q {
-            // The attention's FLOPs: 2 d per visible key (the products with the zeros of
-            // masked keys are done but not counted), shared by the row's 16 threads.
-            count_flops((2 * cols * visible_keys(i, n_q, n_kv, causal)) as u32);
+            // The FLOPs done: 2 d per key, the products with the zeros of masked keys
+            // included, shared by the row's 16 threads.
+            count_flops((2 * cols * n_kv) as u32);
             for (u, value) in row.iter().enumerate().take(cols) {
                 unsafe { o.write(row_offset(bh, n_q, i, D) + x + THREADS * u, *value) };
             }
@@ -175,14 +176,14 @@ kernel! {
     /// `O = P V`, head dimension 64. Grid `(ceil(n_q / 64), batch * heads)`, blocks of
     /// `16 x 16`: a block computes 64 whole rows of O, so P is read from HBM exactly once and V
     /// once per query tile (the re-reads).
-    pub unsafe fn attention_pv_f32_d64(p: GlobalPtr<f32>, v: GlobalPtr<f32>, o: GlobalPtr<f32>, n_q: u32, n_kv: u32, causal: u32) {
-        unsafe { probabilities_times_values::<64>(p, v, o, n_q as usize, n_kv as usize, causal != 0) }
+    pub unsafe fn attention_pv_f32_d64(p: GlobalPtr<f32>, v: GlobalPtr<f32>, o: GlobalPtr<f32>, n_q: u32, n_kv: u32) {
+        unsafe { probabilities_times_values::<64>(p, v, o, n_q as usize, n_kv as usize) }
     }
 }
 
 kernel! {
     /// `O = P V`, head dimension 128; as [`attention_pv_f32_d64`].
-    pub unsafe fn attention_pv_f32_d128(p: GlobalPtr<f32>, v: GlobalPtr<f32>, o: GlobalPtr<f32>, n_q: u32, n_kv: u32, causal: u32) {
-        unsafe { probabilities_times_values::<128>(p, v, o, n_q as usize, n_kv as usize, causal != 0) }
+    pub unsafe fn attention_pv_f32_d128(p: GlobalPtr<f32>, v: GlobalPtr<f32>, o: GlobalPtr<f32>, n_q: u32, n_kv: u32) {
+        unsafe { probabilities_times_values::<128>(p, v, o, n_q as usize, n_kv as usize) }
     }
 }

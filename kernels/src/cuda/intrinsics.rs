@@ -13,7 +13,7 @@ pub fn exp2_approx(x: f32) -> f32 {
         let y: f32;
         // SAFETY: pure arithmetic.
         unsafe {
-            core::arch::asm!("ex2.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x)
+            core::arch::asm!("ex2.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack))
         };
         y
     }
@@ -49,7 +49,7 @@ pub fn log2_approx(x: f32) -> f32 {
         let y: f32;
         // SAFETY: pure arithmetic.
         unsafe {
-            core::arch::asm!("lg2.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x)
+            core::arch::asm!("lg2.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack))
         };
         y
     }
@@ -71,7 +71,7 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
         let d: f32;
         // SAFETY: pure arithmetic.
         unsafe {
-            core::arch::asm!("fma.rn.f32 {d}, {a}, {b}, {c};", d = out(reg32) d, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c)
+            core::arch::asm!("fma.rn.f32 {d}, {a}, {b}, {c};", d = out(reg32) d, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack))
         };
         d
     }
@@ -126,7 +126,7 @@ macro_rules! half_type {
             pub fn to_f32(self) -> f32 {
                 let y: f32;
                 // SAFETY: pure arithmetic.
-                unsafe { core::arch::asm!($to, y = out(reg32) y, x = in(reg16) self.0) };
+                unsafe { core::arch::asm!($to, y = out(reg32) y, x = in(reg16) self.0, options(pure, nomem, nostack)) };
                 y
             }
             /// Narrows from f32, rounding to nearest even.
@@ -134,7 +134,7 @@ macro_rules! half_type {
             pub fn from_f32(x: f32) -> Self {
                 let y: u16;
                 // SAFETY: pure arithmetic.
-                unsafe { core::arch::asm!($from, y = out(reg16) y, x = in(reg32) x) };
+                unsafe { core::arch::asm!($from, y = out(reg16) y, x = in(reg32) x, options(pure, nomem, nostack)) };
                 Self(y)
             }
             /// The raw bits.

@@ -6,7 +6,9 @@
 //! - a matmul `[M, K] x [K, N]` does `2·M·K·N` FLOPs and moves `A` and `B` in and `C` out once;
 //! - FLOPs are multiply-adds counted as 2; softmax counts 5 per element (max, subtract, exp, sum,
 //!   divide) and RMSNorm 4 (square, sum, scale by the reciprocal root, scale by the weight);
-//! - attention's FLOPs are its two matmuls, `4·T²·d` per head.
+//! - attention's FLOPs are its two matmuls, `4·T²·d` per head;
+//! - exponentials are counted apart (they have their own roof, the special function units'):
+//!   one per softmax element, so one per attention score.
 
 use host::cost::{Bound, ComputeUnit, Cost, Roofline};
 use host::specs::GpuSpec;
@@ -80,6 +82,7 @@ pub fn times(cost: Cost, n: u64) -> Result<Cost, String> {
         bytes_read: product(&[cost.bytes_read, n])?,
         bytes_written: product(&[cost.bytes_written, n])?,
         flops: product(&[cost.flops, n])?,
+        exps: product(&[cost.exps, n])?,
         unit: cost.unit,
     })
 }
@@ -91,6 +94,7 @@ pub fn matmul(m: u64, k: u64, n: u64, dtype: Dtype) -> Result<Cost, String> {
         bytes_read: sum(&[product(&[b, m, k])?, product(&[b, k, n])?])?,
         bytes_written: product(&[b, m, n])?,
         flops: product(&[2, m, k, n])?,
+        exps: 0,
         unit: dtype.matmul_unit(),
     })
 }
@@ -107,6 +111,7 @@ pub fn softmax(rows: u64, cols: u64, dtype: Dtype, unit: ComputeUnit) -> Result<
         bytes_read: matrix,
         bytes_written: matrix,
         flops: product(&[SOFTMAX_FLOPS_PER_ELEMENT, rows, cols])?,
+        exps: product(&[rows, cols])?,
         unit,
     })
 }
@@ -118,6 +123,7 @@ pub fn rmsnorm(rows: u64, cols: u64, dtype: Dtype, unit: ComputeUnit) -> Result<
         bytes_read: sum(&[matrix, product(&[dtype.bytes(), cols])?])?,
         bytes_written: matrix,
         flops: product(&[RMSNORM_FLOPS_PER_ELEMENT, rows, cols])?,
+        exps: 0,
         unit,
     })
 }
@@ -146,6 +152,9 @@ pub fn attention(t: u64, d: u64, dtype: Dtype, causal: bool) -> Result<Attention
     } else {
         full_flops
     };
+    // One exponential per score the fused kernel computes: T² or, causal, T(T+1)/2. The
+    // per-row rescale exp(m_old - m_new), one per row per key tile, is left out (1/64 of it).
+    let fused_exps = fused_flops / product(&[4, d])?;
     let unit = dtype.matmul_unit();
     Ok(Attention {
         tensor_bytes,
@@ -156,12 +165,15 @@ pub fn attention(t: u64, d: u64, dtype: Dtype, causal: bool) -> Result<Attention
             // S; P; O.
             bytes_written: sum(&[score_bytes, score_bytes, tensor_bytes])?,
             flops: full_flops,
+            // The softmax exponentiates all of S, masked scores included.
+            exps: product(&[t, t])?,
             unit,
         },
         fused: Cost {
             bytes_read: product(&[3, tensor_bytes])?,
             bytes_written: tensor_bytes,
             flops: fused_flops,
+            exps: fused_exps,
             unit,
         },
     })
@@ -174,6 +186,7 @@ pub fn decode(params: u64, batch: u64, dtype: Dtype) -> Result<Cost, String> {
         bytes_read: product(&[params, dtype.bytes()])?,
         bytes_written: 0,
         flops: product(&[2, params, batch])?,
+        exps: 0,
         unit: dtype.matmul_unit(),
     })
 }
@@ -320,6 +333,7 @@ pub fn matmuls_cost(mats: &[WeightMatmul], m: u64, dtype: Dtype) -> Result<Cost,
         bytes_read: 0,
         bytes_written: 0,
         flops: 0,
+        exps: 0,
         unit: dtype.matmul_unit(),
     };
     for w in mats {
@@ -378,6 +392,7 @@ pub fn tile_step(mt: u64, nt: u64, kt: u64, dtype: Dtype) -> Result<Cost, String
         bytes_read: sum(&[product(&[mt, kt, b])?, product(&[kt, nt, b])?])?,
         bytes_written: 0,
         flops: product(&[2, mt, nt, kt])?,
+        exps: 0,
         unit: dtype.matmul_unit(),
     })
 }
@@ -425,6 +440,11 @@ mod tests {
         assert_eq!(causal.naive, full.naive);
         assert_eq!(causal.fused.flops, 2 * 64 * 1024 * 1025);
         assert_eq!(causal.fused.bytes(), full.fused.bytes());
+        // One exponential per score: all of S for naive, the visible half for causal fused.
+        assert_eq!(full.naive.exps, 1024 * 1024);
+        assert_eq!(full.fused.exps, 1024 * 1024);
+        assert_eq!(causal.naive.exps, 1024 * 1024);
+        assert_eq!(causal.fused.exps, 1024 * 1025 / 2);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Single operations of a transformer layer: matmuls, the score matrix, row-wise kernels, naive
 //! against fused attention, and the score matrix against FlashAttention's working set.
 
-use host::cost::{ComputeUnit, Roofline};
+use host::cost::{Bound, ComputeUnit, Cost, Roofline};
 
 use super::costs::{self, FlashTile};
 use super::report::{self, Report, Section, Value, field};
@@ -173,7 +173,21 @@ pub(super) fn attention(
     ];
     let all_heads = format!("all {heads} heads");
     let mut costs = Vec::new();
-    for (variant, cost) in [("naive", a.naive), ("fused", a.fused)] {
+    let mut variants = vec![("naive", a.naive), ("fused", a.fused)];
+    // Where the exponentials bind, FlashAttention-4's answer: half of them on the FMA units
+    // (the project's `flash_attention_bf16_poly_d64`), the other half on the SFUs.
+    let exp_bound = ctx
+        .gpus
+        .iter()
+        .any(|g| a.fused.bound(g) == Bound::Exponential);
+    if exp_bound {
+        let half = Cost {
+            exps: a.fused.exps / 2,
+            ..a.fused
+        };
+        variants.push(("fused, half exp on FMA", half));
+    }
+    for (variant, cost) in variants {
         let mut scopes = vec![("one head".to_string(), cost)];
         if heads > 1 {
             scopes.push((all_heads.clone(), costs::times(cost, heads)?));
@@ -195,6 +209,7 @@ pub(super) fn attention(
                 .chain([
                     field("bytes", "HBM bytes", report::bytes(c.bytes())),
                     field("flops", "FLOPs", report::flops(c.flops)),
+                    field("exps", "exponentials", Value::Exps(c.exps as f64)),
                     field("intensity", "intensity", Value::Intensity(c.intensity())),
                 ])
                 .collect()
@@ -210,9 +225,34 @@ pub(super) fn attention(
          write O. Fused: read Q, K, V once, write O (real kernels re-read K and V once per \
          query block, so somewhat more)"
             .to_string(),
-        "FLOPs: the two matmuls, 4·T²·d per head; softmax's few FLOPs per score are left out"
+        "FLOPs: the two matmuls, 4·T²·d per head; softmax's few FLOPs per score are left out. \
+         Exponentials: one per score (T² per head, causal fused T(T+1)/2), at 16 per clock per \
+         SM on the special function units"
             .to_string(),
     ];
+    for g in &ctx.gpus {
+        if a.fused.bound(g) == Bound::Exponential {
+            notes.push(format!(
+                "{}: the exponentials bind the fused kernel, not the tensor cores: 4·d = {} \
+                 FLOPs per score against {} tensor FLOPs per exponential (per clock per SM: \
+                 {} ÷ {})",
+                g.name,
+                4 * d,
+                g.tensor_flops_per_clock_per_sm / g.exp_per_clock_per_sm,
+                g.tensor_flops_per_clock_per_sm,
+                g.exp_per_clock_per_sm
+            ));
+        }
+    }
+    if exp_bound {
+        notes.push(
+            "fused, half exp on FMA: every other 8-key piece's exponentials computed by a \
+             degree-4 polynomial on the FMA units (kernels::attention::exp2_fma, \
+             flash_attention_bf16_poly_d64), FlashAttention-4's trick; its FMAs run on the CUDA \
+             cores beside the tensor cores and are left out of the FLOPs"
+                .to_string(),
+        );
+    }
     if causal {
         notes.push(
             "causal: the fused kernel skips masked tiles (T(T+1)/2 scores); the naive kernels \

@@ -21,6 +21,10 @@ pub enum Value {
     Flops(f64),
     /// FLOP per second.
     FlopRate(f64),
+    /// Exponentials (special-function unit operations).
+    Exps(f64),
+    /// Exponentials per second.
+    ExpRate(f64),
     /// FLOPs per HBM byte.
     Intensity(f64),
     /// Seconds, printed in ns, µs, ms, s, min, h or days.
@@ -294,6 +298,8 @@ impl Value {
             Value::ByteRate(r) => si(*r, "B/s"),
             Value::Flops(f) => si(*f, "FLOP"),
             Value::FlopRate(f) => si(*f, "FLOP/s"),
+            Value::Exps(e) => si(*e, "exp"),
+            Value::ExpRate(e) => si(*e, "exp/s"),
             Value::Intensity(i) if *i >= 0.95 => format!("{i:.1} FLOP/B"),
             Value::Intensity(i) => format!("{i:.3} FLOP/B"),
             Value::Seconds(s) => seconds_text(*s),
@@ -316,6 +322,8 @@ impl Value {
             | Value::ByteRate(x)
             | Value::Flops(x)
             | Value::FlopRate(x)
+            | Value::Exps(x)
+            | Value::ExpRate(x)
             | Value::Intensity(x)
             | Value::Seconds(x)
             | Value::Hertz(x)

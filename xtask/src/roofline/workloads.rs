@@ -23,17 +23,25 @@ pub(super) fn decode(ctx: Ctx, params: f64, batch: u64) -> Result<Report, String
         .gpus
         .iter()
         .map(|g| {
-            let step = Roofline::modelled(&cost, g).bound_seconds;
-            let mut row = timing_fields(&cost, g);
+            // Weights too large for one GPU are split evenly over the fewest GPUs that hold
+            // them (tensor parallel): each reads its share every step, all at once.
+            let gpus = (cost.bytes_read as f64 / g.hbm_bytes).ceil().max(1.0) as u64;
+            let share = Cost {
+                bytes_read: cost.bytes_read.div_ceil(gpus),
+                flops: cost.flops.div_ceil(gpus),
+                ..cost
+            };
+            let step = Roofline::modelled(&share, g).bound_seconds;
+            let mut row = vec![field(
+                "gpus_to_hold_weights",
+                "GPUs to hold weights",
+                Value::Count(gpus),
+            )];
+            row.extend(timing_fields(&share, g, false));
             row.push(field(
                 "tokens_per_s",
                 "tokens/s",
                 Value::Number(batch as f64 / step, 1),
-            ));
-            row.push(field(
-                "gpus_to_hold_weights",
-                "GPUs to hold weights",
-                Value::Count((cost.bytes_read as f64 / g.hbm_bytes).ceil() as u64),
             ));
             row
         })
@@ -45,6 +53,10 @@ pub(super) fn decode(ctx: Ctx, params: f64, batch: u64) -> Result<Report, String
     );
     let notes = vec![
         "the time at the bound is per step; the KV cache's reads are left out (see kv-cache)"
+            .to_string(),
+        "weights larger than one GPU's HBM are split evenly over the GPUs that hold them: each \
+         GPU's step reads its share, and the table's time and tokens/s are those of the whole \
+         group (the all-reduce between the GPUs is left out)"
             .to_string(),
     ];
     let sections = vec![
@@ -83,6 +95,7 @@ pub(super) fn kv_cache(ctx: Ctx, sizes: [u64; 5]) -> Result<Report, String> {
         bytes_read: total,
         bytes_written: 0,
         flops: 0,
+        exps: 0,
         unit: ctx.dtype.matmul_unit(),
     };
     let rows = ctx.per_gpu(|g| {

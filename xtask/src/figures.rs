@@ -1,0 +1,897 @@
+//! `cargo xtask figures`: the teaching pictures in `docs/img/`, drawn from the functions the
+//! kernels and the emulator use, so a picture cannot drift from the code:
+//!
+//! - `mma-fragments.svg`: which lane and register of `mma.m16n8k16` holds each element of A, B
+//!   and C (the emulator's reading of the PTX ISA, `host::emu::fragments`);
+//! - `ldmatrix-x4.svg`: `ldmatrix.x4` without and with `.trans` (the kernels' row addresses,
+//!   `kernels::gemm::ldmatrix_x4_lane`, and the emulator's destinations);
+//! - `banks-transpose.svg`, `banks-tiles.svg`: the shared-memory banks a warp's access touches
+//!   in the transpose tile (pitch 32 against 33), the tensor-core GEMM's tile (with and without
+//!   `kernels::gemm::swizzle`) and the attention kernel's padded tile;
+//! - `raster.svg`: the order in which blocks walk C, row by row against `kernels::gemm::raster`;
+//! - `pyramid.svg`: the memory pyramid of an H100 to scale (`host::specs`);
+//! - `online-softmax.svg`: the online-softmax recurrence (`trace-softmax`'s `online_trace`);
+//! - `flash-tiling.svg`: one query tile of the tensor-core FlashAttention kernel over time, which
+//!   tiles sit in HBM, shared memory and registers at each step (`kernels::attention`'s tile
+//!   sizes, stages and causal `kv_end`).
+//!
+//! The SVG is written by hand (rectangles, lines and text, numbers to one decimal), so the
+//! output is byte-for-byte deterministic; a test regenerates every figure and fails if a
+//! committed one differs.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use host::emu::fragments;
+use host::specs::GpuSpec;
+use kernels::gemm::{ELEMS_PER_CHUNK, TC_GROUP_M, ldmatrix_x4_lane, raster, swizzled};
+
+/// `cargo xtask figures`: writes every figure into `docs/img/`.
+#[derive(clap::Args)]
+pub struct FiguresArgs {
+    /// Write into this folder instead of docs/img.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub fn run(args: &FiguresArgs) -> Result<(), String> {
+    let dir = args.out.clone().unwrap_or_else(img_dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for (name, svg) in all() {
+        let path = dir.join(name);
+        std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("{}", path.display());
+    }
+    Ok(())
+}
+
+fn img_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/img")
+}
+
+/// Every figure: file name and SVG text.
+pub fn all() -> Vec<(&'static str, String)> {
+    vec![
+        ("mma-fragments.svg", mma_fragments()),
+        ("ldmatrix-x4.svg", ldmatrix_x4()),
+        ("banks-transpose.svg", banks_transpose()),
+        ("banks-tiles.svg", banks_tiles()),
+        ("raster.svg", raster_order()),
+        ("pyramid.svg", pyramid()),
+        ("online-softmax.svg", online_softmax()),
+        ("flash-tiling.svg", flash_tiling()),
+    ]
+}
+
+// ---- A minimal SVG writer ---------------------------------------------------------------------
+
+struct Svg {
+    width: f64,
+    height: f64,
+    body: String,
+}
+
+impl Svg {
+    fn new(width: f64, height: f64) -> Self {
+        let mut svg = Self {
+            width,
+            height,
+            body: String::new(),
+        };
+        svg.rect(0.0, 0.0, width, height, "white", "none");
+        svg
+    }
+
+    fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: &str, stroke: &str) {
+        let _ = writeln!(
+            self.body,
+            r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{fill}" stroke="{stroke}" stroke-width="0.5"/>"#
+        );
+    }
+
+    /// Text at (`x`, `y`), `anchor` start, middle or end.
+    fn text(&mut self, x: f64, y: f64, size: f64, anchor: &str, text: &str) {
+        let text = text
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        let _ = writeln!(
+            self.body,
+            r#"<text x="{x:.1}" y="{y:.1}" font-size="{size:.1}" text-anchor="{anchor}">{text}</text>"#
+        );
+    }
+
+    fn line(&mut self, (x1, y1): (f64, f64), (x2, y2): (f64, f64), stroke: &str, width: f64) {
+        let _ = writeln!(
+            self.body,
+            r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{stroke}" stroke-width="{width:.1}"/>"#
+        );
+    }
+
+    fn polyline(&mut self, points: &[(f64, f64)], stroke: &str) {
+        let pts: Vec<String> = points
+            .iter()
+            .map(|(x, y)| format!("{x:.1},{y:.1}"))
+            .collect();
+        let _ = writeln!(
+            self.body,
+            r#"<polyline points="{}" fill="none" stroke="{stroke}" stroke-width="2.0"/>"#,
+            pts.join(" ")
+        );
+        for &(x, y) in points {
+            let _ = writeln!(
+                self.body,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.0" fill="{stroke}"/>"#
+            );
+        }
+    }
+
+    fn finish(self) -> String {
+        format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{h:.0}\" viewBox=\"0 0 {w:.0} {h:.0}\" font-family=\"sans-serif\">\n{}</svg>\n",
+            self.body,
+            w = self.width,
+            h = self.height
+        )
+    }
+}
+
+/// A light colour per lane: the lane's group of four (`g = lane / 4`, the fragment row) picks
+/// the hue, its place in the group (`t`) the lightness.
+fn lane_colour(lane: usize) -> String {
+    let (g, t) = (lane / 4, lane % 4);
+    format!("hsl({}, 70%, {}%)", g * 45, 88 - 8 * t)
+}
+
+/// A colour per bank group of four banks (one 16-byte chunk).
+fn bank_colour(bank: usize) -> String {
+    format!("hsl({}, 65%, 78%)", (bank / 4) * 45)
+}
+
+// ---- mma.m16n8k16 ------------------------------------------------------------------------------
+
+/// One matrix of cells, `rows x cols`, with a title; `label(r, c)` gives the cell's lane and two
+/// lines of text.
+fn grid(
+    svg: &mut Svg,
+    (x0, y0): (f64, f64),
+    (rows, cols): (usize, usize),
+    (cw, ch): (f64, f64),
+    title: &str,
+    label: impl Fn(usize, usize) -> (usize, String, String),
+) {
+    svg.text(x0, y0 - 8.0, 13.0, "start", title);
+    for r in 0..rows {
+        for c in 0..cols {
+            let (lane, top, bottom) = label(r, c);
+            let (x, y) = (x0 + c as f64 * cw, y0 + r as f64 * ch);
+            svg.rect(x, y, cw, ch, &lane_colour(lane), "#555");
+            svg.text(x + cw / 2.0, y + ch / 2.0 - 1.0, 8.0, "middle", &top);
+            svg.text(x + cw / 2.0, y + ch - 3.0, 7.0, "middle", &bottom);
+        }
+    }
+}
+
+/// Inverts a fragment layout: for each element of a `rows x cols` tile, the (lane, register,
+/// half) that holds it.
+fn owners<const R: usize, const C: usize>(
+    regs: usize,
+    halves: usize,
+    at: impl Fn(usize, usize, usize) -> (usize, usize),
+) -> [[(usize, usize, usize); C]; R] {
+    let mut owner = [[(0, 0, 0); C]; R];
+    for lane in 0..32 {
+        for reg in 0..regs {
+            for half in 0..halves {
+                let (r, c) = at(lane, reg, half);
+                owner[r][c] = (lane, reg, half);
+            }
+        }
+    }
+    owner
+}
+
+fn mma_fragments() -> String {
+    let (cw, ch) = (30.0, 22.0);
+    let mut svg = Svg::new(1010.0, 450.0);
+    svg.text(
+        10.0,
+        20.0,
+        15.0,
+        "start",
+        "mma.m16n8k16: which lane (T) and register holds each element (colour: lane; g = lane / 4 sets the hue)",
+    );
+    let a = owners::<16, 16>(4, 2, fragments::mma_a);
+    grid(
+        &mut svg,
+        (10.0, 60.0),
+        (16, 16),
+        (cw, ch),
+        "A, 16 x 16 (rows m, columns k): a0..a3, two elements each",
+        |r, c| {
+            let (lane, reg, half) = a[r][c];
+            (
+                lane,
+                format!("T{lane}"),
+                format!("a{reg}.{}", ["lo", "hi"][half]),
+            )
+        },
+    );
+    let b = owners::<16, 8>(2, 2, fragments::mma_b);
+    grid(
+        &mut svg,
+        (520.0, 60.0),
+        (16, 8),
+        (cw, ch),
+        "B, 16 x 8 (k, n): b0, b1",
+        |r, c| {
+            let (lane, reg, half) = b[r][c];
+            (
+                lane,
+                format!("T{lane}"),
+                format!("b{reg}.{}", ["lo", "hi"][half]),
+            )
+        },
+    );
+    let cc = owners::<16, 8>(4, 1, |lane, reg, _| fragments::mma_c(lane, reg));
+    grid(
+        &mut svg,
+        (770.0, 60.0),
+        (16, 8),
+        (cw, ch),
+        "C and D, 16 x 8 f32: c0..c3",
+        |r, c| {
+            let (lane, reg, _) = cc[r][c];
+            (lane, format!("T{lane}"), format!("c{reg}"))
+        },
+    );
+    svg.text(10.0, 438.0, 11.0, "start", "Drawn by cargo xtask figures from host::emu::fragments, the emulator's reading of the PTX ISA's fragment figures.");
+    svg.finish()
+}
+
+// ---- ldmatrix.x4 -------------------------------------------------------------------------------
+
+/// The 16 x 16 block an `ldmatrix.x4` reads, each element labelled with the lane and register
+/// it lands in.
+fn ldmatrix_panel(svg: &mut Svg, x0: f64, trans: bool) {
+    let (cw, ch) = (26.0, 22.0);
+    // Where element (r, c) of matrix j sits in the 16 x 16 block: its row is the one lane
+    // 8j + r addresses (the kernels' ldmatrix_x4_lane).
+    let place = |j: usize, r: usize, c: usize| {
+        let (row, col) = ldmatrix_x4_lane(fragments::ldmatrix_row_lane(j, r) as u32);
+        (row as usize, col as usize + c)
+    };
+    let mut owner = [[(0usize, 0usize); 16]; 16];
+    for lane in 0..32 {
+        for j in 0..4 {
+            for half in 0..2 {
+                let (r, c) = fragments::ldmatrix(lane, half, trans);
+                let (row, col) = place(j, r, c);
+                owner[row][col] = (lane, j);
+            }
+        }
+    }
+    let title = if trans {
+        "with .trans: each matrix read down its columns (B of PV)"
+    } else {
+        "without .trans: the A fragment of mma (Q, and A of the GEMM)"
+    };
+    grid(svg, (x0 + 50.0, 60.0), (16, 16), (cw, ch), title, |r, c| {
+        let (lane, j) = owner[r][c];
+        (lane, format!("T{lane}"), format!("r{j}"))
+    });
+    for row in 0..16 {
+        for j in 0..4 {
+            for r in 0..8 {
+                let lane = fragments::ldmatrix_row_lane(j, r);
+                let (br, bc) = ldmatrix_x4_lane(lane as u32);
+                if br as usize == row && bc == 0 {
+                    svg.text(
+                        x0 + 47.0,
+                        60.0 + row as f64 * ch + 15.0,
+                        8.0,
+                        "end",
+                        &format!("L{lane}, L{}", lane + 16),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn ldmatrix_x4() -> String {
+    let mut svg = Svg::new(940.0, 470.0);
+    svg.text(10.0, 20.0, 15.0, "start", "ldmatrix.x4, 16 x 16 block of 16-bit elements: lanes Lx give a row's address; each element lands in lane T, register r");
+    ldmatrix_panel(&mut svg, 0.0, false);
+    ldmatrix_panel(&mut svg, 470.0, true);
+    svg.text(10.0, 440.0, 11.0, "start", "Row addresses: kernels::gemm::ldmatrix_x4_lane (lanes 0-15 the left 8 columns, 16-31 the right 8); destinations:");
+    svg.text(
+        10.0,
+        456.0,
+        11.0,
+        "start",
+        "host::emu::fragments::ldmatrix. Drawn by cargo xtask figures.",
+    );
+    svg.finish()
+}
+
+// ---- Shared-memory banks -----------------------------------------------------------------------
+
+const BANKS: usize = 32;
+
+/// The bank of a 4-byte word offset.
+fn bank(word: usize) -> usize {
+    word % BANKS
+}
+
+/// A warp reading one column of the 32 x 32 f32 transpose tile: the bank of each of its 32
+/// elements, with row pitch `pitch` words.
+fn column_banks(pitch: usize) -> Vec<usize> {
+    (0..kernels::transpose::TILE)
+        .map(|ty| bank(ty * pitch))
+        .collect()
+}
+
+/// How many lanes of a request land in the busiest bank (distinct words; 1 is conflict-free).
+fn conflict_degree(banks: &[usize]) -> usize {
+    (0..BANKS)
+        .map(|b| banks.iter().filter(|&&x| x == b).count())
+        .max()
+        .unwrap_or(0)
+}
+
+fn degree_text(degree: usize) -> String {
+    if degree == 1 {
+        "no conflict".to_string()
+    } else {
+        format!("{degree}-way conflict")
+    }
+}
+
+fn banks_transpose() -> String {
+    use kernels::transpose::{PADDED_PITCH, TILE};
+    let mut svg = Svg::new(840.0, 250.0);
+    svg.text(10.0, 20.0, 15.0, "start", "transpose: a warp reads one column of the 32 x 32 f32 tile (lane i reads row i); the cell is the bank");
+    for (i, (pitch, name)) in [
+        (TILE, "transpose_shared"),
+        (PADDED_PITCH, "transpose_padded"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let banks = column_banks(pitch);
+        let y = 60.0 + i as f64 * 90.0;
+        svg.text(
+            10.0,
+            y - 8.0,
+            12.0,
+            "start",
+            &format!(
+                "{name}: pitch {pitch} words, bank = (lane x {pitch}) mod 32: {}",
+                degree_text(conflict_degree(&banks))
+            ),
+        );
+        for (lane, &b) in banks.iter().enumerate() {
+            let x = 10.0 + lane as f64 * 23.0;
+            svg.rect(x, y, 23.0, 24.0, &bank_colour(b), "#555");
+            svg.text(x + 11.5, y + 16.0, 9.0, "middle", &b.to_string());
+            svg.text(x + 11.5, y + 36.0, 7.0, "middle", &format!("L{lane}"));
+        }
+    }
+    svg.text(10.0, 240.0, 11.0, "start", "Pitches from kernels::transpose (TILE, PADDED_PITCH): one word of padding per row spreads a column over all 32 banks. cargo xtask figures.");
+    svg.finish()
+}
+
+/// One 8 x 8 grid of 16-byte chunks: eight rows of a tile as an `ldmatrix` phase sees them, each
+/// cell the bank group of chunk `chunk` of that row; the chunks of logical column chunk 0 (the
+/// ones one phase reads) are outlined.
+fn chunk_panel(
+    svg: &mut Svg,
+    (x0, y0): (f64, f64),
+    title: &str,
+    word_of: impl Fn(u32, u32) -> usize,
+) {
+    svg.text(x0, y0 - 8.0, 12.0, "start", title);
+    let (cw, ch) = (40.0, 22.0);
+    let mut first_chunk_banks = Vec::new();
+    for row in 0..8u32 {
+        for chunk in 0..8u32 {
+            let word = word_of(row, chunk);
+            let b = bank(word);
+            let slot = (b / 4) as f64;
+            let (x, y) = (x0 + slot * cw, y0 + f64::from(row) * ch);
+            let stroke = if chunk == 0 { "black" } else { "#bbb" };
+            svg.rect(x, y, cw, ch, &bank_colour(b), stroke);
+            if chunk == 0 {
+                svg.rect(x + 1.0, y + 1.0, cw - 2.0, ch - 2.0, "none", "black");
+                first_chunk_banks.extend((0..4).map(|i| b + i));
+            }
+            svg.text(
+                x + cw / 2.0,
+                y + 15.0,
+                9.0,
+                "middle",
+                &format!("r{row} c{chunk}"),
+            );
+        }
+    }
+    let degree = conflict_degree(&first_chunk_banks);
+    svg.text(
+        x0,
+        y0 + 8.0 * ch + 14.0,
+        10.0,
+        "start",
+        &format!(
+            "outlined, chunk 0 of 8 rows (one ldmatrix phase): {}",
+            degree_text(degree)
+        ),
+    );
+}
+
+fn banks_tiles() -> String {
+    use kernels::attention::flash_mma::ROW_PAD;
+    let mut svg = Svg::new(1010.0, 300.0);
+    svg.text(10.0, 20.0, 15.0, "start", "Where each 16-byte chunk (r row, c chunk) of a bf16 tile lands in the 32 banks: columns are bank groups 0-3, 4-7, ..., 28-31");
+    // The GEMM's A tile: 64 bf16 per row (128 bytes, one bank line), chunk c of row r.
+    let cols = 64u32;
+    let words = |elem: usize| elem * 2 / 4;
+    chunk_panel(
+        &mut svg,
+        (10.0, 60.0),
+        "GEMM tile, 64 bf16 per row, no swizzle",
+        |r, c| words((r * cols + c * ELEMS_PER_CHUNK) as usize),
+    );
+    chunk_panel(
+        &mut svg,
+        (345.0, 60.0),
+        "GEMM tile with kernels::gemm::swizzled",
+        |r, c| words(swizzled(r, c * ELEMS_PER_CHUNK, cols)),
+    );
+    let stride = 64 + ROW_PAD as u32;
+    chunk_panel(
+        &mut svg,
+        (680.0, 60.0),
+        &format!("attention tile, d = 64 + ROW_PAD = {stride} per row"),
+        |r, c| words((r * stride + c * ELEMS_PER_CHUNK) as usize),
+    );
+    svg.text(10.0, 290.0, 11.0, "start", "Unswizzled rows of one 128-byte line put a column's chunks in one bank group; the XOR swizzle and the 16-byte row padding spread them over all eight. cargo xtask figures.");
+    svg.finish()
+}
+
+// ---- Block rasterisation -----------------------------------------------------------------------
+
+/// Tiles of C visited by blocks `0..blocks` of a `blocks_m x blocks_n` grid under `order`.
+fn raster_panel(
+    svg: &mut Svg,
+    (x0, y0): (f64, f64),
+    (blocks_m, blocks_n): (u32, u32),
+    wave: u32,
+    title: &str,
+    order: impl Fn(u32) -> (u32, u32),
+) {
+    let cell = 26.0;
+    let mut rows = std::collections::BTreeSet::new();
+    let mut cols = std::collections::BTreeSet::new();
+    for pid in 0..blocks_m * blocks_n {
+        let (r, c) = order(pid);
+        let (x, y) = (x0 + f64::from(c) * cell, y0 + f64::from(r) * cell);
+        let fill = if pid < wave {
+            rows.insert(r);
+            cols.insert(c);
+            "hsl(30, 90%, 70%)"
+        } else {
+            "hsl(210, 30%, 94%)"
+        };
+        svg.rect(x, y, cell, cell, fill, "#888");
+        svg.text(x + cell / 2.0, y + 17.0, 9.0, "middle", &pid.to_string());
+    }
+    svg.text(x0, y0 - 24.0, 12.0, "start", title);
+    svg.text(
+        x0,
+        y0 - 8.0,
+        11.0,
+        "start",
+        &format!(
+            "first {wave} blocks read {} strips of A and {} of B: {} in all",
+            rows.len(),
+            cols.len(),
+            rows.len() + cols.len()
+        ),
+    );
+}
+
+fn raster_order() -> String {
+    let (blocks_m, blocks_n, wave) = (16u32, 12u32, 32u32);
+    let mut svg = Svg::new(740.0, 520.0);
+    svg.text(
+        10.0,
+        20.0,
+        15.0,
+        "start",
+        "Block order over 16 x 12 tiles of C (number: block index; orange: the first 32 blocks)",
+    );
+    raster_panel(
+        &mut svg,
+        (10.0, 70.0),
+        (blocks_m, blocks_n),
+        wave,
+        "row by row",
+        |pid| (pid / blocks_n, pid % blocks_n),
+    );
+    raster_panel(
+        &mut svg,
+        (370.0, 70.0),
+        (blocks_m, blocks_n),
+        wave,
+        &format!("kernels::gemm::raster, groups of {TC_GROUP_M} rows"),
+        |pid| raster(pid, blocks_m, blocks_n, TC_GROUP_M),
+    );
+    svg.text(10.0, 510.0, 11.0, "start", "Blocks running together share strips in L2: fewer distinct strips, fewer HBM reads. cargo xtask figures.");
+    svg.finish()
+}
+
+// ---- The memory pyramid ------------------------------------------------------------------------
+
+/// A horizontal bar chart on a log10 axis from `lo` to `hi` decades.
+fn log_bars(
+    svg: &mut Svg,
+    (x0, y0): (f64, f64),
+    title: &str,
+    unit: &str,
+    (lo, hi): (f64, f64),
+    bars: &[(&str, f64, String)],
+) {
+    let width = 300.0;
+    svg.text(x0, y0 - 10.0, 13.0, "start", title);
+    let scale = |v: f64| (v.log10() - lo) / (hi - lo) * width;
+    for d in (lo as i32)..=(hi as i32) {
+        let x = x0 + 110.0 + scale(10f64.powi(d));
+        svg.line((x, y0), (x, y0 + 30.0 * bars.len() as f64), "#ddd", 1.0);
+        svg.text(
+            x,
+            y0 + 30.0 * bars.len() as f64 + 12.0,
+            9.0,
+            "middle",
+            &format!("1e{d}"),
+        );
+    }
+    for (i, (name, value, text)) in bars.iter().enumerate() {
+        let y = y0 + 30.0 * i as f64 + 5.0;
+        svg.text(x0 + 105.0, y + 14.0, 11.0, "end", name);
+        svg.rect(
+            x0 + 110.0,
+            y,
+            scale(*value),
+            20.0,
+            "hsl(210, 60%, 70%)",
+            "#557",
+        );
+        svg.text(x0 + 114.0 + scale(*value), y + 14.0, 10.0, "start", text);
+    }
+    svg.text(
+        x0 + 110.0 + width / 2.0,
+        y0 + 30.0 * bars.len() as f64 + 26.0,
+        10.0,
+        "middle",
+        unit,
+    );
+}
+
+fn pyramid() -> String {
+    let g = GpuSpec::find("h100").expect("in the table");
+    let sms = f64::from(g.sms);
+    let shared_bw = g.shared_bytes_per_clock * sms * g.boost_clock_hz;
+    let size = |b: f64| {
+        if b >= 1e9 {
+            format!("{:.0} GB", b / 1e9)
+        } else {
+            format!("{:.1} MB", b / 1e6)
+        }
+    };
+    let rate = |b: f64| {
+        if b >= 1e12 {
+            format!("{:.2} TB/s", b / 1e12)
+        } else {
+            format!("{:.0} GB/s", b / 1e9)
+        }
+    };
+    let sizes = [
+        ("registers", g.registers_per_sm * sms),
+        ("shared memory", g.shared_per_sm * sms),
+        ("L2", g.l2_bytes),
+        ("HBM", g.hbm_bytes),
+    ];
+    let rates = [
+        ("shared memory", shared_bw),
+        ("HBM", g.hbm_bandwidth),
+        ("NVLink", g.nvlink_bandwidth),
+        ("PCIe", g.pcie_bandwidth),
+        ("network", g.network_bandwidth),
+    ];
+    let mut svg = Svg::new(960.0, 260.0);
+    svg.text(
+        10.0,
+        20.0,
+        15.0,
+        "start",
+        &format!(
+            "The memory pyramid of the {}, to scale (vendor figures, log axes)",
+            g.name
+        ),
+    );
+    let sized: Vec<(&str, f64, String)> = sizes.iter().map(|&(n, b)| (n, b, size(b))).collect();
+    log_bars(
+        &mut svg,
+        (10.0, 60.0),
+        "capacity, whole GPU",
+        "bytes",
+        (7.0, 11.0),
+        &sized,
+    );
+    let rated: Vec<(&str, f64, String)> = rates.iter().map(|&(n, b)| (n, b, rate(b))).collect();
+    log_bars(
+        &mut svg,
+        (470.0, 60.0),
+        "bandwidth (links: per direction)",
+        "bytes per second",
+        (10.0, 14.0),
+        &rated,
+    );
+    svg.text(10.0, 250.0, 11.0, "start", "From host::specs (shared memory: 128 B per clock per SM x SMs x boost clock; no vendor figure for the register file or L2 bandwidth). cargo xtask figures.");
+    svg.finish()
+}
+
+// ---- Online softmax ----------------------------------------------------------------------------
+
+fn online_softmax() -> String {
+    let scores = [1.0, 3.0, 2.0, 3.5, 0.5, 4.0];
+    let values: Vec<Vec<f64>> = (1..=scores.len()).map(|v| vec![v as f64]).collect();
+    let steps = crate::trace_softmax::online_trace(&scores, &values);
+    let direct = crate::trace_softmax::direct_average(&scores, &values)[0];
+    let mut svg = Svg::new(820.0, 360.0);
+    svg.text(10.0, 20.0, 15.0, "start", "Online softmax, one score at a time: running max m, sum l and average o / l (values 1, 2, 3, ...)");
+    let (x0, y0, w, h) = (60.0, 50.0, 520.0, 250.0);
+    let y_max = 6.0;
+    let px = |i: usize| x0 + w * i as f64 / (scores.len() - 1) as f64;
+    let py = |v: f64| y0 + h - h * v / y_max;
+    svg.line((x0, y0 + h), (x0 + w, y0 + h), "#333", 1.0);
+    svg.line((x0, y0), (x0, y0 + h), "#333", 1.0);
+    for v in 0..=6 {
+        svg.text(
+            x0 - 6.0,
+            py(f64::from(v)) + 4.0,
+            10.0,
+            "end",
+            &v.to_string(),
+        );
+        svg.line(
+            (x0, py(f64::from(v))),
+            (x0 + w, py(f64::from(v))),
+            "#eee",
+            1.0,
+        );
+    }
+    for (i, s) in steps.iter().enumerate() {
+        svg.text(
+            px(i),
+            y0 + h + 16.0,
+            10.0,
+            "middle",
+            &format!("s{} = {}", i + 1, s.score),
+        );
+        if s.rescale < 1.0 && i > 0 {
+            svg.text(
+                px(i),
+                y0 + h + 30.0,
+                9.0,
+                "middle",
+                &format!("rescale {:.3}", s.rescale),
+            );
+        }
+    }
+    let series = [
+        (
+            "running max m",
+            "hsl(0, 70%, 50%)",
+            steps.iter().map(|s| s.m).collect::<Vec<_>>(),
+        ),
+        (
+            "sum l = Σ exp(s - m)",
+            "hsl(120, 50%, 35%)",
+            steps.iter().map(|s| s.l).collect(),
+        ),
+        (
+            "average o / l",
+            "hsl(220, 70%, 45%)",
+            steps.iter().map(|s| s.o[0] / s.l).collect(),
+        ),
+    ];
+    for (k, (name, colour, ys)) in series.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = ys
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (px(i), py(v)))
+            .collect();
+        svg.polyline(&pts, colour);
+        let ly = 70.0 + 22.0 * k as f64;
+        svg.line((600.0, ly), (625.0, ly), colour, 3.0);
+        svg.text(630.0, ly + 4.0, 11.0, "start", name);
+    }
+    svg.text(
+        600.0,
+        150.0,
+        11.0,
+        "start",
+        &format!("direct softmax average: {direct:.4}"),
+    );
+    let last = steps.last().expect("scores");
+    svg.text(
+        600.0,
+        168.0,
+        11.0,
+        "start",
+        &format!("online, last step: {:.4}", last.o[0] / last.l),
+    );
+    svg.text(10.0, 350.0, 11.0, "start", "From trace_softmax::online_trace (cargo xtask trace-softmax 1 3 2 3.5 0.5 4 --values 1 2 3 4 5 6). cargo xtask figures.");
+    svg.finish()
+}
+
+// ---- FlashAttention over time -----------------------------------------------------------------
+
+fn flash_tiling() -> String {
+    use kernels::attention::flash_mma::{BC, BR, STAGES};
+    use kernels::attention::kv_end;
+    // One head of n = 4 key tiles; query tile 2 (rows 2 BR..3 BR), causal: it needs key tiles up
+    // to its diagonal only.
+    let (n, tile) = (4 * BC, 2usize);
+    let steps = kv_end(tile * BR, BR, n, n, true).div_ceil(BC);
+    let all_steps = n.div_ceil(BC);
+    let mut svg = Svg::new(980.0, 430.0);
+    svg.text(10.0, 20.0, 15.0, "start", &format!("FlashAttention (tensor cores), query tile {tile} of a {n}-key head, causal: where each tile lives at each step"));
+    let bands = [
+        ("HBM", 50.0),
+        ("shared memory", 160.0),
+        ("registers", 270.0),
+    ];
+    for (name, y) in bands {
+        svg.rect(10.0, y, 960.0, 100.0, "hsl(210, 30%, 97%)", "#ccc");
+        svg.text(16.0, y + 16.0, 12.0, "start", name);
+    }
+    let (x0, col) = (130.0, 165.0);
+    let box_ = |svg: &mut Svg, x: f64, y: f64, w: f64, text: &str, fill: &str| {
+        svg.rect(x, y, w, 22.0, fill, "#555");
+        svg.text(x + w / 2.0, y + 15.0, 9.0, "middle", text);
+    };
+    let (now, soon, idle) = ("hsl(30, 90%, 72%)", "hsl(50, 90%, 82%)", "white");
+    for j in 0..all_steps {
+        let x = x0 + j as f64 * col;
+        let active = j < steps;
+        svg.text(
+            x + col / 2.0 - 8.0,
+            44.0,
+            11.0,
+            "middle",
+            &if active {
+                format!("step j = {j}")
+            } else {
+                format!("j = {j}: skipped (masked)")
+            },
+        );
+        // HBM: all of K and V; this step's tile is being read (it was prefetched a step ago).
+        for t in 0..all_steps {
+            let fill = if active && t == j {
+                now
+            } else if active && t == j + 1 && t < steps {
+                soon
+            } else {
+                idle
+            };
+            box_(
+                &mut svg,
+                x + t as f64 * 36.0,
+                70.0,
+                34.0,
+                &format!("K{t} V{t}"),
+                fill,
+            );
+        }
+        if j == 0 {
+            box_(
+                &mut svg,
+                x,
+                100.0,
+                70.0,
+                &format!("Q{tile} (read once)"),
+                now,
+            );
+        }
+        if !active {
+            continue;
+        }
+        // Shared memory: Q_i for the whole loop, and STAGES stages of K, V.
+        box_(
+            &mut svg,
+            x,
+            180.0,
+            60.0,
+            &format!("Q{tile} [{BR} x d]"),
+            "hsl(120, 40%, 85%)",
+        );
+        for stage in 0..STAGES {
+            let held = if stage == j % STAGES { j } else { j + 1 };
+            let (fill, text) = if held == j {
+                (now, format!("K{held} V{held} [{BC} x d]"))
+            } else if held < steps {
+                (soon, format!("K{held} V{held} loading"))
+            } else {
+                (idle, "—".to_string())
+            };
+            box_(&mut svg, x, 206.0 + stage as f64 * 26.0, 140.0, &text, fill);
+        }
+        // Registers: the scores, probabilities and the running O, m, l of the tile's rows.
+        box_(
+            &mut svg,
+            x,
+            290.0,
+            140.0,
+            &format!("S = Q{tile} K{j}ᵀ [{BR} x {BC}] f32"),
+            now,
+        );
+        box_(&mut svg, x, 316.0, 140.0, "P = exp2(S - m) → bf16", now);
+        box_(
+            &mut svg,
+            x,
+            342.0,
+            140.0,
+            "O += P V, m, l (rescaled)",
+            "hsl(120, 40%, 85%)",
+        );
+    }
+    svg.text(10.0, 395.0, 11.0, "start", &format!("Orange: this step; yellow: the next K, V tile arriving by cp.async ({STAGES} stages); green: held for the whole loop. S and P never leave the registers;"));
+    svg.text(10.0, 411.0, 11.0, "start", &format!("O goes to HBM once, after step {}. Tile sizes BR = {BR}, BC = {BC} and the causal end from kernels::attention. cargo xtask figures.", steps - 1));
+    svg.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CI's check that no picture is stale: every figure, regenerated, equals the committed file.
+    #[test]
+    fn committed_figures_are_current() {
+        for (name, svg) in all() {
+            let path = img_dir().join(name);
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                committed == svg,
+                "docs/img/{name} is stale or missing: run `cargo xtask figures` and commit it"
+            );
+        }
+    }
+
+    #[test]
+    fn drawing_is_deterministic() {
+        assert_eq!(all(), all());
+    }
+
+    /// The pictures' claims, computed independently: pitch 32 puts a column in one bank, 33
+    /// spreads it; the swizzle and the attention padding make an ldmatrix phase conflict-free.
+    #[test]
+    fn the_bank_pictures_show_what_the_chapters_say() {
+        assert_eq!(conflict_degree(&column_banks(32)), 32);
+        assert_eq!(conflict_degree(&column_banks(33)), 1);
+        let phase = |word_of: &dyn Fn(u32) -> usize| {
+            let banks: Vec<usize> = (0..8)
+                .flat_map(|r| (0..4).map(move |i| (r, i)))
+                .map(|(r, i)| bank(word_of(r)) + i)
+                .collect();
+            conflict_degree(&banks)
+        };
+        assert_eq!(phase(&|r| (r * 64) as usize / 2), 8);
+        assert_eq!(phase(&|r| swizzled(r, 0, 64) / 2), 1);
+        assert_eq!(
+            phase(&|r| (r as usize * (64 + kernels::attention::flash_mma::ROW_PAD)) / 2),
+            1
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! Occupancy in `cargo xtask ptxas`: for every kernel, from ptxas's registers and static shared
+//! memory and the block it is launched with, the blocks and warps one SM holds and the resource
+//! that limits them; for the memory-bound kernels, the bytes their resident warps keep in flight
+//! against what Little's law asks for HBM bandwidth (`host::occupancy`).
+//!
+//! The launches come from the ops' own launch functions and the kernel crate's constants, so a
+//! block size is defined once, where the kernel is launched.
+
+use half::bf16;
+use host::occupancy::{self, BlockResources, HBM_LATENCY_CYCLES, SmLimits};
+use host::ops::attention::{self, AttentionShape};
+use host::ops::gemm::GemmKernel;
+use host::ptx::Arch;
+use host::specs::GpuSpec;
+use kernels::attention::HEAD_DIMS;
+
+use crate::ptxas::KernelReport;
+
+/// How a kernel is launched: threads per block, dynamic shared memory, and, for the kernels
+/// that stream HBM, the bytes of global loads each thread issues before it waits on the first
+/// (read off the kernel's source).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub threads: u32,
+    pub dynamic_shared: u32,
+    pub in_flight_per_thread: Option<u32>,
+}
+
+fn launch(threads: u32, dynamic_shared: u32, in_flight: Option<u32>) -> Launch {
+    Launch {
+        threads,
+        dynamic_shared,
+        in_flight_per_thread: in_flight,
+    }
+}
+
+fn from_config(cfg: host::launch::LaunchConfig) -> Launch {
+    launch(cfg.block.volume() as u32, cfg.shared_mem_bytes, None)
+}
+
+/// The launch of the kernel named `name`, or `None` for a kernel this table does not know.
+pub fn launch_of(name: &str) -> Option<Launch> {
+    use kernels::elementwise::BLOCK_SIZE;
+    use kernels::softmax::{FUSED_ITEMS, FUSED_THREADS, ROW_THREADS};
+    use kernels::transpose::{BLOCK_ROWS, TILE};
+    let transpose_threads = (TILE * BLOCK_ROWS) as u32;
+    // A transpose thread moves TILE / BLOCK_ROWS = 4 elements; the tiled ones load all four
+    // into shared memory before the barrier, the naive one stores each before the next load.
+    let transpose_loads = (TILE / BLOCK_ROWS) as u32 * 4;
+    let elem = |name: &str| if name.ends_with("bf16") { 2 } else { 4 };
+    let l = match name {
+        // a[i] and b[i] are both loaded before the add.
+        "vector_add_f32" => launch(BLOCK_SIZE, 0, Some(8)),
+        "vector_add_f16" => launch(BLOCK_SIZE, 0, Some(4)),
+        // One 16-byte load per grid-stride step.
+        "copy_words" | "stream_read" => launch(BLOCK_SIZE, 0, Some(16)),
+        "copy_strided" => launch(BLOCK_SIZE, 0, Some(4)),
+        "transpose_naive" => launch(transpose_threads, 0, Some(4)),
+        "transpose_shared" | "transpose_padded" => {
+            launch(transpose_threads, 0, Some(transpose_loads))
+        }
+        "shared_read" | "shared_pointer_chase" => launch(kernels::hierarchy::BLOCK_SIZE, 0, None),
+        "pointer_chase" => launch(kernels::hierarchy::CHASE_THREADS, 0, None),
+        // The row kernels fold one element per step into a running max or sum.
+        n if n.starts_with("softmax_fused") => {
+            launch(FUSED_THREADS, 0, Some(FUSED_ITEMS as u32 * elem(n)))
+        }
+        n if n.starts_with("softmax_") => launch(ROW_THREADS, 0, Some(elem(n))),
+        "gemm_naive_f32" => from_config(GemmKernel::Naive.launch_config(1, 1)),
+        "gemm_tiled_f32" => from_config(GemmKernel::Tiled.launch_config(1, 1)),
+        "gemm_register_blocked_f32" => from_config(GemmKernel::RegisterBlocked.launch_config(1, 1)),
+        "gemm_tensor_core_bf16" => from_config(GemmKernel::TensorCoreBf16.launch_config(1, 1)),
+        "gemm_tensor_core_f16" => from_config(GemmKernel::TensorCoreF16.launch_config(1, 1)),
+        "attention_scores_f32" | "attention_pv_f32_d64" | "attention_pv_f32_d128" => {
+            from_config(attention::naive_config(1, 1, 1))
+        }
+        n if n.starts_with("flash_attention_") => {
+            let d = HEAD_DIMS
+                .into_iter()
+                .find(|d| n.ends_with(&format!("_d{d}")))? as usize;
+            let shape = AttentionShape::new(1, 1, 1, d);
+            // f16 and bf16 share the tensor-core kernel's tiles.
+            from_config(if n.contains("_f32_") {
+                attention::fused_config::<f32>(&shape)
+            } else {
+                attention::fused_config::<bf16>(&shape)
+            })
+        }
+        _ => return None,
+    };
+    Some(l)
+}
+
+/// The occupancy table `cargo xtask ptxas` prints after ptxas's own, for one SM of the
+/// architecture assembled for (sm_80: an A100's; sm_90 and sm_90a: an H100's).
+pub fn print(reports: &[KernelReport], arch: Arch) {
+    let (sm, gpu) = match arch {
+        Arch::Sm80 => (SmLimits::SM80, "a100"),
+        Arch::Sm90 | Arch::Sm90a => (SmLimits::SM90, "h100"),
+    };
+    let gpu = GpuSpec::find(gpu).expect("in the table");
+    let need = occupancy::bytes_in_flight_needed(gpu, HBM_LATENCY_CYCLES);
+    println!(
+        "\noccupancy on one {} SM (max {} warps, {} blocks; shared memory at the largest carve-out):",
+        arch.name(),
+        sm.max_warps(),
+        sm.max_blocks
+    );
+    println!(
+        "{:<34} {:>7} {:>10} {:>6} {:>6} {:>6}  {:<24} {:>17}",
+        "kernel",
+        "threads",
+        "smem (B)",
+        "blocks",
+        "warps",
+        "occ.",
+        "limited by",
+        "in flight (÷ need)"
+    );
+    for r in reports {
+        let Some(l) = launch_of(&r.name) else {
+            println!(
+                "{:<34} (launch not in xtask/src/occupancy.rs's table)",
+                r.name
+            );
+            continue;
+        };
+        let block = BlockResources {
+            threads: l.threads,
+            registers: r.registers,
+            shared_bytes: r.shared_bytes + l.dynamic_shared,
+        };
+        match occupancy::occupancy(&sm, &block) {
+            Ok(o) => {
+                let in_flight = l
+                    .in_flight_per_thread
+                    .map(|b| {
+                        let bytes = f64::from(o.warps * 32 * b);
+                        format!("{:.1} kB ({:.1}x)", bytes / 1e3, bytes / need)
+                    })
+                    .unwrap_or_default();
+                println!(
+                    "{:<34} {:>7} {:>10} {:>6} {:>6} {:>5.0}%  {:<24} {:>17}",
+                    r.name,
+                    l.threads,
+                    block.shared_bytes,
+                    o.blocks,
+                    o.warps,
+                    100.0 * o.fraction(&sm),
+                    o.limiter_names(),
+                    in_flight
+                );
+            }
+            Err(e) => println!("{:<34} cannot launch: {e}", r.name),
+        }
+    }
+    println!(
+        "in flight: the loads a memory-bound kernel's resident warps have outstanding per SM; \
+         Little's law asks for {:.1} kB per SM to reach {:.2} TB/s on an {} ({:.1} GB/s per SM x \
+         {HBM_LATENCY_CYCLES:.0} cycles at {:.2} GHz, the teaching material's unloaded HBM \
+         latency; modelled, and more under load)",
+        need / 1e3,
+        gpu.hbm_bandwidth / 1e12,
+        gpu.name,
+        gpu.hbm_bandwidth / f64::from(gpu.sms) / 1e9,
+        gpu.boost_clock_hz / 1e9
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kernel the PTX holds has its launch in the table (a new kernel must be added).
+    #[test]
+    fn every_kernel_has_its_launch() {
+        for arch in Arch::ALL {
+            for name in host::ptx::entry_points(arch.ptx()) {
+                assert!(
+                    launch_of(name).is_some(),
+                    "{name}: add its launch to xtask/src/occupancy.rs"
+                );
+            }
+        }
+    }
+
+    /// The table reads the ops' launches: the tensor-core GEMM's 256 threads and dynamic shared
+    /// tiles, the fused attention kernels' dynamic shared memory per head dimension.
+    #[test]
+    fn the_table_is_the_ops_launches() {
+        let tc = launch_of("gemm_tensor_core_bf16").unwrap();
+        assert_eq!(tc.threads, kernels::gemm::TC_THREADS);
+        assert_eq!(tc.dynamic_shared, kernels::gemm::TC_SHARED_BYTES);
+        let d64 = launch_of("flash_attention_bf16_d64").unwrap();
+        let d128 = launch_of("flash_attention_f16_d128").unwrap();
+        assert_eq!(d64.threads, kernels::attention::flash_mma::THREADS as u32);
+        assert!(d128.dynamic_shared > d64.dynamic_shared);
+        assert_eq!(
+            launch_of("flash_attention_f32_d64").unwrap().threads,
+            kernels::attention::flash_f32::THREADS as u32
+        );
+        assert_eq!(
+            launch_of("softmax_fused_bf16")
+                .unwrap()
+                .in_flight_per_thread,
+            Some(32)
+        );
+        assert_eq!(launch_of("no_such_kernel"), None);
+    }
+}
