@@ -410,8 +410,7 @@ mod tests {
         );
         let race = a
             .check(4, 4, (2, 0), Access::Read, site, no_syncwarp)
-            .err()
-            .expect("byte 6 races");
+            .expect_err("byte 6 races");
         assert_eq!(
             (race.offset, race.thread, race.access),
             (6, 1, Access::Write)
@@ -432,8 +431,7 @@ mod tests {
         }
         let race = a
             .check(0, 4, (1, 0), Access::Write, site, no_syncwarp)
-            .err()
-            .expect("thread 2 read it");
+            .expect_err("thread 2 read it");
         assert_eq!(
             (race.offset, race.thread, race.access),
             (0, 2, Access::Read)
