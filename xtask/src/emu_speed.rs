@@ -128,9 +128,9 @@ fn report(
     })?;
     let accesses = (counters.global_accesses + counters.shared_accesses) as f64;
     println!(
-        "{kernel:<28} {shape:<26} {:>12} {:>12.0} k {:>14.1} M {:>9.1} ns",
+        "{kernel:<28} {shape:<26} {:>12} {:>14.0} {:>14.1} M {:>9.1} ns",
         duration(t.median),
-        counters.threads as f64 / t.median / 1e3,
+        counters.threads as f64 / t.median,
         accesses / t.median / 1e6,
         t.median / accesses * 1e9,
     );
