@@ -87,6 +87,17 @@ impl Cost {
         }
     }
 
+    /// `n` launches of this cost (a model's layers, say).
+    pub fn times(self, n: u64) -> Cost {
+        Cost {
+            bytes_read: n * self.bytes_read,
+            bytes_written: n * self.bytes_written,
+            flops: n * self.flops,
+            exps: n * self.exps,
+            unit: self.unit,
+        }
+    }
+
     /// The sum of two kernels' costs (e.g. the three launches of naive softmax).
     pub fn plus(self, other: Cost) -> Cost {
         Cost {

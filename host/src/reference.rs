@@ -251,6 +251,56 @@ pub fn gemm_error(got: &[f32], want: &[GemmEntry]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// `Y = X W^T` for row-major X (`m x k`) and W (`n x k`, one output feature per row: the
+/// layout of `ops::decode::gemv`), accumulated in f64 as [`gemm_rows`] does: `m x n` entries.
+pub fn gemv(x: &[f32], w: &[f32], (m, n, k): (usize, usize, usize)) -> Vec<GemmEntry> {
+    (0..m * n)
+        .into_par_iter()
+        .map(|e| {
+            let (x_row, w_row) = (&x[e / n * k..][..k], &w[e % n * k..][..k]);
+            let (value, magnitude) =
+                x_row
+                    .iter()
+                    .zip(w_row)
+                    .fold((0.0, 0.0), |(v, s), (&a, &b)| {
+                        let p = f64::from(a) * f64::from(b);
+                        (v + p, s + p.abs())
+                    });
+            GemmEntry { value, magnitude }
+        })
+        .collect()
+}
+
+/// Decode attention in f64: for each (sequence `b`, query head `hq`), the one query row against
+/// the first `ctx[b]` keys and values of KV head `hq / group` of the cache
+/// (`batch x kv_heads x max_ctx x 128`), by [`attention`] on that head alone. Rows of `o` and
+/// `lse` in `b * q_heads + hq` order; a sequence with no key gives zeros and `-inf`.
+pub fn decode_attention(
+    [q, k, v]: [&[f32]; 3],
+    shape: &crate::ops::decode::DecodeShape,
+    ctx: &[u32],
+    scale: f32,
+) -> AttentionOutput {
+    use crate::ops::attention::AttentionShape;
+    let d = kernels::decode::attention::HEAD_DIM;
+    let rows: Vec<AttentionOutput> = (0..shape.rows())
+        .into_par_iter()
+        .map(|row| {
+            let (b, hq) = (row / shape.q_heads, row % shape.q_heads);
+            let h = hq / shape.group();
+            let n = ctx[b] as usize;
+            let start = (b * shape.kv_heads + h) * shape.max_ctx * d;
+            let head = AttentionShape::new(1, 1, 1, d).with_n_kv(n);
+            let (keys, values) = (&k[start..][..n * d], &v[start..][..n * d]);
+            attention(&q[row * d..][..d], keys, values, &head, scale, false)
+        })
+        .collect();
+    AttentionOutput {
+        o: rows.iter().flat_map(|r| r.o.iter().copied()).collect(),
+        lse: rows.iter().map(|r| r.lse[0]).collect(),
+    }
+}
+
 /// Attention's output and per-row log-sum-exp, in f64.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AttentionOutput {

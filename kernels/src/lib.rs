@@ -20,6 +20,7 @@ extern crate std;
 
 pub mod attention;
 pub mod cuda;
+pub mod decode;
 pub mod elementwise;
 pub mod gemm;
 pub mod hierarchy;

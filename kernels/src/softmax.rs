@@ -216,7 +216,7 @@ pub fn merge(a: OnlineState, b: OnlineState) -> OnlineState {
 
 /// A value a block can reduce: an associative `combine`, moved between lanes by shuffles.
 /// Kept to at most 8 bytes so that one `u64` slot of shared memory holds a warp's partial.
-trait Reduce: Copy {
+pub(crate) trait Reduce: Copy {
     fn combine(self, other: Self) -> Self;
     fn shuffle_xor(self, lane_mask: u32) -> Self;
 }
@@ -271,7 +271,7 @@ impl Reduce for OnlineState {
 /// data), and every thread combines those `blockDim.x / 32` partials itself. Every thread must
 /// call it (it has barriers and full-warp shuffles); the block size must be a multiple of 32.
 #[inline(always)]
-fn block_allreduce<R: Reduce>(value: R) -> R {
+pub(crate) fn block_allreduce<R: Reduce>(value: R) -> R {
     const { assert!(size_of::<R>() <= size_of::<u64>()) };
     // One slot per warp, in shared memory: the partials outlive the warps' registers only for
     // the moment it takes the other warps to read them.

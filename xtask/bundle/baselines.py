@@ -83,6 +83,16 @@ def op_sdpa(torch, dt, d, causal):
     return f"scaled_dot_product_attention ({backends[0].name})", fn
 
 
+def op_sdpa_decode(torch, dt, d, causal):
+    import torch.nn.functional as F
+
+    q = torch.randn(d["batch"], d["q_heads"], 1, 128, device="cuda").to(dt)
+    kv = (d["batch"], d["kv_heads"], d["ctx"], 128)
+    k, v = (torch.randn(kv, device="cuda").to(dt) for _ in range(2))
+    fn = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    return "scaled_dot_product_attention, one query token (enable_gqa)", fn
+
+
 OPS = {
     "copy": op_copy,
     "add": op_add,
@@ -92,6 +102,7 @@ OPS = {
     "matmul": op_matmul,
     "linear": op_linear,
     "sdpa": op_sdpa,
+    "sdpa_decode": op_sdpa_decode,
 }
 
 

@@ -55,6 +55,19 @@ const MAPPING: &[Entry] = &[
     entry("gemm", "matmul", &["m", "n", "k"], None),
     // `M=1: 4096 -> 14336 bf16`: M rows of K inputs to N outputs, X W^T (`F.linear`).
     entry("gemv", "linear", &["m", "k", "n"], None),
+    // `1x32q/8kv ctx [131072] (pages of 16)`: one query token per head, GQA (`sdpa_decode`).
+    entry(
+        "decode_attention_paged",
+        "sdpa_decode",
+        &["batch", "q_heads", "kv_heads", "ctx", "page"],
+        None,
+    ),
+    entry(
+        "decode_attention",
+        "sdpa_decode",
+        &["batch", "q_heads", "kv_heads", "ctx"],
+        None,
+    ),
     entry(
         "attention",
         "sdpa",

@@ -117,6 +117,7 @@ pub fn all() -> Vec<CaseSpec> {
     ]
     .into_iter()
     .chain(gemm_cases())
+    .chain(decode_cases())
     .collect()
 }
 
@@ -716,4 +717,265 @@ fn attention_tolerance(shape: &AttentionShape, scale: f32, half_u: f64) -> f64 {
     let d = shape.head_dim as f64;
     let delta = (d + 2.0) * u * f64::from(scale) * d;
     2.0 * delta + (4.0 * (shape.n_kv as f64 + d) + 32.0) * u + 2.0 * half_u
+}
+
+/// The decode kernels at Llama-3-8B's shapes (docs/decode.md): the GEMV at batch 1 on the up
+/// projection (K = 4096, N = 14336) and the down projection (K = 14336, N = 4096), a skinny
+/// batch of 16, and split-KV attention (32 query heads, 8 KV heads of 128) at 4k, 32k and 128k
+/// keys.
+fn decode_cases() -> Vec<CaseSpec> {
+    vec![
+        case("gemv_bf16", |rt, s| gemv_case(rt, s, 1, (4096, 14336))),
+        case("gemv_bf16", |rt, s| gemv_case(rt, s, 1, (14336, 4096))),
+        case("gemv_bf16", |rt, s| gemv_case(rt, s, 16, (4096, 14336))),
+        case("decode_attention_bf16", |rt, s| {
+            DecodeCase::contiguous(rt, s, 4096).build()
+        }),
+        case("decode_attention_bf16", |rt, s| {
+            DecodeCase::contiguous(rt, s, 32768).build()
+        }),
+        case("decode_attention_bf16", |rt, s| {
+            DecodeCase::contiguous(rt, s, 131072).build()
+        }),
+        case("decode_attention_paged_bf16", |rt, s| {
+            DecodeCase::contiguous(rt, s, 131072).paged(16).build()
+        }),
+    ]
+}
+
+/// `Y = X W^T`, `m` rows of X, W `n x k` (`(k, n)` at GPU scale). On the emulator: K = 1000 and
+/// N = 301 (not a multiple of the block's 4 rows). The cost checked against the emulator's counts
+/// is every byte requested (X once per block); the modelled figure at the GPU shape uses the
+/// compulsory bytes (W and X once), since X (8 KiB at batch 1) stays in L2 for every block.
+fn gemv_case(
+    rt: &Runtime,
+    scale: Scale,
+    m: usize,
+    (gk, gn): (usize, usize),
+) -> host::Result<Case<'_>> {
+    use host::ops::decode;
+    let (k, n) = match scale {
+        Scale::Gpu => (gk, gn),
+        Scale::Emulator => (1000, 301),
+    };
+    let shape = GemmShape::new(m, n, k);
+    let cost = match scale {
+        Scale::Gpu => decode::gemv_cost(shape).compulsory,
+        Scale::Emulator => decode::gemv_cost(shape).requested(),
+    };
+    let gpu = (
+        format!("M={m}: {gk} -> {gn} bf16"),
+        decode::gemv_cost(GemmShape::new(m, gn, gk)).compulsory,
+    );
+    let to_bf16 = |v: Vec<f32>| v.into_iter().map(bf16::from_f32).collect::<Vec<_>>();
+    let (w, x) = (
+        to_bf16(reference::uniform(n * k, 21, -1.0, 1.0)),
+        to_bf16(reference::uniform(m * k, 22, -1.0, 1.0)),
+    );
+    // The reference for the first row of X (at the GPU shape, 14336 dot products of 4096).
+    let widen = |v: &[bf16]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+    let want = reference::gemv(&widen(&x[..k]), &widen(&w), (1, n, k));
+    let (wd, xd) = (rt.upload(&w)?, rt.upload(&x)?);
+    let y = Rc::new(RefCell::new(rt.alloc::<bf16>(m * n)?));
+    Ok(Case {
+        kernel: "gemv_bf16",
+        shape: format!("M={m}: {k} -> {n} bf16"),
+        cost,
+        gpu,
+        launch: Box::new({
+            let y = y.clone();
+            move |rt| decode::gemv(rt, &wd, &xd, &mut y.borrow_mut(), shape)
+        }),
+        check: Box::new(move |rt| {
+            let got = widen(&rt.download(&y.borrow()).map_err(|e| e.to_string())?[..n]);
+            // The bound of tests/tests/decode.rs: f32 accumulation, then one bf16 rounding.
+            let gamma = 1.01 * (k + 13) as f64 * f64::from(f32::EPSILON) / 2.0;
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(&g, e)| {
+                    let bound = gamma * e.magnitude + (e.value.abs() + gamma * e.magnitude) / 256.0;
+                    (f64::from(g) - e.value).abs() / bound
+                })
+                .fold(0.0f64, |m, r| if r.is_nan() { f64::NAN } else { m.max(r) });
+            if worst <= 1.0 {
+                Ok(format!(
+                    "row 0: within {:.0}% of the rounding bound",
+                    100.0 * worst
+                ))
+            } else {
+                Err(format!("row 0: {worst:.2} x the rounding bound"))
+            }
+        }),
+    })
+}
+
+/// A decode-attention case: the context at GPU scale, and the page size for a paged cache.
+struct DecodeCase<'a> {
+    rt: &'a Runtime,
+    scale: Scale,
+    ctx: u32,
+    page: Option<usize>,
+}
+
+impl<'a> DecodeCase<'a> {
+    fn contiguous(rt: &'a Runtime, scale: Scale, ctx: u32) -> Self {
+        Self {
+            rt,
+            scale,
+            ctx,
+            page: None,
+        }
+    }
+
+    /// The same with the cache in pages of `page` positions, placed in the pool in reverse order.
+    fn paged(self, page: usize) -> Self {
+        Self {
+            page: Some(page),
+            ..self
+        }
+    }
+
+    fn build(self) -> host::Result<Case<'a>> {
+        decode_attention_case(self.rt, self.scale, self.ctx, self.page)
+    }
+}
+
+/// Split-KV decode attention, one query token per head. At GPU scale Llama-3-8B's attention
+/// (batch 1, 32 query heads, 8 KV heads, d = 128) at `ctx` keys; on the emulator two sequences of
+/// 300 and 77 keys (not multiples of the chunk) with 8 query heads on 2 KV heads.
+fn decode_attention_case(
+    rt: &Runtime,
+    scale: Scale,
+    ctx: u32,
+    page: Option<usize>,
+) -> host::Result<Case<'_>> {
+    use host::ops::decode::{self, DecodeShape, DecodeWorkspace, PagedKv};
+    let (shape, lens) = match scale {
+        Scale::Gpu => (DecodeShape::new(1, 32, 8, ctx as usize), vec![ctx]),
+        Scale::Emulator => (DecodeShape::new(2, 8, 2, 320), vec![300, 77]),
+    };
+    let gpu_shape = DecodeShape::new(1, 32, 8, ctx as usize);
+    let traffic = |shape: &DecodeShape, lens: &[u32]| {
+        let splits = decode::auto_splits(shape, lens.iter().copied().max().unwrap_or(0) as usize);
+        match page {
+            None => decode::attention_traffic(shape, lens, splits).total(),
+            Some(page) => decode::paged_traffic(shape, lens, splits, page).total(),
+        }
+    };
+    let describe = |s: &DecodeShape, lens: &[u32]| {
+        format!("{}x{}q/{}kv ctx {:?}", s.batch, s.q_heads, s.kv_heads, lens)
+    };
+    let gpu = (describe(&gpu_shape, &[ctx]), traffic(&gpu_shape, &[ctx]));
+    let input = |n, seed| -> Vec<bf16> {
+        reference::uniform(n, seed, -1.0, 1.0)
+            .into_iter()
+            .map(bf16::from_f32)
+            .collect()
+    };
+    let (q, k, v) = (
+        input(shape.q_elems(), 31),
+        input(shape.kv_elems(), 32),
+        input(shape.kv_elems(), 33),
+    );
+    let scale_qk = 1.0 / (kernels::decode::attention::HEAD_DIM as f32).sqrt();
+    // The reference for the first sequence's first KV head (its group of query heads).
+    let head = DecodeShape::new(1, shape.group(), 1, shape.max_ctx);
+    let widen = |x: &[bf16]| x.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+    let d = kernels::decode::attention::HEAD_DIM;
+    let want = reference::decode_attention(
+        [
+            &widen(&q[..head.q_elems()]),
+            &widen(&k[..head.kv_elems()]),
+            &widen(&v[..head.kv_elems()]),
+        ],
+        &head,
+        &lens[..1],
+        scale_qk,
+    )
+    .o;
+    let mut ws = DecodeWorkspace::new(rt, &shape, &lens, None)?;
+    // Paged: the cache's positions in pages, the pages in the pool in reverse order (max_ctx is
+    // a multiple of the page size at both scales).
+    let paged = match page {
+        None => None,
+        Some(page) => {
+            let per_seq = shape.max_ctx / page;
+            let pages = shape.batch * per_seq;
+            let table: Vec<u32> = (0..pages as u32).rev().collect();
+            let layout = (&table[..], per_seq, page, pages);
+            let pool = |c: &[bf16]| decode::paginate(c, &shape, &lens, layout, bf16::ZERO);
+            Some((
+                PagedKv::new(rt, &table, per_seq, page, pages)?,
+                pool(&k),
+                pool(&v),
+            ))
+        }
+    };
+    let (k, v) = match &paged {
+        None => (k, v),
+        Some((_, kp, vp)) => (kp.clone(), vp.clone()),
+    };
+    let paged = paged.map(|(table, _, _)| table);
+    let (qd, kd, vd) = (rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?);
+    let o = Rc::new(RefCell::new(rt.alloc::<bf16>(shape.q_elems())?));
+    let mut lse = rt.alloc::<f32>(shape.rows())?;
+    let n = lens[0] as usize;
+    let kernel = match page {
+        None => "decode_attention_bf16",
+        Some(_) => "decode_attention_paged_bf16",
+    };
+    let describe = |s: &DecodeShape, lens: &[u32]| match page {
+        None => describe(s, lens),
+        Some(page) => format!("{} pages of {page}", describe(s, lens)),
+    };
+    let gpu = (describe(&gpu_shape, &[ctx]), gpu.1);
+    Ok(Case {
+        kernel,
+        shape: describe(&shape, &lens),
+        cost: traffic(&shape, &lens),
+        gpu,
+        launch: Box::new({
+            let o = o.clone();
+            move |rt| {
+                let o = &mut o.borrow_mut();
+                match &paged {
+                    None => {
+                        decode::attention(rt, &qd, &kd, &vd, o, &mut lse, &shape, &mut ws, scale_qk)
+                    }
+                    Some(table) => decode::attention_paged(
+                        rt,
+                        &qd,
+                        [&kd, &vd],
+                        table,
+                        o,
+                        &mut lse,
+                        &shape,
+                        &mut ws,
+                        scale_qk,
+                    ),
+                }
+            }
+        }),
+        check: Box::new(move |rt| {
+            let got = rt.download(&o.borrow()).map_err(|e| e.to_string())?;
+            let err = got[..want.len()]
+                .iter()
+                .zip(&want)
+                .map(|(g, w)| (f64::from(g.to_f32()) - w).abs())
+                .fold(0.0f64, |m, e| if e.is_nan() { f64::NAN } else { m.max(e) });
+            // The bound of tests/tests/decode.rs for inputs in [-1, 1] (|q . k| <= d), splits
+            // at most 1024, outputs at most 1 in size, then rounded to bf16.
+            let u = f64::from(f32::EPSILON) / 2.0;
+            let delta = (d + 2) as f64 * u * f64::from(scale_qk) * d as f64;
+            let tolerance = 2.0 * delta + (4 * (n + d) + 32 + 4 * 1024) as f64 * u + 1.0 / 256.0;
+            if err <= tolerance {
+                Ok(format!(
+                    "head group 0: max |error| {err:.1e} <= {tolerance:.1e}"
+                ))
+            } else {
+                Err(format!("head group 0: max |error| {err:e} > {tolerance:e}"))
+            }
+        }),
+    })
 }

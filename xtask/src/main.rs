@@ -16,6 +16,7 @@
 mod baseline;
 mod bundle;
 mod cases;
+mod decode;
 #[cfg(test)]
 mod doc_outputs;
 mod emu_speed;

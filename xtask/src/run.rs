@@ -219,6 +219,13 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     {
         attention_sweep(&report.rows, spec);
     }
+    if report
+        .rows
+        .iter()
+        .any(|r| r.kernel.starts_with("gemv") || r.kernel.starts_with("decode"))
+    {
+        crate::decode::sweeps(spec);
+    }
     println!("JSON report: {}", path.display());
     // `roofline.svg` beside `run.json`; `headline-roofline.svg` beside `headline.json`, so that the
     // bundle's several runs keep their own charts.

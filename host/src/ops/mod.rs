@@ -2,6 +2,7 @@
 //! the kernel crate's own constants, launch. Each also has its cost model beside it.
 
 pub mod attention;
+pub mod decode;
 pub mod elementwise;
 pub mod gemm;
 pub mod hierarchy;
@@ -79,5 +80,19 @@ pub(crate) fn same_len(what: &str, lens: &[usize]) -> Result<()> {
         Err(Error::Shape(format!(
             "{what}: buffer lengths differ ({lens:?})"
         )))
+    }
+}
+
+/// The counts of an operation made of several launches (nothing from a GPU).
+pub(crate) fn then(
+    first: crate::runtime::Launched,
+    second: crate::runtime::Launched,
+) -> crate::runtime::Launched {
+    match (first, second) {
+        (Some(mut a), Some(b)) => {
+            a.add(&b);
+            Some(a)
+        }
+        _ => None,
     }
 }

@@ -251,17 +251,6 @@ fn check_shape<T: Element>(
     Ok((len_u32(what, rows)?, len_u32(what, cols)?))
 }
 
-/// The counts of an operation made of several launches (nothing from a GPU).
-fn then(first: Launched, second: Launched) -> Launched {
-    match (first, second) {
-        (Some(mut a), Some(b)) => {
-            a.add(&b);
-            Some(a)
-        }
-        _ => None,
-    }
-}
-
 /// What naive and online share: the passes `stats_passes` returns leave `(m, l)` in `stats`, then
 /// the normalisation reads them with the row once more. Reports the launches' total counts.
 fn stats_then_normalise<T: SoftmaxElement>(
@@ -287,7 +276,7 @@ fn stats_then_normalise<T: SoftmaxElement>(
     });
     let mut total = Some(LaunchCounters::default());
     for pass in passes {
-        total = then(total, T::launch(rt, pass, rows, cols)?);
+        total = super::then(total, T::launch(rt, pass, rows, cols)?);
     }
     Ok(total)
 }

@@ -142,8 +142,18 @@ pub fn sync_warp(mask: u32) {
 /// The sum of `value` over the 32 lanes, in every lane: five butterfly steps.
 #[inline(always)]
 pub fn reduce_sum(value: f32) -> f32 {
+    reduce_sum_within(value, WARP_SIZE)
+}
+
+/// The sum of `value` over each aligned group of `lanes` lanes (a power of two up to 32), in
+/// every lane of the group: `log2(lanes)` butterfly steps, each exchanging with a lane of the
+/// same group (`lane ^ offset` with `offset < lanes`). Every lane of the warp must call it, as
+/// for any full-warp shuffle; with `lanes = 16` the two half-warps get their own sums.
+#[inline(always)]
+pub fn reduce_sum_within(value: f32, lanes: u32) -> f32 {
+    debug_assert!(lanes.is_power_of_two() && lanes <= WARP_SIZE);
     let mut v = value;
-    let mut offset = WARP_SIZE / 2;
+    let mut offset = lanes / 2;
     while offset > 0 {
         v += shuffle_xor(FULL_MASK, v, offset);
         offset /= 2;
