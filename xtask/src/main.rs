@@ -19,6 +19,7 @@ mod cases;
 mod decode;
 #[cfg(test)]
 mod doc_outputs;
+mod emu_speed;
 mod figures;
 mod hierarchy;
 mod inspect;
@@ -64,7 +65,7 @@ enum Command {
     #[command(hide = true)]
     RunCases(run::CasesArgs),
     /// Measure the emulator's own speed (wall time on this machine's CPUs).
-    EmuSpeed,
+    EmuSpeed(emu_speed::EmuSpeedArgs),
     /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
     /// it here in CPU mode.
     DeviceBundle(bundle::BundleArgs),
@@ -85,7 +86,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::Summarize(args) => summary::run(args),
         Command::RunCases(args) => run::run_cases(args),
-        Command::EmuSpeed => run::emu_speed(),
+        Command::EmuSpeed(args) => emu_speed::run(args),
         Command::DeviceBundle(args) => bundle::run(args),
         Command::Figures(args) => figures::run(args),
     };

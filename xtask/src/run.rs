@@ -687,14 +687,22 @@ fn vector_add_speed(rt: &Runtime, backend: &str) -> Result<(), String> {
 
 /// Median wall-clock time of three runs of `f` on the emulator, whose launches are synchronous
 /// (on a GPU a wall clock would time only the enqueue: see `host::bench`).
-fn wall_clock(mut f: impl FnMut() -> Result<(), String>) -> Result<Timing, String> {
+fn wall_clock(f: impl FnMut() -> Result<(), String>) -> Result<Timing, String> {
+    wall_clock_runs(3, f)
+}
+
+/// Median wall-clock time of `runs` runs of `f` on the emulator.
+pub(crate) fn wall_clock_runs(
+    runs: usize,
+    mut f: impl FnMut() -> Result<(), String>,
+) -> Result<Timing, String> {
     let mut samples = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..runs.max(1) {
         let start = Instant::now();
         f()?;
         samples.push(start.elapsed().as_secs_f64());
     }
-    Ok(Timing::from_samples(samples).expect("three samples"))
+    Ok(Timing::from_samples(samples).expect("at least one sample"))
 }
 
 /// One attention head through the fused f32 kernel on the emulator: 256 queries over 256 keys,

@@ -61,6 +61,11 @@ impl AsyncCopies {
         }
     }
 
+    /// Whether any copy is in flight (most accesses find none, and skip the lookup).
+    pub(super) fn any_in_flight(&self) -> bool {
+        !self.in_flight.is_empty()
+    }
+
     /// The first in-flight byte of `[offset, offset + bytes)` and the copy it belongs to.
     fn in_flight_byte(&self, offset: usize, bytes: usize) -> Option<(usize, &InFlight)> {
         // Destinations are disjoint, so only the last one starting before the access's end can
@@ -77,7 +82,7 @@ pub(super) fn check_not_in_flight(
     offset: usize,
     addr: usize,
     bytes: usize,
-    by: ThreadAccess,
+    by: impl FnOnce() -> ThreadAccess,
 ) -> Result<(), EmuErrorKind> {
     let copies = block.async_copies.borrow();
     let Some((first, copy)) = copies.in_flight_byte(offset, bytes) else {
@@ -86,7 +91,7 @@ pub(super) fn check_not_in_flight(
     Err(EmuErrorKind::AsyncCopyInFlight {
         offset: block.arena.borrow().in_array(first),
         addr: addr + (first - offset),
-        by,
+        by: by(),
         copy: block.thread_access(copy.thread, Access::Write, copy.site),
     })
 }
@@ -157,7 +162,7 @@ fn start(
     site: Site,
 ) -> Result<(), EmuErrorKind> {
     // The source must be 16-byte aligned even when fewer bytes (or none) are read.
-    let read = block.thread_access(t, Access::Read, site);
+    let read = || block.thread_access(t, Access::Read, site);
     block.aligned(MemorySpace::Global, src, CHUNK, read)?;
     block.shared_check(t, dst, CHUNK, Access::Write, site)?;
     let offset = block

@@ -15,7 +15,7 @@ use super::faults::{self, StackOverflow, ThreadResult};
 use super::global::{BlockAccesses, GlobalLog};
 use super::order::WarpOrder;
 use super::profile::BlockProfile;
-use super::shared::{SharedArena, UninitRead};
+use super::shared::{Race, SharedArena, UninitRead};
 use super::{LaunchCounters, Region, warp};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
 
@@ -112,7 +112,10 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         results: RefCell::new(vec![[0; 4]; threads]),
         arena: RefCell::new(arena),
         async_copies: RefCell::new(AsyncCopies::new(threads)),
-        counters: RefCell::new(LaunchCounters::default()),
+        counters: RefCell::new(LaunchCounters {
+            threads: threads as u64,
+            ..LaunchCounters::default()
+        }),
         profile: launch.profile.then(RefCell::default),
         order: RefCell::new(WarpOrder::new(threads)),
         global_log: launch.global_races.then(RefCell::default),
@@ -393,13 +396,15 @@ impl Block<'_> {
         }
     }
 
-    /// Alignment: a GPU faults on an access not aligned to its width.
+    /// Alignment: a GPU faults on an access not aligned to its width. `by` names the access for
+    /// the report; it is built only for one (the checks below likewise), which keeps the
+    /// divisions of [`Block::thread_dim3`] off the path every access takes.
     pub(super) fn aligned(
         &self,
         space: MemorySpace,
         addr: usize,
         bytes: usize,
-        by: ThreadAccess,
+        by: impl FnOnce() -> ThreadAccess,
     ) -> Result<(), EmuErrorKind> {
         let align = 1usize << bytes.trailing_zeros().min(4);
         if addr.is_multiple_of(align) {
@@ -407,7 +412,7 @@ impl Block<'_> {
         } else {
             Err(EmuErrorKind::Misaligned {
                 space,
-                by,
+                by: by(),
                 addr,
                 bytes,
             })
@@ -416,6 +421,10 @@ impl Block<'_> {
 
     /// Checks and counts thread `t`'s access to shared memory: bounds, alignment, races, reads
     /// of bytes never written. Used by the thread itself and, for `ldmatrix`, on a lane's behalf.
+    ///
+    /// Every shared access of every thread comes here, so the path an access that finds nothing
+    /// wrong takes is kept short: one borrow of the arena, the bounds, a look at the copies in
+    /// flight only when there are any, the shadow, the counters. Reports are built out of line.
     pub fn shared_check(
         &self,
         t: usize,
@@ -424,19 +433,19 @@ impl Block<'_> {
         access: Access,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
-        let by = self.thread_access(t, access, site);
+        let by = || self.thread_access(t, access, site);
         self.aligned(MemorySpace::Shared, addr, bytes, by)?;
-        let offset =
-            self.arena
-                .borrow()
-                .offset_of(addr, bytes)
-                .ok_or(EmuErrorKind::OutOfBounds {
-                    space: MemorySpace::Shared,
-                    by,
-                    addr,
-                    bytes,
-                })?;
-        async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
+        let Some(offset) = self.arena.borrow().offset_of(addr, bytes) else {
+            return Err(EmuErrorKind::OutOfBounds {
+                space: MemorySpace::Shared,
+                by: by(),
+                addr,
+                bytes,
+            });
+        };
+        if self.async_copies.borrow().any_in_flight() {
+            async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
+        }
         self.shared_race_check(t, offset, bytes, access, site)?;
         self.count(MemorySpace::Shared, access, site, t, addr, bytes);
         Ok(())
@@ -455,18 +464,26 @@ impl Block<'_> {
         let order = self.order.borrow();
         let epoch = order.epoch(t);
         let before = |other: u32, e: u32| order.before(other as usize, e, t, epoch);
-        self.arena
-            .borrow_mut()
-            .check(offset, bytes, (t as u32, epoch), access, site, before)
-            .map_err(|race| EmuErrorKind::SharedRace {
-                offset: race.offset,
-                first: ThreadAccess {
-                    thread: self.thread_dim3(race.thread as usize),
-                    access: race.access,
-                    site: race.site,
-                },
-                second: self.thread_access(t, access, site),
-            })
+        let checked =
+            self.arena
+                .borrow_mut()
+                .check(offset, bytes, (t as u32, epoch), access, site, before);
+        checked.map_err(|race| self.race_kind(race, t, access, site))
+    }
+
+    /// The report of `race`, found at thread `t`'s `access` (kept out of the checked path).
+    #[cold]
+    #[inline(never)]
+    fn race_kind(&self, race: Race, t: usize, access: Access, site: Site) -> EmuErrorKind {
+        EmuErrorKind::SharedRace {
+            offset: race.offset,
+            first: ThreadAccess {
+                thread: self.thread_dim3(race.thread as usize),
+                access: race.access,
+                site: race.site,
+            },
+            second: self.thread_access(t, access, site),
+        }
     }
 
     /// Checks (alignment, bounds), logs for the race check and counts thread `t`'s access to
@@ -479,7 +496,7 @@ impl Block<'_> {
         access: Access,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
-        let by = self.thread_access(t, access, site);
+        let by = || self.thread_access(t, access, site);
         self.aligned(MemorySpace::Global, addr, bytes, by)?;
         let regions = &self.launch.regions;
         let i = regions.partition_point(|r| r.start <= addr);
@@ -487,7 +504,7 @@ impl Block<'_> {
         if !inside {
             return Err(EmuErrorKind::OutOfBounds {
                 space: MemorySpace::Global,
-                by,
+                by: by(),
                 addr,
                 bytes,
             });
@@ -520,6 +537,10 @@ impl Block<'_> {
             (MemorySpace::Shared, Access::Write) => &mut c.shared_write_bytes,
         };
         *counter += bytes as u64;
+        match space {
+            MemorySpace::Global => c.global_accesses += 1,
+            MemorySpace::Shared => c.shared_accesses += 1,
+        }
         if let Some(p) = &self.profile {
             p.borrow_mut().record(space, access, site, t, addr, bytes);
         }

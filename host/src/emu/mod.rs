@@ -69,6 +69,12 @@ pub struct LaunchCounters {
     pub barriers: u64,
     /// Warp-collective instructions completed (per warp, not per lane).
     pub warp_collectives: u64,
+    /// Simulated GPU threads run (the launch's threads per block times its blocks).
+    pub threads: u64,
+    /// Checked accesses to global memory (each load or store of one thread, any width).
+    pub global_accesses: u64,
+    /// Checked accesses to shared memory (an `ldmatrix` counts one per row a lane supplies).
+    pub shared_accesses: u64,
 }
 
 impl LaunchCounters {
@@ -81,7 +87,16 @@ impl LaunchCounters {
         self.flops += other.flops;
         self.barriers += other.barriers;
         self.warp_collectives += other.warp_collectives;
+        self.threads += other.threads;
+        self.global_accesses += other.global_accesses;
+        self.shared_accesses += other.shared_accesses;
     }
+}
+
+/// How many OS threads run blocks: rayon's pool, one per core unless `RAYON_NUM_THREADS` says
+/// otherwise.
+pub fn os_threads() -> usize {
+    rayon::current_num_threads()
 }
 
 /// Turns the global-memory race check off (`off`) or on (`on`, the default) for every emulator

@@ -145,9 +145,12 @@ fn complete(
     site: Site,
 ) -> Result<Vec<[u32; 4]>, EmuErrorKind> {
     let lane_ids: Vec<usize> = lanes(mask).collect();
-    let reg = |lane: usize| -> Option<&Collective> {
-        lane_ids.iter().position(|&l| l == lane).map(|i| &ops[i].op)
-    };
+    // Lane -> its index in `ops` (a table, not a search: every lane looks up others).
+    let mut index = [usize::MAX; WARP];
+    for (i, &l) in lane_ids.iter().enumerate() {
+        index[l] = i;
+    }
+    let reg = |lane: usize| -> Option<&Collective> { ops.get(index[lane]).map(|p| &p.op) };
     let fail = |detail: String| EmuErrorKind::WarpCollective {
         warp: (base / WARP) as u32,
         mask,
