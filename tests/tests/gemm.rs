@@ -160,6 +160,20 @@ proptest! {
         let shape = GemmShape::new(m, 8 * n8, 8 * k8);
         within_tolerance(GemmKernel::TensorCoreF16, shape, epilogue(acc), seed)?;
     }
+
+    /// Step 5 on the emulator: M free, N and K multiples of 8, up to 2 x 2 tiles of 128 and
+    /// K up to 6 tiles of 64, so that the 4-stage ring wraps and every box edge is partial.
+    #[test]
+    fn wgmma_bf16_matches_the_reference(m in 1usize..260, n8 in 1usize..33, k8 in 1usize..48, acc: bool, seed: u64) {
+        let shape = GemmShape::new(m, 8 * n8, 8 * k8);
+        within_tolerance(GemmKernel::WgmmaBf16, shape, epilogue(acc), seed)?;
+    }
+
+    #[test]
+    fn wgmma_f16_matches_the_reference(m in 1usize..260, n8 in 1usize..33, k8 in 1usize..48, acc: bool, seed: u64) {
+        let shape = GemmShape::new(m, 8 * n8, 8 * k8);
+        within_tolerance(GemmKernel::WgmmaF16, shape, epilogue(acc), seed)?;
+    }
 }
 
 /// The smallest shapes and shapes one past a tile, for every kernel, on small integers: every
@@ -205,7 +219,7 @@ fn shapes_the_tensor_core_kernel_cannot_take_are_refused_naming_the_multiple() {
     for (n, k) in [(8, 12), (20, 16)] {
         let shape = GemmShape::new(4, n, k);
         let (a, b, c) = (vec![0.0; 4 * k], vec![0.0; k * n], vec![0.0; 4 * n]);
-        for kernel in [GemmKernel::TensorCoreBf16, GemmKernel::TensorCoreF16] {
+        for kernel in GemmKernel::ALL.into_iter().filter(|k| k.is_tensor_core()) {
             let err = launch(&rt, kernel, shape, Epilogue::Overwrite, (&a, &b, &c)).unwrap_err();
             let msg = err.to_string();
             assert!(matches!(err, Error::Shape(_)), "{msg}");

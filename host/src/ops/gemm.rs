@@ -1,4 +1,5 @@
-//! Host side of `kernels::gemm`: `C = A B` or `C = A B + C`, four kernels, one per step.
+//! Host side of `kernels::gemm`: `C = A B` or `C = A B + C`, five steps (steps 4 and 5 in bf16
+//! and f16).
 //!
 //! Every matrix is **row-major**: A is M x K, B is K x N, C is M x N, element (i, j) of an R x C
 //! matrix at `i * C + j`. Each function validates the buffers against the shape, computes the
@@ -6,9 +7,11 @@
 //! model of each, with the re-reads its tiling causes stated as a term of their own.
 
 use half::{bf16, f16};
+use kernels::cuda::tma::TmaSwizzle;
 use kernels::gemm::{
     self as k, NAIVE_BLOCK, REGISTER_BLOCKED, REGISTER_BLOCKED_THREADS, TC_ROW_MULTIPLE,
-    TC_SHARED_BYTES, TC_THREADS, TENSOR_CORE, TILED, Tile,
+    TC_SHARED_BYTES, TC_THREADS, TENSOR_CORE, TILED, Tile, WG_BOX_COLS, WG_SHARED_BYTES,
+    WG_THREADS, WGMMA,
 };
 
 use crate::buffer::DeviceBuffer;
@@ -16,7 +19,8 @@ use crate::cost::{ComputeUnit, Cost};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
-use crate::runtime::{Launched, Runtime};
+use crate::ptx::Arch;
+use crate::runtime::{Backend, Launched, Runtime};
 
 /// The problem size: A is `m` x `k`, B is `k` x `n`, C is `m` x `n`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +63,7 @@ impl Epilogue {
     }
 }
 
-/// The four steps (five kernels: step 4 takes bf16 or f16).
+/// The five steps (seven kernels: steps 4 and 5 take bf16 or f16).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmKernel {
     /// Step 1: one thread per element of C, f32.
@@ -72,6 +76,10 @@ pub enum GemmKernel {
     TensorCoreBf16,
     /// Step 4 with f16 inputs.
     TensorCoreF16,
+    /// Step 5 (Hopper, sm_90a): TMA, mbarrier pipeline, wgmma; bf16 inputs.
+    WgmmaBf16,
+    /// Step 5 with f16 inputs.
+    WgmmaF16,
 }
 
 /// A GEMM kernel's global-memory traffic, in two terms.
@@ -99,12 +107,14 @@ impl GemmCost {
 
 impl GemmKernel {
     /// Every kernel, in the order of the steps.
-    pub const ALL: [GemmKernel; 5] = [
+    pub const ALL: [GemmKernel; 7] = [
         GemmKernel::Naive,
         GemmKernel::Tiled,
         GemmKernel::RegisterBlocked,
         GemmKernel::TensorCoreBf16,
         GemmKernel::TensorCoreF16,
+        GemmKernel::WgmmaBf16,
+        GemmKernel::WgmmaF16,
     ];
 
     /// The kernel's entry point name (also the name of its host function in this module).
@@ -115,6 +125,8 @@ impl GemmKernel {
             GemmKernel::RegisterBlocked => "gemm_register_blocked_f32",
             GemmKernel::TensorCoreBf16 => "gemm_tensor_core_bf16",
             GemmKernel::TensorCoreF16 => "gemm_tensor_core_f16",
+            GemmKernel::WgmmaBf16 => "gemm_wgmma_bf16",
+            GemmKernel::WgmmaF16 => "gemm_wgmma_f16",
         }
     }
 
@@ -127,6 +139,7 @@ impl GemmKernel {
             GemmKernel::Tiled => TILED,
             GemmKernel::RegisterBlocked => REGISTER_BLOCKED,
             GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => TENSOR_CORE,
+            GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => WGMMA,
         }
     }
 
@@ -134,7 +147,7 @@ impl GemmKernel {
     pub fn input_bytes(self) -> usize {
         match self {
             GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => 4,
-            GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => 2,
+            _ => 2,
         }
     }
 
@@ -142,16 +155,16 @@ impl GemmKernel {
     pub fn input_type(self) -> &'static str {
         match self {
             GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => "f32",
-            GemmKernel::TensorCoreBf16 => "bf16",
-            GemmKernel::TensorCoreF16 => "f16",
+            GemmKernel::TensorCoreBf16 | GemmKernel::WgmmaBf16 => "bf16",
+            GemmKernel::TensorCoreF16 | GemmKernel::WgmmaF16 => "f16",
         }
     }
 
     /// `x` rounded to the kernel's input type and back: the value the kernel multiplies.
     pub fn representable(self, x: f32) -> f32 {
         match self {
-            GemmKernel::TensorCoreBf16 => bf16::from_f32(x).to_f32(),
-            GemmKernel::TensorCoreF16 => f16::from_f32(x).to_f32(),
+            GemmKernel::TensorCoreBf16 | GemmKernel::WgmmaBf16 => bf16::from_f32(x).to_f32(),
+            GemmKernel::TensorCoreF16 | GemmKernel::WgmmaF16 => f16::from_f32(x).to_f32(),
             _ => x,
         }
     }
@@ -176,9 +189,17 @@ impl GemmKernel {
         }
     }
 
-    /// Step 4: bf16/f16 inputs on the tensor cores.
+    /// Steps 4 and 5: bf16/f16 inputs on the tensor cores.
     pub fn is_tensor_core(self) -> bool {
-        matches!(self, GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16)
+        !matches!(
+            self,
+            GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked
+        )
+    }
+
+    /// Step 5: wgmma fed by the TMA, which only an sm_90a device (or the emulator) runs.
+    pub fn is_wgmma(self) -> bool {
+        matches!(self, GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16)
     }
 
     /// Where the FLOPs run.
@@ -270,6 +291,11 @@ impl GemmKernel {
                 LaunchConfig::linear(blocks_m * blocks_n, TC_THREADS)
                     .with_shared_mem(TC_SHARED_BYTES)
             }
+            GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => {
+                let (blocks_m, blocks_n) = t.blocks(m, n);
+                LaunchConfig::linear(blocks_m * blocks_n, WG_THREADS)
+                    .with_shared_mem(WG_SHARED_BYTES)
+            }
         }
     }
 
@@ -303,9 +329,14 @@ impl GemmKernel {
         }
         if self.is_tensor_core() {
             let multiple = TC_ROW_MULTIPLE as usize;
+            let why = if self.is_wgmma() {
+                "a tensor map's row pitch must be a multiple of 16 bytes"
+            } else {
+                "every row of A and B must start on a 16-byte boundary for cp.async"
+            };
             if !k.is_multiple_of(multiple) || !n.is_multiple_of(multiple) {
                 return Err(Error::Shape(format!(
-                    "{name} needs K and N to be multiples of {multiple} (every row of A and B must start on a 16-byte boundary for cp.async), but K = {k} and N = {n}: pad them with zeros to the next multiple of {multiple}"
+                    "{name} needs K and N to be multiples of {multiple} ({why}), but K = {k} and N = {n}: pad them with zeros to the next multiple of {multiple}"
                 )));
             }
         }
@@ -363,6 +394,115 @@ gemm_op!(
     gemm_tensor_core_f16, TensorCoreF16, f16
 );
 
+/// Step 5, `C = A B (+ C)` with TMA and wgmma on Hopper: A and B bf16, C f32. K and N must be
+/// multiples of 8 (a tensor map's rows are a multiple of 16 bytes); M, N, K are otherwise free,
+/// the TMA zero-filling whatever a box has outside A or B. Runs on an sm_90a device (H100,
+/// H200) or the emulator, and says so on any other GPU.
+pub fn gemm_wgmma_bf16(
+    rt: &Runtime,
+    a: &DeviceBuffer<bf16>,
+    b: &DeviceBuffer<bf16>,
+    c: &mut DeviceBuffer<f32>,
+    shape: GemmShape,
+    epilogue: Epilogue,
+) -> Result<Launched> {
+    wgmma(rt, GemmKernel::WgmmaBf16, a, b, c, shape, epilogue)
+}
+
+/// Step 5 with f16 inputs.
+pub fn gemm_wgmma_f16(
+    rt: &Runtime,
+    a: &DeviceBuffer<f16>,
+    b: &DeviceBuffer<f16>,
+    c: &mut DeviceBuffer<f32>,
+    shape: GemmShape,
+    epilogue: Epilogue,
+) -> Result<Launched> {
+    wgmma(rt, GemmKernel::WgmmaF16, a, b, c, shape, epilogue)
+}
+
+/// Both step-5 kernels: validate, refuse a GPU without wgmma, build the two tensor maps (A in
+/// 128 x 64 boxes, B in 64 x 64 boxes, both 128-byte swizzled), launch.
+fn wgmma<T: crate::buffer::Element>(
+    rt: &Runtime,
+    kernel: GemmKernel,
+    a: &DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    c: &mut DeviceBuffer<f32>,
+    shape: GemmShape,
+    epilogue: Epilogue,
+) -> Result<Launched> {
+    let Some((cfg, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
+        return Ok(None);
+    };
+    if let Backend::Cuda(gpu) = rt.backend()
+        && gpu.arch() != Arch::Sm90a
+    {
+        return Err(Error::NoDevice(format!(
+            "{} needs wgmma and the TMA, i.e. an sm_90a device (H100, H200); this GPU runs the {} build",
+            kernel.name(),
+            gpu.arch().name()
+        )));
+    }
+    if k == 0 {
+        // No K tile: nothing for the TMA to read (a map needs non-empty dimensions). The
+        // kernel's epilogue still writes C (or leaves C + 0), so launch with maps of a
+        // one-element stand-in that no box is ever copied from.
+        let one = rt.alloc::<T>(8)?;
+        return launch_wgmma(
+            rt,
+            kernel,
+            cfg,
+            (&one, (1, 8)),
+            (&one, (1, 8)),
+            c,
+            (m, n, 0),
+            epilogue,
+        );
+    }
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    launch_wgmma(
+        rt,
+        kernel,
+        cfg,
+        (a, (mu, ku)),
+        (b, (ku, nu)),
+        c,
+        (m, n, k),
+        epilogue,
+    )
+}
+
+/// Builds the maps of A (`rows` x `cols` given) and B and launches.
+#[allow(clippy::too_many_arguments)]
+fn launch_wgmma<T: crate::buffer::Element>(
+    rt: &Runtime,
+    kernel: GemmKernel,
+    cfg: LaunchConfig,
+    (a, a_dims): (&DeviceBuffer<T>, (usize, usize)),
+    (b, b_dims): (&DeviceBuffer<T>, (usize, usize)),
+    c: &mut DeviceBuffer<f32>,
+    (m, n, k): (u32, u32, u32),
+    epilogue: Epilogue,
+) -> Result<Launched> {
+    let box_cols = WG_BOX_COLS;
+    let a_map = rt.tensor_map_2d(a, a_dims, (WGMMA.m, box_cols), TmaSwizzle::B128)?;
+    let b_map = rt.tensor_map_2d(b, b_dims, (WGMMA.k, box_cols), TmaSwizzle::B128)?;
+    let (a_map, b_map, c, accumulate) = (a_map.ptr(), b_map.ptr(), c.ptr(), epilogue.flag());
+    match kernel {
+        GemmKernel::WgmmaBf16 => launch!(
+            rt,
+            cfg,
+            gemm::gemm_wgmma_bf16(a_map, b_map, c, m, n, k, accumulate)
+        ),
+        _ => launch!(
+            rt,
+            cfg,
+            gemm::gemm_wgmma_f16(a_map, b_map, c, m, n, k, accumulate)
+        ),
+    }
+}
+
 /// A and B in the element type of the kernel that takes them.
 pub enum GemmOperands {
     /// For the f32 kernels (steps 1 to 3).
@@ -381,11 +521,11 @@ impl GemmOperands {
             GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => {
                 GemmOperands::F32(rt.upload(a)?, rt.upload(b)?)
             }
-            GemmKernel::TensorCoreBf16 => {
+            GemmKernel::TensorCoreBf16 | GemmKernel::WgmmaBf16 => {
                 let to = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
                 GemmOperands::Bf16(rt.upload(&to(a))?, rt.upload(&to(b))?)
             }
-            GemmKernel::TensorCoreF16 => {
+            GemmKernel::TensorCoreF16 | GemmKernel::WgmmaF16 => {
                 let to = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
                 GemmOperands::F16(rt.upload(&to(a))?, rt.upload(&to(b))?)
             }
@@ -417,6 +557,12 @@ pub fn gemm(
         }
         (GemmKernel::TensorCoreF16, GemmOperands::F16(a, b)) => {
             gemm_tensor_core_f16(rt, a, b, c, shape, epilogue)
+        }
+        (GemmKernel::WgmmaBf16, GemmOperands::Bf16(a, b)) => {
+            gemm_wgmma_bf16(rt, a, b, c, shape, epilogue)
+        }
+        (GemmKernel::WgmmaF16, GemmOperands::F16(a, b)) => {
+            gemm_wgmma_f16(rt, a, b, c, shape, epilogue)
         }
         _ => Err(Error::Shape(format!(
             "{} takes {} operands",
