@@ -435,67 +435,82 @@ fn descriptor_fields_follow_the_isa_table() {
 /// K-major 128-byte canonical form, every element of each.
 #[test]
 fn descriptor_addressing_matches_the_isa_examples() {
-    type Modes = &'static [(usize, usize)];
-    // (swizzle code, B of Swizzle<B,4,3>, LBO bytes, SBO bytes, MN modes, K modes, MN extent, K extent)
-    let mn_major: [(u32, u32, usize, usize, Modes, Modes, usize, usize); 4] = [
-        (
+    /// One worked example: the descriptor's swizzle code, B of `Swizzle<B, 4, 3>`, LBO and SBO
+    /// in bytes, the layout's MN and K modes (strides in elements), and its extent.
+    struct Example {
+        code: u32,
+        b: u32,
+        lbo: usize,
+        sbo: usize,
+        mn_modes: &'static [(usize, usize)],
+        k_modes: &'static [(usize, usize)],
+        extent: (usize, usize),
+    }
+    let example = |code, b, lbo, sbo, mn_modes, k_modes, extent| Example {
+        code,
+        b,
+        lbo,
+        sbo,
+        mn_modes,
+        k_modes,
+        extent,
+    };
+    let mn_major = [
+        example(
             0,
             0,
             256,
             128,
             &[(8, 1), (1, 8), (2, 64)],
             &[(8, 8), (2, 128)],
-            16,
-            16,
+            (16, 16),
         ),
-        (
+        example(
             3,
             1,
             256,
             512,
             &[(8, 1), (2, 8), (2, 128)],
             &[(8, 16), (2, 256)],
-            32,
-            16,
+            (32, 16),
         ),
-        (
+        example(
             2,
             2,
             512,
             1024,
             &[(8, 1), (4, 8), (2, 256)],
             &[(8, 32), (2, 512)],
-            64,
-            16,
+            (64, 16),
         ),
         // 128-byte, from the canonical form with m = 2, k = 2, LBO = 1024, SBO = 2048 elements.
-        (
+        example(
             1,
             3,
             2048,
             4096,
             &[(8, 1), (8, 8), (2, 1024)],
             &[(8, 64), (2, 2048)],
-            128,
-            16,
+            (128, 16),
         ),
     ];
-    for (code, b, lbo, sbo, mn_modes, k_modes, mn_n, k_n) in mn_major {
+    for e in mn_major {
         let d = Descriptor {
             start: 4096,
-            lbo,
-            sbo,
+            lbo: e.lbo,
+            sbo: e.sbo,
             base_offset: 0,
-            swizzle: code,
+            swizzle: e.code,
         };
-        for mn in 0..mn_n {
-            for k in 0..k_n {
+        for mn in 0..e.extent.0 {
+            for k in 0..e.extent.1 {
                 let want =
-                    4096 + cute_swizzle(b, 4, 3, 2 * (cute(mn, mn_modes) + cute(k, k_modes)));
+                    4096 + cute_swizzle(e.b, 4, 3, 2 * (cute(mn, e.mn_modes) + cute(k, e.k_modes)));
                 assert_eq!(
                     d.swizzle(d.mn_major(mn, k)),
                     want,
-                    "MN-major swizzle {code}: ({mn}, {k})"
+                    "MN-major swizzle {}: ({mn}, {k})",
+                    e.code
                 );
             }
         }

@@ -120,6 +120,18 @@ pub fn all() -> Vec<CaseSpec> {
     .collect()
 }
 
+/// Whether `rt` can run `kernel` at all: the step-5 GEMM (wgmma, TMA) runs on the emulator and,
+/// of GPUs, only on sm_90a ones (H100, H200); elsewhere its rows are left out, not failed.
+pub fn runs_on(rt: &Runtime, kernel: &str) -> bool {
+    let hopper_only = GemmKernel::ALL
+        .iter()
+        .any(|k| k.is_wgmma() && k.name() == kernel);
+    match rt.backend() {
+        host::runtime::Backend::Cuda(gpu) if hopper_only => gpu.arch() == host::ptx::Arch::Sm90a,
+        _ => true,
+    }
+}
+
 const fn case(
     kernel: &'static str,
     build: for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>,
@@ -604,7 +616,7 @@ fn attention<T: AttentionCase>(
 const GEMM_SIZES: [(usize, usize); 3] = [(1024, 32), (2048, 64), (4096, 128)];
 
 /// Every GEMM step at every size of the sweep, size by size so that each size reads as the
-/// progression from step 1 to step 4.
+/// progression from step 1 to step 5.
 fn gemm_cases() -> Vec<CaseSpec> {
     macro_rules! at_size {
         ($size:literal) => {
@@ -614,10 +626,12 @@ fn gemm_cases() -> Vec<CaseSpec> {
                 case(GemmKernel::ALL[2].name(), gemm_case::<2, $size>),
                 case(GemmKernel::ALL[3].name(), gemm_case::<3, $size>),
                 case(GemmKernel::ALL[4].name(), gemm_case::<4, $size>),
+                case(GemmKernel::ALL[5].name(), gemm_case::<5, $size>),
+                case(GemmKernel::ALL[6].name(), gemm_case::<6, $size>),
             ]
         };
     }
-    const _: () = assert!(GemmKernel::ALL.len() == 5 && GEMM_SIZES.len() == 3);
+    const _: () = assert!(GemmKernel::ALL.len() == 7 && GEMM_SIZES.len() == 3);
     [at_size!(0), at_size!(1), at_size!(2)]
         .into_iter()
         .flatten()

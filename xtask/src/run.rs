@@ -93,6 +93,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
     let specs: Vec<_> = cases::all()
         .into_iter()
+        .filter(|c| cases::runs_on(&rt, c.kernel))
         .filter(|c| {
             args.only
                 .as_ref()

@@ -355,7 +355,7 @@ pub fn validate_map(m: &EmuTensorMap) -> Result<(), String> {
     if !matches!(m.elem_bytes, 1 | 2 | 4 | 8) {
         return Err(format!("element size {} bytes: 1, 2, 4 or 8", m.elem_bytes));
     }
-    if m.base % 16 != 0 {
+    if !m.base.is_multiple_of(16) {
         return Err(format!(
             "global address {:#x} is not 16-byte aligned",
             m.base
@@ -364,7 +364,7 @@ pub fn validate_map(m: &EmuTensorMap) -> Result<(), String> {
     if m.dims[0] == 0 || m.dims[1] == 0 || m.dims[0] > 1 << 32 || m.dims[1] > 1 << 32 {
         return Err(format!("dimensions {:?}: each from 1 to 2^32", m.dims));
     }
-    if m.row_pitch % 16 != 0 || m.row_pitch < m.dims[0] * e {
+    if !m.row_pitch.is_multiple_of(16) || m.row_pitch < m.dims[0] * e {
         return Err(format!(
             "row pitch {} bytes: a multiple of 16 of at least a row ({} bytes)",
             m.row_pitch,

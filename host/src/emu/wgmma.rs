@@ -422,13 +422,24 @@ fn execute(
             }
         }
     } else {
-        for col in 0..n {
+        // K-major B: each column's 16 K values are two chunks; transposed into b afterwards.
+        let mut columns = vec![[0f64; K]; n];
+        for (col, column) in columns.iter_mut().enumerate() {
             for kc in 0..K / T {
                 let at = db.swizzle(db.k_major(col, kc * T));
-                let v = chunk(block, base, at, site, op.input, &mut chunks)?;
-                for (i, x) in v.into_iter().enumerate() {
-                    b[kc * T + i][col] = x;
-                }
+                column[kc * T..][..T].copy_from_slice(&chunk(
+                    block,
+                    base,
+                    at,
+                    site,
+                    op.input,
+                    &mut chunks,
+                )?);
+            }
+        }
+        for (k, row) in b.iter_mut().enumerate() {
+            for (x, column) in row.iter_mut().zip(&columns) {
+                *x = column[k];
             }
         }
     }

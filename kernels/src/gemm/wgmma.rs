@@ -54,7 +54,7 @@ use crate::cuda::wgmma::{
     setmaxnreg_inc, wgmma_commit_group, wgmma_fence, wgmma_m64n128k16, wgmma_wait_group,
 };
 use crate::cuda::{GlobalPtr, SharedPtr};
-use crate::kernel;
+use crate::{kernel, launch_bounds};
 
 const BM: u32 = WGMMA.m;
 const BN: u32 = WGMMA.n;
@@ -105,6 +105,11 @@ kernel! {
         unsafe { gemm_wgmma(MmaInput::Bf16, a_map, b_map, c, (m, n, k), accumulate != 0) }
     }
 }
+
+// One block of 384 threads per SM: the register cap at entry (65536 / 384 = 168 per thread)
+// that `setmaxnreg` then redistributes, 40 to the producer and 232 to the consumers.
+launch_bounds!(gemm_wgmma_bf16, super::WG_THREADS, 1);
+launch_bounds!(gemm_wgmma_f16, super::WG_THREADS, 1);
 
 kernel! {
     /// [`gemm_wgmma_bf16`] with f16 inputs.
