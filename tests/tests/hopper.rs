@@ -166,6 +166,55 @@ fn reading_a_tma_destination_before_waiting_for_its_phase_is_reported() {
     );
 }
 
+kernel! {
+    /// Thread 0 copies a box with the TMA and waits for it (if `wait`); after a barrier, thread
+    /// 1, which never waited on the mbarrier itself, reads the box: the barrier orders it.
+    pub unsafe fn tma_then_barrier(map: GlobalPtr<TensorMap>, out: GlobalPtr<u16>, wait: u32) {
+        let smem = dynamic_shared_mem::<u16>();
+        let bar = smem.offset(BOX_ELEMS).cast::<u64>();
+        let t = thread_idx_x();
+        unsafe {
+            if t == 0 {
+                mbarrier_init(bar, 1);
+                fence_mbarrier_init();
+                mbarrier_arrive_expect_tx(bar, BOX_BYTES);
+                tma_load_2d(smem, map, 0, 0, bar);
+                if wait != 0 {
+                    mbarrier_wait_parity(bar, 0);
+                }
+            }
+            sync_threads();
+            if t == 1 {
+                out.write(0, smem.read(0));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_barrier_after_one_threads_wait_orders_the_tma_bytes_for_every_thread() {
+    let (rt, emu) = emulator();
+    let src = rt.upload(&tensor(16, 64)).unwrap();
+    let map = rt
+        .tensor_map_2d(&src, (16, 64), (BOX_ROWS, BOX_COLS), TmaSwizzle::B128)
+        .unwrap();
+    let out = rt.alloc::<u16>(1).unwrap();
+    let (m, o) = (map.ptr(), out.ptr());
+    emu.launch("tma_then_barrier", &box_config(), || unsafe {
+        tma_then_barrier(m, o, 1)
+    })
+    .unwrap();
+    assert_eq!(rt.download(&out).unwrap(), vec![1]);
+    // Nobody waited: the barrier orders nothing the mbarrier did not.
+    let kind = emu_error_kind(emu.launch("tma_then_barrier", &box_config(), || unsafe {
+        tma_then_barrier(m, o, 0)
+    }));
+    assert!(
+        matches!(kind, EmuErrorKind::TmaInFlight { by, .. } if by.thread.x == 1),
+        "{kind:?}"
+    );
+}
+
 #[test]
 fn a_tensor_map_the_driver_would_refuse_is_refused_on_the_host() {
     let (rt, _) = emulator();
@@ -243,7 +292,8 @@ fn an_mbarrier_phase_completes_with_its_arrivals_and_a_missing_one_is_a_reported
 /// (16 x 128, N-major, two 64-column halves of 16 rows) at `B_AT`.
 const B_AT: usize = 8192;
 const B_HALF: usize = 16 * 128;
-const WGMMA_SHARED: u32 = (B_AT + 2 * B_HALF) as u32;
+/// With B K-major instead: 128 rows (one per column n) of 128 bytes, 16 K values used in each.
+const WGMMA_SHARED: u32 = (B_AT + 128 * 128) as u32;
 
 /// Byte offset of A's element (m, k): the 128-byte-swizzled K-major layout, written from the
 /// ISA's canonical form `((8, m), (T, 2k)) : ((8T, SBO), (1, T))`, T = 8, SBO = 1024 bytes.
@@ -263,6 +313,17 @@ fn b_offset(k: usize, n: usize) -> usize {
     B_AT + cute_swizzle(3, 4, 3, 2 * elems)
 }
 
+/// Byte offset of B's element (k, n) stored K-major (`imm-trans-b = 0`): the K-major form of
+/// [`a_offset`] with n as the row.
+fn b_offset_k_major(k: usize, n: usize) -> usize {
+    B_AT + cute_swizzle(
+        3,
+        4,
+        3,
+        2 * (cute(n, &[(8, 64), (16, 512)]) + cute(k, &[(8, 1), (2, 8)])),
+    )
+}
+
 /// What a `wgmma_tile` launch does wrong, if anything.
 #[derive(Clone, Copy, PartialEq)]
 enum Misuse {
@@ -276,7 +337,7 @@ kernel! {
     /// The warpgroup stores A (64 x 16) and B (16 x 128), row-major bf16 in `a` and `b`, into
     /// shared memory at [`a_offset`] and [`b_offset`], multiplies them with one wgmma, and
     /// writes each thread's 64 accumulator registers to `out[64 t..]`; `misuse` breaks a rule.
-    pub unsafe fn wgmma_tile(a: GlobalPtr<Bf16>, b: GlobalPtr<Bf16>, out: GlobalPtr<f32>, misuse: u32) {
+    pub unsafe fn wgmma_tile(a: GlobalPtr<Bf16>, b: GlobalPtr<Bf16>, out: GlobalPtr<f32>, misuse: u32, b_k_major: u32) {
         let misuse = [Misuse::None, Misuse::ReadBeforeWait, Misuse::OverwriteOperand, Misuse::NoFence][misuse as usize];
         let smem = dynamic_shared_mem::<u8>();
         let t = thread_idx_x() as usize;
@@ -287,7 +348,8 @@ kernel! {
             }
             for i in (t..16 * 128).step_by(128) {
                 let (k, n) = (i / 128, i % 128);
-                smem.offset(b_offset(k, n)).cast::<Bf16>().write(0, b.read(i));
+                let at = if b_k_major != 0 { b_offset_k_major(k, n) } else { b_offset(k, n) };
+                smem.offset(at).cast::<Bf16>().write(0, b.read(i));
             }
         }
         // Ordinary stores, read next by the tensor cores: the async-proxy fence, then a barrier.
@@ -295,12 +357,16 @@ kernel! {
         sync_threads();
         let base = shared_address(smem);
         let da = MatrixDescriptor::new(base, 16, 1024, WgmmaSwizzle::B128);
-        let db = MatrixDescriptor::new(base + B_AT as u32, B_HALF as u32, 1024, WgmmaSwizzle::B128);
+        let db = if b_k_major != 0 {
+            MatrixDescriptor::new(base + B_AT as u32, 16, 1024, WgmmaSwizzle::B128)
+        } else {
+            MatrixDescriptor::new(base + B_AT as u32, B_HALF as u32, 1024, WgmmaSwizzle::B128)
+        };
         let mut acc = Accumulator::<64>::zero();
         if misuse != Misuse::NoFence {
             wgmma_fence();
         }
-        unsafe { wgmma_m64n128k16(MmaInput::Bf16, da, db, true, &mut acc) };
+        unsafe { wgmma_m64n128k16(MmaInput::Bf16, da, db, b_k_major == 0, &mut acc) };
         wgmma_commit_group();
         if misuse == Misuse::OverwriteOperand && t == 0 {
             unsafe { smem.offset(B_AT).cast::<Bf16>().write(0, Bf16::from_f32(1.0)) };
@@ -330,15 +396,15 @@ fn clayout(t: usize, r: usize) -> (usize, usize) {
     (idx % 64, idx / 64)
 }
 
-fn wgmma_launch(
-    misuse: Misuse,
-    threads: u32,
-) -> (
+/// What one `wgmma_tile` launch gave: its result, A, B, and the accumulators written out.
+type WgmmaRun = (
     host::Result<host::emu::LaunchCounters>,
     Vec<f32>,
     Vec<f32>,
     Vec<f32>,
-) {
+);
+
+fn wgmma_launch(misuse: Misuse, threads: u32, b_k_major: bool) -> WgmmaRun {
     let (rt, emu) = emulator();
     let (a, b) = (operand(64 * 16, 1), operand(16 * 128, 2));
     let to = |v: &[f32]| v.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>();
@@ -347,7 +413,7 @@ fn wgmma_launch(
     let (pa, pb, po) = (da.ptr(), db.ptr(), out.ptr());
     let cfg = LaunchConfig::linear(1, threads).with_shared_mem(WGMMA_SHARED);
     let result = emu.launch("wgmma_tile", &cfg, || unsafe {
-        wgmma_tile(pa, pb, po, misuse as u32)
+        wgmma_tile(pa, pb, po, misuse as u32, b_k_major as u32)
     });
     let got = rt.download(&out).unwrap();
     (result, a, b, got)
@@ -355,25 +421,25 @@ fn wgmma_launch(
 
 #[test]
 fn one_wgmma_multiplies_from_the_canonical_layouts_into_the_accumulator_fragment() {
-    let (result, a, b, got) = wgmma_launch(Misuse::None, 128);
-    let counters = result.unwrap();
-    assert_eq!(counters.flops, 2 * 64 * 128 * 16);
-    for t in 0..128 {
-        for r in 0..64 {
-            let (row, col) = clayout(t, r);
-            let want: f32 = (0..16).map(|k| a[row * 16 + k] * b[k * 128 + col]).sum();
-            assert_eq!(
-                got[64 * t + r],
-                want,
-                "thread {t} register {r} = D[{row}][{col}]"
-            );
+    for b_k_major in [false, true] {
+        let (result, a, b, got) = wgmma_launch(Misuse::None, 128, b_k_major);
+        let counters = result.unwrap();
+        assert_eq!(counters.flops, 2 * 64 * 128 * 16);
+        for t in 0..128 {
+            for r in 0..64 {
+                let (row, col) = clayout(t, r);
+                let want: f32 = (0..16).map(|k| a[row * 16 + k] * b[k * 128 + col]).sum();
+                let what =
+                    format!("B K-major {b_k_major}: thread {t} register {r} = D[{row}][{col}]");
+                assert_eq!(got[64 * t + r], want, "{what}");
+            }
         }
     }
 }
 
 #[test]
 fn reading_the_accumulators_before_wait_group_is_reported() {
-    let kind = emu_error_kind(wgmma_launch(Misuse::ReadBeforeWait, 128).0);
+    let kind = emu_error_kind(wgmma_launch(Misuse::ReadBeforeWait, 128, false).0);
     assert!(
         matches!(kind, EmuErrorKind::WgmmaAccumulatorInFlight { .. }),
         "{kind:?}"
@@ -382,7 +448,7 @@ fn reading_the_accumulators_before_wait_group_is_reported() {
 
 #[test]
 fn writing_an_operand_of_a_wgmma_in_flight_is_reported() {
-    let err = emu_error(wgmma_launch(Misuse::OverwriteOperand, 128).0);
+    let err = emu_error(wgmma_launch(Misuse::OverwriteOperand, 128, false).0);
     let EmuErrorKind::WgmmaOperandInFlight { offset, by, .. } = &err.kind else {
         panic!("{err}")
     };
@@ -392,9 +458,9 @@ fn writing_an_operand_of_a_wgmma_in_flight_is_reported() {
 
 #[test]
 fn a_wgmma_without_fence_or_without_a_whole_warpgroup_is_reported() {
-    let err = emu_error(wgmma_launch(Misuse::NoFence, 128).0).to_string();
+    let err = emu_error(wgmma_launch(Misuse::NoFence, 128, false).0).to_string();
     assert!(err.contains("wgmma_fence"), "{err}");
-    let err = emu_error(wgmma_launch(Misuse::None, 96).0).to_string();
+    let err = emu_error(wgmma_launch(Misuse::None, 96, false).0).to_string();
     assert!(
         err.contains("a warpgroup is 128 threads") && err.contains("only 96"),
         "{err}"

@@ -244,6 +244,7 @@ impl Block<'_> {
         let agreed = first_site.filter(|site| states.iter().all(|s| *s == State::AtBarrier(*site)));
         if agreed.is_some() {
             self.counters.borrow_mut().barriers += 1;
+            hopper::barrier_released(self);
             return self.end_interval();
         }
         if let Some(kind) = wgmma::stuck(self, states) {

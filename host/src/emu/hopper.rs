@@ -247,6 +247,25 @@ pub(super) fn stuck(block: &Block, states: &[State]) -> Option<EmuErrorKind> {
     Some(EmuErrorKind::MbarrierDeadlock { waiting, others })
 }
 
+/// The block passed a `sync_threads`: what any thread observed before it (a completed mbarrier
+/// phase, and with it the TMA bytes that phase brought), every thread has observed after it.
+pub(super) fn barrier_released(block: &Block) {
+    let mut h = block.hopper.borrow_mut();
+    if !h.active {
+        return;
+    }
+    let mut seen: HashMap<usize, u64> = HashMap::new();
+    for observed in &h.observed {
+        for (&bar, &phase) in observed {
+            let s = seen.entry(bar).or_default();
+            *s = (*s).max(phase);
+        }
+    }
+    for observed in &mut h.observed {
+        observed.clone_from(&seen);
+    }
+}
+
 /// Records that thread `t` blocked in `try_wait` at `site` (for the deadlock report).
 pub(super) fn note_wait(block: &Block, t: usize, site: Site) {
     block.hopper.borrow_mut().wait_sites[t] = Some(site);
