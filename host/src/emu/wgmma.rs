@@ -389,20 +389,14 @@ fn execute(
         }
     }
     let mut chunks = Vec::new();
+    let mut read = |t: usize, at: usize| chunk(block, t, at, site, op.input, &mut chunks);
     // A: 64 x 16, K-major; rows 16w.. are read for warp w (attributed to its lane 0).
     let mut a = vec![[0f64; K]; M];
     for (m, row) in a.iter_mut().enumerate() {
         let reader = base + m / 16 * 32;
         for kc in 0..K / T {
             let at = da.swizzle(da.k_major(m, kc * T));
-            row[kc * T..][..T].copy_from_slice(&chunk(
-                block,
-                reader,
-                at,
-                site,
-                op.input,
-                &mut chunks,
-            )?);
+            row[kc * T..][..T].copy_from_slice(&read(reader, at)?);
         }
     }
     // B: 16 x N, K-major or (trans-b) N-major; read for the warpgroup (its thread 0).
@@ -411,14 +405,7 @@ fn execute(
         for (k, row) in b.iter_mut().enumerate() {
             for nc in 0..n / T {
                 let at = db.swizzle(db.mn_major(nc * T, k));
-                row[nc * T..][..T].copy_from_slice(&chunk(
-                    block,
-                    base,
-                    at,
-                    site,
-                    op.input,
-                    &mut chunks,
-                )?);
+                row[nc * T..][..T].copy_from_slice(&read(base, at)?);
             }
         }
     } else {
@@ -427,14 +414,7 @@ fn execute(
         for (col, column) in columns.iter_mut().enumerate() {
             for kc in 0..K / T {
                 let at = db.swizzle(db.k_major(col, kc * T));
-                column[kc * T..][..T].copy_from_slice(&chunk(
-                    block,
-                    base,
-                    at,
-                    site,
-                    op.input,
-                    &mut chunks,
-                )?);
+                column[kc * T..][..T].copy_from_slice(&read(base, at)?);
             }
         }
         for (k, row) in b.iter_mut().enumerate() {
