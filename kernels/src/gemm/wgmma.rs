@@ -210,7 +210,6 @@ struct Stages {
 
 impl Stages {
     #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn new() -> Self {
         let smem = dynamic_shared_mem::<u8>();
         let misalignment = shared_address(smem) % WG_ALIGN;
@@ -259,7 +258,6 @@ const fn stage_of(kt: u32) -> (u32, u32) {
 /// # Safety
 /// `a_map` and `b_map` are the kernel's maps; `stages` is this block's, barriers initialised.
 #[inline(always)]
-#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 unsafe fn produce(
     stages: &Stages,
     a_map: GlobalPtr<TensorMap>,
@@ -294,7 +292,6 @@ unsafe fn produce(
 /// `stages` is this block's; the producer fills them as [`produce`] does. All 128 threads of the
 /// warpgroup call it.
 #[inline(always)]
-#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 unsafe fn consume(stages: &Stages, input: MmaInput, wg: u32, k_tiles: u32) -> Accumulator<64> {
     let mut acc = Accumulator::zero();
     for kt in 0..k_tiles {
