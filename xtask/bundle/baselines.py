@@ -30,6 +30,8 @@ KERNEL_BASELINE = {
     "gemm_register_blocked_f32": "matmul_f32",
     "gemm_tensor_core_bf16": "matmul_bf16",
     "gemm_tensor_core_f16": "matmul_f16",
+    "gemm_wgmma_bf16": "matmul_bf16",
+    "gemm_wgmma_f16": "matmul_f16",
     "attention_naive_f32": "sdpa_f32",
     "attention_flash_f32": "sdpa_f32",
     "attention_flash_bf16": "sdpa_bf16",
