@@ -24,7 +24,7 @@ use kernels::cuda::thread::{sync_threads, thread_idx_x};
 use kernels::cuda::tma::{TensorMap, TmaSwizzle, tma_load_2d};
 use kernels::cuda::wgmma::{
     Accumulator, MatrixDescriptor, WgmmaSwizzle, accumulator_position, wgmma_commit_group,
-    wgmma_fence, wgmma_m64n128k16, wgmma_wait_group,
+    wgmma_fence, wgmma_rs, wgmma_ss, wgmma_wait_group,
 };
 use kernels::cuda::{Bf16, GlobalPtr};
 use kernels::kernel;
@@ -309,7 +309,7 @@ fn a_offset(m: usize, k: usize) -> usize {
 /// Byte offset of B's element (k, n): the MN-major form `((T, 8, m), (8, k)) : ((1, T, LBO),
 /// (8T, SBO))`, LBO = one half (2048 bytes), SBO = 1024 bytes.
 fn b_offset(k: usize, n: usize) -> usize {
-    let elems = cute(n, &[(8, 1), (8, 8), (2, B_HALF / 2)]) + cute(k, &[(8, 64), (2, 512)]);
+    let elems = cute(n, &[(8, 1), (8, 8), (4, B_HALF / 2)]) + cute(k, &[(8, 64), (2, 512)]);
     B_AT + cute_swizzle(3, 4, 3, 2 * elems)
 }
 
@@ -366,7 +366,7 @@ kernel! {
         if misuse != Misuse::NoFence {
             wgmma_fence();
         }
-        unsafe { wgmma_m64n128k16(MmaInput::Bf16, da, db, b_k_major == 0, &mut acc) };
+        unsafe { wgmma_ss(MmaInput::Bf16, da, db, b_k_major == 0, &mut acc) };
         wgmma_commit_group();
         if misuse == Misuse::OverwriteOperand && t == 0 {
             unsafe { smem.offset(B_AT).cast::<Bf16>().write(0, Bf16::from_f32(1.0)) };
@@ -377,6 +377,123 @@ kernel! {
         let regs = acc.read();
         for (r, v) in regs.iter().enumerate() {
             unsafe { out.write(64 * t + r, *v) };
+        }
+    }
+}
+
+/// CUTLASS's register layout of A for the `_RS` forms, `ALayout_64x16`
+/// (cute/atom/mma_traits_sm90_gmma.hpp): `((4, 8, 4), (2, 2, 2)) : ((128, 1, 16), (64, 8, 512))`,
+/// (thread, element) to a column-major index of the 64 x 16 A.
+fn alayout(t: usize, e: usize) -> (usize, usize) {
+    let idx = cute(t, &[(4, 128), (8, 1), (4, 16)]) + cute(e, &[(2, 64), (2, 8), (2, 512)]);
+    (idx % 64, idx / 64)
+}
+
+/// One `wgmma` of N = 2 R columns, A from shared memory or (`rs`) from registers, B N-major.
+unsafe fn wgmma_shape<const R: usize>(
+    a: GlobalPtr<Bf16>,
+    b: GlobalPtr<Bf16>,
+    out: GlobalPtr<f32>,
+    rs: bool,
+) {
+    let n = 2 * R;
+    let smem = dynamic_shared_mem::<u8>();
+    let t = thread_idx_x() as usize;
+    unsafe {
+        for i in (t..64 * 16).step_by(128) {
+            smem.offset(a_offset(i / 16, i % 16))
+                .cast::<Bf16>()
+                .write(0, a.read(i));
+        }
+        for i in (t..16 * n).step_by(128) {
+            smem.offset(b_offset(i / n, i % n))
+                .cast::<Bf16>()
+                .write(0, b.read(i));
+        }
+    }
+    fence_proxy_async();
+    sync_threads();
+    let base = shared_address(smem);
+    let da = MatrixDescriptor::new(base, 16, 1024, WgmmaSwizzle::B128);
+    let db = MatrixDescriptor::new(base + B_AT as u32, B_HALF as u32, 1024, WgmmaSwizzle::B128);
+    let mut acc = Accumulator::<R>::zero();
+    wgmma_fence();
+    if rs {
+        let element = |e: usize| {
+            let (row, col) = alayout(t, e);
+            u32::from(unsafe { a.read(row * 16 + col) }.to_bits())
+        };
+        let words: [u32; 4] = core::array::from_fn(|j| element(2 * j) | element(2 * j + 1) << 16);
+        unsafe { wgmma_rs(MmaInput::Bf16, words, db, true, &mut acc) };
+    } else {
+        unsafe { wgmma_ss(MmaInput::Bf16, da, db, true, &mut acc) };
+    }
+    wgmma_commit_group();
+    wgmma_wait_group::<0>();
+    for (r, v) in acc.read().iter().enumerate() {
+        unsafe { out.write(R * t + r, *v) };
+    }
+}
+
+kernel! {
+    /// [`wgmma_shape`] for N = `n` (64, 128 or 256), A from registers if `rs`.
+    pub unsafe fn wgmma_shapes(a: GlobalPtr<Bf16>, b: GlobalPtr<Bf16>, out: GlobalPtr<f32>, n: u32, rs: u32) {
+        unsafe {
+            match n {
+                64 => wgmma_shape::<32>(a, b, out, rs != 0),
+                128 => wgmma_shape::<64>(a, b, out, rs != 0),
+                _ => wgmma_shape::<128>(a, b, out, rs != 0),
+            }
+        }
+    }
+}
+
+#[test]
+fn wgmma_of_64_and_256_columns_and_with_a_from_registers_matches_the_reference() {
+    let (rt, emu) = emulator();
+    for (n, rs) in [(64usize, false), (256, false), (64, true), (128, true)] {
+        let (a, b) = (operand(64 * 16, 3), operand(16 * n, 4));
+        let to = |v: &[f32]| v.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>();
+        let (da, db) = (rt.upload(&to(&a)).unwrap(), rt.upload(&to(&b)).unwrap());
+        let out = rt.alloc::<f32>(64 * n).unwrap();
+        let (pa, pb, po) = (da.ptr(), db.ptr(), out.ptr());
+        let cfg = LaunchConfig::linear(1, 128).with_shared_mem(WGMMA_SHARED);
+        let counters = emu
+            .launch("wgmma_shapes", &cfg, || unsafe {
+                wgmma_shapes(pa, pb, po, n as u32, rs as u32)
+            })
+            .unwrap();
+        assert_eq!(counters.flops, (2 * 64 * n * 16) as u64);
+        let got = rt.download(&out).unwrap();
+        let regs = n / 2;
+        for t in 0..128 {
+            for r in 0..regs {
+                let idx = cute(t, &[(4, 128), (8, 1), (4, 16)])
+                    + cute(r, &[(2, 64), (2, 8), (n / 8, 512)]);
+                let (row, col) = (idx % 64, idx / 64);
+                let want: f32 = (0..16).map(|k| a[row * 16 + k] * b[k * n + col]).sum();
+                assert_eq!(
+                    got[regs * t + r],
+                    want,
+                    "N {n}, A from registers {rs}: thread {t} register {r}"
+                );
+            }
+        }
+    }
+}
+
+/// The kernels' `a_fragment_position` is CUTLASS's register layout of A.
+#[test]
+fn the_a_fragment_helper_is_cutlass_alayout() {
+    use kernels::cuda::wgmma::a_fragment_position;
+    for t in 0..128 {
+        for e in 0..8 {
+            let (row, col) = a_fragment_position(t as u32, e as u32);
+            assert_eq!(
+                (row as usize, col as usize),
+                alayout(t, e),
+                "thread {t} element {e}"
+            );
         }
     }
 }

@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
 use half::{bf16, f16};
-use kernels::cuda::emu::{Access, Collective, MmaInput, Site, WgmmaOp, WgmmaSync};
+use kernels::cuda::emu::{Access, Collective, MmaInput, Site, WgmmaA, WgmmaOp, WgmmaSync};
 
 use super::block::{Block, State};
 use super::error::EmuErrorKind;
@@ -196,7 +196,7 @@ pub(super) fn complete_warpgroups(block: &Block) -> Result<bool, EmuErrorKind> {
         let Some(ops) = ops else { continue };
         if let Some(i) = ops
             .iter()
-            .position(|(o, s)| *s != site || WgmmaOp { acc: 0, ..*o } != WgmmaOp { acc: 0, ..op })
+            .position(|(o, s)| *s != site || operands(o) != operands(&op))
         {
             return Err(wgmma_error(
                 base,
@@ -218,6 +218,27 @@ pub(super) fn complete_warpgroups(block: &Block) -> Result<bool, EmuErrorKind> {
         progressed = true;
     }
     Ok(progressed)
+}
+
+/// What every thread of the warpgroup must agree on: the instruction and its descriptors, not
+/// its own registers.
+fn operands(op: &WgmmaOp) -> WgmmaOp {
+    let a = match op.a {
+        WgmmaA::Registers(_) => WgmmaA::Registers([0; 4]),
+        shared => shared,
+    };
+    WgmmaOp { acc: 0, a, ..*op }
+}
+
+/// The (row, column) of A that element `e` (0..8) of thread `t`'s A registers holds, as the PTX
+/// ISA's figure "WGMMA .m64nNk16 register fragment layout for matrix A" draws it: warp `t / 32`
+/// holds rows 16 (t / 32)..; lane `l`'s word 0 is row `l / 4`, columns `2 (l % 4)` and `+1`; word
+/// 1 the same 8 rows down; words 2 and 3 the same, 8 columns right.
+fn a_fragment(t: usize, e: usize) -> (usize, usize) {
+    let (warp, lane, word) = (t / 32, t % 32, e / 2);
+    let row = 16 * warp + lane / 4 + if word % 2 == 1 { 8 } else { 0 };
+    let col = 2 * (lane % 4) + if word >= 2 { 8 } else { 0 } + e % 2;
+    (row, col)
 }
 
 /// When nothing can progress: a thread waiting at a `wgmma` its warpgroup never completes.
@@ -352,10 +373,15 @@ fn chunk(
     chunks.push(at / CHUNK);
     // SAFETY: checked just above: 16 readable bytes of this block's shared memory.
     let raw = unsafe { (addr as *const [u16; 8]).read() };
-    Ok(raw.map(|bits| match input {
+    Ok(raw.map(|bits| to_f64(input, bits)))
+}
+
+/// A 16-bit element's value.
+fn to_f64(input: MmaInput, bits: u16) -> f64 {
+    match input {
         MmaInput::Bf16 => f64::from(bf16::from_bits(bits).to_f32()),
         MmaInput::F16 => f64::from(f16::from_bits(bits).to_f32()),
-    }))
+    }
 }
 
 /// The warpgroup at `base` executes `wgmma.mma_async` (every thread's share in `ops`).
@@ -379,9 +405,15 @@ fn execute(
             t - base
         )));
     }
-    let (da, db) = (Descriptor::decode(op.a), Descriptor::decode(op.b));
-    for (name, d) in [("A", da), ("B", db)] {
-        if d.base_offset != 0 {
+    let db = Descriptor::decode(op.b);
+    let da = match op.a {
+        WgmmaA::Shared(d) => Some(Descriptor::decode(d)),
+        WgmmaA::Registers(_) => None,
+    };
+    for (name, d) in [("A", da), ("B", Some(db))] {
+        if let Some(d) = d
+            && d.base_offset != 0
+        {
             return Err(fail(format!(
                 "{name}'s descriptor has base offset {}: the emulator models swizzle patterns that start on their own boundary (base offset 0)",
                 d.base_offset
@@ -392,11 +424,28 @@ fn execute(
     let mut read = |t: usize, at: usize| chunk(block, t, at, site, op.input, &mut chunks);
     // A: 64 x 16, K-major; rows 16w.. are read for warp w (attributed to its lane 0).
     let mut a = vec![[0f64; K]; M];
-    for (m, row) in a.iter_mut().enumerate() {
-        let reader = base + m / 16 * 32;
-        for kc in 0..K / T {
-            let at = da.swizzle(da.k_major(m, kc * T));
-            row[kc * T..][..T].copy_from_slice(&read(reader, at)?);
+    match da {
+        Some(da) => {
+            for (m, row) in a.iter_mut().enumerate() {
+                let reader = base + m / 16 * 32;
+                for kc in 0..K / T {
+                    let at = da.swizzle(da.k_major(m, kc * T));
+                    row[kc * T..][..T].copy_from_slice(&read(reader, at)?);
+                }
+            }
+        }
+        // From registers: each thread's 8 elements to their places.
+        None => {
+            for (i, (o, _)) in ops.iter().enumerate() {
+                let WgmmaA::Registers(words) = o.a else {
+                    unreachable!("every thread issues the same form")
+                };
+                for e in 0..8 {
+                    let bits = (words[e / 2] >> (16 * (e % 2))) as u16;
+                    let (row, col) = a_fragment(i, e);
+                    a[row][col] = to_f64(op.input, bits);
+                }
+            }
         }
     }
     // B: 16 x N, K-major or (trans-b) N-major; read for the warpgroup (its thread 0).
@@ -426,7 +475,7 @@ fn execute(
     // D = A B + C, each thread's registers in the accumulator layout.
     let regs = n / 2;
     for (i, (o, _)) in ops.iter().enumerate() {
-        // SAFETY: the thread is suspended inside `wgmma_m64n128k16`, whose `&mut` accumulator of
+        // SAFETY: the thread is suspended inside `wgmma_ss` or `wgmma_rs`, whose `&mut` accumulator of
         // N / 2 f32 this points to.
         let acc = unsafe { std::slice::from_raw_parts_mut(o.acc as *mut f32, regs) };
         for (r, v) in acc.iter_mut().enumerate() {

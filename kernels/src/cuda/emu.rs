@@ -14,7 +14,7 @@ pub use super::mma::MmaInput;
 pub use super::pipeline::AsyncCopy;
 pub use super::tma::TmaLoad;
 pub use super::warp::ShuffleMode;
-pub use super::wgmma::{WgmmaOp, WgmmaSync};
+pub use super::wgmma::{WgmmaA, WgmmaOp, WgmmaSync};
 
 /// A three-component index or size, as `dim3`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -14,7 +14,7 @@
 //! | `mbarrier.init` / `arrive` / `arrive.expect_tx` / `try_wait.parity` (CUTLASS's `ClusterTransactionBarrier`) | [`mbarrier::mbarrier_init`], [`mbarrier::mbarrier_arrive`], [`mbarrier::mbarrier_arrive_expect_tx`], [`mbarrier::mbarrier_wait_parity`] |
 //! | `fence.proxy.async`, `fence.mbarrier_init` | [`mbarrier::fence_proxy_async`], [`mbarrier::fence_mbarrier_init`] |
 //! | `cp.async.bulk.tensor.2d` (TMA) from a `CUtensorMap` | [`tma::tma_load_2d`], [`tma::TensorMap`] |
-//! | `wgmma.fence` / `commit_group` / `wait_group`, `wgmma.mma_async` (sm_90a) | [`wgmma::wgmma_fence`], [`wgmma::wgmma_commit_group`], [`wgmma::wgmma_wait_group`], [`wgmma::wgmma_m64n128k16`] |
+//! | `wgmma.fence` / `commit_group` / `wait_group`, `wgmma.mma_async` (sm_90a) | [`wgmma::wgmma_fence`], [`wgmma::wgmma_commit_group`], [`wgmma::wgmma_wait_group`], [`wgmma::wgmma_ss`], [`wgmma::wgmma_rs`] |
 //! | `setmaxnreg` (sm_90a) | [`wgmma::setmaxnreg_inc`], [`wgmma::setmaxnreg_dec`] |
 //! | `__cvta_generic_to_shared` | [`shared::shared_address`] |
 //!

@@ -75,6 +75,30 @@ pub const fn accumulator_position(t: u32, i: u32) -> (u32, u32) {
     )
 }
 
+/// Where a `wgmma`'s A comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WgmmaA {
+    /// Shared memory, K-major, through this descriptor (CUTLASS's `_SS` forms).
+    Shared(u64),
+    /// Registers: this thread's four words of the 64 x 16 A fragment (`_RS`), laid out per warp
+    /// as `mma.m16n8k16`'s A ([`a_fragment_position`]).
+    Registers([u32; 4]),
+}
+
+/// The (row, column) of the 64 x 16 A that 16-bit element `e` (0..8; word `e / 2`, low half
+/// first) of thread `t` holds in the register form of `wgmma`: warp `t / 32` holds rows
+/// `16 (t / 32)..+16`, in `mma.m16n8k16`'s A layout (words: rows `g`, `g + 8`, `g`, `g + 8`;
+/// columns `2 (l % 4)` for words 0-1 and `+8` for words 2-3).
+#[inline(always)]
+pub const fn a_fragment_position(t: u32, e: u32) -> (u32, u32) {
+    let (warp, lane) = (t / 32, t % 32);
+    let word = e / 2;
+    (
+        16 * warp + lane / 4 + 8 * (word % 2),
+        2 * (lane % 4) + 8 * (word / 2) + e % 2,
+    )
+}
+
 /// A `wgmma.mma_async` as the emulator receives it: one thread's share of the instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WgmmaOp {
@@ -82,8 +106,8 @@ pub struct WgmmaOp {
     pub input: MmaInput,
     /// N of m64nNk16.
     pub n: u32,
-    /// A's descriptor (K-major).
-    pub a: u64,
+    /// A's source.
+    pub a: WgmmaA,
     /// B's descriptor.
     pub b: u64,
     /// `imm-trans-b`: B is MN-major (N contiguous) instead of K-major.
@@ -191,18 +215,14 @@ macro_rules! reg_list {
     ($first:literal $($rest:literal)*) => { concat!("{{{", $first, "}", $(", {", $rest, "}",)* "}}") };
 }
 
-/// One `wgmma.mma_async.m64n128k16` with `scale-d = 1` (accumulate), A and B from descriptors.
+/// One `wgmma.mma_async.m64n{N}k16` with `scale-d = 1` (accumulate): `ss` with A's descriptor,
+/// `rs` with A's four registers; `$d` the accumulator array, operands `0..N/2`.
 #[cfg(target_arch = "nvptx64")]
-macro_rules! wgmma_m64n128 {
-    ($ty:literal, $trans_b:literal, $d:ident, $a:expr, $b:expr) => {
-        wgmma_m64n128!(@ $ty, $trans_b, $d, $a, $b;
-            0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
-            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
-    };
-    (@ $ty:literal, $trans_b:literal, $d:ident, $a:expr, $b:expr; $($i:literal)*) => {
+macro_rules! wgmma_asm {
+    (ss, $n:literal, $ty:literal, $trans_b:literal, $d:ident, $a:expr, $b:expr; $($i:literal)*) => {
         core::arch::asm!(
             concat!(
-                "{{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.", $ty, ".", $ty, " ",
+                "{{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
                 reg_list!($($i)*), ", {a}, {b}, p, 1, 1, 0, ", $trans_b, "; }}"
             ),
             $(inout(reg32) $d[$i],)*
@@ -210,54 +230,159 @@ macro_rules! wgmma_m64n128 {
             b = in(reg64) $b,
         )
     };
+    (rs, $n:literal, $ty:literal, $trans_b:literal, $d:ident, $a:expr, $b:expr; $($i:literal)*) => {
+        core::arch::asm!(
+            concat!(
+                "{{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
+                reg_list!($($i)*), ", {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1, ", $trans_b, "; }}"
+            ),
+            $(inout(reg32) $d[$i],)*
+            a0 = in(reg32) $a[0],
+            a1 = in(reg32) $a[1],
+            a2 = in(reg32) $a[2],
+            a3 = in(reg32) $a[3],
+            b = in(reg64) $b,
+        )
+    };
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n128k16.f32.{bf16,f16}`: `D += A B` for the warpgroup's
-/// 64 x 128 f32 accumulator, A (64 x 16, K-major) and B (16 x 128) read from shared memory
-/// through their descriptors; `b_mn_major` selects `imm-trans-b = 1`, B stored with N contiguous
-/// (a row-major K x N matrix), instead of K contiguous.
+/// [`wgmma_asm`] for the accumulator `acc` of `R` = N / 2 registers (N = 64, 128 or 256), each
+/// arm on the accumulator as an array of its own length. Expands to unsafe operations: used
+/// inside an `unsafe` block.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! wgmma_n {
+    ($form:ident, $ty:literal, $trans_b:literal, $acc:expr, $a:expr, $b:expr) => {{
+        let regs = $acc.regs.as_mut_ptr();
+        match R {
+            32 => {
+                // SAFETY: R == 32.
+                let d = &mut *(regs as *mut [f32; 32]);
+                wgmma_asm!($form, "64", $ty, $trans_b, d, $a, $b;
+                    0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
+            }
+            64 => {
+                // SAFETY: R == 64.
+                let d = &mut *(regs as *mut [f32; 64]);
+                wgmma_asm!($form, "128", $ty, $trans_b, d, $a, $b;
+                    0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+                    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
+            }
+            _ => {
+                // SAFETY: R == 128, the only other length `accumulator_regs` accepts.
+                let d = &mut *(regs as *mut [f32; 128]);
+                wgmma_asm!($form, "256", $ty, $trans_b, d, $a, $b;
+                    0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+                    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+                    64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
+                    96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127)
+            }
+        }
+    }};
+}
+
+/// N of a `wgmma` whose accumulator is `R` registers per thread: 64, 128 or 256 here (the ISA
+/// allows every multiple of 8 to 256; these are the tile widths the kernels use).
+const fn accumulator_regs<const R: usize>() -> u32 {
+    assert!(
+        R == 32 || R == 64 || R == 128,
+        "wgmma accumulators: 32, 64 or 128 registers (N = 64, 128, 256)"
+    );
+    2 * R as u32
+}
+
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}` with A and B in shared memory
+/// (CUTLASS's `SM90_64xNx16_F32BF16BF16_SS`): `D += A B` for the warpgroup's 64 x N f32
+/// accumulator, N = 2 R, A (64 x 16, K-major) and B (16 x N) read from shared memory through
+/// their descriptors; `b_mn_major` selects `imm-trans-b = 1`, B stored with N contiguous (a
+/// row-major K x N matrix), instead of K contiguous.
 ///
 /// All 128 threads of the warpgroup execute it with the same descriptors; `acc` is this thread's
-/// 64 registers ([`accumulator_position`]). It only starts the multiply: see the module docs.
+/// registers ([`accumulator_position`]). It only starts the multiply: see the module docs.
 ///
 /// # Safety
 /// The descriptors describe initialised shared memory of this block that nobody writes until the
 /// group of this instruction has been waited for.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-pub unsafe fn wgmma_m64n128k16(
+pub unsafe fn wgmma_ss<const R: usize>(
     input: MmaInput,
     a: MatrixDescriptor,
     b: MatrixDescriptor,
     b_mn_major: bool,
-    acc: &mut Accumulator<64>,
+    acc: &mut Accumulator<R>,
 ) {
+    let n = const { accumulator_regs::<R>() };
     #[cfg(target_arch = "nvptx64")]
     {
-        let d = &mut acc.regs;
+        let _ = n;
         // SAFETY: the caller's contract; warpgroup-synchronous.
         unsafe {
             match (input, b_mn_major) {
-                (MmaInput::Bf16, true) => wgmma_m64n128!("bf16", "1", d, a.0, b.0),
-                (MmaInput::Bf16, false) => wgmma_m64n128!("bf16", "0", d, a.0, b.0),
-                (MmaInput::F16, true) => wgmma_m64n128!("f16", "1", d, a.0, b.0),
-                (MmaInput::F16, false) => wgmma_m64n128!("f16", "0", d, a.0, b.0),
+                (MmaInput::Bf16, true) => wgmma_n!(ss, "bf16", "1", acc, a.0, b.0),
+                (MmaInput::Bf16, false) => wgmma_n!(ss, "bf16", "0", acc, a.0, b.0),
+                (MmaInput::F16, true) => wgmma_n!(ss, "f16", "1", acc, a.0, b.0),
+                (MmaInput::F16, false) => wgmma_n!(ss, "f16", "0", acc, a.0, b.0),
             }
         }
     }
     #[cfg(not(target_arch = "nvptx64"))]
+    emulate(input, n, WgmmaA::Shared(a.0), b, b_mn_major, acc);
+}
+
+/// [`wgmma_ss`] with A from registers (`SM90_64xNx16_F32BF16BF16_RS`): `a` is this thread's part
+/// of the 64 x 16 A, four words of two 16-bit elements laid out as [`a_fragment_position`] says;
+/// an accumulator of one `wgmma` converted to 16 bits is already in this layout, which is how
+/// attention feeds P into `O += P V` without a trip through shared memory.
+///
+/// # Safety
+/// As [`wgmma_ss`] for B.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn wgmma_rs<const R: usize>(
+    input: MmaInput,
+    a: [u32; 4],
+    b: MatrixDescriptor,
+    b_mn_major: bool,
+    acc: &mut Accumulator<R>,
+) {
+    let n = const { accumulator_regs::<R>() };
+    #[cfg(target_arch = "nvptx64")]
     {
-        let site = super::emu::Site::caller();
-        let op = WgmmaOp {
-            input,
-            n: 128,
-            a: a.0,
-            b: b.0,
-            trans_b: b_mn_major,
-            acc: acc.regs.as_mut_ptr() as usize,
-        };
-        acc.token = super::emu::with(|gpu| gpu.wgmma(op, site));
+        let _ = n;
+        // SAFETY: the caller's contract; warpgroup-synchronous.
+        unsafe {
+            match (input, b_mn_major) {
+                (MmaInput::Bf16, true) => wgmma_n!(rs, "bf16", "1", acc, a, b.0),
+                (MmaInput::Bf16, false) => wgmma_n!(rs, "bf16", "0", acc, a, b.0),
+                (MmaInput::F16, true) => wgmma_n!(rs, "f16", "1", acc, a, b.0),
+                (MmaInput::F16, false) => wgmma_n!(rs, "f16", "0", acc, a, b.0),
+            }
+        }
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    emulate(input, n, WgmmaA::Registers(a), b, b_mn_major, acc);
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+#[track_caller]
+fn emulate<const R: usize>(
+    input: MmaInput,
+    n: u32,
+    a: WgmmaA,
+    b: MatrixDescriptor,
+    trans_b: bool,
+    acc: &mut Accumulator<R>,
+) {
+    let site = super::emu::Site::caller();
+    let op = WgmmaOp {
+        input,
+        n,
+        a,
+        b: b.0,
+        trans_b,
+        acc: acc.regs.as_mut_ptr() as usize,
+    };
+    acc.token = super::emu::with(|gpu| gpu.wgmma(op, site));
 }
 
 /// `setmaxnreg.inc.sync.aligned.u32 N`: raises this warpgroup's registers per thread to `N`

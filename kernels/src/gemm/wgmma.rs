@@ -51,7 +51,7 @@ use crate::cuda::thread::{block_idx_x, sync_threads, thread_idx_x};
 use crate::cuda::tma::{TensorMap, tma_load_2d};
 use crate::cuda::wgmma::{
     Accumulator, MatrixDescriptor, WgmmaSwizzle, accumulator_position, setmaxnreg_dec,
-    setmaxnreg_inc, wgmma_commit_group, wgmma_fence, wgmma_m64n128k16, wgmma_wait_group,
+    setmaxnreg_inc, wgmma_commit_group, wgmma_fence, wgmma_ss, wgmma_wait_group,
 };
 use crate::cuda::{GlobalPtr, SharedPtr};
 use crate::{kernel, launch_bounds};
@@ -304,7 +304,7 @@ unsafe fn consume(stages: &Stages, input: MmaInput, wg: u32, k_tiles: u32) -> Ac
         for kk in 0..BK / MMA_K {
             let (a, b) = (a_descriptor(a0, kk), b_descriptor(b0, kk));
             // SAFETY: the stage is full and is not refilled before this group completes.
-            unsafe { wgmma_m64n128k16(input, a, b, true, &mut acc) };
+            unsafe { wgmma_ss(input, a, b, true, &mut acc) };
         }
         wgmma_commit_group();
         wgmma_wait_group::<1>();
