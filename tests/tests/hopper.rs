@@ -743,17 +743,20 @@ fn the_step_5_descriptors_address_the_tma_boxes() {
                 }
             }
         }
-        let d = Descriptor::decode(b_descriptor(b0, kk).0);
-        for k in 0..16 {
-            for n in 0..128 {
-                let (half, col) = (n / 64, n % 64);
-                let linear = half * 64 * 128 + (16 * kk as usize + k) * 128 + col * 2;
-                let want = b0 as usize + cute_swizzle(3, 4, 3, linear);
-                assert_eq!(
-                    d.swizzle(d.mn_major(n, k)),
-                    want,
-                    "B slice {kk}, ({k}, {n})"
-                );
+        // Two descriptors per slice, one per 128-column half (two boxes each).
+        for half in 0..2usize {
+            let d = Descriptor::decode(b_descriptor(b0 + (half * 2 * 64 * 128) as u32, kk).0);
+            for k in 0..16 {
+                for n in 0..128 {
+                    let (by, col) = (2 * half + n / 64, n % 64);
+                    let linear = by * 64 * 128 + (16 * kk as usize + k) * 128 + col * 2;
+                    let want = b0 as usize + cute_swizzle(3, 4, 3, linear);
+                    assert_eq!(
+                        d.swizzle(d.mn_major(n, k)),
+                        want,
+                        "B slice {kk}, half {half}, ({k}, {n})"
+                    );
+                }
             }
         }
     }

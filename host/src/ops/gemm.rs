@@ -202,6 +202,22 @@ impl GemmKernel {
         matches!(self, GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16)
     }
 
+    /// FLOPs the kernel executes, which the emulator counts. The f32 kernels execute exactly
+    /// the useful `2 M N K` ([`GemmShape::flops`]); the tensor-core kernels also multiply the
+    /// padding of partial tiles, since every `mma` (4096 FLOPs) or `wgmma` runs for every K tile:
+    /// `2 * (tiles of M * tile.m) * (tiles of N * tile.n) * (tiles of K * tile.k)`.
+    pub fn executed_flops(self, shape: GemmShape) -> u64 {
+        if !self.is_tensor_core() {
+            return shape.flops();
+        }
+        if shape.m == 0 || shape.n == 0 {
+            return 0;
+        }
+        let t = self.reuse_tile();
+        let padded = |x: usize, tile: u32| x.next_multiple_of(tile as usize) as u64;
+        2 * padded(shape.m, t.m) * padded(shape.n, t.n) * padded(shape.k, t.k)
+    }
+
     /// Where the FLOPs run.
     pub fn unit(self) -> ComputeUnit {
         if self.is_tensor_core() {
@@ -570,19 +586,6 @@ pub fn gemm(
             kernel.input_type()
         ))),
     }
-}
-
-/// FLOPs the tensor-core kernel executes, padding included: every warp runs every `mma` of its
-/// tile for every K tile, so the tensor cores do `2 * (tiles of M * 128) * (tiles of N * 128) *
-/// (tiles of K * 64)`, which the emulator counts (4096 per `mma`). The useful part is
-/// [`GemmShape::flops`].
-pub fn tensor_core_executed_flops(shape: GemmShape) -> u64 {
-    if shape.m == 0 || shape.n == 0 {
-        return 0;
-    }
-    let t = TENSOR_CORE;
-    let padded = |x: usize, tile: u32| x.next_multiple_of(tile as usize) as u64;
-    2 * padded(shape.m, t.m) * padded(shape.n, t.n) * padded(shape.k, t.k)
 }
 
 /// Bytes of A and B that cross the HBM boundary for the tensor-core kernel under a simple L2

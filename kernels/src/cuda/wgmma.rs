@@ -246,30 +246,26 @@ macro_rules! wgmma_asm {
     };
 }
 
-/// [`wgmma_asm`] for the accumulator `acc` of `R` = N / 2 registers (N = 64, 128 or 256), each
-/// arm on the accumulator as an array of its own length. Expands to unsafe operations: used
-/// inside an `unsafe` block.
+/// [`wgmma_asm`] for the accumulator `acc` of `R` = N / 2 registers (N = 64, 128 or 256): the
+/// arm of `R` is the one compiled in (the others, whose indices are out of bounds for it, fold
+/// away). Expands to unsafe operations: used inside an `unsafe` block.
 #[cfg(target_arch = "nvptx64")]
 macro_rules! wgmma_n {
     ($form:ident, $ty:literal, $trans_b:literal, $acc:expr, $a:expr, $b:expr) => {{
-        let regs = $acc.regs.as_mut_ptr();
         match R {
             32 => {
-                // SAFETY: R == 32.
-                let d = &mut *(regs as *mut [f32; 32]);
+                let d = &mut $acc.regs;
                 wgmma_asm!($form, "64", $ty, $trans_b, d, $a, $b;
                     0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
             }
             64 => {
-                // SAFETY: R == 64.
-                let d = &mut *(regs as *mut [f32; 64]);
+                let d = &mut $acc.regs;
                 wgmma_asm!($form, "128", $ty, $trans_b, d, $a, $b;
                     0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
                     32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
             }
             _ => {
-                // SAFETY: R == 128, the only other length `accumulator_regs` accepts.
-                let d = &mut *(regs as *mut [f32; 128]);
+                let d = &mut $acc.regs;
                 wgmma_asm!($form, "256", $ty, $trans_b, d, $a, $b;
                     0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
                     32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63

@@ -4,7 +4,7 @@
 //! What changes from step 4, level by level:
 //!
 //! - **HBM to shared memory: the TMA.** One thread of the *producer* warpgroup issues one
-//!   `cp.async.bulk.tensor` per tile (A: a 128 x 64 box, B: two 64 x 64 boxes); the copy engine
+//!   `cp.async.bulk.tensor` per box (A: one 128 x 64 box, B: four 64 x 64 boxes); the copy engine
 //!   computes the addresses, zero-fills whatever lies outside the matrix (so M, N and K need no
 //!   edge code at all) and writes the tile in the 128-byte swizzle. Step 4 spent 256 threads and
 //!   8 `cp.async` each per tile on that.
@@ -13,18 +13,18 @@
 //!   arrivals, every consumer thread). The producer waits on *empty*, the consumers on *full*;
 //!   nobody waits for the whole block.
 //! - **Shared memory to tensor cores: `wgmma`.** Each consumer warpgroup multiplies its 64 rows of
-//!   the tile by the whole 64 x 128 B with four `wgmma.m64n128k16`, operands read by the tensor
+//!   the tile by the whole 64 x 256 B with 4 x 2 `wgmma.m64n128k16`, operands read by the tensor
 //!   cores straight from shared memory through descriptors: no `ldmatrix`, no operand registers,
-//!   so the 64 accumulators per thread are all the consumer needs, and `setmaxnreg` moves the
-//!   producer's unused registers to the consumers.
+//!   so the 128 accumulators per thread are nearly all the consumer needs, and `setmaxnreg` moves
+//!   the producer's unused registers to the consumers.
 //! - **L2**: the tile order of step 4 ([`raster`](super::raster)).
 //!
 //! The stage cycle, for K tile `kt` in stage `s = kt % 4`, round `r = kt / 4`:
 //!
 //! ```text
 //! producer:  wait empty[s] parity (r & 1) ^ 1   (round 0 passes at once: the phase "before" 0)
-//!            arrive.expect_tx full[s], 32 KiB; TMA A, B -> stage s, complete_tx on full[s]
-//! consumers: wait full[s] parity r & 1; wgmma x 4 on stage s; commit
+//!            arrive.expect_tx full[s], 48 KiB; TMA A, B -> stage s, complete_tx on full[s]
+//! consumers: wait full[s] parity r & 1; wgmma x 8 on stage s; commit
 //!            wait_group 1 (tile kt - 1's wgmmas are done) -> arrive empty[(kt - 1) % 4]
 //! ```
 //!
@@ -68,9 +68,18 @@ const MMA_K: u32 = 16;
 /// Bytes of one 128-byte-swizzled row, and of the 8-row group the pattern repeats over.
 const ROW_BYTES: u32 = 128;
 const SWIZZLE_ATOM: u32 = 8 * ROW_BYTES;
-/// Bytes of a stage's A tile and of one 64-column half of its B tile.
+/// Bytes of a stage's A tile and of one 64-column box of its B tile, and B's boxes per stage.
 const A_BYTES: u32 = BM * BK * 2;
-const B_HALF_BYTES: u32 = BK * WG_BOX_COLS * 2;
+const B_BOX_BYTES: u32 = BK * WG_BOX_COLS * 2;
+const B_BOXES: u32 = BN / WG_BOX_COLS;
+/// Columns of one `wgmma`: the warpgroup's 64 x 256 tile is two `m64n128k16` wide. (One
+/// `m64n256k16` would do the same work in half the instructions, but its 128-register accumulator
+/// is one array LLVM leaves in local memory, which the two 64-register halves are not.)
+const MMA_N: u32 = 128;
+/// Accumulator registers per consumer thread for each of the two halves.
+const ACC_REGS: usize = (WG_M * MMA_N / WARPGROUP) as usize;
+/// Bytes from one half of a stage's B to the other: two boxes.
+const B_HALF_BYTES: u32 = MMA_N / WG_BOX_COLS * B_BOX_BYTES;
 /// Arrivals that release a stage: every consumer thread.
 const CONSUMER_THREADS: u32 = WARPGROUP * WG_CONSUMERS;
 /// Registers per thread after `setmaxnreg`: the producer keeps a few, the consumers take the rest
@@ -78,19 +87,22 @@ const CONSUMER_THREADS: u32 = WARPGROUP * WG_CONSUMERS;
 const PRODUCER_REGS: u32 = 40;
 const CONSUMER_REGS: u32 = 232;
 
-// One wgmma.m64 per consumer warpgroup, n128 covering the tile, K a whole swizzled row.
-const _: () = assert!(WG_M == 64 && BN == 128 && BK * 2 == ROW_BYTES);
-const _: () = assert!(BN == 2 * WG_BOX_COLS && WG_STAGE_BYTES == A_BYTES + 2 * B_HALF_BYTES);
+// One wgmma.m64 per consumer warpgroup, n256 covering the tile, K a whole swizzled row.
+const _: () = assert!(WG_M == 64 && BN == 256 && BK * 2 == ROW_BYTES);
+const _: () =
+    assert!(BN.is_multiple_of(WG_BOX_COLS) && WG_STAGE_BYTES == A_BYTES + B_BOXES * B_BOX_BYTES);
+// Two halves, and the epilogue's unroll!(.. in 0..2) x (0..16) x (0..4) covers them.
+const _: () = assert!(BN == 2 * MMA_N && ACC_REGS == 64);
 // Every box starts on a 1024-byte boundary.
 const _: () =
-    assert!(A_BYTES.is_multiple_of(SWIZZLE_ATOM) && B_HALF_BYTES.is_multiple_of(SWIZZLE_ATOM));
+    assert!(A_BYTES.is_multiple_of(SWIZZLE_ATOM) && B_BOX_BYTES.is_multiple_of(SWIZZLE_ATOM));
 const _: () = assert!(WARPGROUP * PRODUCER_REGS + CONSUMER_THREADS * CONSUMER_REGS <= 65536);
 
 kernel! {
     /// `C = A B (+ C)` on Hopper: A (M x K) and B (K x N) bf16 through tensor maps `a_map`
     /// (box 64 x 128, dimension 0 along K) and `b_map` (box 64 x 64, dimension 0 along N), both
     /// 128-byte swizzled; C (M x N) f32 row-major; `accumulate` 0 or 1. Launch:
-    /// `ceil(M / 128) * ceil(N / 128)` blocks in one dimension, 384 threads each,
+    /// `ceil(M / 128) * ceil(N / 256)` blocks in one dimension, 384 threads each,
     /// [`WG_SHARED_BYTES`](super::WG_SHARED_BYTES) of dynamic shared memory; sm_90a only.
     pub unsafe fn gemm_wgmma_bf16(
         a_map: GlobalPtr<TensorMap>,
@@ -188,14 +200,17 @@ unsafe fn gemm_wgmma(
         // SAFETY: the stages are filled by the producer and released as `consume` says.
         let acc = unsafe { consume(&stages, input, wg, k_tiles) };
         // Epilogue: every register to its element of C, inside C only.
-        let regs = acc.read();
         let t = tid % WARPGROUP;
-        unroll!(j in 0..16 {
-            unroll!(q in 0..4 {
-                let i = 4 * j + q;
-                let (r, col) = accumulator_position(t, i as u32);
-                // SAFETY: store_c skips elements outside C; each element has one owner thread.
-                unsafe { store_c(c, row0 + wg * WG_M + r, col0 + col, m, n, regs[i], accumulate) };
+        unroll!(h in 0..2 {
+            let regs = acc[h].read();
+            let col_h = col0 + h as u32 * MMA_N;
+            unroll!(j in 0..16 {
+                unroll!(q in 0..4 {
+                    let i = 4 * j + q;
+                    let (r, col) = accumulator_position(t, i as u32);
+                    // SAFETY: store_c skips elements outside C; each element has one owner.
+                    unsafe { store_c(c, row0 + wg * WG_M + r, col_h + col, m, n, regs[i], accumulate) };
+                });
             });
         });
     }
@@ -225,7 +240,7 @@ impl Stages {
 
     fn b(self, s: u32) -> SharedPtr<u8> {
         self.base
-            .offset((WG_STAGES * A_BYTES + s * 2 * B_HALF_BYTES) as usize)
+            .offset((WG_STAGES * A_BYTES + s * B_BOXES * B_BOX_BYTES) as usize)
     }
 
     fn barriers(self) -> SharedPtr<u64> {
@@ -252,7 +267,7 @@ const fn stage_of(kt: u32) -> (u32, u32) {
 }
 
 /// The producer (one thread): for every K tile, wait until its stage is empty, announce the
-/// stage's bytes on its full barrier, and have the TMA bring A's 128 x 64 box and B's two 64 x 64
+/// stage's bytes on its full barrier, and have the TMA bring A's 128 x 64 box and B's four 64 x 64
 /// boxes. Out-of-bounds elements arrive as zeros, so the edges need nothing here.
 ///
 /// # Safety
@@ -274,10 +289,10 @@ unsafe fn produce(
             mbarrier_arrive_expect_tx(stages.full(s), WG_STAGE_BYTES);
             // A's box: dimension 0 along K, dimension 1 along M.
             tma_load_2d(stages.a(s), a_map, k0, row0 as i32, stages.full(s));
-            // B's two boxes: dimension 0 along N (64 columns each), dimension 1 along K.
-            for half in 0..2 {
-                let dst = stages.b(s).offset((half * B_HALF_BYTES) as usize);
-                let n0 = (col0 + half * WG_BOX_COLS) as i32;
+            // B's boxes: dimension 0 along N (64 columns each), dimension 1 along K.
+            for j in 0..B_BOXES {
+                let dst = stages.b(s).offset((j * B_BOX_BYTES) as usize);
+                let n0 = (col0 + j * WG_BOX_COLS) as i32;
                 tma_load_2d(dst, b_map, n0, k0, stages.full(s));
             }
         }
@@ -285,15 +300,21 @@ unsafe fn produce(
 }
 
 /// One consumer warpgroup (`wg`, rows `64 wg..` of the tile): for every K tile, wait until its
-/// stage is full, multiply with four `wgmma.m64n128k16`, and release the *previous* stage once
+/// stage is full, multiply with 4 x 2 `wgmma.m64n128k16` (four K slices, two column halves),
+/// and release the *previous* stage once
 /// its `wgmma`s are known done (one group stays in flight, overlapping the next wait).
 ///
 /// # Safety
 /// `stages` is this block's; the producer fills them as [`produce`] does. All 128 threads of the
 /// warpgroup call it.
 #[inline(always)]
-unsafe fn consume(stages: &Stages, input: MmaInput, wg: u32, k_tiles: u32) -> Accumulator<64> {
-    let mut acc = Accumulator::zero();
+unsafe fn consume(
+    stages: &Stages,
+    input: MmaInput,
+    wg: u32,
+    k_tiles: u32,
+) -> [Accumulator<ACC_REGS>; 2] {
+    let mut acc = [Accumulator::zero(); 2];
     for kt in 0..k_tiles {
         let (s, parity) = stage_of(kt);
         // SAFETY: the full barrier's phase brings the whole stage.
@@ -302,9 +323,12 @@ unsafe fn consume(stages: &Stages, input: MmaInput, wg: u32, k_tiles: u32) -> Ac
         let a0 = shared_address(stages.a(s)) + wg * WG_M * ROW_BYTES;
         let b0 = shared_address(stages.b(s));
         for kk in 0..BK / MMA_K {
-            let (a, b) = (a_descriptor(a0, kk), b_descriptor(b0, kk));
-            // SAFETY: the stage is full and is not refilled before this group completes.
-            unsafe { wgmma_ss(input, a, b, true, &mut acc) };
+            let a = a_descriptor(a0, kk);
+            unroll!(h in 0..2 {
+                let b = b_descriptor(b0 + h as u32 * B_HALF_BYTES, kk);
+                // SAFETY: the stage is full and is not refilled before this group completes.
+                unsafe { wgmma_ss(input, a, b, true, &mut acc[h]) };
+            });
         }
         wgmma_commit_group();
         wgmma_wait_group::<1>();
@@ -326,15 +350,16 @@ pub const fn a_descriptor(a0: u32, kk: u32) -> MatrixDescriptor {
     MatrixDescriptor::new(a0 + kk * MMA_K * 2, 16, SWIZZLE_ATOM, WgmmaSwizzle::B128)
 }
 
-/// B's descriptor for K slice `kk` of a stage's 64 x 128 B at `.shared` address `b0`: MN-major
-/// (row-major B, N contiguous), 128-byte swizzle, each K row 128 bytes of 64 columns; 8-row
-/// groups 1024 bytes apart (SBO), the second 64-column half one box further (LBO). Slice `kk` is
+/// B's descriptor for K slice `kk` of 128 columns of a stage's B at `.shared` address `b0` (the
+/// first box of them): MN-major (row-major B, N contiguous), 128-byte swizzle, each K row 128
+/// bytes of 64 columns; 8-row groups 1024 bytes apart (SBO), the next 64 columns one box further
+/// (LBO). Slice `kk` is
 /// rows `16 kk..`, `16 kk * 128` bytes on.
 #[inline(always)]
 pub const fn b_descriptor(b0: u32, kk: u32) -> MatrixDescriptor {
     MatrixDescriptor::new(
         b0 + kk * MMA_K * ROW_BYTES,
-        B_HALF_BYTES,
+        B_BOX_BYTES,
         SWIZZLE_ATOM,
         WgmmaSwizzle::B128,
     )
