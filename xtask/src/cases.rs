@@ -120,16 +120,13 @@ pub fn all() -> Vec<CaseSpec> {
     .collect()
 }
 
-/// Whether `rt` can run `kernel` at all: the step-5 GEMM (wgmma, TMA) runs on the emulator and,
-/// of GPUs, only on sm_90a ones (H100, H200); elsewhere its rows are left out, not failed.
+/// Whether `rt` can run `kernel` at all ([`GemmKernel::runs_on`]: step 5 needs an sm_90a GPU
+/// or the emulator); elsewhere its rows are left out, not failed.
 pub fn runs_on(rt: &Runtime, kernel: &str) -> bool {
-    let hopper_only = GemmKernel::ALL
+    GemmKernel::ALL
         .iter()
-        .any(|k| k.is_wgmma() && k.name() == kernel);
-    match rt.backend() {
-        host::runtime::Backend::Cuda(gpu) if hopper_only => gpu.arch() == host::ptx::Arch::Sm90a,
-        _ => true,
-    }
+        .find(|k| k.name() == kernel)
+        .is_none_or(|k| k.runs_on(rt))
 }
 
 const fn case(

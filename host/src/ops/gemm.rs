@@ -202,6 +202,15 @@ impl GemmKernel {
         matches!(self, GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16)
     }
 
+    /// Whether `rt` can run this kernel: every one on the emulator; on a GPU, step 5 only on an
+    /// sm_90a device (H100, H200).
+    pub fn runs_on(self, rt: &Runtime) -> bool {
+        match rt.backend() {
+            Backend::Cuda(gpu) if self.is_wgmma() => gpu.arch() == Arch::Sm90a,
+            _ => true,
+        }
+    }
+
     /// FLOPs the kernel executes, which the emulator counts. The f32 kernels execute exactly
     /// the useful `2 M N K` ([`GemmShape::flops`]); the tensor-core kernels also multiply the
     /// padding of partial tiles, since every `mma` (4096 FLOPs) or `wgmma` runs for every K tile:
@@ -452,7 +461,7 @@ fn wgmma<T: crate::buffer::Element>(
         return Ok(None);
     };
     if let Backend::Cuda(gpu) = rt.backend()
-        && gpu.arch() != Arch::Sm90a
+        && !kernel.runs_on(rt)
     {
         return Err(Error::NoDevice(format!(
             "{} needs wgmma and the TMA, i.e. an sm_90a device (H100, H200); this GPU runs the {} build",
