@@ -21,6 +21,7 @@ use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
 use crate::ptx::Arch;
 use crate::runtime::{Backend, Launched, Runtime};
+use crate::tensor_map::TensorMap2d;
 
 /// The problem size: A is `m` x `k`, B is `k` x `n`, C is `m` x `n`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -422,7 +423,8 @@ gemm_op!(
 /// Step 5, `C = A B (+ C)` with TMA and wgmma on Hopper: A and B bf16, C f32. K and N must be
 /// multiples of 8 (a tensor map's rows are a multiple of 16 bytes); M, N, K are otherwise free,
 /// the TMA zero-filling whatever a box has outside A or B. Runs on an sm_90a device (H100,
-/// H200) or the emulator, and says so on any other GPU.
+/// H200) or the emulator, and says so on any other GPU. Each call builds the two tensor maps;
+/// [`gemm`] keeps them in the operands for the next launch.
 pub fn gemm_wgmma_bf16(
     rt: &Runtime,
     a: &DeviceBuffer<bf16>,
@@ -431,7 +433,7 @@ pub fn gemm_wgmma_bf16(
     shape: GemmShape,
     epilogue: Epilogue,
 ) -> Result<Launched> {
-    wgmma(rt, GemmKernel::WgmmaBf16, a, b, c, shape, epilogue)
+    wgmma(rt, GemmKernel::WgmmaBf16, (a, b), None, c, shape, epilogue)
 }
 
 /// Step 5 with f16 inputs.
@@ -443,16 +445,55 @@ pub fn gemm_wgmma_f16(
     shape: GemmShape,
     epilogue: Epilogue,
 ) -> Result<Launched> {
-    wgmma(rt, GemmKernel::WgmmaF16, a, b, c, shape, epilogue)
+    wgmma(rt, GemmKernel::WgmmaF16, (a, b), None, c, shape, epilogue)
 }
 
-/// Both step-5 kernels: validate, refuse a GPU without wgmma, build the two tensor maps (A in
-/// 128 x 64 boxes, B in 64 x 64 boxes, both 128-byte swizzled), launch.
+/// Step 5's two tensor maps, for one shape: A in 128 x 64 boxes, B in 64 x 64 boxes, both
+/// 128-byte swizzled. Building them takes a driver call and an upload each, so [`gemm`] keeps
+/// them in its [`GemmOperands`] from one launch to the next.
+pub struct WgmmaMaps {
+    shape: GemmShape,
+    a: TensorMap2d,
+    b: TensorMap2d,
+}
+
+impl WgmmaMaps {
+    /// The maps of `a` (M x K) and `b` (K x N) for `shape`.
+    pub fn new<T: crate::buffer::Element>(
+        rt: &Runtime,
+        a: &DeviceBuffer<T>,
+        b: &DeviceBuffer<T>,
+        shape: GemmShape,
+    ) -> Result<Self> {
+        let GemmShape { m, n, k } = shape;
+        let boxes = |buf, dims, box_rows| {
+            rt.tensor_map_2d(buf, dims, (box_rows, WG_BOX_COLS), TmaSwizzle::B128)
+        };
+        if k == 0 || m == 0 || n == 0 {
+            // No box is ever copied (no K tile, or no block at all), but a map needs non-empty
+            // dimensions: maps of an 8-element stand-in.
+            let one = rt.alloc::<T>(8)?;
+            return Ok(Self {
+                shape,
+                a: boxes(&one, (1, 8), WGMMA.m)?,
+                b: boxes(&one, (1, 8), WGMMA.k)?,
+            });
+        }
+        Ok(Self {
+            shape,
+            a: boxes(a, (m, k), WGMMA.m)?,
+            b: boxes(b, (k, n), WGMMA.k)?,
+        })
+    }
+}
+
+/// Both step-5 kernels: validate, refuse a GPU without wgmma, build the maps (or take `maps` when
+/// they are for this shape), launch.
 fn wgmma<T: crate::buffer::Element>(
     rt: &Runtime,
     kernel: GemmKernel,
-    a: &DeviceBuffer<T>,
-    b: &DeviceBuffer<T>,
+    (a, b): (&DeviceBuffer<T>, &DeviceBuffer<T>),
+    maps: Option<&MapCache>,
     c: &mut DeviceBuffer<f32>,
     shape: GemmShape,
     epilogue: Epilogue,
@@ -469,51 +510,22 @@ fn wgmma<T: crate::buffer::Element>(
             gpu.arch().name()
         )));
     }
-    if k == 0 {
-        // No K tile: nothing for the TMA to read (a map needs non-empty dimensions). The
-        // kernel's epilogue still writes C (or leaves C + 0), so launch with maps of a
-        // one-element stand-in that no box is ever copied from.
-        let one = rt.alloc::<T>(8)?;
-        return launch_wgmma(
-            rt,
-            kernel,
-            cfg,
-            (&one, (1, 8)),
-            (&one, (1, 8)),
-            c,
-            (m, n, 0),
-            epilogue,
-        );
-    }
-    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
-    launch_wgmma(
-        rt,
-        kernel,
-        cfg,
-        (a, (mu, ku)),
-        (b, (ku, nu)),
-        c,
-        (m, n, k),
-        epilogue,
-    )
-}
-
-/// Builds the maps of A (`rows` x `cols` given) and B and launches.
-#[allow(clippy::too_many_arguments)]
-fn launch_wgmma<T: crate::buffer::Element>(
-    rt: &Runtime,
-    kernel: GemmKernel,
-    cfg: LaunchConfig,
-    (a, a_dims): (&DeviceBuffer<T>, (usize, usize)),
-    (b, b_dims): (&DeviceBuffer<T>, (usize, usize)),
-    c: &mut DeviceBuffer<f32>,
-    (m, n, k): (u32, u32, u32),
-    epilogue: Epilogue,
-) -> Result<Launched> {
-    let box_cols = WG_BOX_COLS;
-    let a_map = rt.tensor_map_2d(a, a_dims, (WGMMA.m, box_cols), TmaSwizzle::B128)?;
-    let b_map = rt.tensor_map_2d(b, b_dims, (WGMMA.k, box_cols), TmaSwizzle::B128)?;
-    let (a_map, b_map, c, accumulate) = (a_map.ptr(), b_map.ptr(), c.ptr(), epilogue.flag());
+    let fresh;
+    let mut cached;
+    let maps: &WgmmaMaps = match maps {
+        Some(cache) => {
+            cached = cache.lock().unwrap();
+            if cached.as_ref().is_none_or(|mp| mp.shape != shape) {
+                *cached = Some(WgmmaMaps::new(rt, a, b, shape)?);
+            }
+            cached.as_ref().expect("just filled")
+        }
+        None => {
+            fresh = WgmmaMaps::new(rt, a, b, shape)?;
+            &fresh
+        }
+    };
+    let (a_map, b_map, c, accumulate) = (maps.a.ptr(), maps.b.ptr(), c.ptr(), epilogue.flag());
     match kernel {
         GemmKernel::WgmmaBf16 => launch!(
             rt,
@@ -532,11 +544,15 @@ fn launch_wgmma<T: crate::buffer::Element>(
 pub enum GemmOperands {
     /// For the f32 kernels (steps 1 to 3).
     F32(DeviceBuffer<f32>, DeviceBuffer<f32>),
-    /// For [`gemm_tensor_core_bf16`].
-    Bf16(DeviceBuffer<bf16>, DeviceBuffer<bf16>),
-    /// For [`gemm_tensor_core_f16`].
-    F16(DeviceBuffer<f16>, DeviceBuffer<f16>),
+    /// For [`gemm_tensor_core_bf16`] and [`gemm_wgmma_bf16`] (with step 5's tensor maps, built
+    /// on its first launch).
+    Bf16(DeviceBuffer<bf16>, DeviceBuffer<bf16>, MapCache),
+    /// For [`gemm_tensor_core_f16`] and [`gemm_wgmma_f16`].
+    F16(DeviceBuffer<f16>, DeviceBuffer<f16>, MapCache),
 }
+
+/// Step 5's tensor maps of a pair of operands, for the shape last launched.
+pub type MapCache = std::sync::Mutex<Option<WgmmaMaps>>;
 
 impl GemmOperands {
     /// Uploads `a` and `b` in the element type `kernel` takes, rounding to bf16/f16 for the
@@ -548,11 +564,11 @@ impl GemmOperands {
             }
             GemmKernel::TensorCoreBf16 | GemmKernel::WgmmaBf16 => {
                 let to = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
-                GemmOperands::Bf16(rt.upload(&to(a))?, rt.upload(&to(b))?)
+                GemmOperands::Bf16(rt.upload(&to(a))?, rt.upload(&to(b))?, MapCache::default())
             }
             GemmKernel::TensorCoreF16 | GemmKernel::WgmmaF16 => {
                 let to = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
-                GemmOperands::F16(rt.upload(&to(a))?, rt.upload(&to(b))?)
+                GemmOperands::F16(rt.upload(&to(a))?, rt.upload(&to(b))?, MapCache::default())
             }
         })
     }
@@ -577,17 +593,17 @@ pub fn gemm(
         (GemmKernel::RegisterBlocked, GemmOperands::F32(a, b)) => {
             gemm_register_blocked_f32(rt, a, b, c, shape, epilogue)
         }
-        (GemmKernel::TensorCoreBf16, GemmOperands::Bf16(a, b)) => {
+        (GemmKernel::TensorCoreBf16, GemmOperands::Bf16(a, b, _)) => {
             gemm_tensor_core_bf16(rt, a, b, c, shape, epilogue)
         }
-        (GemmKernel::TensorCoreF16, GemmOperands::F16(a, b)) => {
+        (GemmKernel::TensorCoreF16, GemmOperands::F16(a, b, _)) => {
             gemm_tensor_core_f16(rt, a, b, c, shape, epilogue)
         }
-        (GemmKernel::WgmmaBf16, GemmOperands::Bf16(a, b)) => {
-            gemm_wgmma_bf16(rt, a, b, c, shape, epilogue)
+        (GemmKernel::WgmmaBf16, GemmOperands::Bf16(a, b, maps)) => {
+            wgmma(rt, kernel, (a, b), Some(maps), c, shape, epilogue)
         }
-        (GemmKernel::WgmmaF16, GemmOperands::F16(a, b)) => {
-            gemm_wgmma_f16(rt, a, b, c, shape, epilogue)
+        (GemmKernel::WgmmaF16, GemmOperands::F16(a, b, maps)) => {
+            wgmma(rt, kernel, (a, b), Some(maps), c, shape, epilogue)
         }
         _ => Err(Error::Shape(format!(
             "{} takes {} operands",
