@@ -55,8 +55,9 @@ impl Runtime {
         };
         validate_map(&params).map_err(|why| Error::Shape(format!("tensor map: {why}")))?;
         let map = match self.backend() {
-            Backend::Emulator(_) => params.encode(),
             Backend::Cuda(gpu) => gpu.encode_tensor_map(&params)?,
+            // Kernels run on the host read the emulator's encoding.
+            _ => params.encode(),
         };
         Ok(TensorMap2d {
             words: self.upload(&map.opaque)?,

@@ -203,12 +203,15 @@ impl GemmKernel {
         matches!(self, GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16)
     }
 
-    /// Whether `rt` can run this kernel: every one on the emulator; on a GPU, step 5 only on an
-    /// sm_90a device (H100, H200).
+    /// Whether `rt` can run this kernel: every one on the source emulator; on a GPU, step 5 only
+    /// on an sm_90a device (H100, H200); on any other backend, everything but step 5 (whose
+    /// mbarrier, TMA and wgmma instructions only the source emulator models).
     pub fn runs_on(self, rt: &Runtime) -> bool {
         match rt.backend() {
-            Backend::Cuda(gpu) if self.is_wgmma() => gpu.arch() == Arch::Sm90a,
-            _ => true,
+            Backend::Emulator(_) => true,
+            Backend::Cuda(gpu) => !self.is_wgmma() || gpu.arch() == Arch::Sm90a,
+            #[allow(unreachable_patterns)]
+            _ => !self.is_wgmma(),
         }
     }
 
@@ -501,13 +504,11 @@ fn wgmma<T: crate::buffer::Element>(
     let Some((cfg, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
         return Ok(None);
     };
-    if let Backend::Cuda(gpu) = rt.backend()
-        && !kernel.runs_on(rt)
-    {
+    if !kernel.runs_on(rt) {
         return Err(Error::NoDevice(format!(
-            "{} needs wgmma and the TMA, i.e. an sm_90a device (H100, H200); this GPU runs the {} build",
+            "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200) or the source emulator, not {}",
             kernel.name(),
-            gpu.arch().name()
+            rt.device_name()
         )));
     }
     let fresh;
