@@ -6,13 +6,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
-use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position, Site};
+use kernels::cuda::emu::{
+    self, Access, AsyncCopy, Collective, Gpu, MbarrierOp, Position, Site, TmaLoad, WgmmaOp,
+    WgmmaSync,
+};
 
 use super::async_copy::{self, AsyncCopies};
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+use super::hopper::{self, HopperState};
 use super::profile::BlockProfile;
 use super::shared::{SharedArena, UninitRead};
-use super::{LaunchCounters, Region, warp};
+use super::{LaunchCounters, Region, warp, wgmma};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
 
 /// Stack per simulated thread. Kernels keep their registers in locals, so this bounds how large a
@@ -49,6 +53,11 @@ pub(super) enum State {
     Runnable,
     AtBarrier(Site),
     AtCollective,
+    /// Blocked in `mbarrier.try_wait.parity` on the barrier at this arena offset.
+    AtMbarrier {
+        bar: usize,
+        parity: u32,
+    },
     Done,
 }
 
@@ -78,6 +87,7 @@ pub(super) struct Block<'a> {
     pub results: RefCell<Vec<[u32; 4]>>,
     pub arena: RefCell<Box<SharedArena>>,
     pub async_copies: RefCell<AsyncCopies>,
+    pub hopper: RefCell<HopperState>,
     pub counters: RefCell<LaunchCounters>,
     profile: Option<RefCell<BlockProfile>>,
 }
@@ -98,6 +108,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         results: RefCell::new(vec![[0; 4]; threads]),
         arena: RefCell::new(arena),
         async_copies: RefCell::new(AsyncCopies::new(threads)),
+        hopper: RefCell::new(HopperState::new(threads)),
         counters: RefCell::new(LaunchCounters::default()),
         profile: launch.profile.then(RefCell::default),
     };
@@ -203,12 +214,19 @@ impl Block<'_> {
                     }
                 }
             }
-            if warp::complete_collectives(self)? {
+            if warp::complete_collectives(self)? | wgmma::complete_warpgroups(self)? {
                 continue;
             }
             let states = self.states.borrow();
+            // A thread earlier in the order may have been woken by an mbarrier phase completing.
+            if states.contains(&State::Runnable) {
+                continue;
+            }
             if states.iter().all(|s| *s == State::Done) {
                 return self.end_interval();
+            }
+            if let Some(kind) = hopper::stuck(self, &states) {
+                return Err(kind);
             }
             self.release_barrier(&states)?;
             drop(states);
@@ -226,7 +244,11 @@ impl Block<'_> {
         let agreed = first_site.filter(|site| states.iter().all(|s| *s == State::AtBarrier(*site)));
         if agreed.is_some() {
             self.counters.borrow_mut().barriers += 1;
+            hopper::barrier_released(self);
             return self.end_interval();
+        }
+        if let Some(kind) = wgmma::stuck(self, states) {
+            return Err(kind);
         }
         if let Some(kind) = warp::stuck_collective(self, states) {
             return Err(kind);
@@ -332,6 +354,7 @@ impl Block<'_> {
                     bytes,
                 })?;
         async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
+        hopper::check_shared(self, t, offset, bytes, by)?;
         self.shared_race_check(t, offset, bytes, access, site)?;
         self.count(MemorySpace::Shared, access, site, t, addr, bytes);
         Ok(())
@@ -389,7 +412,7 @@ impl Block<'_> {
     }
 
     /// Adds an access to the counters, and to the profile when profiling.
-    fn count(
+    pub(super) fn count(
         &self,
         space: MemorySpace,
         access: Access,
@@ -472,6 +495,58 @@ impl Gpu for Block<'_> {
 
     fn async_copy(&self, op: AsyncCopy, site: Site) {
         if let Err(kind) = async_copy::execute(self, self.current.get(), op, site) {
+            self.fail(kind);
+        }
+    }
+
+    fn shared_address(&self, addr: usize, site: Site) -> u32 {
+        match self.arena.borrow().window_offset(addr) {
+            Some(offset) => offset as u32,
+            None => self.fail(EmuErrorKind::OutOfBounds {
+                space: MemorySpace::Shared,
+                by: self.thread_access(self.current.get(), Access::Read, site),
+                addr,
+                bytes: 0,
+            }),
+        }
+    }
+
+    fn mbarrier(&self, bar: usize, op: MbarrierOp, site: Site) -> bool {
+        let t = self.current.get();
+        loop {
+            match hopper::mbarrier(self, t, bar, op, site) {
+                Ok(true) => return true,
+                Ok(false) => {
+                    hopper::note_wait(self, t, site);
+                    self.suspend(hopper::wait_state(self, bar, op));
+                    hopper::woke(self, t);
+                }
+                Err(kind) => self.fail(kind),
+            }
+        }
+    }
+
+    fn tma_load(&self, op: TmaLoad, site: Site) {
+        if let Err(kind) = hopper::tma_load(self, self.current.get(), op, site) {
+            self.fail(kind);
+        }
+    }
+
+    fn wgmma(&self, op: WgmmaOp, site: Site) -> u64 {
+        let t = self.current.get();
+        let mask = u32::MAX;
+        let op = Collective::Wgmma(op);
+        self.pending.borrow_mut()[t] = Some(Pending { mask, op, site });
+        self.suspend(State::AtCollective);
+        wgmma::token(self, t)
+    }
+
+    fn wgmma_sync(&self, op: WgmmaSync, _site: Site) {
+        wgmma::sync(self, self.current.get(), op);
+    }
+
+    fn wgmma_read(&self, token: u64, site: Site) {
+        if let Err(kind) = wgmma::read(self, self.current.get(), token, site) {
             self.fail(kind);
         }
     }

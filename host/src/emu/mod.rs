@@ -23,9 +23,11 @@
 mod async_copy;
 mod block;
 mod error;
+mod hopper;
 mod profile;
 mod shared;
 mod warp;
+mod wgmma;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -34,7 +36,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rayon::prelude::*;
 
 pub use error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+pub use hopper::validate_map;
 pub use profile::{Profile, SiteStats};
+pub use wgmma::Descriptor;
 
 use crate::error::{Error, Result};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};

@@ -67,6 +67,10 @@ fn ready_group(
     let exist = existing_lanes(block.threads, w);
     for l in lanes(exist) {
         let Some(p) = pending[base + l] else { continue };
+        // A wgmma is a warpgroup instruction, completed by wgmma.rs.
+        if matches!(p.op, Collective::Wgmma(_)) {
+            continue;
+        }
         if states[base + l] != State::AtCollective || p.mask & !exist != 0 {
             continue;
         }
@@ -155,6 +159,7 @@ fn complete(
     };
     match op {
         Collective::SyncWarp => Ok(vec![[0; 4]; lane_ids.len()]),
+        Collective::Wgmma(_) => unreachable!("ready_group leaves warpgroup instructions to wgmma.rs"),
         Collective::Shuffle { mode, .. } => lane_ids
             .iter()
             .map(|&lane| {
