@@ -512,6 +512,12 @@ impl<'f, 'a> Analysis<'f, 'a> {
                     .max(self.operand(b).uniformity()),
             ),
             Operand::Not(p) => Value::Known(self.operand(p).uniformity()),
+            Operand::Tensor { map, coords } => Value::Known(
+                coords
+                    .iter()
+                    .map(|o| self.operand(o).uniformity())
+                    .fold(self.operand(map).uniformity(), Uniformity::max),
+            ),
             // Constants and names of variables, parameters and labels. No wildcard: an operand
             // kind the parser learns later must be classified here, not assumed uniform.
             Operand::Int(_)

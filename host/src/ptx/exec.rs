@@ -18,11 +18,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use half::{bf16, f16};
-use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, ShuffleMode, Site};
+use kernels::cuda::emu::{
+    self, Access, AsyncCopy, Collective, Gpu, MbarrierOp, ShuffleMode, Site, TmaLoad, WgmmaA,
+    WgmmaOp,
+};
 
 use super::decode::{
     self, BoolOp, Class, Cmp, CmpType, Conv, Fill, Float, FloatOp, FloatUnary, Int, IntOp,
-    IntUnary, Kernel, Mem, Op, Round, SharedSlot, Space, mask,
+    IntUnary, Kernel, MbarrierKind, Mem, Op, Round, SharedSlot, Space, Wgmma, mask,
 };
 use super::{Arch, parse};
 use crate::emu::{Emulator, LaunchCounters, SHARED_WINDOW};
@@ -350,6 +353,11 @@ impl Env<'_> {
                     }
                 };
             }
+            let acc_tokens = if self.kernel.acc_uses.is_empty() {
+                Vec::new()
+            } else {
+                vec![0; r.len()]
+            };
             let mut thread = Thread {
                 kernel: self.kernel,
                 gpu,
@@ -357,6 +365,8 @@ impl Env<'_> {
                 params: self.params,
                 base,
                 lane: linear % 32,
+                acc_tokens,
+                acc: Vec::new(),
             };
             let (executed, flops) = match self.counts {
                 None => thread.run::<false>(&[]),
@@ -377,6 +387,11 @@ struct Thread<'a> {
     /// Generic address of the shared window.
     base: usize,
     lane: u32,
+    /// Per slot, the token of the `wgmma` that last wrote it (0: ordinary instructions), for
+    /// kernels with `wgmma`; empty otherwise.
+    acc_tokens: Vec<u64>,
+    /// The accumulator a `wgmma` reads and writes while this thread waits for its warpgroup.
+    acc: Vec<f32>,
 }
 
 fn sext(v: u64, bits: u8) -> u64 {
@@ -545,6 +560,12 @@ impl Thread<'_> {
                 continue;
             }
             flops += u64::from(inst.flops);
+            if !self.acc_tokens.is_empty() {
+                for &s in &self.kernel.acc_uses[here] {
+                    self.gpu
+                        .wgmma_read(self.acc_tokens[s as usize], self.site(here));
+                }
+            }
             match &inst.op {
                 Op::Mov { d, a, mask } => self.set(*d, self.get(*a) & mask),
                 Op::Pack { d, parts, n, bits } => {
@@ -879,7 +900,82 @@ impl Thread<'_> {
                 Op::CpWait { pending } => self
                     .gpu
                     .async_copy(AsyncCopy::WaitGroup { pending: *pending }, self.site(here)),
+                Op::Mbarrier {
+                    kind,
+                    d,
+                    addr,
+                    shared,
+                    arg,
+                } => {
+                    let a = self.get(*addr) as usize;
+                    let bar = if *shared {
+                        self.base.wrapping_add(a)
+                    } else {
+                        a
+                    };
+                    let arg = if *arg == u32::MAX {
+                        0
+                    } else {
+                        self.get(*arg) as u32
+                    };
+                    let op = match kind {
+                        MbarrierKind::Init => MbarrierOp::Init { count: arg },
+                        MbarrierKind::Arrive => MbarrierOp::Arrive,
+                        MbarrierKind::ArriveExpectTx => MbarrierOp::ArriveExpectTx { bytes: arg },
+                        MbarrierKind::TryWait => MbarrierOp::TryWait { parity: arg },
+                    };
+                    // The emulator returns from a try_wait only once the phase completed (or
+                    // reports a wait that never can): the kernel's spin loop runs once.
+                    let done = self.gpu.mbarrier(bar, op, self.site(here));
+                    if *d != u32::MAX {
+                        // try_wait's predicate; arrive's state is opaque (0 here).
+                        let v = *kind == MbarrierKind::TryWait && done;
+                        self.set(*d, u64::from(v));
+                    }
+                }
+                Op::Tma {
+                    dst,
+                    map,
+                    coords,
+                    bar,
+                } => {
+                    let op = TmaLoad {
+                        dst: self.base.wrapping_add(self.get(*dst) as usize),
+                        map: self.get(*map) as usize,
+                        coords: coords.map(|c| self.get(c) as u32 as i32),
+                        bar: self.base.wrapping_add(self.get(*bar) as usize),
+                    };
+                    self.gpu.tma_load(op, self.site(here));
+                }
+                Op::Wgmma(w) => self.wgmma(w, here),
+                Op::WgmmaSync(op) => self.gpu.wgmma_sync(*op, self.site(here)),
+                Op::Nop => {}
             }
+        }
+    }
+
+    /// `wgmma.mma_async`: the accumulator registers go to a buffer the emulator updates when
+    /// the whole warpgroup has issued the instruction, and come back tagged with its token.
+    fn wgmma(&mut self, w: &Wgmma, here: usize) {
+        let accumulate = self.get(w.scale_d) & 1 != 0;
+        self.acc.clear();
+        for &s in &w.d {
+            // scale-d false: D = A B, i.e. the product added to zeros.
+            let v = if accumulate { self.get(s) as u32 } else { 0 };
+            self.acc.push(f32::from_bits(v));
+        }
+        let op = WgmmaOp {
+            input: w.input,
+            n: w.n,
+            a: WgmmaA::Shared(self.get(w.a)),
+            b: self.get(w.b),
+            trans_b: w.trans_b,
+            acc: self.acc.as_mut_ptr() as usize,
+        };
+        let token = self.gpu.wgmma(op, self.site(here));
+        for (k, &s) in w.d.iter().enumerate() {
+            self.set(s, u64::from(self.acc[k].to_bits()));
+            self.acc_tokens[s as usize] = token;
         }
     }
 
