@@ -204,14 +204,13 @@ impl GemmKernel {
     }
 
     /// Whether `rt` can run this kernel: every one on the source emulator; on a GPU, step 5 only
-    /// on an sm_90a device (H100, H200); on any other backend, everything but step 5 (whose
-    /// mbarrier, TMA and wgmma instructions only the source emulator models).
+    /// on an sm_90a device (H100, H200); on the PTX backend, step 5 only with an sm_90a module
+    /// (`KERNELS_PTX_ARCH=sm_90a`: the sm_80 and sm_90 builds have trap stubs in its place).
     pub fn runs_on(self, rt: &Runtime) -> bool {
         match rt.backend() {
             Backend::Emulator(_) => true,
             Backend::Cuda(gpu) => !self.is_wgmma() || gpu.arch() == Arch::Sm90a,
-            #[allow(unreachable_patterns)]
-            _ => !self.is_wgmma(),
+            Backend::Ptx(ptx) => !self.is_wgmma() || ptx.program().target == Arch::Sm90a.name(),
         }
     }
 
@@ -506,7 +505,7 @@ fn wgmma<T: crate::buffer::Element>(
     };
     if !kernel.runs_on(rt) {
         return Err(Error::NoDevice(format!(
-            "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200) or the source emulator, not {}",
+            "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
             kernel.name(),
             rt.device_name()
         )));
