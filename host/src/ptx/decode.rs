@@ -1402,10 +1402,7 @@ impl Decoder<'_> {
         if p.last() != Some(&"b64") {
             return Err("only .b64 mbarriers are implemented".into());
         }
-        let shared = match &p[p.len() - 2] {
-            &"shared::cta" | &"shared" => true,
-            _ => false,
-        };
+        let shared = matches!(p[p.len() - 2], "shared::cta" | "shared");
         let form = &p[1..p.len() - 1 - usize::from(shared)];
         let kind = match form {
             ["init"] => MbarrierKind::Init,
