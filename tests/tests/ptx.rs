@@ -323,20 +323,7 @@ fn a_wgmma_without_its_mbarrier_wait_is_reported_at_its_ptx_line() {
     let edited = format!("{}setp.ne.b32 p, 1, 0{}", &ptx[..wait], &ptx[end..]);
     let wgmma = wait + ptx[wait..].find("wgmma.mma_async").unwrap();
     let line = ptx[..wgmma].lines().count() as u32;
-    let rt = Runtime::ptx(ptx_file("wgmma-without-wait", &edited));
-    let kernel = GemmKernel::WgmmaBf16;
-    let shape = GemmShape::new(64, 64, 64);
-    let a = reference::uniform(shape.m * shape.k, 11, -1.0, 1.0);
-    let operands = GemmOperands::upload(&rt, kernel, &a, &a).unwrap();
-    let mut out = rt.alloc::<f32>(shape.m * shape.n).unwrap();
-    let err = suite::emu_error(gemm::gemm(
-        &rt,
-        kernel,
-        &operands,
-        &mut out,
-        shape,
-        Epilogue::Overwrite,
-    ));
+    let err = wgmma_gemm_error("wgmma-without-wait", &edited);
     let EmuErrorKind::TmaInFlight { by, phase, .. } = &err.kind else {
         panic!("{err}")
     };
@@ -350,6 +337,52 @@ fn a_wgmma_without_its_mbarrier_wait_is_reported_at_its_ptx_line() {
         "{err}"
     );
     assert!(site.text.contains("wgmma.mma_async"), "{err}");
+}
+
+/// The shared pieces of the hand-edited step-5 tests: `edited` (gemm_wgmma_bf16's PTX with one
+/// change) run on a 64 x 64 x 64 GEMM, which must fail with an emulator error.
+fn wgmma_gemm_error(name: &str, edited: &str) -> host::emu::EmuError {
+    let rt = Runtime::ptx(ptx_file(name, edited));
+    let kernel = GemmKernel::WgmmaBf16;
+    let shape = GemmShape::new(64, 64, 64);
+    let a = reference::uniform(shape.m * shape.k, 11, -1.0, 1.0);
+    let operands = GemmOperands::upload(&rt, kernel, &a, &a).unwrap();
+    let mut out = rt.alloc::<f32>(shape.m * shape.n).unwrap();
+    suite::emu_error(gemm::gemm(
+        &rt,
+        kernel,
+        &operands,
+        &mut out,
+        shape,
+        Epilogue::Overwrite,
+    ))
+}
+
+#[test]
+fn a_phase_that_expects_bytes_no_copy_brings_is_a_deadlock_at_the_ptx_waits() {
+    // The producer announces 64 KiB, more than one stage's copies bring: the "full" phase never
+    // completes, and every consumer waits on it.
+    let ptx = Arch::Sm90a.ptx();
+    let start = ptx.find(".entry gemm_wgmma_bf16(").unwrap();
+    let expect = start + ptx[start..].find("mbarrier.arrive.expect_tx").unwrap();
+    let bytes = expect + ptx[expect..].find(';').unwrap();
+    let operand = ptx[..bytes].rfind(' ').unwrap() + 1;
+    let edited = format!("{}65536{}", &ptx[..operand], &ptx[bytes..]);
+    let err = wgmma_gemm_error("expect-tx-too-many", &edited);
+    let EmuErrorKind::MbarrierDeadlock { waiting, .. } = &err.kind else {
+        panic!("{err}")
+    };
+    let consumers = start + ptx[start..].find("setmaxnreg.inc").unwrap();
+    let wait = consumers + ptx[consumers..].find("mbarrier.try_wait.parity").unwrap();
+    let wait_line = ptx[..wait].lines().count() as u32;
+    assert!(!waiting.is_empty(), "{err}");
+    for (thread, site, _) in waiting {
+        let SiteKind::Ptx(site) = site.kind() else {
+            panic!("{err}")
+        };
+        assert!(thread.x >= 128, "{err}");
+        assert_eq!(site.line, wait_line, "{err}");
+    }
 }
 
 #[test]
@@ -366,20 +399,7 @@ fn accumulators_read_before_their_wait_group_are_reported_at_their_ptx_line() {
         &ptx[wait + needle.len()..]
     );
     let wait_line = ptx[..wait].lines().count() as u32;
-    let rt = Runtime::ptx(ptx_file("read-before-wait-group", &edited));
-    let kernel = GemmKernel::WgmmaBf16;
-    let shape = GemmShape::new(64, 64, 64);
-    let a = reference::uniform(shape.m * shape.k, 12, -1.0, 1.0);
-    let operands = GemmOperands::upload(&rt, kernel, &a, &a).unwrap();
-    let mut out = rt.alloc::<f32>(shape.m * shape.n).unwrap();
-    let err = suite::emu_error(gemm::gemm(
-        &rt,
-        kernel,
-        &operands,
-        &mut out,
-        shape,
-        Epilogue::Overwrite,
-    ));
+    let err = wgmma_gemm_error("read-before-wait-group", &edited);
     let EmuErrorKind::WgmmaAccumulatorInFlight { site, wgmma, .. } = &err.kind else {
         panic!("{err}")
     };
