@@ -244,13 +244,25 @@ fn softmax_bf16() {
     softmax::<bf16>(bf16::from_f32);
 }
 
+/// `C = A B + C` by `kernel` on `rt`, with operands in [-1, 1) drawn from `seed`.
+fn gemm_run(rt: &Runtime, kernel: GemmKernel, shape: GemmShape, seed: u64) -> host::Result<Run> {
+    let a = reference::uniform(shape.m * shape.k, seed, -1.0, 1.0);
+    let b = reference::uniform(shape.k * shape.n, seed + 1, -1.0, 1.0);
+    let c0 = reference::uniform(shape.m * shape.n, seed + 2, -1.0, 1.0);
+    let operands = GemmOperands::upload(rt, kernel, &a, &b)?;
+    let mut out = rt.upload(&c0)?;
+    let mut c = LaunchCounters::default();
+    add(
+        &mut c,
+        gemm::gemm(rt, kernel, &operands, &mut out, shape, Epilogue::Accumulate)?,
+    );
+    Ok((bits(rt, &out), c))
+}
+
 #[test]
 fn gemms_on_sm80_and_sm90() {
     // Not tile multiples; N and K multiples of 8, as the tensor-core kernels require.
     let shape = GemmShape::new(37, 48, 72);
-    let a = reference::uniform(shape.m * shape.k, 5, -1.0, 1.0);
-    let b = reference::uniform(shape.k * shape.n, 6, -1.0, 1.0);
-    let c0 = reference::uniform(shape.m * shape.n, 7, -1.0, 1.0);
     // Step 5 is sm_90a's alone (`gemm_step_5_on_sm90a`).
     for kernel in GemmKernel::ALL.into_iter().filter(|k| !k.is_wgmma()) {
         let arches: &[Arch] = if kernel.is_tensor_core() {
@@ -259,16 +271,7 @@ fn gemms_on_sm80_and_sm90() {
             &[Arch::Sm90]
         };
         for &arch in arches {
-            same(kernel.name(), arch, |rt| {
-                let operands = GemmOperands::upload(rt, kernel, &a, &b)?;
-                let mut out = rt.upload(&c0)?;
-                let mut c = LaunchCounters::default();
-                add(
-                    &mut c,
-                    gemm::gemm(rt, kernel, &operands, &mut out, shape, Epilogue::Accumulate)?,
-                );
-                Ok((bits(rt, &out), c))
-            });
+            same(kernel.name(), arch, |rt| gemm_run(rt, kernel, shape, 5));
         }
     }
 }
@@ -278,19 +281,9 @@ fn gemm_step_5_on_sm90a() {
     // Two M tiles of 128, a partial N tile of 256 and a partial K tile of 64: the TMA's
     // zero-fill, the mbarrier pipeline's wrap and both consumer warpgroups are exercised.
     let shape = GemmShape::new(130, 72, 80);
-    let a = reference::uniform(shape.m * shape.k, 8, -1.0, 1.0);
-    let b = reference::uniform(shape.k * shape.n, 9, -1.0, 1.0);
-    let c0 = reference::uniform(shape.m * shape.n, 10, -1.0, 1.0);
     for kernel in [GemmKernel::WgmmaBf16, GemmKernel::WgmmaF16] {
         same(kernel.name(), Arch::Sm90a, |rt| {
-            let operands = GemmOperands::upload(rt, kernel, &a, &b)?;
-            let mut out = rt.upload(&c0)?;
-            let mut c = LaunchCounters::default();
-            add(
-                &mut c,
-                gemm::gemm(rt, kernel, &operands, &mut out, shape, Epilogue::Accumulate)?,
-            );
-            Ok((bits(rt, &out), c))
+            gemm_run(rt, kernel, shape, 8)
         });
     }
 }
