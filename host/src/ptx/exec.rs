@@ -1236,6 +1236,11 @@ mod tests {
         )
     }
 
+    /// The PTX line a one-line `body` of [`module`] is on.
+    fn body_line() -> usize {
+        module("BODY").lines().position(|l| l == "BODY").unwrap() + 1
+    }
+
     fn run(body: &str, inputs: [u32; 3], threads: u32) -> Result<Vec<u32>> {
         let text: &'static str = Box::leak(module(body).into_boxed_str());
         let rt = Runtime::ptx(Program::load(text, "test".into())?);
@@ -1263,6 +1268,59 @@ mod tests {
 
     const NAN: u32 = 0x7fc0_0000;
     const NEG_ZERO: u32 = 0x8000_0000;
+
+    #[test]
+    fn hopper_forms_the_backend_does_not_model_are_refused_naming_the_line() {
+        let refused = [
+            (
+                "\tsetmaxnreg.inc.sync.aligned.u32 20;",
+                "multiple of 8 from 24 to 256",
+            ),
+            (
+                "\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r4, %r5, %r6, %r7}, %rd1, %rd2, %p1, -1, 1, 0, 0;",
+                "imm-scale-a",
+            ),
+            (
+                "\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r4, %r5}, %rd1, %rd2, %p1, 1, 1, 0, 0;",
+                "takes 4 accumulator registers",
+            ),
+            (
+                "\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r4, %r5, %r6, %r7}, %rd1, %rd2, %p1, 1, 1, 1, 0;",
+                "MN-major",
+            ),
+            (
+                "\tmbarrier.test_wait.shared::cta.b64 %p1, [%r1], %rd1;",
+                "mbarrier form",
+            ),
+            (
+                "\tcp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r1], [%rd1, {%r2, %r3}], [%r1], %rs1;",
+                "no im2col, multicast",
+            ),
+            ("\tfence.sc.gpu;", "fence"),
+        ];
+        let line = format!("PTX line {}", body_line());
+        for (body, why) in refused {
+            let err = run(body, [0; 3], 1).expect_err(body).to_string();
+            assert!(err.contains(&line) && err.contains(why), "{body}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_mbarrier_outside_shared_memory_is_the_emulators_error_at_its_line() {
+        // Parsed as one instruction (no `shared:` label), executed by the emulator's mbarrier:
+        // offset 8 of a launch without shared memory is no barrier.
+        let err = run("\tmbarrier.init.shared::cta.b64 [%r1], %r2;", [8, 1, 0], 1).unwrap_err();
+        let Error::Emulator(e) = &err else {
+            panic!("{err}")
+        };
+        assert!(matches!(e.kind, EmuErrorKind::Mbarrier { .. }), "{err}");
+        let text = err.to_string();
+        let line = format!("PTX line {}", body_line());
+        assert!(
+            text.contains(&line) && text.contains("not in this block's shared memory"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn min_max_take_the_number_over_a_nan_and_order_minus_zero_first() {
