@@ -521,6 +521,8 @@ pub struct Kernel {
     /// or writes (empty for most): each such access is checked against the thread's
     /// `wait_group`s. Empty when the kernel has no `wgmma`.
     pub acc_uses: Vec<Box<[Slot]>>,
+    /// `.maxntid`, if the entry declares it.
+    pub maxntid: Option<[u32; 3]>,
 }
 
 /// A module shared variable as the interpreter allocates it.
@@ -640,6 +642,7 @@ pub fn decode(
         fills,
         shared_base,
         acc_uses,
+        maxntid: function.maxntid,
     })
 }
 

@@ -246,6 +246,16 @@ impl PtxDevice {
                 params.len()
             )));
         }
+        if let Some([x, y, z]) = kernel.maxntid {
+            // ptxas makes the product the entry's maxThreadsPerBlock; the driver refuses more.
+            let most = u64::from(x) * u64::from(y) * u64::from(z);
+            if cfg.block.volume() > most {
+                return Err(Error::Ptx(format!(
+                    "kernel `{name}` declares .maxntid {x}, {y}, {z} ({most} threads) in {}, the launch asks for a block of {} x {} x {}",
+                    self.program.origin, cfg.block.x, cfg.block.y, cfg.block.z
+                )));
+            }
+        }
         let mut buffer = vec![0u8; kernel.param_bytes];
         for (k, (p, (&ptr, &size))) in kernel
             .params
@@ -1302,6 +1312,35 @@ mod tests {
         for (body, why) in refused {
             let err = run(body, [0; 3], 1).expect_err(body).to_string();
             assert!(err.contains(&line) && err.contains(why), "{body}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_block_larger_than_the_entrys_maxntid_is_refused() {
+        let text = module("\tmov.u32 %r4, %r1;").replace(")\n{", ")\n.maxntid 32, 1, 1\n{");
+        let text: &'static str = Box::leak(text.into_boxed_str());
+        let program = Program::load(text, "test".into()).unwrap();
+        assert_eq!(program.kernel("t").unwrap().maxntid, Some([32, 1, 1]));
+        // The warp-specialised step 5 declares its block (rustc's launch_bounds).
+        let step5 = Program::embedded(Arch::Sm90a).kernel("gemm_wgmma_bf16");
+        assert!(step5.unwrap().maxntid.is_some());
+        let rt = Runtime::ptx(program);
+        let Backend::Ptx(device) = rt.backend() else {
+            unreachable!()
+        };
+        let buf = rt.upload(&[0u32; 3 + 64]).unwrap();
+        let ptr = buf.ptr();
+        for (threads, ok) in [(32, true), (64, false)] {
+            let cfg = LaunchConfig::linear(1, threads);
+            // SAFETY: one 8-byte pointer argument, to a live buffer of 3 + 64 words.
+            let result = unsafe { device.launch("t", &cfg, &[param(&ptr)], &[8]) };
+            match result {
+                Ok(_) => assert!(ok, "{threads} threads"),
+                Err(e) => {
+                    assert!(!ok, "{threads} threads: {e}");
+                    assert!(e.to_string().contains(".maxntid 32, 1, 1"), "{e}");
+                }
+            }
         }
     }
 

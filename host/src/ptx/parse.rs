@@ -68,6 +68,9 @@ pub struct Function<'a> {
     pub registers: Vec<Register>,
     /// The body, flattened.
     pub body: Vec<Statement<'a>>,
+    /// `.maxntid x, y, z` (missing components 1): the most threads a block launched with it may
+    /// have.
+    pub maxntid: Option<[u32; 3]>,
 }
 
 impl<'a> Function<'a> {
@@ -591,6 +594,7 @@ fn function<'a>(
         params,
         registers: Vec::new(),
         body: Vec::new(),
+        maxntid: maxntid(&header[close + 1..], line)?,
     };
     let mut scopes = Scopes::default();
     let mut depth = 0usize;
@@ -643,6 +647,24 @@ fn function<'a>(
         i += 1;
     }
     Err(err(line, format!("function `{name}` has no closing brace")))
+}
+
+/// `.maxntid x[, y[, z]]` among the performance directives after a function's parameters.
+fn maxntid(directives: &str, line: u32) -> Result<Option<[u32; 3]>, ParseError> {
+    let Some(at) = directives.find(".maxntid") else {
+        return Ok(None);
+    };
+    let rest = &directives[at + ".maxntid".len()..];
+    let end = rest.find(['.', '{']).unwrap_or(rest.len());
+    let mut dims = [1u32; 3];
+    for (k, d) in rest[..end].split(',').enumerate() {
+        let v = int(d)
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|_| k < 3)
+            .ok_or_else(|| err(line, format!("cannot read `.maxntid{}`", &rest[..end])))?;
+        dims[k] = v;
+    }
+    Ok(Some(dims))
 }
 
 /// The parameter list between the parentheses.
