@@ -71,7 +71,41 @@ fn main() {
         for line in stderr.lines().filter(|l| l.starts_with("warning")) {
             println!("cargo:warning=kernels ({arch}): {line}");
         }
+        let out = out_dir.join(format!("kernels-{arch}.ptx"));
+        let ptx = fs::read_to_string(&out).unwrap();
+        let bounded = apply_launch_bounds(&ptx).unwrap_or_else(|e| fail(&format!("{arch}: {e}")));
+        fs::write(&out, bounded).unwrap();
     }
+}
+
+/// Turns each `// launch_bounds NAME THREADS BLOCKS` marker (left by `kernels::launch_bounds!`)
+/// into `.maxntid THREADS, 1, 1` and `.minnctapersm BLOCKS` between the parameter list and the
+/// body of `.entry NAME`, where the PTX ISA puts performance-tuning directives.
+fn apply_launch_bounds(ptx: &str) -> Result<String, String> {
+    let marks: Vec<(String, String, String)> = ptx
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("// launch_bounds "))
+        .map(|rest| {
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            (w[0].to_string(), w[1].to_string(), w[2].to_string())
+        })
+        .collect();
+    let mut lines: Vec<String> = ptx.lines().map(str::to_string).collect();
+    for (name, threads, blocks) in marks {
+        let header = format!(".visible .entry {name}(");
+        let start = lines
+            .iter()
+            .position(|l| l.starts_with(&header))
+            .ok_or_else(|| format!("launch_bounds for {name}, which is not an entry point"))?;
+        let body = start
+            + lines[start..]
+                .iter()
+                .position(|l| l.trim() == "{")
+                .ok_or_else(|| format!("no body after .entry {name}"))?;
+        lines.insert(body, format!(".minnctapersm {blocks}"));
+        lines.insert(body, format!(".maxntid {threads}, 1, 1"));
+    }
+    Ok(lines.join("\n") + "\n")
 }
 
 /// The `channel = "..."` of kernels/rust-toolchain.toml.

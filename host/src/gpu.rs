@@ -339,6 +339,52 @@ impl Gpu {
         })
     }
 
+    /// `cuTensorMapEncodeTiled` for a two-dimensional map with the emulator's parameters: no
+    /// interleave, out-of-bounds elements filled with zeros, L2 promotion of 128 bytes.
+    pub(crate) fn encode_tensor_map(
+        &self,
+        m: &kernels::cuda::tma::EmuTensorMap,
+    ) -> Result<kernels::cuda::tma::TensorMap> {
+        use kernels::cuda::tma::TmaSwizzle;
+        use sys::CUtensorMapDataType_enum as D;
+        let dtype = match m.elem_bytes {
+            1 => D::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            2 => D::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            4 => D::CU_TENSOR_MAP_DATA_TYPE_UINT32,
+            _ => D::CU_TENSOR_MAP_DATA_TYPE_UINT64,
+        };
+        let swizzle = match m.swizzle {
+            TmaSwizzle::None => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+            TmaSwizzle::B128 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        };
+        let dims = m.dims;
+        // Strides of every dimension but the innermost, in bytes.
+        let strides = [m.row_pitch];
+        let element_strides = [1u32, 1];
+        let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::uninit();
+        // SAFETY: every pointer is to a live array of the rank's length (2, or 1 for strides).
+        let status = unsafe {
+            sys::cuTensorMapEncodeTiled(
+                map.as_mut_ptr(),
+                dtype,
+                2,
+                m.base as *mut c_void,
+                dims.as_ptr(),
+                strides.as_ptr(),
+                m.box_dims.as_ptr(),
+                element_strides.as_ptr(),
+                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                swizzle,
+                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        };
+        status.result().map_err(driver("cuTensorMapEncodeTiled"))?;
+        // SAFETY: initialised by the successful call.
+        let map = unsafe { map.assume_init() };
+        Ok(kernels::cuda::tma::TensorMap { opaque: map.opaque })
+    }
+
     /// An event that records timestamps (cudarc's default event disables timing).
     pub fn timing_event(&self) -> Result<CudaEvent> {
         self.ctx

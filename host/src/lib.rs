@@ -24,6 +24,7 @@ pub mod ptx;
 pub mod reference;
 pub mod runtime;
 pub mod specs;
+pub mod tensor_map;
 
 pub use buffer::{DeviceBuffer, Element};
 pub use error::{Error, Result};

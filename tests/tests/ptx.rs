@@ -203,32 +203,167 @@ fn softmax_bf16() {
     softmax::<bf16>(bf16::from_f32);
 }
 
+/// `C = A B + C` by `kernel` on `rt`, with operands in [-1, 1) drawn from `seed`.
+fn gemm_run(rt: &Runtime, kernel: GemmKernel, shape: GemmShape, seed: u64) -> host::Result<Run> {
+    let a = reference::uniform(shape.m * shape.k, seed, -1.0, 1.0);
+    let b = reference::uniform(shape.k * shape.n, seed + 1, -1.0, 1.0);
+    let c0 = reference::uniform(shape.m * shape.n, seed + 2, -1.0, 1.0);
+    let operands = GemmOperands::upload(rt, kernel, &a, &b)?;
+    let mut out = rt.upload(&c0)?;
+    let mut c = LaunchCounters::default();
+    add(
+        &mut c,
+        gemm::gemm(rt, kernel, &operands, &mut out, shape, Epilogue::Accumulate)?,
+    );
+    Ok((bits(rt, &out), c))
+}
+
 #[test]
 fn gemms_on_sm80_and_sm90() {
     // Not tile multiples; N and K multiples of 8, as the tensor-core kernels require.
     let shape = GemmShape::new(37, 48, 72);
-    let a = reference::uniform(shape.m * shape.k, 5, -1.0, 1.0);
-    let b = reference::uniform(shape.k * shape.n, 6, -1.0, 1.0);
-    let c0 = reference::uniform(shape.m * shape.n, 7, -1.0, 1.0);
-    for kernel in GemmKernel::ALL {
+    // Step 5 is sm_90a's alone (`gemm_step_5_on_sm90a`).
+    for kernel in GemmKernel::ALL.into_iter().filter(|k| !k.is_wgmma()) {
         let arches: &[Arch] = if kernel.is_tensor_core() {
             &[Arch::Sm80, Arch::Sm90]
         } else {
             &[Arch::Sm90]
         };
         for &arch in arches {
-            same(kernel.name(), arch, |rt| {
-                let operands = GemmOperands::upload(rt, kernel, &a, &b)?;
-                let mut out = rt.upload(&c0)?;
-                let mut c = LaunchCounters::default();
-                add(
-                    &mut c,
-                    gemm::gemm(rt, kernel, &operands, &mut out, shape, Epilogue::Accumulate)?,
-                );
-                Ok((bits(rt, &out), c))
-            });
+            same(kernel.name(), arch, |rt| gemm_run(rt, kernel, shape, 5));
         }
     }
+}
+
+#[test]
+fn gemm_step_5_on_sm90a() {
+    // Two M tiles of 128, a partial N tile of 256 and a partial K tile of 64: the TMA's
+    // zero-fill, the mbarrier pipeline's wrap and both consumer warpgroups are exercised.
+    let shape = GemmShape::new(130, 72, 80);
+    for kernel in [GemmKernel::WgmmaBf16, GemmKernel::WgmmaF16] {
+        same(kernel.name(), Arch::Sm90a, |rt| {
+            gemm_run(rt, kernel, shape, 8)
+        });
+    }
+}
+
+#[test]
+fn step_5_is_refused_on_the_sm80_and_sm90_modules() {
+    let shape = GemmShape::new(64, 64, 64);
+    let a = vec![1.0f32; shape.m * shape.k];
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let rt = Runtime::ptx(Program::embedded(arch));
+        let kernel = GemmKernel::WgmmaBf16;
+        assert!(!kernel.runs_on(&rt), "{}", arch.name());
+        let operands = GemmOperands::upload(&rt, kernel, &a, &a).unwrap();
+        let mut out = rt.alloc::<f32>(shape.m * shape.n).unwrap();
+        let err = gemm::gemm(&rt, kernel, &operands, &mut out, shape, Epilogue::Overwrite)
+            .expect_err("step 5 on a module without wgmma");
+        assert!(err.to_string().contains("KERNELS_PTX_ARCH=sm_90a"), "{err}");
+    }
+}
+
+#[test]
+fn a_wgmma_without_its_mbarrier_wait_is_reported_at_its_ptx_line() {
+    // gemm_wgmma_bf16 with the consumers' wait on the "full" barrier replaced by a predicate
+    // that says the phase completed: the wgmma reads a TMA box whose phase it never observed.
+    let ptx = Arch::Sm90a.ptx();
+    let start = ptx.find(".entry gemm_wgmma_bf16(").unwrap();
+    let consumers = start + ptx[start..].find("setmaxnreg.inc").unwrap();
+    let wait = consumers + ptx[consumers..].find("mbarrier.try_wait.parity").unwrap();
+    let end = wait + ptx[wait..].find(';').unwrap();
+    let edited = format!("{}setp.ne.b32 p, 1, 0{}", &ptx[..wait], &ptx[end..]);
+    let wgmma = wait + ptx[wait..].find("wgmma.mma_async").unwrap();
+    let line = ptx[..wgmma].lines().count() as u32;
+    let err = wgmma_gemm_error("wgmma-without-wait", &edited);
+    let EmuErrorKind::TmaInFlight { by, phase, .. } = &err.kind else {
+        panic!("{err}")
+    };
+    assert_eq!(*phase, 0, "{err}");
+    let SiteKind::Ptx(site) = by.site.kind() else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (site.function, site.line),
+        ("gemm_wgmma_bf16", line),
+        "{err}"
+    );
+    assert!(site.text.contains("wgmma.mma_async"), "{err}");
+}
+
+/// The shared pieces of the hand-edited step-5 tests: `edited` (gemm_wgmma_bf16's PTX with one
+/// change) run on a 64 x 64 x 64 GEMM, which must fail with an emulator error.
+fn wgmma_gemm_error(name: &str, edited: &str) -> host::emu::EmuError {
+    let rt = Runtime::ptx(ptx_file(name, edited));
+    let kernel = GemmKernel::WgmmaBf16;
+    let shape = GemmShape::new(64, 64, 64);
+    let a = reference::uniform(shape.m * shape.k, 11, -1.0, 1.0);
+    let operands = GemmOperands::upload(&rt, kernel, &a, &a).unwrap();
+    let mut out = rt.alloc::<f32>(shape.m * shape.n).unwrap();
+    suite::emu_error(gemm::gemm(
+        &rt,
+        kernel,
+        &operands,
+        &mut out,
+        shape,
+        Epilogue::Overwrite,
+    ))
+}
+
+#[test]
+fn a_phase_that_expects_bytes_no_copy_brings_is_a_deadlock_at_the_ptx_waits() {
+    // The producer announces 64 KiB, more than one stage's copies bring: the "full" phase never
+    // completes, and every consumer waits on it.
+    let ptx = Arch::Sm90a.ptx();
+    let start = ptx.find(".entry gemm_wgmma_bf16(").unwrap();
+    let expect = start + ptx[start..].find("mbarrier.arrive.expect_tx").unwrap();
+    let bytes = expect + ptx[expect..].find(';').unwrap();
+    let operand = ptx[..bytes].rfind(' ').unwrap() + 1;
+    let edited = format!("{}65536{}", &ptx[..operand], &ptx[bytes..]);
+    let err = wgmma_gemm_error("expect-tx-too-many", &edited);
+    let EmuErrorKind::MbarrierDeadlock { waiting, .. } = &err.kind else {
+        panic!("{err}")
+    };
+    let consumers = start + ptx[start..].find("setmaxnreg.inc").unwrap();
+    let wait = consumers + ptx[consumers..].find("mbarrier.try_wait.parity").unwrap();
+    let wait_line = ptx[..wait].lines().count() as u32;
+    assert!(!waiting.is_empty(), "{err}");
+    for (thread, site, _) in waiting {
+        let SiteKind::Ptx(site) = site.kind() else {
+            panic!("{err}")
+        };
+        assert!(thread.x >= 128, "{err}");
+        assert_eq!(site.line, wait_line, "{err}");
+    }
+}
+
+#[test]
+fn accumulators_read_before_their_wait_group_are_reported_at_their_ptx_line() {
+    // gemm_wgmma_bf16 with its last `wait_group 0` made `wait_group 1`: the epilogue reads
+    // accumulator registers that the newest group may still be writing.
+    let ptx = Arch::Sm90a.ptx();
+    let start = ptx.find(".entry gemm_wgmma_bf16(").unwrap();
+    let needle = "wgmma.wait_group.sync.aligned 0";
+    let wait = start + ptx[start..].find(needle).unwrap();
+    let edited = format!(
+        "{}wgmma.wait_group.sync.aligned 1{}",
+        &ptx[..wait],
+        &ptx[wait + needle.len()..]
+    );
+    let wait_line = ptx[..wait].lines().count() as u32;
+    let err = wgmma_gemm_error("read-before-wait-group", &edited);
+    let EmuErrorKind::WgmmaAccumulatorInFlight { site, wgmma, .. } = &err.kind else {
+        panic!("{err}")
+    };
+    let (SiteKind::Ptx(read), SiteKind::Ptx(wgmma)) = (site.kind(), wgmma.kind()) else {
+        panic!("{err}")
+    };
+    assert!(read.line > wait_line, "{err}");
+    assert!(wgmma.text.contains("wgmma.mma_async"), "{err}");
+    assert!(
+        err.to_string().contains(&format!("PTX line {}", read.line)),
+        "{err}"
+    );
 }
 
 #[test]

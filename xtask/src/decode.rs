@@ -5,7 +5,7 @@
 
 use host::cost::{ComputeUnit, Cost, Roofline};
 use host::ops::decode::{self, DecodeShape};
-use host::ops::gemm::{Epilogue, GemmKernel, GemmShape, tensor_core_executed_flops};
+use host::ops::gemm::{Epilogue, GemmKernel, GemmShape};
 use host::specs::GpuSpec;
 use kernels::decode::gemv::MAX_M;
 use kernels::gemm::TENSOR_CORE;
@@ -70,7 +70,7 @@ fn crossover(spec: &GpuSpec, k: usize, n: usize) {
         let gemv_blocks = n.div_ceil(kernels::decode::gemv::ROWS_PER_BLOCK) as u64;
         let (gemv_s, gemv_fill) = filled_seconds(&gemv, spec, gemv_blocks);
         let tc_cost = Cost {
-            flops: tensor_core_executed_flops(shape),
+            flops: tc.executed_flops(shape),
             ..tc.cost(shape, Epilogue::Overwrite).compulsory
         };
         let (bm, bn) = TENSOR_CORE.blocks(m as u32, n as u32);

@@ -66,11 +66,10 @@ pub fn launch_of(name: &str) -> Option<Launch> {
             launch(FUSED_THREADS, 0, Some(FUSED_ITEMS as u32 * elem(n)))
         }
         n if n.starts_with("softmax_") => launch(ROW_THREADS, 0, Some(elem(n))),
-        "gemm_naive_f32" => from_config(GemmKernel::Naive.launch_config(1, 1)),
-        "gemm_tiled_f32" => from_config(GemmKernel::Tiled.launch_config(1, 1)),
-        "gemm_register_blocked_f32" => from_config(GemmKernel::RegisterBlocked.launch_config(1, 1)),
-        "gemm_tensor_core_bf16" => from_config(GemmKernel::TensorCoreBf16.launch_config(1, 1)),
-        "gemm_tensor_core_f16" => from_config(GemmKernel::TensorCoreF16.launch_config(1, 1)),
+        n if n.starts_with("gemm_") => {
+            let kernel = GemmKernel::ALL.into_iter().find(|k| k.name() == n)?;
+            from_config(kernel.launch_config(1, 1))
+        }
         "attention_scores_f32" | "attention_pv_f32_d64" | "attention_pv_f32_d128" => {
             from_config(attention::naive_config(1, 1, 1))
         }

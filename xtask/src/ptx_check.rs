@@ -444,6 +444,11 @@ impl<'f, 'a> Analysis<'f, 'a> {
                 Value::Known(Uniformity::Warp)
             }
             "and" if tid && int(1).is_some_and(|m| m & 31 == 0) => Value::Known(Uniformity::Warp),
+            // `%tid.x < 32 k` (or `>= 32 k`, `<= 32 k - 1`, `> 32 k - 1`): whole warps on each
+            // side, as a warp-specialised kernel splits its producer and consumer warpgroups.
+            "setp" if tid && int(1).is_some_and(|k| warp_boundary(i.parts.get(1), k)) => {
+                Value::Known(Uniformity::Warp)
+            }
             // Per-thread results whatever the operands: atomics return distinct old values,
             // matrix fragments and `match` masks are per lane.
             "atom" | "match" | "ldmatrix" | "mma" | "wmma" | "wgmma" | "activemask" | "elect" => {
@@ -512,6 +517,12 @@ impl<'f, 'a> Analysis<'f, 'a> {
                     .max(self.operand(b).uniformity()),
             ),
             Operand::Not(p) => Value::Known(self.operand(p).uniformity()),
+            Operand::Tensor { map, coords } => Value::Known(
+                coords
+                    .iter()
+                    .map(|o| self.operand(o).uniformity())
+                    .fold(self.operand(map).uniformity(), Uniformity::max),
+            ),
             // Constants and names of variables, parameters and labels. No wildcard: an operand
             // kind the parser learns later must be classified here, not assumed uniform.
             Operand::Int(_)
@@ -657,6 +668,15 @@ fn collect_regs(o: &Operand, out: &mut Vec<RegId>) {
 }
 
 /// The operands an instruction reads.
+/// Whether comparing `%tid.x` with `k` by `cmp` is true for whole warps (a 1-D block).
+fn warp_boundary(cmp: Option<&&str>, k: i64) -> bool {
+    match cmp.copied() {
+        Some("lt" | "ge" | "lo" | "hs") => k % 32 == 0,
+        Some("le" | "gt" | "ls" | "hi") => (k + 1) % 32 == 0,
+        _ => false,
+    }
+}
+
 fn sources<'i, 'a>(i: &'i Instruction<'a>) -> Vec<&'i Operand<'a>> {
     let skip = usize::from(!writes_nothing(i) && !i.operands.is_empty());
     i.operands[skip..].iter().collect()
@@ -1039,6 +1059,23 @@ mod tests {
                 ],
                 "{lane_varying}"
             );
+        }
+    }
+
+    #[test]
+    fn a_tid_compared_with_a_warp_boundary_is_warp_uniform() {
+        // tid.x < 128 and tid.x > 127 (a warp-specialised split) keep warps whole; tid.x < 100
+        // and tid.x > 100 do not.
+        for uniform in ["setp.lt.u32 %p1, %r1, 128;", "setp.gt.u32 %p1, %r1, 127;"] {
+            let text = around_shuffle_and_barrier(&format!("\t{uniform}\n"));
+            let found = findings(&text);
+            assert_eq!(found.len(), 1, "{uniform}: {found:?}");
+            assert_eq!(found[0].op_line, line_of(&text, "// BAR"), "{uniform}");
+            assert_eq!(found[0].branch_uniformity, Uniformity::Warp, "{uniform}");
+        }
+        for varying in ["setp.lt.u32 %p1, %r1, 100;", "setp.gt.u32 %p1, %r1, 100;"] {
+            let text = around_shuffle_and_barrier(&format!("\t{varying}\n"));
+            assert_eq!(findings(&text).len(), 2, "{varying}");
         }
     }
 

@@ -134,6 +134,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             let matches = |list: &[String]| list.iter().any(|o| all[i].kernel.contains(o.as_str()));
             (args.only.is_empty() || matches(&args.only)) && !matches(&args.skip)
         })
+        .filter(|&i| cases::runs_on(&rt, all[i].kernel))
         .collect();
     if selected.is_empty() {
         return Err(no_kernel_left(args, &all));

@@ -7,16 +7,20 @@ use std::time::{Duration, Instant};
 
 use corosensei::stack::{DefaultStack, Stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
-use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, Position, Site};
+use kernels::cuda::emu::{
+    self, Access, AsyncCopy, Collective, Gpu, MbarrierOp, Position, Site, TmaLoad, WgmmaOp,
+    WgmmaSync,
+};
 
 use super::async_copy::{self, AsyncCopies};
 use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
 use super::faults::{self, StackOverflow, ThreadResult};
 use super::global::{BlockAccesses, GlobalLog};
+use super::hopper::{self, HopperState};
 use super::order::WarpOrder;
 use super::profile::BlockProfile;
 use super::shared::{Race, SharedArena, UninitRead};
-use super::{LaunchCounters, Region, warp};
+use super::{LaunchCounters, Region, warp, wgmma};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
 
 /// How many threads of each kind an error report names.
@@ -56,6 +60,11 @@ pub(super) enum State {
     Runnable,
     AtBarrier(Site),
     AtCollective,
+    /// Blocked in `mbarrier.try_wait.parity` on the barrier at this arena offset.
+    AtMbarrier {
+        bar: usize,
+        parity: u32,
+    },
     Done,
 }
 
@@ -84,6 +93,7 @@ pub(super) struct Block<'a> {
     pub results: RefCell<Vec<[u32; 4]>>,
     pub arena: RefCell<Box<SharedArena>>,
     pub async_copies: RefCell<AsyncCopies>,
+    pub hopper: RefCell<HopperState>,
     pub counters: RefCell<LaunchCounters>,
     profile: Option<RefCell<BlockProfile>>,
     /// What `__syncwarp` has ordered between the lanes of each warp.
@@ -112,6 +122,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         results: RefCell::new(vec![[0; 4]; threads]),
         arena: RefCell::new(arena),
         async_copies: RefCell::new(AsyncCopies::new(threads)),
+        hopper: RefCell::new(HopperState::new(threads)),
         counters: RefCell::new(LaunchCounters {
             threads: threads as u64,
             ..LaunchCounters::default()
@@ -301,12 +312,19 @@ impl Block<'_> {
                     }
                 }
             }
-            if warp::complete_collectives(self)? {
+            if warp::complete_collectives(self)? | wgmma::complete_warpgroups(self)? {
                 continue;
             }
             let states = self.states.borrow();
+            // A thread earlier in the order may have been woken by an mbarrier phase completing.
+            if states.contains(&State::Runnable) {
+                continue;
+            }
             if states.iter().all(|s| *s == State::Done) {
                 return self.end_interval();
+            }
+            if let Some(kind) = hopper::stuck(self, &states) {
+                return Err(kind);
             }
             self.release_barrier(&states)?;
             drop(states);
@@ -324,7 +342,11 @@ impl Block<'_> {
         let agreed = first_site.filter(|site| states.iter().all(|s| *s == State::AtBarrier(*site)));
         if agreed.is_some() {
             self.counters.borrow_mut().barriers += 1;
+            hopper::barrier_released(self);
             return self.end_interval();
+        }
+        if let Some(kind) = wgmma::stuck(self, states) {
+            return Err(kind);
         }
         if let Some(kind) = warp::stuck_collective(self, states) {
             return Err(kind);
@@ -446,6 +468,7 @@ impl Block<'_> {
         if self.async_copies.borrow().any_in_flight() {
             async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
         }
+        hopper::check_shared(self, t, offset, bytes, by)?;
         self.shared_race_check(t, offset, bytes, access, site)?;
         self.count(MemorySpace::Shared, access, site, t, addr, bytes);
         Ok(())
@@ -520,7 +543,7 @@ impl Block<'_> {
     }
 
     /// Adds an access to the counters, and to the profile when profiling.
-    fn count(
+    pub(super) fn count(
         &self,
         space: MemorySpace,
         access: Access,
@@ -611,6 +634,58 @@ impl Gpu for Block<'_> {
 
     fn async_copy(&self, op: AsyncCopy, site: Site) {
         if let Err(kind) = async_copy::execute(self, self.current.get(), op, site) {
+            self.fail(kind);
+        }
+    }
+
+    fn shared_address(&self, addr: usize, site: Site) -> u32 {
+        match self.arena.borrow().window_offset(addr) {
+            Some(offset) => offset as u32,
+            None => self.fail(EmuErrorKind::OutOfBounds {
+                space: MemorySpace::Shared,
+                by: self.thread_access(self.current.get(), Access::Read, site),
+                addr,
+                bytes: 0,
+            }),
+        }
+    }
+
+    fn mbarrier(&self, bar: usize, op: MbarrierOp, site: Site) -> bool {
+        let t = self.current.get();
+        loop {
+            match hopper::mbarrier(self, t, bar, op, site) {
+                Ok(true) => return true,
+                Ok(false) => {
+                    hopper::note_wait(self, t, site);
+                    self.suspend(hopper::wait_state(self, bar, op));
+                    hopper::woke(self, t);
+                }
+                Err(kind) => self.fail(kind),
+            }
+        }
+    }
+
+    fn tma_load(&self, op: TmaLoad, site: Site) {
+        if let Err(kind) = hopper::tma_load(self, self.current.get(), op, site) {
+            self.fail(kind);
+        }
+    }
+
+    fn wgmma(&self, op: WgmmaOp, site: Site) -> u64 {
+        let t = self.current.get();
+        let mask = u32::MAX;
+        let op = Collective::Wgmma(op);
+        self.pending.borrow_mut()[t] = Some(Pending { mask, op, site });
+        self.suspend(State::AtCollective);
+        wgmma::token(self, t)
+    }
+
+    fn wgmma_sync(&self, op: WgmmaSync, _site: Site) {
+        wgmma::sync(self, self.current.get(), op);
+    }
+
+    fn wgmma_read(&self, token: u64, site: Site) {
+        if let Err(kind) = wgmma::read(self, self.current.get(), token, site) {
             self.fail(kind);
         }
     }

@@ -140,6 +140,73 @@ pub enum EmuErrorKind {
     },
     /// The host could not provide what the block needs to run (memory for its threads' stacks).
     Resources(String),
+    /// Every thread of the block is blocked and at least one waits on an mbarrier phase that no
+    /// thread or copy can complete any more: on a GPU, a hang.
+    MbarrierDeadlock {
+        /// Threads waiting on an mbarrier, with where and what they wait for (first few).
+        waiting: Vec<(Dim3, Site, String)>,
+        /// What the other threads do (first few).
+        others: Vec<(Dim3, String)>,
+    },
+    /// An mbarrier used against the ISA's rules (not initialised, not in shared memory, ...).
+    Mbarrier {
+        /// The thread.
+        thread: Dim3,
+        /// The instruction.
+        site: Site,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A bulk tensor copy the hardware would refuse or whose result the ISA leaves undefined.
+    Tma {
+        /// The issuing thread.
+        thread: Dim3,
+        /// The instruction.
+        site: Site,
+        /// What is wrong.
+        detail: String,
+    },
+    /// An access to shared memory that a TMA copy writes, by a thread that has not yet seen the
+    /// copy's mbarrier phase complete.
+    TmaInFlight {
+        /// Byte offset of the first such byte, in its array.
+        offset: usize,
+        /// The access.
+        by: ThreadAccess,
+        /// The copy: the issuing thread and where.
+        copy: ThreadAccess,
+        /// The mbarrier phase (0, 1, 2, ...) the copy completes on.
+        phase: u64,
+    },
+    /// A write to shared memory that a `wgmma` still in flight reads.
+    WgmmaOperandInFlight {
+        /// Byte offset of the first such byte, in its array.
+        offset: usize,
+        /// The write.
+        by: ThreadAccess,
+        /// The `wgmma` that reads it.
+        wgmma: Site,
+    },
+    /// A read of accumulator registers before the `wgmma.wait_group` that completes the `wgmma`
+    /// writing them.
+    WgmmaAccumulatorInFlight {
+        /// The thread.
+        thread: Dim3,
+        /// The read.
+        site: Site,
+        /// The `wgmma` still writing them.
+        wgmma: Site,
+    },
+    /// A `wgmma` the warpgroup did not issue as the ISA requires (not all 128 threads, different
+    /// operands, a descriptor the emulator cannot follow).
+    Wgmma {
+        /// Warpgroup index in the block.
+        warpgroup: u32,
+        /// The instruction.
+        site: Site,
+        /// What is wrong.
+        detail: String,
+    },
     /// The kernel itself panicked (an assertion, an arithmetic overflow, a slice index).
     Panic {
         /// The thread.
@@ -298,6 +365,74 @@ impl fmt::Display for EmuError {
                 super::STACK_VAR
             ),
             EmuErrorKind::Resources(what) => write!(f, "{what}"),
+            EmuErrorKind::MbarrierDeadlock { waiting, others } => {
+                let w: Vec<String> = waiting
+                    .iter()
+                    .map(|(t, site, what)| format!("thread {} waits at {site} for {what}", d(*t)))
+                    .collect();
+                let o: Vec<String> = others
+                    .iter()
+                    .map(|(t, what)| format!("thread {} {what}", d(*t)))
+                    .collect();
+                write!(
+                    f,
+                    "mbarrier deadlock: every thread is blocked and no arrival or copy is left to complete the phase waited for: {}",
+                    w.join(", ")
+                )?;
+                if !o.is_empty() {
+                    write!(f, "; meanwhile {}", o.join(", "))?;
+                }
+                Ok(())
+            }
+            EmuErrorKind::Mbarrier {
+                thread,
+                site,
+                detail,
+            } => write!(
+                f,
+                "mbarrier misuse by thread {} at {site}: {detail}",
+                d(*thread)
+            ),
+            EmuErrorKind::Tma {
+                thread,
+                site,
+                detail,
+            } => write!(
+                f,
+                "bulk tensor copy (TMA) by thread {} at {site}: {detail}",
+                d(*thread)
+            ),
+            EmuErrorKind::TmaInFlight {
+                offset,
+                by,
+                copy,
+                phase,
+            } => write!(
+                f,
+                "shared memory at byte {offset} of its array is the destination of a TMA copy that thread {} issued at {}, completing on phase {phase} of its mbarrier: {}, which has not waited for that phase (mbarrier_wait_parity) first",
+                d(copy.thread),
+                copy.site,
+                access(by)
+            ),
+            EmuErrorKind::WgmmaOperandInFlight { offset, by, wgmma } => write!(
+                f,
+                "shared memory at byte {offset} of its array is an operand of the wgmma at {wgmma}, still in flight: {}; wait for its group (wgmma_wait_group) before overwriting it",
+                access(by)
+            ),
+            EmuErrorKind::WgmmaAccumulatorInFlight {
+                thread,
+                site,
+                wgmma,
+            } => write!(
+                f,
+                "thread {} reads wgmma accumulator registers at {site} before the wgmma at {wgmma} that writes them has completed: commit its group and wgmma_wait_group first",
+                d(*thread)
+            ),
+            EmuErrorKind::Wgmma {
+                warpgroup,
+                site,
+                detail,
+            } => write!(f, "wgmma at {site} (warpgroup {warpgroup}): {detail}"),
             EmuErrorKind::Panic { thread, message } => {
                 write!(f, "thread {} panicked: {message}", d(*thread))
             }

@@ -29,10 +29,12 @@ mod error;
 mod faults;
 pub mod fragments;
 mod global;
+mod hopper;
 mod order;
 mod profile;
 mod shared;
 mod warp;
+mod wgmma;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -42,7 +44,9 @@ use std::time::Duration;
 use rayon::prelude::*;
 
 pub use error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+pub use hopper::validate_map;
 pub use profile::{Profile, SiteStats};
+pub use wgmma::Descriptor;
 
 use crate::error::{Error, Result};
 use crate::launch::{DeviceLimits, Dim3, LaunchConfig};

@@ -226,6 +226,36 @@ impl SharedArena {
         (in_dynamic || in_static).then_some(offset)
     }
 
+    /// `addr`'s offset from the start of the arena (the block's `.shared` window address), if it
+    /// points into the arena at all.
+    pub(super) fn window_offset(&self, addr: usize) -> Option<usize> {
+        addr.checked_sub(self.base()).filter(|&o| o < CAPACITY)
+    }
+
+    /// The host address of arena `offset`.
+    pub(super) fn ptr_at(&self, offset: usize) -> *mut u8 {
+        (self.base() + offset) as *mut u8
+    }
+
+    /// Records a write by the asynchronous proxy (a TMA copy landing): the bytes count as written
+    /// in this interval, by no thread, so that only the copy's own mbarrier orders them (checked
+    /// by the emulator's Hopper model, not by the barrier-interval shadow).
+    pub(super) fn mark_async_write(&mut self, offset: usize, bytes: usize) {
+        let interval = self.interval;
+        for s in &mut self.shadow[offset..offset + bytes] {
+            if s.interval != interval {
+                *s = Shadow {
+                    interval,
+                    written: s.written,
+                    ..Shadow::default()
+                };
+            }
+            s.writer = 0;
+            s.writer_epoch = 0;
+            s.written = interval;
+        }
+    }
+
     /// Records `thread`'s access (at `__syncwarp` epoch `epoch`) to `bytes` bytes at `offset`, or
     /// returns the earlier access it races with. `before(other, its_epoch)` says whether another
     /// thread's access of this interval is ordered before this one by `__syncwarp`s.

@@ -68,6 +68,10 @@ fn ready_group(
     let exist = existing_lanes(block.threads, w);
     for l in lanes(exist) {
         let Some(p) = pending[base + l] else { continue };
+        // A wgmma is a warpgroup instruction, completed by wgmma.rs.
+        if matches!(p.op, Collective::Wgmma(_)) {
+            continue;
+        }
         if states[base + l] != State::AtCollective || p.mask & !exist != 0 {
             continue;
         }
@@ -162,6 +166,7 @@ fn complete(
             block.order.borrow_mut().sync(base, mask);
             Ok(vec![[0; 4]; lane_ids.len()])
         }
+        Collective::Wgmma(_) => unreachable!("ready_group leaves warpgroup instructions to wgmma.rs"),
         Collective::Shuffle { mode, .. } => lane_ids
             .iter()
             .map(|&lane| {

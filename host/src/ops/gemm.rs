@@ -1,4 +1,5 @@
-//! Host side of `kernels::gemm`: `C = A B` or `C = A B + C`, four kernels, one per step.
+//! Host side of `kernels::gemm`: `C = A B` or `C = A B + C`, five steps (steps 4 and 5 in bf16
+//! and f16).
 //!
 //! Every matrix is **row-major**: A is M x K, B is K x N, C is M x N, element (i, j) of an R x C
 //! matrix at `i * C + j`. Each function validates the buffers against the shape, computes the
@@ -6,9 +7,11 @@
 //! model of each, with the re-reads its tiling causes stated as a term of their own.
 
 use half::{bf16, f16};
+use kernels::cuda::tma::TmaSwizzle;
 use kernels::gemm::{
     self as k, NAIVE_BLOCK, REGISTER_BLOCKED, REGISTER_BLOCKED_THREADS, TC_ROW_MULTIPLE,
-    TC_SHARED_BYTES, TC_THREADS, TENSOR_CORE, TILED, Tile,
+    TC_SHARED_BYTES, TC_THREADS, TENSOR_CORE, TILED, Tile, WG_BOX_COLS, WG_SHARED_BYTES,
+    WG_THREADS, WGMMA,
 };
 
 use crate::buffer::DeviceBuffer;
@@ -16,7 +19,9 @@ use crate::cost::{ComputeUnit, Cost};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
-use crate::runtime::{Launched, Runtime};
+use crate::ptx::Arch;
+use crate::runtime::{Backend, Launched, Runtime};
+use crate::tensor_map::TensorMap2d;
 
 use super::{GridAxis, elements, grid_blocks};
 
@@ -61,7 +66,7 @@ impl Epilogue {
     }
 }
 
-/// The four steps (five kernels: step 4 takes bf16 or f16).
+/// The five steps (seven kernels: steps 4 and 5 take bf16 or f16).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmKernel {
     /// Step 1: one thread per element of C, f32.
@@ -74,6 +79,10 @@ pub enum GemmKernel {
     TensorCoreBf16,
     /// Step 4 with f16 inputs.
     TensorCoreF16,
+    /// Step 5 (Hopper, sm_90a): TMA, mbarrier pipeline, wgmma; bf16 inputs.
+    WgmmaBf16,
+    /// Step 5 with f16 inputs.
+    WgmmaF16,
 }
 
 /// A GEMM kernel's global-memory traffic, in two terms.
@@ -101,12 +110,14 @@ impl GemmCost {
 
 impl GemmKernel {
     /// Every kernel, in the order of the steps.
-    pub const ALL: [GemmKernel; 5] = [
+    pub const ALL: [GemmKernel; 7] = [
         GemmKernel::Naive,
         GemmKernel::Tiled,
         GemmKernel::RegisterBlocked,
         GemmKernel::TensorCoreBf16,
         GemmKernel::TensorCoreF16,
+        GemmKernel::WgmmaBf16,
+        GemmKernel::WgmmaF16,
     ];
 
     /// The kernel's entry point name (also the name of its host function in this module).
@@ -117,6 +128,8 @@ impl GemmKernel {
             GemmKernel::RegisterBlocked => "gemm_register_blocked_f32",
             GemmKernel::TensorCoreBf16 => "gemm_tensor_core_bf16",
             GemmKernel::TensorCoreF16 => "gemm_tensor_core_f16",
+            GemmKernel::WgmmaBf16 => "gemm_wgmma_bf16",
+            GemmKernel::WgmmaF16 => "gemm_wgmma_f16",
         }
     }
 
@@ -129,6 +142,7 @@ impl GemmKernel {
             GemmKernel::Tiled => TILED,
             GemmKernel::RegisterBlocked => REGISTER_BLOCKED,
             GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => TENSOR_CORE,
+            GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => WGMMA,
         }
     }
 
@@ -136,7 +150,7 @@ impl GemmKernel {
     pub fn input_bytes(self) -> usize {
         match self {
             GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => 4,
-            GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => 2,
+            _ => 2,
         }
     }
 
@@ -144,16 +158,16 @@ impl GemmKernel {
     pub fn input_type(self) -> &'static str {
         match self {
             GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => "f32",
-            GemmKernel::TensorCoreBf16 => "bf16",
-            GemmKernel::TensorCoreF16 => "f16",
+            GemmKernel::TensorCoreBf16 | GemmKernel::WgmmaBf16 => "bf16",
+            GemmKernel::TensorCoreF16 | GemmKernel::WgmmaF16 => "f16",
         }
     }
 
     /// `x` rounded to the kernel's input type and back: the value the kernel multiplies.
     pub fn representable(self, x: f32) -> f32 {
         match self {
-            GemmKernel::TensorCoreBf16 => bf16::from_f32(x).to_f32(),
-            GemmKernel::TensorCoreF16 => f16::from_f32(x).to_f32(),
+            GemmKernel::TensorCoreBf16 | GemmKernel::WgmmaBf16 => bf16::from_f32(x).to_f32(),
+            GemmKernel::TensorCoreF16 | GemmKernel::WgmmaF16 => f16::from_f32(x).to_f32(),
             _ => x,
         }
     }
@@ -178,9 +192,44 @@ impl GemmKernel {
         }
     }
 
-    /// Step 4: bf16/f16 inputs on the tensor cores.
+    /// Steps 4 and 5: bf16/f16 inputs on the tensor cores.
     pub fn is_tensor_core(self) -> bool {
-        matches!(self, GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16)
+        !matches!(
+            self,
+            GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked
+        )
+    }
+
+    /// Step 5: wgmma fed by the TMA, which only an sm_90a device (or the emulator) runs.
+    pub fn is_wgmma(self) -> bool {
+        matches!(self, GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16)
+    }
+
+    /// Whether `rt` can run this kernel: every one on the source emulator; on a GPU, step 5 only
+    /// on an sm_90a device (H100, H200); on the PTX backend, step 5 only with an sm_90a module
+    /// (`KERNELS_PTX_ARCH=sm_90a`: the sm_80 and sm_90 builds have trap stubs in its place).
+    pub fn runs_on(self, rt: &Runtime) -> bool {
+        match rt.backend() {
+            Backend::Emulator(_) => true,
+            Backend::Cuda(gpu) => !self.is_wgmma() || gpu.arch() == Arch::Sm90a,
+            Backend::Ptx(ptx) => !self.is_wgmma() || ptx.program().target == Arch::Sm90a.name(),
+        }
+    }
+
+    /// FLOPs the kernel executes, which the emulator counts. The f32 kernels execute exactly
+    /// the useful `2 M N K` ([`GemmShape::flops`]); the tensor-core kernels also multiply the
+    /// padding of partial tiles, since every `mma` (4096 FLOPs) or `wgmma` runs for every K tile:
+    /// `2 * (tiles of M * tile.m) * (tiles of N * tile.n) * (tiles of K * tile.k)`.
+    pub fn executed_flops(self, shape: GemmShape) -> u64 {
+        if !self.is_tensor_core() {
+            return shape.flops();
+        }
+        if shape.m == 0 || shape.n == 0 {
+            return 0;
+        }
+        let t = self.reuse_tile();
+        let padded = |x: usize, tile: u32| x.next_multiple_of(tile as usize) as u64;
+        2 * padded(shape.m, t.m) * padded(shape.n, t.n) * padded(shape.k, t.k)
     }
 
     /// Where the FLOPs run.
@@ -274,6 +323,11 @@ impl GemmKernel {
                 LaunchConfig::linear(blocks_m * blocks_n, TC_THREADS)
                     .with_shared_mem(TC_SHARED_BYTES)
             }
+            GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => {
+                let (blocks_m, blocks_n) = t.blocks(m, n);
+                LaunchConfig::linear(blocks_m * blocks_n, WG_THREADS)
+                    .with_shared_mem(WG_SHARED_BYTES)
+            }
         }
     }
 
@@ -307,9 +361,14 @@ impl GemmKernel {
         }
         if self.is_tensor_core() {
             let multiple = TC_ROW_MULTIPLE as usize;
+            let why = if self.is_wgmma() {
+                "a tensor map's row pitch must be a multiple of 16 bytes"
+            } else {
+                "every row of A and B must start on a 16-byte boundary for cp.async"
+            };
             if !k.is_multiple_of(multiple) || !n.is_multiple_of(multiple) {
                 return Err(Error::Shape(format!(
-                    "{name} needs K and N to be multiples of {multiple} (every row of A and B must start on a 16-byte boundary for cp.async), but K = {k} and N = {n}: pad them with zeros to the next multiple of {multiple}"
+                    "{name} needs K and N to be multiples of {multiple} ({why}), but K = {k} and N = {n}: pad them with zeros to the next multiple of {multiple}"
                 )));
             }
         }
@@ -387,15 +446,137 @@ gemm_op!(
     gemm_tensor_core_f16, TensorCoreF16, f16
 );
 
+/// Step 5, `C = A B (+ C)` with TMA and wgmma on Hopper: A and B bf16, C f32. K and N must be
+/// multiples of 8 (a tensor map's rows are a multiple of 16 bytes); M, N, K are otherwise free,
+/// the TMA zero-filling whatever a box has outside A or B. Runs on an sm_90a device (H100,
+/// H200) or the emulator, and says so on any other GPU. Each call builds the two tensor maps;
+/// [`gemm`] keeps them in the operands for the next launch.
+pub fn gemm_wgmma_bf16(
+    rt: &Runtime,
+    a: &DeviceBuffer<bf16>,
+    b: &DeviceBuffer<bf16>,
+    c: &mut DeviceBuffer<f32>,
+    shape: GemmShape,
+    epilogue: Epilogue,
+) -> Result<Launched> {
+    wgmma(rt, GemmKernel::WgmmaBf16, (a, b), None, c, shape, epilogue)
+}
+
+/// Step 5 with f16 inputs.
+pub fn gemm_wgmma_f16(
+    rt: &Runtime,
+    a: &DeviceBuffer<f16>,
+    b: &DeviceBuffer<f16>,
+    c: &mut DeviceBuffer<f32>,
+    shape: GemmShape,
+    epilogue: Epilogue,
+) -> Result<Launched> {
+    wgmma(rt, GemmKernel::WgmmaF16, (a, b), None, c, shape, epilogue)
+}
+
+/// Step 5's two tensor maps, for one shape: A in 128 x 64 boxes, B in 64 x 64 boxes, both
+/// 128-byte swizzled. Building them takes a driver call and an upload each, so [`gemm`] keeps
+/// them in its [`GemmOperands`] from one launch to the next.
+pub struct WgmmaMaps {
+    shape: GemmShape,
+    a: TensorMap2d,
+    b: TensorMap2d,
+}
+
+impl WgmmaMaps {
+    /// The maps of `a` (M x K) and `b` (K x N) for `shape`.
+    pub fn new<T: crate::buffer::Element>(
+        rt: &Runtime,
+        a: &DeviceBuffer<T>,
+        b: &DeviceBuffer<T>,
+        shape: GemmShape,
+    ) -> Result<Self> {
+        let GemmShape { m, n, k } = shape;
+        let boxes = |buf, dims, box_rows| {
+            rt.tensor_map_2d(buf, dims, (box_rows, WG_BOX_COLS), TmaSwizzle::B128)
+        };
+        if k == 0 || m == 0 || n == 0 {
+            // No box is ever copied (no K tile, or no block at all), but a map needs non-empty
+            // dimensions: maps of an 8-element stand-in.
+            let one = rt.alloc::<T>(8)?;
+            return Ok(Self {
+                shape,
+                a: boxes(&one, (1, 8), WGMMA.m)?,
+                b: boxes(&one, (1, 8), WGMMA.k)?,
+            });
+        }
+        Ok(Self {
+            shape,
+            a: boxes(a, (m, k), WGMMA.m)?,
+            b: boxes(b, (k, n), WGMMA.k)?,
+        })
+    }
+}
+
+/// Both step-5 kernels: validate, refuse a GPU without wgmma, build the maps (or take `maps` when
+/// they are for this shape), launch.
+fn wgmma<T: crate::buffer::Element>(
+    rt: &Runtime,
+    kernel: GemmKernel,
+    (a, b): (&DeviceBuffer<T>, &DeviceBuffer<T>),
+    maps: Option<&MapCache>,
+    c: &mut DeviceBuffer<f32>,
+    shape: GemmShape,
+    epilogue: Epilogue,
+) -> Result<Launched> {
+    let Some((cfg, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
+        return Ok(None);
+    };
+    if !kernel.runs_on(rt) {
+        return Err(Error::NoDevice(format!(
+            "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
+            kernel.name(),
+            rt.device_name()
+        )));
+    }
+    let fresh;
+    let mut cached;
+    let maps: &WgmmaMaps = match maps {
+        Some(cache) => {
+            cached = cache.lock().unwrap();
+            if cached.as_ref().is_none_or(|mp| mp.shape != shape) {
+                *cached = Some(WgmmaMaps::new(rt, a, b, shape)?);
+            }
+            cached.as_ref().expect("just filled")
+        }
+        None => {
+            fresh = WgmmaMaps::new(rt, a, b, shape)?;
+            &fresh
+        }
+    };
+    let (a_map, b_map, c, accumulate) = (maps.a.ptr(), maps.b.ptr(), c.ptr(), epilogue.flag());
+    match kernel {
+        GemmKernel::WgmmaBf16 => launch!(
+            rt,
+            cfg,
+            gemm::gemm_wgmma_bf16(a_map, b_map, c, m, n, k, accumulate)
+        ),
+        _ => launch!(
+            rt,
+            cfg,
+            gemm::gemm_wgmma_f16(a_map, b_map, c, m, n, k, accumulate)
+        ),
+    }
+}
+
 /// A and B in the element type of the kernel that takes them.
 pub enum GemmOperands {
     /// For the f32 kernels (steps 1 to 3).
     F32(DeviceBuffer<f32>, DeviceBuffer<f32>),
-    /// For [`gemm_tensor_core_bf16`].
-    Bf16(DeviceBuffer<bf16>, DeviceBuffer<bf16>),
-    /// For [`gemm_tensor_core_f16`].
-    F16(DeviceBuffer<f16>, DeviceBuffer<f16>),
+    /// For [`gemm_tensor_core_bf16`] and [`gemm_wgmma_bf16`] (with step 5's tensor maps, built
+    /// on its first launch).
+    Bf16(DeviceBuffer<bf16>, DeviceBuffer<bf16>, MapCache),
+    /// For [`gemm_tensor_core_f16`] and [`gemm_wgmma_f16`].
+    F16(DeviceBuffer<f16>, DeviceBuffer<f16>, MapCache),
 }
+
+/// Step 5's tensor maps of a pair of operands, for the shape last launched.
+pub type MapCache = std::sync::Mutex<Option<WgmmaMaps>>;
 
 impl GemmOperands {
     /// Uploads `a` and `b` in the element type `kernel` takes, rounding to bf16/f16 for the
@@ -405,13 +586,13 @@ impl GemmOperands {
             GemmKernel::Naive | GemmKernel::Tiled | GemmKernel::RegisterBlocked => {
                 GemmOperands::F32(rt.upload(a)?, rt.upload(b)?)
             }
-            GemmKernel::TensorCoreBf16 => {
+            GemmKernel::TensorCoreBf16 | GemmKernel::WgmmaBf16 => {
                 let to = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
-                GemmOperands::Bf16(rt.upload(&to(a))?, rt.upload(&to(b))?)
+                GemmOperands::Bf16(rt.upload(&to(a))?, rt.upload(&to(b))?, MapCache::default())
             }
-            GemmKernel::TensorCoreF16 => {
+            GemmKernel::TensorCoreF16 | GemmKernel::WgmmaF16 => {
                 let to = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
-                GemmOperands::F16(rt.upload(&to(a))?, rt.upload(&to(b))?)
+                GemmOperands::F16(rt.upload(&to(a))?, rt.upload(&to(b))?, MapCache::default())
             }
         })
     }
@@ -436,11 +617,17 @@ pub fn gemm(
         (GemmKernel::RegisterBlocked, GemmOperands::F32(a, b)) => {
             gemm_register_blocked_f32(rt, a, b, c, shape, epilogue)
         }
-        (GemmKernel::TensorCoreBf16, GemmOperands::Bf16(a, b)) => {
+        (GemmKernel::TensorCoreBf16, GemmOperands::Bf16(a, b, _)) => {
             gemm_tensor_core_bf16(rt, a, b, c, shape, epilogue)
         }
-        (GemmKernel::TensorCoreF16, GemmOperands::F16(a, b)) => {
+        (GemmKernel::TensorCoreF16, GemmOperands::F16(a, b, _)) => {
             gemm_tensor_core_f16(rt, a, b, c, shape, epilogue)
+        }
+        (GemmKernel::WgmmaBf16, GemmOperands::Bf16(a, b, maps)) => {
+            wgmma(rt, kernel, (a, b), Some(maps), c, shape, epilogue)
+        }
+        (GemmKernel::WgmmaF16, GemmOperands::F16(a, b, maps)) => {
+            wgmma(rt, kernel, (a, b), Some(maps), c, shape, epilogue)
         }
         _ => Err(Error::Shape(format!(
             "{} takes {} operands",
@@ -448,19 +635,6 @@ pub fn gemm(
             kernel.input_type()
         ))),
     }
-}
-
-/// FLOPs the tensor-core kernel executes, padding included: every warp runs every `mma` of its
-/// tile for every K tile, so the tensor cores do `2 * (tiles of M * 128) * (tiles of N * 128) *
-/// (tiles of K * 64)`, which the emulator counts (4096 per `mma`). The useful part is
-/// [`GemmShape::flops`].
-pub fn tensor_core_executed_flops(shape: GemmShape) -> u64 {
-    if shape.m == 0 || shape.n == 0 {
-        return 0;
-    }
-    let t = TENSOR_CORE;
-    let padded = |x: usize, tile: u32| x.next_multiple_of(tile as usize) as u64;
-    2 * padded(shape.m, t.m) * padded(shape.n, t.n) * padded(shape.k, t.k)
 }
 
 /// Bytes of A and B that cross the HBM boundary for the tensor-core kernel under a simple L2

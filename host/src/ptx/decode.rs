@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use kernels::cuda::emu::{MmaInput, PtxSite, ShuffleMode, Site};
+use kernels::cuda::emu::{MmaInput, PtxSite, ShuffleMode, Site, WgmmaSync};
 
 use super::parse::{self, Function, Operand, Statement};
 
@@ -330,6 +330,53 @@ pub enum Op {
     CpWait {
         pending: u32,
     },
+    /// `mbarrier.{init,arrive,arrive.expect_tx,try_wait.parity}` on the barrier at `addr`
+    /// (a `.shared` address when `shared`, else generic); `arg` the count, bytes or parity
+    /// (`u32::MAX` for none); `d` the state or try_wait's predicate (`u32::MAX` for none).
+    Mbarrier {
+        kind: MbarrierKind,
+        d: Slot,
+        addr: Slot,
+        shared: bool,
+        arg: Slot,
+    },
+    /// `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`:
+    /// `.shared` addresses `dst` and `bar`, the tensor map's generic address `map`.
+    Tma {
+        dst: Slot,
+        map: Slot,
+        coords: [Slot; 2],
+        bar: Slot,
+    },
+    Wgmma(Box<Wgmma>),
+    WgmmaSync(WgmmaSync),
+    /// Executes as nothing here: the fences that order the asynchronous proxy (the emulator
+    /// has one view of memory) and `setmaxnreg` (no register file; its count is checked at
+    /// decode).
+    Nop,
+}
+
+/// Which mbarrier operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MbarrierKind {
+    Init,
+    Arrive,
+    ArriveExpectTx,
+    TryWait,
+}
+
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16}` with both operands in
+/// shared memory: `d` the N / 2 accumulator registers in the order the PTX lists them (the
+/// ISA's fragment order), `a` and `b` the descriptors, `scale_d` the predicate (false: D = A B).
+#[derive(Clone, Debug)]
+pub struct Wgmma {
+    pub input: MmaInput,
+    pub n: u32,
+    pub d: Vec<Slot>,
+    pub a: Slot,
+    pub b: Slot,
+    pub scale_d: Slot,
+    pub trans_b: bool,
 }
 
 /// A load or store of `n` elements of `elem` bytes at `[addr + offset]`.
@@ -370,6 +417,10 @@ pub enum Class {
     Mma,
     LdMatrix,
     CpAsync,
+    Mbarrier,
+    Tma,
+    Wgmma,
+    Fence,
     Ex2,
     Lg2,
     Rcp,
@@ -398,6 +449,10 @@ impl Class {
             Class::Mma => "mma".into(),
             Class::LdMatrix => "ldmatrix".into(),
             Class::CpAsync => "cp.async".into(),
+            Class::Mbarrier => "mbarrier".into(),
+            Class::Tma => "cp.async.bulk.tensor".into(),
+            Class::Wgmma => "wgmma".into(),
+            Class::Fence => "fence/setmaxnreg".into(),
             Class::Ex2 => "ex2".into(),
             Class::Lg2 => "lg2".into(),
             Class::Rcp => "rcp".into(),
@@ -462,6 +517,12 @@ pub struct Kernel {
     pub fills: Vec<(Slot, Fill)>,
     /// The shared-window base slot.
     pub shared_base: Slot,
+    /// Per instruction other than `wgmma.mma_async`, the `wgmma` accumulator registers it reads
+    /// or writes (empty for most): each such access is checked against the thread's
+    /// `wait_group`s. Empty when the kernel has no `wgmma`.
+    pub acc_uses: Vec<Box<[Slot]>>,
+    /// `.maxntid`, if the entry declares it.
+    pub maxntid: Option<[u32; 3]>,
 }
 
 /// A module shared variable as the interpreter allocates it.
@@ -569,6 +630,7 @@ pub fn decode(
         .last()
         .map_or(0, |p| (p.offset + p.bytes) as usize);
     let (template, fills, shared_base) = (d.template, d.fills, d.shared_base);
+    let acc_uses = accumulator_uses(&instrs, &code);
     Ok(Kernel {
         name,
         params: function.params.clone(),
@@ -579,7 +641,55 @@ pub fn decode(
         template,
         fills,
         shared_base,
+        acc_uses,
+        maxntid: function.maxntid,
     })
+}
+
+/// Per instruction, the registers it names that some `wgmma.mma_async` of the kernel writes
+/// (the ISA: accessing them before the `wait_group` of that `wgmma` is undefined).
+fn accumulator_uses(instrs: &[&parse::Instruction<'static>], code: &[Inst]) -> Vec<Box<[Slot]>> {
+    let accumulators: std::collections::HashSet<Slot> = code
+        .iter()
+        .filter_map(|i| match &i.op {
+            Op::Wgmma(w) => Some(w.d.iter().copied()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    if accumulators.is_empty() {
+        return Vec::new();
+    }
+    fn regs(o: &Operand<'static>, out: &mut Vec<Slot>) {
+        match o {
+            Operand::Reg(r) => out.push(r.0),
+            Operand::Address { base: Some(b), .. } | Operand::Not(b) => regs(b, out),
+            Operand::Vector(items) => items.iter().for_each(|x| regs(x, out)),
+            Operand::Pair(a, b) => {
+                regs(a, out);
+                regs(b, out);
+            }
+            Operand::Tensor { map, coords } => {
+                regs(map, out);
+                coords.iter().for_each(|x| regs(x, out));
+            }
+            _ => {}
+        }
+    }
+    instrs
+        .iter()
+        .zip(code)
+        .map(|(i, inst)| {
+            if matches!(inst.op, Op::Wgmma(_)) {
+                return Box::default();
+            }
+            let mut named = Vec::new();
+            i.operands.iter().for_each(|o| regs(o, &mut named));
+            named.retain(|s| accumulators.contains(s));
+            named.dedup();
+            named.into_boxed_slice()
+        })
+        .collect()
 }
 
 /// The type named by an opcode part.
@@ -1222,6 +1332,7 @@ impl Decoder<'_> {
                 };
                 Ok((Op::Mma(Box::new(mma)), 0, Class::Mma))
             }
+            "cp" if p.get(2) == Some(&"bulk") => self.tma(i),
             "cp" => match p.get(2).copied() {
                 Some("commit_group") => Ok((Op::CpCommit, 0, Class::CpAsync)),
                 Some("wait_group") => {
@@ -1265,8 +1376,200 @@ impl Decoder<'_> {
                 }
                 _ => Err("this cp form is not implemented".into()),
             },
+            "mbarrier" => self.mbarrier(i),
+            "wgmma" => self.wgmma(i),
+            "fence" => match &p[1..] {
+                ["proxy", "async"] | ["proxy", "async", "shared::cta"] => {
+                    Ok((Op::Nop, 0, Class::Fence))
+                }
+                ["mbarrier_init", "release", "cluster"] => Ok((Op::Nop, 0, Class::Fence)),
+                _ => Err("this fence is not implemented".into()),
+            },
+            "setmaxnreg" => {
+                if !matches!(&p[1..], ["inc" | "dec", "sync", "aligned", "u32"]) {
+                    return Err("only setmaxnreg.{inc,dec}.sync.aligned.u32 is PTX".into());
+                }
+                match ops[..] {
+                    [Operand::Int(n)] if (24..=256).contains(&n) && n % 8 == 0 => {
+                        Ok((Op::Nop, 0, Class::Fence))
+                    }
+                    _ => Err("the count must be a constant multiple of 8 from 24 to 256".into()),
+                }
+            }
             _ => Err("instruction not implemented by the PTX backend".into()),
         }
+    }
+
+    fn mbarrier(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        if p.last() != Some(&"b64") {
+            return Err("only .b64 mbarriers are implemented".into());
+        }
+        let shared = matches!(p[p.len() - 2], "shared::cta" | "shared");
+        let form = &p[1..p.len() - 1 - usize::from(shared)];
+        let kind = match form {
+            ["init"] => MbarrierKind::Init,
+            ["arrive"] => MbarrierKind::Arrive,
+            ["arrive", "expect_tx"] => MbarrierKind::ArriveExpectTx,
+            ["try_wait", "parity"] => MbarrierKind::TryWait,
+            _ => return Err("this mbarrier form is not implemented".into()),
+        };
+        let ops = &i.operands;
+        // init: [addr], count; arrive: state, [addr]; expect_tx: state, [addr], bytes;
+        // try_wait: pred, [addr], parity.
+        let (d, at, arg) = match (kind, ops.len()) {
+            (MbarrierKind::Init, 2) => (None, 0, Some(1)),
+            (MbarrierKind::Arrive, 2) => (Some(0), 1, None),
+            (MbarrierKind::ArriveExpectTx | MbarrierKind::TryWait, 3) => (Some(0), 1, Some(2)),
+            _ => return Err("unexpected operands (hints and counts are not implemented)".into()),
+        };
+        let Operand::Address {
+            base: Some(base),
+            offset,
+        } = &ops[at]
+        else {
+            return Err("the mbarrier address must be [register]".into());
+        };
+        if *offset != 0 {
+            return Err("the mbarrier address must be [register]".into());
+        }
+        let addr = self.src(base, None)?;
+        let d = match d.map(|k| &ops[k]) {
+            None | Some(Operand::Sink) => u32::MAX,
+            Some(o) => self.dst(o)?,
+        };
+        let arg = match arg {
+            Some(k) => self.src(&ops[k], None)?,
+            None => u32::MAX,
+        };
+        let op = Op::Mbarrier {
+            kind,
+            d,
+            addr,
+            shared,
+            arg,
+        };
+        Ok((op, 0, Class::Mbarrier))
+    }
+
+    fn tma(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let form = [
+            "cp",
+            "async",
+            "bulk",
+            "tensor",
+            "2d",
+            "shared::cluster",
+            "global",
+            "mbarrier::complete_tx::bytes",
+        ];
+        if i.parts[..] != form[..] {
+            return Err(format!(
+                "only {} is implemented (no im2col, multicast or cache hint)",
+                form.join(".")
+            ));
+        }
+        let reg_address = |o: &Operand<'static>, d: &mut Self| -> DResult<Slot> {
+            match o {
+                Operand::Address {
+                    base: Some(b),
+                    offset: 0,
+                } => d.src(b, None),
+                _ => Err("expected [register]".into()),
+            }
+        };
+        let [dst, tensor, bar] = &i.operands[..] else {
+            return Err("expected [dst], [map, {c0, c1}], [mbarrier]".into());
+        };
+        let Operand::Tensor { map, coords } = tensor else {
+            return Err("expected [map, {c0, c1}]".into());
+        };
+        let [c0, c1] = &coords[..] else {
+            return Err("a 2-D copy takes two coordinates".into());
+        };
+        let op = Op::Tma {
+            dst: reg_address(dst, self)?,
+            map: self.src(map, None)?,
+            coords: [self.src(c0, None)?, self.src(c1, None)?],
+            bar: reg_address(bar, self)?,
+        };
+        Ok((op, 0, Class::Tma))
+    }
+
+    fn wgmma(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let ops = &i.operands;
+        let sync = |op| Ok((Op::WgmmaSync(op), 0, Class::Wgmma));
+        match &p[1..] {
+            ["fence", "sync", "aligned"] => return sync(WgmmaSync::Fence),
+            ["commit_group", "sync", "aligned"] => return sync(WgmmaSync::CommitGroup),
+            ["wait_group", "sync", "aligned"] => {
+                return match ops[..] {
+                    [Operand::Int(n)] if (0..8).contains(&n) => {
+                        sync(WgmmaSync::WaitGroup { pending: n as u32 })
+                    }
+                    _ => Err("wait_group takes a constant from 0 to 7".into()),
+                };
+            }
+            _ => {}
+        }
+        let (shape, input) = match &p[1..] {
+            ["mma_async", "sync", "aligned", shape, "f32", "bf16", "bf16"] => {
+                (shape, MmaInput::Bf16)
+            }
+            ["mma_async", "sync", "aligned", shape, "f32", "f16", "f16"] => (shape, MmaInput::F16),
+            _ => {
+                return Err(
+                    "only wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16} is implemented"
+                        .into(),
+                );
+            }
+        };
+        let n: u32 = shape
+            .strip_prefix("m64n")
+            .and_then(|s| s.strip_suffix("k16"))
+            .and_then(|s| s.parse().ok())
+            .filter(|n| (8..=256).contains(n) && n % 8 == 0)
+            .ok_or("the shape must be m64nNk16, N a multiple of 8 from 8 to 256")?;
+        // d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b.
+        let [d, a, b, scale_d, scale_a, scale_b, trans_a, trans_b] = &ops[..] else {
+            return Err(
+                "expected the shared-memory form {d}, a-desc, b-desc, scale-d, 1, 1, 0, trans-b (A from registers is not implemented)"
+                    .into(),
+            );
+        };
+        if *scale_a != Operand::Int(1) || *scale_b != Operand::Int(1) {
+            return Err("imm-scale-a and imm-scale-b other than 1 are not implemented".into());
+        }
+        if *trans_a != Operand::Int(0) {
+            return Err("imm-trans-a = 1 (A MN-major) is not implemented".into());
+        }
+        let trans_b = match trans_b {
+            Operand::Int(0) => false,
+            Operand::Int(1) => true,
+            _ => return Err("imm-trans-b must be 0 or 1".into()),
+        };
+        let Operand::Vector(regs) = d else {
+            return Err("the accumulator must be a vector of registers".into());
+        };
+        if regs.len() != n as usize / 2 {
+            return Err(format!(
+                "m64n{n}k16 with f32 accumulation takes {} accumulator registers, not {}",
+                n / 2,
+                regs.len()
+            ));
+        }
+        let d = regs.iter().map(|r| self.dst(r)).collect::<DResult<_>>()?;
+        let op = Wgmma {
+            input,
+            n,
+            d,
+            a: self.src(a, None)?,
+            b: self.src(b, None)?,
+            scale_d: self.src(scale_d, None)?,
+            trans_b,
+        };
+        Ok((Op::Wgmma(Box::new(op)), 0, Class::Wgmma))
     }
 
     fn cvt(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {

@@ -18,11 +18,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use half::{bf16, f16};
-use kernels::cuda::emu::{self, Access, AsyncCopy, Collective, Gpu, ShuffleMode, Site};
+use kernels::cuda::emu::{
+    self, Access, AsyncCopy, Collective, Gpu, MbarrierOp, ShuffleMode, Site, TmaLoad, WgmmaA,
+    WgmmaOp,
+};
 
 use super::decode::{
     self, BoolOp, Class, Cmp, CmpType, Conv, Fill, Float, FloatOp, FloatUnary, Int, IntOp,
-    IntUnary, Kernel, Mem, Op, Round, SharedSlot, Space, mask,
+    IntUnary, Kernel, MbarrierKind, Mem, Op, Round, SharedSlot, Space, Wgmma, mask,
 };
 use super::{Arch, parse};
 use crate::emu::{Emulator, LaunchCounters, SHARED_WINDOW};
@@ -243,6 +246,16 @@ impl PtxDevice {
                 params.len()
             )));
         }
+        if let Some([x, y, z]) = kernel.maxntid {
+            // ptxas makes the product the entry's maxThreadsPerBlock; the driver refuses more.
+            let most = u64::from(x) * u64::from(y) * u64::from(z);
+            if cfg.block.volume() > most {
+                return Err(Error::Ptx(format!(
+                    "kernel `{name}` declares .maxntid {x}, {y}, {z} ({most} threads) in {}, the launch asks for a block of {} x {} x {}",
+                    self.program.origin, cfg.block.x, cfg.block.y, cfg.block.z
+                )));
+            }
+        }
         let mut buffer = vec![0u8; kernel.param_bytes];
         for (k, (p, (&ptr, &size))) in kernel
             .params
@@ -350,6 +363,11 @@ impl Env<'_> {
                     }
                 };
             }
+            let acc_tokens = if self.kernel.acc_uses.is_empty() {
+                Vec::new()
+            } else {
+                vec![0; r.len()]
+            };
             let mut thread = Thread {
                 kernel: self.kernel,
                 gpu,
@@ -357,6 +375,8 @@ impl Env<'_> {
                 params: self.params,
                 base,
                 lane: linear % 32,
+                acc_tokens,
+                acc: Vec::new(),
             };
             let (executed, flops) = match self.counts {
                 None => thread.run::<false>(&[]),
@@ -377,6 +397,11 @@ struct Thread<'a> {
     /// Generic address of the shared window.
     base: usize,
     lane: u32,
+    /// Per slot, the token of the `wgmma` that last wrote it (0: ordinary instructions), for
+    /// kernels with `wgmma`; empty otherwise.
+    acc_tokens: Vec<u64>,
+    /// The accumulator a `wgmma` reads and writes while this thread waits for its warpgroup.
+    acc: Vec<f32>,
 }
 
 fn sext(v: u64, bits: u8) -> u64 {
@@ -545,6 +570,12 @@ impl Thread<'_> {
                 continue;
             }
             flops += u64::from(inst.flops);
+            if !self.acc_tokens.is_empty() {
+                for &s in &self.kernel.acc_uses[here] {
+                    self.gpu
+                        .wgmma_read(self.acc_tokens[s as usize], self.site(here));
+                }
+            }
             match &inst.op {
                 Op::Mov { d, a, mask } => self.set(*d, self.get(*a) & mask),
                 Op::Pack { d, parts, n, bits } => {
@@ -879,7 +910,82 @@ impl Thread<'_> {
                 Op::CpWait { pending } => self
                     .gpu
                     .async_copy(AsyncCopy::WaitGroup { pending: *pending }, self.site(here)),
+                Op::Mbarrier {
+                    kind,
+                    d,
+                    addr,
+                    shared,
+                    arg,
+                } => {
+                    let a = self.get(*addr) as usize;
+                    let bar = if *shared {
+                        self.base.wrapping_add(a)
+                    } else {
+                        a
+                    };
+                    let arg = if *arg == u32::MAX {
+                        0
+                    } else {
+                        self.get(*arg) as u32
+                    };
+                    let op = match kind {
+                        MbarrierKind::Init => MbarrierOp::Init { count: arg },
+                        MbarrierKind::Arrive => MbarrierOp::Arrive,
+                        MbarrierKind::ArriveExpectTx => MbarrierOp::ArriveExpectTx { bytes: arg },
+                        MbarrierKind::TryWait => MbarrierOp::TryWait { parity: arg },
+                    };
+                    // The emulator returns from a try_wait only once the phase completed (or
+                    // reports a wait that never can): the kernel's spin loop runs once.
+                    let done = self.gpu.mbarrier(bar, op, self.site(here));
+                    if *d != u32::MAX {
+                        // try_wait's predicate; arrive's state is opaque (0 here).
+                        let v = *kind == MbarrierKind::TryWait && done;
+                        self.set(*d, u64::from(v));
+                    }
+                }
+                Op::Tma {
+                    dst,
+                    map,
+                    coords,
+                    bar,
+                } => {
+                    let op = TmaLoad {
+                        dst: self.base.wrapping_add(self.get(*dst) as usize),
+                        map: self.get(*map) as usize,
+                        coords: coords.map(|c| self.get(c) as u32 as i32),
+                        bar: self.base.wrapping_add(self.get(*bar) as usize),
+                    };
+                    self.gpu.tma_load(op, self.site(here));
+                }
+                Op::Wgmma(w) => self.wgmma(w, here),
+                Op::WgmmaSync(op) => self.gpu.wgmma_sync(*op, self.site(here)),
+                Op::Nop => {}
             }
+        }
+    }
+
+    /// `wgmma.mma_async`: the accumulator registers go to a buffer the emulator updates when
+    /// the whole warpgroup has issued the instruction, and come back tagged with its token.
+    fn wgmma(&mut self, w: &Wgmma, here: usize) {
+        let accumulate = self.get(w.scale_d) & 1 != 0;
+        self.acc.clear();
+        for &s in &w.d {
+            // scale-d false: D = A B, i.e. the product added to zeros.
+            let v = if accumulate { self.get(s) as u32 } else { 0 };
+            self.acc.push(f32::from_bits(v));
+        }
+        let op = WgmmaOp {
+            input: w.input,
+            n: w.n,
+            a: WgmmaA::Shared(self.get(w.a)),
+            b: self.get(w.b),
+            trans_b: w.trans_b,
+            acc: self.acc.as_mut_ptr() as usize,
+        };
+        let token = self.gpu.wgmma(op, self.site(here));
+        for (k, &s) in w.d.iter().enumerate() {
+            self.set(s, u64::from(self.acc[k].to_bits()));
+            self.acc_tokens[s as usize] = token;
         }
     }
 
@@ -1140,6 +1246,11 @@ mod tests {
         )
     }
 
+    /// The PTX line a one-line `body` of [`module`] is on.
+    fn body_line() -> usize {
+        module("BODY").lines().position(|l| l == "BODY").unwrap() + 1
+    }
+
     fn run(body: &str, inputs: [u32; 3], threads: u32) -> Result<Vec<u32>> {
         let text: &'static str = Box::leak(module(body).into_boxed_str());
         let rt = Runtime::ptx(Program::load(text, "test".into())?);
@@ -1167,6 +1278,88 @@ mod tests {
 
     const NAN: u32 = 0x7fc0_0000;
     const NEG_ZERO: u32 = 0x8000_0000;
+
+    #[test]
+    fn hopper_forms_the_backend_does_not_model_are_refused_naming_the_line() {
+        let refused = [
+            (
+                "\tsetmaxnreg.inc.sync.aligned.u32 20;",
+                "multiple of 8 from 24 to 256",
+            ),
+            (
+                "\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r4, %r5, %r6, %r7}, %rd1, %rd2, %p1, -1, 1, 0, 0;",
+                "imm-scale-a",
+            ),
+            (
+                "\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r4, %r5}, %rd1, %rd2, %p1, 1, 1, 0, 0;",
+                "takes 4 accumulator registers",
+            ),
+            (
+                "\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r4, %r5, %r6, %r7}, %rd1, %rd2, %p1, 1, 1, 1, 0;",
+                "MN-major",
+            ),
+            (
+                "\tmbarrier.test_wait.shared::cta.b64 %p1, [%r1], %rd1;",
+                "mbarrier form",
+            ),
+            (
+                "\tcp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r1], [%rd1, {%r2, %r3}], [%r1], %rs1;",
+                "no im2col, multicast",
+            ),
+            ("\tfence.sc.gpu;", "fence"),
+        ];
+        let line = format!("PTX line {}", body_line());
+        for (body, why) in refused {
+            let err = run(body, [0; 3], 1).expect_err(body).to_string();
+            assert!(err.contains(&line) && err.contains(why), "{body}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_block_larger_than_the_entrys_maxntid_is_refused() {
+        let text = module("\tmov.u32 %r4, %r1;").replace(")\n{", ")\n.maxntid 32, 1, 1\n{");
+        let text: &'static str = Box::leak(text.into_boxed_str());
+        let program = Program::load(text, "test".into()).unwrap();
+        assert_eq!(program.kernel("t").unwrap().maxntid, Some([32, 1, 1]));
+        // The warp-specialised step 5 declares its block (rustc's launch_bounds).
+        let step5 = Program::embedded(Arch::Sm90a).kernel("gemm_wgmma_bf16");
+        assert!(step5.unwrap().maxntid.is_some());
+        let rt = Runtime::ptx(program);
+        let Backend::Ptx(device) = rt.backend() else {
+            unreachable!()
+        };
+        let buf = rt.upload(&[0u32; 3 + 64]).unwrap();
+        let ptr = buf.ptr();
+        for (threads, ok) in [(32, true), (64, false)] {
+            let cfg = LaunchConfig::linear(1, threads);
+            // SAFETY: one 8-byte pointer argument, to a live buffer of 3 + 64 words.
+            let result = unsafe { device.launch("t", &cfg, &[param(&ptr)], &[8]) };
+            match result {
+                Ok(_) => assert!(ok, "{threads} threads"),
+                Err(e) => {
+                    assert!(!ok, "{threads} threads: {e}");
+                    assert!(e.to_string().contains(".maxntid 32, 1, 1"), "{e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_mbarrier_outside_shared_memory_is_the_emulators_error_at_its_line() {
+        // Parsed as one instruction (no `shared:` label), executed by the emulator's mbarrier:
+        // offset 8 of a launch without shared memory is no barrier.
+        let err = run("\tmbarrier.init.shared::cta.b64 [%r1], %r2;", [8, 1, 0], 1).unwrap_err();
+        let Error::Emulator(e) = &err else {
+            panic!("{err}")
+        };
+        assert!(matches!(e.kind, EmuErrorKind::Mbarrier { .. }), "{err}");
+        let text = err.to_string();
+        let line = format!("PTX line {}", body_line());
+        assert!(
+            text.contains(&line) && text.contains("not in this block's shared memory"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn min_max_take_the_number_over_a_nan_and_order_minus_zero_first() {

@@ -68,6 +68,9 @@ pub struct Function<'a> {
     pub registers: Vec<Register>,
     /// The body, flattened.
     pub body: Vec<Statement<'a>>,
+    /// `.maxntid x, y, z` (missing components 1): the most threads a block launched with it may
+    /// have.
+    pub maxntid: Option<[u32; 3]>,
 }
 
 impl<'a> Function<'a> {
@@ -244,6 +247,14 @@ pub enum Operand<'a> {
     Pair(Box<Operand<'a>>, Box<Operand<'a>>),
     /// `!p`: a negated predicate source (`setp.and`'s third operand, `selp`...).
     Not(Box<Operand<'a>>),
+    /// `[map, {c0, c1, ...}]`: a tensor map's address and a box's coordinates
+    /// (`cp.async.bulk.tensor`).
+    Tensor {
+        /// The tensor map's address.
+        map: Box<Operand<'a>>,
+        /// The box's element coordinates, dimension 0 first.
+        coords: Vec<Operand<'a>>,
+    },
 }
 
 /// A parse error: the line and what is wrong there.
@@ -378,8 +389,13 @@ fn scan(text: &str) -> Vec<Raw<'_>> {
                 if start.is_none() {
                     start = Some((i, line));
                 }
-                // A label followed by more text on its line: `L: add ...`.
-                if c == b':' && depth_in_stmt == 0 {
+                // A label followed by more text on its line: `L: add ...` (not the `::` of a
+                // state-space qualifier, `.shared::cta`).
+                if c == b':'
+                    && depth_in_stmt == 0
+                    && bytes.get(i + 1) != Some(&b':')
+                    && (i == 0 || bytes[i - 1] != b':')
+                {
                     let (s, l) = start.unwrap();
                     let t = text[s..i].trim();
                     if !t.is_empty() && !t.contains(char::is_whitespace) && !t.starts_with('.') {
@@ -578,6 +594,7 @@ fn function<'a>(
         params,
         registers: Vec::new(),
         body: Vec::new(),
+        maxntid: maxntid(&header[close + 1..], line)?,
     };
     let mut scopes = Scopes::default();
     let mut depth = 0usize;
@@ -630,6 +647,24 @@ fn function<'a>(
         i += 1;
     }
     Err(err(line, format!("function `{name}` has no closing brace")))
+}
+
+/// `.maxntid x[, y[, z]]` among the performance directives after a function's parameters.
+fn maxntid(directives: &str, line: u32) -> Result<Option<[u32; 3]>, ParseError> {
+    let Some(at) = directives.find(".maxntid") else {
+        return Ok(None);
+    };
+    let rest = &directives[at + ".maxntid".len()..];
+    let end = rest.find(['.', '{']).unwrap_or(rest.len());
+    let mut dims = [1u32; 3];
+    for (k, d) in rest[..end].split(',').enumerate() {
+        let v = int(d)
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|_| k < 3)
+            .ok_or_else(|| err(line, format!("cannot read `.maxntid{}`", &rest[..end])))?;
+        dims[k] = v;
+    }
+    Ok(Some(dims))
 }
 
 /// The parameter list between the parentheses.
@@ -817,6 +852,16 @@ fn operand<'a>(o: &'a str, line: u32, scopes: &Scopes<'a>) -> Result<Operand<'a>
             .strip_suffix(']')
             .ok_or_else(|| err(line, format!("unclosed address `{o}`")))?
             .trim();
+        if let [map, coords] = split_top(inner)[..] {
+            let Operand::Vector(coords) = operand(coords, line, scopes)? else {
+                return Err(err(
+                    line,
+                    format!("expected `[map, {{coordinates}}]`: `{o}`"),
+                ));
+            };
+            let map = Box::new(operand(map, line, scopes)?);
+            return Ok(Operand::Tensor { map, coords });
+        }
         // `base+off`, `base+-off`, `base-off`, `base`, `imm`.
         let split = inner[1..].find(['+', '-']).map(|k| k + 1);
         let (base, offset) = match split {

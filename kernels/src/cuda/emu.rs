@@ -9,9 +9,12 @@ use core::fmt;
 use core::num::NonZeroUsize;
 use core::panic::Location;
 
+pub use super::mbarrier::MbarrierOp;
 pub use super::mma::MmaInput;
 pub use super::pipeline::AsyncCopy;
+pub use super::tma::TmaLoad;
 pub use super::warp::ShuffleMode;
+pub use super::wgmma::{WgmmaA, WgmmaOp, WgmmaSync};
 
 /// A three-component index or size, as `dim3`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -164,6 +167,9 @@ pub enum Collective {
     },
     /// `bar.warp.sync`.
     SyncWarp,
+    /// `wgmma.mma_async`: a *warpgroup* collective (four warps, 128 threads), this thread's
+    /// share of it.
+    Wgmma(WgmmaOp),
     /// `ldmatrix...x4`: this lane's row address in shared memory.
     LdMatrix {
         /// Generic address of the row this lane supplies.
@@ -210,6 +216,43 @@ pub trait Gpu {
     /// `cp.async` and its group operations, for the running thread: a copy is started (and its
     /// destination marked in flight), a commit closes a group, a wait completes groups.
     fn async_copy(&self, op: AsyncCopy, site: Site);
+
+    // Hopper (sm_90/sm_90a). A backend that does not model these refuses them by panicking,
+    // which the emulator reports as the kernel's panic.
+
+    /// `cvta.to.shared`: the `.shared` window address of the generic shared address `addr`.
+    fn shared_address(&self, addr: usize, site: Site) -> u32 {
+        let _ = (addr, site);
+        panic!("this backend does not model .shared window addresses (cvta.to.shared)")
+    }
+    /// An mbarrier operation on the barrier at generic address `bar`; returns the result of a
+    /// `try_wait` (true: the phase completed), and true for the others.
+    fn mbarrier(&self, bar: usize, op: MbarrierOp, site: Site) -> bool {
+        let _ = (bar, op, site);
+        panic!("this backend does not model mbarrier")
+    }
+    /// `cp.async.bulk.tensor.2d` from global to shared memory, completing on an mbarrier.
+    fn tma_load(&self, op: TmaLoad, site: Site) {
+        let _ = (op, site);
+        panic!("this backend does not model the TMA (cp.async.bulk.tensor)")
+    }
+    /// `wgmma.mma_async`, a warpgroup collective: returns once all 128 threads of the warpgroup
+    /// issued it, with a token naming this operation for [`wgmma_read`](Self::wgmma_read).
+    fn wgmma(&self, op: WgmmaOp, site: Site) -> u64 {
+        let _ = (op, site);
+        panic!("this backend does not model wgmma")
+    }
+    /// `wgmma.fence`, `commit_group`, `wait_group`.
+    fn wgmma_sync(&self, op: WgmmaSync, site: Site) {
+        let _ = (op, site);
+        panic!("this backend does not model wgmma")
+    }
+    /// A read of accumulator registers last written by the `wgmma` that `token` names (0: by
+    /// ordinary instructions): refused until this thread has waited for its group.
+    fn wgmma_read(&self, token: u64, site: Site) {
+        let _ = (token, site);
+        panic!("this backend does not model wgmma")
+    }
 }
 
 std::thread_local! {

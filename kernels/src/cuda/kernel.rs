@@ -35,3 +35,22 @@ macro_rules! kernel {
         pub unsafe fn $name($($arg: $ty),*) $body
     };
 }
+
+/// CUDA C's `__launch_bounds__(threads, min_blocks)` for the kernel `name`: at most `threads`
+/// threads per block, and registers capped so that `min_blocks` blocks fit on an SM. The PTX has
+/// no way to say it from Rust source, so this leaves a marker comment in the PTX, and
+/// `host/build.rs` turns it into the entry's `.maxntid` and `.minnctapersm` directives.
+///
+/// Besides occupancy, a register cap at entry is what lets `setmaxnreg` work: without one,
+/// `ptxas` ignores it (warning C7508). On the host it does nothing.
+#[macro_export]
+macro_rules! launch_bounds {
+    ($name:ident, $threads:expr, $min_blocks:expr) => {
+        #[cfg(target_arch = "nvptx64")]
+        ::core::arch::global_asm!(
+            concat!("// launch_bounds ", stringify!($name), " {threads} {blocks}"),
+            threads = const $threads,
+            blocks = const $min_blocks,
+        );
+    };
+}

@@ -11,6 +11,12 @@
 //! | `fmaf` | [`intrinsics::fma`] |
 //! | `__pipeline_memcpy_async` (`cp.async`), `__pipeline_commit`, `__pipeline_wait_prior` | [`pipeline::cp_async_16`], [`pipeline::cp_async_commit_group`], [`pipeline::cp_async_wait_group`] |
 //! | a `float*` into global memory (HBM) | [`GlobalPtr`] |
+//! | `mbarrier.init` / `arrive` / `arrive.expect_tx` / `try_wait.parity` (CUTLASS's `ClusterTransactionBarrier`) | [`mbarrier::mbarrier_init`], [`mbarrier::mbarrier_arrive`], [`mbarrier::mbarrier_arrive_expect_tx`], [`mbarrier::mbarrier_wait_parity`] |
+//! | `fence.proxy.async`, `fence.mbarrier_init` | [`mbarrier::fence_proxy_async`], [`mbarrier::fence_mbarrier_init`] |
+//! | `cp.async.bulk.tensor.2d` (TMA) from a `CUtensorMap` | [`tma::tma_load_2d`], [`tma::TensorMap`] |
+//! | `wgmma.fence` / `commit_group` / `wait_group`, `wgmma.mma_async` (sm_90a) | [`wgmma::wgmma_fence`], [`wgmma::wgmma_commit_group`], [`wgmma::wgmma_wait_group`], [`wgmma::wgmma_ss`], [`wgmma::wgmma_rs`] |
+//! | `setmaxnreg` (sm_90a) | [`wgmma::setmaxnreg_inc`], [`wgmma::setmaxnreg_dec`] |
+//! | `__cvta_generic_to_shared` | [`shared::shared_address`] |
 //!
 //! On the GPU every item compiles to the PTX instruction named in its docs. On the host (the
 //! emulator) each is a call through [`emu`], which is where barriers wait, shuffles exchange
@@ -20,13 +26,16 @@
 pub mod emu;
 pub mod intrinsics;
 mod kernel;
+pub mod mbarrier;
 pub mod mma;
 pub mod pipeline;
 mod ptr;
 pub mod shared;
 pub mod thread;
+pub mod tma;
 mod unroll;
 pub mod warp;
+pub mod wgmma;
 
 pub use ptr::{Global, GlobalPtr, Ptr, Shared, SharedPtr, StateSpace};
 

@@ -79,3 +79,26 @@ pub fn dynamic_shared_mem<T: Copy>() -> SharedPtr<T> {
         SharedPtr::from_raw(super::emu::dynamic_shared::<T>())
     }
 }
+
+/// `cvta.to.shared.u32`: the 32-bit `.shared` window address of `p`, the form the mbarrier, bulk
+/// copy and wgmma instructions take (and that a wgmma matrix descriptor encodes). On the GPU the
+/// window starts at 0 for the block's first shared byte; the emulator answers with the offset in
+/// its shared arena, which is the same thing.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn shared_address<T: Copy>(p: SharedPtr<T>) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let a: u64;
+        // SAFETY: computes an address; no memory is accessed.
+        unsafe {
+            core::arch::asm!("cvta.to.shared.u64 {a}, {p};", a = out(reg64) a, p = in(reg64) p.as_ptr() as u64)
+        };
+        a as u32
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let site = super::emu::Site::caller();
+        super::emu::with(|gpu| gpu.shared_address(p.as_ptr() as usize, site))
+    }
+}

@@ -11,6 +11,9 @@
 //! 4. [`tensor_core`]: bf16/f16 inputs on the tensor cores (`ldmatrix` + `mma.sync`), tiles
 //!    brought in by a 3-stage `cp.async` pipeline into an XOR-swizzled shared layout, blocks
 //!    visited in groups of rows so that neighbours share strips of A and B in L2.
+//! 5. [`wgmma`] (Hopper, sm_90a): the TMA copies whole tiles, a 4-stage mbarrier pipeline
+//!    between one producer warp and two consumer warpgroups, and `wgmma` multiplying 64 x 256 x 16
+//!    straight from shared memory.
 //!
 //! This module holds what the host needs too (rust-cuda's `TILE_SIZE` practice): each step's
 //! tile constants, from which the host computes the grid, and the small index helpers the steps
@@ -20,11 +23,13 @@ pub mod naive;
 pub mod register_blocked;
 pub mod tensor_core;
 pub mod tiled;
+pub mod wgmma;
 
 pub use naive::gemm_naive_f32;
 pub use register_blocked::gemm_register_blocked_f32;
 pub use tensor_core::{gemm_tensor_core_bf16, gemm_tensor_core_f16};
 pub use tiled::gemm_tiled_f32;
+pub use wgmma::{gemm_wgmma_bf16, gemm_wgmma_f16};
 
 use crate::cuda::GlobalPtr;
 
@@ -106,6 +111,33 @@ pub const TC_SHARED_BYTES: u32 =
 /// The row-length multiple the tensor-core kernel needs in K and N: 8 elements of 2 bytes, so
 /// that every row of A and B starts on the 16-byte boundary a `cp.async` chunk needs.
 pub const TC_ROW_MULTIPLE: u32 = ELEMS_PER_CHUNK;
+
+// ---- Step 5: TMA and wgmma (sm_90a) -------------------------------------------------------------
+
+/// The wgmma kernel's tile: 128 x 256 of C per block (two consumer warpgroups of 64 x 256 each,
+/// two `wgmma.m64n128` wide), K staged 64 deep: a 128-byte row of 16-bit elements, the width of
+/// the 128-byte swizzle. Tile intensity 128 x 256 / 384 = 85 FLOP/B against step 4's 64.
+pub const WGMMA: Tile = Tile {
+    m: 128,
+    n: 256,
+    k: 64,
+};
+/// Stages of the mbarrier pipeline: up to three tiles in flight while the fourth is multiplied.
+pub const WG_STAGES: u32 = 4;
+/// Consumer warpgroups (each 64 rows of the tile); one more warpgroup is the producer.
+pub const WG_CONSUMERS: u32 = 2;
+/// Threads per wgmma block: the producer warpgroup and the consumers, 128 threads each.
+pub const WG_THREADS: u32 = 128 * (1 + WG_CONSUMERS);
+/// Columns of one TMA box: 64 two-byte elements, one 128-byte swizzled row.
+pub const WG_BOX_COLS: u32 = 64;
+/// Bytes of one stage: the A tile (128 x 64) and the B tile (64 x 256), 2-byte elements.
+pub const WG_STAGE_BYTES: u32 = (WGMMA.m * WGMMA.k + WGMMA.k * WGMMA.n) * 2;
+/// The 128-byte swizzle repeats every 1024 bytes, and a swizzled box must start on that
+/// boundary: dynamic shared memory is over-allocated by this much and aligned in the kernel.
+pub const WG_ALIGN: u32 = 1024;
+/// Dynamic shared memory per wgmma block: the alignment slack, every stage, and two mbarriers
+/// (8 bytes each) per stage.
+pub const WG_SHARED_BYTES: u32 = WG_ALIGN + WG_STAGES * WG_STAGE_BYTES + 2 * WG_STAGES * 8;
 
 // ---- Index helpers ----------------------------------------------------------------------------
 

@@ -1,0 +1,67 @@
+//! Tensor maps (`CUtensorMap`) for the TMA: built on the host from a buffer and a box, then
+//! copied to a small device buffer that the kernel receives a pointer to.
+//!
+//! One set of parameters, two encodings: on a GPU the driver's `cuTensorMapEncodeTiled`, on the
+//! emulator [`EmuTensorMap::encode`]. Both check the same rules first ([`validate_map`]), so a
+//! map the emulator accepts is one the driver accepts.
+
+use kernels::cuda::GlobalPtr;
+use kernels::cuda::tma::{EmuTensorMap, TensorMap, TmaSwizzle};
+
+use crate::buffer::{DeviceBuffer, Element};
+use crate::emu::validate_map;
+use crate::error::{Error, Result};
+use crate::runtime::{Backend, Runtime};
+
+/// A two-dimensional tiled tensor map in device memory.
+pub struct TensorMap2d {
+    words: DeviceBuffer<u64>,
+    /// What it describes.
+    pub params: EmuTensorMap,
+}
+
+impl TensorMap2d {
+    /// The kernel argument: the map's address in global memory.
+    pub fn ptr(&self) -> GlobalPtr<TensorMap> {
+        self.words.ptr().cast()
+    }
+}
+
+impl Runtime {
+    /// A map of `tensor` viewed as `rows` x `cols` elements, row-major (dimension 0 along a row,
+    /// rows `cols` elements apart), copied in boxes of `box_rows` x `box_cols` laid out in
+    /// shared memory as `swizzle` says. Elements of a box outside the tensor read as zeros.
+    pub fn tensor_map_2d<T: Element>(
+        &self,
+        tensor: &DeviceBuffer<T>,
+        (rows, cols): (usize, usize),
+        (box_rows, box_cols): (u32, u32),
+        swizzle: TmaSwizzle,
+    ) -> Result<TensorMap2d> {
+        let e = size_of::<T>();
+        if tensor.len() < rows * cols {
+            return Err(Error::Shape(format!(
+                "a tensor map of {rows} x {cols} over a buffer of {} elements",
+                tensor.len()
+            )));
+        }
+        let params = EmuTensorMap {
+            base: tensor.ptr().addr() as u64,
+            dims: [cols as u64, rows as u64],
+            row_pitch: (cols * e) as u64,
+            box_dims: [box_cols, box_rows],
+            elem_bytes: e as u32,
+            swizzle,
+        };
+        validate_map(&params).map_err(|why| Error::Shape(format!("tensor map: {why}")))?;
+        let map = match self.backend() {
+            Backend::Cuda(gpu) => gpu.encode_tensor_map(&params)?,
+            // Kernels run on the host read the emulator's encoding.
+            _ => params.encode(),
+        };
+        Ok(TensorMap2d {
+            words: self.upload(&map.opaque)?,
+            params,
+        })
+    }
+}
