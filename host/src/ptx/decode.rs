@@ -760,6 +760,18 @@ impl Decoder<'_> {
         s
     }
 
+    /// The slot of an address operand that must be a bare register, `[%rd]` (the asynchronous
+    /// copies' operands: `cp.async`, `cp.async.bulk.tensor` and its mbarrier).
+    fn register_address(&mut self, o: &Operand<'static>) -> DResult<Slot> {
+        match o {
+            Operand::Address {
+                base: Some(b),
+                offset: 0,
+            } => self.src(b, None),
+            _ => Err("this address must be [register], without an offset".into()),
+        }
+    }
+
     /// A source operand's slot. `float` says how an integer literal is read (PTX lets an
     /// integer literal stand for a float operand).
     fn src(&mut self, o: &Operand<'static>, float: Option<Float>) -> DResult<Slot> {
@@ -1349,17 +1361,8 @@ impl Decoder<'_> {
                 }
                 Some("wait_all") => Ok((Op::CpWait { pending: 0 }, 0, Class::CpAsync)),
                 Some("cg" | "ca") if p[1] == "async" && i.has("global") => {
-                    let addr = |o: &Operand<'static>, d: &mut Self| -> DResult<Slot> {
-                        match o {
-                            Operand::Address {
-                                base: Some(b),
-                                offset: 0,
-                            } => d.src(b, None),
-                            _ => Err("cp.async addresses must be [register]".into()),
-                        }
-                    };
-                    let dst = addr(n(0)?, self)?;
-                    let src = addr(n(1)?, self)?;
+                    let dst = self.register_address(n(0)?)?;
+                    let src = self.register_address(n(1)?)?;
                     if n(2)? != &Operand::Int(16) {
                         return Err("only 16-byte cp.async is implemented".into());
                     }
@@ -1469,15 +1472,6 @@ impl Decoder<'_> {
                 form.join(".")
             ));
         }
-        let reg_address = |o: &Operand<'static>, d: &mut Self| -> DResult<Slot> {
-            match o {
-                Operand::Address {
-                    base: Some(b),
-                    offset: 0,
-                } => d.src(b, None),
-                _ => Err("expected [register]".into()),
-            }
-        };
         let [dst, tensor, bar] = &i.operands[..] else {
             return Err("expected [dst], [map, {c0, c1}], [mbarrier]".into());
         };
@@ -1488,10 +1482,10 @@ impl Decoder<'_> {
             return Err("a 2-D copy takes two coordinates".into());
         };
         let op = Op::Tma {
-            dst: reg_address(dst, self)?,
+            dst: self.register_address(dst)?,
             map: self.src(map, None)?,
             coords: [self.src(c0, None)?, self.src(c1, None)?],
-            bar: reg_address(bar, self)?,
+            bar: self.register_address(bar)?,
         };
         Ok((op, 0, Class::Tma))
     }
