@@ -431,6 +431,60 @@ fn fused_attention_f16_on_sm80() {
     fused_attention::<f16>(f16::from_f32, Arch::Sm80);
 }
 
+/// Attention on wgmma (sm_90a alone): two heads of 150 queries over 300 keys, so that both
+/// query blocks run, the two-stage K/V ring wraps (three key tiles) and every tile edge is
+/// zero-filled by the TMA; causal at d = 64, not at d = 128. P reaches `O += P V` through the
+/// register form of `wgmma`, which the PTX backend decodes from the kernel's own PTX.
+fn wgmma_attention<T: attention::WgmmaFlashElement + Bits>(from: fn(f32) -> T) {
+    for (d, causal) in [(64, true), (128, false)] {
+        let shape = AttentionShape::new(1, 2, 150, d).with_n_kv(300);
+        let params = AttentionParams::standard(d, causal);
+        let round = |v: Vec<f32>| v.into_iter().map(from).collect::<Vec<T>>();
+        let q = round(reference::uniform(shape.q_elems(), 21, -2.0, 2.0));
+        let k = round(reference::uniform(shape.kv_elems(), 22, -2.0, 2.0));
+        let v = round(reference::uniform(shape.kv_elems(), 23, -1.0, 1.0));
+        let what = format!("wgmma attention {} d{d}", std::any::type_name::<T>());
+        same(&what, Arch::Sm90a, |rt| {
+            let (dq, dk, dv) = (rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?);
+            let mut o = rt.alloc::<T>(shape.q_elems())?;
+            let mut lse = rt.alloc::<f32>(shape.lse_elems())?;
+            let mut c = LaunchCounters::default();
+            add(
+                &mut c,
+                attention::fused_wgmma(rt, &dq, &dk, &dv, &mut o, &mut lse, &shape, &params)?,
+            );
+            let mut out = bits(rt, &o);
+            out.extend(bits(rt, &lse));
+            Ok((out, c))
+        });
+    }
+}
+
+#[test]
+fn wgmma_attention_bf16_on_sm90a() {
+    wgmma_attention::<bf16>(bf16::from_f32);
+}
+
+#[test]
+fn wgmma_attention_f16_on_sm90a() {
+    wgmma_attention::<f16>(f16::from_f32);
+}
+
+#[test]
+fn wgmma_attention_is_refused_on_the_sm80_and_sm90_modules() {
+    let shape = AttentionShape::new(1, 1, 64, 64);
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let rt = Runtime::ptx(Program::embedded(arch));
+        let buf = |n| rt.alloc::<bf16>(n).unwrap();
+        let (q, k, v, mut o) = (buf(4096), buf(4096), buf(4096), buf(4096));
+        let mut lse = rt.alloc::<f32>(64).unwrap();
+        let params = AttentionParams::standard(64, false);
+        let err = attention::fused_wgmma(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
+            .expect_err("wgmma attention on a module without wgmma");
+        assert!(err.to_string().contains("KERNELS_PTX_ARCH=sm_90a"), "{err}");
+    }
+}
+
 #[test]
 fn memory_hierarchy_probes() {
     let words: Vec<u32> = (0..4096u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();

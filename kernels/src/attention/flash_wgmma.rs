@@ -69,8 +69,9 @@ use crate::cuda::shared::{dynamic_shared_aligned, shared_address};
 use crate::cuda::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::cuda::tma::{TensorMap, tma_load_2d};
 use crate::cuda::wgmma::{
-    Accumulator, B128_ROW_BYTES, accumulator_position, k_major_b128, mn_major_b128, setmaxnreg_dec,
-    setmaxnreg_inc, wgmma_commit_group, wgmma_fence, wgmma_rs, wgmma_ss, wgmma_wait_group,
+    Accumulator, B128_ROW_BYTES, accumulator_position, fence_a_fragment, k_major_b128,
+    mn_major_b128, setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_fence, wgmma_rs,
+    wgmma_ss, wgmma_wait_group,
 };
 use crate::cuda::{Bf16, F16, GlobalPtr, SharedPtr};
 use crate::gemm::wgmma::{CONSUMER_REGS, PRODUCER_REGS};
@@ -352,6 +353,9 @@ unsafe fn consume<T: Half, const D: usize, const R: usize>(
         // SAFETY: K's phase brings the tile; the stage is not refilled before `empty`.
         unsafe { mbarrier_wait_parity(tiles.k_full(s), parity) };
         let mut s_acc = Accumulator::<S_REGS>::zero();
+        // (Each `fence_operand` keeps the compiler from moving register writes past a
+        // `wgmma_fence`, or reads before a `wait_group`: see its docs.)
+        s_acc.fence_operand();
         wgmma_fence();
         let k0 = shared_address(tiles.k(s));
         unroll!(kk in 0..8 {
@@ -363,6 +367,7 @@ unsafe fn consume<T: Half, const D: usize, const R: usize>(
         });
         wgmma_commit_group();
         wgmma_wait_group::<0>();
+        s_acc.fence_operand();
         let mut sc = s_acc.read();
 
         // Scale (base 2) and mask; m_new = max(m, rowmax(S)) over the row's 4 lanes.
@@ -402,6 +407,7 @@ unsafe fn consume<T: Half, const D: usize, const R: usize>(
             }
         });
         o.write(oc);
+        o.fence_operand();
         m = m_new;
 
         // O += P V_j: P from S's registers as `wgmma`'s register A, 16 keys per wgmma.
@@ -411,6 +417,7 @@ unsafe fn consume<T: Half, const D: usize, const R: usize>(
                 let i = p_register(kk, w);
                 p[kk][w] = pack::<T>(sc[i], sc[i + 1]);
             });
+            fence_a_fragment(&mut p[kk]);
         });
         // SAFETY: V's phase brings the tile.
         unsafe { mbarrier_wait_parity(tiles.v_full(s), parity) };
@@ -422,6 +429,7 @@ unsafe fn consume<T: Half, const D: usize, const R: usize>(
         });
         wgmma_commit_group();
         wgmma_wait_group::<0>();
+        o.fence_operand();
         // SAFETY: both wgmma groups reading stage s have completed.
         unsafe { mbarrier_arrive(tiles.empty(s)) };
     }

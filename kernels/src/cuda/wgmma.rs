@@ -197,6 +197,26 @@ impl<const R: usize> Accumulator<R> {
         self.regs
     }
 
+    /// CUTLASS's `warpgroup_fence_operand`: pins the registers in place for the compiler, so
+    /// that no ordinary instruction that writes them (a zeroing, a rescale) is moved after the
+    /// next [`wgmma_fence`], and none that reads them is moved before the last
+    /// [`wgmma_wait_group`]. The `wgmma` asm only names the registers, so without this the
+    /// compiler may legally sink `mov %r, 0` between `wgmma.fence` and `mma_async` (it does),
+    /// which the ISA leaves undefined. Call it before `wgmma_fence` and after `wait_group`.
+    /// On the emulator the order is the program's: nothing to do.
+    #[inline(always)]
+    pub fn fence_operand(&mut self) {
+        #[cfg(target_arch = "nvptx64")]
+        crate::unroll!(j in 0..16 {
+            crate::unroll!(q in 0..8 {
+                if 8 * j + q < R {
+                    // SAFETY: an empty asm statement: the register is only named.
+                    unsafe { core::arch::asm!("/* {r} */", r = inout(reg32) self.regs[8 * j + q]) };
+                }
+            });
+        });
+    }
+
     /// Replaces the registers by values computed with ordinary instructions (attention's
     /// rescaling of O between two `wgmma`s): like [`read`](Self::read), only once the `wgmma`
     /// group that last wrote them has been waited for, and a [`wgmma_fence`] must come before
@@ -226,6 +246,19 @@ pub fn wgmma_fence() {
     };
     #[cfg(not(target_arch = "nvptx64"))]
     sync_op(WgmmaSync::Fence);
+}
+
+/// [`Accumulator::fence_operand`] for the four registers of a register A fragment (attention's
+/// P), written by ordinary instructions before the `wgmma` that reads them.
+#[inline(always)]
+pub fn fence_a_fragment(a: &mut [u32; 4]) {
+    #[cfg(target_arch = "nvptx64")]
+    crate::unroll!(w in 0..4 {
+        // SAFETY: an empty asm statement: the register is only named.
+        unsafe { core::arch::asm!("/* {r} */", r = inout(reg32) a[w]) };
+    });
+    #[cfg(not(target_arch = "nvptx64"))]
+    let _ = a;
 }
 
 /// `wgmma.commit_group.sync.aligned`: this thread's `mma_async`s since the last commit become one
