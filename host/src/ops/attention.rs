@@ -515,7 +515,14 @@ pub fn fused_wgmma_with<T: WgmmaFlashElement>(
             maps.shape
         )));
     }
-    let cfg = LaunchConfig {
+    let cfg = fused_wgmma_config(shape);
+    T::launch_wgmma(rt, cfg, shape.head_dim, maps, o, lse, args)
+}
+
+/// The Hopper kernel's launch: one block of a producer and two consumer warpgroups per `BR` =
+/// 128 queries of each head, with the dynamic shared memory of Q and the K/V ring.
+pub fn fused_wgmma_config(shape: &AttentionShape) -> LaunchConfig {
+    LaunchConfig {
         grid: dim3(
             shape.n_q.div_ceil(flash_wgmma::BR) as u32,
             shape.bh() as u32,
@@ -523,8 +530,7 @@ pub fn fused_wgmma_with<T: WgmmaFlashElement>(
         ),
         block: dim3(flash_wgmma::THREADS as u32, 1, 1),
         shared_mem_bytes: flash_wgmma::shared_bytes(shape.head_dim) as u32,
-    };
-    T::launch_wgmma(rt, cfg, shape.head_dim, maps, o, lse, args)
+    }
 }
 
 /// [`fused_args`] for the Hopper kernel, after refusing a runtime without it.
