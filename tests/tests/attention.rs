@@ -160,25 +160,48 @@ fn upload<T: host::Element>(rt: &host::Runtime, qkv: [&[T]; 3]) -> [host::Device
     qkv.map(|x| rt.upload(x).unwrap())
 }
 
-/// The fused kernel for element type `T` on Q, K, V (of `problem`'s shape and parameters): O
-/// widened to f32, LSE, and the counters (None on a GPU).
-fn run_fused<T: FusedElement>(
+/// A fused attention op for element type `T`: `attention::fused` or `attention::fused_wgmma`.
+type FusedOp<T> = fn(
+    &host::Runtime,
+    &host::DeviceBuffer<T>,
+    &host::DeviceBuffer<T>,
+    &host::DeviceBuffer<T>,
+    &mut host::DeviceBuffer<T>,
+    &mut host::DeviceBuffer<f32>,
+    &AttentionShape,
+    &AttentionParams,
+) -> host::Result<host::runtime::Launched>;
+
+/// O (widened to f32) and LSE of one run.
+type OutputAndLse = (Vec<f32>, Vec<f32>);
+
+/// O (widened to f32), LSE and the counters (None on a GPU) of one run.
+type FusedRun = (Vec<f32>, Vec<f32>, Option<LaunchCounters>);
+
+/// `op` on Q, K, V (of `problem`'s shape and parameters).
+fn run_op<T: FusedElement>(
+    op: FusedOp<T>,
     problem: &Problem,
     qkv: [&[T]; 3],
-) -> (Vec<f32>, Vec<f32>, Option<LaunchCounters>) {
+) -> host::Result<FusedRun> {
     let rt = runtime();
     let s = &problem.shape;
     let [q, k, v] = upload(&rt, qkv);
     let mut o = rt.alloc::<T>(s.q_elems()).unwrap();
     let mut lse = rt.alloc::<f32>(s.lse_elems()).unwrap();
-    let counters = attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params).unwrap();
+    let counters = op(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params)?;
     let o = rt
         .download(&o)
         .unwrap()
         .iter()
         .map(FusedElement::to_f32)
         .collect();
-    (o, rt.download(&lse).unwrap(), counters)
+    Ok((o, rt.download(&lse).unwrap(), counters))
+}
+
+/// The fused kernel for element type `T` on Q, K, V (of `problem`'s shape and parameters).
+fn run_fused<T: FusedElement>(problem: &Problem, qkv: [&[T]; 3]) -> FusedRun {
+    run_op(attention::fused::<T>, problem, qkv).unwrap()
 }
 
 /// The f32 fused kernel on `problem`.
@@ -521,13 +544,28 @@ impl FusedElement for f16 {
 
 /// The tensor-core kernel on `problem` rounded to `T`: checked against the reference of the
 /// rounded inputs, and its counted bytes against its traffic model. Returns O (widened) and LSE.
-fn tensor_cores<T: FusedElement>(problem: &Problem) -> Result<(Vec<f32>, Vec<f32>), String> {
+fn tensor_cores<T: FusedElement>(problem: &Problem) -> Result<OutputAndLse, String> {
+    rounded_within_bound(
+        attention::fused::<T>,
+        attention::fused_traffic::<T>,
+        problem,
+    )
+}
+
+/// `op` (a 16-bit kernel) on `problem` rounded to `T`, checked against the reference of the
+/// rounded inputs within the header's bound with the 16-bit roundings, and its counted bytes
+/// against `traffic` (shape, causal) exactly.
+fn rounded_within_bound<T: FusedElement>(
+    op: FusedOp<T>,
+    traffic: impl Fn(&AttentionShape, bool) -> Traffic,
+    problem: &Problem,
+) -> Result<OutputAndLse, String> {
     let (problem, [q, k, v]) = problem.rounded::<T>();
     let s = &problem.shape;
-    let (o, lse, counters) = run_fused::<T>(&problem, [&q, &k, &v]);
+    let (o, lse, counters) = run_op(op, &problem, [&q, &k, &v]).map_err(|e| e.to_string())?;
     check_rounded(&problem, &o, Some(&lse), &problem.reference(), 1.0, T::U)?;
     if let Some(c) = counters {
-        let model = attention::fused_traffic::<T>(s, problem.params.causal).total();
+        let model = traffic(s, problem.params.causal).total();
         let counted = (c.global_read_bytes, c.global_write_bytes);
         if counted != (model.bytes_read, model.bytes_written) {
             return Err(format!(
@@ -650,37 +688,13 @@ fn tensor_core_fully_masked_rows_are_zero_with_lse_minus_infinity() {
 /// sm_80 and sm_90 modules).
 fn hopper<T: FusedElement + attention::WgmmaFlashElement>(
     problem: &Problem,
-) -> Result<Option<(Vec<f32>, Vec<f32>)>, String> {
-    let rt = runtime();
-    if !rt.has_wgmma() {
+) -> Result<Option<OutputAndLse>, String> {
+    if !runtime().has_wgmma() {
         return Ok(None);
     }
-    let (problem, [q, k, v]) = problem.rounded::<T>();
-    let s = &problem.shape;
-    let [qd, kd, vd] = upload(&rt, [&q, &k, &v]);
-    let mut o = rt.alloc::<T>(s.q_elems()).unwrap();
-    let mut lse = rt.alloc::<f32>(s.lse_elems()).unwrap();
-    let counters = attention::fused_wgmma(&rt, &qd, &kd, &vd, &mut o, &mut lse, s, &problem.params)
-        .map_err(|e| e.to_string())?;
-    let o: Vec<f32> = rt
-        .download(&o)
-        .unwrap()
-        .iter()
-        .map(FusedElement::to_f32)
-        .collect();
-    let lse = rt.download(&lse).unwrap();
-    check_rounded(&problem, &o, Some(&lse), &problem.reference(), 1.0, T::U)?;
-    if let Some(c) = counters {
-        let model =
-            attention::fused_wgmma_traffic(s, problem.params.causal, size_of::<T>()).total();
-        let counted = (c.global_read_bytes, c.global_write_bytes);
-        if counted != (model.bytes_read, model.bytes_written) {
-            return Err(format!(
-                "counted (read, written) {counted:?}, model {model:?}"
-            ));
-        }
-    }
-    Ok(Some((o, lse)))
+    let traffic =
+        |s: &AttentionShape, causal| attention::fused_wgmma_traffic(s, causal, size_of::<T>());
+    rounded_within_bound(attention::fused_wgmma::<T>, traffic, problem).map(Some)
 }
 
 /// Shapes for the Hopper kernel's 128 x 128 tiles: up to two query blocks, and up to 300 keys

@@ -391,15 +391,35 @@ fn naive_attention_both_head_dims() {
     }
 }
 
-fn fused_attention<T: FlashElement + Bits>(from: fn(f32) -> T, arch: Arch) {
+/// A fused attention op: `attention::fused` or `attention::fused_wgmma` for one element type.
+type FusedOp<T> = fn(
+    &Runtime,
+    &host::DeviceBuffer<T>,
+    &host::DeviceBuffer<T>,
+    &host::DeviceBuffer<T>,
+    &mut host::DeviceBuffer<T>,
+    &mut host::DeviceBuffer<f32>,
+    &AttentionShape,
+    &AttentionParams,
+) -> host::Result<Launched>;
+
+/// `op` on both backends (`arch`), two heads of `n_q` queries over `n_kv` keys, causal at
+/// d = 64 and not at d = 128; Q, K, V rounded to `T` by `from`. O and LSE compared bit for bit.
+fn fused_attention_both<T: Bits>(
+    what: &str,
+    op: FusedOp<T>,
+    from: fn(f32) -> T,
+    arch: Arch,
+    (n_q, n_kv, seed): (usize, usize, u64),
+) {
     for (d, causal) in [(64, true), (128, false)] {
-        let shape = AttentionShape::new(1, 2, 37, d).with_n_kv(70);
+        let shape = AttentionShape::new(1, 2, n_q, d).with_n_kv(n_kv);
         let params = AttentionParams::standard(d, causal);
         let round = |v: Vec<f32>| v.into_iter().map(from).collect::<Vec<T>>();
-        let q = round(reference::uniform(shape.q_elems(), 11, -2.0, 2.0));
-        let k = round(reference::uniform(shape.kv_elems(), 12, -2.0, 2.0));
-        let v = round(reference::uniform(shape.kv_elems(), 13, -1.0, 1.0));
-        let what = format!("fused attention {} d{d}", std::any::type_name::<T>());
+        let q = round(reference::uniform(shape.q_elems(), seed, -2.0, 2.0));
+        let k = round(reference::uniform(shape.kv_elems(), seed + 1, -2.0, 2.0));
+        let v = round(reference::uniform(shape.kv_elems(), seed + 2, -1.0, 1.0));
+        let what = format!("{what} {} d{d}", std::any::type_name::<T>());
         same(&what, arch, |rt| {
             let (dq, dk, dv) = (rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?);
             let mut o = rt.alloc::<T>(shape.q_elems())?;
@@ -407,13 +427,23 @@ fn fused_attention<T: FlashElement + Bits>(from: fn(f32) -> T, arch: Arch) {
             let mut c = LaunchCounters::default();
             add(
                 &mut c,
-                attention::fused(rt, &dq, &dk, &dv, &mut o, &mut lse, &shape, &params)?,
+                op(rt, &dq, &dk, &dv, &mut o, &mut lse, &shape, &params)?,
             );
             let mut out = bits(rt, &o);
             out.extend(bits(rt, &lse));
             Ok((out, c))
         });
     }
+}
+
+fn fused_attention<T: FlashElement + Bits>(from: fn(f32) -> T, arch: Arch) {
+    fused_attention_both(
+        "fused attention",
+        attention::fused::<T>,
+        from,
+        arch,
+        (37, 70, 11),
+    );
 }
 
 #[test]
@@ -433,31 +463,11 @@ fn fused_attention_f16_on_sm80() {
 
 /// Attention on wgmma (sm_90a alone): two heads of 150 queries over 300 keys, so that both
 /// query blocks run, the two-stage K/V ring wraps (three key tiles) and every tile edge is
-/// zero-filled by the TMA; causal at d = 64, not at d = 128. P reaches `O += P V` through the
-/// register form of `wgmma`, which the PTX backend decodes from the kernel's own PTX.
+/// zero-filled by the TMA. P reaches `O += P V` through the register form of `wgmma`, which the
+/// PTX backend decodes from the kernel's own PTX.
 fn wgmma_attention<T: attention::WgmmaFlashElement + Bits>(from: fn(f32) -> T) {
-    for (d, causal) in [(64, true), (128, false)] {
-        let shape = AttentionShape::new(1, 2, 150, d).with_n_kv(300);
-        let params = AttentionParams::standard(d, causal);
-        let round = |v: Vec<f32>| v.into_iter().map(from).collect::<Vec<T>>();
-        let q = round(reference::uniform(shape.q_elems(), 21, -2.0, 2.0));
-        let k = round(reference::uniform(shape.kv_elems(), 22, -2.0, 2.0));
-        let v = round(reference::uniform(shape.kv_elems(), 23, -1.0, 1.0));
-        let what = format!("wgmma attention {} d{d}", std::any::type_name::<T>());
-        same(&what, Arch::Sm90a, |rt| {
-            let (dq, dk, dv) = (rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?);
-            let mut o = rt.alloc::<T>(shape.q_elems())?;
-            let mut lse = rt.alloc::<f32>(shape.lse_elems())?;
-            let mut c = LaunchCounters::default();
-            add(
-                &mut c,
-                attention::fused_wgmma(rt, &dq, &dk, &dv, &mut o, &mut lse, &shape, &params)?,
-            );
-            let mut out = bits(rt, &o);
-            out.extend(bits(rt, &lse));
-            Ok((out, c))
-        });
-    }
+    let op = attention::fused_wgmma::<T>;
+    fused_attention_both("wgmma attention", op, from, Arch::Sm90a, (150, 300, 21));
 }
 
 #[test]

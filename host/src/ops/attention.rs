@@ -230,6 +230,18 @@ pub trait FlashElement: Element {
     ) -> Result<Launched>;
 }
 
+/// `launch!` of the d = 64 or the d = 128 entry point of a fused kernel, with the same
+/// arguments (identifiers, as `launch!` takes them).
+macro_rules! launch_head_dim {
+    ($rt:expr, $cfg:expr, $d:expr, $d64:ident, $d128:ident, ($($arg:ident),*)) => {
+        if $d == 64 {
+            launch!($rt, $cfg, attention::$d64($($arg),*))
+        } else {
+            launch!($rt, $cfg, attention::$d128($($arg),*))
+        }
+    };
+}
+
 macro_rules! flash_element {
     ($t:ty, $kernels:ident, $unit:ident, $d64:ident, $d128:ident) => {
         impl FlashElement for $t {
@@ -252,19 +264,14 @@ macro_rules! flash_element {
                 (n_q, n_kv, scale, causal): (u32, u32, f32, u32),
             ) -> Result<Launched> {
                 let (q, k, v, o, lse) = (q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr());
-                if d == 64 {
-                    launch!(
-                        rt,
-                        cfg,
-                        attention::$d64(q, k, v, o, lse, n_q, n_kv, scale, causal)
-                    )
-                } else {
-                    launch!(
-                        rt,
-                        cfg,
-                        attention::$d128(q, k, v, o, lse, n_q, n_kv, scale, causal)
-                    )
-                }
+                launch_head_dim!(
+                    rt,
+                    cfg,
+                    d,
+                    $d64,
+                    $d128,
+                    (q, k, v, o, lse, n_q, n_kv, scale, causal)
+                )
             }
         }
     };
@@ -409,19 +416,14 @@ macro_rules! wgmma_flash_element {
             ) -> Result<Launched> {
                 let (qm, km, vm) = (maps.q.ptr(), maps.k.ptr(), maps.v.ptr());
                 let (o, lse) = (o.ptr(), lse.ptr());
-                if d == 64 {
-                    launch!(
-                        rt,
-                        cfg,
-                        attention::$d64(qm, km, vm, o, lse, n_q, n_kv, scale, causal)
-                    )
-                } else {
-                    launch!(
-                        rt,
-                        cfg,
-                        attention::$d128(qm, km, vm, o, lse, n_q, n_kv, scale, causal)
-                    )
-                }
+                launch_head_dim!(
+                    rt,
+                    cfg,
+                    d,
+                    $d64,
+                    $d128,
+                    (qm, km, vm, o, lse, n_q, n_kv, scale, causal)
+                )
             }
         }
     };
