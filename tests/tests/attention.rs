@@ -718,7 +718,7 @@ fn hopper_problem_strategy() -> impl Strategy<Value = Problem> {
 }
 
 proptest! {
-    #![proptest_config(suite::proptest_config(6))]
+    #![proptest_config(suite::proptest_config(12))]
 
     /// bf16 and f16 on wgmma (the emulator's descriptor-exact and fragment-exact model) vs the
     /// f64 reference of the rounded inputs, within the tensor-core kernel's bound.
