@@ -313,6 +313,8 @@ unsafe fn consume(
     k_tiles: u32,
 ) -> [Accumulator<ACC_REGS>; 2] {
     let mut acc = [Accumulator::zero(); 2];
+    // The zeroing stays before the first `wgmma_fence` (see `fence_operand`).
+    acc.iter_mut().for_each(Accumulator::fence_operand);
     for kt in 0..k_tiles {
         let (s, parity) = stage_of(kt);
         // SAFETY: the full barrier's phase brings the whole stage.
@@ -336,6 +338,8 @@ unsafe fn consume(
         }
     }
     wgmma_wait_group::<0>();
+    // And the epilogue's reads after the last `wait_group`.
+    acc.iter_mut().for_each(Accumulator::fence_operand);
     acc
 }
 
