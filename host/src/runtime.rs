@@ -146,6 +146,19 @@ impl Runtime {
         matches!(self.backend, Backend::Cuda(_))
     }
 
+    /// Whether this runtime runs the Hopper kernels (GEMM step 5, attention on wgmma): the
+    /// source emulator always; a GPU only if it is sm_90a (H100, H200); the PTX backend only with
+    /// an sm_90a module (`KERNELS_PTX_ARCH=sm_90a`: the sm_80 and sm_90 builds have trap stubs in
+    /// their place).
+    pub fn has_wgmma(&self) -> bool {
+        let sm90a = crate::ptx::Arch::Sm90a;
+        match &self.backend {
+            Backend::Emulator(_) => true,
+            Backend::Cuda(gpu) => gpu.arch() == sm90a,
+            Backend::Ptx(ptx) => ptx.program().target == sm90a.name(),
+        }
+    }
+
     /// A human-readable name for the device.
     pub fn device_name(&self) -> String {
         match &self.backend {

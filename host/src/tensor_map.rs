@@ -27,6 +27,22 @@ impl TensorMap2d {
     }
 }
 
+/// One tensor map per slab of a tensor (per head of attention's Q, K or V), in one device
+/// buffer: map `i` at `ptr().offset(i)`, each describing its own slab only, so a box past a
+/// slab's last row is zero-filled instead of reading the next slab.
+pub struct TensorMaps2d {
+    words: DeviceBuffer<u64>,
+    /// What each describes.
+    pub params: Vec<EmuTensorMap>,
+}
+
+impl TensorMaps2d {
+    /// The kernel argument: map 0's address in global memory (map `i` is 128 bytes further each).
+    pub fn ptr(&self) -> GlobalPtr<TensorMap> {
+        self.words.ptr().cast()
+    }
+}
+
 impl Runtime {
     /// A map of `tensor` viewed as `rows` x `cols` elements, row-major (dimension 0 along a row,
     /// rows `cols` elements apart), copied in boxes of `box_rows` x `box_cols` laid out in
@@ -38,30 +54,53 @@ impl Runtime {
         (box_rows, box_cols): (u32, u32),
         swizzle: TmaSwizzle,
     ) -> Result<TensorMap2d> {
+        let maps = self.tensor_maps_2d(tensor, 1, (rows, cols), (box_rows, box_cols), swizzle)?;
+        Ok(TensorMap2d {
+            words: maps.words,
+            params: maps.params[0],
+        })
+    }
+
+    /// `slabs` maps as [`tensor_map_2d`](Self::tensor_map_2d)'s, map `i` of the `rows` x `cols`
+    /// elements that start at element `i * rows * cols` of `tensor`.
+    pub fn tensor_maps_2d<T: Element>(
+        &self,
+        tensor: &DeviceBuffer<T>,
+        slabs: usize,
+        (rows, cols): (usize, usize),
+        (box_rows, box_cols): (u32, u32),
+        swizzle: TmaSwizzle,
+    ) -> Result<TensorMaps2d> {
         let e = size_of::<T>();
-        if tensor.len() < rows * cols {
+        if tensor.len() < slabs * rows * cols {
             return Err(Error::Shape(format!(
-                "a tensor map of {rows} x {cols} over a buffer of {} elements",
+                "{slabs} tensor maps of {rows} x {cols} over a buffer of {} elements",
                 tensor.len()
             )));
         }
-        let params = EmuTensorMap {
-            base: tensor.ptr().addr() as u64,
-            dims: [cols as u64, rows as u64],
-            row_pitch: (cols * e) as u64,
-            box_dims: [box_cols, box_rows],
-            elem_bytes: e as u32,
-            swizzle,
-        };
-        validate_map(&params).map_err(|why| Error::Shape(format!("tensor map: {why}")))?;
-        let map = match self.backend() {
-            Backend::Cuda(gpu) => gpu.encode_tensor_map(&params)?,
-            // Kernels run on the host read the emulator's encoding.
-            _ => params.encode(),
-        };
-        Ok(TensorMap2d {
-            words: self.upload(&map.opaque)?,
-            params,
+        let mut words = Vec::with_capacity(slabs * 16);
+        let mut all = Vec::with_capacity(slabs);
+        for i in 0..slabs {
+            let params = EmuTensorMap {
+                base: tensor.ptr().offset(i * rows * cols).addr() as u64,
+                dims: [cols as u64, rows as u64],
+                row_pitch: (cols * e) as u64,
+                box_dims: [box_cols, box_rows],
+                elem_bytes: e as u32,
+                swizzle,
+            };
+            validate_map(&params).map_err(|why| Error::Shape(format!("tensor map: {why}")))?;
+            let map = match self.backend() {
+                Backend::Cuda(gpu) => gpu.encode_tensor_map(&params)?,
+                // Kernels run on the host read the emulator's encoding.
+                _ => params.encode(),
+            };
+            words.extend_from_slice(&map.opaque);
+            all.push(params);
+        }
+        Ok(TensorMaps2d {
+            words: self.upload(&words)?,
+            params: all,
         })
     }
 }

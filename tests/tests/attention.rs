@@ -160,25 +160,48 @@ fn upload<T: host::Element>(rt: &host::Runtime, qkv: [&[T]; 3]) -> [host::Device
     qkv.map(|x| rt.upload(x).unwrap())
 }
 
-/// The fused kernel for element type `T` on Q, K, V (of `problem`'s shape and parameters): O
-/// widened to f32, LSE, and the counters (None on a GPU).
-fn run_fused<T: FusedElement>(
+/// A fused attention op for element type `T`: `attention::fused` or `attention::fused_wgmma`.
+type FusedOp<T> = fn(
+    &host::Runtime,
+    &host::DeviceBuffer<T>,
+    &host::DeviceBuffer<T>,
+    &host::DeviceBuffer<T>,
+    &mut host::DeviceBuffer<T>,
+    &mut host::DeviceBuffer<f32>,
+    &AttentionShape,
+    &AttentionParams,
+) -> host::Result<host::runtime::Launched>;
+
+/// O (widened to f32) and LSE of one run.
+type OutputAndLse = (Vec<f32>, Vec<f32>);
+
+/// O (widened to f32), LSE and the counters (None on a GPU) of one run.
+type FusedRun = (Vec<f32>, Vec<f32>, Option<LaunchCounters>);
+
+/// `op` on Q, K, V (of `problem`'s shape and parameters).
+fn run_op<T: FusedElement>(
+    op: FusedOp<T>,
     problem: &Problem,
     qkv: [&[T]; 3],
-) -> (Vec<f32>, Vec<f32>, Option<LaunchCounters>) {
+) -> host::Result<FusedRun> {
     let rt = runtime();
     let s = &problem.shape;
     let [q, k, v] = upload(&rt, qkv);
     let mut o = rt.alloc::<T>(s.q_elems()).unwrap();
     let mut lse = rt.alloc::<f32>(s.lse_elems()).unwrap();
-    let counters = attention::fused(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params).unwrap();
+    let counters = op(&rt, &q, &k, &v, &mut o, &mut lse, s, &problem.params)?;
     let o = rt
         .download(&o)
         .unwrap()
         .iter()
         .map(FusedElement::to_f32)
         .collect();
-    (o, rt.download(&lse).unwrap(), counters)
+    Ok((o, rt.download(&lse).unwrap(), counters))
+}
+
+/// The fused kernel for element type `T` on Q, K, V (of `problem`'s shape and parameters).
+fn run_fused<T: FusedElement>(problem: &Problem, qkv: [&[T]; 3]) -> FusedRun {
+    run_op(attention::fused::<T>, problem, qkv).unwrap()
 }
 
 /// The f32 fused kernel on `problem`.
@@ -521,13 +544,28 @@ impl FusedElement for f16 {
 
 /// The tensor-core kernel on `problem` rounded to `T`: checked against the reference of the
 /// rounded inputs, and its counted bytes against its traffic model. Returns O (widened) and LSE.
-fn tensor_cores<T: FusedElement>(problem: &Problem) -> Result<(Vec<f32>, Vec<f32>), String> {
+fn tensor_cores<T: FusedElement>(problem: &Problem) -> Result<OutputAndLse, String> {
+    rounded_within_bound(
+        attention::fused::<T>,
+        attention::fused_traffic::<T>,
+        problem,
+    )
+}
+
+/// `op` (a 16-bit kernel) on `problem` rounded to `T`, checked against the reference of the
+/// rounded inputs within the header's bound with the 16-bit roundings, and its counted bytes
+/// against `traffic` (shape, causal) exactly.
+fn rounded_within_bound<T: FusedElement>(
+    op: FusedOp<T>,
+    traffic: impl Fn(&AttentionShape, bool) -> Traffic,
+    problem: &Problem,
+) -> Result<OutputAndLse, String> {
     let (problem, [q, k, v]) = problem.rounded::<T>();
     let s = &problem.shape;
-    let (o, lse, counters) = run_fused::<T>(&problem, [&q, &k, &v]);
+    let (o, lse, counters) = run_op(op, &problem, [&q, &k, &v]).map_err(|e| e.to_string())?;
     check_rounded(&problem, &o, Some(&lse), &problem.reference(), 1.0, T::U)?;
     if let Some(c) = counters {
-        let model = attention::fused_traffic::<T>(s, problem.params.causal).total();
+        let model = traffic(s, problem.params.causal).total();
         let counted = (c.global_read_bytes, c.global_write_bytes);
         if counted != (model.bytes_read, model.bytes_written) {
             return Err(format!(
@@ -633,6 +671,79 @@ fn tensor_core_fully_masked_rows_are_zero_with_lse_minus_infinity() {
         ] {
             for i in 0..70 {
                 let masked = i < 65;
+                assert_eq!(lse[i] == f32::NEG_INFINITY, masked, "row {i}: {}", lse[i]);
+                assert!(
+                    !masked || o[i * d..][..d].iter().all(|&x| x == 0.0),
+                    "row {i}"
+                );
+            }
+        }
+    }
+}
+
+/// The Hopper kernel (`flash_wgmma`: TMA, mbarrier ring, `wgmma` with P from registers) on
+/// `problem` rounded to `T`: the same check as [`tensor_cores`] (the same bound: its arithmetic
+/// is the same recurrence, with the same 16-bit roundings of P and O), and its counted bytes
+/// against its own traffic model. `None` where the runtime has no wgmma (the PTX backend's
+/// sm_80 and sm_90 modules).
+fn hopper<T: FusedElement + attention::WgmmaFlashElement>(
+    problem: &Problem,
+) -> Result<Option<OutputAndLse>, String> {
+    if !runtime().has_wgmma() {
+        return Ok(None);
+    }
+    let traffic =
+        |s: &AttentionShape, causal| attention::fused_wgmma_traffic(s, causal, size_of::<T>());
+    rounded_within_bound(attention::fused_wgmma::<T>, traffic, problem).map(Some)
+}
+
+/// Shapes for the Hopper kernel's 128 x 128 tiles: up to two query blocks, and up to 300 keys
+/// (three key tiles, so that the two-stage ring wraps and its phase parity flips), neither a
+/// tile multiple as a rule; fewer keys than queries too.
+fn hopper_problem_strategy() -> impl Strategy<Value = Problem> {
+    (
+        1usize..=2,
+        1usize..=200,
+        prop_oneof![1 => Just(None), 1 => (1usize..=300).prop_map(Some)],
+        prop_oneof![Just(64usize), Just(128)],
+        any::<bool>(),
+        0.02f32..0.3,
+        prop_oneof![3 => Just(1.0f32), 1 => Just(40.0)],
+        any::<u64>(),
+    )
+        .prop_map(|(heads, n, n_kv, d, causal, scale, magnitude, seed)| {
+            let shape = AttentionShape::new(1, heads, n, d).with_n_kv(n_kv.unwrap_or(n));
+            Problem::new(shape, AttentionParams { scale, causal }, magnitude, seed)
+        })
+}
+
+proptest! {
+    #![proptest_config(suite::proptest_config(12))]
+
+    /// bf16 and f16 on wgmma (the emulator's descriptor-exact and fragment-exact model) vs the
+    /// f64 reference of the rounded inputs, within the tensor-core kernel's bound.
+    #[test]
+    fn wgmma_kernel_matches_the_reference(problem in hopper_problem_strategy(), use_bf16 in any::<bool>()) {
+        let result = if use_bf16 { hopper::<bf16>(&problem) } else { hopper::<f16>(&problem) };
+        result.map_err(TestCaseError::fail)?;
+    }
+}
+
+/// The Hopper kernel's fully masked rows, causal: 70 queries over 5 keys (one query block, one
+/// key tile), and 200 queries over 5 keys, whose first block of 128 sees no key at all (no key
+/// tile: the consumers wait for Q only) while the second block's last 5 rows see some: zeros
+/// and -inf, never NaN.
+#[test]
+fn wgmma_fully_masked_rows_are_zero_with_lse_minus_infinity() {
+    for (d, n_q) in [(64, 70), (128, 200)] {
+        let shape = AttentionShape::new(1, 1, n_q, d).with_n_kv(5);
+        let problem = Problem::new(shape, AttentionParams::standard(d, true), 1.0, 5);
+        for result in [hopper::<bf16>(&problem), hopper::<f16>(&problem)] {
+            let Some((o, lse)) = result.unwrap() else {
+                return;
+            };
+            for i in 0..n_q {
+                let masked = i < n_q - 5;
                 assert_eq!(lse[i] == f32::NEG_INFINITY, masked, "row {i}: {}", lse[i]);
                 assert!(
                     !masked || o[i * d..][..d].iter().all(|&x| x == 0.0),

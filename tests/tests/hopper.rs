@@ -776,3 +776,78 @@ fn the_accumulator_helper_is_cutlass_clayout() {
         }
     }
 }
+
+/// Attention on wgmma hands P from `S`'s accumulator to `O += P V` as the register A operand
+/// without moving a value: for every thread, key slice `kk` and element, the accumulator register
+/// `p_register` names holds (CUTLASS's `CLayout_64x128`) the row and key that element of the A
+/// fragment must hold (CUTLASS's register `ALayout`, keys offset by `16 kk`).
+#[test]
+fn p_in_the_s_accumulator_is_the_register_a_fragment() {
+    use kernels::attention::flash_wgmma::p_register;
+    for t in 0..128 {
+        for kk in 0..8 {
+            for e in 0..8 {
+                let reg = p_register(kk, e / 2) + e % 2;
+                let (row, col) = alayout(t, e);
+                assert_eq!(
+                    clayout(t, reg),
+                    (row, 16 * kk + col),
+                    "thread {t}, key slice {kk}, element {e} (S register {reg})"
+                );
+            }
+        }
+    }
+}
+
+/// Attention on wgmma's descriptors read what its TMA boxes wrote, at d = 128 (two 64-column
+/// boxes per tile, each 128 rows of 128 swizzled bytes): Q (K-major A, consumer `wg`'s rows),
+/// K (K-major B: keys are N, d is the reduction) and V (MN-major B: keys are the reduction, d
+/// is N), every element of every 16-deep slice.
+#[test]
+fn the_attention_descriptors_address_the_tma_boxes() {
+    use kernels::attention::flash_wgmma::{k_descriptor, q_descriptor, v_descriptor};
+    let box_bytes = 128 * 128;
+    let base = 0x8000u32;
+    // Element (row, col) of a 128 x 128 tile stored as two boxes of 64 columns.
+    let at = |row: usize, col: usize| {
+        let linear = (col / 64) * box_bytes + row * 128 + (col % 64) * 2;
+        base as usize + cute_swizzle(3, 4, 3, linear)
+    };
+    for kk in 0..8u32 {
+        for wg in 0..2u32 {
+            let d = Descriptor::decode(q_descriptor(base, wg, kk).0);
+            for m in 0..64 {
+                for k in 0..16 {
+                    let want = at(64 * wg as usize + m, 16 * kk as usize + k);
+                    assert_eq!(
+                        d.swizzle(d.k_major(m, k)),
+                        want,
+                        "Q slice {kk}, wg {wg}, ({m}, {k})"
+                    );
+                }
+            }
+        }
+        let d = Descriptor::decode(k_descriptor(base, kk).0);
+        for key in 0..128 {
+            for k in 0..16 {
+                let want = at(key, 16 * kk as usize + k);
+                assert_eq!(
+                    d.swizzle(d.k_major(key, k)),
+                    want,
+                    "K slice {kk}, key {key}, d {k}"
+                );
+            }
+        }
+        let d = Descriptor::decode(v_descriptor(base, kk).0);
+        for k in 0..16 {
+            for n in 0..128 {
+                let want = at(16 * kk as usize + k, n);
+                assert_eq!(
+                    d.swizzle(d.mn_major(n, k)),
+                    want,
+                    "V slice {kk}, key {k}, d {n}"
+                );
+            }
+        }
+    }
+}

@@ -391,15 +391,35 @@ fn naive_attention_both_head_dims() {
     }
 }
 
-fn fused_attention<T: FlashElement + Bits>(from: fn(f32) -> T, arch: Arch) {
+/// A fused attention op: `attention::fused` or `attention::fused_wgmma` for one element type.
+type FusedOp<T> = fn(
+    &Runtime,
+    &host::DeviceBuffer<T>,
+    &host::DeviceBuffer<T>,
+    &host::DeviceBuffer<T>,
+    &mut host::DeviceBuffer<T>,
+    &mut host::DeviceBuffer<f32>,
+    &AttentionShape,
+    &AttentionParams,
+) -> host::Result<Launched>;
+
+/// `op` on both backends (`arch`), two heads of `n_q` queries over `n_kv` keys, causal at
+/// d = 64 and not at d = 128; Q, K, V rounded to `T` by `from`. O and LSE compared bit for bit.
+fn fused_attention_both<T: Bits>(
+    what: &str,
+    op: FusedOp<T>,
+    from: fn(f32) -> T,
+    arch: Arch,
+    (n_q, n_kv, seed): (usize, usize, u64),
+) {
     for (d, causal) in [(64, true), (128, false)] {
-        let shape = AttentionShape::new(1, 2, 37, d).with_n_kv(70);
+        let shape = AttentionShape::new(1, 2, n_q, d).with_n_kv(n_kv);
         let params = AttentionParams::standard(d, causal);
         let round = |v: Vec<f32>| v.into_iter().map(from).collect::<Vec<T>>();
-        let q = round(reference::uniform(shape.q_elems(), 11, -2.0, 2.0));
-        let k = round(reference::uniform(shape.kv_elems(), 12, -2.0, 2.0));
-        let v = round(reference::uniform(shape.kv_elems(), 13, -1.0, 1.0));
-        let what = format!("fused attention {} d{d}", std::any::type_name::<T>());
+        let q = round(reference::uniform(shape.q_elems(), seed, -2.0, 2.0));
+        let k = round(reference::uniform(shape.kv_elems(), seed + 1, -2.0, 2.0));
+        let v = round(reference::uniform(shape.kv_elems(), seed + 2, -1.0, 1.0));
+        let what = format!("{what} {} d{d}", std::any::type_name::<T>());
         same(&what, arch, |rt| {
             let (dq, dk, dv) = (rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?);
             let mut o = rt.alloc::<T>(shape.q_elems())?;
@@ -407,13 +427,23 @@ fn fused_attention<T: FlashElement + Bits>(from: fn(f32) -> T, arch: Arch) {
             let mut c = LaunchCounters::default();
             add(
                 &mut c,
-                attention::fused(rt, &dq, &dk, &dv, &mut o, &mut lse, &shape, &params)?,
+                op(rt, &dq, &dk, &dv, &mut o, &mut lse, &shape, &params)?,
             );
             let mut out = bits(rt, &o);
             out.extend(bits(rt, &lse));
             Ok((out, c))
         });
     }
+}
+
+fn fused_attention<T: FlashElement + Bits>(from: fn(f32) -> T, arch: Arch) {
+    fused_attention_both(
+        "fused attention",
+        attention::fused::<T>,
+        from,
+        arch,
+        (37, 70, 11),
+    );
 }
 
 #[test]
@@ -429,6 +459,40 @@ fn fused_attention_bf16_on_sm90a() {
 #[test]
 fn fused_attention_f16_on_sm80() {
     fused_attention::<f16>(f16::from_f32, Arch::Sm80);
+}
+
+/// Attention on wgmma (sm_90a alone): two heads of 150 queries over 300 keys, so that both
+/// query blocks run, the two-stage K/V ring wraps (three key tiles) and every tile edge is
+/// zero-filled by the TMA. P reaches `O += P V` through the register form of `wgmma`, which the
+/// PTX backend decodes from the kernel's own PTX.
+fn wgmma_attention<T: attention::WgmmaFlashElement + Bits>(from: fn(f32) -> T) {
+    let op = attention::fused_wgmma::<T>;
+    fused_attention_both("wgmma attention", op, from, Arch::Sm90a, (150, 300, 21));
+}
+
+#[test]
+fn wgmma_attention_bf16_on_sm90a() {
+    wgmma_attention::<bf16>(bf16::from_f32);
+}
+
+#[test]
+fn wgmma_attention_f16_on_sm90a() {
+    wgmma_attention::<f16>(f16::from_f32);
+}
+
+#[test]
+fn wgmma_attention_is_refused_on_the_sm80_and_sm90_modules() {
+    let shape = AttentionShape::new(1, 1, 64, 64);
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let rt = Runtime::ptx(Program::embedded(arch));
+        let buf = |n| rt.alloc::<bf16>(n).unwrap();
+        let (q, k, v, mut o) = (buf(4096), buf(4096), buf(4096), buf(4096));
+        let mut lse = rt.alloc::<f32>(64).unwrap();
+        let params = AttentionParams::standard(64, false);
+        let err = attention::fused_wgmma(&rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
+            .expect_err("wgmma attention on a module without wgmma");
+        assert!(err.to_string().contains("KERNELS_PTX_ARCH=sm_90a"), "{err}");
+    }
 }
 
 #[test]

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Baseline {
     /// The operation `baselines.py` knows: copy, add, strided_copy, transpose, softmax, matmul,
-    /// linear, sdpa.
+    /// linear, sdpa, sdpa_hopper, sdpa_decode.
     pub op: String,
     /// Element type: f32, bf16, f16, u32.
     pub dtype: String,
@@ -66,6 +66,14 @@ const MAPPING: &[Entry] = &[
         "decode_attention",
         "sdpa_decode",
         &["batch", "q_heads", "kv_heads", "ctx"],
+        None,
+    ),
+    // The Hopper kernel against PyTorch's fastest attention on Hopper: the cuDNN and the
+    // FlashAttention backends both measured, the faster one the baseline (`sdpa_hopper`).
+    entry(
+        "attention_wgmma",
+        "sdpa_hopper",
+        &["batch", "heads", "seq", "head_dim"],
         None,
     ),
     entry(
@@ -221,6 +229,11 @@ mod tests {
                 "attention_fused_bf16_causal",
                 "4x16x4096x128 bf16 causal",
                 "sdpa bf16 batch=4 heads=16 seq=4096 head_dim=128 causal",
+            ),
+            (
+                "attention_wgmma_bf16_causal",
+                "4x16x4096x128 bf16 causal",
+                "sdpa_hopper bf16 batch=4 heads=16 seq=4096 head_dim=128 causal",
             ),
             (
                 "softmax_online_bf16",

@@ -97,22 +97,31 @@ pub fn all() -> Vec<CaseSpec> {
             softmax::<bf16>(rt, s, Softmax::Fused, true)
         }),
         case("attention_naive_f32", |rt, s| {
-            attention::<f32>(rt, s, Flow::Naive, false)
+            attention::<f32>(rt, s, Row::Naive, false)
         }),
         case("attention_fused_f32", |rt, s| {
-            attention::<f32>(rt, s, Flow::Fused, false)
+            attention::<f32>(rt, s, Row::Fused, false)
         }),
         case("attention_fused_bf16", |rt, s| {
-            attention::<bf16>(rt, s, Flow::Fused, false)
+            attention::<bf16>(rt, s, Row::Fused, false)
         }),
         case("attention_fused_f16", |rt, s| {
-            attention::<f16>(rt, s, Flow::Fused, false)
+            attention::<f16>(rt, s, Row::Fused, false)
         }),
         case("attention_naive_f32_causal", |rt, s| {
-            attention::<f32>(rt, s, Flow::Naive, true)
+            attention::<f32>(rt, s, Row::Naive, true)
         }),
         case("attention_fused_bf16_causal", |rt, s| {
-            attention::<bf16>(rt, s, Flow::Fused, true)
+            attention::<bf16>(rt, s, Row::Fused, true)
+        }),
+        case("attention_wgmma_bf16", |rt, s| {
+            attention::<bf16>(rt, s, Row::Wgmma, false)
+        }),
+        case("attention_wgmma_f16", |rt, s| {
+            attention::<f16>(rt, s, Row::Wgmma, false)
+        }),
+        case("attention_wgmma_bf16_causal", |rt, s| {
+            attention::<bf16>(rt, s, Row::Wgmma, true)
         }),
     ]
     .into_iter()
@@ -122,8 +131,11 @@ pub fn all() -> Vec<CaseSpec> {
 }
 
 /// Whether `rt` can run `kernel` at all ([`GemmKernel::runs_on`]: step 5 needs an sm_90a GPU
-/// or the emulator); elsewhere its rows are left out, not failed.
+/// or the emulator, and so does attention on wgmma); elsewhere its rows are left out, not failed.
 pub fn runs_on(rt: &Runtime, kernel: &str) -> bool {
+    if kernel.starts_with("attention_wgmma") {
+        return rt.has_wgmma();
+    }
     GemmKernel::ALL
         .iter()
         .find(|k| k.name() == kernel)
@@ -423,7 +435,26 @@ fn softmax<T: SoftmaxCase>(
     })
 }
 
-use attention_op::{FlashElement, Flow};
+use attention_op::{FlashElement, WgmmaMaps};
+
+/// Which attention kernel a row runs: the naive flow, the fused kernel (`flash_f32` or
+/// `flash_mma`), or the fused kernel on Hopper's wgmma (`flash_wgmma`, 16-bit types only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Row {
+    Naive,
+    Fused,
+    Wgmma,
+}
+
+impl Row {
+    fn name(self) -> &'static str {
+        match self {
+            Row::Naive => "naive",
+            Row::Fused => "fused",
+            Row::Wgmma => "wgmma",
+        }
+    }
+}
 
 /// An element type attention runs on: f32 (naive, or fused on CUDA cores) or a 16-bit type
 /// (fused on tensor cores).
@@ -444,6 +475,22 @@ trait AttentionCase: FlashElement {
     ) -> host::Result<Launched> {
         Err(host::Error::Shape(format!(
             "no naive attention in {}",
+            Self::NAME
+        )))
+    }
+    /// The fused kernel on wgmma, which exists in bf16 and f16 only.
+    #[allow(clippy::too_many_arguments)]
+    fn wgmma(
+        _rt: &Runtime,
+        _maps: &WgmmaMaps,
+        _qkv: &[DeviceBuffer<Self>; 3],
+        _o: &mut DeviceBuffer<Self>,
+        _lse: &mut DeviceBuffer<f32>,
+        _shape: &AttentionShape,
+        _params: &AttentionParams,
+    ) -> host::Result<Launched> {
+        Err(host::Error::Shape(format!(
+            "no wgmma attention in {}",
             Self::NAME
         )))
     }
@@ -481,21 +528,29 @@ macro_rules! half_attention_case {
             fn to_f32(self) -> f32 {
                 <$t>::to_f32(self)
             }
+            fn wgmma(
+                rt: &Runtime,
+                maps: &WgmmaMaps,
+                [q, k, v]: &[DeviceBuffer<Self>; 3],
+                o: &mut DeviceBuffer<Self>,
+                lse: &mut DeviceBuffer<f32>,
+                shape: &AttentionShape,
+                params: &AttentionParams,
+            ) -> host::Result<Launched> {
+                attention_op::fused_wgmma_with(rt, maps, [q, k, v], o, lse, shape, params)
+            }
         }
     };
 }
 half_attention_case!(bf16, "bf16", 1.0 / 256.0);
 half_attention_case!(f16, "f16", 1.0 / 2048.0);
 
-/// The flow's traffic model for element type `T`.
-fn attention_traffic<T: AttentionCase>(
-    flow: Flow,
-    shape: &AttentionShape,
-    causal: bool,
-) -> Traffic {
-    match flow {
-        Flow::Naive => attention_op::naive_traffic(shape),
-        Flow::Fused => attention_op::fused_traffic::<T>(shape, causal),
+/// The row's traffic model for element type `T`.
+fn attention_traffic<T: AttentionCase>(row: Row, shape: &AttentionShape, causal: bool) -> Traffic {
+    match row {
+        Row::Naive => attention_op::naive_traffic(shape),
+        Row::Fused => attention_op::fused_traffic::<T>(shape, causal),
+        Row::Wgmma => attention_op::fused_wgmma_traffic(shape, causal, size_of::<T>()),
     }
 }
 
@@ -509,7 +564,7 @@ fn attention_traffic<T: AttentionCase>(
 fn attention<T: AttentionCase>(
     rt: &Runtime,
     scale: Scale,
-    flow: Flow,
+    row: Row,
     causal: bool,
 ) -> host::Result<Case<'_>> {
     let shape_at = |s: Scale| match s {
@@ -528,14 +583,14 @@ fn attention<T: AttentionCase>(
             T::NAME
         )
     };
-    let traffic = attention_traffic::<T>(flow, &shape, causal);
+    let traffic = attention_traffic::<T>(row, &shape, causal);
     let cost = match scale {
         Scale::Emulator => traffic.total(),
         Scale::Gpu => traffic.compulsory,
     };
     let gpu = (
         describe(&gpu_shape),
-        attention_traffic::<T>(flow, &gpu_shape, causal).compulsory,
+        attention_traffic::<T>(row, &gpu_shape, causal).compulsory,
     );
     let params = AttentionParams::standard(shape.head_dim, causal);
     let input = |n, seed| -> Vec<T> {
@@ -564,16 +619,18 @@ fn attention<T: AttentionCase>(
     let o = Rc::new(RefCell::new(rt.alloc::<T>(shape.q_elems())?));
     let mut lse = rt.alloc::<f32>(shape.lse_elems())?;
     // Allocated here, outside the timed launches.
-    let mut workspace = match flow {
-        Flow::Naive => Some(attention_op::NaiveWorkspace::new(rt, &shape)?),
-        Flow::Fused => None,
+    let mut workspace = match row {
+        Row::Naive => Some(attention_op::NaiveWorkspace::new(rt, &shape)?),
+        Row::Fused | Row::Wgmma => None,
+    };
+    // The Hopper kernel's tensor maps, built once (a driver call per head and tensor).
+    let maps = match row {
+        Row::Wgmma => Some(WgmmaMaps::new(rt, [&qkv[0], &qkv[1], &qkv[2]], &shape)?),
+        Row::Naive | Row::Fused => None,
     };
     let kernel = format!(
         "attention_{}_{}{}",
-        match flow {
-            Flow::Naive => "naive",
-            Flow::Fused => "fused",
-        },
+        row.name(),
         T::NAME,
         if causal { "_causal" } else { "" }
     );
@@ -587,9 +644,10 @@ fn attention<T: AttentionCase>(
             move |rt| {
                 let [q, k, v] = &qkv;
                 let o = &mut o.borrow_mut();
-                match &mut workspace {
-                    Some(ws) => T::naive(rt, &qkv, o, ws, &shape, &params),
-                    None => attention_op::fused(rt, q, k, v, o, &mut lse, &shape, &params),
+                match (&mut workspace, &maps) {
+                    (Some(ws), _) => T::naive(rt, &qkv, o, ws, &shape, &params),
+                    (None, Some(maps)) => T::wgmma(rt, maps, &qkv, o, &mut lse, &shape, &params),
+                    (None, None) => attention_op::fused(rt, q, k, v, o, &mut lse, &shape, &params),
                 }
             }
         }),

@@ -78,8 +78,10 @@ pub fn launch_of(name: &str) -> Option<Launch> {
                 .into_iter()
                 .find(|d| n.ends_with(&format!("_d{d}")))? as usize;
             let shape = AttentionShape::new(1, 1, 1, d);
-            // f16 and bf16 share the tensor-core kernel's tiles.
-            from_config(if n.contains("_f32_") {
+            // f16 and bf16 share the tensor-core kernel's tiles (and the Hopper kernel's).
+            from_config(if n.starts_with("flash_attention_wgmma_") {
+                attention::fused_wgmma_config(&shape)
+            } else if n.contains("_f32_") {
                 attention::fused_config::<f32>(&shape)
             } else {
                 attention::fused_config::<bf16>(&shape)
@@ -217,6 +219,15 @@ mod tests {
                 .unwrap()
                 .in_flight_per_thread,
             Some(32)
+        );
+        let hopper = launch_of("flash_attention_wgmma_bf16_d128").unwrap();
+        assert_eq!(
+            hopper.threads,
+            kernels::attention::flash_wgmma::THREADS as u32
+        );
+        assert_eq!(
+            hopper.dynamic_shared as usize,
+            kernels::attention::flash_wgmma::shared_bytes(128)
         );
         assert_eq!(launch_of("no_such_kernel"), None);
     }

@@ -45,7 +45,14 @@ const TENSOR_CORE_KERNELS: [&str; 6] = [
 ];
 /// Kernels that must run on Hopper's warpgroup MMA fed by the TMA in the sm_90a build: their
 /// SASS must contain `HGMMA` and `UTMALDG` (the bulk tensor copy).
-const WGMMA_KERNELS: [&str; 2] = ["gemm_wgmma_bf16", "gemm_wgmma_f16"];
+const WGMMA_KERNELS: [&str; 6] = [
+    "gemm_wgmma_bf16",
+    "gemm_wgmma_f16",
+    "flash_attention_wgmma_bf16_d64",
+    "flash_attention_wgmma_bf16_d128",
+    "flash_attention_wgmma_f16_d64",
+    "flash_attention_wgmma_f16_d128",
+];
 
 #[derive(clap::Args)]
 pub struct PtxasArgs {

@@ -6,8 +6,10 @@
 
 use half::{bf16, f16};
 use kernels::attention::{
-    HEAD_DIMS, flash_f32, flash_mma, kv_end, kv_rows_loaded, naive as naive_kernels, visible_keys,
+    HEAD_DIMS, flash_f32, flash_mma, flash_wgmma, kv_end, kv_rows_loaded, naive as naive_kernels,
+    visible_keys,
 };
+use kernels::cuda::tma::TmaSwizzle;
 
 use super::{GridAxis, elements, grid_blocks, softmax};
 use crate::buffer::{DeviceBuffer, Element};
@@ -17,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
 use crate::runtime::{Launched, Runtime};
+use crate::tensor_map::TensorMaps2d;
 
 const F32: usize = size_of::<f32>();
 
@@ -227,6 +230,18 @@ pub trait FlashElement: Element {
     ) -> Result<Launched>;
 }
 
+/// `launch!` of the d = 64 or the d = 128 entry point of a fused kernel, with the same
+/// arguments (identifiers, as `launch!` takes them).
+macro_rules! launch_head_dim {
+    ($rt:expr, $cfg:expr, $d:expr, $d64:ident, $d128:ident, ($($arg:ident),*)) => {
+        if $d == 64 {
+            launch!($rt, $cfg, attention::$d64($($arg),*))
+        } else {
+            launch!($rt, $cfg, attention::$d128($($arg),*))
+        }
+    };
+}
+
 macro_rules! flash_element {
     ($t:ty, $kernels:ident, $unit:ident, $d64:ident, $d128:ident) => {
         impl FlashElement for $t {
@@ -249,19 +264,14 @@ macro_rules! flash_element {
                 (n_q, n_kv, scale, causal): (u32, u32, f32, u32),
             ) -> Result<Launched> {
                 let (q, k, v, o, lse) = (q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr());
-                if d == 64 {
-                    launch!(
-                        rt,
-                        cfg,
-                        attention::$d64(q, k, v, o, lse, n_q, n_kv, scale, causal)
-                    )
-                } else {
-                    launch!(
-                        rt,
-                        cfg,
-                        attention::$d128(q, k, v, o, lse, n_q, n_kv, scale, causal)
-                    )
-                }
+                launch_head_dim!(
+                    rt,
+                    cfg,
+                    d,
+                    $d64,
+                    $d128,
+                    (q, k, v, o, lse, n_q, n_kv, scale, causal)
+                )
             }
         }
     };
@@ -372,6 +382,182 @@ pub fn fused_fma_exp_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
     let mut t = fused_traffic::<bf16>(shape, causal);
     t.compulsory.exps /= 2;
     t
+}
+
+/// The 16-bit element types of the Hopper kernel (`kernels::attention::flash_wgmma`: TMA,
+/// mbarrier ring, `wgmma`), which only an sm_90a GPU, the source emulator, or the PTX backend
+/// with the sm_90a module runs ([`Runtime::has_wgmma`]).
+pub trait WgmmaFlashElement: FlashElement {
+    /// Launches the kernel for this type and `d` (64 or 128); the arguments are checked.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_wgmma(
+        rt: &Runtime,
+        cfg: LaunchConfig,
+        d: usize,
+        maps: &WgmmaMaps,
+        o: &mut DeviceBuffer<Self>,
+        lse: &mut DeviceBuffer<f32>,
+        args: (u32, u32, f32, u32),
+    ) -> Result<Launched>;
+}
+
+macro_rules! wgmma_flash_element {
+    ($t:ty, $d64:ident, $d128:ident) => {
+        impl WgmmaFlashElement for $t {
+            fn launch_wgmma(
+                rt: &Runtime,
+                cfg: LaunchConfig,
+                d: usize,
+                maps: &WgmmaMaps,
+                o: &mut DeviceBuffer<Self>,
+                lse: &mut DeviceBuffer<f32>,
+                (n_q, n_kv, scale, causal): (u32, u32, f32, u32),
+            ) -> Result<Launched> {
+                let (qm, km, vm) = (maps.q.ptr(), maps.k.ptr(), maps.v.ptr());
+                let (o, lse) = (o.ptr(), lse.ptr());
+                launch_head_dim!(
+                    rt,
+                    cfg,
+                    d,
+                    $d64,
+                    $d128,
+                    (qm, km, vm, o, lse, n_q, n_kv, scale, causal)
+                )
+            }
+        }
+    };
+}
+wgmma_flash_element!(
+    bf16,
+    flash_attention_wgmma_bf16_d64,
+    flash_attention_wgmma_bf16_d128
+);
+wgmma_flash_element!(
+    f16,
+    flash_attention_wgmma_f16_d64,
+    flash_attention_wgmma_f16_d128
+);
+
+/// The Hopper kernel's tensor maps for one shape: one per head of Q (`n_q` rows), K and V
+/// (`n_kv` rows), boxes of `BOX_ROWS x BOX_COLS`, 128-byte swizzle. A map per head, so that the
+/// TMA zero-fills a tile past the end of a head's sequence instead of reading the next head's
+/// rows. Building them takes a driver call per map, so a caller that launches repeatedly builds
+/// them once ([`fused_wgmma_with`]).
+pub struct WgmmaMaps {
+    shape: AttentionShape,
+    q: TensorMaps2d,
+    k: TensorMaps2d,
+    v: TensorMaps2d,
+}
+
+impl WgmmaMaps {
+    /// The maps of `q`, `k`, `v` for `shape` (checked as [`fused_wgmma`] checks it).
+    pub fn new<T: Element>(
+        rt: &Runtime,
+        [q, k, v]: [&DeviceBuffer<T>; 3],
+        shape: &AttentionShape,
+    ) -> Result<Self> {
+        let (bh, d) = (shape.bh(), shape.head_dim);
+        let maps = |buf, rows: usize| {
+            let boxes = (flash_wgmma::BOX_ROWS as u32, flash_wgmma::BOX_COLS as u32);
+            rt.tensor_maps_2d(buf, bh, (rows.max(1), d), boxes, TmaSwizzle::B128)
+        };
+        Ok(Self {
+            shape: *shape,
+            q: maps(q, shape.n_q)?,
+            k: maps(k, shape.n_kv)?,
+            v: maps(v, shape.n_kv)?,
+        })
+    }
+}
+
+/// [`fused`] on Hopper's `wgmma` (FlashAttention-3's structure: a TMA producer warpgroup, two
+/// consumer warpgroups, K and V through a two-stage mbarrier ring): bf16 or f16, d = 64 or 128,
+/// the same O and LSE. Builds the tensor maps for this call; [`fused_wgmma_with`] takes them
+/// built. Refused, saying why, where [`Runtime::has_wgmma`] is false.
+#[allow(clippy::too_many_arguments)]
+pub fn fused_wgmma<T: WgmmaFlashElement>(
+    rt: &Runtime,
+    q: &DeviceBuffer<T>,
+    k: &DeviceBuffer<T>,
+    v: &DeviceBuffer<T>,
+    o: &mut DeviceBuffer<T>,
+    lse: &mut DeviceBuffer<f32>,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+) -> Result<Launched> {
+    let lens = [q.len(), k.len(), v.len(), o.len(), lse.len()];
+    if fused_wgmma_args(rt, shape, params, lens)?.is_none() {
+        return Ok(None);
+    }
+    let maps = WgmmaMaps::new(rt, [q, k, v], shape)?;
+    fused_wgmma_with(rt, &maps, [q, k, v], o, lse, shape, params)
+}
+
+/// [`fused_wgmma`] with its tensor maps built ([`WgmmaMaps::new`] of the same `q`, `k`, `v`
+/// and `shape`).
+#[allow(clippy::too_many_arguments)]
+pub fn fused_wgmma_with<T: WgmmaFlashElement>(
+    rt: &Runtime,
+    maps: &WgmmaMaps,
+    [q, k, v]: [&DeviceBuffer<T>; 3],
+    o: &mut DeviceBuffer<T>,
+    lse: &mut DeviceBuffer<f32>,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+) -> Result<Launched> {
+    let lens = [q.len(), k.len(), v.len(), o.len(), lse.len()];
+    let Some(args) = fused_wgmma_args(rt, shape, params, lens)? else {
+        return Ok(None);
+    };
+    if maps.shape != *shape {
+        return Err(Error::Shape(format!(
+            "attention::fused_wgmma: tensor maps built for {:?}, launched for {shape:?}",
+            maps.shape
+        )));
+    }
+    let cfg = fused_wgmma_config(shape);
+    T::launch_wgmma(rt, cfg, shape.head_dim, maps, o, lse, args)
+}
+
+/// The Hopper kernel's launch: one block of a producer and two consumer warpgroups per `BR` =
+/// 128 queries of each head, with the dynamic shared memory of Q and the K/V ring.
+pub fn fused_wgmma_config(shape: &AttentionShape) -> LaunchConfig {
+    LaunchConfig {
+        grid: dim3(
+            shape.n_q.div_ceil(flash_wgmma::BR) as u32,
+            shape.bh() as u32,
+            1,
+        ),
+        block: dim3(flash_wgmma::THREADS as u32, 1, 1),
+        shared_mem_bytes: flash_wgmma::shared_bytes(shape.head_dim) as u32,
+    }
+}
+
+/// [`fused_args`] for the Hopper kernel, after refusing a runtime without it.
+fn fused_wgmma_args(
+    rt: &Runtime,
+    shape: &AttentionShape,
+    params: &AttentionParams,
+    lens: [usize; 5],
+) -> Result<Option<(u32, u32, f32, u32)>> {
+    let op = "attention::fused_wgmma";
+    if !rt.has_wgmma() {
+        return Err(Error::NoDevice(format!(
+            "{op} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
+            rt.device_name()
+        )));
+    }
+    fused_args(op, shape, params, lens)
+}
+
+/// [`fused_wgmma`]'s traffic: [`fused_traffic`]'s accounting with its `128 x 128` tiles (each
+/// block of 128 queries reads its K and V tiles once; the TMA reads nothing outside a head, so
+/// the zero-filled rows past its end cost no bytes).
+pub fn fused_wgmma_traffic(shape: &AttentionShape, causal: bool, elem_bytes: usize) -> Traffic {
+    let tiles = (flash_wgmma::BR, flash_wgmma::BC);
+    flash_traffic(shape, causal, tiles, elem_bytes, ComputeUnit::TensorCore16)
 }
 
 /// The naive flow's intermediates in HBM: S and P, `n_q x n_kv` f32 per head each (O(N^2), what

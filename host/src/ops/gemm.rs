@@ -19,8 +19,7 @@ use crate::cost::{ComputeUnit, Cost};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
-use crate::ptx::Arch;
-use crate::runtime::{Backend, Launched, Runtime};
+use crate::runtime::{Launched, Runtime};
 use crate::tensor_map::TensorMap2d;
 
 use super::{GridAxis, elements, grid_blocks};
@@ -205,15 +204,10 @@ impl GemmKernel {
         matches!(self, GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16)
     }
 
-    /// Whether `rt` can run this kernel: every one on the source emulator; on a GPU, step 5 only
-    /// on an sm_90a device (H100, H200); on the PTX backend, step 5 only with an sm_90a module
-    /// (`KERNELS_PTX_ARCH=sm_90a`: the sm_80 and sm_90 builds have trap stubs in its place).
+    /// Whether `rt` can run this kernel: steps 1 to 4 everywhere, step 5 where
+    /// [`Runtime::has_wgmma`].
     pub fn runs_on(self, rt: &Runtime) -> bool {
-        match rt.backend() {
-            Backend::Emulator(_) => true,
-            Backend::Cuda(gpu) => !self.is_wgmma() || gpu.arch() == Arch::Sm90a,
-            Backend::Ptx(ptx) => !self.is_wgmma() || ptx.program().target == Arch::Sm90a.name(),
-        }
+        !self.is_wgmma() || rt.has_wgmma()
     }
 
     /// FLOPs the kernel executes, which the emulator counts. The f32 kernels execute exactly

@@ -365,18 +365,29 @@ pub enum MbarrierKind {
     TryWait,
 }
 
-/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16}` with both operands in
-/// shared memory: `d` the N / 2 accumulator registers in the order the PTX lists them (the
-/// ISA's fragment order), `a` and `b` the descriptors, `scale_d` the predicate (false: D = A B).
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16}`: `d` the N / 2
+/// accumulator registers in the order the PTX lists them (the ISA's fragment order), `a` A's
+/// descriptor or its four registers, `b` B's descriptor, `scale_d` the predicate (false:
+/// D = A B).
 #[derive(Clone, Debug)]
 pub struct Wgmma {
     pub input: MmaInput,
     pub n: u32,
     pub d: Vec<Slot>,
-    pub a: Slot,
+    pub a: WgmmaSource,
     pub b: Slot,
     pub scale_d: Slot,
     pub trans_b: bool,
+}
+
+/// Where a `wgmma`'s A comes from.
+#[derive(Clone, Debug)]
+pub enum WgmmaSource {
+    /// Shared memory, through the descriptor in this register.
+    Shared(Slot),
+    /// Registers: four `.b32` of two 16-bit elements each, laid out as the ISA's figure of the
+    /// register A fragment says (the emulator's `a_fragment`).
+    Registers([Slot; 4]),
 }
 
 /// A load or store of `n` elements of `elem` bytes at `[addr + offset]`.
@@ -1525,18 +1536,37 @@ impl Decoder<'_> {
             .and_then(|s| s.parse().ok())
             .filter(|n| (8..=256).contains(n) && n % 8 == 0)
             .ok_or("the shape must be m64nNk16, N a multiple of 8 from 8 to 256")?;
-        // d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b.
-        let [d, a, b, scale_d, scale_a, scale_b, trans_a, trans_b] = &ops[..] else {
-            return Err(
-                "expected the shared-memory form {d}, a-desc, b-desc, scale-d, 1, 1, 0, trans-b (A from registers is not implemented)"
-                    .into(),
-            );
+        // Shared A: d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a,
+        // imm-trans-b. A from registers has no imm-trans-a (registers are K-major by definition).
+        let (d, a, b, scale_d, scale_a, scale_b, trans_b) = match &ops[..] {
+            [d, a, b, scale_d, scale_a, scale_b, trans_a, trans_b] => {
+                if *trans_a != Operand::Int(0) {
+                    return Err("imm-trans-a = 1 (A MN-major) is not implemented".into());
+                }
+                let a = WgmmaSource::Shared(self.src(a, None)?);
+                (d, a, b, scale_d, scale_a, scale_b, trans_b)
+            }
+            [d, Operand::Vector(a), b, scale_d, scale_a, scale_b, trans_b] => {
+                let [a0, a1, a2, a3] = &a[..] else {
+                    return Err(format!(
+                        "A from registers takes four .b32 registers (8 16-bit elements), not {}",
+                        a.len()
+                    ));
+                };
+                let a = [a0, a1, a2, a3].map(|r| self.src(r, None));
+                let [a0, a1, a2, a3] = a;
+                let a = WgmmaSource::Registers([a0?, a1?, a2?, a3?]);
+                (d, a, b, scale_d, scale_a, scale_b, trans_b)
+            }
+            _ => {
+                return Err(
+                    "expected {d}, a-desc, b-desc, scale-d, 1, 1, 0, trans-b (A in shared memory) or {d}, {a0, a1, a2, a3}, b-desc, scale-d, 1, 1, trans-b (A from registers)"
+                        .into(),
+                );
+            }
         };
         if *scale_a != Operand::Int(1) || *scale_b != Operand::Int(1) {
             return Err("imm-scale-a and imm-scale-b other than 1 are not implemented".into());
-        }
-        if *trans_a != Operand::Int(0) {
-            return Err("imm-trans-a = 1 (A MN-major) is not implemented".into());
         }
         let trans_b = match trans_b {
             Operand::Int(0) => false,
@@ -1558,7 +1588,7 @@ impl Decoder<'_> {
             input,
             n,
             d,
-            a: self.src(a, None)?,
+            a,
             b: self.src(b, None)?,
             scale_d: self.src(scale_d, None)?,
             trans_b,

@@ -25,7 +25,7 @@ use kernels::cuda::emu::{
 
 use super::decode::{
     self, BoolOp, Class, Cmp, CmpType, Conv, Fill, Float, FloatOp, FloatUnary, Int, IntOp,
-    IntUnary, Kernel, MbarrierKind, Mem, Op, Round, SharedSlot, Space, Wgmma, mask,
+    IntUnary, Kernel, MbarrierKind, Mem, Op, Round, SharedSlot, Space, Wgmma, WgmmaSource, mask,
 };
 use super::{Arch, parse};
 use crate::emu::{Emulator, LaunchCounters, SHARED_WINDOW};
@@ -977,7 +977,10 @@ impl Thread<'_> {
         let op = WgmmaOp {
             input: w.input,
             n: w.n,
-            a: WgmmaA::Shared(self.get(w.a)),
+            a: match &w.a {
+                WgmmaSource::Shared(desc) => WgmmaA::Shared(self.get(*desc)),
+                WgmmaSource::Registers(regs) => WgmmaA::Registers(regs.map(|r| self.get(r) as u32)),
+            },
             b: self.get(w.b),
             trans_b: w.trans_b,
             acc: self.acc.as_mut_ptr() as usize,
@@ -1297,6 +1300,10 @@ mod tests {
             (
                 "\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r4, %r5, %r6, %r7}, %rd1, %rd2, %p1, 1, 1, 1, 0;",
                 "MN-major",
+            ),
+            (
+                "\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r4, %r5, %r6, %r7}, {%r1, %r2, %r3}, %rd2, %p1, 1, 1, 0;",
+                "four .b32 registers",
             ),
             (
                 "\tmbarrier.test_wait.shared::cta.b64 %p1, [%r1], %rd1;",

@@ -101,7 +101,7 @@ impl Half for F16 {
 /// Two f32 rounded to `T` and packed as one 32-bit register, `lo` in the low half: the form of
 /// an `mma` operand (two consecutive columns) and of a 4-byte store of two outputs.
 #[inline(always)]
-fn pack<T: Half>(lo: f32, hi: f32) -> u32 {
+pub(super) fn pack<T: Half>(lo: f32, hi: f32) -> u32 {
     u32::from(T::from_f32(lo).to_bits()) | (u32::from(T::from_f32(hi).to_bits()) << 16)
 }
 
@@ -132,14 +132,14 @@ fn accumulator_at(lane: usize, e: usize) -> (usize, usize) {
 
 /// Max over the 4 lanes that hold one row (lanes `4g .. 4g + 4`): two butterfly shuffles.
 #[inline(always)]
-fn quad_max(x: f32) -> f32 {
+pub(super) fn quad_max(x: f32) -> f32 {
     let x = maximum(x, shuffle_xor(FULL_MASK, x, 1));
     maximum(x, shuffle_xor(FULL_MASK, x, 2))
 }
 
 /// Sum over the 4 lanes that hold one row.
 #[inline(always)]
-fn quad_sum(x: f32) -> f32 {
+pub(super) fn quad_sum(x: f32) -> f32 {
     let x = x + shuffle_xor(FULL_MASK, x, 1);
     x + shuffle_xor(FULL_MASK, x, 2)
 }

@@ -8,6 +8,8 @@
 //! - [`naive`]: S = scale Q K^T written to HBM, P = softmax(S) written to HBM (the softmax
 //!   chapter's fused row-softmax kernel), O = P V. S and P are `n_q x n_kv` per head.
 //! - [`flash_f32`]: FlashAttention's forward pass in one kernel; S and P never leave the chip.
+//!   [`flash_mma`] is the same on `mma.sync` tensor cores, [`flash_wgmma`] on Hopper's `wgmma`
+//!   fed by the TMA (FlashAttention-3's structure, sm_90a).
 //!
 //! # The mask, and when a row is fully masked
 //!
@@ -39,6 +41,7 @@
 
 pub mod flash_f32;
 pub mod flash_mma;
+pub mod flash_wgmma;
 pub mod naive;
 
 use crate::cuda::GlobalPtr;
@@ -48,6 +51,10 @@ pub use flash_f32::{flash_attention_f32_d64, flash_attention_f32_d128};
 pub use flash_mma::{
     flash_attention_bf16_d64, flash_attention_bf16_d128, flash_attention_bf16_poly_d64,
     flash_attention_f16_d64, flash_attention_f16_d128,
+};
+pub use flash_wgmma::{
+    flash_attention_wgmma_bf16_d64, flash_attention_wgmma_bf16_d128, flash_attention_wgmma_f16_d64,
+    flash_attention_wgmma_f16_d128,
 };
 pub use naive::{attention_pv_f32_d64, attention_pv_f32_d128, attention_scores_f32};
 

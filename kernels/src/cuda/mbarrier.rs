@@ -183,3 +183,12 @@ fn emulate(bar: SharedPtr<u64>, op: MbarrierOp) {
     let site = super::emu::Site::caller();
     super::emu::with(|gpu| gpu.mbarrier(bar.as_ptr() as usize, op, site));
 }
+
+/// Where the `i`-th use of a ring of `stages` buffers, each guarded by its own mbarriers, falls:
+/// buffer `i % stages`, in round `i / stages`, whose phase has parity `round & 1` (a consumer
+/// waits for that parity on the buffer's *full* barrier, the producer for the opposite one on
+/// its *empty* barrier, which the phase "before" round 0 satisfies at once).
+#[inline(always)]
+pub const fn ring_slot(i: u32, stages: u32) -> (u32, u32) {
+    (i % stages, (i / stages) & 1)
+}

@@ -80,6 +80,16 @@ pub fn dynamic_shared_mem<T: Copy>() -> SharedPtr<T> {
     }
 }
 
+/// The block's dynamic shared memory from its first `align`-byte boundary of the `.shared`
+/// window (the TMA's 128-byte swizzle needs 1024): the launch over-allocates by `align`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn dynamic_shared_aligned(align: u32) -> SharedPtr<u8> {
+    let smem = dynamic_shared_mem::<u8>();
+    let misalignment = shared_address(smem) % align;
+    smem.offset(((align - misalignment) % align) as usize)
+}
+
 /// `cvta.to.shared.u32`: the 32-bit `.shared` window address of `p`, the form the mbarrier, bulk
 /// copy and wgmma instructions take (and that a wgmma matrix descriptor encodes). On the GPU the
 /// window starts at 0 for the block's first shared byte; the emulator answers with the offset in

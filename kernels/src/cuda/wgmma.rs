@@ -55,6 +55,38 @@ impl MatrixDescriptor {
     }
 }
 
+/// Bytes of one row of a 128-byte-swizzled operand (64 16-bit elements), and of the 8-row group
+/// its pattern repeats over: the SBO of every 128-byte-swizzled layout below.
+pub const B128_ROW_BYTES: u32 = 128;
+/// See [`B128_ROW_BYTES`].
+pub const B128_ATOM_BYTES: u32 = 8 * B128_ROW_BYTES;
+
+/// The descriptor of K slice `kk` (0..4, 16 deep) of a K-major, 128-byte-swizzled operand at
+/// `.shared` address `start` (on a 1024-byte boundary): rows (M or N) of 128 bytes, 64 K
+/// elements each, 8-row groups 1024 bytes apart (SBO); slice `kk` starts `32 kk` bytes into
+/// each row, and the hardware applies the swizzle to the resulting addresses, as the TMA did
+/// when it wrote them. LBO is unused (1). A's form in every kernel here, and B's when B is
+/// stored N x K (attention's K).
+#[inline(always)]
+pub const fn k_major_b128(start: u32, kk: u32) -> MatrixDescriptor {
+    MatrixDescriptor::new(start + kk * 16 * 2, 16, B128_ATOM_BYTES, WgmmaSwizzle::B128)
+}
+
+/// The descriptor of K slice `kk` (16 rows) of an MN-major, 128-byte-swizzled B at `.shared`
+/// address `start`: a row-major K x N matrix stored as column blocks of 64 N elements (one
+/// 128-byte row per K index), `block_bytes` from one block to the next (LBO), 8-row groups
+/// 1024 bytes apart (SBO); slice `kk` is rows `16 kk..`, `16 kk * 128` bytes on. Used with
+/// `imm-trans-b = 1`: the GEMM's B and attention's V.
+#[inline(always)]
+pub const fn mn_major_b128(start: u32, kk: u32, block_bytes: u32) -> MatrixDescriptor {
+    MatrixDescriptor::new(
+        start + kk * 16 * B128_ROW_BYTES,
+        block_bytes,
+        B128_ATOM_BYTES,
+        WgmmaSwizzle::B128,
+    )
+}
+
 /// The ISA's `matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4`.
 #[inline(always)]
 const fn encode(x: u32) -> u64 {
@@ -164,6 +196,41 @@ impl<const R: usize> Accumulator<R> {
         }
         self.regs
     }
+
+    /// CUTLASS's `warpgroup_fence_operand`: pins the registers in place for the compiler, so
+    /// that no ordinary instruction that writes them (a zeroing, a rescale) is moved after the
+    /// next [`wgmma_fence`], and none that reads them is moved before the last
+    /// [`wgmma_wait_group`]. The `wgmma` asm only names the registers, so without this the
+    /// compiler may legally sink `mov %r, 0` between `wgmma.fence` and `mma_async` (it does),
+    /// which the ISA leaves undefined. Call it before `wgmma_fence` and after `wait_group`.
+    /// On the emulator the order is the program's: nothing to do.
+    #[inline(always)]
+    pub fn fence_operand(&mut self) {
+        #[cfg(target_arch = "nvptx64")]
+        crate::unroll!(j in 0..16 {
+            crate::unroll!(q in 0..8 {
+                if 8 * j + q < R {
+                    // SAFETY: an empty asm statement: the register is only named.
+                    unsafe { core::arch::asm!("/* {r} */", r = inout(reg32) self.regs[8 * j + q]) };
+                }
+            });
+        });
+    }
+
+    /// Replaces the registers by values computed with ordinary instructions (attention's
+    /// rescaling of O between two `wgmma`s): like [`read`](Self::read), only once the `wgmma`
+    /// group that last wrote them has been waited for, and a [`wgmma_fence`] must come before
+    /// the next `mma_async` that accumulates into them.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub fn write(&mut self, regs: [f32; R]) {
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            let site = super::emu::Site::caller();
+            super::emu::with(|gpu| gpu.wgmma_read(self.token, site));
+        }
+        self.regs = regs;
+    }
 }
 
 /// `wgmma.fence.sync.aligned`: accumulator (and A) registers written by ordinary instructions
@@ -179,6 +246,19 @@ pub fn wgmma_fence() {
     };
     #[cfg(not(target_arch = "nvptx64"))]
     sync_op(WgmmaSync::Fence);
+}
+
+/// [`Accumulator::fence_operand`] for the four registers of a register A fragment (attention's
+/// P), written by ordinary instructions before the `wgmma` that reads them.
+#[inline(always)]
+pub fn fence_a_fragment(a: &mut [u32; 4]) {
+    #[cfg(target_arch = "nvptx64")]
+    crate::unroll!(w in 0..4 {
+        // SAFETY: an empty asm statement: the register is only named.
+        unsafe { core::arch::asm!("/* {r} */", r = inout(reg32) a[w]) };
+    });
+    #[cfg(not(target_arch = "nvptx64"))]
+    let _ = a;
 }
 
 /// `wgmma.commit_group.sync.aligned`: this thread's `mma_async`s since the last commit become one

@@ -43,15 +43,16 @@ use super::{
 };
 use crate::cuda::mbarrier::{
     fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
-    mbarrier_wait_parity,
+    mbarrier_wait_parity, ring_slot,
 };
 use crate::cuda::mma::MmaInput;
-use crate::cuda::shared::{dynamic_shared_mem, shared_address};
+use crate::cuda::shared::{dynamic_shared_aligned, shared_address};
 use crate::cuda::thread::{block_idx_x, sync_threads, thread_idx_x};
 use crate::cuda::tma::{TensorMap, tma_load_2d};
 use crate::cuda::wgmma::{
-    Accumulator, MatrixDescriptor, WgmmaSwizzle, accumulator_position, setmaxnreg_dec,
-    setmaxnreg_inc, wgmma_commit_group, wgmma_fence, wgmma_ss, wgmma_wait_group,
+    Accumulator, B128_ATOM_BYTES, B128_ROW_BYTES, MatrixDescriptor, accumulator_position,
+    k_major_b128, mn_major_b128, setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_fence,
+    wgmma_ss, wgmma_wait_group,
 };
 use crate::cuda::{GlobalPtr, SharedPtr};
 use crate::{kernel, launch_bounds};
@@ -66,8 +67,8 @@ const WG_M: u32 = BM / WG_CONSUMERS;
 /// Depth of one `wgmma`.
 const MMA_K: u32 = 16;
 /// Bytes of one 128-byte-swizzled row, and of the 8-row group the pattern repeats over.
-const ROW_BYTES: u32 = 128;
-const SWIZZLE_ATOM: u32 = 8 * ROW_BYTES;
+const ROW_BYTES: u32 = B128_ROW_BYTES;
+const SWIZZLE_ATOM: u32 = B128_ATOM_BYTES;
 /// Bytes of a stage's A tile and of one 64-column box of its B tile, and B's boxes per stage.
 const A_BYTES: u32 = BM * BK * 2;
 const B_BOX_BYTES: u32 = BK * WG_BOX_COLS * 2;
@@ -84,8 +85,8 @@ const B_HALF_BYTES: u32 = MMA_N / WG_BOX_COLS * B_BOX_BYTES;
 const CONSUMER_THREADS: u32 = WARPGROUP * WG_CONSUMERS;
 /// Registers per thread after `setmaxnreg`: the producer keeps a few, the consumers take the rest
 /// (128 x 40 + 256 x 232 = 64512 of the SM's 65536).
-const PRODUCER_REGS: u32 = 40;
-const CONSUMER_REGS: u32 = 232;
+pub(crate) const PRODUCER_REGS: u32 = 40;
+pub(crate) const CONSUMER_REGS: u32 = 232;
 
 // One wgmma.m64 per consumer warpgroup, n256 covering the tile, K a whole swizzled row.
 const _: () = assert!(WG_M == 64 && BN == 256 && BK * 2 == ROW_BYTES);
@@ -226,11 +227,8 @@ struct Stages {
 impl Stages {
     #[inline(always)]
     fn new() -> Self {
-        let smem = dynamic_shared_mem::<u8>();
-        let misalignment = shared_address(smem) % WG_ALIGN;
-        let pad = (WG_ALIGN - misalignment) % WG_ALIGN;
         Self {
-            base: smem.offset(pad as usize),
+            base: dynamic_shared_aligned(WG_ALIGN),
         }
     }
 
@@ -263,7 +261,7 @@ impl Stages {
 /// The stage and the phase parity of the round in which K tile `kt` passes through it.
 #[inline(always)]
 const fn stage_of(kt: u32) -> (u32, u32) {
-    (kt % WG_STAGES, (kt / WG_STAGES) & 1)
+    ring_slot(kt, WG_STAGES)
 }
 
 /// The producer (one thread): for every K tile, wait until its stage is empty, announce the
@@ -315,6 +313,8 @@ unsafe fn consume(
     k_tiles: u32,
 ) -> [Accumulator<ACC_REGS>; 2] {
     let mut acc = [Accumulator::zero(); 2];
+    // The zeroing stays before the first `wgmma_fence` (see `fence_operand`).
+    acc.iter_mut().for_each(Accumulator::fence_operand);
     for kt in 0..k_tiles {
         let (s, parity) = stage_of(kt);
         // SAFETY: the full barrier's phase brings the whole stage.
@@ -338,29 +338,22 @@ unsafe fn consume(
         }
     }
     wgmma_wait_group::<0>();
+    // And the epilogue's reads after the last `wait_group`.
+    acc.iter_mut().for_each(Accumulator::fence_operand);
     acc
 }
 
 /// A's descriptor for K slice `kk` (16 deep) of the warpgroup's 64 x 64 part of a stage at
-/// `.shared` address `a0`: K-major, 128-byte swizzle, rows of 128 bytes, 8-row groups 1024
-/// bytes apart (SBO); slice `kk` starts `32 kk` bytes into each row, and the hardware applies the
-/// swizzle to the resulting addresses, as the TMA did when it wrote them. LBO is unused (1).
+/// `.shared` address `a0`: K-major, 128-byte swizzle ([`k_major_b128`]).
 #[inline(always)]
 pub const fn a_descriptor(a0: u32, kk: u32) -> MatrixDescriptor {
-    MatrixDescriptor::new(a0 + kk * MMA_K * 2, 16, SWIZZLE_ATOM, WgmmaSwizzle::B128)
+    k_major_b128(a0, kk)
 }
 
 /// B's descriptor for K slice `kk` of 128 columns of a stage's B at `.shared` address `b0` (the
 /// first box of them): MN-major (row-major B, N contiguous), 128-byte swizzle, each K row 128
-/// bytes of 64 columns; 8-row groups 1024 bytes apart (SBO), the next 64 columns one box further
-/// (LBO). Slice `kk` is
-/// rows `16 kk..`, `16 kk * 128` bytes on.
+/// bytes of 64 columns, the next 64 columns one box further ([`mn_major_b128`]).
 #[inline(always)]
 pub const fn b_descriptor(b0: u32, kk: u32) -> MatrixDescriptor {
-    MatrixDescriptor::new(
-        b0 + kk * MMA_K * ROW_BYTES,
-        B_BOX_BYTES,
-        SWIZZLE_ATOM,
-        WgmmaSwizzle::B128,
-    )
+    mn_major_b128(b0, kk, B_BOX_BYTES)
 }
