@@ -97,22 +97,25 @@ pub fn all() -> Vec<CaseSpec> {
             softmax::<bf16>(rt, s, Softmax::Fused, true)
         }),
         case("attention_naive_f32", |rt, s| {
-            attention::<f32>(rt, s, Flow::Naive, false)
+            attention::<f32>(rt, s, AttentionKernel::Naive, false)
         }),
         case("attention_fused_f32", |rt, s| {
-            attention::<f32>(rt, s, Flow::Fused, false)
+            attention::<f32>(rt, s, AttentionKernel::Fused, false)
         }),
         case("attention_fused_bf16", |rt, s| {
-            attention::<bf16>(rt, s, Flow::Fused, false)
+            attention::<bf16>(rt, s, AttentionKernel::Fused, false)
         }),
         case("attention_fused_f16", |rt, s| {
-            attention::<f16>(rt, s, Flow::Fused, false)
+            attention::<f16>(rt, s, AttentionKernel::Fused, false)
         }),
         case("attention_naive_f32_causal", |rt, s| {
-            attention::<f32>(rt, s, Flow::Naive, true)
+            attention::<f32>(rt, s, AttentionKernel::Naive, true)
         }),
         case("attention_fused_bf16_causal", |rt, s| {
-            attention::<bf16>(rt, s, Flow::Fused, true)
+            attention::<bf16>(rt, s, AttentionKernel::Fused, true)
+        }),
+        case("attention_fused_bf16_fma_exp", |rt, s| {
+            attention::<bf16>(rt, s, AttentionKernel::FusedFmaExp, false)
         }),
     ]
     .into_iter()
@@ -423,7 +426,17 @@ fn softmax<T: SoftmaxCase>(
     })
 }
 
-use attention_op::{FlashElement, Flow};
+use attention_op::FlashElement;
+
+/// Which attention kernels a row runs: the naive three-kernel flow (S and P through HBM), the
+/// fused kernel, or the fused bf16 kernel at d = 64 with half of its exponentials computed by an
+/// FMA polynomial (`attention::fused_bf16_fma_exp`, FlashAttention-4's trick).
+#[derive(Clone, Copy)]
+enum AttentionKernel {
+    Naive,
+    Fused,
+    FusedFmaExp,
+}
 
 /// An element type attention runs on: f32 (naive, or fused on CUDA cores) or a 16-bit type
 /// (fused on tensor cores).
@@ -444,6 +457,21 @@ trait AttentionCase: FlashElement {
     ) -> host::Result<Launched> {
         Err(host::Error::Shape(format!(
             "no naive attention in {}",
+            Self::NAME
+        )))
+    }
+    /// The fused kernel with half of its exponentials on the FMA units, which exists in bf16
+    /// only.
+    fn fused_fma_exp(
+        _rt: &Runtime,
+        _qkv: &[DeviceBuffer<Self>; 3],
+        _o: &mut DeviceBuffer<Self>,
+        _lse: &mut DeviceBuffer<f32>,
+        _shape: &AttentionShape,
+        _params: &AttentionParams,
+    ) -> host::Result<Launched> {
+        Err(host::Error::Shape(format!(
+            "no FMA-exponential attention in {}",
             Self::NAME
         )))
     }
@@ -471,7 +499,7 @@ impl AttentionCase for f32 {
 }
 
 macro_rules! half_attention_case {
-    ($t:ty, $name:literal, $u:expr) => {
+    ($t:ty, $name:literal, $u:expr, { $($more:item)* }) => {
         impl AttentionCase for $t {
             const NAME: &'static str = $name;
             const HALF_U: f64 = $u;
@@ -481,21 +509,34 @@ macro_rules! half_attention_case {
             fn to_f32(self) -> f32 {
                 <$t>::to_f32(self)
             }
+            $($more)*
         }
     };
 }
-half_attention_case!(bf16, "bf16", 1.0 / 256.0);
-half_attention_case!(f16, "f16", 1.0 / 2048.0);
+half_attention_case!(bf16, "bf16", 1.0 / 256.0, {
+    fn fused_fma_exp(
+        rt: &Runtime,
+        [q, k, v]: &[DeviceBuffer<Self>; 3],
+        o: &mut DeviceBuffer<Self>,
+        lse: &mut DeviceBuffer<f32>,
+        shape: &AttentionShape,
+        params: &AttentionParams,
+    ) -> host::Result<Launched> {
+        attention_op::fused_bf16_fma_exp(rt, q, k, v, o, lse, shape, params)
+    }
+});
+half_attention_case!(f16, "f16", 1.0 / 2048.0, {});
 
 /// The flow's traffic model for element type `T`.
 fn attention_traffic<T: AttentionCase>(
-    flow: Flow,
+    flow: AttentionKernel,
     shape: &AttentionShape,
     causal: bool,
 ) -> Traffic {
     match flow {
-        Flow::Naive => attention_op::naive_traffic(shape),
-        Flow::Fused => attention_op::fused_traffic::<T>(shape, causal),
+        AttentionKernel::Naive => attention_op::naive_traffic(shape),
+        AttentionKernel::Fused => attention_op::fused_traffic::<T>(shape, causal),
+        AttentionKernel::FusedFmaExp => attention_op::fused_fma_exp_traffic(shape, causal),
     }
 }
 
@@ -509,12 +550,17 @@ fn attention_traffic<T: AttentionCase>(
 fn attention<T: AttentionCase>(
     rt: &Runtime,
     scale: Scale,
-    flow: Flow,
+    flow: AttentionKernel,
     causal: bool,
 ) -> host::Result<Case<'_>> {
+    // The FMA-exponential kernel is built for d = 64 only.
+    let d = match flow {
+        AttentionKernel::FusedFmaExp => 64,
+        AttentionKernel::Naive | AttentionKernel::Fused => 128,
+    };
     let shape_at = |s: Scale| match s {
-        Scale::Gpu => AttentionShape::new(4, 16, 4096, 128),
-        Scale::Emulator => AttentionShape::new(1, 2, 200, 128),
+        Scale::Gpu => AttentionShape::new(4, 16, 4096, d),
+        Scale::Emulator => AttentionShape::new(1, 2, 200, d),
     };
     let (shape, gpu_shape) = (shape_at(scale), shape_at(Scale::Gpu));
     let describe = |s: &AttentionShape| {
@@ -565,17 +611,21 @@ fn attention<T: AttentionCase>(
     let mut lse = rt.alloc::<f32>(shape.lse_elems())?;
     // Allocated here, outside the timed launches.
     let mut workspace = match flow {
-        Flow::Naive => Some(attention_op::NaiveWorkspace::new(rt, &shape)?),
-        Flow::Fused => None,
+        AttentionKernel::Naive => Some(attention_op::NaiveWorkspace::new(rt, &shape)?),
+        AttentionKernel::Fused | AttentionKernel::FusedFmaExp => None,
     };
     let kernel = format!(
-        "attention_{}_{}{}",
+        "attention_{}_{}{}{}",
         match flow {
-            Flow::Naive => "naive",
-            Flow::Fused => "fused",
+            AttentionKernel::Naive => "naive",
+            AttentionKernel::Fused | AttentionKernel::FusedFmaExp => "fused",
         },
         T::NAME,
-        if causal { "_causal" } else { "" }
+        if causal { "_causal" } else { "" },
+        match flow {
+            AttentionKernel::FusedFmaExp => "_fma_exp",
+            AttentionKernel::Naive | AttentionKernel::Fused => "",
+        }
     );
     Ok(Case {
         kernel: Box::leak(kernel.into_boxed_str()),
@@ -587,9 +637,14 @@ fn attention<T: AttentionCase>(
             move |rt| {
                 let [q, k, v] = &qkv;
                 let o = &mut o.borrow_mut();
-                match &mut workspace {
-                    Some(ws) => T::naive(rt, &qkv, o, ws, &shape, &params),
-                    None => attention_op::fused(rt, q, k, v, o, &mut lse, &shape, &params),
+                match (flow, &mut workspace) {
+                    (AttentionKernel::Naive, Some(ws)) => {
+                        T::naive(rt, &qkv, o, ws, &shape, &params)
+                    }
+                    (AttentionKernel::FusedFmaExp, _) => {
+                        T::fused_fma_exp(rt, &qkv, o, &mut lse, &shape, &params)
+                    }
+                    _ => attention_op::fused(rt, q, k, v, o, &mut lse, &shape, &params),
                 }
             }
         }),
