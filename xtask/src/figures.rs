@@ -13,7 +13,9 @@
 //! - `online-softmax.svg`: the online-softmax recurrence (`trace-softmax`'s `online_trace`);
 //! - `flash-tiling.svg`: one query tile of the tensor-core FlashAttention kernel over time, which
 //!   tiles sit in HBM, shared memory and registers at each step (`kernels::attention`'s tile
-//!   sizes, stages and causal `kv_end`).
+//!   sizes, stages and causal `kv_end`);
+//! - `toolchain.svg`: one Rust source, its two compilations and the three ways it runs (the
+//!   embedded PTX modules' own entry points, `host::ptx`, and the pinned nightly).
 //!
 //! The SVG is written by hand (rectangles, lines and text, numbers to one decimal), so the
 //! output is byte-for-byte deterministic; a test regenerates every figure and fails if a
@@ -60,6 +62,7 @@ pub fn all() -> Vec<(&'static str, String)> {
         ("pyramid.svg", pyramid()),
         ("online-softmax.svg", online_softmax()),
         ("flash-tiling.svg", flash_tiling()),
+        ("toolchain.svg", toolchain()),
     ]
 }
 
@@ -638,6 +641,198 @@ fn pyramid() -> String {
         &rated,
     );
     svg.text(10.0, 250.0, 11.0, "start", "From host::specs (shared memory: 128 B per clock per SM x SMs x boost clock; no vendor figure for the register file or L2 bandwidth). cargo xtask figures.");
+    svg.finish()
+}
+
+// ---- The toolchain ----------------------------------------------------------------------------
+
+/// The pinned nightly's channel, from the file host/build.rs reads.
+fn kernels_nightly() -> &'static str {
+    include_str!("../../kernels/rust-toolchain.toml")
+        .lines()
+        .find_map(|l| l.strip_prefix("channel = "))
+        .map(|c| c.trim_matches('"'))
+        .expect("kernels/rust-toolchain.toml names a channel")
+}
+
+/// A box with a bold first line and smaller lines under it.
+fn boxed(svg: &mut Svg, (x, y, w, h): (f64, f64, f64, f64), fill: &str, lines: &[&str]) {
+    svg.rect(x, y, w, h, fill, "#557");
+    for (i, l) in lines.iter().enumerate() {
+        let size = if i == 0 { 12.0 } else { 10.0 };
+        svg.text(x + 8.0, y + 16.0 + 14.0 * i as f64, size, "start", l);
+    }
+}
+
+/// A line from `from` to `to` with a small head at `to`.
+fn arrow(svg: &mut Svg, from: (f64, f64), to: (f64, f64)) {
+    svg.line(from, to, "#557", 1.2);
+    let (dx, dy) = (to.0 - from.0, to.1 - from.1);
+    let len = dx.hypot(dy);
+    let (ux, uy) = (dx / len, dy / len);
+    let back = (to.0 - 7.0 * ux, to.1 - 7.0 * uy);
+    let wing = |side: f64| (back.0 - 3.5 * uy * side, back.1 + 3.5 * ux * side);
+    svg.line(to, wing(1.0), "#557", 1.2);
+    svg.line(to, wing(-1.0), "#557", 1.2);
+}
+
+fn toolchain() -> String {
+    use host::ptx::{Arch, entry_body, entry_points};
+    let entries = |a: Arch| entry_points(a.ptx());
+    let kernels: std::collections::BTreeSet<&str> =
+        Arch::ALL.iter().flat_map(|&a| entries(a)).collect();
+    // Every build has the same entries; a Hopper-only kernel's body is wgmma and TMA in sm_90a
+    // and a trap elsewhere.
+    let hopper_body = |a: Arch, name: &str| {
+        entry_body(a.ptx(), name).is_some_and(|b| b.contains("wgmma.") || b.contains(".tensor"))
+    };
+    // The Hopper-only kernels by family: `gemm_wgmma_bf16` and `gemm_wgmma_f16` are `gemm_wgmma_*`.
+    let family = |name: &str| {
+        let kept: Vec<&str> = name
+            .split('_')
+            .filter(|t| !["f32", "bf16", "f16", "d64", "d128", "causal"].contains(t))
+            .collect();
+        kept.join("_") + "_*"
+    };
+    let hopper_only: std::collections::BTreeSet<String> = entries(Arch::Sm90a)
+        .into_iter()
+        .filter(|e| hopper_body(Arch::Sm90a, e) && !hopper_body(Arch::Sm90, e))
+        .map(family)
+        .collect();
+    let mut svg = Svg::new(1000.0, 360.0);
+    svg.text(
+        10.0,
+        20.0,
+        15.0,
+        "start",
+        "One Rust source, two compilations, three ways to run it",
+    );
+    let source = (10.0, 135.0, 200.0, 62.0);
+    boxed(
+        &mut svg,
+        source,
+        "hsl(40, 80%, 88%)",
+        &[
+            "kernels/ (#![no_std] Rust)",
+            &format!("{} kernels, kernel!{{...}}", kernels.len()),
+            "device support: kernels::cuda",
+        ],
+    );
+    // Top: the PTX modules host/build.rs embeds, one per architecture.
+    svg.text(
+        230.0,
+        46.0,
+        10.0,
+        "start",
+        &format!("rustc {} --target nvptx64-nvidia-cuda", kernels_nightly()),
+    );
+    svg.text(
+        230.0,
+        58.0,
+        10.0,
+        "start",
+        "(host/build.rs, at cargo build)",
+    );
+    let module = |i: usize| (330.0, 70.0 + 48.0 * i as f64, 300.0, 40.0);
+    for (i, &arch) in Arch::ALL.iter().enumerate() {
+        let n = entries(arch).len();
+        let note = match arch {
+            Arch::Sm80 => "A100 and later (the driver JITs it)".to_string(),
+            Arch::Sm90 => "Hopper, portable (Hopper-only kernels trap)".to_string(),
+            Arch::Sm90a => format!(
+                "wgmma + TMA in {}",
+                hopper_only.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let (x, y, w, h) = module(i);
+        boxed(
+            &mut svg,
+            (x, y, w, h),
+            "hsl(210, 60%, 90%)",
+            &[&format!("kernels-{}.ptx: {n} entries", arch.name()), &note],
+        );
+        arrow(
+            &mut svg,
+            (source.0 + source.2, source.1 + 20.0),
+            (x, y + h / 2.0),
+        );
+    }
+    let runs = [
+        (
+            "on a GPU: cuModuleLoadData (cudarc)",
+            "the driver compiles the PTX to SASS and runs it",
+        ),
+        (
+            "cargo xtask ptxas: NVIDIA's ptxas",
+            "registers, spills, occupancy; SASS via nvdisasm",
+        ),
+        (
+            "PTX backend (KERNELS_BACKEND=ptx)",
+            "host/src/ptx parses and runs the PTX itself",
+        ),
+    ];
+    for (i, (head, note)) in runs.iter().enumerate() {
+        let (x, y, w, h) = (680.0, 70.0 + 48.0 * i as f64, 310.0, 40.0);
+        boxed(&mut svg, (x, y, w, h), "hsl(120, 40%, 90%)", &[head, note]);
+        // Any module can take any of the three paths: a bus between the two columns.
+        let (mx, my, mw, mh) = module(i);
+        let bus = 655.0;
+        svg.line((mx + mw, my + mh / 2.0), (bus, my + mh / 2.0), "#557", 1.2);
+        arrow(&mut svg, (bus, y + h / 2.0), (x, y + h / 2.0));
+    }
+    let (first, last) = (module(0), module(2));
+    svg.line(
+        (655.0, first.1 + first.3 / 2.0),
+        (655.0, last.1 + last.3 / 2.0),
+        "#557",
+        1.2,
+    );
+    // Bottom: the same source as a host function.
+    svg.text(340.0, 256.0, 10.0, "start", "rustc (stable), host target");
+    let host = (330.0, 262.0, 300.0, 40.0);
+    boxed(
+        &mut svg,
+        host,
+        "hsl(40, 80%, 92%)",
+        &[
+            "kernel!{...} as a plain unsafe fn",
+            "kernels::cuda calls into the emulator",
+        ],
+    );
+    arrow(
+        &mut svg,
+        (source.0 + source.2, source.1 + 42.0),
+        (host.0, host.1 + 20.0),
+    );
+    let emulated = (680.0, 262.0, 310.0, 40.0);
+    boxed(
+        &mut svg,
+        emulated,
+        "hsl(120, 40%, 90%)",
+        &[
+            "source backend (KERNELS_BACKEND=emulator)",
+            "called once per simulated thread",
+        ],
+    );
+    arrow(
+        &mut svg,
+        (host.0 + host.2, host.1 + 20.0),
+        (emulated.0, emulated.1 + 20.0),
+    );
+    svg.text(
+        10.0,
+        335.0,
+        11.0,
+        "start",
+        "Both CPU backends share the emulator's block scheduler and checks (races, out of bounds, barrier divergence, counted bytes); the tests run on either.",
+    );
+    svg.text(
+        10.0,
+        350.0,
+        11.0,
+        "start",
+        "Entry counts from the embedded modules (host::ptx::Arch::ptx), the nightly from kernels/rust-toolchain.toml. cargo xtask figures.",
+    );
     svg.finish()
 }
 
