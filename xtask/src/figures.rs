@@ -15,7 +15,11 @@
 //!   tiles sit in HBM, shared memory and registers at each step (`kernels::attention`'s tile
 //!   sizes, stages and causal `kv_end`);
 //! - `toolchain.svg`: one Rust source, its two compilations and the three ways it runs (the
-//!   embedded PTX modules' own entry points, `host::ptx`, and the pinned nightly).
+//!   embedded PTX modules' own entry points, `host::ptx`, and the pinned nightly);
+//! - `decode-bytes.svg`: the bytes one decode step of Llama-3-8B reads, weights against KV cache,
+//!   as the context grows (the decode kernels' cost models, `xtask::decode::token_steps`);
+//! - `wgmma-pipeline.svg`: GEMM step 5's mbarrier ring over time, each K tile's stage and phase
+//!   from `kernels::gemm::wgmma::stage_of` (a schematic schedule; the latencies are labelled).
 //!
 //! The SVG is written by hand (rectangles, lines and text, numbers to one decimal), so the
 //! output is byte-for-byte deterministic; a test regenerates every figure and fails if a
@@ -63,6 +67,8 @@ pub fn all() -> Vec<(&'static str, String)> {
         ("online-softmax.svg", online_softmax()),
         ("flash-tiling.svg", flash_tiling()),
         ("toolchain.svg", toolchain()),
+        ("decode-bytes.svg", decode_bytes()),
+        ("wgmma-pipeline.svg", wgmma_pipeline()),
     ]
 }
 
@@ -836,6 +842,225 @@ fn toolchain() -> String {
     svg.finish()
 }
 
+// ---- Decode: bytes per token --------------------------------------------------------------------
+
+fn decode_bytes() -> String {
+    let (h100, h200) = (
+        GpuSpec::find("h100").expect("in the table"),
+        GpuSpec::find("h200").expect("in the table"),
+    );
+    let steps = crate::decode::token_steps(h100);
+    let faster = crate::decode::token_steps(h200);
+    let most = steps
+        .iter()
+        .map(|t| t.weight_bytes + t.kv_bytes)
+        .max()
+        .unwrap_or(1) as f64;
+    let (x0, width, row) = (70.0, 560.0, 28.0);
+    let px = |b: u64| b as f64 / most * width;
+    let mut svg = Svg::new(960.0, 70.0 + row * steps.len() as f64 + 50.0);
+    svg.text(
+        10.0,
+        20.0,
+        15.0,
+        "start",
+        "One decode step of Llama-3-8B at batch 1: every weight and the whole KV cache, read once (modelled)",
+    );
+    let legend = [
+        ("weights (bf16)", "hsl(210, 60%, 70%)"),
+        ("KV cache", "hsl(30, 85%, 65%)"),
+    ];
+    for (i, (name, colour)) in legend.iter().enumerate() {
+        let x = x0 + 160.0 * i as f64;
+        svg.rect(x, 34.0, 14.0, 14.0, colour, "#557");
+        svg.text(x + 20.0, 46.0, 11.0, "start", name);
+    }
+    svg.text(
+        x0 + width + 10.0,
+        46.0,
+        11.0,
+        "start",
+        "per token: H100 SXM / H200",
+    );
+    for (i, (t, f)) in steps.iter().zip(&faster).enumerate() {
+        let y = 60.0 + row * i as f64;
+        svg.text(
+            x0 - 8.0,
+            y + 15.0,
+            11.0,
+            "end",
+            &format!("{}k", t.context / 1024),
+        );
+        svg.rect(x0, y, px(t.weight_bytes), row - 8.0, legend[0].1, "#557");
+        svg.rect(
+            x0 + px(t.weight_bytes),
+            y,
+            px(t.kv_bytes),
+            row - 8.0,
+            legend[1].1,
+            "#557",
+        );
+        let gb = |b: u64| b as f64 / 1e9;
+        svg.text(
+            x0 + 4.0,
+            y + 14.0,
+            10.0,
+            "start",
+            &format!("{:.1} GB", gb(t.weight_bytes)),
+        );
+        svg.text(
+            x0 + width + 10.0,
+            y + 14.0,
+            11.0,
+            "start",
+            &format!(
+                "{:.1} GB of cache: {} / {}",
+                gb(t.kv_bytes),
+                crate::run::duration(t.seconds),
+                crate::run::duration(f.seconds)
+            ),
+        );
+    }
+    let y = 60.0 + row * steps.len() as f64;
+    svg.text(x0 - 8.0, y + 2.0, 10.0, "end", "context");
+    svg.text(
+        10.0,
+        y + 26.0,
+        11.0,
+        "start",
+        "Bytes from the GEMV and split-KV attention cost models; time = bytes / HBM bandwidth (host::specs). cargo xtask figures.",
+    );
+    svg.finish()
+}
+
+// ---- Hopper: the mbarrier ring ------------------------------------------------------------------
+
+/// When each K tile of GEMM step 5 is issued by the producer, lands in shared memory, is
+/// multiplied and is released, in units of one K tile's `wgmma`s, if a TMA takes `latency` units
+/// from issue to its `full` barrier's phase completing. The ring follows the kernel: tile `kt`
+/// waits for its stage's previous round to be released, and a consumer releases tile `kt` once
+/// `wgmma.wait_group 1` after committing `kt + 1` returns.
+struct RingEvent {
+    kt: u32,
+    issued: f64,
+    full: f64,
+    multiplied: f64,
+    released: f64,
+}
+
+fn ring_schedule(tiles: u32, stages: u32, latency: f64) -> Vec<RingEvent> {
+    let mut ev: Vec<RingEvent> = Vec::new();
+    for kt in 0..tiles {
+        let previous_round = (kt >= stages).then(|| (kt - stages) as usize);
+        // The stage is empty once the consumers released the tile that used it a round ago.
+        let empty = previous_round.map_or(0.0, |j| ev[j].released);
+        let issued = ev.last().map_or(0.0, |e| e.issued + 0.25).max(empty);
+        let full = issued + latency;
+        let multiplied = ev.last().map_or(full, |e| full.max(e.multiplied + 1.0));
+        if let Some(e) = ev.last_mut() {
+            e.released = multiplied.max(e.multiplied + 1.0);
+        }
+        ev.push(RingEvent {
+            kt,
+            issued,
+            full,
+            multiplied,
+            released: multiplied + 1.0,
+        });
+    }
+    ev
+}
+
+fn wgmma_pipeline() -> String {
+    use kernels::gemm::WG_STAGES;
+    use kernels::gemm::wgmma::stage_of;
+    let (tiles, latency) = (12, 3.0);
+    let ev = ring_schedule(tiles, WG_STAGES, latency);
+    let end = ev.last().map_or(1.0, |e| e.released);
+    let (x0, unit) = (150.0, 760.0 / end);
+    let x = |t: f64| x0 + t * unit;
+    let colour = |kt: u32| format!("hsl({}, 60%, 72%)", (kt * 47) % 360);
+    let rows = 2 + WG_STAGES as usize;
+    let row_y = |r: usize| 50.0 + 34.0 * r as f64;
+    let mut svg = Svg::new(940.0, row_y(rows) + 62.0);
+    svg.text(
+        10.0,
+        20.0,
+        15.0,
+        "start",
+        &format!(
+            "GEMM step 5: the producer fills a ring of {WG_STAGES} stages, the consumers drain it (schematic)"
+        ),
+    );
+    svg.text(x0 - 8.0, row_y(0) + 16.0, 11.0, "end", "producer: TMA");
+    for s in 0..WG_STAGES {
+        svg.text(
+            x0 - 8.0,
+            row_y(1 + s as usize) + 16.0,
+            11.0,
+            "end",
+            &format!("stage {s} (full/empty[{s}])"),
+        );
+    }
+    svg.text(
+        x0 - 8.0,
+        row_y(rows - 1) + 16.0,
+        11.0,
+        "end",
+        "consumers: wgmma",
+    );
+    for e in &ev {
+        let (s, parity) = stage_of(e.kt);
+        let c = colour(e.kt);
+        // The producer's issue: one thread, arrive.expect_tx then five TMA boxes.
+        svg.rect(x(e.issued), row_y(0), 0.25 * unit, 24.0, &c, "#557");
+        svg.text(
+            x(e.issued) + 2.0,
+            row_y(0) + 16.0,
+            9.0,
+            "start",
+            &e.kt.to_string(),
+        );
+        // The stage: bytes in flight, then full (read by the tensor cores) until released.
+        let y = row_y(1 + s as usize);
+        svg.rect(
+            x(e.issued),
+            y + 8.0,
+            (e.full - e.issued) * unit,
+            8.0,
+            &c,
+            "none",
+        );
+        svg.rect(x(e.full), y, (e.released - e.full) * unit, 24.0, &c, "#557");
+        svg.text(
+            x(e.full) + 3.0,
+            y + 16.0,
+            9.0,
+            "start",
+            &format!("kt {} p{parity}", e.kt),
+        );
+        svg.rect(x(e.multiplied), row_y(rows - 1), unit, 24.0, &c, "#557");
+        svg.text(
+            x(e.multiplied) + 3.0,
+            row_y(rows - 1) + 16.0,
+            9.0,
+            "start",
+            &e.kt.to_string(),
+        );
+    }
+    let notes = [
+        "Thin bar: a TMA's bytes in flight, until full[s] completes the phase whose parity (p) the consumers wait on.".to_string(),
+        "Wide bar: the stage is full and read by wgmma, until every consumer thread arrives on empty[s] (after wgmma.wait_group 1).".to_string(),
+        format!(
+            "Schematic, not measured: a TMA takes {latency} units from issue to full, one K tile of wgmma 1; stage and parity from kernels::gemm::wgmma::stage_of."
+        ),
+    ];
+    for (i, n) in notes.iter().enumerate() {
+        svg.text(10.0, row_y(rows) + 14.0 + 15.0 * i as f64, 11.0, "start", n);
+    }
+    svg.finish()
+}
+
 // ---- Online softmax ----------------------------------------------------------------------------
 
 fn online_softmax() -> String {
@@ -1062,6 +1287,30 @@ mod tests {
                 "docs/img/{name} is stale or missing: run `cargo xtask figures` and commit it"
             );
         }
+    }
+
+    /// The ring's schedule obeys the kernel's rules: a stage is refilled only after the tile
+    /// of its previous round was released, a tile is multiplied only once full and after the
+    /// previous one, and once the ring is primed the consumers never wait.
+    #[test]
+    fn the_ring_schedule_keeps_the_kernels_rules() {
+        let stages = kernels::gemm::WG_STAGES;
+        let ev = ring_schedule(16, stages, 3.0);
+        for (i, e) in ev.iter().enumerate() {
+            assert!(e.full <= e.multiplied && e.multiplied < e.released);
+            if i >= stages as usize {
+                assert!(e.issued >= ev[i - stages as usize].released, "tile {i}");
+            }
+            if i > 0 {
+                assert!(e.multiplied >= ev[i - 1].multiplied + 1.0);
+            }
+        }
+        let steady = &ev[stages as usize..];
+        assert!(
+            steady
+                .windows(2)
+                .all(|w| w[1].multiplied == w[0].multiplied + 1.0)
+        );
     }
 
     #[test]
