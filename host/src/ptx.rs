@@ -7,6 +7,13 @@ pub mod decode;
 pub mod exec;
 pub mod parse;
 
+// Statics, not constants: a `const` or an `include_str!` in a function body is copied into every
+// codegen unit that uses it (the binary held twenty copies of these 1.8 MB texts); a static has
+// one address and so one copy.
+static SM_80: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_80.ptx"));
+static SM_90: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_90.ptx"));
+static SM_90A: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_90a.ptx"));
+
 /// A GPU architecture the kernels were compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {
@@ -34,9 +41,9 @@ impl Arch {
     /// The PTX text.
     pub fn ptx(self) -> &'static str {
         match self {
-            Arch::Sm80 => include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_80.ptx")),
-            Arch::Sm90 => include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_90.ptx")),
-            Arch::Sm90a => include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_90a.ptx")),
+            Arch::Sm80 => SM_80,
+            Arch::Sm90 => SM_90,
+            Arch::Sm90a => SM_90A,
         }
     }
 

@@ -123,6 +123,9 @@ pub fn all() -> Vec<CaseSpec> {
         case("attention_wgmma_bf16_causal", |rt, s| {
             attention::<bf16>(rt, s, Row::Wgmma, true)
         }),
+        case("attention_fused_bf16_fma_exp", |rt, s| {
+            attention::<bf16>(rt, s, Row::FusedFmaExp, false)
+        }),
     ]
     .into_iter()
     .chain(gemm_cases())
@@ -438,20 +441,33 @@ fn softmax<T: SoftmaxCase>(
 use attention_op::{FlashElement, WgmmaMaps};
 
 /// Which attention kernel a row runs: the naive flow, the fused kernel (`flash_f32` or
-/// `flash_mma`), or the fused kernel on Hopper's wgmma (`flash_wgmma`, 16-bit types only).
+/// `flash_mma`), the fused kernel on Hopper's wgmma (`flash_wgmma`, 16-bit types only), or the
+/// fused bf16 kernel at d = 64 with half of its exponentials computed by an FMA polynomial
+/// (`attention::fused_bf16_fma_exp`, FlashAttention-4's trick).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Row {
     Naive,
     Fused,
     Wgmma,
+    FusedFmaExp,
 }
 
 impl Row {
-    fn name(self) -> &'static str {
+    /// The row's kernel name around the element type and mask: (flow, suffix).
+    fn name(self) -> (&'static str, &'static str) {
         match self {
-            Row::Naive => "naive",
-            Row::Fused => "fused",
-            Row::Wgmma => "wgmma",
+            Row::Naive => ("naive", ""),
+            Row::Fused => ("fused", ""),
+            Row::Wgmma => ("wgmma", ""),
+            Row::FusedFmaExp => ("fused", "_fma_exp"),
+        }
+    }
+
+    /// The head dimension of the row's shapes: the FMA-exponential kernel is built for d = 64.
+    fn head_dim(self) -> usize {
+        match self {
+            Row::FusedFmaExp => 64,
+            Row::Naive | Row::Fused | Row::Wgmma => 128,
         }
     }
 }
@@ -475,6 +491,21 @@ trait AttentionCase: FlashElement {
     ) -> host::Result<Launched> {
         Err(host::Error::Shape(format!(
             "no naive attention in {}",
+            Self::NAME
+        )))
+    }
+    /// The fused kernel with half of its exponentials on the FMA units, which exists in bf16
+    /// only.
+    fn fused_fma_exp(
+        _rt: &Runtime,
+        _qkv: &[DeviceBuffer<Self>; 3],
+        _o: &mut DeviceBuffer<Self>,
+        _lse: &mut DeviceBuffer<f32>,
+        _shape: &AttentionShape,
+        _params: &AttentionParams,
+    ) -> host::Result<Launched> {
+        Err(host::Error::Shape(format!(
+            "no FMA-exponential attention in {}",
             Self::NAME
         )))
     }
@@ -518,7 +549,7 @@ impl AttentionCase for f32 {
 }
 
 macro_rules! half_attention_case {
-    ($t:ty, $name:literal, $u:expr) => {
+    ($t:ty, $name:literal, $u:expr, { $($more:item)* }) => {
         impl AttentionCase for $t {
             const NAME: &'static str = $name;
             const HALF_U: f64 = $u;
@@ -528,6 +559,7 @@ macro_rules! half_attention_case {
             fn to_f32(self) -> f32 {
                 <$t>::to_f32(self)
             }
+            $($more)*
             fn wgmma(
                 rt: &Runtime,
                 maps: &WgmmaMaps,
@@ -542,8 +574,19 @@ macro_rules! half_attention_case {
         }
     };
 }
-half_attention_case!(bf16, "bf16", 1.0 / 256.0);
-half_attention_case!(f16, "f16", 1.0 / 2048.0);
+half_attention_case!(bf16, "bf16", 1.0 / 256.0, {
+    fn fused_fma_exp(
+        rt: &Runtime,
+        [q, k, v]: &[DeviceBuffer<Self>; 3],
+        o: &mut DeviceBuffer<Self>,
+        lse: &mut DeviceBuffer<f32>,
+        shape: &AttentionShape,
+        params: &AttentionParams,
+    ) -> host::Result<Launched> {
+        attention_op::fused_bf16_fma_exp(rt, q, k, v, o, lse, shape, params)
+    }
+});
+half_attention_case!(f16, "f16", 1.0 / 2048.0, {});
 
 /// The row's traffic model for element type `T`.
 fn attention_traffic<T: AttentionCase>(row: Row, shape: &AttentionShape, causal: bool) -> Traffic {
@@ -551,6 +594,7 @@ fn attention_traffic<T: AttentionCase>(row: Row, shape: &AttentionShape, causal:
         Row::Naive => attention_op::naive_traffic(shape),
         Row::Fused => attention_op::fused_traffic::<T>(shape, causal),
         Row::Wgmma => attention_op::fused_wgmma_traffic(shape, causal, size_of::<T>()),
+        Row::FusedFmaExp => attention_op::fused_fma_exp_traffic(shape, causal),
     }
 }
 
@@ -568,8 +612,8 @@ fn attention<T: AttentionCase>(
     causal: bool,
 ) -> host::Result<Case<'_>> {
     let shape_at = |s: Scale| match s {
-        Scale::Gpu => AttentionShape::new(4, 16, 4096, 128),
-        Scale::Emulator => AttentionShape::new(1, 2, 200, 128),
+        Scale::Gpu => AttentionShape::new(4, 16, 4096, row.head_dim()),
+        Scale::Emulator => AttentionShape::new(1, 2, 200, row.head_dim()),
     };
     let (shape, gpu_shape) = (shape_at(scale), shape_at(Scale::Gpu));
     let describe = |s: &AttentionShape| {
@@ -621,16 +665,16 @@ fn attention<T: AttentionCase>(
     // Allocated here, outside the timed launches.
     let mut workspace = match row {
         Row::Naive => Some(attention_op::NaiveWorkspace::new(rt, &shape)?),
-        Row::Fused | Row::Wgmma => None,
+        Row::Fused | Row::Wgmma | Row::FusedFmaExp => None,
     };
     // The Hopper kernel's tensor maps, built once (a driver call per head and tensor).
     let maps = match row {
         Row::Wgmma => Some(WgmmaMaps::new(rt, [&qkv[0], &qkv[1], &qkv[2]], &shape)?),
-        Row::Naive | Row::Fused => None,
+        Row::Naive | Row::Fused | Row::FusedFmaExp => None,
     };
+    let (flow, suffix) = row.name();
     let kernel = format!(
-        "attention_{}_{}{}",
-        row.name(),
+        "attention_{flow}_{}{}{suffix}",
         T::NAME,
         if causal { "_causal" } else { "" }
     );
@@ -647,6 +691,9 @@ fn attention<T: AttentionCase>(
                 match (&mut workspace, &maps) {
                     (Some(ws), _) => T::naive(rt, &qkv, o, ws, &shape, &params),
                     (None, Some(maps)) => T::wgmma(rt, maps, &qkv, o, &mut lse, &shape, &params),
+                    (None, None) if row == Row::FusedFmaExp => {
+                        T::fused_fma_exp(rt, &qkv, o, &mut lse, &shape, &params)
+                    }
                     (None, None) => attention_op::fused(rt, q, k, v, o, &mut lse, &shape, &params),
                 }
             }

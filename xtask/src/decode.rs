@@ -100,10 +100,18 @@ fn crossover(spec: &GpuSpec, k: usize, n: usize) {
     );
 }
 
-/// The bytes one generated token of Llama-3-8B reads at batch 1, weights (every projection by the
-/// GEMV, and the LM head) against the KV cache (split-KV attention in each layer), as the
-/// context grows.
-fn bytes_per_token(spec: &GpuSpec) {
+/// One generated token of Llama-3-8B at batch 1 and context `context`, from the kernels' cost
+/// models: the bytes of weights and of KV cache it reads, and its modelled time on a device.
+pub struct TokenStep {
+    pub context: u32,
+    pub weight_bytes: u64,
+    pub kv_bytes: u64,
+    pub seconds: f64,
+}
+
+/// [`TokenStep`]s at contexts 1k, 2k, ... 128k: every projection and the LM head by the GEMV,
+/// split-KV attention over the cache in each layer.
+pub fn token_steps(spec: &GpuSpec) -> Vec<TokenStep> {
     let gemv = |k, n| decode::gemv_cost(GemmShape::new(1, n, k)).compulsory;
     let weights = LAYER_MATRICES
         .iter()
@@ -111,6 +119,27 @@ fn bytes_per_token(spec: &GpuSpec) {
         .fold(gemv(HIDDEN, VOCAB), |sum, c| {
             sum.plus(c.times(LAYERS as u64))
         });
+    std::iter::successors(Some(1024u32), |c| Some(c * 2))
+        .take_while(|&c| c <= 131072)
+        .map(|context| {
+            let shape = DecodeShape::new(1, 32, 8, context as usize);
+            let splits = decode::auto_splits(&shape, context as usize);
+            let layer = decode::attention_traffic(&shape, &[context], splits).total();
+            let attention = layer.times(LAYERS as u64);
+            TokenStep {
+                context,
+                weight_bytes: weights.bytes(),
+                kv_bytes: LAYERS as u64 * decode::kv_bytes(&shape, &[context]),
+                seconds: Roofline::modelled(&weights, spec).seconds
+                    + Roofline::modelled(&attention, spec).seconds,
+            }
+        })
+        .collect()
+}
+
+/// The bytes one generated token of Llama-3-8B reads at batch 1, weights against the KV cache,
+/// as the context grows ([`token_steps`]).
+fn bytes_per_token(spec: &GpuSpec) {
     println!(
         "\nLlama-3-8B, one generated token at batch 1 (32 layers; GEMV for every projection and the LM head, split-KV attention over the cache), MODELLED on {} from the kernels' cost models:",
         spec.name
@@ -119,23 +148,16 @@ fn bytes_per_token(spec: &GpuSpec) {
         "{:>8} {:>12} {:>12} {:>9} {:>12} {:>12}",
         "context", "weights", "KV cache", "KV share", "per token", "tokens/s"
     );
-    let mut ctx = 1024u32;
-    while ctx <= 131072 {
-        let shape = DecodeShape::new(1, 32, 8, ctx as usize);
-        let splits = decode::auto_splits(&shape, ctx as usize);
-        let layer = decode::attention_traffic(&shape, &[ctx], splits).total();
-        let attention = layer.times(LAYERS as u64);
-        let seconds = Roofline::modelled(&weights, spec).seconds
-            + Roofline::modelled(&attention, spec).seconds;
-        let kv = LAYERS as u64 * decode::kv_bytes(&shape, &[ctx]);
+    for t in token_steps(spec) {
+        let (w, kv) = (t.weight_bytes as f64, t.kv_bytes as f64);
         println!(
-            "{ctx:>8} {:>9.2} GB {:>9.2} GB {:>8.1}% {:>12} {:>12.0}",
-            weights.bytes() as f64 / 1e9,
-            kv as f64 / 1e9,
-            100.0 * kv as f64 / (kv + weights.bytes()) as f64,
-            duration(seconds),
-            1.0 / seconds
+            "{:>8} {:>9.2} GB {:>9.2} GB {:>8.1}% {:>12} {:>12.0}",
+            t.context,
+            w / 1e9,
+            kv / 1e9,
+            100.0 * kv / (kv + w),
+            duration(t.seconds),
+            1.0 / t.seconds
         );
-        ctx *= 2;
     }
 }

@@ -7,22 +7,123 @@
 //! docs/roofline.md and docs/roofline-examples.md are whole outputs and are checked exactly, by
 //! `roofline::tests::the_outputs_pasted_in_the_docs_are_current`.
 //!
-//! Commands that need a GPU, NVIDIA's ptxas or the whole emulated run are not run here; the
-//! test lists them (`NOT_RUN`) so that a new kind of paste cannot slip through unchecked.
+//! Two commands cannot run in a unit test: `ptxas` (downloads NVIDIA's assembler) and `run`
+//! (every kernel on the emulator, a minute or more). CI runs both anyway and keeps what they
+//! printed; `cargo xtask doc-pastes --output run=FILE --output ptxas=FILE` then checks their
+//! pastes against those outputs, so that every paste is checked by something that fails.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use clap::Parser;
+use clap::Args;
 
-use crate::{Cli, Command};
+/// Subcommands whose pasted output no unit test can regenerate (see the module's comment):
+/// `cargo xtask doc-pastes` checks them against outputs CI saved.
+pub const NOT_RUN: [&str; 2] = ["ptxas", "run"];
 
-/// Subcommands whose pasted output no unit test can regenerate: `ptxas` (downloads NVIDIA's
-/// assembler; CI runs the command itself) and `run` (every kernel on the emulator, minutes in a
-/// debug build; CI runs it too).
-const NOT_RUN: [&str; 2] = ["ptxas", "run"];
+#[derive(Args)]
+pub struct DocPastesArgs {
+    /// `ARGS=FILE`: what `cargo xtask ARGS` printed (stdout and stderr), saved to FILE; every
+    /// pasted block of a command in `ptxas` or `run` needs one.
+    #[arg(long = "output", value_name = "ARGS=FILE", required = true)]
+    outputs: Vec<String>,
+}
+
+/// `cargo xtask doc-pastes`: the pastes of `run` and `ptxas` against the saved outputs.
+pub fn run(args: &DocPastesArgs) -> Result<(), String> {
+    let mut saved = BTreeMap::new();
+    for o in &args.outputs {
+        let (cmd, file) = o
+            .split_once('=')
+            .ok_or_else(|| format!("--output {o}: expected ARGS=FILE"))?;
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("--output {o}: cannot read {file}: {e}"))?;
+        saved.insert(cmd.trim().to_string(), text);
+    }
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for_each_paste(&repo(), |name, args, pasted| {
+        if !NOT_RUN.iter().any(|c| is_command(args, c)) {
+            return Ok(());
+        }
+        let Some(printed) = saved_output(&saved, args) else {
+            missing.push(format!("{name}: cargo xtask {args}"));
+            return Ok(());
+        };
+        checked += 1;
+        compare(name, args, pasted, printed)
+    })?;
+    if !missing.is_empty() {
+        return Err(format!(
+            "no saved output (--output ARGS=FILE) for the pastes of:\n  {}",
+            missing.join("\n  ")
+        ));
+    }
+    println!(
+        "{checked} pasted outputs of `cargo xtask {}` match what the commands printed",
+        NOT_RUN.join("` and `")
+    );
+    Ok(())
+}
+
+/// The saved output a paste of `cargo xtask <args>` is checked against: the one saved for the
+/// same arguments, or for a `run --only <rows>` the whole run's, which prints every line the
+/// filtered run prints outside its kernel table (whose column widths follow the rows shown).
+fn saved_output<'a>(saved: &'a BTreeMap<String, String>, args: &str) -> Option<&'a String> {
+    let args = args.trim();
+    saved.get(args).or_else(|| {
+        let words: Vec<&str> = args.split_whitespace().collect();
+        match words[..] {
+            ["run", "--only", _] => saved.get("run"),
+            _ => None,
+        }
+    })
+}
+
+/// Whether `args` runs subcommand `cmd`.
+fn is_command(args: &str, cmd: &str) -> bool {
+    args.split_whitespace().next() == Some(cmd)
+}
+
+/// `Err` naming the file and line when the first pasted line missing from `printed`.
+fn compare(name: &str, args: &str, pasted: &[&str], printed: &str) -> Result<(), String> {
+    match first_missing(pasted, printed) {
+        None => Ok(()),
+        Some(missing) => Err(format!(
+            "{name}: `cargo xtask {args}` no longer prints\n  {missing}\nit prints:\n{printed}"
+        )),
+    }
+}
+
+/// Calls `f(file:line, args, pasted lines)` for every `$ cargo xtask` block of docs/*.md and the
+/// README, in file order; stops at the first `Err`.
+fn for_each_paste(
+    repo: &Path,
+    mut f: impl FnMut(&str, &str, &[&str]) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo.join("docs"))
+        .map_err(|e| format!("{}: {e}", repo.join("docs").display()))?
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    files.push(repo.join("README.md"));
+    files.sort();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        for (line, args, pasted) in blocks(&text) {
+            let name = format!("{}:{line}", file.strip_prefix(repo).unwrap().display());
+            f(&name, &args, &pasted)?;
+        }
+    }
+    Ok(())
+}
 
 /// What `cargo xtask <args>` prints, or `None` for a command in [`NOT_RUN`].
+#[cfg(test)]
 fn output_of(args: &str) -> Option<String> {
+    use clap::Parser;
+
+    use crate::{Cli, Command};
     let words = shlex(args);
     let cli = Cli::try_parse_from(std::iter::once("cargo xtask".to_string()).chain(words))
         .unwrap_or_else(|e| panic!("`cargo xtask {args}` does not parse: {e}"));
@@ -47,6 +148,7 @@ fn output_of(args: &str) -> Option<String> {
 }
 
 /// Splits on spaces (the pasted commands quote nothing).
+#[cfg(test)]
 fn shlex(args: &str) -> Vec<String> {
     args.split_whitespace().map(str::to_string).collect()
 }
@@ -82,17 +184,25 @@ fn blocks(text: &str) -> Vec<(usize, String, Vec<&str>)> {
     let mut out = Vec::new();
     let mut lines = text.lines().enumerate();
     while let Some((_, line)) = lines.next() {
-        if !line.starts_with("```") || line.len() > 3 && line != "```console" {
+        if !line.starts_with("```") {
             continue;
         }
+        // Every fence is walked to its end, whatever its language, so that the closing fence
+        // of a `sh` or `text` block is never taken for an opening one.
         let Some((n, first)) = lines.next() else {
             break;
         };
+        if first == "```" {
+            continue; // an empty block
+        }
         let body: Vec<&str> = lines
             .by_ref()
             .map(|(_, l)| l)
             .take_while(|l| *l != "```")
             .collect();
+        if line != "```" && line != "```console" {
+            continue;
+        }
         if let Some(args) = first.strip_prefix("$ cargo xtask ") {
             out.push((n + 1, args.to_string(), body));
         }
@@ -106,40 +216,68 @@ fn repo() -> PathBuf {
 
 #[test]
 fn every_pasted_output_is_what_the_command_prints() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    files.push(repo().join("README.md"));
-    files.sort();
-    let (mut checked, mut skipped) = (0, Vec::new());
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap();
-        for (line, args, pasted) in blocks(&text) {
-            let name = format!("{}:{line}", file.strip_prefix(repo()).unwrap().display());
-            match output_of(&args) {
-                None => skipped.push(format!("{name}: cargo xtask {args}")),
-                Some(printed) => {
-                    if let Some(missing) = first_missing(&pasted, &printed) {
-                        panic!(
-                            "{name}: `cargo xtask {args}` no longer prints\n  {missing}\nit prints:\n{printed}"
-                        );
-                    }
-                    checked += 1;
-                }
-            }
+    let (mut checked, mut left) = (0, 0);
+    for_each_paste(&repo(), |name, args, pasted| match output_of(args) {
+        None => {
+            assert!(NOT_RUN.iter().any(|c| is_command(args, c)), "{name}");
+            left += 1;
+            Ok(())
         }
-    }
+        Some(printed) => {
+            checked += 1;
+            compare(name, args, pasted, &printed)
+        }
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
     assert!(checked >= 30, "only {checked} pasted outputs found");
-    for s in &skipped {
-        assert!(
-            NOT_RUN
-                .iter()
-                .any(|c| s.contains(&format!("cargo xtask {c}"))),
-            "{s}"
-        );
-    }
+    // The README's `run` excerpt and docs/pyramid.md's `ptxas` one, for `doc-pastes`.
+    assert!(left >= 2, "only {left} pastes of `run` and `ptxas` found");
+}
+
+#[test]
+fn doc_pastes_passes_on_the_pasted_text_and_fails_on_a_stale_or_unsaved_output() {
+    let dir = std::env::temp_dir().join(format!("doc-pastes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // An output that holds exactly what was pasted (a line with `...` matches itself).
+    let mut pasted: BTreeMap<&str, String> = BTreeMap::new();
+    for_each_paste(&repo(), |_, args, lines| {
+        if let Some(c) = NOT_RUN.iter().find(|c| is_command(args, c)) {
+            pasted
+                .entry(c)
+                .or_default()
+                .push_str(&(lines.join("\n") + "\n"));
+        }
+        Ok(())
+    })
+    .unwrap();
+    let file = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        format!("{}", p.display())
+    };
+    let (run_out, ptxas_out) = (file("run", &pasted["run"]), file("ptxas", &pasted["ptxas"]));
+    let stale = file("stale", "nothing the docs pasted\n");
+    let check = |v: &[(&str, &str)]| {
+        run(&DocPastesArgs {
+            outputs: v.iter().map(|(c, p)| format!("{c}={p}")).collect(),
+        })
+    };
+    check(&[("run", &run_out), ("ptxas", &ptxas_out)]).unwrap();
+    let err = check(&[("run", &stale), ("ptxas", &ptxas_out)]).unwrap_err();
+    assert!(err.contains("`cargo xtask run` no longer prints"), "{err}");
+    let err = check(&[("run", &run_out)]).unwrap_err();
+    assert!(
+        err.contains("no saved output") && err.contains("ptxas"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn blocks_of_other_languages_do_not_shift_the_fences() {
+    let md = "```sh\ncargo xtask run\n```\n\n```console\n$ cargo xtask run\na\n```\n```\n```\n```text\n$ cargo xtask ptxas\n```\n";
+    let found = blocks(md);
+    assert_eq!(found, vec![(6, "run".to_string(), vec!["a"])]);
 }
 
 #[test]

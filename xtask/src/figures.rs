@@ -13,7 +13,13 @@
 //! - `online-softmax.svg`: the online-softmax recurrence (`trace-softmax`'s `online_trace`);
 //! - `flash-tiling.svg`: one query tile of the tensor-core FlashAttention kernel over time, which
 //!   tiles sit in HBM, shared memory and registers at each step (`kernels::attention`'s tile
-//!   sizes, stages and causal `kv_end`).
+//!   sizes, stages and causal `kv_end`);
+//! - `toolchain.svg`: one Rust source, its two compilations and the three ways it runs (the
+//!   embedded PTX modules' own entry points, `host::ptx`, and the pinned nightly);
+//! - `decode-bytes.svg`: the bytes one decode step of Llama-3-8B reads, weights against KV cache,
+//!   as the context grows (the decode kernels' cost models, `xtask::decode::token_steps`);
+//! - `wgmma-pipeline.svg`: GEMM step 5's mbarrier ring over time, each K tile's stage and phase
+//!   from `kernels::gemm::wgmma::stage_of` (a schematic schedule; the latencies are labelled).
 //!
 //! The SVG is written by hand (rectangles, lines and text, numbers to one decimal), so the
 //! output is byte-for-byte deterministic; a test regenerates every figure and fails if a
@@ -60,6 +66,9 @@ pub fn all() -> Vec<(&'static str, String)> {
         ("pyramid.svg", pyramid()),
         ("online-softmax.svg", online_softmax()),
         ("flash-tiling.svg", flash_tiling()),
+        ("toolchain.svg", toolchain()),
+        ("decode-bytes.svg", decode_bytes()),
+        ("wgmma-pipeline.svg", wgmma_pipeline()),
     ]
 }
 
@@ -641,6 +650,417 @@ fn pyramid() -> String {
     svg.finish()
 }
 
+// ---- The toolchain ----------------------------------------------------------------------------
+
+/// The pinned nightly's channel, from the file host/build.rs reads.
+fn kernels_nightly() -> &'static str {
+    include_str!("../../kernels/rust-toolchain.toml")
+        .lines()
+        .find_map(|l| l.strip_prefix("channel = "))
+        .map(|c| c.trim_matches('"'))
+        .expect("kernels/rust-toolchain.toml names a channel")
+}
+
+/// A box with a bold first line and smaller lines under it.
+fn boxed(svg: &mut Svg, (x, y, w, h): (f64, f64, f64, f64), fill: &str, lines: &[&str]) {
+    svg.rect(x, y, w, h, fill, "#557");
+    for (i, l) in lines.iter().enumerate() {
+        let size = if i == 0 { 12.0 } else { 10.0 };
+        svg.text(x + 8.0, y + 16.0 + 14.0 * i as f64, size, "start", l);
+    }
+}
+
+/// A line from `from` to `to` with a small head at `to`.
+fn arrow(svg: &mut Svg, from: (f64, f64), to: (f64, f64)) {
+    svg.line(from, to, "#557", 1.2);
+    let (dx, dy) = (to.0 - from.0, to.1 - from.1);
+    let len = dx.hypot(dy);
+    let (ux, uy) = (dx / len, dy / len);
+    let back = (to.0 - 7.0 * ux, to.1 - 7.0 * uy);
+    let wing = |side: f64| (back.0 - 3.5 * uy * side, back.1 + 3.5 * ux * side);
+    svg.line(to, wing(1.0), "#557", 1.2);
+    svg.line(to, wing(-1.0), "#557", 1.2);
+}
+
+fn toolchain() -> String {
+    use host::ptx::{Arch, entry_body, entry_points};
+    let entries = |a: Arch| entry_points(a.ptx());
+    let kernels: std::collections::BTreeSet<&str> =
+        Arch::ALL.iter().flat_map(|&a| entries(a)).collect();
+    // Every build has the same entries; a Hopper-only kernel's body is wgmma and TMA in sm_90a
+    // and a trap elsewhere.
+    let hopper_body = |a: Arch, name: &str| {
+        entry_body(a.ptx(), name).is_some_and(|b| b.contains("wgmma.") || b.contains(".tensor"))
+    };
+    // The Hopper-only kernels by family: `gemm_wgmma_bf16` and `gemm_wgmma_f16` are `gemm_wgmma_*`.
+    let family = |name: &str| {
+        let kept: Vec<&str> = name
+            .split('_')
+            .filter(|t| !["f32", "bf16", "f16", "d64", "d128", "causal"].contains(t))
+            .collect();
+        kept.join("_") + "_*"
+    };
+    let hopper_only: std::collections::BTreeSet<String> = entries(Arch::Sm90a)
+        .into_iter()
+        .filter(|e| hopper_body(Arch::Sm90a, e) && !hopper_body(Arch::Sm90, e))
+        .map(family)
+        .collect();
+    let mut svg = Svg::new(1000.0, 360.0);
+    svg.text(
+        10.0,
+        20.0,
+        15.0,
+        "start",
+        "One Rust source, two compilations, three ways to run it",
+    );
+    let source = (10.0, 135.0, 200.0, 62.0);
+    boxed(
+        &mut svg,
+        source,
+        "hsl(40, 80%, 88%)",
+        &[
+            "kernels/ (#![no_std] Rust)",
+            &format!("{} kernels, kernel!{{...}}", kernels.len()),
+            "device support: kernels::cuda",
+        ],
+    );
+    // Top: the PTX modules host/build.rs embeds, one per architecture.
+    svg.text(
+        230.0,
+        46.0,
+        10.0,
+        "start",
+        &format!("rustc {} --target nvptx64-nvidia-cuda", kernels_nightly()),
+    );
+    svg.text(
+        230.0,
+        58.0,
+        10.0,
+        "start",
+        "(host/build.rs, at cargo build)",
+    );
+    let module = |i: usize| (330.0, 70.0 + 48.0 * i as f64, 300.0, 40.0);
+    for (i, &arch) in Arch::ALL.iter().enumerate() {
+        let n = entries(arch).len();
+        let note = match arch {
+            Arch::Sm80 => "A100 and later (the driver JITs it)".to_string(),
+            Arch::Sm90 => "Hopper, portable (Hopper-only kernels trap)".to_string(),
+            Arch::Sm90a => format!(
+                "wgmma + TMA in {}",
+                hopper_only.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let (x, y, w, h) = module(i);
+        boxed(
+            &mut svg,
+            (x, y, w, h),
+            "hsl(210, 60%, 90%)",
+            &[&format!("kernels-{}.ptx: {n} entries", arch.name()), &note],
+        );
+        arrow(
+            &mut svg,
+            (source.0 + source.2, source.1 + 20.0),
+            (x, y + h / 2.0),
+        );
+    }
+    let runs = [
+        (
+            "on a GPU: cuModuleLoadData (cudarc)",
+            "the driver compiles the PTX to SASS and runs it",
+        ),
+        (
+            "cargo xtask ptxas: NVIDIA's ptxas",
+            "registers, spills, occupancy; SASS via nvdisasm",
+        ),
+        (
+            "PTX backend (KERNELS_BACKEND=ptx)",
+            "host/src/ptx parses and runs the PTX itself",
+        ),
+    ];
+    for (i, (head, note)) in runs.iter().enumerate() {
+        let (x, y, w, h) = (680.0, 70.0 + 48.0 * i as f64, 310.0, 40.0);
+        boxed(&mut svg, (x, y, w, h), "hsl(120, 40%, 90%)", &[head, note]);
+        // Any module can take any of the three paths: a bus between the two columns.
+        let (mx, my, mw, mh) = module(i);
+        let bus = 655.0;
+        svg.line((mx + mw, my + mh / 2.0), (bus, my + mh / 2.0), "#557", 1.2);
+        arrow(&mut svg, (bus, y + h / 2.0), (x, y + h / 2.0));
+    }
+    let (first, last) = (module(0), module(2));
+    svg.line(
+        (655.0, first.1 + first.3 / 2.0),
+        (655.0, last.1 + last.3 / 2.0),
+        "#557",
+        1.2,
+    );
+    // Bottom: the same source as a host function.
+    svg.text(340.0, 256.0, 10.0, "start", "rustc (stable), host target");
+    let host = (330.0, 262.0, 300.0, 40.0);
+    boxed(
+        &mut svg,
+        host,
+        "hsl(40, 80%, 92%)",
+        &[
+            "kernel!{...} as a plain unsafe fn",
+            "kernels::cuda calls into the emulator",
+        ],
+    );
+    arrow(
+        &mut svg,
+        (source.0 + source.2, source.1 + 42.0),
+        (host.0, host.1 + 20.0),
+    );
+    let emulated = (680.0, 262.0, 310.0, 40.0);
+    boxed(
+        &mut svg,
+        emulated,
+        "hsl(120, 40%, 90%)",
+        &[
+            "source backend (KERNELS_BACKEND=emulator)",
+            "called once per simulated thread",
+        ],
+    );
+    arrow(
+        &mut svg,
+        (host.0 + host.2, host.1 + 20.0),
+        (emulated.0, emulated.1 + 20.0),
+    );
+    svg.text(
+        10.0,
+        335.0,
+        11.0,
+        "start",
+        "Both CPU backends share the emulator's block scheduler and checks (races, out of bounds, barrier divergence, counted bytes); the tests run on either.",
+    );
+    svg.text(
+        10.0,
+        350.0,
+        11.0,
+        "start",
+        "Entry counts from the embedded modules (host::ptx::Arch::ptx), the nightly from kernels/rust-toolchain.toml. cargo xtask figures.",
+    );
+    svg.finish()
+}
+
+// ---- Decode: bytes per token --------------------------------------------------------------------
+
+fn decode_bytes() -> String {
+    let (h100, h200) = (
+        GpuSpec::find("h100").expect("in the table"),
+        GpuSpec::find("h200").expect("in the table"),
+    );
+    let steps = crate::decode::token_steps(h100);
+    let faster = crate::decode::token_steps(h200);
+    let most = steps
+        .iter()
+        .map(|t| t.weight_bytes + t.kv_bytes)
+        .max()
+        .unwrap_or(1) as f64;
+    let (x0, width, row) = (70.0, 560.0, 28.0);
+    let px = |b: u64| b as f64 / most * width;
+    let mut svg = Svg::new(960.0, 70.0 + row * steps.len() as f64 + 50.0);
+    svg.text(
+        10.0,
+        20.0,
+        15.0,
+        "start",
+        "One decode step of Llama-3-8B at batch 1: every weight and the whole KV cache, read once (modelled)",
+    );
+    let legend = [
+        ("weights (bf16)", "hsl(210, 60%, 70%)"),
+        ("KV cache", "hsl(30, 85%, 65%)"),
+    ];
+    for (i, (name, colour)) in legend.iter().enumerate() {
+        let x = x0 + 160.0 * i as f64;
+        svg.rect(x, 34.0, 14.0, 14.0, colour, "#557");
+        svg.text(x + 20.0, 46.0, 11.0, "start", name);
+    }
+    svg.text(
+        x0 + width + 10.0,
+        46.0,
+        11.0,
+        "start",
+        "per token: H100 SXM / H200",
+    );
+    for (i, (t, f)) in steps.iter().zip(&faster).enumerate() {
+        let y = 60.0 + row * i as f64;
+        svg.text(
+            x0 - 8.0,
+            y + 15.0,
+            11.0,
+            "end",
+            &format!("{}k", t.context / 1024),
+        );
+        svg.rect(x0, y, px(t.weight_bytes), row - 8.0, legend[0].1, "#557");
+        svg.rect(
+            x0 + px(t.weight_bytes),
+            y,
+            px(t.kv_bytes),
+            row - 8.0,
+            legend[1].1,
+            "#557",
+        );
+        let gb = |b: u64| b as f64 / 1e9;
+        svg.text(
+            x0 + 4.0,
+            y + 14.0,
+            10.0,
+            "start",
+            &format!("{:.1} GB", gb(t.weight_bytes)),
+        );
+        svg.text(
+            x0 + width + 10.0,
+            y + 14.0,
+            11.0,
+            "start",
+            &format!(
+                "{:.1} GB of cache: {} / {}",
+                gb(t.kv_bytes),
+                crate::run::duration(t.seconds),
+                crate::run::duration(f.seconds)
+            ),
+        );
+    }
+    let y = 60.0 + row * steps.len() as f64;
+    svg.text(x0 - 8.0, y + 2.0, 10.0, "end", "context");
+    svg.text(
+        10.0,
+        y + 26.0,
+        11.0,
+        "start",
+        "Bytes from the GEMV and split-KV attention cost models; time = bytes / HBM bandwidth (host::specs). cargo xtask figures.",
+    );
+    svg.finish()
+}
+
+// ---- Hopper: the mbarrier ring ------------------------------------------------------------------
+
+/// When each K tile of GEMM step 5 is issued by the producer, lands in shared memory, is
+/// multiplied and is released, in units of one K tile's `wgmma`s, if a TMA takes `latency` units
+/// from issue to its `full` barrier's phase completing. The ring follows the kernel: tile `kt`
+/// waits for its stage's previous round to be released, and a consumer releases tile `kt` once
+/// `wgmma.wait_group 1` after committing `kt + 1` returns.
+struct RingEvent {
+    kt: u32,
+    issued: f64,
+    full: f64,
+    multiplied: f64,
+    released: f64,
+}
+
+fn ring_schedule(tiles: u32, stages: u32, latency: f64) -> Vec<RingEvent> {
+    let mut ev: Vec<RingEvent> = Vec::new();
+    for kt in 0..tiles {
+        let previous_round = (kt >= stages).then(|| (kt - stages) as usize);
+        // The stage is empty once the consumers released the tile that used it a round ago.
+        let empty = previous_round.map_or(0.0, |j| ev[j].released);
+        let issued = ev.last().map_or(0.0, |e| e.issued + 0.25).max(empty);
+        let full = issued + latency;
+        let multiplied = ev.last().map_or(full, |e| full.max(e.multiplied + 1.0));
+        if let Some(e) = ev.last_mut() {
+            e.released = multiplied.max(e.multiplied + 1.0);
+        }
+        ev.push(RingEvent {
+            kt,
+            issued,
+            full,
+            multiplied,
+            released: multiplied + 1.0,
+        });
+    }
+    ev
+}
+
+fn wgmma_pipeline() -> String {
+    use kernels::gemm::WG_STAGES;
+    use kernels::gemm::wgmma::stage_of;
+    let (tiles, latency) = (12, 3.0);
+    let ev = ring_schedule(tiles, WG_STAGES, latency);
+    let end = ev.last().map_or(1.0, |e| e.released);
+    let (x0, unit) = (150.0, 760.0 / end);
+    let x = |t: f64| x0 + t * unit;
+    let colour = |kt: u32| format!("hsl({}, 60%, 72%)", (kt * 47) % 360);
+    let rows = 2 + WG_STAGES as usize;
+    let row_y = |r: usize| 50.0 + 34.0 * r as f64;
+    let mut svg = Svg::new(940.0, row_y(rows) + 62.0);
+    svg.text(
+        10.0,
+        20.0,
+        15.0,
+        "start",
+        &format!(
+            "GEMM step 5: the producer fills a ring of {WG_STAGES} stages, the consumers drain it (schematic)"
+        ),
+    );
+    svg.text(x0 - 8.0, row_y(0) + 16.0, 11.0, "end", "producer: TMA");
+    for s in 0..WG_STAGES {
+        svg.text(
+            x0 - 8.0,
+            row_y(1 + s as usize) + 16.0,
+            11.0,
+            "end",
+            &format!("stage {s} (full/empty[{s}])"),
+        );
+    }
+    svg.text(
+        x0 - 8.0,
+        row_y(rows - 1) + 16.0,
+        11.0,
+        "end",
+        "consumers: wgmma",
+    );
+    for e in &ev {
+        let (s, parity) = stage_of(e.kt);
+        let c = colour(e.kt);
+        // The producer's issue: one thread, arrive.expect_tx then five TMA boxes.
+        svg.rect(x(e.issued), row_y(0), 0.25 * unit, 24.0, &c, "#557");
+        svg.text(
+            x(e.issued) + 2.0,
+            row_y(0) + 16.0,
+            9.0,
+            "start",
+            &e.kt.to_string(),
+        );
+        // The stage: bytes in flight, then full (read by the tensor cores) until released.
+        let y = row_y(1 + s as usize);
+        svg.rect(
+            x(e.issued),
+            y + 8.0,
+            (e.full - e.issued) * unit,
+            8.0,
+            &c,
+            "none",
+        );
+        svg.rect(x(e.full), y, (e.released - e.full) * unit, 24.0, &c, "#557");
+        svg.text(
+            x(e.full) + 3.0,
+            y + 16.0,
+            9.0,
+            "start",
+            &format!("kt {} p{parity}", e.kt),
+        );
+        svg.rect(x(e.multiplied), row_y(rows - 1), unit, 24.0, &c, "#557");
+        svg.text(
+            x(e.multiplied) + 3.0,
+            row_y(rows - 1) + 16.0,
+            9.0,
+            "start",
+            &e.kt.to_string(),
+        );
+    }
+    let notes = [
+        "Thin bar: a TMA's bytes in flight, until full[s] completes the phase whose parity (p) the consumers wait on.".to_string(),
+        "Wide bar: the stage is full and read by wgmma, until every consumer thread arrives on empty[s] (after wgmma.wait_group 1).".to_string(),
+        format!(
+            "Schematic, not measured: a TMA takes {latency} units from issue to full, one K tile of wgmma 1; stage and parity from kernels::gemm::wgmma::stage_of."
+        ),
+    ];
+    for (i, n) in notes.iter().enumerate() {
+        svg.text(10.0, row_y(rows) + 14.0 + 15.0 * i as f64, 11.0, "start", n);
+    }
+    svg.finish()
+}
+
 // ---- Online softmax ----------------------------------------------------------------------------
 
 fn online_softmax() -> String {
@@ -867,6 +1287,30 @@ mod tests {
                 "docs/img/{name} is stale or missing: run `cargo xtask figures` and commit it"
             );
         }
+    }
+
+    /// The ring's schedule obeys the kernel's rules: a stage is refilled only after the tile
+    /// of its previous round was released, a tile is multiplied only once full and after the
+    /// previous one, and once the ring is primed the consumers never wait.
+    #[test]
+    fn the_ring_schedule_keeps_the_kernels_rules() {
+        let stages = kernels::gemm::WG_STAGES;
+        let ev = ring_schedule(16, stages, 3.0);
+        for (i, e) in ev.iter().enumerate() {
+            assert!(e.full <= e.multiplied && e.multiplied < e.released);
+            if i >= stages as usize {
+                assert!(e.issued >= ev[i - stages as usize].released, "tile {i}");
+            }
+            if i > 0 {
+                assert!(e.multiplied >= ev[i - 1].multiplied + 1.0);
+            }
+        }
+        let steady = &ev[stages as usize..];
+        assert!(
+            steady
+                .windows(2)
+                .all(|w| w[1].multiplied == w[0].multiplied + 1.0)
+        );
     }
 
     #[test]

@@ -12,12 +12,12 @@
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
 //! - `device-bundle`: the one folder a short GPU window needs.
 //! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
+//! - `doc-pastes`: the docs' pastes of `run` and `ptxas` against outputs CI saved.
 
 mod baseline;
 mod bundle;
 mod cases;
 mod decode;
-#[cfg(test)]
 mod doc_outputs;
 mod emu_speed;
 mod figures;
@@ -72,6 +72,9 @@ enum Command {
     /// Draw the teaching pictures into docs/img from the kernels' and the emulator's own layout
     /// functions (a test fails when a committed one is stale).
     Figures(figures::FiguresArgs),
+    /// Check the pastes of `run` and `ptxas` in the docs against outputs saved by CI (the other
+    /// commands' pastes are checked by a unit test).
+    DocPastes(doc_outputs::DocPastesArgs),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         Command::EmuSpeed(args) => emu_speed::run(args),
         Command::DeviceBundle(args) => bundle::run(args),
         Command::Figures(args) => figures::run(args),
+        Command::DocPastes(args) => doc_outputs::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1190,6 +1190,14 @@ mod tests {
             .map(|&b| ("softmax_normalise_f32", b, branch[0]))
             .collect();
         assert_eq!(got, expected);
+        // docs/toolchain.md pastes the findings as `cargo xtask ptxas` prints them.
+        let doc = include_str!("../../docs/toolchain.md");
+        for f in &report.findings {
+            assert!(
+                doc.contains(&f.to_string()),
+                "docs/toolchain.md lacks:\n{f}"
+            );
+        }
     }
 
     #[test]

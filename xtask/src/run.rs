@@ -573,8 +573,15 @@ pub(crate) fn duration(s: f64) -> String {
 
 fn print_table(rows: &[Row], measured: bool) {
     let tag = if measured { "" } else { " (modelled)" };
+    // As wide as the longest kernel name, so that the shape column stays aligned.
+    let w = rows
+        .iter()
+        .map(|r| r.kernel.len())
+        .max()
+        .unwrap_or(0)
+        .max(27);
     println!(
-        "{:<27} {:<28} {:>12} {:>11} {:>12} {:>8} {:>7} {:>10}  check",
+        "{:<w$} {:<28} {:>12} {:>11} {:>12} {:>8} {:>7} {:>10}  check",
         "kernel",
         "shape",
         format!("time{tag}"),
@@ -592,7 +599,7 @@ fn print_table(rows: &[Row], measured: bool) {
             Err(e) => format!("FAILED: {e}"),
         };
         println!(
-            "{:<27} {:<28} {:>12} {:>11.0} {:>12.3} {:>8.3} {:>7} {:>9.1}%  {}",
+            "{:<w$} {:<28} {:>12} {:>11.0} {:>12.3} {:>8.3} {:>7} {:>9.1}%  {}",
             r.kernel,
             r.shape,
             duration(f.seconds),

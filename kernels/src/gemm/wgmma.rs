@@ -260,7 +260,7 @@ impl Stages {
 
 /// The stage and the phase parity of the round in which K tile `kt` passes through it.
 #[inline(always)]
-const fn stage_of(kt: u32) -> (u32, u32) {
+pub const fn stage_of(kt: u32) -> (u32, u32) {
     ring_slot(kt, WG_STAGES)
 }
 
