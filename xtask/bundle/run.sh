@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU run, prepared, most valuable first: correctness at small sizes, the same under
 # compute-sanitizer's memcheck, racecheck and synccheck, the headline benchmarks (copy, softmax,
-# tensor-core GEMM, fused attention) and their vendor baselines, the other benchmarks and theirs,
+# tensor-core GEMM and fused attention, mma.sync and wgmma) and their vendor baselines, the other benchmarks and theirs,
 # Nsight Compute's counters beside the emulator profiler's, then the memory hierarchy. Each stage
 # is stopped cleanly at its share of the budget and keeps what it has; the summary comes last.
 #
@@ -67,7 +67,7 @@ stage() {
   esac
 }
 
-headline="copy_words,softmax_fused,gemm_tensor_core,attention_fused"
+headline="copy_words,softmax_fused,gemm_tensor_core,gemm_wgmma,attention_fused,attention_wgmma"
 small=(run --scale small --runs 1 --case-timeout 60)
 
 : > "$out/stages.txt"
