@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU run, prepared, most valuable first: correctness at small sizes, the same under
 # compute-sanitizer's memcheck, racecheck and synccheck, the headline benchmarks (copy, softmax,
-# tensor-core GEMM and fused attention, mma.sync and wgmma) and their vendor baselines, the other benchmarks and theirs,
-# Nsight Compute's counters beside the emulator profiler's, then the memory hierarchy. Each stage
-# is stopped cleanly at its share of the budget and keeps what it has; the summary comes last.
+# tensor-core GEMM and fused attention, mma.sync and wgmma) and their vendor baselines, the other
+# benchmarks and theirs, Nsight Compute's counters beside the emulator profiler's, then the memory
+# hierarchy. Each stage is stopped cleanly at its share of the budget and keeps what it has; the
+# summary comes last.
 #
 #   ./run.sh [--budget SECONDS] [--out DIR] [--check]      (default: 480 s, ./results)
 #
