@@ -481,6 +481,64 @@ fn wgmma_attention_f16_on_sm90a() {
 }
 
 #[test]
+fn a_write_of_p_between_wgmma_fence_and_its_wgmma_is_reported() {
+    // flash_attention_wgmma_bf16_d64 with one more write of P's first register (the A fragment
+    // of `O += P V`) just before the first wgmma that reads it from registers: the ISA wants a
+    // wgmma.fence between an ordinary access of those registers and the wgmma.
+    let ptx = Arch::Sm90a.ptx();
+    let start = ptx.find(".entry flash_attention_wgmma_bf16_d64(").unwrap();
+    let body = &ptx[start..];
+    let (offset, a0) = body
+        .lines()
+        .scan(0, |at, l| {
+            let here = *at;
+            *at += l.len() + 1;
+            Some((here, l))
+        })
+        .find_map(|(at, l)| {
+            let rs = l.contains("wgmma.mma_async") && l.contains("}, {%r");
+            let a = l.split("}, {").nth(1)?.split(',').next()?;
+            rs.then(|| (at, a.to_string()))
+        })
+        .expect("attention's P V wgmma takes A from registers");
+    let wgmma = start + offset;
+    let edited = format!(
+        "{}\tmov.b32 \t{a0}, {a0};\n{}",
+        &ptx[..wgmma],
+        &ptx[wgmma..]
+    );
+    let wgmma_line = ptx[..wgmma].lines().count() as u32 + 2;
+    let rt = Runtime::ptx(ptx_file("write-p-after-fence", &edited));
+    let shape = AttentionShape::new(1, 1, 64, 64);
+    let input = |seed| {
+        reference::uniform(shape.q_elems(), seed, -1.0, 1.0)
+            .into_iter()
+            .map(bf16::from_f32)
+            .collect::<Vec<_>>()
+    };
+    let (q, k, v) = (
+        rt.upload(&input(1)).unwrap(),
+        rt.upload(&input(2)).unwrap(),
+        rt.upload(&input(3)).unwrap(),
+    );
+    let mut o = rt.alloc::<bf16>(shape.q_elems()).unwrap();
+    let mut lse = rt.alloc::<f32>(shape.lse_elems()).unwrap();
+    let params = AttentionParams::standard(64, false);
+    let err = suite::emu_error(attention::fused_wgmma(
+        &rt, &q, &k, &v, &mut o, &mut lse, &shape, &params,
+    ));
+    let EmuErrorKind::Wgmma { site, detail, .. } = &err.kind else {
+        panic!("{err}")
+    };
+    assert!(detail.contains("A-fragment registers"), "{err}");
+    assert!(detail.contains("no wgmma_fence since"), "{err}");
+    let SiteKind::Ptx(site) = site.kind() else {
+        panic!("{err}")
+    };
+    assert_eq!(site.line, wgmma_line, "{err}");
+}
+
+#[test]
 fn wgmma_attention_is_refused_on_the_sm80_and_sm90_modules() {
     let shape = AttentionShape::new(1, 1, 64, 64);
     for arch in [Arch::Sm80, Arch::Sm90] {

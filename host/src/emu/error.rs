@@ -187,8 +187,8 @@ pub enum EmuErrorKind {
         /// The `wgmma` that reads it.
         wgmma: Site,
     },
-    /// A read of accumulator registers before the `wgmma.wait_group` that completes the `wgmma`
-    /// writing them.
+    /// An access to accumulator registers (or, in PTX, to the registers of a register A
+    /// fragment) before the `wgmma.wait_group` that completes the `wgmma` using them.
     WgmmaAccumulatorInFlight {
         /// The thread.
         thread: Dim3,
@@ -425,7 +425,7 @@ impl fmt::Display for EmuError {
                 wgmma,
             } => write!(
                 f,
-                "thread {} reads wgmma accumulator registers at {site} before the wgmma at {wgmma} that writes them has completed: commit its group and wgmma_wait_group first",
+                "thread {} accesses wgmma accumulator (or A-fragment) registers at {site} before the wgmma at {wgmma} that uses them has completed: commit its group and wgmma_wait_group first",
                 d(*thread)
             ),
             EmuErrorKind::Wgmma {

@@ -401,7 +401,7 @@ fn execute(
         (base..base + WARPGROUP).find(|&t| block.hopper.borrow().wgmma.threads[t].needs_fence)
     {
         return Err(fail(format!(
-            "thread {} wrote or read its accumulator registers with ordinary instructions and issued no wgmma_fence since",
+            "thread {} wrote or read its accumulator or A-fragment registers with ordinary instructions and issued no wgmma_fence since",
             t - base
         )));
     }

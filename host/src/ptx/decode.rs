@@ -528,9 +528,9 @@ pub struct Kernel {
     pub fills: Vec<(Slot, Fill)>,
     /// The shared-window base slot.
     pub shared_base: Slot,
-    /// Per instruction other than `wgmma.mma_async`, the `wgmma` accumulator registers it reads
-    /// or writes (empty for most): each such access is checked against the thread's
-    /// `wait_group`s. Empty when the kernel has no `wgmma`.
+    /// Per instruction other than `wgmma.mma_async`, the `wgmma` accumulator and A-fragment
+    /// registers it reads or writes (empty for most): each such access is checked against the
+    /// thread's `wait_group`s and `wgmma.fence`s. Empty when the kernel has no `wgmma`.
     pub acc_uses: Vec<Box<[Slot]>>,
     /// `.maxntid`, if the entry declares it.
     pub maxntid: Option<[u32; 3]>,
@@ -657,13 +657,18 @@ pub fn decode(
     })
 }
 
-/// Per instruction, the registers it names that some `wgmma.mma_async` of the kernel writes
-/// (the ISA: accessing them before the `wait_group` of that `wgmma` is undefined).
+/// Per instruction, the registers it names that some `wgmma.mma_async` of the kernel writes as
+/// its accumulator or reads as its register A fragment. The ISA makes both kinds alike: an
+/// ordinary access needs a `wgmma.fence` before the next `wgmma` that uses them, and accessing
+/// them before the `wait_group` of the `wgmma` using them is undefined.
 fn accumulator_uses(instrs: &[&parse::Instruction<'static>], code: &[Inst]) -> Vec<Box<[Slot]>> {
     let accumulators: std::collections::HashSet<Slot> = code
         .iter()
         .filter_map(|i| match &i.op {
-            Op::Wgmma(w) => Some(w.d.iter().copied()),
+            Op::Wgmma(w) => Some(w.d.iter().copied().chain(match &w.a {
+                WgmmaSource::Registers(a) => a.to_vec(),
+                WgmmaSource::Shared(_) => Vec::new(),
+            })),
             _ => None,
         })
         .flatten()

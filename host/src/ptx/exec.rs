@@ -990,6 +990,12 @@ impl Thread<'_> {
             self.set(s, u64::from(self.acc[k].to_bits()));
             self.acc_tokens[s as usize] = token;
         }
+        // A's registers are the wgmma's until its group completes, as the accumulator is.
+        if let WgmmaSource::Registers(a) = &w.a {
+            for &s in a {
+                self.acc_tokens[s as usize] = token;
+            }
+        }
     }
 
     fn int(&self, op: IntOp, t: Int, a: u64, b: u64, here: usize) -> u64 {
