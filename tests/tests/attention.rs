@@ -16,7 +16,7 @@
 
 use half::{bf16, f16};
 use host::emu::LaunchCounters;
-use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement, Traffic};
+use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement, FusedOp, Traffic};
 use host::reference::{self, AttentionOutput};
 use proptest::prelude::*;
 use suite::runtime;
@@ -159,18 +159,6 @@ fn check_rounded(
 fn upload<T: host::Element>(rt: &host::Runtime, qkv: [&[T]; 3]) -> [host::DeviceBuffer<T>; 3] {
     qkv.map(|x| rt.upload(x).unwrap())
 }
-
-/// A fused attention op for element type `T`: `attention::fused` or `attention::fused_wgmma`.
-type FusedOp<T> = fn(
-    &host::Runtime,
-    &host::DeviceBuffer<T>,
-    &host::DeviceBuffer<T>,
-    &host::DeviceBuffer<T>,
-    &mut host::DeviceBuffer<T>,
-    &mut host::DeviceBuffer<f32>,
-    &AttentionShape,
-    &AttentionParams,
-) -> host::Result<host::runtime::Launched>;
 
 /// O (widened to f32) and LSE of one run.
 type OutputAndLse = (Vec<f32>, Vec<f32>);

@@ -20,7 +20,9 @@ use std::path::PathBuf;
 
 use half::{bf16, f16};
 use host::emu::{EmuErrorKind, LaunchCounters, MemorySpace};
-use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement, NaiveWorkspace};
+use host::ops::attention::{
+    self, AttentionParams, AttentionShape, FlashElement, FusedOp, NaiveWorkspace,
+};
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax::{RowStats, SoftmaxElement, Variant as Softmax};
 use host::ops::{elementwise, hierarchy, transpose};
@@ -390,18 +392,6 @@ fn naive_attention_both_head_dims() {
         });
     }
 }
-
-/// A fused attention op: `attention::fused` or `attention::fused_wgmma` for one element type.
-type FusedOp<T> = fn(
-    &Runtime,
-    &host::DeviceBuffer<T>,
-    &host::DeviceBuffer<T>,
-    &host::DeviceBuffer<T>,
-    &mut host::DeviceBuffer<T>,
-    &mut host::DeviceBuffer<f32>,
-    &AttentionShape,
-    &AttentionParams,
-) -> host::Result<Launched>;
 
 /// `op` on both backends (`arch`), two heads of `n_q` queries over `n_kv` keys, causal at
 /// d = 64 and not at d = 128; Q, K, V rounded to `T` by `from`. O and LSE compared bit for bit.

@@ -480,6 +480,13 @@ trait AttentionCase: FlashElement {
     const HALF_U: f64;
     fn from_f32(v: f32) -> Self;
     fn to_f32(self) -> f32;
+    /// The error of a row whose kernel does not exist in this element type.
+    fn absent(kernel: &str) -> host::Result<Launched> {
+        Err(host::Error::Shape(format!(
+            "no {kernel} attention in {}",
+            Self::NAME
+        )))
+    }
     /// The naive flow, which exists in f32 only.
     fn naive(
         _rt: &Runtime,
@@ -489,10 +496,7 @@ trait AttentionCase: FlashElement {
         _shape: &AttentionShape,
         _params: &AttentionParams,
     ) -> host::Result<Launched> {
-        Err(host::Error::Shape(format!(
-            "no naive attention in {}",
-            Self::NAME
-        )))
+        Self::absent("naive")
     }
     /// The fused kernel with half of its exponentials on the FMA units, which exists in bf16
     /// only.
@@ -504,10 +508,7 @@ trait AttentionCase: FlashElement {
         _shape: &AttentionShape,
         _params: &AttentionParams,
     ) -> host::Result<Launched> {
-        Err(host::Error::Shape(format!(
-            "no FMA-exponential attention in {}",
-            Self::NAME
-        )))
+        Self::absent("FMA-exponential")
     }
     /// The fused kernel on wgmma, which exists in bf16 and f16 only.
     #[allow(clippy::too_many_arguments)]
@@ -520,10 +521,7 @@ trait AttentionCase: FlashElement {
         _shape: &AttentionShape,
         _params: &AttentionParams,
     ) -> host::Result<Launched> {
-        Err(host::Error::Shape(format!(
-            "no wgmma attention in {}",
-            Self::NAME
-        )))
+        Self::absent("wgmma")
     }
 }
 

@@ -298,6 +298,19 @@ flash_element!(
     flash_attention_f16_d128
 );
 
+/// A fused attention op for element type `T`, [`fused`] or [`fused_wgmma`]: the tests run both
+/// kernels through one function.
+pub type FusedOp<T> = fn(
+    &Runtime,
+    &DeviceBuffer<T>,
+    &DeviceBuffer<T>,
+    &DeviceBuffer<T>,
+    &mut DeviceBuffer<T>,
+    &mut DeviceBuffer<f32>,
+    &AttentionShape,
+    &AttentionParams,
+) -> Result<Launched>;
+
 /// FlashAttention forward, one kernel: writes O (in `T`) and the per-row log-sum-exp `lse` (f32,
 /// natural log; `-inf` for a row that sees no key, whose O row is zeros).
 #[allow(clippy::too_many_arguments)]
