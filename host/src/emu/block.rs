@@ -230,6 +230,7 @@ impl Block<'_> {
     /// A device call by the running thread: the emulator has control, so the watchdog looks at
     /// the clock. Only every 1024 calls, which keeps it off the profile: its clock starts at the
     /// first look, so a thread that waits within 1024 calls never reads it.
+    #[inline]
     fn tick(&self, site: Option<Site>) {
         if site.is_some() {
             self.last_site.set(site);
@@ -421,6 +422,7 @@ impl Block<'_> {
     /// Alignment: a GPU faults on an access not aligned to its width. `by` names the access for
     /// the report; it is built only for one (the checks below likewise), which keeps the
     /// divisions of [`Block::thread_dim3`] off the path every access takes.
+    #[inline]
     pub(super) fn aligned(
         &self,
         space: MemorySpace,
@@ -446,7 +448,9 @@ impl Block<'_> {
     ///
     /// Every shared access of every thread comes here, so the path an access that finds nothing
     /// wrong takes is kept short: one borrow of the arena, the bounds, a look at the copies in
-    /// flight only when there are any, the shadow, the counters. Reports are built out of line.
+    /// flight only when there are any, the shadow, the counters. Reports are built out of line,
+    /// and the whole is inlined into the device call, so that an access is one function call.
+    #[inline(always)]
     pub fn shared_check(
         &self,
         t: usize,
@@ -468,7 +472,9 @@ impl Block<'_> {
         if self.async_copies.borrow().any_in_flight() {
             async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
         }
-        hopper::check_shared(self, t, offset, bytes, by)?;
+        if self.hopper.borrow().active {
+            hopper::check_shared(self, t, offset, bytes, by)?;
+        }
         self.shared_race_check(t, offset, bytes, access, site)?;
         self.count(MemorySpace::Shared, access, site, t, addr, bytes);
         Ok(())
@@ -476,6 +482,7 @@ impl Block<'_> {
 
     /// Records thread `t`'s access to `bytes` bytes at arena `offset` in the race shadow, or
     /// reports the earlier access by another thread in this barrier interval that it races with.
+    #[inline(always)]
     pub(super) fn shared_race_check(
         &self,
         t: usize,
@@ -486,11 +493,16 @@ impl Block<'_> {
     ) -> Result<(), EmuErrorKind> {
         let order = self.order.borrow();
         let epoch = order.epoch(t);
-        let before = |other: u32, e: u32| order.before(other as usize, e, t, epoch);
-        let checked =
-            self.arena
-                .borrow_mut()
-                .check(offset, bytes, (t as u32, epoch), access, site, before);
+        let mut arena = self.arena.borrow_mut();
+        let me = (t as u32, epoch);
+        let checked = if order.any_sync() {
+            let before = |other: u32, e: u32| order.before(other as usize, e, t, epoch);
+            arena.check(offset, bytes, me, access, site, before)
+        } else {
+            // Before any `__syncwarp` only program order orders, and the shadow never asks
+            // about the thread's own accesses: the same rule, with nothing to look up.
+            arena.check(offset, bytes, me, access, site, |_, _| false)
+        };
         checked.map_err(|race| self.race_kind(race, t, access, site))
     }
 
@@ -543,6 +555,7 @@ impl Block<'_> {
     }
 
     /// Adds an access to the counters, and to the profile when profiling.
+    #[inline]
     pub(super) fn count(
         &self,
         space: MemorySpace,
