@@ -430,8 +430,7 @@ impl Block<'_> {
         bytes: usize,
         by: impl FnOnce() -> ThreadAccess,
     ) -> Result<(), EmuErrorKind> {
-        let align = 1usize << bytes.trailing_zeros().min(4);
-        if addr.is_multiple_of(align) {
+        if addr.is_multiple_of(width_alignment(bytes)) {
             Ok(())
         } else {
             Err(EmuErrorKind::Misaligned {
@@ -449,8 +448,7 @@ impl Block<'_> {
     /// Every shared access of every thread comes here, so the path an access that finds nothing
     /// wrong takes is kept short: one borrow of the arena, the bounds, a look at the copies in
     /// flight only when there are any, the shadow, the counters. Reports are built out of line,
-    /// and the whole is inlined into the device call, so that an access is one function call.
-    #[inline(always)]
+    /// and the common access takes [`shared_fast`](Self::shared_fast) instead.
     pub fn shared_check(
         &self,
         t: usize,
@@ -478,6 +476,42 @@ impl Block<'_> {
         self.shared_race_check(t, offset, bytes, access, site)?;
         self.count(MemorySpace::Shared, access, site, t, addr, bytes);
         Ok(())
+    }
+
+    /// The whole of [`shared_check`](Self::shared_check) for the access nearly every one is,
+    /// kept apart so that it compiles to a few dozen instructions: no profile, no copy in
+    /// flight, no Hopper state, no `__syncwarp` yet in the block, inside an array, aligned, and
+    /// whole words of one history that race with nothing (see [`SharedArena::check_fast`]).
+    /// Returns whether it checked and counted the access; `false`, having changed nothing,
+    /// sends it to `shared_check`, which finds the same and reports what is wrong.
+    #[inline(always)]
+    fn shared_fast(&self, t: usize, addr: usize, bytes: usize, access: Access, site: Site) -> bool {
+        if self.profile.is_some()
+            || self.order.borrow().any_sync()
+            || self.hopper.borrow().active
+            || self.async_copies.borrow().any_in_flight()
+            || !addr.is_multiple_of(width_alignment(bytes))
+        {
+            return false;
+        }
+        let mut arena = self.arena.borrow_mut();
+        let recorded = arena
+            .offset_of(addr, bytes)
+            .is_some_and(|offset| arena.check_fast(offset, bytes, t as u32, access, site));
+        drop(arena);
+        if recorded {
+            self.count(MemorySpace::Shared, access, site, t, addr, bytes);
+        }
+        recorded
+    }
+
+    /// An access [`shared_fast`](Self::shared_fast) left to the full check, out of line so
+    /// that the fast path keeps its registers.
+    #[inline(never)]
+    fn shared_slow(&self, t: usize, addr: usize, bytes: usize, access: Access, site: Site) {
+        if let Err(kind) = self.shared_check(t, addr, bytes, access, site) {
+            self.fail(kind);
+        }
     }
 
     /// Records thread `t`'s access to `bytes` bytes at arena `offset` in the race shadow, or
@@ -555,7 +589,7 @@ impl Block<'_> {
     }
 
     /// Adds an access to the counters, and to the profile when profiling.
-    #[inline]
+    #[inline(always)]
     pub(super) fn count(
         &self,
         space: MemorySpace,
@@ -581,6 +615,12 @@ impl Block<'_> {
             p.borrow_mut().record(space, access, site, t, addr, bytes);
         }
     }
+}
+
+/// The alignment a GPU requires of an access of `bytes` bytes: its width, up to 16.
+#[inline]
+fn width_alignment(bytes: usize) -> usize {
+    1 << bytes.trailing_zeros().min(4)
 }
 
 impl Gpu for Block<'_> {
@@ -623,8 +663,9 @@ impl Gpu for Block<'_> {
 
     fn shared_access(&self, addr: usize, bytes: usize, access: Access, site: Site) {
         self.tick(Some(site));
-        if let Err(kind) = self.shared_check(self.current.get(), addr, bytes, access, site) {
-            self.fail(kind);
+        let t = self.current.get();
+        if !self.shared_fast(t, addr, bytes, access, site) {
+            self.shared_slow(t, addr, bytes, access, site);
         }
     }
 
