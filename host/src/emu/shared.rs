@@ -383,8 +383,7 @@ impl SharedArena {
         let Some(words) = self.words.get_mut(w..w + n) else {
             return false;
         };
-        let first = words[0];
-        if first.fine != 0 || words[1..].iter().any(|s| s.bits() != first.bits()) {
+        if words[0].fine != 0 {
             return false;
         }
         let me = thread as u16 + 1;
@@ -396,24 +395,27 @@ impl SharedArena {
             unordered: |who: u16, _| who != 0 && who != me,
         };
         // `record` changes nothing when it finds a conflict, so one word is judged in place.
-        let (set, s) = if n == 1 {
+        let (set, written) = if n == 1 {
             let Ok(set) = record(&mut words[0], &self.word_sites[w], &rule) else {
                 return false;
             };
-            (set, words[0])
+            (set, words[0].written)
         } else {
-            let mut s = first;
+            let mut s = words[0];
+            if words[1..].iter().any(|other| other.bits() != s.bits()) {
+                return false;
+            }
             let Ok(set) = record(&mut s, &self.word_sites[w], &rule) else {
                 return false;
             };
             words.fill(s);
-            (set, s)
+            (set, s.written)
         };
         if set != 0 {
             let sites = &mut self.word_sites[w..w + n];
             sites.iter_mut().for_each(|at| at.set(set, site));
         }
-        if access == Access::Read && s.written < self.block_start {
+        if access == Access::Read && written < self.block_start {
             self.note_uninit_read(offset, thread, site);
         }
         true
