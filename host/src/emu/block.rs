@@ -490,8 +490,13 @@ impl Block<'_> {
             || self.order.borrow().any_sync()
             || self.hopper.borrow().active
             || self.async_copies.borrow().any_in_flight()
-            || !addr.is_multiple_of(width_alignment(bytes))
         {
+            return false;
+        }
+        // Whole words (what the word shadow takes), aligned to the access's width as a GPU
+        // requires (a word is aligned once it is whole: the arena starts 16-aligned).
+        let words = (addr | bytes) & 3 == 0;
+        if !words || (bytes != 4 && !addr.is_multiple_of(width_alignment(bytes))) {
             return false;
         }
         let mut arena = self.arena.borrow_mut();
