@@ -422,7 +422,8 @@ impl SharedArena {
     }
 
     /// [`check`](Self::check) of an access that is not whole words of one history: its words
-    /// are split into bytes, judged on the byte level, and merged again where they can be.
+    /// are split into bytes and judged on the byte level (once when the bytes share one
+    /// history, else byte by byte), then merged again where they can be.
     #[inline(never)]
     fn check_fine(
         &mut self,
@@ -433,21 +434,6 @@ impl SharedArena {
         rule: &Rule<impl Fn(u16, u32) -> bool>,
     ) -> Result<(), Race> {
         self.split(offset, bytes);
-        self.check_bytes(offset, bytes, thread, site, rule)?;
-        self.merge(offset, bytes);
-        Ok(())
-    }
-
-    /// [`check`](Self::check) on the byte level, for bytes of fine words: one judgement when
-    /// the bytes share one history, else one per byte.
-    fn check_bytes(
-        &mut self,
-        offset: usize,
-        bytes: usize,
-        thread: u32,
-        site: Site,
-        rule: &Rule<impl Fn(u16, u32) -> bool>,
-    ) -> Result<(), Race> {
         let shadow = &mut self.bytes[offset..offset + bytes];
         let sites = &mut self.byte_sites[offset..offset + bytes];
         let first = shadow[0].bits();
@@ -475,6 +461,7 @@ impl SharedArena {
                 self.note_uninit_read(offset + i, thread, site);
             }
         }
+        self.merge(offset, bytes);
         Ok(())
     }
 
@@ -607,6 +594,22 @@ mod tests {
         a
     }
 
+    /// `thread`'s access at `__syncwarp` epoch 0, which must find nothing wrong.
+    fn accept(a: &mut SharedArena, offset: usize, bytes: usize, thread: u32, access: Access) {
+        let checked = a.check(
+            offset,
+            bytes,
+            (thread, 0),
+            access,
+            Site::caller(),
+            no_syncwarp,
+        );
+        assert!(
+            checked.is_ok(),
+            "{bytes} bytes at {offset} by thread {thread}"
+        );
+    }
+
     #[test]
     fn a_word_read_races_with_a_byte_written_inside_it() {
         // The word's bytes have different histories, so each byte is judged on its own.
@@ -673,24 +676,18 @@ mod tests {
 
     #[test]
     fn a_word_written_byte_by_byte_by_one_access_each_is_a_word_again_after_a_covering_write() {
-        let (mut a, site) = (arena(), Site::caller());
+        let mut a = arena();
         for b in 0..4 {
-            a.check(b, 1, (b as u32, 0), Access::Write, site, no_syncwarp)
-                .ok()
-                .unwrap();
+            accept(&mut a, b, 1, b as u32, Access::Write);
         }
         assert_eq!(a.words[0].fine, 1);
         a.end_interval();
-        a.check(0, 4, (5, 0), Access::Write, site, no_syncwarp)
-            .ok()
-            .unwrap();
+        accept(&mut a, 0, 4, 5, Access::Write);
         assert_eq!(a.words[0].fine, 0, "one history again: tracked as a word");
         a.end_interval();
-        a.check(0, 4, (6, 0), Access::Read, site, no_syncwarp)
-            .ok()
-            .unwrap();
+        accept(&mut a, 0, 4, 6, Access::Read);
         let race = a
-            .check(2, 2, (7, 0), Access::Write, site, no_syncwarp)
+            .check(2, 2, (7, 0), Access::Write, Site::caller(), no_syncwarp)
             .expect_err("thread 6 read the word");
         assert_eq!(
             (race.offset, race.thread, race.access),
@@ -701,18 +698,12 @@ mod tests {
 
     #[test]
     fn the_first_unwritten_byte_read_is_reported_at_the_interval_end() {
-        let (mut a, site) = (arena(), Site::caller());
-        a.check(16, 1, (0, 0), Access::Write, site, no_syncwarp)
-            .ok()
-            .unwrap();
+        let mut a = arena();
+        accept(&mut a, 16, 1, 0, Access::Write);
         // Bytes 16 (written) and 17 (not): the byte level, reporting byte 17.
-        a.check(16, 2, (0, 0), Access::Read, site, no_syncwarp)
-            .ok()
-            .unwrap();
+        accept(&mut a, 16, 2, 0, Access::Read);
         // A later unwritten word is not the first.
-        a.check(32, 4, (1, 0), Access::Read, site, no_syncwarp)
-            .ok()
-            .unwrap();
+        accept(&mut a, 32, 4, 1, Access::Read);
         let first = a.end_interval().expect("an unwritten read");
         assert_eq!((first.offset, first.thread), (17, 0));
     }
