@@ -6,7 +6,8 @@
 //! this machine's cores, the simulated GPU threads per second, the checked accesses (global and
 //! shared, each bounds-, race-, initialisation- and cp.async-checked and counted) per second,
 //! and the wall time per checked access (the whole run's time divided by its accesses, so the
-//! arithmetic between accesses is in it too).
+//! arithmetic between accesses is in it too). `KERNELS_BACKEND=ptx` runs the realistic shapes
+//! from the kernels' PTX instead of their source.
 //!
 //! Wall time on a shared machine is noisy. For a figure a change can be judged by, count
 //! instructions instead, on the `tiny` set with one OS thread (callgrind counts the same total
@@ -73,9 +74,16 @@ pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
         crate::run::emu_speed()?;
     }
     let sizes = Sizes::named(&args.size);
-    let rt = Runtime::emulator();
+    // `KERNELS_BACKEND=ptx`: the same shapes from the kernels' PTX, on the same checked memory.
+    let ptx = std::env::var(host::runtime::BACKEND_VAR).is_ok_and(|b| b == "ptx");
+    let (rt, backend) = if ptx {
+        let rt = Runtime::ptx_from_env().map_err(|e| e.to_string())?;
+        (rt, "PTX backend")
+    } else {
+        (Runtime::emulator(), "source emulator")
+    };
     println!(
-        "\nrealistic shapes ({} set), emulator on {} OS threads, every check on, {} run(s) each:",
+        "\nrealistic shapes ({} set), {backend} on {} OS threads, every check on, {} run(s) each:",
         args.size,
         host::emu::os_threads(),
         args.runs

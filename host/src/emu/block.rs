@@ -230,6 +230,7 @@ impl Block<'_> {
     /// A device call by the running thread: the emulator has control, so the watchdog looks at
     /// the clock. Only every 1024 calls, which keeps it off the profile: its clock starts at the
     /// first look, so a thread that waits within 1024 calls never reads it.
+    #[inline]
     fn tick(&self, site: Option<Site>) {
         if site.is_some() {
             self.last_site.set(site);
@@ -421,6 +422,7 @@ impl Block<'_> {
     /// Alignment: a GPU faults on an access not aligned to its width. `by` names the access for
     /// the report; it is built only for one (the checks below likewise), which keeps the
     /// divisions of [`Block::thread_dim3`] off the path every access takes.
+    #[inline]
     pub(super) fn aligned(
         &self,
         space: MemorySpace,
@@ -428,8 +430,7 @@ impl Block<'_> {
         bytes: usize,
         by: impl FnOnce() -> ThreadAccess,
     ) -> Result<(), EmuErrorKind> {
-        let align = 1usize << bytes.trailing_zeros().min(4);
-        if addr.is_multiple_of(align) {
+        if addr.is_multiple_of(width_alignment(bytes)) {
             Ok(())
         } else {
             Err(EmuErrorKind::Misaligned {
@@ -446,7 +447,8 @@ impl Block<'_> {
     ///
     /// Every shared access of every thread comes here, so the path an access that finds nothing
     /// wrong takes is kept short: one borrow of the arena, the bounds, a look at the copies in
-    /// flight only when there are any, the shadow, the counters. Reports are built out of line.
+    /// flight only when there are any, the shadow, the counters. Reports are built out of line,
+    /// and the common access takes [`shared_fast`](Self::shared_fast) instead.
     pub fn shared_check(
         &self,
         t: usize,
@@ -468,14 +470,58 @@ impl Block<'_> {
         if self.async_copies.borrow().any_in_flight() {
             async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
         }
-        hopper::check_shared(self, t, offset, bytes, by)?;
+        if self.hopper.borrow().active {
+            hopper::check_shared(self, t, offset, bytes, by)?;
+        }
         self.shared_race_check(t, offset, bytes, access, site)?;
         self.count(MemorySpace::Shared, access, site, t, addr, bytes);
         Ok(())
     }
 
+    /// The whole of [`shared_check`](Self::shared_check) for the access nearly every one is,
+    /// kept apart so that it compiles to a few dozen instructions: no profile, no copy in
+    /// flight, no Hopper state, no `__syncwarp` yet in the block, inside an array, aligned, and
+    /// whole words of one history that race with nothing (see [`SharedArena::check_fast`]).
+    /// Returns whether it checked and counted the access; `false`, having changed nothing,
+    /// sends it to `shared_check`, which finds the same and reports what is wrong.
+    #[inline(always)]
+    fn shared_fast(&self, t: usize, addr: usize, bytes: usize, access: Access, site: Site) -> bool {
+        if self.profile.is_some()
+            || self.order.borrow().any_sync()
+            || self.hopper.borrow().active
+            || self.async_copies.borrow().any_in_flight()
+        {
+            return false;
+        }
+        // Whole words (what the word shadow takes), aligned to the access's width as a GPU
+        // requires (a word is aligned once it is whole: the arena starts 16-aligned).
+        let words = (addr | bytes) & 3 == 0;
+        if !words || (bytes != 4 && !addr.is_multiple_of(width_alignment(bytes))) {
+            return false;
+        }
+        let mut arena = self.arena.borrow_mut();
+        let recorded = arena
+            .offset_of(addr, bytes)
+            .is_some_and(|offset| arena.check_fast(offset, bytes, t as u32, access, site));
+        drop(arena);
+        if recorded {
+            self.count(MemorySpace::Shared, access, site, t, addr, bytes);
+        }
+        recorded
+    }
+
+    /// An access [`shared_fast`](Self::shared_fast) left to the full check, out of line so
+    /// that the fast path keeps its registers.
+    #[inline(never)]
+    fn shared_slow(&self, t: usize, addr: usize, bytes: usize, access: Access, site: Site) {
+        if let Err(kind) = self.shared_check(t, addr, bytes, access, site) {
+            self.fail(kind);
+        }
+    }
+
     /// Records thread `t`'s access to `bytes` bytes at arena `offset` in the race shadow, or
     /// reports the earlier access by another thread in this barrier interval that it races with.
+    #[inline(always)]
     pub(super) fn shared_race_check(
         &self,
         t: usize,
@@ -486,11 +532,16 @@ impl Block<'_> {
     ) -> Result<(), EmuErrorKind> {
         let order = self.order.borrow();
         let epoch = order.epoch(t);
-        let before = |other: u32, e: u32| order.before(other as usize, e, t, epoch);
-        let checked =
-            self.arena
-                .borrow_mut()
-                .check(offset, bytes, (t as u32, epoch), access, site, before);
+        let mut arena = self.arena.borrow_mut();
+        let me = (t as u32, epoch);
+        let checked = if order.any_sync() {
+            let before = |other: u32, e: u32| order.before(other as usize, e, t, epoch);
+            arena.check(offset, bytes, me, access, site, before)
+        } else {
+            // Before any `__syncwarp` only program order orders, and the shadow never asks
+            // about the thread's own accesses: the same rule, with nothing to look up.
+            arena.check(offset, bytes, me, access, site, |_, _| false)
+        };
         checked.map_err(|race| self.race_kind(race, t, access, site))
     }
 
@@ -543,6 +594,7 @@ impl Block<'_> {
     }
 
     /// Adds an access to the counters, and to the profile when profiling.
+    #[inline(always)]
     pub(super) fn count(
         &self,
         space: MemorySpace,
@@ -568,6 +620,12 @@ impl Block<'_> {
             p.borrow_mut().record(space, access, site, t, addr, bytes);
         }
     }
+}
+
+/// The alignment a GPU requires of an access of `bytes` bytes: its width, up to 16.
+#[inline]
+fn width_alignment(bytes: usize) -> usize {
+    1 << bytes.trailing_zeros().min(4)
 }
 
 impl Gpu for Block<'_> {
@@ -610,8 +668,9 @@ impl Gpu for Block<'_> {
 
     fn shared_access(&self, addr: usize, bytes: usize, access: Access, site: Site) {
         self.tick(Some(site));
-        if let Err(kind) = self.shared_check(self.current.get(), addr, bytes, access, site) {
-            self.fail(kind);
+        let t = self.current.get();
+        if !self.shared_fast(t, addr, bytes, access, site) {
+            self.shared_slow(t, addr, bytes, access, site);
         }
     }
 

@@ -10,7 +10,8 @@
 //!   why coroutines rather than OS threads).
 //! - **Memory**: global memory is host memory behind the same [`DeviceBuffer`] type the GPU uses;
 //!   every access is checked against the live buffers and counted. Shared memory is a per-block
-//!   arena with a shadow that records, per byte, who wrote and read it since the last barrier.
+//!   arena with a shadow that records, per 4-byte word (per byte where a narrower access split
+//!   the word), who wrote and read it since the last barrier.
 //!   `cp.async` copies stay in flight, per thread and per commit group, until the thread waits
 //!   for them (`async_copy.rs`); their destination bytes may not be touched until then.
 //!

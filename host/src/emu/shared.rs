@@ -25,8 +25,9 @@ struct Shadow {
     reader: u16,
     /// `thread + 1` of another reader of the interval, 0 for none.
     other_reader: u16,
-    /// Always 0, so that the whole is a value (see `bits`).
-    pad: u16,
+    /// In a word's shadow: 1 when its four bytes are tracked one by one (see
+    /// [`SharedArena`]); always 0 in a byte's, so that the whole is a value (see `bits`).
+    fine: u16,
     /// The `__syncwarp` epoch (see `order.rs`) each recorded thread was at.
     writer_epoch: u32,
     reader_epoch: u32,
@@ -103,30 +104,43 @@ pub(super) struct UninitRead {
 
 /// Per OS thread, reused block after block: shared memory never outlives its block, so the next
 /// block starts from a new interval number instead of clearing anything.
+///
+/// The shadow has two levels. Nearly every access is a whole number of aligned 4-byte words
+/// (`f32`, `u32`, vectors of them, `ldmatrix` rows), and the bytes of a word nearly always share
+/// one history, so each word has one shadow (`words`) and an access costs one shadow per word,
+/// not per byte. A word whose bytes part ways (a narrower or unaligned access touched it) is
+/// marked `fine` and tracked byte by byte (`bytes`), until an access covering it leaves its four
+/// bytes with one history again. Both levels apply the same rule ([`record`]), so every check
+/// and report is the byte-granular one.
 pub(super) struct SharedArena {
     data: Box<[u128]>,
-    shadow: Vec<Shadow>,
-    sites: Vec<Sites>,
+    words: Vec<Shadow>,
+    word_sites: Vec<Sites>,
+    bytes: Vec<Shadow>,
+    byte_sites: Vec<Sites>,
     statics: Vec<(usize, usize, usize)>,
     used: usize,
     dynamic: usize,
     block_start: u32,
     interval: u32,
-    uninit_reads: Vec<UninitRead>,
+    /// The interval's first read of a byte nobody wrote (the one reported).
+    uninit_read: Option<UninitRead>,
 }
 
 impl Default for SharedArena {
     fn default() -> Self {
         Self {
             data: vec![0u128; CAPACITY / 16].into_boxed_slice(),
-            shadow: Vec::new(),
-            sites: Vec::new(),
+            words: Vec::new(),
+            word_sites: Vec::new(),
+            bytes: Vec::new(),
+            byte_sites: Vec::new(),
             statics: Vec::new(),
             used: 0,
             dynamic: 0,
             block_start: 1,
             interval: 1,
-            uninit_reads: Vec::new(),
+            uninit_read: None,
         }
     }
 }
@@ -141,7 +155,7 @@ impl SharedArena {
         self.next_interval();
         self.block_start = self.interval;
         self.statics.clear();
-        self.uninit_reads.clear();
+        self.uninit_read = None;
         self.dynamic = dynamic;
         self.used = dynamic.next_multiple_of(16) + RED_ZONE;
         self.grow_shadow(self.used);
@@ -151,9 +165,7 @@ impl SharedArena {
     /// those after. Returns the first read of a byte that nobody wrote in the interval.
     pub(super) fn end_interval(&mut self) -> Option<UninitRead> {
         self.next_interval();
-        let first = self.uninit_reads.first().copied();
-        self.uninit_reads.clear();
-        first
+        self.uninit_read.take()
     }
 
     /// Moves to the next interval. Interval numbers are 32 bits (a smaller shadow); when they
@@ -162,10 +174,10 @@ impl SharedArena {
     fn next_interval(&mut self) {
         if self.interval == u32::MAX {
             let block_start = self.block_start;
-            for s in &mut self.shadow {
-                let written = u32::from(s.written >= block_start);
+            for s in self.words.iter_mut().chain(&mut self.bytes) {
                 *s = Shadow {
-                    written,
+                    written: u32::from(s.written >= block_start),
+                    fine: s.fine,
                     ..Shadow::default()
                 };
             }
@@ -181,9 +193,38 @@ impl SharedArena {
     }
 
     fn grow_shadow(&mut self, bytes: usize) {
-        if self.shadow.len() < bytes {
-            self.shadow.resize(bytes, Shadow::default());
-            self.sites.resize(bytes, Sites::default());
+        let bytes = bytes.next_multiple_of(4);
+        if self.bytes.len() < bytes {
+            self.bytes.resize(bytes, Shadow::default());
+            self.byte_sites.resize(bytes, Sites::default());
+            self.words.resize(bytes / 4, Shadow::default());
+            self.word_sites.resize(bytes / 4, Sites::default());
+        }
+    }
+
+    /// Tracks the words overlapping `[offset, offset + bytes)` byte by byte from now on.
+    fn split(&mut self, offset: usize, bytes: usize) {
+        for w in offset / 4..(offset + bytes).div_ceil(4) {
+            if self.words[w].fine == 0 {
+                self.bytes[4 * w..4 * w + 4].fill(self.words[w]);
+                self.byte_sites[4 * w..4 * w + 4].fill(self.word_sites[w]);
+                self.words[w].fine = 1;
+            }
+        }
+    }
+
+    /// Tracks the fine words wholly inside `[offset, offset + bytes)` whose four bytes have one
+    /// history again as words.
+    fn merge(&mut self, offset: usize, bytes: usize) {
+        for w in offset.div_ceil(4)..(offset + bytes) / 4 {
+            let (s, at) = (
+                &self.bytes[4 * w..4 * w + 4],
+                &self.byte_sites[4 * w..4 * w + 4],
+            );
+            if self.words[w].fine != 0 && one_history(s, at) {
+                self.words[w] = s[0];
+                self.word_sites[w] = at[0];
+            }
         }
     }
 
@@ -215,15 +256,17 @@ impl SharedArena {
     }
 
     /// The offset of `[addr, addr + bytes)` if it lies inside one allocation.
+    #[inline(always)]
     pub(super) fn offset_of(&self, addr: usize, bytes: usize) -> Option<usize> {
         let offset = addr.checked_sub(self.base())?;
         let end = offset + bytes;
         let in_dynamic = end <= self.dynamic;
-        let in_static = self
-            .statics
-            .iter()
-            .any(|&(_, o, b)| offset >= o && end <= o + b);
-        (in_dynamic || in_static).then_some(offset)
+        let in_static = || {
+            self.statics
+                .iter()
+                .any(|&(_, o, b)| offset >= o && end <= o + b)
+        };
+        (in_dynamic || in_static()).then_some(offset)
     }
 
     /// `addr`'s offset from the start of the arena (the block's `.shared` window address), if it
@@ -242,29 +285,41 @@ impl SharedArena {
     /// by the emulator's Hopper model, not by the barrier-interval shadow).
     pub(super) fn mark_async_write(&mut self, offset: usize, bytes: usize) {
         let interval = self.interval;
-        for s in &mut self.shadow[offset..offset + bytes] {
+        let mark = |s: &mut Shadow| {
             if s.interval != interval {
                 *s = Shadow {
                     interval,
                     written: s.written,
+                    fine: s.fine,
                     ..Shadow::default()
                 };
             }
             s.writer = 0;
             s.writer_epoch = 0;
             s.written = interval;
+        };
+        if offset.is_multiple_of(4) && bytes.is_multiple_of(4) {
+            let words = &mut self.words[offset / 4..(offset + bytes) / 4];
+            if words.iter().all(|s| s.fine == 0) {
+                words.iter_mut().for_each(mark);
+                return;
+            }
         }
+        self.split(offset, bytes);
+        self.bytes[offset..offset + bytes].iter_mut().for_each(mark);
+        self.merge(offset, bytes);
     }
 
     /// Records `thread`'s access (at `__syncwarp` epoch `epoch`) to `bytes` bytes at `offset`, or
     /// returns the earlier access it races with. `before(other, its_epoch)` says whether another
     /// thread's access of this interval is ordered before this one by `__syncwarp`s.
     ///
-    /// This runs on every shared-memory access, so it is written for the common case: the
-    /// bytes of one access almost always share one history (they were last accessed together,
-    /// by an access of the same width), and then the rule below is applied once, to the first
-    /// byte's shadow, and its outcome stored to all of them. Otherwise each byte is judged on
-    /// its own. The sites are written only when a slot changes.
+    /// This runs on every shared-memory access, so it is written for the common case: an access
+    /// of whole aligned words whose words share one history (they were last accessed together,
+    /// by an access of the same width). Then the rule below is applied once, to the first word's
+    /// shadow, and its outcome stored to all of them. Otherwise the words are split into bytes
+    /// and the same is done byte by byte. The sites are written only when a slot changes.
+    #[inline(always)]
     pub(super) fn check(
         &mut self,
         offset: usize,
@@ -284,41 +339,155 @@ impl SharedArena {
             interval: self.interval,
             unordered,
         };
-        let block_start = self.block_start;
-        let shadow = &mut self.shadow[offset..offset + bytes];
-        let sites = &mut self.sites[offset..offset + bytes];
+        if offset.is_multiple_of(4) && bytes.is_multiple_of(4) {
+            let (w, n) = (offset / 4, bytes / 4);
+            // A fine word's `fine` is 1, so it never matches a first word that is not fine.
+            let words = &mut self.words[w..w + n];
+            let first = words[0].bits();
+            if words[0].fine == 0 && words[1..].iter().all(|s| s.bits() == first) {
+                let mut s = words[0];
+                let set = record(&mut s, &self.word_sites[w], &rule)
+                    .map_err(|race| race.at(in_array(&self.statics, offset)))?;
+                words.fill(s);
+                if set != 0 {
+                    let sites = &mut self.word_sites[w..w + n];
+                    sites.iter_mut().for_each(|at| at.set(set, site));
+                }
+                if access == Access::Read && s.written < self.block_start {
+                    self.note_uninit_read(offset, thread, site);
+                }
+                return Ok(());
+            }
+        }
+        self.check_fine(offset, bytes, thread, site, &rule)
+    }
+
+    /// The whole of [`check`](Self::check) for the access nearly every one is, while no
+    /// `__syncwarp` has ordered anything in the block (so only program order orders): whole
+    /// aligned words of one history that race with nothing. Returns whether it recorded the
+    /// access; `false`, having changed nothing, sends the access to `check` (a race to report,
+    /// a word tracked byte by byte, ...). The rule is [`record`]'s, applied to a copy.
+    #[inline(always)]
+    pub(super) fn check_fast(
+        &mut self,
+        offset: usize,
+        bytes: usize,
+        thread: u32,
+        access: Access,
+        site: Site,
+    ) -> bool {
+        if !(offset.is_multiple_of(4) && bytes.is_multiple_of(4)) || thread >= u32::from(u16::MAX) {
+            return false;
+        }
+        let (w, n) = (offset / 4, bytes / 4);
+        let Some(words) = self.words.get_mut(w..w + n) else {
+            return false;
+        };
+        if words[0].fine != 0 {
+            return false;
+        }
+        let me = thread as u16 + 1;
+        let rule = Rule {
+            me,
+            epoch: 0,
+            access,
+            interval: self.interval,
+            unordered: |who: u16, _| who != 0 && who != me,
+        };
+        // `record` changes nothing when it finds a conflict, so one word is judged in place.
+        let (set, written) = if n == 1 {
+            let Ok(set) = record(&mut words[0], &self.word_sites[w], &rule) else {
+                return false;
+            };
+            (set, words[0].written)
+        } else {
+            let mut s = words[0];
+            if words[1..].iter().any(|other| other.bits() != s.bits()) {
+                return false;
+            }
+            let Ok(set) = record(&mut s, &self.word_sites[w], &rule) else {
+                return false;
+            };
+            words.fill(s);
+            (set, s.written)
+        };
+        if set != 0 {
+            let sites = &mut self.word_sites[w..w + n];
+            sites.iter_mut().for_each(|at| at.set(set, site));
+        }
+        if access == Access::Read && written < self.block_start {
+            self.note_uninit_read(offset, thread, site);
+        }
+        true
+    }
+
+    /// [`check`](Self::check) of an access that is not whole words of one history: its words
+    /// are split into bytes and judged on the byte level (once when the bytes share one
+    /// history, else byte by byte), then merged again where they can be.
+    #[inline(never)]
+    fn check_fine(
+        &mut self,
+        offset: usize,
+        bytes: usize,
+        thread: u32,
+        site: Site,
+        rule: &Rule<impl Fn(u16, u32) -> bool>,
+    ) -> Result<(), Race> {
+        self.split(offset, bytes);
+        let shadow = &mut self.bytes[offset..offset + bytes];
+        let sites = &mut self.byte_sites[offset..offset + bytes];
         let first = shadow[0].bits();
         if shadow[1..].iter().all(|s| s.bits() == first) {
             let mut s = shadow[0];
-            let set = record(&mut s, &sites[0], &rule)
+            let set = record(&mut s, &sites[0], rule)
                 .map_err(|race| race.at(in_array(&self.statics, offset)))?;
             shadow.fill(s);
             if set != 0 {
                 sites.iter_mut().for_each(|at| at.set(set, site));
             }
-            if access == Access::Write || s.written >= block_start {
-                return Ok(());
-            }
         } else {
             for (i, (s, at)) in shadow.iter_mut().zip(sites.iter_mut()).enumerate() {
-                let set = record(s, at, &rule)
+                let set = record(s, at, rule)
                     .map_err(|race| race.at(in_array(&self.statics, offset + i)))?;
                 at.set(set, site);
             }
         }
-        if access == Access::Read {
-            for (i, s) in shadow.iter().enumerate() {
-                if s.written < block_start {
-                    self.uninit_reads.push(UninitRead {
-                        offset: in_array(&self.statics, offset + i),
-                        thread,
-                        site,
-                    });
-                }
+        if rule.access == Access::Read {
+            let block_start = self.block_start;
+            let unwritten = self.bytes[offset..offset + bytes]
+                .iter()
+                .position(|s| s.written < block_start);
+            if let Some(i) = unwritten {
+                self.note_uninit_read(offset + i, thread, site);
             }
         }
+        self.merge(offset, bytes);
         Ok(())
     }
+
+    /// A read of the byte at arena `offset` that nobody wrote: kept if it is the interval's
+    /// first.
+    fn note_uninit_read(&mut self, offset: usize, thread: u32, site: Site) {
+        if self.uninit_read.is_none() {
+            self.uninit_read = Some(UninitRead {
+                offset: in_array(&self.statics, offset),
+                thread,
+                site,
+            });
+        }
+    }
+}
+
+/// Whether four bytes' shadows are one history: the same shadow, and the same site in every
+/// slot that holds an access.
+fn one_history(s: &[Shadow], at: &[Sites]) -> bool {
+    let first = s[0].bits();
+    let same_site =
+        |slot: fn(&Sites) -> Site, who: u16| who == 0 || at.iter().all(|a| slot(a) == slot(&at[0]));
+    s[1..].iter().all(|b| b.bits() == first)
+        && same_site(|a| a.writer, s[0].writer)
+        && same_site(|a| a.reader, s[0].reader)
+        && same_site(|a| a.other_reader, s[0].other_reader)
 }
 
 /// One access, as the race rule sees it: `me` (`thread + 1`) at `__syncwarp` epoch `epoch`,
@@ -333,7 +502,8 @@ struct Rule<F> {
 
 /// The race rule for one byte: the access `r` against what its shadow `s` (with sites `at`)
 /// recorded. Updates `s` and returns which site slots now hold this access ([`Sites::WRITER`]
-/// ...), or the earlier access it conflicts with.
+/// ...), or the earlier access it conflicts with, leaving `s` as it was (a conflict needs a
+/// slot of this interval, so the reset of a new interval never precedes one).
 #[inline(always)]
 fn record(s: &mut Shadow, at: &Sites, r: &Rule<impl Fn(u16, u32) -> bool>) -> Result<u8, Conflict> {
     if s.interval != r.interval {
@@ -424,6 +594,22 @@ mod tests {
         a
     }
 
+    /// `thread`'s access at `__syncwarp` epoch 0, which must find nothing wrong.
+    fn accept(a: &mut SharedArena, offset: usize, bytes: usize, thread: u32, access: Access) {
+        let checked = a.check(
+            offset,
+            bytes,
+            (thread, 0),
+            access,
+            Site::caller(),
+            no_syncwarp,
+        );
+        assert!(
+            checked.is_ok(),
+            "{bytes} bytes at {offset} by thread {thread}"
+        );
+    }
+
     #[test]
     fn a_word_read_races_with_a_byte_written_inside_it() {
         // The word's bytes have different histories, so each byte is judged on its own.
@@ -486,5 +672,87 @@ mod tests {
             .ok()
             .unwrap();
         assert_eq!(a.end_interval().map(|u| u.offset), Some(8));
+    }
+
+    #[test]
+    fn a_word_written_byte_by_byte_by_one_access_each_is_a_word_again_after_a_covering_write() {
+        let mut a = arena();
+        for b in 0..4 {
+            accept(&mut a, b, 1, b as u32, Access::Write);
+        }
+        assert_eq!(a.words[0].fine, 1);
+        a.end_interval();
+        accept(&mut a, 0, 4, 5, Access::Write);
+        assert_eq!(a.words[0].fine, 0, "one history again: tracked as a word");
+        a.end_interval();
+        accept(&mut a, 0, 4, 6, Access::Read);
+        let race = a
+            .check(2, 2, (7, 0), Access::Write, Site::caller(), no_syncwarp)
+            .expect_err("thread 6 read the word");
+        assert_eq!(
+            (race.offset, race.thread, race.access),
+            (2, 6, Access::Read)
+        );
+        assert!(a.end_interval().is_none());
+    }
+
+    #[test]
+    fn the_first_unwritten_byte_read_is_reported_at_the_interval_end() {
+        let mut a = arena();
+        accept(&mut a, 16, 1, 0, Access::Write);
+        // Bytes 16 (written) and 17 (not): the byte level, reporting byte 17.
+        accept(&mut a, 16, 2, 0, Access::Read);
+        // A later unwritten word is not the first.
+        accept(&mut a, 32, 4, 1, Access::Read);
+        let first = a.end_interval().expect("an unwritten read");
+        assert_eq!((first.offset, first.thread), (17, 0));
+    }
+
+    #[test]
+    fn the_fast_path_agrees_with_the_full_check() {
+        // The same pseudo-random accesses (bytes, halves, words and vectors, by four threads,
+        // with barriers between) through `check` alone and through `check_fast` first.
+        let (mut full, mut fast) = (arena(), arena());
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n) as usize
+        };
+        let outcome = |r: Result<(), Race>| r.err().map(|r| (r.offset, r.thread, r.access));
+        for _ in 0..20_000 {
+            if next(50) == 0 {
+                let ends = (full.end_interval(), fast.end_interval());
+                let key = |u: Option<UninitRead>| u.map(|u| (u.offset, u.thread));
+                assert_eq!(key(ends.0), key(ends.1));
+                continue;
+            }
+            let bytes: usize = [1, 2, 4, 4, 4, 8, 16][next(7)];
+            let offset = next(64 / bytes as u64) * bytes;
+            let thread = next(4) as u32;
+            let access = if next(3) == 0 {
+                Access::Write
+            } else {
+                Access::Read
+            };
+            let site = Site::caller();
+            let expected =
+                outcome(full.check(offset, bytes, (thread, 0), access, site, no_syncwarp));
+            let got = if fast.check_fast(offset, bytes, thread, access, site) {
+                None
+            } else {
+                outcome(fast.check(offset, bytes, (thread, 0), access, site, no_syncwarp))
+            };
+            assert_eq!(
+                got, expected,
+                "{bytes} bytes at {offset} by thread {thread}"
+            );
+            if expected.is_some() {
+                // A race ends a launch; start the next from a clean interval.
+                full.end_interval();
+                fast.end_interval();
+            }
+        }
     }
 }
