@@ -406,46 +406,80 @@ impl SharedArena {
         if !(offset.is_multiple_of(4) && bytes.is_multiple_of(4)) || thread >= u32::from(u16::MAX) {
             return false;
         }
+        if bytes != 4 {
+            return self.check_fast_words(offset, bytes, thread, access, site);
+        }
+        // One word, the commonest access, judged in place (`record` changes nothing when it
+        // finds a conflict).
+        let w = offset / 4;
+        let rule = fast_rule(thread, access, self.interval);
+        let (Some(word), Some(at)) = (self.words.get_mut(w), self.word_sites.get_mut(w)) else {
+            return false;
+        };
+        if word.fine != 0 {
+            return false;
+        }
+        let Ok(set) = record(word, at, &rule) else {
+            return false;
+        };
+        at.set(set, site);
+        let written = word.written;
+        self.fast_uninit(offset, thread, access, site, written);
+        true
+    }
+
+    /// [`check_fast`](Self::check_fast) of a vector of words (out of line, so that the one-word
+    /// access keeps its registers): the rule applied to a copy of their shared history.
+    #[inline(never)]
+    fn check_fast_words(
+        &mut self,
+        offset: usize,
+        bytes: usize,
+        thread: u32,
+        access: Access,
+        site: Site,
+    ) -> bool {
         let (w, n) = (offset / 4, bytes / 4);
         let Some(words) = self.words.get_mut(w..w + n) else {
             return false;
         };
-        if words[0].fine != 0 {
+        let Some((&first, rest)) = words.split_first() else {
+            return false;
+        };
+        if first.fine != 0 || rest.iter().any(|other| other.bits() != first.bits()) {
             return false;
         }
-        let me = thread as u16 + 1;
-        let rule = Rule {
-            me,
-            epoch: 0,
-            access,
-            interval: self.interval,
-            unordered: |who: u16, _| who != 0 && who != me,
+        let mut s = first;
+        let Ok(set) = record(
+            &mut s,
+            &self.word_sites[w],
+            &fast_rule(thread, access, self.interval),
+        ) else {
+            return false;
         };
-        // `record` changes nothing when it finds a conflict, so one word is judged in place.
-        let (set, written) = if n == 1 {
-            let Ok(set) = record(&mut words[0], &self.word_sites[w], &rule) else {
-                return false;
-            };
-            (set, words[0].written)
-        } else {
-            let mut s = words[0];
-            if words[1..].iter().any(|other| other.bits() != s.bits()) {
-                return false;
-            }
-            let Ok(set) = record(&mut s, &self.word_sites[w], &rule) else {
-                return false;
-            };
-            words.fill(s);
-            (set, s.written)
-        };
+        words.fill(s);
         if set != 0 {
             let sites = &mut self.word_sites[w..w + n];
             sites.iter_mut().for_each(|at| at.set(set, site));
         }
+        self.fast_uninit(offset, thread, access, site, s.written);
+        true
+    }
+
+    /// The fast path's note of a read of a word nobody wrote in this block (`written`, the
+    /// interval of the word's last write).
+    #[inline(always)]
+    fn fast_uninit(
+        &mut self,
+        offset: usize,
+        thread: u32,
+        access: Access,
+        site: Site,
+        written: u32,
+    ) {
         if access == Access::Read && written < self.block_start {
             self.note_uninit_read(offset, thread, site);
         }
-        true
     }
 
     /// [`check`](Self::check) of an access that is not whole words of one history: its words
@@ -525,6 +559,20 @@ struct Rule<F> {
     access: Access,
     interval: u32,
     unordered: F,
+}
+
+/// The rule for `thread`'s access before any `__syncwarp` in the block: only program order
+/// orders, so every recorded access by another thread is unordered with it.
+#[inline(always)]
+fn fast_rule(thread: u32, access: Access, interval: u32) -> Rule<impl Fn(u16, u32) -> bool> {
+    let me = thread as u16 + 1;
+    Rule {
+        me,
+        epoch: 0,
+        access,
+        interval,
+        unordered: move |who: u16, _| who != 0 && who != me,
+    }
 }
 
 /// The race rule for one byte: the access `r` against what its shadow `s` (with sites `at`)
