@@ -496,10 +496,10 @@ impl Block<'_> {
         if !self.fast_path.get() {
             return false;
         }
-        // Whole words (what the word shadow takes), aligned to the access's width as a GPU
-        // requires (a word is aligned once it is whole: the arena starts 16-aligned).
-        let words = (addr | bytes) & 3 == 0;
-        if !words || (bytes != 4 && !addr.is_multiple_of(width_alignment(bytes))) {
+        // Aligned to the access's width as a GPU requires; that it is whole aligned words (what
+        // the word shadow takes, and all a one-word access needs: the arena starts 16-aligned)
+        // `check_fast` sees to.
+        if bytes != 4 && !addr.is_multiple_of(width_alignment(bytes)) {
             return false;
         }
         let mut arena = self.arena.borrow_mut();
