@@ -393,7 +393,7 @@ impl SharedArena {
     /// `__syncwarp` has ordered anything in the block (so only program order orders): whole
     /// aligned words of one history that race with nothing. Returns whether it recorded the
     /// access; `false`, having changed nothing, sends the access to `check` (a race to report,
-    /// a word tracked byte by byte, ...). The rule is [`record`]'s, applied to a copy.
+    /// a word tracked byte by byte, ...). The rule is [`record`]'s.
     #[inline(always)]
     pub(super) fn check_fast(
         &mut self,
