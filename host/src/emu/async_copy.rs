@@ -170,6 +170,7 @@ fn start(
         .borrow()
         .offset_of(dst, CHUNK)
         .expect("shared_check accepted the destination");
+    block.leave_fast_path();
     let mut copies = block.async_copies.borrow_mut();
     copies.in_flight.insert(
         offset,
@@ -197,6 +198,7 @@ fn complete(block: &Block, t: usize, copy: PendingCopy) -> Result<(), EmuErrorKi
         .borrow_mut()
         .in_flight
         .remove(&copy.offset);
+    block.refresh_fast_path();
     let mut chunk = [0u8; CHUNK];
     if copy.src_bytes > 0 {
         block.global_check(t, copy.src, copy.src_bytes, Access::Read, copy.site)?;

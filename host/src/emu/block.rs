@@ -99,6 +99,11 @@ pub(super) struct Block<'a> {
     /// What `__syncwarp` has ordered between the lanes of each warp.
     pub order: RefCell<WarpOrder>,
     global_log: Option<RefCell<GlobalLog>>,
+    /// Whether [`shared_fast`](Self::shared_fast) may take a shared access: no profile, no
+    /// `__syncwarp` yet in the block, no Hopper state, no `cp.async` in flight. One flag for the
+    /// four, kept by the code that changes them ([`leave_fast_path`](Self::leave_fast_path),
+    /// [`refresh_fast_path`](Self::refresh_fast_path)), so that the access reads one byte.
+    fast_path: Cell<bool>,
     /// The watchdog: device calls of the running thread since it was resumed, when that was,
     /// and the site of its last access.
     ticks: Cell<u32>,
@@ -130,6 +135,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         profile: launch.profile.then(RefCell::default),
         order: RefCell::new(WarpOrder::new(threads)),
         global_log: launch.global_races.then(RefCell::default),
+        fast_path: Cell::new(!launch.profile),
         ticks: Cell::new(0),
         resumed: Cell::new(None),
         last_site: Cell::new(None),
@@ -486,17 +492,14 @@ impl Block<'_> {
     /// sends it to `shared_check`, which finds the same and reports what is wrong.
     #[inline(always)]
     fn shared_fast(&self, t: usize, addr: usize, bytes: usize, access: Access, site: Site) -> bool {
-        if self.profile.is_some()
-            || self.order.borrow().any_sync()
-            || self.hopper.borrow().active
-            || self.async_copies.borrow().any_in_flight()
-        {
+        debug_assert_eq!(self.fast_path.get(), self.fast_path_applies());
+        if !self.fast_path.get() {
             return false;
         }
-        // Whole words (what the word shadow takes), aligned to the access's width as a GPU
-        // requires (a word is aligned once it is whole: the arena starts 16-aligned).
-        let words = (addr | bytes) & 3 == 0;
-        if !words || (bytes != 4 && !addr.is_multiple_of(width_alignment(bytes))) {
+        // Aligned to the access's width as a GPU requires; that it is whole aligned words (what
+        // the word shadow takes, and all a one-word access needs: the arena starts 16-aligned)
+        // `check_fast` sees to.
+        if bytes != 4 && !addr.is_multiple_of(width_alignment(bytes)) {
             return false;
         }
         let mut arena = self.arena.borrow_mut();
@@ -505,9 +508,30 @@ impl Block<'_> {
             .is_some_and(|offset| arena.check_fast(offset, bytes, t as u32, access, site));
         drop(arena);
         if recorded {
-            self.count(MemorySpace::Shared, access, site, t, addr, bytes);
+            // The fast path runs without a profile, so counting is the counters alone.
+            self.tally(MemorySpace::Shared, access, bytes);
         }
         recorded
+    }
+
+    /// The conditions [`fast_path`](Self::fast_path) stands for, read from the state itself.
+    fn fast_path_applies(&self) -> bool {
+        self.profile.is_none()
+            && !self.order.borrow().any_sync()
+            && !self.hopper.borrow().active
+            && !self.async_copies.borrow().any_in_flight()
+    }
+
+    /// A `__syncwarp`, a Hopper instruction or a `cp.async` has made the fast path's shortcut
+    /// wrong for this block (until [`refresh_fast_path`](Self::refresh_fast_path) says again).
+    pub(super) fn leave_fast_path(&self) {
+        self.fast_path.set(false);
+    }
+
+    /// Re-derives [`fast_path`](Self::fast_path) after a condition may have cleared (the last
+    /// `cp.async` in flight landing).
+    pub(super) fn refresh_fast_path(&self) {
+        self.fast_path.set(self.fast_path_applies());
     }
 
     /// An access [`shared_fast`](Self::shared_fast) left to the full check, out of line so
@@ -604,6 +628,15 @@ impl Block<'_> {
         addr: usize,
         bytes: usize,
     ) {
+        self.tally(space, access, bytes);
+        if let Some(p) = &self.profile {
+            p.borrow_mut().record(space, access, site, t, addr, bytes);
+        }
+    }
+
+    /// Adds an access to the counters only (what [`count`](Self::count) does without a profile).
+    #[inline(always)]
+    fn tally(&self, space: MemorySpace, access: Access, bytes: usize) {
         let mut c = self.counters.borrow_mut();
         let counter = match (space, access) {
             (MemorySpace::Global, Access::Read) => &mut c.global_read_bytes,
@@ -615,9 +648,6 @@ impl Block<'_> {
         match space {
             MemorySpace::Global => c.global_accesses += 1,
             MemorySpace::Shared => c.shared_accesses += 1,
-        }
-        if let Some(p) = &self.profile {
-            p.borrow_mut().record(space, access, site, t, addr, bytes);
         }
     }
 }

@@ -118,6 +118,7 @@ pub(super) fn mbarrier(
     let bar = barrier_offset(block, t, addr, site)?;
     let mut h = block.hopper.borrow_mut();
     h.active = true;
+    block.leave_fast_path();
     if let MbarrierOp::Init { count } = op {
         if count == 0 || count >= 1 << 20 {
             return Err(mbarrier_error(
@@ -457,6 +458,7 @@ pub(super) fn tma_load(
     {
         let mut h = block.hopper.borrow_mut();
         h.active = true;
+        block.leave_fast_path();
         let Some(b) = h.barriers.get(&bar) else {
             drop(h);
             return Err(mbarrier_error(

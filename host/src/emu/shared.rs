@@ -119,6 +119,10 @@ pub(super) struct SharedArena {
     bytes: Vec<Shadow>,
     byte_sites: Vec<Sites>,
     statics: Vec<(usize, usize, usize)>,
+    /// Per word of the arena, the end offset of the allocation (dynamic or static array) that
+    /// holds it, 0 in the red zones: [`offset_of`](Self::offset_of)'s look-up without a walk
+    /// over the arrays (allocations are 16-aligned and apart, so a word is in at most one).
+    ends: Vec<u32>,
     used: usize,
     dynamic: usize,
     block_start: u32,
@@ -136,6 +140,7 @@ impl Default for SharedArena {
             bytes: Vec::new(),
             byte_sites: Vec::new(),
             statics: Vec::new(),
+            ends: Vec::new(),
             used: 0,
             dynamic: 0,
             block_start: 1,
@@ -156,9 +161,18 @@ impl SharedArena {
         self.block_start = self.interval;
         self.statics.clear();
         self.uninit_read = None;
+        let previous = self.used.div_ceil(4).min(self.ends.len());
+        self.ends[..previous].fill(0);
         self.dynamic = dynamic;
         self.used = dynamic.next_multiple_of(16) + RED_ZONE;
         self.grow_shadow(self.used);
+        self.mark_allocation(0, dynamic);
+    }
+
+    /// Notes `[offset, offset + bytes)` as one allocation in `ends`.
+    fn mark_allocation(&mut self, offset: usize, bytes: usize) {
+        let end = u32::try_from(offset + bytes).expect("the arena is smaller than 4 GiB");
+        self.ends[offset / 4..(offset + bytes).div_ceil(4)].fill(end);
     }
 
     /// Every thread passed a barrier (or exited): accesses before it can no longer race with
@@ -199,6 +213,7 @@ impl SharedArena {
             self.byte_sites.resize(bytes, Sites::default());
             self.words.resize(bytes / 4, Shadow::default());
             self.word_sites.resize(bytes / 4, Sites::default());
+            self.ends.resize(bytes / 4, 0);
         }
     }
 
@@ -252,6 +267,7 @@ impl SharedArena {
         self.statics.push((key, offset, bytes));
         self.used = offset + bytes + RED_ZONE;
         self.grow_shadow(self.used);
+        self.mark_allocation(offset, bytes);
         Ok((self.base() + offset) as *mut u8)
     }
 
@@ -260,13 +276,24 @@ impl SharedArena {
     pub(super) fn offset_of(&self, addr: usize, bytes: usize) -> Option<usize> {
         let offset = addr.checked_sub(self.base())?;
         let end = offset + bytes;
-        let in_dynamic = end <= self.dynamic;
-        let in_static = || {
-            self.statics
+        // The dynamic memory, else the word's static array looked up; a miss (outside, or an
+        // empty access at an end) takes the walk, which decides every access the same way.
+        let found = end <= self.dynamic
+            || self
+                .ends
+                .get(offset / 4)
+                .is_some_and(|&e| end <= e as usize);
+        (found || self.in_allocation(offset, end)).then_some(offset)
+    }
+
+    /// Whether `[offset, end)` lies inside the dynamic memory or one static array, found by
+    /// walking the arrays.
+    fn in_allocation(&self, offset: usize, end: usize) -> bool {
+        end <= self.dynamic
+            || self
+                .statics
                 .iter()
                 .any(|&(_, o, b)| offset >= o && end <= o + b)
-        };
-        (in_dynamic || in_static()).then_some(offset)
     }
 
     /// `addr`'s offset from the start of the arena (the block's `.shared` window address), if it
@@ -366,7 +393,7 @@ impl SharedArena {
     /// `__syncwarp` has ordered anything in the block (so only program order orders): whole
     /// aligned words of one history that race with nothing. Returns whether it recorded the
     /// access; `false`, having changed nothing, sends the access to `check` (a race to report,
-    /// a word tracked byte by byte, ...). The rule is [`record`]'s, applied to a copy.
+    /// a word tracked byte by byte, ...). The rule is [`record`]'s.
     #[inline(always)]
     pub(super) fn check_fast(
         &mut self,
@@ -379,46 +406,80 @@ impl SharedArena {
         if !(offset.is_multiple_of(4) && bytes.is_multiple_of(4)) || thread >= u32::from(u16::MAX) {
             return false;
         }
+        if bytes != 4 {
+            return self.check_fast_words(offset, bytes, thread, access, site);
+        }
+        // One word, the commonest access, judged in place (`record` changes nothing when it
+        // finds a conflict).
+        let w = offset / 4;
+        let rule = fast_rule(thread, access, self.interval);
+        let (Some(word), Some(at)) = (self.words.get_mut(w), self.word_sites.get_mut(w)) else {
+            return false;
+        };
+        if word.fine != 0 {
+            return false;
+        }
+        let Ok(set) = record(word, at, &rule) else {
+            return false;
+        };
+        at.set(set, site);
+        let written = word.written;
+        self.fast_uninit(offset, thread, access, site, written);
+        true
+    }
+
+    /// [`check_fast`](Self::check_fast) of a vector of words (out of line, so that the one-word
+    /// access keeps its registers): the rule applied to a copy of their shared history.
+    #[inline(never)]
+    fn check_fast_words(
+        &mut self,
+        offset: usize,
+        bytes: usize,
+        thread: u32,
+        access: Access,
+        site: Site,
+    ) -> bool {
         let (w, n) = (offset / 4, bytes / 4);
         let Some(words) = self.words.get_mut(w..w + n) else {
             return false;
         };
-        if words[0].fine != 0 {
+        let Some((&first, rest)) = words.split_first() else {
+            return false;
+        };
+        if first.fine != 0 || rest.iter().any(|other| other.bits() != first.bits()) {
             return false;
         }
-        let me = thread as u16 + 1;
-        let rule = Rule {
-            me,
-            epoch: 0,
-            access,
-            interval: self.interval,
-            unordered: |who: u16, _| who != 0 && who != me,
+        let mut s = first;
+        let Ok(set) = record(
+            &mut s,
+            &self.word_sites[w],
+            &fast_rule(thread, access, self.interval),
+        ) else {
+            return false;
         };
-        // `record` changes nothing when it finds a conflict, so one word is judged in place.
-        let (set, written) = if n == 1 {
-            let Ok(set) = record(&mut words[0], &self.word_sites[w], &rule) else {
-                return false;
-            };
-            (set, words[0].written)
-        } else {
-            let mut s = words[0];
-            if words[1..].iter().any(|other| other.bits() != s.bits()) {
-                return false;
-            }
-            let Ok(set) = record(&mut s, &self.word_sites[w], &rule) else {
-                return false;
-            };
-            words.fill(s);
-            (set, s.written)
-        };
+        words.fill(s);
         if set != 0 {
             let sites = &mut self.word_sites[w..w + n];
             sites.iter_mut().for_each(|at| at.set(set, site));
         }
+        self.fast_uninit(offset, thread, access, site, s.written);
+        true
+    }
+
+    /// The fast path's note of a read of a word nobody wrote in this block (`written`, the
+    /// interval of the word's last write).
+    #[inline(always)]
+    fn fast_uninit(
+        &mut self,
+        offset: usize,
+        thread: u32,
+        access: Access,
+        site: Site,
+        written: u32,
+    ) {
         if access == Access::Read && written < self.block_start {
             self.note_uninit_read(offset, thread, site);
         }
-        true
     }
 
     /// [`check`](Self::check) of an access that is not whole words of one history: its words
@@ -498,6 +559,20 @@ struct Rule<F> {
     access: Access,
     interval: u32,
     unordered: F,
+}
+
+/// The rule for `thread`'s access before any `__syncwarp` in the block: only program order
+/// orders, so every recorded access by another thread is unordered with it.
+#[inline(always)]
+fn fast_rule(thread: u32, access: Access, interval: u32) -> Rule<impl Fn(u16, u32) -> bool> {
+    let me = thread as u16 + 1;
+    Rule {
+        me,
+        epoch: 0,
+        access,
+        interval,
+        unordered: move |who: u16, _| who != 0 && who != me,
+    }
 }
 
 /// The race rule for one byte: the access `r` against what its shadow `s` (with sites `at`)
@@ -752,6 +827,29 @@ mod tests {
                 // A race ends a launch; start the next from a clean interval.
                 full.end_interval();
                 fast.end_interval();
+            }
+        }
+    }
+
+    #[test]
+    fn the_allocation_look_up_agrees_with_the_walk_over_the_arrays() {
+        // Blocks of odd-sized dynamic memory and static arrays, each laid over the last one's
+        // (so stale entries would show), every offset and width up to past the end.
+        let mut a = SharedArena::default();
+        for (dynamic, statics) in [(64, &[12, 3, 40][..]), (0, &[5, 64]), (6, &[]), (0, &[])] {
+            a.begin_block(dynamic);
+            for (key, &bytes) in statics.iter().enumerate() {
+                a.static_ptr(key, bytes, 4, CAPACITY).unwrap();
+            }
+            for offset in 0..a.used + 8 {
+                for bytes in [0, 1, 2, 3, 4, 8, 16] {
+                    let walked = a.in_allocation(offset, offset + bytes).then_some(offset);
+                    assert_eq!(
+                        a.offset_of(a.base() + offset, bytes),
+                        walked,
+                        "{bytes} bytes at {offset} (dynamic {dynamic}, arrays {statics:?})"
+                    );
+                }
             }
         }
     }

@@ -164,6 +164,7 @@ fn complete(
     match op {
         Collective::SyncWarp => {
             block.order.borrow_mut().sync(base, mask);
+            block.leave_fast_path();
             Ok(vec![[0; 4]; lane_ids.len()])
         }
         Collective::Wgmma(_) => unreachable!("ready_group leaves warpgroup instructions to wgmma.rs"),

@@ -115,6 +115,7 @@ fn wgmma_error(t: usize, site: Site, detail: String) -> EmuErrorKind {
 pub(super) fn sync(block: &Block, t: usize, op: WgmmaSync) {
     let mut h = block.hopper.borrow_mut();
     h.active = true;
+    block.leave_fast_path();
     let w = &mut h.wgmma;
     match op {
         WgmmaSync::Fence => w.threads[t].needs_fence = false,
@@ -487,6 +488,7 @@ fn execute(
     block.counters.borrow_mut().flops += (2 * M * n * K) as u64;
     let mut h = block.hopper.borrow_mut();
     h.active = true;
+    block.leave_fast_path();
     let w = &mut h.wgmma;
     chunks.sort_unstable();
     chunks.dedup();
