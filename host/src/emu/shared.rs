@@ -689,12 +689,8 @@ mod tests {
     fn a_word_read_races_with_a_byte_written_inside_it() {
         // The word's bytes have different histories, so each byte is judged on its own.
         let (mut a, site) = (arena(), Site::caller());
-        a.check(0, 4, (0, 0), Access::Write, site, no_syncwarp)
-            .ok()
-            .unwrap();
-        a.check(6, 1, (1, 0), Access::Write, site, no_syncwarp)
-            .ok()
-            .unwrap();
+        accept(&mut a, 0, 4, 0, Access::Write);
+        accept(&mut a, 6, 1, 1, Access::Write);
         assert!(
             a.check(0, 4, (2, 0), Access::Read, site, no_syncwarp)
                 .is_err()
@@ -711,14 +707,10 @@ mod tests {
     #[test]
     fn a_third_reader_then_a_writer_races_with_a_recorded_reader() {
         let (mut a, site) = (arena(), Site::caller());
-        a.check(0, 4, (0, 0), Access::Write, site, no_syncwarp)
-            .ok()
-            .unwrap();
+        accept(&mut a, 0, 4, 0, Access::Write);
         a.end_interval();
         for t in 1..4 {
-            a.check(0, 4, (t, 0), Access::Read, site, no_syncwarp)
-                .ok()
-                .unwrap();
+            accept(&mut a, 0, 4, t, Access::Read);
         }
         let race = a
             .check(0, 4, (1, 0), Access::Write, site, no_syncwarp)
@@ -731,21 +723,15 @@ mod tests {
 
     #[test]
     fn interval_numbers_that_run_out_keep_what_was_written_in_the_block() {
-        let (mut a, site) = (arena(), Site::caller());
-        a.check(0, 4, (0, 0), Access::Write, site, no_syncwarp)
-            .ok()
-            .unwrap();
+        let mut a = arena();
+        accept(&mut a, 0, 4, 0, Access::Write);
         a.interval = u32::MAX;
         assert!(a.end_interval().is_none());
         // Written in this block before the renumbering: no uninitialised read, no race.
-        a.check(0, 4, (1, 0), Access::Read, site, no_syncwarp)
-            .ok()
-            .unwrap();
+        accept(&mut a, 0, 4, 1, Access::Read);
         assert!(a.end_interval().is_none());
         // Never written: reported at the end of the interval.
-        a.check(8, 4, (1, 0), Access::Read, site, no_syncwarp)
-            .ok()
-            .unwrap();
+        accept(&mut a, 8, 4, 1, Access::Read);
         assert_eq!(a.end_interval().map(|u| u.offset), Some(8));
     }
 
