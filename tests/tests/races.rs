@@ -11,6 +11,30 @@ use kernels::cuda::warp::{FULL_MASK, sync_warp};
 use kernels::{kernel, shared_array};
 use suite::emu_error;
 
+/// One side of a race: (blockIdx.x, threadIdx.x, access).
+type Side = (u32, u32, Access);
+
+/// A global race's address and offset, and its two sides, the earlier block first.
+fn global_race(err: &host::emu::EmuError) -> ((usize, usize), [Side; 2]) {
+    let EmuErrorKind::GlobalRace {
+        addr,
+        offset,
+        first,
+        second_block,
+        second,
+    } = &err.kind
+    else {
+        panic!("{err}")
+    };
+    (
+        (*addr, *offset),
+        [
+            (err.block.x, first.thread.x, first.access),
+            (second_block.x, second.thread.x, second.access),
+        ],
+    )
+}
+
 /// An emulator with the global race check on, whatever `KERNELS_EMU_GLOBAL_RACES` says.
 fn emulator() -> (host::Runtime, std::sync::Arc<host::emu::Emulator>) {
     let (rt, emu) = suite::emulator();
@@ -37,24 +61,12 @@ fn two_blocks_writing_one_element_is_a_race_naming_both_threads_and_the_address(
         &LaunchConfig::linear(2, 32),
         || unsafe { every_block_writes_one_element(p) },
     ));
-    let EmuErrorKind::GlobalRace {
-        addr,
-        offset,
-        first,
-        second_block,
-        second,
-    } = err.kind.clone()
-    else {
-        panic!("{err}")
-    };
-    assert_eq!((addr, offset), (p.addr(), 0), "{err}");
+    let (place, sides) = global_race(&err);
+    assert_eq!(place, (p.addr(), 0), "{err}");
     assert_eq!(
-        (err.block.x, first.thread.x, first.access),
-        (0, 0, Access::Write)
-    );
-    assert_eq!(
-        (second_block.x, second.thread.x, second.access),
-        (1, 0, Access::Write)
+        sides,
+        [(0, 0, Access::Write), (1, 0, Access::Write)],
+        "{err}"
     );
     let msg = err.to_string();
     assert!(
@@ -88,24 +100,12 @@ fn reading_what_another_block_writes_is_a_race() {
         &LaunchConfig::linear(2, 32),
         || unsafe { reads_another_blocks_write(p) },
     ));
-    let EmuErrorKind::GlobalRace {
-        offset,
-        first,
-        second_block,
-        second,
-        ..
-    } = err.kind.clone()
-    else {
-        panic!("{err}")
-    };
+    let ((_, offset), sides) = global_race(&err);
     assert_eq!(offset, 5 * 4, "{err}");
     assert_eq!(
-        (err.block.x, first.thread.x, first.access),
-        (0, 3, Access::Write)
-    );
-    assert_eq!(
-        (second_block.x, second.thread.x, second.access),
-        (1, 3, Access::Read)
+        sides,
+        [(0, 3, Access::Write), (1, 3, Access::Read)],
+        "{err}"
     );
 }
 
