@@ -152,6 +152,14 @@ const fn case(
     CaseSpec { kernel, build }
 }
 
+/// `n` inputs uniform in [-1, 1] (`reference::uniform`, seeded), each converted by `to`.
+fn uniform_as<T>(n: usize, seed: u64, to: impl Fn(f32) -> T) -> Vec<T> {
+    reference::uniform(n, seed, -1.0, 1.0)
+        .into_iter()
+        .map(to)
+        .collect()
+}
+
 fn elements(n: usize) -> String {
     if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{}M elements", n >> 20)
@@ -244,10 +252,9 @@ fn vector_add_f16(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
         elements(size(Scale::Gpu)),
         elementwise::vector_add_cost(size(Scale::Gpu), 2),
     );
-    let to_f16 = |v: Vec<f32>| v.into_iter().map(f16::from_f32).collect::<Vec<_>>();
     let (a_host, b_host) = (
-        to_f16(reference::uniform(n, 3, -1.0, 1.0)),
-        to_f16(reference::uniform(n, 4, -1.0, 1.0)),
+        uniform_as(n, 3, f16::from_f32),
+        uniform_as(n, 4, f16::from_f32),
     );
     let want: Vec<f32> = reference::vector_add_f16(&a_host, &b_host)
         .iter()
@@ -635,12 +642,7 @@ fn attention<T: AttentionCase>(
         attention_traffic::<T>(row, &gpu_shape, causal).compulsory,
     );
     let params = AttentionParams::standard(shape.head_dim, causal);
-    let input = |n, seed| -> Vec<T> {
-        reference::uniform(n, seed, -1.0, 1.0)
-            .into_iter()
-            .map(T::from_f32)
-            .collect()
-    };
+    let input = |n, seed| uniform_as(n, seed, T::from_f32);
     let (q, k, v) = (
         input(shape.q_elems(), 1),
         input(shape.kv_elems(), 2),
@@ -779,12 +781,7 @@ fn gemm_case<const KERNEL: usize, const SIZE: usize>(
             .cost(GemmShape::new(g, g, g), Epilogue::Overwrite)
             .requested(),
     );
-    let input = |seed| -> Vec<f32> {
-        reference::uniform(s * s, seed, -1.0, 1.0)
-            .into_iter()
-            .map(|x| kernel.representable(x))
-            .collect()
-    };
+    let input = |seed| uniform_as(s * s, seed, |x| kernel.representable(x));
     let (a_host, b_host) = (input(11), input(12));
     let rows = gemm_check_rows(s, scale);
     let want = reference::gemm_rows(&a_host, &b_host, None, (s, s), &rows);
@@ -883,10 +880,9 @@ fn gemv_case(
         format!("M={m}: {gk} -> {gn} bf16"),
         decode::gemv_cost(GemmShape::new(m, gn, gk)).compulsory,
     );
-    let to_bf16 = |v: Vec<f32>| v.into_iter().map(bf16::from_f32).collect::<Vec<_>>();
     let (w, x) = (
-        to_bf16(reference::uniform(n * k, 21, -1.0, 1.0)),
-        to_bf16(reference::uniform(m * k, 22, -1.0, 1.0)),
+        uniform_as(n * k, 21, bf16::from_f32),
+        uniform_as(m * k, 22, bf16::from_f32),
     );
     // The reference for the first row of X (at the GPU shape, 14336 dot products of 4096).
     let widen = |v: &[bf16]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
@@ -983,12 +979,7 @@ fn decode_attention_case(
         format!("{}x{}q/{}kv ctx {:?}", s.batch, s.q_heads, s.kv_heads, lens)
     };
     let gpu = (describe(&gpu_shape, &[ctx]), traffic(&gpu_shape, &[ctx]));
-    let input = |n, seed| -> Vec<bf16> {
-        reference::uniform(n, seed, -1.0, 1.0)
-            .into_iter()
-            .map(bf16::from_f32)
-            .collect()
-    };
+    let input = |n, seed| uniform_as(n, seed, bf16::from_f32);
     let (q, k, v) = (
         input(shape.q_elems(), 31),
         input(shape.kv_elems(), 32),
