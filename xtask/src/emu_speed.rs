@@ -104,10 +104,10 @@ pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
         }
     }
     let shape = AttentionShape::new(1, 1, sizes.attention_n, 128);
-    if wanted("flash_attention_f32") {
+    if wanted("flash_attention_f32_d128") {
         attention_speed(&rt, "flash_attention_f32_d128", &shape, args.runs, |x| x)?;
     }
-    if wanted("flash_attention_bf16") {
+    if wanted("flash_attention_bf16_d128") {
         attention_speed(
             &rt,
             "flash_attention_bf16_d128",
