@@ -192,7 +192,12 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         global_log,
         ..
     } = blk;
-    ARENA.with(|a| *a.borrow_mut() = Some(arena.into_inner()));
+    let arena = arena.into_inner();
+    let mut counters = counters.into_inner();
+    counters.shared_read_bytes += arena.traffic.read_bytes;
+    counters.shared_write_bytes += arena.traffic.write_bytes;
+    counters.shared_accesses += arena.traffic.accesses;
+    ARENA.with(|a| *a.borrow_mut() = Some(arena));
     let order = order.into_inner();
     let accesses = global_log.map(|log| BlockAccesses {
         runs: log.into_inner().finish(),
@@ -202,7 +207,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
     outcome
         .map(|()| {
             let profile = profile.map(RefCell::into_inner);
-            (counters.into_inner(), profile, accesses)
+            (counters, profile, accesses)
         })
         .map_err(|kind| {
             Box::new(EmuError {
@@ -238,14 +243,27 @@ impl Block<'_> {
     /// first look, so a thread that waits within 1024 calls never reads it.
     #[inline]
     fn tick(&self, site: Option<Site>) {
+        if self.tick_due(site) {
+            self.watchdog_look();
+        }
+    }
+
+    /// [`tick`](Self::tick)'s count alone: whether the watchdog is due for a look.
+    #[inline(always)]
+    fn tick_due(&self, site: Option<Site>) -> bool {
         if site.is_some() {
             self.last_site.set(site);
         }
         let n = self.ticks.get().wrapping_add(1);
         self.ticks.set(n);
-        if n.is_multiple_of(1024)
-            && let Some(budget) = self.launch.watchdog
-        {
+        n.is_multiple_of(1024)
+    }
+
+    /// The watchdog's look at the clock: ends the running thread once it has run past the
+    /// launch's budget since it was resumed.
+    #[inline(never)]
+    fn watchdog_look(&self) {
+        if let Some(budget) = self.launch.watchdog {
             match self.resumed.get() {
                 None => self.resumed.set(Some(Instant::now())),
                 Some(start) if start.elapsed() > budget => self.fail(self.watchdog_kind(budget)),
@@ -502,16 +520,16 @@ impl Block<'_> {
         if bytes != 4 && !addr.is_multiple_of(width_alignment(bytes)) {
             return false;
         }
-        let mut arena = self.arena.borrow_mut();
-        let recorded = arena
-            .offset_of(addr, bytes)
-            .is_some_and(|offset| arena.check_fast(offset, bytes, t as u32, access, site));
-        drop(arena);
-        if recorded {
-            // The fast path runs without a profile, so counting is the counters alone.
-            self.tally(MemorySpace::Shared, access, bytes);
-        }
-        recorded
+        // Not `borrow_mut`, whose panic would be a call on this path: a borrowed arena is a
+        // bug the full check reports.
+        let Ok(mut arena) = self.arena.try_borrow_mut() else {
+            return false;
+        };
+        let Some(offset) = arena.offset_fast(addr, bytes) else {
+            return false;
+        };
+        // The fast path runs without a profile, so counting is the arena's traffic alone.
+        arena.check_fast(offset, bytes, t as u32, access, site)
     }
 
     /// The conditions [`fast_path`](Self::fast_path) stands for, read from the state itself.
@@ -534,10 +552,18 @@ impl Block<'_> {
         self.fast_path.set(self.fast_path_applies());
     }
 
-    /// An access [`shared_fast`](Self::shared_fast) left to the full check, out of line so
-    /// that the fast path keeps its registers.
+    /// An access [`Gpu::shared_access`]'s inlined path for one word did not take: the
+    /// watchdog's look when due, the fast path for several words, else the full check. Out of
+    /// line (and reached by a tail call), so that the one-word path needs no stack frame.
     #[inline(never)]
-    fn shared_slow(&self, t: usize, addr: usize, bytes: usize, access: Access, site: Site) {
+    fn shared_rest(&self, addr: usize, bytes: usize, access: Access, site: Site) {
+        let t = self.current.get();
+        if self.ticks.get().is_multiple_of(1024) {
+            self.watchdog_look();
+        }
+        if bytes != 4 && self.shared_fast(t, addr, bytes, access, site) {
+            return;
+        }
         if let Err(kind) = self.shared_check(t, addr, bytes, access, site) {
             self.fail(kind);
         }
@@ -637,18 +663,17 @@ impl Block<'_> {
     /// Adds an access to the counters only (what [`count`](Self::count) does without a profile).
     #[inline(always)]
     fn tally(&self, space: MemorySpace, access: Access, bytes: usize) {
-        let mut c = self.counters.borrow_mut();
-        let counter = match (space, access) {
-            (MemorySpace::Global, Access::Read) => &mut c.global_read_bytes,
-            (MemorySpace::Global, Access::Write) => &mut c.global_write_bytes,
-            (MemorySpace::Shared, Access::Read) => &mut c.shared_read_bytes,
-            (MemorySpace::Shared, Access::Write) => &mut c.shared_write_bytes,
-        };
-        *counter += bytes as u64;
-        match space {
-            MemorySpace::Global => c.global_accesses += 1,
-            MemorySpace::Shared => c.shared_accesses += 1,
+        if space == MemorySpace::Shared {
+            // Where the fast path counts too (see `SharedArena::traffic`).
+            self.arena.borrow_mut().traffic.add(access, bytes);
+            return;
         }
+        let mut c = self.counters.borrow_mut();
+        match access {
+            Access::Read => c.global_read_bytes += bytes as u64,
+            Access::Write => c.global_write_bytes += bytes as u64,
+        }
+        c.global_accesses += 1;
     }
 }
 
@@ -697,11 +722,14 @@ impl Gpu for Block<'_> {
     }
 
     fn shared_access(&self, addr: usize, bytes: usize, access: Access, site: Site) {
-        self.tick(Some(site));
-        let t = self.current.get();
-        if !self.shared_fast(t, addr, bytes, access, site) {
-            self.shared_slow(t, addr, bytes, access, site);
+        // The one-word access, nearly every one, in line: nothing on this path calls anything,
+        // so it runs in the caller's registers without a stack frame. The rest (every bug
+        // included) leaves by a tail call.
+        let due = self.tick_due(Some(site));
+        if bytes == 4 && !due && self.shared_fast(self.current.get(), addr, 4, access, site) {
+            return;
         }
+        self.shared_rest(addr, bytes, access, site);
     }
 
     fn static_shared(&self, key: usize, bytes: usize, align: usize) -> *mut u8 {

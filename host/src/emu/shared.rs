@@ -32,8 +32,12 @@ struct Shadow {
     writer_epoch: u32,
     reader_epoch: u32,
     other_reader_epoch: u32,
-    /// Always 0, likewise.
-    pad_epoch: u32,
+    /// The interval in which two threads unordered with each other read this byte and none
+    /// wrote it ("read-shared"), else anything older. While only program order orders (no
+    /// `__syncwarp` in the block), a further read in that interval changes nothing (see
+    /// [`record`]), so the fast path takes it on this field alone: the common case of a
+    /// broadcast read, a tile every thread of the block reads.
+    read_shared: u32,
 }
 
 impl Shadow {
@@ -129,6 +133,28 @@ pub(super) struct SharedArena {
     interval: u32,
     /// The interval's first read of a byte nobody wrote (the one reported).
     uninit_read: Option<UninitRead>,
+    /// What the block's threads moved through shared memory: counted here, where the checked
+    /// access already holds the arena, and added to the launch's counters at the block's end.
+    pub traffic: SharedTraffic,
+}
+
+/// The shared-memory part of a block's counters (see [`super::LaunchCounters`]).
+#[derive(Clone, Copy, Default)]
+pub(super) struct SharedTraffic {
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub accesses: u64,
+}
+
+impl SharedTraffic {
+    #[inline(always)]
+    pub(super) fn add(&mut self, access: Access, bytes: usize) {
+        match access {
+            Access::Read => self.read_bytes += bytes as u64,
+            Access::Write => self.write_bytes += bytes as u64,
+        }
+        self.accesses += 1;
+    }
 }
 
 impl Default for SharedArena {
@@ -146,6 +172,7 @@ impl Default for SharedArena {
             block_start: 1,
             interval: 1,
             uninit_read: None,
+            traffic: SharedTraffic::default(),
         }
     }
 }
@@ -161,6 +188,7 @@ impl SharedArena {
         self.block_start = self.interval;
         self.statics.clear();
         self.uninit_read = None;
+        self.traffic = SharedTraffic::default();
         let previous = self.used.div_ceil(4).min(self.ends.len());
         self.ends[..previous].fill(0);
         self.dynamic = dynamic;
@@ -274,16 +302,25 @@ impl SharedArena {
     /// The offset of `[addr, addr + bytes)` if it lies inside one allocation.
     #[inline(always)]
     pub(super) fn offset_of(&self, addr: usize, bytes: usize) -> Option<usize> {
-        let offset = addr.checked_sub(self.base())?;
-        let end = offset + bytes;
         // The dynamic memory, else the word's static array looked up; a miss (outside, or an
         // empty access at an end) takes the walk, which decides every access the same way.
+        let offset = addr.checked_sub(self.base())?;
+        self.offset_fast(addr, bytes)
+            .or_else(|| self.in_allocation(offset, offset + bytes).then_some(offset))
+    }
+
+    /// [`offset_of`](Self::offset_of) without the walk: `None` also when the look-up misses
+    /// (the full check's `offset_of` then decides), so that the fast path calls nothing.
+    #[inline(always)]
+    pub(super) fn offset_fast(&self, addr: usize, bytes: usize) -> Option<usize> {
+        let offset = addr.checked_sub(self.base())?;
+        let end = offset + bytes;
         let found = end <= self.dynamic
             || self
                 .ends
                 .get(offset / 4)
                 .is_some_and(|&e| end <= e as usize);
-        (found || self.in_allocation(offset, end)).then_some(offset)
+        found.then_some(offset)
     }
 
     /// Whether `[offset, end)` lies inside the dynamic memory or one static array, found by
@@ -324,6 +361,7 @@ impl SharedArena {
             s.writer = 0;
             s.writer_epoch = 0;
             s.written = interval;
+            s.read_shared = 0;
         };
         if offset.is_multiple_of(4) && bytes.is_multiple_of(4) {
             let words = &mut self.words[offset / 4..(offset + bytes) / 4];
@@ -373,8 +411,8 @@ impl SharedArena {
             let first = words[0].bits();
             if words[0].fine == 0 && words[1..].iter().all(|s| s.bits() == first) {
                 let mut s = words[0];
-                let set = record(&mut s, &self.word_sites[w], &rule)
-                    .map_err(|race| race.at(in_array(&self.statics, offset)))?;
+                let set = record(&mut s, &rule)
+                    .map_err(|c| c.at(in_array(&self.statics, offset), &self.word_sites[w]))?;
                 words.fill(s);
                 if set != 0 {
                     let sites = &mut self.word_sites[w..w + n];
@@ -391,9 +429,10 @@ impl SharedArena {
 
     /// The whole of [`check`](Self::check) for the access nearly every one is, while no
     /// `__syncwarp` has ordered anything in the block (so only program order orders): whole
-    /// aligned words of one history that race with nothing. Returns whether it recorded the
-    /// access; `false`, having changed nothing, sends the access to `check` (a race to report,
-    /// a word tracked byte by byte, ...). The rule is [`record`]'s.
+    /// aligned words of one history, written in this block, that race with nothing. Returns
+    /// whether it recorded the access; `false`, having changed nothing, sends the access to
+    /// `check` (a race to report, a read of a word nobody wrote, a word tracked byte by byte,
+    /// ...). The rule is [`record`]'s.
     #[inline(always)]
     pub(super) fn check_fast(
         &mut self,
@@ -403,28 +442,59 @@ impl SharedArena {
         access: Access,
         site: Site,
     ) -> bool {
-        if !(offset.is_multiple_of(4) && bytes.is_multiple_of(4)) || thread >= u32::from(u16::MAX) {
-            return false;
+        if bytes == 4 {
+            self.check_fast_word(offset, thread, access, site)
+        } else {
+            self.check_fast_words(offset, bytes, thread, access, site)
         }
-        if bytes != 4 {
-            return self.check_fast_words(offset, bytes, thread, access, site);
-        }
-        // One word, the commonest access, judged in place (`record` changes nothing when it
-        // finds a conflict).
+    }
+
+    /// [`check_fast`](Self::check_fast) of one word, the commonest access, judged in place
+    /// (`record` changes nothing when it finds a conflict). It calls nothing, so that the
+    /// emulator's whole path for such an access needs no stack frame.
+    #[inline(always)]
+    pub(super) fn check_fast_word(
+        &mut self,
+        offset: usize,
+        thread: u32,
+        access: Access,
+        site: Site,
+    ) -> bool {
         let w = offset / 4;
-        let rule = fast_rule(thread, access, self.interval);
-        let (Some(word), Some(at)) = (self.words.get_mut(w), self.word_sites.get_mut(w)) else {
+        let Some(word) = self.words.get_mut(w) else {
             return false;
         };
-        if word.fine != 0 {
+        if !offset.is_multiple_of(4) || word.fine != 0 {
             return false;
         }
-        let Ok(set) = record(word, at, &rule) else {
+        // A read of a read-shared word: nothing to record (and were it never written, the
+        // two reads that made it read-shared noted that already).
+        if access == Access::Read && word.read_shared == self.interval {
+            self.traffic.add(Access::Read, 4);
+            return true;
+        }
+        // A read of a word nobody wrote in this block: the full check notes it for the
+        // interval's end.
+        if access == Access::Read && word.written < self.block_start {
+            return false;
+        }
+        // One copy of the rule per kind of access, each with its kind a constant.
+        let interval = self.interval;
+        let recorded = match access {
+            Access::Read => record(word, &fast_rule(thread, Access::Read, interval)),
+            Access::Write => record(word, &fast_rule(thread, Access::Write, interval)),
+        };
+        let Ok(set) = recorded else {
             return false;
         };
-        at.set(set, site);
-        let written = word.written;
-        self.fast_uninit(offset, thread, access, site, written);
+        // The sites only when a slot changed (a broadcast read past a word's second reader
+        // changes none).
+        if set != 0
+            && let Some(at) = self.word_sites.get_mut(w)
+        {
+            at.set(set, site);
+        }
+        self.traffic.add(access, 4);
         true
     }
 
@@ -439,6 +509,9 @@ impl SharedArena {
         access: Access,
         site: Site,
     ) -> bool {
+        if !(offset.is_multiple_of(4) && bytes.is_multiple_of(4)) {
+            return false;
+        }
         let (w, n) = (offset / 4, bytes / 4);
         let Some(words) = self.words.get_mut(w..w + n) else {
             return false;
@@ -446,15 +519,14 @@ impl SharedArena {
         let Some((&first, rest)) = words.split_first() else {
             return false;
         };
-        if first.fine != 0 || rest.iter().any(|other| other.bits() != first.bits()) {
+        if first.fine != 0
+            || rest.iter().any(|other| other.bits() != first.bits())
+            || (access == Access::Read && first.written < self.block_start)
+        {
             return false;
         }
         let mut s = first;
-        let Ok(set) = record(
-            &mut s,
-            &self.word_sites[w],
-            &fast_rule(thread, access, self.interval),
-        ) else {
+        let Ok(set) = record(&mut s, &fast_rule(thread, access, self.interval)) else {
             return false;
         };
         words.fill(s);
@@ -462,24 +534,8 @@ impl SharedArena {
             let sites = &mut self.word_sites[w..w + n];
             sites.iter_mut().for_each(|at| at.set(set, site));
         }
-        self.fast_uninit(offset, thread, access, site, s.written);
+        self.traffic.add(access, bytes);
         true
-    }
-
-    /// The fast path's note of a read of a word nobody wrote in this block (`written`, the
-    /// interval of the word's last write).
-    #[inline(always)]
-    fn fast_uninit(
-        &mut self,
-        offset: usize,
-        thread: u32,
-        access: Access,
-        site: Site,
-        written: u32,
-    ) {
-        if access == Access::Read && written < self.block_start {
-            self.note_uninit_read(offset, thread, site);
-        }
     }
 
     /// [`check`](Self::check) of an access that is not whole words of one history: its words
@@ -500,16 +556,16 @@ impl SharedArena {
         let first = shadow[0].bits();
         if shadow[1..].iter().all(|s| s.bits() == first) {
             let mut s = shadow[0];
-            let set = record(&mut s, &sites[0], rule)
-                .map_err(|race| race.at(in_array(&self.statics, offset)))?;
+            let set = record(&mut s, rule)
+                .map_err(|c| c.at(in_array(&self.statics, offset), &sites[0]))?;
             shadow.fill(s);
             if set != 0 {
                 sites.iter_mut().for_each(|at| at.set(set, site));
             }
         } else {
             for (i, (s, at)) in shadow.iter_mut().zip(sites.iter_mut()).enumerate() {
-                let set = record(s, at, rule)
-                    .map_err(|race| race.at(in_array(&self.statics, offset + i)))?;
+                let set =
+                    record(s, rule).map_err(|c| c.at(in_array(&self.statics, offset + i), at))?;
                 at.set(set, site);
             }
         }
@@ -565,6 +621,7 @@ struct Rule<F> {
 /// orders, so every recorded access by another thread is unordered with it.
 #[inline(always)]
 fn fast_rule(thread: u32, access: Access, interval: u32) -> Rule<impl Fn(u16, u32) -> bool> {
+    debug_assert!(thread < 1024, "a block has at most 1024 threads");
     let me = thread as u16 + 1;
     Rule {
         me,
@@ -575,28 +632,34 @@ fn fast_rule(thread: u32, access: Access, interval: u32) -> Rule<impl Fn(u16, u3
     }
 }
 
-/// The race rule for one byte: the access `r` against what its shadow `s` (with sites `at`)
-/// recorded. Updates `s` and returns which site slots now hold this access ([`Sites::WRITER`]
-/// ...), or the earlier access it conflicts with, leaving `s` as it was (a conflict needs a
+/// The race rule for one byte: the access `r` against what its shadow `s` recorded. Updates `s`
+/// and returns which site slots now hold this access ([`Sites::WRITER`] ...), or the earlier
+/// access it conflicts with (its site in the slot it names), leaving `s` as it was (a conflict needs a
 /// slot of this interval, so the reset of a new interval never precedes one).
 #[inline(always)]
-fn record(s: &mut Shadow, at: &Sites, r: &Rule<impl Fn(u16, u32) -> bool>) -> Result<u8, Conflict> {
+fn record(s: &mut Shadow, r: &Rule<impl Fn(u16, u32) -> bool>) -> Result<u8, Conflict> {
     if s.interval != r.interval {
         s.interval = r.interval;
         s.writer = 0;
         s.reader = 0;
         s.other_reader = 0;
     }
-    let conflict = |thread: u16, access, site| Conflict {
+    let conflict = |thread: u16, access, slot| Conflict {
         thread,
         access,
-        site,
+        slot,
     };
     if (r.unordered)(s.writer, s.writer_epoch) {
-        return Err(conflict(s.writer, Access::Write, at.writer));
+        return Err(conflict(s.writer, Access::Write, Sites::WRITER));
     }
     match r.access {
         Access::Read => {
+            // This thread's own read at this epoch is recorded already: nothing new (its slot
+            // keeps the first site).
+            let mine = |who: u16, e: u32| who == r.me && e == r.epoch;
+            if mine(s.reader, s.reader_epoch) || mine(s.other_reader, s.other_reader_epoch) {
+                return Ok(0);
+            }
             // A reader ordered before this one adds nothing a later writer could race with
             // that this one does not (ordering is transitive): its slot is reused.
             if s.reader == 0 || !(r.unordered)(s.reader, s.reader_epoch) {
@@ -607,16 +670,24 @@ fn record(s: &mut Shadow, at: &Sites, r: &Rule<impl Fn(u16, u32) -> bool>) -> Re
             if s.other_reader == 0 || !(r.unordered)(s.other_reader, s.other_reader_epoch) {
                 s.other_reader = r.me;
                 s.other_reader_epoch = r.epoch;
+                // Two readers unordered with each other and no writer: under program order
+                // alone, any later read of the interval is unordered with both, so it finds
+                // no conflict and, both slots being others' (or its own, above), changes
+                // nothing. (A writer ordered before both, possible only through `__syncwarp`,
+                // leaves the byte not read-shared.)
+                if s.writer == 0 {
+                    s.read_shared = r.interval;
+                }
                 return Ok(Sites::OTHER_READER);
             }
             Ok(0)
         }
         Access::Write => {
             if (r.unordered)(s.reader, s.reader_epoch) {
-                return Err(conflict(s.reader, Access::Read, at.reader));
+                return Err(conflict(s.reader, Access::Read, Sites::READER));
             }
             if (r.unordered)(s.other_reader, s.other_reader_epoch) {
-                return Err(conflict(s.other_reader, Access::Read, at.other_reader));
+                return Err(conflict(s.other_reader, Access::Read, Sites::OTHER_READER));
             }
             s.writer = r.me;
             s.writer_epoch = r.epoch;
@@ -630,18 +701,25 @@ fn record(s: &mut Shadow, at: &Sites, r: &Rule<impl Fn(u16, u32) -> bool>) -> Re
 struct Conflict {
     thread: u16,
     access: Access,
-    site: Site,
+    /// Which of the byte's [`Sites`] holds the earlier access's site (`Sites::WRITER` ...):
+    /// looked up only for a report, so that the rule reads no site.
+    slot: u8,
 }
 
 impl Conflict {
-    /// The race, at `offset` in its array.
+    /// The race, at `offset` in its array, its byte's sites `at`.
     #[cold]
-    fn at(self, offset: usize) -> Race {
+    fn at(self, offset: usize, at: &Sites) -> Race {
+        let site = match self.slot {
+            Sites::WRITER => at.writer,
+            Sites::READER => at.reader,
+            _ => at.other_reader,
+        };
         Race {
             offset,
             thread: u32::from(self.thread) - 1,
             access: self.access,
-            site: self.site,
+            site,
         }
     }
 }
