@@ -95,6 +95,9 @@ pub(super) struct Block<'a> {
     pub async_copies: RefCell<AsyncCopies>,
     pub hopper: RefCell<HopperState>,
     pub counters: RefCell<LaunchCounters>,
+    /// The shared-memory part of the counters, in cells so that the checked access counts
+    /// without a borrow; added to `counters` at the block's end.
+    traffic: SharedTraffic,
     profile: Option<RefCell<BlockProfile>>,
     /// What `__syncwarp` has ordered between the lanes of each warp.
     pub order: RefCell<WarpOrder>,
@@ -132,6 +135,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
             threads: threads as u64,
             ..LaunchCounters::default()
         }),
+        traffic: SharedTraffic::default(),
         profile: launch.profile.then(RefCell::default),
         order: RefCell::new(WarpOrder::new(threads)),
         global_log: launch.global_races.then(RefCell::default),
@@ -187,17 +191,17 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
     let Block {
         arena,
         counters,
+        traffic,
         profile,
         order,
         global_log,
         ..
     } = blk;
-    let arena = arena.into_inner();
     let mut counters = counters.into_inner();
-    counters.shared_read_bytes += arena.traffic.read_bytes;
-    counters.shared_write_bytes += arena.traffic.write_bytes;
-    counters.shared_accesses += arena.traffic.accesses;
-    ARENA.with(|a| *a.borrow_mut() = Some(arena));
+    counters.shared_read_bytes += traffic.read_bytes.get();
+    counters.shared_write_bytes += traffic.write_bytes.get();
+    counters.shared_accesses += traffic.accesses.get();
+    ARENA.with(|a| *a.borrow_mut() = Some(arena.into_inner()));
     let order = order.into_inner();
     let accesses = global_log.map(|log| BlockAccesses {
         runs: log.into_inner().finish(),
@@ -528,8 +532,39 @@ impl Block<'_> {
         let Some(offset) = arena.offset_fast(addr, bytes) else {
             return false;
         };
-        // The fast path runs without a profile, so counting is the arena's traffic alone.
-        arena.check_fast(offset, bytes, t as u32, access, site)
+        let checked = arena.check_fast(offset, bytes, t as u32, access, site);
+        if checked {
+            // The fast path runs without a profile, so counting is the traffic alone.
+            self.traffic.add(access, bytes);
+        }
+        checked
+    }
+
+    /// The read of a read-shared word (see [`SharedArena::read_shared_at`]) on the fast path:
+    /// the commonest access of a kernel whose threads all read one tile, checked in a handful
+    /// of instructions and the caller's scratch registers.
+    #[inline(always)]
+    fn read_shared_fast(&self, addr: usize) -> bool {
+        let Ok(arena) = self.arena.try_borrow() else {
+            return false;
+        };
+        let shared = arena
+            .offset_fast(addr, 4)
+            .is_some_and(|offset| arena.read_shared_at(offset));
+        if shared {
+            self.traffic.add(Access::Read, 4);
+        }
+        shared
+    }
+
+    /// A one-word access on the fast path that is not a read-shared read: the rest of the fast
+    /// path, else [`shared_rest`](Self::shared_rest). Out of line, so that its registers are
+    /// saved only on its way.
+    #[inline(never)]
+    fn shared_word(&self, addr: usize, access: Access, site: Site) {
+        if !self.shared_fast(self.current.get(), addr, 4, access, site) {
+            self.shared_rest(addr, 4, access, site);
+        }
     }
 
     /// The conditions [`fast_path`](Self::fast_path) stands for, read from the state itself.
@@ -664,8 +699,7 @@ impl Block<'_> {
     #[inline(always)]
     fn tally(&self, space: MemorySpace, access: Access, bytes: usize) {
         if space == MemorySpace::Shared {
-            // Where the fast path counts too (see `SharedArena::traffic`).
-            self.arena.borrow_mut().traffic.add(access, bytes);
+            self.traffic.add(access, bytes);
             return;
         }
         let mut c = self.counters.borrow_mut();
@@ -674,6 +708,26 @@ impl Block<'_> {
             Access::Write => c.global_write_bytes += bytes as u64,
         }
         c.global_accesses += 1;
+    }
+}
+
+/// What a block's threads moved through shared memory (see [`LaunchCounters`]).
+#[derive(Default)]
+struct SharedTraffic {
+    read_bytes: Cell<u64>,
+    write_bytes: Cell<u64>,
+    accesses: Cell<u64>,
+}
+
+impl SharedTraffic {
+    #[inline(always)]
+    fn add(&self, access: Access, bytes: usize) {
+        let counter = match access {
+            Access::Read => &self.read_bytes,
+            Access::Write => &self.write_bytes,
+        };
+        counter.set(counter.get() + bytes as u64);
+        self.accesses.set(self.accesses.get() + 1);
     }
 }
 
@@ -726,8 +780,11 @@ impl Gpu for Block<'_> {
         // so it runs in the caller's registers without a stack frame. The rest (every bug
         // included) leaves by a tail call.
         let due = self.tick_due(Some(site));
-        if bytes == 4 && !due && self.shared_fast(self.current.get(), addr, 4, access, site) {
-            return;
+        if bytes == 4 && !due && self.fast_path.get() {
+            if access == Access::Read && self.read_shared_fast(addr) {
+                return;
+            }
+            return self.shared_word(addr, access, site);
         }
         self.shared_rest(addr, bytes, access, site);
     }

@@ -133,28 +133,6 @@ pub(super) struct SharedArena {
     interval: u32,
     /// The interval's first read of a byte nobody wrote (the one reported).
     uninit_read: Option<UninitRead>,
-    /// What the block's threads moved through shared memory: counted here, where the checked
-    /// access already holds the arena, and added to the launch's counters at the block's end.
-    pub traffic: SharedTraffic,
-}
-
-/// The shared-memory part of a block's counters (see [`super::LaunchCounters`]).
-#[derive(Clone, Copy, Default)]
-pub(super) struct SharedTraffic {
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub accesses: u64,
-}
-
-impl SharedTraffic {
-    #[inline(always)]
-    pub(super) fn add(&mut self, access: Access, bytes: usize) {
-        match access {
-            Access::Read => self.read_bytes += bytes as u64,
-            Access::Write => self.write_bytes += bytes as u64,
-        }
-        self.accesses += 1;
-    }
 }
 
 impl Default for SharedArena {
@@ -172,7 +150,6 @@ impl Default for SharedArena {
             block_start: 1,
             interval: 1,
             uninit_read: None,
-            traffic: SharedTraffic::default(),
         }
     }
 }
@@ -188,7 +165,6 @@ impl SharedArena {
         self.block_start = self.interval;
         self.statics.clear();
         self.uninit_read = None;
-        self.traffic = SharedTraffic::default();
         let previous = self.used.div_ceil(4).min(self.ends.len());
         self.ends[..previous].fill(0);
         self.dynamic = dynamic;
@@ -449,6 +425,18 @@ impl SharedArena {
         }
     }
 
+    /// Whether a read of the word at arena `offset` finds it read-shared in this interval (see
+    /// [`Shadow::read_shared`]): then, while only program order orders, the read changes
+    /// nothing and is checked by this alone.
+    #[inline(always)]
+    pub(super) fn read_shared_at(&self, offset: usize) -> bool {
+        offset.is_multiple_of(4)
+            && self
+                .words
+                .get(offset / 4)
+                .is_some_and(|s| s.fine == 0 && s.read_shared == self.interval)
+    }
+
     /// [`check_fast`](Self::check_fast) of one word, the commonest access, judged in place
     /// (`record` changes nothing when it finds a conflict). It calls nothing, so that the
     /// emulator's whole path for such an access needs no stack frame.
@@ -460,18 +448,17 @@ impl SharedArena {
         access: Access,
         site: Site,
     ) -> bool {
+        // A read of a read-shared word: nothing to record (and were it never written, the
+        // two reads that made it read-shared noted that already).
+        if access == Access::Read && self.read_shared_at(offset) {
+            return true;
+        }
         let w = offset / 4;
         let Some(word) = self.words.get_mut(w) else {
             return false;
         };
         if !offset.is_multiple_of(4) || word.fine != 0 {
             return false;
-        }
-        // A read of a read-shared word: nothing to record (and were it never written, the
-        // two reads that made it read-shared noted that already).
-        if access == Access::Read && word.read_shared == self.interval {
-            self.traffic.add(Access::Read, 4);
-            return true;
         }
         // A read of a word nobody wrote in this block: the full check notes it for the
         // interval's end.
@@ -494,7 +481,6 @@ impl SharedArena {
         {
             at.set(set, site);
         }
-        self.traffic.add(access, 4);
         true
     }
 
@@ -534,7 +520,6 @@ impl SharedArena {
             let sites = &mut self.word_sites[w..w + n];
             sites.iter_mut().for_each(|at| at.set(set, site));
         }
-        self.traffic.add(access, bytes);
         true
     }
 

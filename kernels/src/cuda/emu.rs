@@ -288,6 +288,15 @@ pub fn with<R>(f: impl FnOnce(&dyn Gpu) -> R) -> R {
     f(unsafe { &*gpu })
 }
 
+/// Whether this x86-64 host has the FMA instructions (see [`kernel!`](crate::kernel)); the
+/// answer is cached after the first call.
+#[cfg(target_arch = "x86_64")]
+#[doc(hidden)]
+#[inline]
+pub fn host_has_fma() -> bool {
+    std::is_x86_feature_detected!("fma")
+}
+
 #[doc(hidden)]
 pub fn static_shared<T>(key: usize, len: usize) -> *mut T {
     with(|gpu| gpu.static_shared(key, len * core::mem::size_of::<T>(), 16)).cast()

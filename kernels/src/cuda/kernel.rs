@@ -32,7 +32,22 @@ macro_rules! kernel {
         /// (buffer sizes, shapes, launch limits) before any thread starts.
         #[cfg(not(target_arch = "nvptx64"))]
         #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name($($arg: $ty),*) $body
+        pub unsafe fn $name($($arg: $ty),*) {
+            // `fma` (`fma.rn.f32`) is `f32::mul_add`, which on an x86-64 host without the FMA
+            // instructions in its baseline is a call into libm per multiply-add. Where the CPU
+            // has them, the body runs compiled with them, so that each is one instruction: the
+            // same correctly rounded result, and nothing else changes (Rust never fuses a
+            // multiply and an add on its own).
+            #[cfg(target_arch = "x86_64")]
+            if $crate::cuda::emu::host_has_fma() {
+                #[target_feature(enable = "fma")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn with_fma($($arg: $ty),*) $body
+                // SAFETY: the CPU has the instructions `with_fma` is compiled with.
+                return unsafe { with_fma($($arg),*) };
+            }
+            $body
+        }
     };
 }
 
