@@ -477,6 +477,25 @@ impl Row {
             Row::Naive | Row::Fused | Row::Wgmma => 128,
         }
     }
+
+    /// The sequence length of the row's emulator shape, a multiple of no tile or fragment (the
+    /// last tile holds 6 rows, part of an 8-wide `mma` fragment). The fused kernels run N = 1030,
+    /// enough to walk their whole key loop: 65 K/V tiles of `flash_f32`'s 16 keys, 17 of
+    /// `flash_mma`'s 64 through its 2-stage ring, 9 of `flash_wgmma`'s 128, so its ring goes round
+    /// 5 times: the producer waits for the consumers to release a stage and the mbarriers' phase
+    /// parity alternates (at N = 200 it saw 2 tiles, round 0 only, where every wait on an empty
+    /// stage passes at once).
+    /// The naive flow stays at N = 200: its two kernels are shared-memory-tiled matrix products
+    /// with no pipeline, which at 200 already walk 4 x 4 output tiles of 64 and 13 key tiles of
+    /// 16, while at 1030 its O(N^2) round trips of S and P through HBM would cost the emulator
+    /// about twice all the fused rows together (about 10 s of each run on two cores, 15 s on the
+    /// PTX backend).
+    fn emulator_n(self) -> usize {
+        match self {
+            Row::Naive => 200,
+            Row::Fused | Row::Wgmma | Row::FusedFmaExp => 1030,
+        }
+    }
 }
 
 /// An element type attention runs on: f32 (naive, or fused on CUDA cores) or a 16-bit type
@@ -604,7 +623,8 @@ fn attention_traffic<T: AttentionCase>(row: Row, shape: &AttentionShape, causal:
 }
 
 /// Attention at the shape on a GPU (batch 4, 16 heads, N = 4096, d = 128); on the
-/// emulator 2 heads of N = 200 (not a multiple of any tile). Q, K, V uniform in [-1, 1].
+/// emulator 2 heads of N = 1030 for the fused kernels, 200 for the naive flow (a multiple of no
+/// tile: [`Row::emulator_n`]). Q, K, V uniform in [-1, 1].
 ///
 /// The cost the emulator's counts are checked against is the flow's whole traffic, re-reads
 /// included; the roofline figures use its compulsory traffic (each input read once, each
@@ -618,7 +638,7 @@ fn attention<T: AttentionCase>(
 ) -> host::Result<Case<'_>> {
     let shape_at = |s: Scale| match s {
         Scale::Gpu => AttentionShape::new(4, 16, 4096, row.head_dim()),
-        Scale::Emulator => AttentionShape::new(1, 2, 200, row.head_dim()),
+        Scale::Emulator => AttentionShape::new(1, 2, row.emulator_n(), row.head_dim()),
     };
     let (shape, gpu_shape) = (shape_at(scale), shape_at(Scale::Gpu));
     let describe = |s: &AttentionShape| {
