@@ -587,9 +587,9 @@ impl Block<'_> {
         self.fast_path.set(self.fast_path_applies());
     }
 
-    /// An access [`Gpu::shared_access`]'s inlined path for one word did not take: the
-    /// watchdog's look when due, the fast path for several words, else the full check. Out of
-    /// line (and reached by a tail call), so that the one-word path needs no stack frame.
+    /// An access the one-word fast path did not take: the watchdog's look when due, the fast
+    /// path for several words, else the full check. Out of line (and reached by a tail call),
+    /// so that the fast path saves only the registers it uses.
     #[inline(never)]
     fn shared_rest(&self, addr: usize, bytes: usize, access: Access, site: Site) {
         let t = self.current.get();
@@ -776,9 +776,10 @@ impl Gpu for Block<'_> {
     }
 
     fn shared_access(&self, addr: usize, bytes: usize, access: Access, site: Site) {
-        // The one-word access, nearly every one, in line: nothing on this path calls anything,
-        // so it runs in the caller's registers without a stack frame. The rest (every bug
-        // included) leaves by a tail call.
+        // Nearly every access is one word. The read of a read-shared word (a tile all threads
+        // read) is checked right here, calling nothing, in the caller's scratch registers (and
+        // one saved); any other one-word access leaves by a tail call to the rest of the fast
+        // path, and everything else (every bug included) by one to the full check.
         let due = self.tick_due(Some(site));
         if bytes == 4 && !due && self.fast_path.get() {
             if access == Access::Read && self.read_shared_fast(addr) {

@@ -439,7 +439,7 @@ impl SharedArena {
 
     /// [`check_fast`](Self::check_fast) of one word, the commonest access, judged in place
     /// (`record` changes nothing when it finds a conflict). It calls nothing, so that the
-    /// emulator's whole path for such an access needs no stack frame.
+    /// path of such an access saves only the registers it uses.
     #[inline(always)]
     pub(super) fn check_fast_word(
         &mut self,
