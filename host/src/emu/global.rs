@@ -233,6 +233,25 @@ struct Item<'a> {
     block: usize,
     run: &'a Run,
     span: (usize, usize),
+    /// For a run of two or more elements that do not overlap each other: its step, and its
+    /// lowest address modulo the step (where in each period its elements lie). Worked out once
+    /// per run, since the sweep compares a run with many others: a block-stride loop gives
+    /// every thread of a block a run over the same span.
+    lattice: Option<(usize, usize)>,
+}
+
+impl<'a> Item<'a> {
+    fn new(block: usize, run: &'a Run) -> Self {
+        let (low, step, _) = run.ascending();
+        let lattice =
+            (run.count >= 2 && step >= usize::from(run.bytes)).then(|| (step, low % step));
+        Self {
+            block,
+            run,
+            span: run.span(),
+            lattice,
+        }
+    }
 }
 
 /// The race at the lowest address (ties: in block, then log order), or `None`.
@@ -240,13 +259,7 @@ pub(super) fn first_race(blocks: &[BlockAccesses]) -> Option<GlobalRace> {
     let mut items: Vec<Item> = blocks
         .iter()
         .enumerate()
-        .flat_map(|(block, b)| {
-            b.runs.iter().map(move |run| Item {
-                block,
-                run,
-                span: run.span(),
-            })
-        })
+        .flat_map(|(block, b)| b.runs.iter().map(move |run| Item::new(block, run)))
         .collect();
     // Stable: equal starts stay in block and log order.
     items.sort_by_key(|i| i.span.0);
@@ -260,7 +273,8 @@ pub(super) fn first_race(blocks: &[BlockAccesses]) -> Option<GlobalRace> {
         }
         writes.retain(|w| w.span.1 > lo);
         let mut consider = |a: &Item, b: &Item| {
-            if let Some(race) = pair_race(blocks, a, b)
+            if may_race(a, b)
+                && let Some(race) = pair_race(blocks, a, b)
                 && best.is_none_or(|best| race.addr < best.addr)
             {
                 best = Some(race);
@@ -304,33 +318,47 @@ fn conflict(blocks: &[BlockAccesses], a: &Item, i: u32, b: &Item, j: u32) -> boo
 
 /// Whether two runs with the same step never share a byte although their spans overlap: the
 /// threads of a block striding through one row, each at its own offset.
-fn interleaved(a: &Run, b: &Run) -> bool {
-    let ((low_a, step, _), (low_b, step_b, _)) = (a.ascending(), b.ascending());
-    let (bytes_a, bytes_b) = (usize::from(a.bytes), usize::from(b.bytes));
-    if step != step_b || step < bytes_a.max(bytes_b) || a.count < 2 || b.count < 2 {
+#[inline(always)]
+fn interleaved(a: &Item, b: &Item) -> bool {
+    let (Some((step, residue_a)), Some((step_b, residue_b))) = (a.lattice, b.lattice) else {
+        return false;
+    };
+    if step != step_b {
         return false;
     }
+    let (bytes_a, bytes_b) = (usize::from(a.run.bytes), usize::from(b.run.bytes));
     // Where b's elements start within a's period: they miss a's bytes, and a's miss theirs.
-    let d = (low_b.wrapping_sub(low_a) as isize).rem_euclid(step as isize) as usize;
+    let d = if residue_b >= residue_a {
+        residue_b - residue_a
+    } else {
+        residue_b + step - residue_a
+    };
     d >= bytes_a && d + bytes_b <= step
+}
+
+/// Whether two runs can race at all, by what the runs say as wholes: not when one block's
+/// barrier separates them, not when one thread made both, not when their spans do not overlap
+/// or their elements interleave. In line in the sweep, which asks it of many pairs (every two
+/// threads of a block-stride loop) and walks elements only when it says yes.
+#[inline(always)]
+fn may_race(a: &Item, b: &Item) -> bool {
+    let separated = a.block == b.block
+        && (a.run.interval != b.run.interval
+            || (a.run.thread_stride == 0
+                && b.run.thread_stride == 0
+                && a.run.thread == b.run.thread));
+    let (lo, hi) = (a.span.0.max(b.span.0), a.span.1.min(b.span.1));
+    !separated && lo < hi && (std::ptr::eq(a.run, b.run) || !interleaved(a, b))
 }
 
 /// The lowest byte at which an element of `a` races with one of `b` (`a` itself: two of its
 /// elements).
 fn pair_race(blocks: &[BlockAccesses], a: &Item, b: &Item) -> Option<GlobalRace> {
+    if !may_race(a, b) {
+        return None;
+    }
     let same = std::ptr::eq(a.run, b.run);
-    if a.block == b.block
-        && (a.run.interval != b.run.interval
-            || (a.run.thread_stride == 0
-                && b.run.thread_stride == 0
-                && a.run.thread == b.run.thread))
-    {
-        return None;
-    }
     let (lo, hi) = (a.span.0.max(b.span.0), a.span.1.min(b.span.1));
-    if lo >= hi || (!same && interleaved(a.run, b.run)) {
-        return None;
-    }
     // Walk the run with fewer elements in the overlap, looking each one up in the other.
     let (na, nb) = (
         a.run.positions_overlapping(lo, hi).len(),
@@ -477,11 +505,11 @@ mod tests {
             l.finish()
         };
         let (a, b) = (walk(0, 0), walk(1, 1));
-        assert!(interleaved(&a[0], &b[0]));
+        assert!(interleaved(&Item::new(0, &a[0]), &Item::new(0, &b[0])));
         assert!(first_race(&[block([a.clone(), b].concat())]).is_none());
         // Thread 1 starting on thread 0's second element: they share every element but one.
         let c = walk(1, 2);
-        assert!(!interleaved(&a[0], &c[0]));
+        assert!(!interleaved(&Item::new(0, &a[0]), &Item::new(0, &c[0])));
         let race = first_race(&[block([a, c].concat())]).expect("a race");
         assert_eq!(race.addr, 0x1000 + 8);
     }
