@@ -127,6 +127,38 @@ fn attention_with_two_to_the_twenty_heads_is_refused_naming_them() {
 }
 
 #[test]
+fn hopper_attention_refuses_tensor_maps_built_for_other_buffers() {
+    // The kernel reads Q, K and V through the tensor maps, so maps of other buffers would read
+    // those (or freed memory): refused, while the maps of the same buffers launch.
+    let (rt, _) = emulator();
+    let shape = AttentionShape::new(1, 1, 64, 64);
+    let params = AttentionParams::standard(64, false);
+    let qkv = || {
+        let x = vec![half::bf16::ZERO; shape.q_elems()];
+        [
+            rt.upload(&x).unwrap(),
+            rt.upload(&x).unwrap(),
+            rt.upload(&x).unwrap(),
+        ]
+    };
+    let (built_for, other) = (qkv(), qkv());
+    let maps =
+        attention::WgmmaMaps::new(&rt, [&built_for[0], &built_for[1], &built_for[2]], &shape)
+            .unwrap();
+    let mut o = rt.alloc::<half::bf16>(shape.q_elems()).unwrap();
+    let mut lse = rt.alloc::<f32>(shape.lse_elems()).unwrap();
+    let mut launch = |[q, k, v]: &[host::DeviceBuffer<half::bf16>; 3]| {
+        attention::fused_wgmma_with(&rt, &maps, [q, k, v], &mut o, &mut lse, &shape, &params)
+    };
+    assert!(launch(&built_for).is_ok());
+    let msg = shape_error(launch(&other));
+    assert!(
+        msg.contains("tensor maps built for other Q, K, V buffers"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn a_strided_copy_whose_last_index_overflows_is_a_shape_error() {
     let (rt, _) = emulator();
     let src = rt.alloc::<f32>(4).unwrap();

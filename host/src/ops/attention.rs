@@ -459,6 +459,9 @@ wgmma_flash_element!(
 /// them once ([`fused_wgmma_with`]).
 pub struct WgmmaMaps {
     shape: AttentionShape,
+    /// The device addresses of the Q, K and V the maps describe: a launch with other buffers
+    /// would read these ones (or freed memory), so it is refused.
+    buffers: [usize; 3],
     q: TensorMaps2d,
     k: TensorMaps2d,
     v: TensorMaps2d,
@@ -478,6 +481,7 @@ impl WgmmaMaps {
         };
         Ok(Self {
             shape: *shape,
+            buffers: [q.ptr().addr(), k.ptr().addr(), v.ptr().addr()],
             q: maps(q, shape.n_q)?,
             k: maps(k, shape.n_kv)?,
             v: maps(v, shape.n_kv)?,
@@ -509,7 +513,7 @@ pub fn fused_wgmma<T: WgmmaFlashElement>(
 }
 
 /// [`fused_wgmma`] with its tensor maps built ([`WgmmaMaps::new`] of the same `q`, `k`, `v`
-/// and `shape`).
+/// and `shape`; maps of another shape or other buffers are refused with `Error::Shape`).
 #[allow(clippy::too_many_arguments)]
 pub fn fused_wgmma_with<T: WgmmaFlashElement>(
     rt: &Runtime,
@@ -529,6 +533,11 @@ pub fn fused_wgmma_with<T: WgmmaFlashElement>(
             "attention::fused_wgmma: tensor maps built for {:?}, launched for {shape:?}",
             maps.shape
         )));
+    }
+    if maps.buffers != [q.ptr().addr(), k.ptr().addr(), v.ptr().addr()] {
+        return Err(Error::Shape(
+            "attention::fused_wgmma: tensor maps built for other Q, K, V buffers than the ones launched with (the kernel reads through the maps): build them with WgmmaMaps::new of these buffers".into(),
+        ));
     }
     let cfg = fused_wgmma_config(shape);
     T::launch_wgmma(rt, cfg, shape.head_dim, maps, o, lse, args)
