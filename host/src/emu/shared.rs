@@ -833,6 +833,49 @@ mod tests {
     }
 
     #[test]
+    fn a_read_shared_word_takes_reads_and_races_with_any_write() {
+        let (mut a, site) = (arena(), Site::caller());
+        accept(&mut a, 0, 4, 0, Access::Write);
+        a.end_interval();
+        assert!(!a.read_shared_at(0));
+        // Two threads read it: read-shared for this interval, so a third's read is taken on the
+        // mark alone (and by the fast path, which counts it).
+        accept(&mut a, 0, 4, 1, Access::Read);
+        assert!(!a.read_shared_at(0), "one reader is not yet two");
+        accept(&mut a, 0, 4, 2, Access::Read);
+        assert!(a.read_shared_at(0));
+        assert!(a.check_fast(0, 4, 3, Access::Read, site));
+        // Any write now races: by a reader with the other reader, by anyone else with a reader.
+        for writer in [1, 2, 3] {
+            assert!(!a.check_fast(0, 4, writer, Access::Write, site));
+            let race = a
+                .check(0, 4, (writer, 0), Access::Write, site, no_syncwarp)
+                .expect_err("a write after two readers races");
+            assert!(race.thread != writer && [1, 2].contains(&race.thread));
+        }
+        // The next interval forgets the mark.
+        a.end_interval();
+        assert!(!a.read_shared_at(0));
+        accept(&mut a, 0, 4, 3, Access::Write);
+    }
+
+    #[test]
+    fn a_threads_repeated_read_keeps_its_first_site_for_the_report() {
+        let mut a = arena();
+        accept(&mut a, 0, 4, 0, Access::Write);
+        a.end_interval();
+        let (first, second) = (Site::caller(), Site::caller());
+        for site in [first, second] {
+            let read = a.check(0, 4, (1, 0), Access::Read, site, no_syncwarp);
+            assert!(read.is_ok());
+        }
+        let race = a
+            .check(0, 4, (2, 0), Access::Write, Site::caller(), no_syncwarp)
+            .expect_err("the write races with thread 1's reads");
+        assert_eq!((race.thread, race.site), (1, first));
+    }
+
+    #[test]
     fn the_fast_path_agrees_with_the_full_check() {
         // The same pseudo-random accesses (bytes, halves, words and vectors, by four threads,
         // with barriers between) through `check` alone and through `check_fast` first.
