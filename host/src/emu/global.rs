@@ -149,9 +149,100 @@ struct Logged {
 pub(super) struct GlobalLog {
     /// The run each site is extending.
     open: Vec<Run>,
+    /// Per site (as `open`), its last closed runs, which stack (see [`Stack`]), not yet in
+    /// `closed`; `None` until the site's first run closes.
+    stacks: Vec<Option<Stack>>,
     closed: Vec<Run>,
     /// Index in `open` of the last site, tried first.
     last: usize,
+}
+
+/// Closed runs of one site that are one thread's walk each, the same walk shifted by `shift`
+/// bytes and `thread_shift` threads from one to the next: what a block-stride loop logs, since
+/// the emulator runs a block's threads one after the other (thread 0's elements, then thread
+/// 1's, ...). Their elements are the same as those of `count` runs across the threads (element
+/// `i` of every thread), which is how they are logged when that is fewer runs: the race check
+/// compares runs whose spans overlap, and every thread's walk spans the whole row while each
+/// cross-thread run spans one slice of it.
+struct Stack {
+    first: Run,
+    runs: u32,
+    shift: isize,
+    thread_shift: i32,
+}
+
+impl Stack {
+    fn new(run: Run) -> Self {
+        Self {
+            first: run,
+            runs: 1,
+            shift: 0,
+            thread_shift: 0,
+        }
+    }
+
+    /// Run `j` of the stack.
+    fn run(&self, j: u32) -> Run {
+        Run {
+            start: self
+                .first
+                .start
+                .wrapping_add_signed(self.shift * j as isize),
+            thread: self
+                .first
+                .thread
+                .wrapping_add_signed(self.thread_shift * j as i32),
+            ..self.first
+        }
+    }
+
+    /// Adds `run` if it is the next of the stack; `false` when it starts a new one.
+    fn push(&mut self, run: &Run) -> bool {
+        let f = &self.first;
+        let same_walk = (run.stride, run.count, run.thread_stride, run.bytes)
+            == (f.stride, f.count, f.thread_stride, f.bytes)
+            && (run.access, run.interval, run.epoch) == (f.access, f.interval, f.epoch)
+            && run.thread_stride == 0
+            && run.count >= 2;
+        if !same_walk || self.runs == u32::MAX {
+            return false;
+        }
+        let shift = run.start.wrapping_sub(f.start) as isize;
+        let Ok(thread_shift) = i32::try_from(i64::from(run.thread) - i64::from(f.thread)) else {
+            return false;
+        };
+        if self.runs == 1 {
+            if thread_shift == 0 {
+                return false;
+            }
+            (self.shift, self.thread_shift) = (shift, thread_shift);
+        } else {
+            let next = self.run(self.runs);
+            if (run.start, run.thread) != (next.start, next.thread) {
+                return false;
+            }
+        }
+        self.runs += 1;
+        true
+    }
+
+    /// The stack's elements as runs: `runs` walks, or `count` runs across the threads when
+    /// those are fewer.
+    fn emit(self, into: &mut Vec<Run>) {
+        let f = self.first;
+        if self.runs < 2 || f.count >= self.runs {
+            into.extend((0..self.runs).map(|j| self.run(j)));
+            return;
+        }
+        into.extend((0..f.count).map(|i| Run {
+            start: f.addr(i),
+            stride: self.shift,
+            count: self.runs,
+            thread: f.thread,
+            thread_stride: self.thread_shift,
+            ..f
+        }));
+    }
 }
 
 impl GlobalLog {
@@ -187,19 +278,37 @@ impl GlobalLog {
                 self.last = i;
                 if !self.open[i].extend(&a) {
                     let done = std::mem::replace(&mut self.open[i], Run::new(&a));
-                    self.closed.push(done);
+                    self.close(i, done);
                 }
             }
             None => {
                 self.last = self.open.len();
                 self.open.push(Run::new(&a));
+                self.stacks.push(None);
             }
+        }
+    }
+
+    /// Site `i`'s run `done` has ended: onto the site's stack, or the stack out and a new one.
+    fn close(&mut self, i: usize, done: Run) {
+        let slot = &mut self.stacks[i];
+        if slot.as_mut().is_some_and(|stack| stack.push(&done)) {
+            return;
+        }
+        if let Some(full) = slot.replace(Stack::new(done)) {
+            full.emit(&mut self.closed);
         }
     }
 
     /// Every run, in the order they were closed (deterministic: threads run in a fixed order).
     pub(super) fn finish(mut self) -> Vec<Run> {
-        self.closed.append(&mut self.open);
+        for i in 0..self.open.len() {
+            let open = self.open[i];
+            self.close(i, open);
+            if let Some(stack) = self.stacks[i].take() {
+                stack.emit(&mut self.closed);
+            }
+        }
         self.closed
     }
 }
@@ -484,6 +593,50 @@ mod tests {
             .collect::<Vec<_>>()));
         assert_eq!(a.runs.len(), 1);
         assert!(first_race(&[a, b]).is_none());
+    }
+
+    #[test]
+    fn a_block_stride_loop_is_logged_across_threads_and_its_races_still_found() {
+        // 64 threads, each writing elements t, t + 64, t + 128, t + 192 of a row (the emulator
+        // runs them one after the other): four runs across the threads, not 64 walks.
+        let stride_loop = |l: &mut GlobalLog| {
+            for t in 0..64 {
+                for i in 0..4 {
+                    l.record(
+                        t,
+                        0x1000 + 4 * (t as usize + 64 * i),
+                        4,
+                        Access::Write,
+                        Site::caller(),
+                        0,
+                        0,
+                    );
+                }
+            }
+        };
+        let mut l = GlobalLog::default();
+        stride_loop(&mut l);
+        let runs = l.finish();
+        assert_eq!(runs.len(), 4);
+        let mut elements: Vec<(usize, u32)> = runs
+            .iter()
+            .flat_map(|r| (0..r.count).map(move |i| (r.addr(i), r.thread_of(i))))
+            .collect();
+        elements.sort();
+        let want: Vec<(usize, u32)> = (0..256)
+            .map(|e| (0x1000 + 4 * e, (e % 64) as u32))
+            .collect();
+        assert_eq!(elements, want);
+        assert!(first_race(&[block(runs)]).is_none());
+        // Thread 64 also writes element 70 (thread 6's): the race is found at that byte.
+        let mut l = GlobalLog::default();
+        stride_loop(&mut l);
+        l.record(64, 0x1000 + 4 * 70, 4, Access::Write, Site::caller(), 0, 0);
+        let race = first_race(&[block(l.finish())]).expect("a race");
+        assert_eq!(race.addr, 0x1000 + 4 * 70);
+        let mut threads = [race.first.thread, race.second.thread];
+        threads.sort();
+        assert_eq!(threads, [6, 64]);
     }
 
     #[test]
