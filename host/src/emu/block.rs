@@ -781,6 +781,7 @@ impl Gpu for Block<'_> {
         // one saved); any other one-word access leaves by a tail call to the rest of the fast
         // path, and everything else (every bug included) by one to the full check.
         let due = self.tick_due(Some(site));
+        debug_assert_eq!(self.fast_path.get(), self.fast_path_applies());
         if bytes == 4 && !due && self.fast_path.get() {
             if access == Access::Read && self.read_shared_fast(addr) {
                 return;
