@@ -41,6 +41,13 @@ struct Shadow {
 }
 
 impl Shadow {
+    /// Whether the word is read-shared in `interval` (see `read_shared`); a word tracked byte
+    /// by byte never is, whatever its word shadow last held.
+    #[inline(always)]
+    fn read_shared_in(&self, interval: u32) -> bool {
+        self.fine == 0 && self.read_shared == interval
+    }
+
     /// The 32 bytes as two numbers, to compare two shadows at once.
     fn bits(self) -> [u128; 2] {
         // SAFETY: `repr(C)` with no implicit padding (4 + 4 + 2 * 4 + 4 * 4 = 32 bytes, aligned
@@ -280,9 +287,10 @@ impl SharedArena {
     pub(super) fn offset_of(&self, addr: usize, bytes: usize) -> Option<usize> {
         // The dynamic memory, else the word's static array looked up; a miss (outside, or an
         // empty access at an end) takes the walk, which decides every access the same way.
-        let offset = addr.checked_sub(self.base())?;
-        self.offset_fast(addr, bytes)
-            .or_else(|| self.in_allocation(offset, offset + bytes).then_some(offset))
+        self.offset_fast(addr, bytes).or_else(|| {
+            let offset = addr.checked_sub(self.base())?;
+            self.in_allocation(offset, offset + bytes).then_some(offset)
+        })
     }
 
     /// [`offset_of`](Self::offset_of) without the walk: `None` also when the look-up misses
@@ -434,7 +442,7 @@ impl SharedArena {
             && self
                 .words
                 .get(offset / 4)
-                .is_some_and(|s| s.fine == 0 && s.read_shared == self.interval)
+                .is_some_and(|s| s.read_shared_in(self.interval))
     }
 
     /// [`check_fast`](Self::check_fast) of one word, the commonest access, judged in place
@@ -448,17 +456,17 @@ impl SharedArena {
         access: Access,
         site: Site,
     ) -> bool {
-        // A read of a read-shared word: nothing to record (and were it never written, the
-        // two reads that made it read-shared noted that already).
-        if access == Access::Read && self.read_shared_at(offset) {
-            return true;
-        }
         let w = offset / 4;
         let Some(word) = self.words.get_mut(w) else {
             return false;
         };
         if !offset.is_multiple_of(4) || word.fine != 0 {
             return false;
+        }
+        // A read of a read-shared word: nothing to record (and were it never written, the
+        // two reads that made it read-shared noted that already).
+        if access == Access::Read && word.read_shared_in(self.interval) {
+            return true;
         }
         // A read of a word nobody wrote in this block: the full check notes it for the
         // interval's end.
