@@ -42,6 +42,8 @@ pub(super) struct Launch<'k> {
     pub stack_bytes: usize,
     /// How long a thread may run without reaching a barrier, a warp collective or its end.
     pub watchdog: Option<Duration>,
+    /// A sampled launch's deadline (the performance model's time budget).
+    pub deadline: Option<Instant>,
 }
 
 /// A finished block: its counters, its profile when profiling, its global accesses when
@@ -112,6 +114,9 @@ pub(super) struct Block<'a> {
     ticks: Cell<u32>,
     resumed: Cell<Option<Instant>>,
     last_site: Cell<Option<Site>>,
+    /// Set while an asynchronous engine (a TMA copy, a wgmma's operand fetch) moves bytes, which
+    /// the profile keeps apart from the load/store units' requests.
+    pub engine: Cell<bool>,
 }
 
 /// Runs every thread of `block` to completion, or to the first bug.
@@ -143,6 +148,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         ticks: Cell::new(0),
         resumed: Cell::new(None),
         last_site: Cell::new(None),
+        engine: Cell::new(false),
     };
     let outcome = STACKS.with(|stacks| {
         let mut stacks = stacks.borrow_mut();
@@ -267,6 +273,11 @@ impl Block<'_> {
     /// launch's budget since it was resumed.
     #[inline(never)]
     fn watchdog_look(&self) {
+        if self.launch.deadline.is_some_and(|d| Instant::now() > d) {
+            self.fail(EmuErrorKind::Resources(
+                "the sampled launch ran past its time budget".to_string(),
+            ));
+        }
         if let Some(budget) = self.launch.watchdog {
             match self.resumed.get() {
                 None => self.resumed.set(Some(Instant::now())),
@@ -691,7 +702,12 @@ impl Block<'_> {
     ) {
         self.tally(space, access, bytes);
         if let Some(p) = &self.profile {
-            p.borrow_mut().record(space, access, site, t, addr, bytes);
+            let mut p = p.borrow_mut();
+            if self.engine.get() {
+                p.record_engine(space, access, addr, bytes);
+            } else {
+                p.record(space, access, site, t, addr, bytes);
+            }
         }
     }
 
@@ -808,6 +824,10 @@ impl Gpu for Block<'_> {
         self.counters.borrow_mut().flops += n;
     }
 
+    fn count_exps(&self, n: u64) {
+        self.counters.borrow_mut().exps += n;
+    }
+
     fn async_copy(&self, op: AsyncCopy, site: Site) {
         if let Err(kind) = async_copy::execute(self, self.current.get(), op, site) {
             self.fail(kind);
@@ -842,7 +862,10 @@ impl Gpu for Block<'_> {
     }
 
     fn tma_load(&self, op: TmaLoad, site: Site) {
-        if let Err(kind) = hopper::tma_load(self, self.current.get(), op, site) {
+        self.engine.set(true);
+        let loaded = hopper::tma_load(self, self.current.get(), op, site);
+        self.engine.set(false);
+        if let Err(kind) = loaded {
             self.fail(kind);
         }
     }

@@ -33,6 +33,7 @@ mod global;
 mod hopper;
 mod order;
 mod profile;
+pub mod sample;
 mod shared;
 mod warp;
 mod wgmma;
@@ -70,6 +71,14 @@ pub struct LaunchCounters {
     /// Floating-point operations the kernel marked with `count_flops` (an `mma` counts its
     /// 2 * 16 * 8 * 16 itself).
     pub flops: u64,
+    /// The part of `flops` done by warp-level `mma.sync` (tensor cores at the rate `mma.sync`
+    /// reaches).
+    pub mma_flops: u64,
+    /// The part of `flops` done by warpgroup `wgmma` (Hopper's tensor-core instruction).
+    pub wgmma_flops: u64,
+    /// Special-function exponentials (`ex2.approx`) the source backend's kernels took (the PTX
+    /// backend counts them per instruction in its mix instead).
+    pub exps: u64,
     /// Block-wide barriers completed, summed over blocks.
     pub barriers: u64,
     /// Warp-collective instructions completed (per warp, not per lane).
@@ -90,6 +99,9 @@ impl LaunchCounters {
         self.shared_read_bytes += other.shared_read_bytes;
         self.shared_write_bytes += other.shared_write_bytes;
         self.flops += other.flops;
+        self.mma_flops += other.mma_flops;
+        self.wgmma_flops += other.wgmma_flops;
+        self.exps += other.exps;
         self.barriers += other.barriers;
         self.warp_collectives += other.warp_collectives;
         self.threads += other.threads;
@@ -177,6 +189,12 @@ pub struct Emulator {
     stack_bytes: AtomicUsize,
     /// Milliseconds; 0 for none.
     watchdog_ms: AtomicU64,
+    /// Run only the first this many of [`sample::plan`]'s blocks of each launch (0: sampling
+    /// off), profiled, and keep what they did.
+    sampling: AtomicUsize,
+    /// A sampled launch stops with [`EmuErrorKind::Resources`] past this instant.
+    sample_deadline: Mutex<Option<std::time::Instant>>,
+    samples: Mutex<Vec<sample::SampledLaunch>>,
 }
 
 impl Default for Emulator {
@@ -201,7 +219,27 @@ impl Emulator {
             watchdog_ms: AtomicU64::new(
                 env_number(WATCHDOG_VAR, DEFAULT_WATCHDOG.as_secs()).saturating_mul(1000),
             ),
+            sampling: AtomicUsize::new(0),
+            sample_deadline: Mutex::new(None),
+            samples: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Turns sampled launches on (`Some(n)`: at most the first `n` blocks of the plan, at least
+    /// one) or off (`None`) for the following launches. A sampled launch runs only the blocks of
+    /// [`sample::plan`] (a few of a full-size grid, every check on, profiled) and keeps, per
+    /// block, its counters and traffic for [`take_samples`](Self::take_samples); its counters
+    /// are those blocks' alone, so outputs and byte counts are partial by design. `deadline`
+    /// stops a sampled launch that runs past it, with an error saying so.
+    pub fn set_sampling(&self, blocks: Option<usize>, deadline: Option<std::time::Instant>) {
+        self.sampling
+            .store(blocks.map_or(0, |n| n.max(1)), Ordering::Relaxed);
+        *self.sample_deadline.lock().unwrap() = deadline;
+    }
+
+    /// The sampled launches since the last call, in launch order.
+    pub fn take_samples(&self) -> Vec<sample::SampledLaunch> {
+        std::mem::take(&mut *self.samples.lock().unwrap())
     }
 
     /// The coroutine stack of each simulated thread in the following launches (default
@@ -276,41 +314,90 @@ impl Emulator {
     {
         self.limits.check(name, cfg)?;
         let regions: Vec<Region> = self.regions.lock().unwrap().values().copied().collect();
+        let sample_blocks = self.sampling.load(Ordering::Relaxed);
+        let sampling = sample_blocks > 0;
+        let profiling = self.profiling.load(Ordering::Relaxed);
         let launch = block::Launch {
             name,
             cfg: *cfg,
             regions,
             limits: self.limits,
             kernel: &kernel,
-            profile: self.profiling.load(Ordering::Relaxed),
+            profile: sampling || profiling,
             global_races: self.global_races.load(Ordering::Relaxed),
             stack_bytes: self.stack_bytes.load(Ordering::Relaxed),
+            deadline: if sampling {
+                *self.sample_deadline.lock().unwrap()
+            } else {
+                None
+            },
             watchdog: match self.watchdog_ms.load(Ordering::Relaxed) {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),
             },
         };
         let grid = cfg.grid;
-        let blocks = grid.volume();
-        let results: Vec<std::result::Result<block::BlockResult, Box<EmuError>>> = (0..blocks)
-            .into_par_iter()
-            .map(|b| block::run_block(&launch, index_in(grid, b)))
+        let blocks: Vec<Dim3> = if sampling {
+            let mut plan = sample::plan(grid);
+            plan.truncate(sample_blocks);
+            plan
+        } else {
+            (0..grid.volume()).map(|b| index_in(grid, b)).collect()
+        };
+        let results: Vec<std::result::Result<block::BlockResult, Box<EmuError>>> = blocks
+            .par_iter()
+            .map(|&b| block::run_block(&launch, b))
             .collect();
         let mut total = LaunchCounters::default();
         let mut stats = HashMap::new();
         let mut accesses = Vec::new();
-        for r in results {
+        let mut sampled = Vec::new();
+        let allocation_of = |addr: usize| {
+            let i = launch.regions.partition_point(|r| r.start <= addr);
+            (i > 0 && addr < launch.regions[i - 1].end).then(|| i - 1)
+        };
+        for (r, &b) in results.into_iter().zip(&blocks) {
             let (counters, profile, logged) = r.map_err(Error::Emulator)?;
             total.add(&counters);
             if let Some(p) = profile {
-                p.fold_into(&mut stats);
+                if sampling {
+                    let traffic = p.traffic(allocation_of);
+                    sampled.push(sample::SampledBlock {
+                        block: b,
+                        counters,
+                        traffic,
+                    });
+                }
+                if profiling {
+                    p.fold_into(&mut stats);
+                }
             }
             accesses.extend(logged);
         }
-        if let Some(race) = global::first_race(&accesses) {
+        if let Some(mut race) = global::first_race(&accesses) {
+            // The race names blocks by their place in `blocks`; reports name grid indices.
+            let linear = |i: usize| {
+                let b = blocks[i];
+                (u64::from(b.z) * u64::from(grid.y) + u64::from(b.y)) * u64::from(grid.x)
+                    + u64::from(b.x)
+            };
+            race.first.block = linear(race.first.block) as usize;
+            race.second.block = linear(race.second.block) as usize;
             return Err(Error::Emulator(Box::new(self.race_error(&launch, &race))));
         }
-        if launch.profile {
+        if sampling {
+            self.samples.lock().unwrap().push(sample::SampledLaunch {
+                kernel: name,
+                config: *cfg,
+                allocations: launch
+                    .regions
+                    .iter()
+                    .map(|r| (r.end - r.start) as u64)
+                    .collect(),
+                blocks: sampled,
+            });
+        }
+        if profiling {
             let mut all = self.profile.lock().unwrap();
             let entry = all.kernels.entry(name.to_string()).or_default();
             profile::merge(entry, profile::finish(stats));

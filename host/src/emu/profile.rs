@@ -8,6 +8,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use rustc_hash::FxHashMap;
+
 use kernels::cuda::emu::{Access, Site};
 use serde::Serialize;
 
@@ -66,9 +68,12 @@ type SiteKey = (Site, MemorySpace, Access);
 #[derive(Default)]
 pub(super) struct BlockProfile {
     /// (site, thread) to how many accesses that thread made there so far.
-    seen: HashMap<(SiteKey, usize), u32>,
+    seen: FxHashMap<(SiteKey, usize), u32>,
     /// (site, warp, occurrence) to the lanes' (address, bytes).
-    requests: HashMap<(SiteKey, usize, u32), Vec<(usize, usize)>>,
+    requests: FxHashMap<(SiteKey, usize, u32), Vec<(usize, usize)>>,
+    /// What the asynchronous engines moved (TMA copies, wgmma operand fetches): (space, access)
+    /// to their (address, bytes), outside any warp's requests.
+    engine: HashMap<(MemorySpace, Access), Vec<(usize, usize)>>,
 }
 
 impl BlockProfile {
@@ -87,6 +92,43 @@ impl BlockProfile {
         *k += 1;
         self.requests
             .entry((key, thread / 32, occurrence))
+            .or_default()
+            .push((addr, bytes));
+    }
+
+    /// What this block moved, request by request (for a sampled launch: `sample.rs`).
+    /// `allocation_of` names the allocation an address lies in.
+    pub(super) fn traffic(
+        &self,
+        allocation_of: impl Fn(usize) -> Option<usize>,
+    ) -> super::sample::BlockTraffic {
+        let mut t = super::sample::BlockTraffic::default();
+        for ((key, _, _), lanes) in &self.requests {
+            let global = key.1 == MemorySpace::Global;
+            t.add_request(global, key.2 == Access::Read, lanes, &allocation_of);
+        }
+        for (&(space, access), moved) in &self.engine {
+            t.add_engine(
+                space == MemorySpace::Global,
+                access == Access::Read,
+                moved,
+                &allocation_of,
+            );
+        }
+        t.finish();
+        t
+    }
+
+    /// An access by an asynchronous engine, not by a thread's instruction.
+    pub(super) fn record_engine(
+        &mut self,
+        space: MemorySpace,
+        access: Access,
+        addr: usize,
+        bytes: usize,
+    ) {
+        self.engine
+            .entry((space, access))
             .or_default()
             .push((addr, bytes));
     }
@@ -130,19 +172,43 @@ pub(super) fn finish(stats: HashMap<SiteKey, SiteStats>) -> Vec<SiteStats> {
 
 /// Sectors one request touches, and the fewest that could hold its distinct bytes.
 pub fn sectors(lanes: &[(usize, usize)]) -> (u64, u64) {
-    let mut touched: Vec<usize> = lanes
-        .iter()
-        .flat_map(|&(a, b)| (a / SECTOR_BYTES)..(a + b).div_ceil(SECTOR_BYTES))
-        .collect();
-    touched.sort_unstable();
-    touched.dedup();
-    let mut bytes: Vec<usize> = lanes.iter().flat_map(|&(a, b)| a..a + b).collect();
-    bytes.sort_unstable();
-    bytes.dedup();
-    (
-        touched.len() as u64,
-        bytes.len().div_ceil(SECTOR_BYTES) as u64,
-    )
+    // Every lane's byte range, sorted by start: the touched sectors and the distinct bytes are
+    // then one pass over the merged ranges (a request is at most 32 lanes: no allocation).
+    let mut inline = [(0usize, 0usize); 32];
+    let mut spilled = Vec::new();
+    let ranges: &mut [(usize, usize)] = if lanes.len() <= inline.len() {
+        for (r, &(a, b)) in inline.iter_mut().zip(lanes) {
+            *r = (a, a + b);
+        }
+        &mut inline[..lanes.len()]
+    } else {
+        spilled.extend(lanes.iter().map(|&(a, b)| (a, a + b)));
+        &mut spilled
+    };
+    ranges.sort_unstable();
+    let (mut touched, mut bytes) = (0u64, 0u64);
+    let (mut last_sector, mut covered) = (None::<usize>, 0usize);
+    for &(start, end) in ranges.iter() {
+        if end <= start {
+            continue;
+        }
+        let first = start / SECTOR_BYTES;
+        let from = match last_sector {
+            Some(s) if s >= first => s + 1,
+            _ => first,
+        };
+        let last = (end - 1) / SECTOR_BYTES;
+        if last >= from {
+            touched += (last - from + 1) as u64;
+        }
+        last_sector = Some(last_sector.map_or(last, |s| s.max(last)));
+        let begin = start.max(covered);
+        if end > begin {
+            bytes += (end - begin) as u64;
+        }
+        covered = covered.max(end);
+    }
+    (touched, bytes.div_ceil(SECTOR_BYTES as u64))
 }
 
 /// Wavefronts one shared-memory request needs, and the conflict-free number.
@@ -156,16 +222,39 @@ pub fn wavefronts(lanes: &[(usize, usize)]) -> (u64, u64) {
     let per_phase = 32 / phases;
     let mut total = 0;
     for phase in lanes.chunks(per_phase) {
-        let mut words_in_bank: Vec<Vec<usize>> = vec![Vec::new(); BANKS];
+        // The phase's distinct words (at most 128 B of 4-byte words per phase, a few more for an
+        // unaligned access), then the most of them that fall in one bank.
+        let mut inline = [0usize; 160];
+        let mut spilled = Vec::new();
+        let mut n = 0;
         for &(addr, bytes) in phase {
             for word in (addr / 4)..(addr + bytes).div_ceil(4) {
-                let bank = &mut words_in_bank[word % BANKS];
-                if !bank.contains(&word) {
-                    bank.push(word);
+                if n < inline.len() {
+                    inline[n] = word;
+                } else {
+                    if spilled.is_empty() {
+                        spilled.extend_from_slice(&inline);
+                    }
+                    spilled.push(word);
                 }
+                n += 1;
             }
         }
-        total += words_in_bank.iter().map(Vec::len).max().unwrap_or(0).max(1) as u64;
+        let words: &mut [usize] = if n <= inline.len() {
+            &mut inline[..n]
+        } else {
+            &mut spilled
+        };
+        words.sort_unstable();
+        let mut per_bank = [0u32; BANKS];
+        let mut previous = None;
+        for &w in words.iter() {
+            if previous != Some(w) {
+                per_bank[w % BANKS] += 1;
+                previous = Some(w);
+            }
+        }
+        total += u64::from(per_bank.iter().copied().max().unwrap_or(0).max(1));
     }
     let ideal = lanes.len().div_ceil(per_phase) as u64;
     (total, ideal)
@@ -208,6 +297,53 @@ mod tests {
             (16, 16),
             "16-byte vectors: 512 bytes, 16 sectors"
         );
+    }
+
+    /// The definitions, spelled out: every sector any lane touches; every distinct byte; per
+    /// phase, the most distinct 4-byte words any one bank holds.
+    fn sectors_by_definition(lanes: &[(usize, usize)]) -> (u64, u64) {
+        let mut touched = std::collections::BTreeSet::new();
+        let mut bytes = std::collections::BTreeSet::new();
+        for &(a, b) in lanes {
+            touched.extend((a / SECTOR_BYTES)..(a + b).div_ceil(SECTOR_BYTES));
+            bytes.extend(a..a + b);
+        }
+        (
+            touched.len() as u64,
+            bytes.len().div_ceil(SECTOR_BYTES) as u64,
+        )
+    }
+
+    fn wavefronts_by_definition(lanes: &[(usize, usize)]) -> u64 {
+        let width = lanes.iter().map(|l| l.1).max().unwrap_or(4).max(4);
+        let per_phase = 32 / (width / 4).min(4);
+        lanes
+            .chunks(per_phase)
+            .map(|phase| {
+                let mut banks = vec![std::collections::BTreeSet::new(); BANKS];
+                for &(a, b) in phase {
+                    for w in (a / 4)..(a + b).div_ceil(4) {
+                        banks[w % BANKS].insert(w);
+                    }
+                }
+                banks.iter().map(|b| b.len()).max().unwrap_or(0).max(1) as u64
+            })
+            .sum()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sectors_and_wavefronts_follow_their_definitions(
+            lanes in proptest::collection::vec(
+                (0usize..4096, proptest::sample::select(vec![1usize, 2, 4, 8, 16])),
+                1..=32,
+            ),
+        ) {
+            // Aligned as the hardware requires: an access of b bytes at a multiple of b.
+            let lanes: Vec<(usize, usize)> = lanes.iter().map(|&(a, b)| (a / b * b, b)).collect();
+            proptest::prop_assert_eq!(sectors(&lanes), sectors_by_definition(&lanes));
+            proptest::prop_assert_eq!(wavefronts(&lanes).0, wavefronts_by_definition(&lanes));
+        }
     }
 
     #[test]

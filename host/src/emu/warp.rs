@@ -241,7 +241,10 @@ fn complete(
                     c[row][col] = f64::from(v);
                 }
             }
-            block.counters.borrow_mut().flops += MMA_FLOPS;
+            let mut counters = block.counters.borrow_mut();
+            counters.flops += MMA_FLOPS;
+            counters.mma_flops += MMA_FLOPS;
+            drop(counters);
             Ok((0..WARP)
                 .map(|lane| {
                     std::array::from_fn(|i| {

@@ -208,7 +208,12 @@ pub(super) fn complete_warpgroups(block: &Block) -> Result<bool, EmuErrorKind> {
                 ),
             ));
         }
-        execute(block, base, &ops, site)?;
+        // The tensor cores read the operands from shared memory themselves, not through the
+        // load/store units: the profile keeps those bytes apart.
+        block.engine.set(true);
+        let executed = execute(block, base, &ops, site);
+        block.engine.set(false);
+        executed?;
         let mut states = block.states.borrow_mut();
         let mut pending = block.pending.borrow_mut();
         for t in base..base + WARPGROUP {
@@ -485,7 +490,10 @@ fn execute(
             *v = (dot + f64::from(*v)) as f32;
         }
     }
-    block.counters.borrow_mut().flops += (2 * M * n * K) as u64;
+    let mut counters = block.counters.borrow_mut();
+    counters.flops += (2 * M * n * K) as u64;
+    counters.wgmma_flops += (2 * M * n * K) as u64;
+    drop(counters);
     let mut h = block.hopper.borrow_mut();
     h.active = true;
     block.leave_fast_path();

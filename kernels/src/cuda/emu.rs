@@ -213,6 +213,11 @@ pub trait Gpu {
     fn dynamic_shared(&self) -> *mut u8;
     /// Adds `n` to the launch's floating-point operation count.
     fn count_flops(&self, n: u64);
+    /// Adds `n` to the launch's count of special-function exponentials (`ex2.approx`), which
+    /// have a throughput of their own (the performance model's MUFU limit).
+    fn count_exps(&self, n: u64) {
+        let _ = n;
+    }
     /// `cp.async` and its group operations, for the running thread: a copy is started (and its
     /// destination marked in flight), a commit closes a group, a wait completes groups.
     fn async_copy(&self, op: AsyncCopy, site: Site);
@@ -286,6 +291,15 @@ pub fn with<R>(f: impl FnOnce(&dyn Gpu) -> R) -> R {
     );
     // SAFETY: `enter`'s contract keeps the pointee alive while installed.
     f(unsafe { &*gpu })
+}
+
+/// Calls `f` with the running simulated thread's device, or does nothing outside an emulated
+/// launch: for device helpers that host code calls too (a CPU reference's `exp2_approx`).
+pub fn with_running(f: impl FnOnce(&dyn Gpu)) {
+    if let Some(gpu) = CURRENT.with(Cell::get) {
+        // SAFETY: `enter`'s contract keeps the pointee alive while installed.
+        f(unsafe { &*gpu })
+    }
 }
 
 /// Whether this x86-64 host has the FMA instructions (see [`kernel!`](crate::kernel)); the
