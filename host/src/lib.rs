@@ -18,6 +18,7 @@ pub mod emu;
 pub mod error;
 pub mod gpu;
 pub mod launch;
+pub mod model;
 pub mod occupancy;
 pub mod ops;
 pub mod ptx;

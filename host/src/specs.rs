@@ -172,11 +172,42 @@ pub const GPUS: [GpuSpec; 4] = [
     },
 ];
 
+/// A workstation part many learners' numbers come from, outside the data-centre table above (the
+/// roofline calculator's comparisons are over [`GPUS`]): NVIDIA RTX A6000 datasheet (84 SMs of
+/// GA102, 48 GB GDDR6 at 768 GB/s, 38.7 TFLOP/s f32, 309.7 tensor TFLOP/s *with sparsity*, so
+/// 154.8 dense with f32 accumulation; NVLink 112.5 GB/s both directions summed, PCIe Gen4 x16) and
+/// the GA102 whitepaper (1.80 GHz boost, 6 MB L2, 128 KB L1 per SM of which up to 100 KB shared,
+/// half of GA100's tensor rate per SM: 1024 dense 16-bit FLOPs per clock).
+pub static RTX_A6000: GpuSpec = GpuSpec {
+    key: "a6000",
+    name: "RTX A6000",
+    bf16_flops: 154.8 * TB,
+    fp8_flops: None,
+    f32_flops: 38.7 * TB,
+    hbm_bandwidth: 768.0 * GB,
+    hbm_bytes: 48.0 * GB,
+    sms: 84,
+    shared_per_sm: 100.0 * KIB,
+    l2_bytes: 6.0 * MIB,
+    registers_per_sm: 256.0 * KIB,
+    l1_shared_per_sm: 128.0 * KIB,
+    tensor_memory_per_sm: 0.0,
+    shared_bytes_per_clock: 128.0,
+    boost_clock_hz: 1.80e9,
+    tensor_flops_per_clock_per_sm: 1024.0,
+    exp_per_clock_per_sm: 16.0,
+    nvlink_bandwidth: 56.25 * GB,
+    pcie_bandwidth: 32.0 * GB,
+    network_bandwidth: 0.0,
+};
+
 impl GpuSpec {
-    /// Looks a GPU up by key (`h100`) or by a device name that contains its key (`NVIDIA H200`).
+    /// Looks a GPU up by key (`h100`) or by a device name that contains its key (`NVIDIA H200`):
+    /// the data-centre table [`GPUS`], then [`RTX_A6000`].
     pub fn find(name: &str) -> Option<&'static GpuSpec> {
         let lower = name.to_ascii_lowercase();
         GPUS.iter()
+            .chain(std::iter::once(&RTX_A6000))
             .find(|g| lower == g.key || lower.contains(g.key))
     }
 
@@ -223,7 +254,7 @@ mod tests {
 
     #[test]
     fn tensor_peaks_agree_with_per_clock_figures_within_the_boost_clock() {
-        for g in &GPUS {
+        for g in GPUS.iter().chain([&RTX_A6000]) {
             let at_boost = g.tensor_flops_per_clock_per_sm * f64::from(g.sms) * g.boost_clock_hz;
             assert!(g.bf16_flops <= at_boost * 1.001, "{}", g.key);
             assert!(g.bf16_flops >= at_boost * 0.9, "{}", g.key);

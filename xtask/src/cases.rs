@@ -152,12 +152,44 @@ const fn case(
     CaseSpec { kernel, build }
 }
 
-/// `n` inputs uniform in [-1, 1] (`reference::uniform`, seeded), each converted by `to`.
+std::thread_local! {
+    /// Whether cases are being built for the performance model ([`build_for_model`]).
+    static FOR_MODEL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Builds `spec`'s case at the GPU's shape for the performance model (`crate::predict`): no CPU
+/// reference is computed, since the model runs a sample of the launch's blocks and never checks
+/// the output ([`reference_of`]), and the inputs are zeros ([`uniform`]): what the model reads
+/// (requests, sectors, wavefronts, instructions) does not depend on the values in these
+/// kernels, and hundreds of MB of random numbers would cost seconds per row.
+pub fn build_for_model<'a>(spec: &CaseSpec, rt: &'a Runtime) -> host::Result<Case<'a>> {
+    FOR_MODEL.with(|m| m.set(true));
+    let case = (spec.build)(rt, Scale::Gpu);
+    FOR_MODEL.with(|m| m.set(false));
+    case
+}
+
+/// The CPU reference `f` computes, or nothing when the case is built for the model.
+fn reference_of<T: Default>(f: impl FnOnce() -> T) -> T {
+    if FOR_MODEL.with(std::cell::Cell::get) {
+        T::default()
+    } else {
+        f()
+    }
+}
+
+/// `n` inputs uniform in [lo, hi] (`reference::uniform`, seeded); zeros for the model.
+fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    if FOR_MODEL.with(std::cell::Cell::get) {
+        vec![0.0; n]
+    } else {
+        reference::uniform(n, seed, lo, hi)
+    }
+}
+
+/// `n` inputs uniform in [-1, 1] ([`uniform`]), each converted by `to`.
 fn uniform_as<T>(n: usize, seed: u64, to: impl Fn(f32) -> T) -> Vec<T> {
-    reference::uniform(n, seed, -1.0, 1.0)
-        .into_iter()
-        .map(to)
-        .collect()
+    uniform(n, seed, -1.0, 1.0).into_iter().map(to).collect()
 }
 
 fn elements(n: usize) -> String {
@@ -219,11 +251,8 @@ fn vector_add_f32(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
         elements(size(Scale::Gpu)),
         elementwise::vector_add_cost(size(Scale::Gpu), 4),
     );
-    let (a_host, b_host) = (
-        reference::uniform(n, 1, -1.0, 1.0),
-        reference::uniform(n, 2, -1.0, 1.0),
-    );
-    let want = reference::vector_add_f32(&a_host, &b_host);
+    let (a_host, b_host) = (uniform(n, 1, -1.0, 1.0), uniform(n, 2, -1.0, 1.0));
+    let want = reference_of(|| reference::vector_add_f32(&a_host, &b_host));
     let (a, b) = (rt.upload(&a_host)?, rt.upload(&b_host)?);
     let c = Rc::new(RefCell::new(rt.alloc::<f32>(n)?));
     Ok(Case {
@@ -256,10 +285,12 @@ fn vector_add_f16(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
         uniform_as(n, 3, f16::from_f32),
         uniform_as(n, 4, f16::from_f32),
     );
-    let want: Vec<f32> = reference::vector_add_f16(&a_host, &b_host)
-        .iter()
-        .map(|x| x.to_f32())
-        .collect();
+    let want: Vec<f32> = reference_of(|| {
+        reference::vector_add_f16(&a_host, &b_host)
+            .iter()
+            .map(|x| x.to_f32())
+            .collect()
+    });
     let (a, b) = (rt.upload(&a_host)?, rt.upload(&b_host)?);
     let c = Rc::new(RefCell::new(rt.alloc::<f16>(n)?));
     Ok(Case {
@@ -293,8 +324,8 @@ fn copy_strided(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
         format!("{} at stride {stride}", elements(size(Scale::Gpu))),
         elementwise::copy_cost(size(Scale::Gpu)),
     );
-    let src_host = reference::uniform(n * stride, 5, -1.0, 1.0);
-    let want: Vec<f32> = (0..n).map(|i| src_host[i * stride]).collect();
+    let src_host = uniform(n * stride, 5, -1.0, 1.0);
+    let want: Vec<f32> = reference_of(|| (0..n).map(|i| src_host[i * stride]).collect());
     let src = rt.upload(&src_host)?;
     let dst = Rc::new(RefCell::new(rt.alloc::<f32>(n)?));
     Ok(Case {
@@ -328,8 +359,8 @@ fn transpose(rt: &Runtime, scale: Scale, variant: Variant) -> host::Result<Case<
         format!("{gr} x {gc} f32"),
         transpose_op::transpose_cost(gr, gc),
     );
-    let input = reference::uniform(rows * cols, 6, -1.0, 1.0);
-    let want = reference::transpose(&input, rows, cols);
+    let input = uniform(rows * cols, 6, -1.0, 1.0);
+    let want = reference_of(|| reference::transpose(&input, rows, cols));
     let d_in = rt.upload(&input)?;
     let out = Rc::new(RefCell::new(rt.alloc::<f32>(rows * cols)?));
     Ok(Case {
@@ -410,11 +441,12 @@ fn softmax<T: SoftmaxCase>(
         format!("{gr} x {gc} {}", T::NAME),
         variant.cost(gr, gc, size_of::<T>()),
     );
-    let x: Vec<T> = reference::uniform(rows * cols, 7, -8.0, 8.0)
+    let x: Vec<T> = uniform(rows * cols, 7, -8.0, 8.0)
         .into_iter()
         .map(T::from_f32)
         .collect();
-    let want: Vec<f32> = T::reference(&x, cols).into_iter().map(T::to_f32).collect();
+    let want: Vec<f32> =
+        reference_of(|| T::reference(&x, cols).into_iter().map(T::to_f32).collect());
     let dx = rt.upload(&x)?;
     let y = Rc::new(RefCell::new(rt.alloc::<T>(rows * cols)?));
     let mut stats = RowStats::new(rt, rows)?;
@@ -677,7 +709,7 @@ fn attention<T: AttentionCase>(
         widen(&k, head.kv_elems()),
         widen(&v, head.kv_elems()),
     );
-    let want = reference::attention(&hq, &hk, &hv, &head, params.scale, causal).o;
+    let want = reference_of(|| reference::attention(&hq, &hk, &hv, &head, params.scale, causal).o);
     let tolerance = attention_tolerance(&head, params.scale, T::HALF_U);
     let qkv = [rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?];
     let o = Rc::new(RefCell::new(rt.alloc::<T>(shape.q_elems())?));
@@ -804,7 +836,7 @@ fn gemm_case<const KERNEL: usize, const SIZE: usize>(
     let input = |seed| uniform_as(s * s, seed, |x| kernel.representable(x));
     let (a_host, b_host) = (input(11), input(12));
     let rows = gemm_check_rows(s, scale);
-    let want = reference::gemm_rows(&a_host, &b_host, None, (s, s), &rows);
+    let want = reference_of(|| reference::gemm_rows(&a_host, &b_host, None, (s, s), &rows));
     let operands = GemmOperands::upload(rt, kernel, &a_host, &b_host)?;
     let c = Rc::new(RefCell::new(rt.alloc::<f32>(s * s)?));
     Ok(Case {
@@ -906,7 +938,7 @@ fn gemv_case(
     );
     // The reference for the first row of X (at the GPU shape, 14336 dot products of 4096).
     let widen = |v: &[bf16]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
-    let want = reference::gemv(&widen(&x[..k]), &widen(&w), (1, n, k));
+    let want = reference_of(|| reference::gemv(&widen(&x[..k]), &widen(&w), (1, n, k)));
     let (wd, xd) = (rt.upload(&w)?, rt.upload(&x)?);
     let y = Rc::new(RefCell::new(rt.alloc::<bf16>(m * n)?));
     Ok(Case {
@@ -1010,17 +1042,19 @@ fn decode_attention_case(
     let head = DecodeShape::new(1, shape.group(), 1, shape.max_ctx);
     let widen = |x: &[bf16]| x.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
     let d = kernels::decode::attention::HEAD_DIM;
-    let want = reference::decode_attention(
-        [
-            &widen(&q[..head.q_elems()]),
-            &widen(&k[..head.kv_elems()]),
-            &widen(&v[..head.kv_elems()]),
-        ],
-        &head,
-        &lens[..1],
-        scale_qk,
-    )
-    .o;
+    let want = reference_of(|| {
+        reference::decode_attention(
+            [
+                &widen(&q[..head.q_elems()]),
+                &widen(&k[..head.kv_elems()]),
+                &widen(&v[..head.kv_elems()]),
+            ],
+            &head,
+            &lens[..1],
+            scale_qk,
+        )
+        .o
+    });
     let mut ws = DecodeWorkspace::new(rt, &shape, &lens, None)?;
     // Paged: the cache's positions in pages, the pages in the pool in reverse order (max_ctx is
     // a multiple of the page size at both scales).

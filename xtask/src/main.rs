@@ -25,6 +25,7 @@ mod hierarchy;
 mod inspect;
 mod occupancy;
 mod plot;
+mod predict;
 mod ptx_check;
 mod ptxas;
 mod roofline;
@@ -58,6 +59,9 @@ enum Command {
     TraceSoftmax(trace_softmax::TraceSoftmaxArgs),
     /// Profile one kernel on the emulator: coalescing, bank conflicts and traffic per source line.
     Inspect(inspect::InspectArgs),
+    /// The performance model on one kernel at its GPU shape: predicted time and limiter per
+    /// launch and device, with every resource's share (MODELLED, never measured).
+    Predict(predict::PredictArgs),
     /// The device bundle's summary: each row beside its vendor baseline at the same shape, the
     /// sanitizers' verdicts per case, and the findings.
     Summarize(summary::SummarizeArgs),
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
         Command::Roofline(args) => roofline::run(args),
         Command::TraceSoftmax(args) => trace_softmax::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Predict(args) => predict::run(args),
         Command::Summarize(args) => summary::run(args),
         Command::RunCases(args) => run::run_cases(args),
         Command::EmuSpeed(args) => emu_speed::run(args),

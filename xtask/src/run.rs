@@ -86,6 +86,10 @@ struct Row {
     /// The vendor operation this row is read against, at its shape and element type, or why
     /// there is none.
     baseline: Result<Baseline, String>,
+    /// The performance model's prediction at the GPU shape on the run's device (the source
+    /// emulator's runs), or why there is none.
+    #[serde(default)]
+    predicted: Option<Result<host::model::Prediction, String>>,
 }
 
 #[derive(Serialize)]
@@ -493,7 +497,11 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
 }
 
 fn unknown_device(name: &str) -> String {
-    let known: Vec<_> = host::specs::GPUS.iter().map(|g| g.key).collect();
+    let known: Vec<_> = host::specs::GPUS
+        .iter()
+        .chain([&host::specs::RTX_A6000])
+        .map(|g| g.key)
+        .collect();
     format!("unknown device `{name}`; known: {}", known.join(", "))
 }
 
@@ -529,6 +537,7 @@ fn run_case(
             check: (case.check)(rt),
             launches: Vec::new(),
             baseline: baseline::for_row(case.kernel, &case.shape),
+            predicted: None,
         }
     } else {
         let start = Instant::now();
@@ -558,6 +567,8 @@ fn run_case(
             check,
             launches: Vec::new(),
             baseline: baseline::for_row(case.kernel, &case.gpu.0),
+            predicted: matches!(rt.backend(), Backend::Emulator(_))
+                .then(|| crate::predict::within_budget(spec_case, &case.gpu.0, spec)),
         }
     };
     Ok(row)
@@ -581,7 +592,7 @@ fn print_table(rows: &[Row], measured: bool) {
         .unwrap_or(0)
         .max(27);
     println!(
-        "{:<w$} {:<28} {:>12} {:>11} {:>12} {:>8} {:>7} {:>10}  check",
+        "{:<w$} {:<28} {:>12} {:>11} {:>12} {:>8} {:>7} {:>10} {:>12} {:<17}  check",
         "kernel",
         "shape",
         format!("time{tag}"),
@@ -589,7 +600,9 @@ fn print_table(rows: &[Row], measured: bool) {
         "TFLOP/s",
         "FLOP/B",
         "bound",
-        "% roof"
+        "% roof",
+        "predicted",
+        "limiter"
     );
     for r in rows {
         let f = &r.roofline;
@@ -598,8 +611,13 @@ fn print_table(rows: &[Row], measured: bool) {
             Ok(s) => format!("ok: {s}"),
             Err(e) => format!("FAILED: {e}"),
         };
+        let (predicted, limiter) = match &r.predicted {
+            Some(Ok(p)) => (duration(p.seconds), p.limiter.name().to_string()),
+            Some(Err(_)) => ("-".to_string(), "(not predicted)".to_string()),
+            None => ("-".to_string(), String::new()),
+        };
         println!(
-            "{:<w$} {:<28} {:>12} {:>11.0} {:>12.3} {:>8.3} {:>7} {:>9.1}%  {}",
+            "{:<w$} {:<28} {:>12} {:>11.0} {:>12.3} {:>8.3} {:>7} {:>9.1}% {:>12} {:<17}  {}",
             r.kernel,
             r.shape,
             duration(f.seconds),
@@ -608,6 +626,8 @@ fn print_table(rows: &[Row], measured: bool) {
             f.intensity,
             bound,
             100.0 * f.fraction_of_roofline,
+            predicted,
+            limiter,
             check
         );
     }

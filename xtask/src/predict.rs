@@ -1,0 +1,424 @@
+//! `cargo xtask predict <kernel>`: the performance model (`host::model`) on one kernel at its GPU
+//! shape: a sample of the full-size launch's blocks runs on the emulator (or, with `--ptx`, on
+//! the PTX backend, which also counts every instruction), and the model turns the counts into a
+//! time and a limiter per launch on each device. `cargo xtask run` prints the same prediction
+//! beside every modelled row.
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use host::Runtime;
+use host::model::{self, KernelResources, LaunchInput, Machine, Prediction};
+use host::ptx::Arch;
+use host::ptx::decode::Class;
+use host::ptx::exec::Program;
+use host::runtime::Backend;
+
+use crate::cases::{self, CaseSpec};
+use crate::ptxas;
+
+#[derive(clap::Args)]
+pub struct PredictArgs {
+    /// The kernel (as `cargo xtask run` names it), e.g. transpose_naive.
+    kernel: String,
+    /// The devices to predict for (comma-separated; default: every device the model knows).
+    #[arg(long, value_delimiter = ',')]
+    device: Vec<String>,
+    /// Run the sample on the PTX backend (the module `KERNELS_PTX` / `KERNELS_PTX_ARCH` name),
+    /// which also counts every warp instruction for the issue limit.
+    #[arg(long)]
+    ptx: bool,
+    /// Which of the kernel's run cases: the first whose GPU shape contains this (e.g. `4096`);
+    /// default the first.
+    #[arg(long)]
+    shape: Option<String>,
+    /// Emulate at most this many blocks of each launch (the anchor first; default the whole
+    /// plan, up to 7): fewer for a kernel whose blocks are long to emulate.
+    #[arg(long)]
+    blocks: Option<usize>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &PredictArgs) -> Result<(), String> {
+    let all = cases::all();
+    let candidates: Vec<&CaseSpec> = all.iter().filter(|c| c.kernel == args.kernel).collect();
+    if candidates.is_empty() {
+        let names: Vec<_> = all.iter().map(|c| c.kernel).collect();
+        return Err(format!(
+            "no kernel `{}`; known: {}",
+            args.kernel,
+            names.join(", ")
+        ));
+    }
+    let machines: Vec<Machine> = if args.device.is_empty() {
+        Machine::all().to_vec()
+    } else {
+        args.device
+            .iter()
+            .map(|d| Machine::find(d).ok_or_else(|| unknown_device(d)))
+            .collect::<Result<_, _>>()?
+    };
+    let program = if args.ptx {
+        Some(Program::from_env().map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let mut sampled = None;
+    let mut shapes = Vec::new();
+    for spec in candidates {
+        let limits = SampleLimits {
+            blocks: args.blocks,
+            deadline: None,
+        };
+        let s = sample(spec, program, args.shape.as_deref(), limits)?;
+        match s {
+            Ok(s) => {
+                sampled = Some((spec, s));
+                break;
+            }
+            Err(shape) => shapes.push(shape),
+        }
+    }
+    let Some((spec, sampled)) = sampled else {
+        return Err(format!(
+            "{} has no case at a shape containing `{}`; its shapes: {}",
+            args.kernel,
+            args.shape.as_deref().unwrap_or_default(),
+            shapes.join(", ")
+        ));
+    };
+    let predictions: Vec<(Machine, Result<Prediction, String>)> = machines
+        .iter()
+        .map(|m| (*m, predict(m, &sampled)))
+        .collect();
+    if args.json {
+        let out: Vec<_> = predictions
+            .iter()
+            .map(|(m, p)| serde_json::json!({ "device": m.spec.key, "prediction": p }))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).expect("serialises")
+        );
+        return Ok(());
+    }
+    println!(
+        "{} at {} ({}): {} of {} blocks emulated per launch in {:.1} s, every check on",
+        spec.kernel,
+        sampled.shape,
+        sampled.backend,
+        sampled
+            .launches
+            .first()
+            .map_or(0, |l| l.sample.blocks.len()),
+        sampled
+            .launches
+            .first()
+            .map_or(0, |l| l.sample.grid_blocks()),
+        sampled.seconds
+    );
+    println!("{}", sampled.resources_note);
+    for (m, p) in &predictions {
+        println!("\n{} (MODELLED):", m.spec.name);
+        match p {
+            Err(why) => println!("  {why}"),
+            Ok(p) => print!("{}", breakdown(p)),
+        }
+    }
+    Ok(())
+}
+
+fn unknown_device(name: &str) -> String {
+    let known: Vec<_> = Machine::all().iter().map(|m| m.spec.key).collect();
+    format!(
+        "unknown device `{name}`; the model knows {}",
+        known.join(", ")
+    )
+}
+
+/// Per launch: the time, the limiter, each resource's time and the totals behind them.
+pub(crate) fn breakdown(p: &Prediction) -> String {
+    let mut out = format!(
+        "  predicted {} , limited by {}\n",
+        crate::run::duration(p.seconds),
+        p.limiter.name()
+    );
+    for l in &p.launches {
+        out.push_str(&format!(
+            "  {}: {} ({}), {} blocks per SM ({}), {:.2} waves (tail x{:.2}); {} of {} blocks sampled\n",
+            l.kernel,
+            crate::run::duration(l.seconds),
+            l.limiter.name(),
+            l.blocks_per_sm,
+            l.occupancy_limiter,
+            l.waves,
+            l.tail_factor,
+            l.sampled_blocks,
+            l.grid_blocks
+        ));
+        for c in &l.components {
+            if c.seconds > 0.0 {
+                let bar = "#".repeat(((c.seconds / l.seconds) * 30.0).round() as usize);
+                out.push_str(&format!(
+                    "    {:<18} {:>12}  {bar}\n",
+                    c.limiter.name(),
+                    crate::run::duration(c.seconds)
+                ));
+            }
+        }
+        let t = &l.totals;
+        out.push_str(&format!(
+            "    global: {:.3e} load / {:.3e} store requests, {:.2} / {:.2} sectors per request; shared: {:.3e} requests, conflict degree {:.2}\n",
+            t.load_requests,
+            t.store_requests,
+            t.load_sectors / t.load_requests.max(1.0),
+            t.store_sectors / t.store_requests.max(1.0),
+            t.shared_requests,
+            t.shared_wavefronts / t.shared_ideal_wavefronts.max(1.0)
+        ));
+        out.push_str(&format!(
+            "    bytes: L2 {:.3e}, DRAM {:.3e}; FLOPs: FP32 {:.3e}, mma.sync {:.3e}, wgmma {:.3e}; ex2 {:.3e}{}\n",
+            t.l2_bytes,
+            t.dram_bytes,
+            t.fp32_flops,
+            t.mma_flops,
+            t.wgmma_flops,
+            t.exps,
+            t.warp_instructions
+                .map(|n| format!("; {n:.3e} warp instructions"))
+                .unwrap_or_default()
+        ));
+    }
+    out
+}
+
+/// One launch of a sampled case, with what the model needs besides the sample.
+pub(crate) struct SampledLaunchInput {
+    pub sample: host::emu::sample::SampledLaunch,
+    pub resources: KernelResources,
+    pub warp_instructions: Option<f64>,
+    pub exps: f64,
+}
+
+/// A case's launches at its GPU shape, sampled.
+pub(crate) struct Sampled {
+    pub shape: String,
+    pub backend: String,
+    pub launches: Vec<SampledLaunchInput>,
+    /// Wall seconds the sample took here.
+    pub seconds: f64,
+    /// Where the registers came from.
+    pub resources_note: String,
+}
+
+/// How much of a launch a sample may emulate.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SampleLimits {
+    /// At most this many blocks of the plan per launch.
+    pub blocks: Option<usize>,
+    /// Stop (with an error) past this instant.
+    pub deadline: Option<Instant>,
+}
+
+/// Runs `spec`'s case at its GPU shape with sampled launches, on the source emulator or, given a
+/// program, on the PTX backend; `Ok(Err(shape))` when the case's shape does not contain `shape`.
+pub(crate) fn sample(
+    spec: &CaseSpec,
+    program: Option<&'static Program>,
+    shape: Option<&str>,
+    limits: SampleLimits,
+) -> Result<Result<Sampled, String>, String> {
+    let rt = match program {
+        Some(p) => Runtime::ptx(p),
+        None => Runtime::emulator(),
+    };
+    let (emu, device) = match rt.backend() {
+        Backend::Emulator(emu) => (emu.clone(), None),
+        Backend::Ptx(ptx) => (ptx.emulator().clone(), Some(ptx)),
+        Backend::Cuda(_) => unreachable!("built on the CPU"),
+    };
+    if !cases::runs_on(&rt, spec.kernel) {
+        return Err(format!(
+            "{} needs sm_90a: run the PTX backend on the sm_90a module (KERNELS_PTX_ARCH=sm_90a)",
+            spec.kernel
+        ));
+    }
+    let start = Instant::now();
+    let mut case = cases::build_for_model(spec, &rt).map_err(|e| e.to_string())?;
+    if shape.is_some_and(|want| !case.gpu.0.contains(want)) {
+        return Ok(Err(case.gpu.0.clone()));
+    }
+    emu.set_sampling(Some(limits.blocks.unwrap_or(usize::MAX)), limits.deadline);
+    if let Some(d) = device {
+        d.record_mix(true);
+    }
+    let launched = (case.launch)(&rt);
+    emu.set_sampling(None, None);
+    let mix = device.map(|d| {
+        let m = d.take_mix();
+        d.record_mix(false);
+        m
+    });
+    launched.map_err(|e| e.to_string())?;
+    let samples = emu.take_samples();
+    let (resources, note) = resources();
+    let launches = samples
+        .into_iter()
+        .map(|sample| {
+            let scale = sample.grid_blocks() as f64 / sample.blocks.len().max(1) as f64;
+            let kernel_mix = mix
+                .as_ref()
+                .and_then(|m| m.iter().find(|k| k.kernel == sample.kernel));
+            // The mix counts per thread (a warp-wide instruction 32 times) over the sampled
+            // blocks: to warp instructions over the grid.
+            let warp_instructions = kernel_mix
+                .map(|k| k.classes.iter().map(|(_, n)| *n as f64).sum::<f64>() / 32.0 * scale);
+            let exps = match kernel_mix {
+                Some(k) => {
+                    k.classes
+                        .iter()
+                        .filter(|(c, _)| *c == Class::Ex2)
+                        .map(|(_, n)| *n as f64)
+                        .sum::<f64>()
+                        * scale
+                }
+                None => sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64,
+            };
+            let resources = resources
+                .iter()
+                .find(|(name, _)| name == sample.kernel)
+                .map(|(_, r)| *r)
+                .unwrap_or_default();
+            SampledLaunchInput {
+                sample,
+                resources,
+                warp_instructions,
+                exps,
+            }
+        })
+        .collect();
+    Ok(Ok(Sampled {
+        shape: case.gpu.0.clone(),
+        backend: rt.device_name(),
+        launches,
+        seconds: start.elapsed().as_secs_f64(),
+        resources_note: note,
+    }))
+}
+
+/// The model's prediction of a sampled case on `machine`.
+pub(crate) fn predict(machine: &Machine, sampled: &Sampled) -> Result<Prediction, String> {
+    let launches = sampled
+        .launches
+        .iter()
+        .map(|l| {
+            model::predict_launch(
+                machine,
+                &LaunchInput {
+                    sample: &l.sample,
+                    resources: l.resources,
+                    warp_instructions: l.warp_instructions,
+                    exps: l.exps,
+                },
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Prediction::of(machine, launches).ok_or_else(|| "the case launched nothing".to_string())
+}
+
+/// Registers and static shared memory per kernel, from ptxas on the sm_90 module (the sm_90a
+/// module for the kernels that exist only there), once per process; with ptxas unavailable,
+/// none (occupancy then counts threads and shared memory only), and a note that says so.
+fn resources() -> (&'static [(String, KernelResources)], String) {
+    static RESOURCES: OnceLock<(Vec<(String, KernelResources)>, String)> = OnceLock::new();
+    let (list, note) = RESOURCES.get_or_init(|| {
+        let mut list = Vec::new();
+        let mut notes = Vec::new();
+        for arch in [Arch::Sm90, Arch::Sm90a] {
+            match ptxas::reports(arch) {
+                Ok(reports) => {
+                    for r in reports {
+                        // sm_90 holds trap stubs in place of the sm_90a kernels: the first real
+                        // report of a name wins, and a stub uses next to no registers.
+                        let stub = r.registers <= 2 && r.shared_bytes == 0;
+                        if let Some(slot) = list.iter_mut().find(|(n, _)| *n == r.name) {
+                            if stub {
+                                continue;
+                            }
+                            *slot = (r.name.clone(), resources_of(&r));
+                        } else {
+                            list.push((r.name.clone(), resources_of(&r)));
+                        }
+                    }
+                }
+                Err(e) => notes.push(format!("{}: {e}", arch.name())),
+            }
+        }
+        let note = if notes.is_empty() {
+            "registers and static shared memory: ptxas (sm_90, sm_90a)".to_string()
+        } else {
+            format!(
+                "ptxas unavailable ({}): occupancy counts threads and shared memory only",
+                notes.join("; ")
+            )
+        };
+        (list, note)
+    });
+    (list, note.clone())
+}
+
+fn resources_of(r: &ptxas::KernelReport) -> KernelResources {
+    KernelResources {
+        registers: Some(r.registers),
+        static_shared: r.shared_bytes,
+    }
+}
+
+/// Seconds of sampling `cargo xtask run` spends on predictions in one process, all rows
+/// together, and the most one row's sample may take (then once more with the anchor alone).
+const RUN_BUDGET: f64 = 60.0;
+const ROW_BUDGET: f64 = 3.0;
+
+/// The prediction of one `cargo xtask run` row on the run's device, within the run's budget: the
+/// whole plan, else the anchor alone, else why not (and the command that predicts it anyway).
+pub(crate) fn within_budget(
+    spec: &CaseSpec,
+    shape: &str,
+    gpu: &host::specs::GpuSpec,
+) -> Result<Prediction, String> {
+    use std::sync::Mutex;
+    static SPENT: Mutex<f64> = Mutex::new(0.0);
+    let machine = Machine::find(gpu.key).ok_or_else(|| format!("no model of {}", gpu.name))?;
+    let later = format!("cargo xtask predict {} --shape '{shape}'", spec.kernel);
+    let mut last = String::new();
+    for blocks in [None, Some(1)] {
+        let left = RUN_BUDGET - *SPENT.lock().unwrap();
+        if left <= 0.0 {
+            return Err(format!(
+                "the run's {RUN_BUDGET} s of prediction are spent: {later}"
+            ));
+        }
+        let start = Instant::now();
+        let deadline = start + std::time::Duration::from_secs_f64(ROW_BUDGET.min(left));
+        let sampled = sample(
+            spec,
+            None,
+            Some(shape),
+            SampleLimits {
+                blocks,
+                deadline: Some(deadline),
+            },
+        );
+        *SPENT.lock().unwrap() += start.elapsed().as_secs_f64();
+        match sampled {
+            Ok(Ok(s)) => return predict(&machine, &s),
+            Ok(Err(_)) => return Err(format!("no case of {} at {shape}", spec.kernel)),
+            Err(e) => last = e,
+        }
+    }
+    Err(format!(
+        "its sample takes more than {ROW_BUDGET} s here ({last}): {later}"
+    ))
+}
