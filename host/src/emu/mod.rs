@@ -226,7 +226,7 @@ impl Emulator {
     }
 
     /// Turns sampled launches on (`Some(n)`: at most the first `n` blocks of the plan, at least
-    /// one) or off (`None`) for the following launches. A sampled launch runs only the blocks of
+    /// one; [`sample::EVERY_BLOCK`]: all of them) or off (`None`) for the following launches. A sampled launch runs only the blocks of
     /// [`sample::plan`] (a few of a full-size grid, every check on, profiled) and keeps, per
     /// block, its counters and traffic for [`take_samples`](Self::take_samples); its counters
     /// are those blocks' alone, so outputs and byte counts are partial by design. `deadline`
@@ -337,7 +337,7 @@ impl Emulator {
             },
         };
         let grid = cfg.grid;
-        let blocks: Vec<Dim3> = if sampling {
+        let blocks: Vec<Dim3> = if sampling && sample_blocks != sample::EVERY_BLOCK {
             let mut plan = sample::plan(grid);
             plan.truncate(sample_blocks);
             plan

@@ -16,6 +16,12 @@ use super::LaunchCounters;
 use super::profile::{SECTOR_BYTES, sectors, wavefronts};
 use crate::launch::{Dim3, LaunchConfig};
 
+/// The most blocks a [`plan`] has (the anchor and two per dimension).
+pub const WHOLE_PLAN: usize = 7;
+/// A sample size that runs every block of the grid, in launch order (to check the model's
+/// estimates against the whole launch on small shapes).
+pub const EVERY_BLOCK: usize = usize::MAX;
+
 /// The blocks a sampled launch runs: the anchor first, then per dimension (x, y, z) its first and
 /// last block, each once. A limited plan ([`Emulator::set_sampling`]) keeps its first blocks.
 ///
@@ -233,7 +239,8 @@ impl SampledLaunch {
 
     /// The plan's first block, which every sample runs.
     pub fn at_anchor(&self) -> &SampledBlock {
-        &self.blocks[0]
+        self.get(plan(self.config.grid)[0])
+            .unwrap_or(&self.blocks[0])
     }
 
     /// The grid's mean of `f` over its blocks, from the sample ([`grid_mean`]); with the anchor

@@ -229,6 +229,16 @@ mod tests {
         assert_eq!(lanes("a6000"), 128.0);
     }
 
+    /// docs/model.md's table of constants is this file's, row for row.
+    #[test]
+    fn the_chapter_lists_every_source() {
+        let chapter = include_str!("../../../docs/model.md");
+        for (figure, devices, value, source) in SOURCES {
+            let row = format!("| {figure} | {devices} | {value} | {source} |");
+            assert!(chapter.contains(&row), "docs/model.md lacks the row\n{row}");
+        }
+    }
+
     #[test]
     fn only_hopper_has_wgmma() {
         let keys: Vec<_> = Machine::all()

@@ -327,7 +327,6 @@ pub fn dram_bytes(machine: &Machine, s: &SampledLaunch, blocks_per_sm: u32) -> f
             let whole = s.allocations[a] as f64;
             let sectors_in =
                 |b: &sample::SampledBlock| side(&b.traffic).get(&a).map_or(0, Vec::len);
-            touched += (s.mean(|b| sectors_in(b) as f64 * 32.0) * blocks).min(whole);
             let largest = s.blocks.iter().map(sectors_in).max().unwrap_or(0) as f64 * 32.0;
             // The dimensions along which blocks bring slices of their own.
             let depends: Vec<usize> = (0..3)
@@ -344,6 +343,11 @@ pub fn dram_bytes(machine: &Machine, s: &SampledLaunch, blocks_per_sm: u32) -> f
                 .collect();
             let distinct = distinct_slices(grid, wave, &depends) as f64;
             per_wave += (largest * distinct).min(whole);
+            // What the whole launch touches: as a wave's, over every block, and no more than
+            // the blocks' own bytes summed.
+            let everywhere = distinct_slices(grid, s.grid_blocks(), &depends) as f64;
+            let summed = s.mean(|b| sectors_in(b) as f64 * 32.0) * blocks;
+            touched += (largest * everywhere).min(summed).min(whole);
         }
     }
     if per_wave <= machine.l2_effective_bytes {
@@ -368,6 +372,13 @@ fn nested(inner: &[u64], outer: &[u64]) -> bool {
 /// How many distinct values the coordinates `dims` take over the first `wave` blocks in launch
 /// order (x fastest).
 fn distinct_slices(grid: Dim3, wave: u64, dims: &[usize]) -> usize {
+    if wave >= grid.volume() {
+        // Over the whole grid: the product of the dimensions' extents.
+        return dims
+            .iter()
+            .map(|&d| sample::extent(grid, d) as usize)
+            .product();
+    }
     let mut seen = std::collections::HashSet::new();
     for i in 0..wave {
         let b = [
@@ -401,4 +412,370 @@ fn latency_seconds(
         return 0.0;
     }
     dram_bytes / reachable
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashMap, VecDeque};
+
+    use super::*;
+    use crate::emu::LaunchCounters;
+    use crate::emu::sample::{BlockTraffic, SampledBlock};
+    use crate::launch::{LaunchConfig, dim3};
+
+    fn h100() -> Machine {
+        Machine::find("h100").unwrap()
+    }
+
+    /// A launch of `grid` blocks of 256 threads whose block at `b` moves what `traffic` says,
+    /// sampled as the emulator samples (the plan's blocks), or every block.
+    fn launch(
+        grid: Dim3,
+        allocations: Vec<u64>,
+        every: bool,
+        traffic: impl Fn(Dim3) -> (LaunchCounters, BlockTraffic),
+    ) -> SampledLaunch {
+        let blocks: Vec<Dim3> = if every {
+            (0..grid.z)
+                .flat_map(|z| {
+                    (0..grid.y).flat_map(move |y| (0..grid.x).map(move |x| dim3(x, y, z)))
+                })
+                .collect()
+        } else {
+            sample::plan(grid)
+        };
+        SampledLaunch {
+            kernel: "synthetic",
+            config: LaunchConfig {
+                grid,
+                block: dim3(256, 1, 1),
+                shared_mem_bytes: 0,
+            },
+            allocations,
+            blocks: blocks
+                .into_iter()
+                .map(|block| {
+                    let (counters, traffic) = traffic(block);
+                    SampledBlock {
+                        block,
+                        counters,
+                        traffic,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn predict(s: &SampledLaunch, machine: &Machine) -> LaunchPrediction {
+        predict_launch(
+            machine,
+            &LaunchInput {
+                sample: s,
+                resources: KernelResources {
+                    registers: Some(32),
+                    static_shared: 0,
+                },
+                warp_instructions: None,
+                exps: 0.0,
+            },
+        )
+        .unwrap()
+    }
+
+    /// A stream: each block reads its own 8 KiB of one allocation with coalesced 128-byte
+    /// requests and writes as much to another.
+    fn stream(blocks: u32, stride_sectors: u64) -> SampledLaunch {
+        let per_block = 256u64; // sectors: 8 KiB
+        let n = u64::from(blocks) * per_block;
+        launch(
+            dim3(blocks, 1, 1),
+            vec![n * 32 * stride_sectors, n * 32],
+            false,
+            |b| {
+                let first = u64::from(b.x) * per_block;
+                let mut t = BlockTraffic {
+                    load_requests: per_block / 4,
+                    load_sectors: per_block * stride_sectors,
+                    store_requests: per_block / 4,
+                    store_sectors: per_block,
+                    ..BlockTraffic::default()
+                };
+                t.loaded.insert(
+                    0,
+                    (first * stride_sectors..(first + per_block) * stride_sectors).collect(),
+                );
+                t.stored.insert(1, (first..first + per_block).collect());
+                // Eight barrier intervals: one 4-byte load per thread in flight at a time.
+                let c = LaunchCounters {
+                    barriers: 7,
+                    ..LaunchCounters::default()
+                };
+                (c, t)
+            },
+        )
+    }
+
+    #[test]
+    fn a_stream_is_dram_bound_at_the_measured_bandwidth() {
+        let m = h100();
+        let p = predict(&stream(64 * 1024, 1), &m);
+        assert_eq!(p.limiter, Limiter::Dram);
+        let bytes = 2.0 * 64.0 * 1024.0 * 8192.0;
+        assert!(
+            (p.totals.dram_bytes - bytes).abs() < 1.0,
+            "{}",
+            p.totals.dram_bytes
+        );
+        let want = bytes / m.dram_bandwidth() + m.launch_seconds;
+        assert!((p.seconds - want).abs() < 1e-9, "{} vs {want}", p.seconds);
+    }
+
+    /// Reading every eighth sector (one 4-byte word per sector, say) moves 8 times the bytes.
+    #[test]
+    fn breaking_coalescing_multiplies_the_dram_time() {
+        let m = h100();
+        let coalesced = predict(&stream(64 * 1024, 1), &m);
+        let strided = predict(&stream(64 * 1024, 8), &m);
+        let ratio = strided.seconds / coalesced.seconds;
+        // Reads 8x, writes 1x: (8 + 1) / (1 + 1).
+        assert!((ratio - 4.5).abs() < 0.05, "{ratio}");
+    }
+
+    /// Shared-memory wavefronts: a 32-way conflict makes a shared-bound kernel 32 times longer
+    /// in its shared-memory component.
+    #[test]
+    fn a_bank_conflict_costs_its_degree_in_wavefronts() {
+        let m = h100();
+        let shared = |degree: u64| {
+            launch(dim3(4096, 1, 1), vec![1 << 20], false, move |_| {
+                let t = BlockTraffic {
+                    shared_requests: 1000,
+                    shared_wavefronts: 1000 * degree,
+                    shared_ideal_wavefronts: 1000,
+                    ..BlockTraffic::default()
+                };
+                (LaunchCounters::default(), t)
+            })
+        };
+        let (free, conflicted) = (predict(&shared(1), &m), predict(&shared(32), &m));
+        assert_eq!(conflicted.limiter, Limiter::SharedWavefronts);
+        let time = |p: &LaunchPrediction| {
+            p.components
+                .iter()
+                .find(|c| c.limiter == Limiter::SharedWavefronts)
+                .unwrap()
+                .seconds
+        };
+        assert!((time(&conflicted) / time(&free) - 32.0).abs() < 1e-6);
+        // 4096 blocks x 32000 wavefronts, 132 SMs at 1.98 GHz, one per clock.
+        let want =
+            4096.0 * 32000.0 / 132.0 / 1.98e9 * (4096.0 / 1056.0f64).ceil() / (4096.0 / 1056.0);
+        assert!(
+            (time(&conflicted) - want).abs() < 1e-9,
+            "{}",
+            time(&conflicted)
+        );
+    }
+
+    /// One and a tenth waves: the second wave's few blocks leave most SMs idle.
+    #[test]
+    fn a_grid_just_over_one_wave_is_limited_by_its_tail() {
+        let m = h100();
+        let fp32 = |blocks: u32| {
+            launch(dim3(blocks, 1, 1), vec![1 << 20], false, |_| {
+                let c = LaunchCounters {
+                    flops: 1 << 24,
+                    ..LaunchCounters::default()
+                };
+                (c, BlockTraffic::default())
+            })
+        };
+        // 256 threads at 32 registers: 8 blocks per SM, 1056 per wave.
+        let (full, over) = (predict(&fp32(1056), &m), predict(&fp32(1162), &m));
+        assert_eq!(full.limiter, Limiter::Fp32);
+        assert_eq!(over.limiter, Limiter::Tail);
+        assert!((over.tail_factor - 2.0 / (1162.0 / 1056.0)).abs() < 1e-9);
+        assert!(over.seconds > 1.7 * full.seconds);
+    }
+
+    /// More registers per thread than an occupancy step allows: fewer warps keep fewer bytes in
+    /// flight, and a kernel that issues one load per thread between barriers falls below DRAM
+    /// bandwidth (Little's law).
+    #[test]
+    fn fewer_resident_warps_turn_a_stream_latency_bound() {
+        let m = h100();
+        let s = stream(64 * 1024, 1);
+        let with = |registers: u32| {
+            predict_launch(
+                &m,
+                &LaunchInput {
+                    sample: &s,
+                    resources: KernelResources {
+                        registers: Some(registers),
+                        static_shared: 0,
+                    },
+                    warp_instructions: None,
+                    exps: 0.0,
+                },
+            )
+            .unwrap()
+        };
+        let (light, heavy) = (with(32), with(255));
+        assert_eq!(light.limiter, Limiter::Dram);
+        assert_eq!(heavy.blocks_per_sm, 1);
+        assert_eq!(heavy.limiter, Limiter::Latency);
+        assert!(heavy.seconds > 1.5 * light.seconds);
+    }
+
+    /// A GEMM's structure: block (x, y) reads the y-th strip of A and the x-th strip of B, in
+    /// `steps` chunks along K; a causal variant reads a prefix of B's strips growing with y.
+    fn gemm_like(grid: Dim3, strip: u64, steps: u64, causal: bool, every: bool) -> SampledLaunch {
+        let (a, b) = (u64::from(grid.y) * strip, u64::from(grid.x) * strip);
+        launch(grid, vec![a * 32, b * 32], every, move |blk| {
+            let mut t = BlockTraffic::default();
+            let (y, x) = (u64::from(blk.y), u64::from(blk.x));
+            t.loaded.insert(0, (y * strip..(y + 1) * strip).collect());
+            let b_sectors: Vec<u64> = if causal {
+                (0..(y + 1) * strip / u64::from(grid.y)).collect()
+            } else {
+                (x * strip..(x + 1) * strip).collect()
+            };
+            t.load_sectors = strip + b_sectors.len() as u64;
+            t.load_requests = t.load_sectors / 4;
+            t.loaded.insert(1, b_sectors);
+            let _ = steps;
+            (LaunchCounters::default(), t)
+        })
+    }
+
+    /// The trace the shortcut stands for: waves of resident blocks in launch order, each wave's
+    /// blocks streaming their sectors in K order, interleaved, through an LRU cache of
+    /// `capacity` bytes of 32-byte sectors; the misses' bytes.
+    fn lru_misses(s: &SampledLaunch, wave: usize, capacity: f64, steps: usize) -> f64 {
+        let lines = (capacity / 32.0) as usize;
+        let mut cache: HashMap<(usize, u64), u64> = HashMap::new();
+        let mut order: VecDeque<((usize, u64), u64)> = VecDeque::new();
+        let (mut clock, mut misses) = (0u64, 0u64);
+        for w in s.blocks.chunks(wave) {
+            // Each block's sectors per allocation cut into `steps` chunks (its K loop).
+            let chunks: Vec<Vec<Vec<(usize, u64)>>> = w
+                .iter()
+                .map(|b| {
+                    let mut per_step = vec![Vec::new(); steps];
+                    for (&a, set) in &b.traffic.loaded {
+                        let n = set.len().div_ceil(steps).max(1);
+                        for (i, c) in set.chunks(n).enumerate() {
+                            per_step[i].extend(c.iter().map(|&x| (a, x)));
+                        }
+                    }
+                    per_step
+                })
+                .collect();
+            for step in 0..steps {
+                for block in &chunks {
+                    for &key in &block[step] {
+                        clock += 1;
+                        if cache.insert(key, clock).is_none() {
+                            misses += 1;
+                        }
+                        order.push_back((key, clock));
+                        while cache.len() > lines {
+                            let (old, at) = order.pop_front().unwrap();
+                            if cache.get(&old) == Some(&at) {
+                                cache.remove(&old);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        misses as f64 * 32.0
+    }
+
+    /// The analytic L2 (`dram_bytes`, from the plan's few blocks) against the LRU trace of every
+    /// block: when a wave's data fits (GEMM strips, and a causal prefix shared by the wave),
+    /// each byte once; when it does not, about once per wave.
+    #[test]
+    fn the_l2_shortcut_agrees_with_an_lru_trace_of_every_block() {
+        let grid = dim3(16, 16, 1);
+        let strip = 4096; // sectors: 128 KiB
+        for (causal, capacity) in [(false, 64e6), (false, 1.5e6), (true, 64e6)] {
+            let mut m = h100();
+            m.l2_effective_bytes = capacity;
+            // 256 threads at 32 registers: 8 blocks per SM; 4 SMs make a 32-block wave.
+            let mut spec = *m.spec;
+            spec.sms = 4;
+            let spec: &'static _ = Box::leak(Box::new(spec));
+            m.spec = spec;
+            let wave = 32;
+            let sampled = gemm_like(grid, strip, 8, causal, false);
+            let every = gemm_like(grid, strip, 8, causal, true);
+            let analytic = dram_bytes(&m, &sampled, 8);
+            let traced = lru_misses(&every, wave, capacity, 8);
+            let ratio = analytic / traced;
+            assert!(
+                (0.75..=1.34).contains(&ratio),
+                "causal {causal}, L2 {capacity}: analytic {analytic:.3e} vs trace {traced:.3e}"
+            );
+        }
+    }
+
+    #[test]
+    fn nested_reads_a_prefix_as_inside() {
+        assert!(nested(&[1, 2, 3], &[0, 1, 2, 3, 4]));
+        assert!(!nested(&[1, 5], &[0, 1, 2, 3, 4]));
+        assert!(nested(&[], &[0]));
+    }
+
+    /// The sample's per-block counts against the same launch with every block emulated: a
+    /// transpose of a shape that is not a multiple of its tile (edge blocks on both sides).
+    #[test]
+    fn a_sampled_transpose_estimates_the_whole_launch() {
+        use crate::ops::transpose::{Variant, transpose};
+        let rt = crate::Runtime::emulator();
+        let crate::runtime::Backend::Emulator(emu) = rt.backend() else {
+            unreachable!()
+        };
+        let (rows, cols) = (200, 300);
+        let input = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
+        let mut out = rt.alloc::<f32>(rows * cols).unwrap();
+        let mut run = |blocks: usize| {
+            emu.set_sampling(Some(blocks), None);
+            transpose(&rt, Variant::Padded, &input, rows, cols, &mut out).unwrap();
+            emu.set_sampling(None, None);
+            emu.take_samples().remove(0)
+        };
+        let (sampled, every) = (run(sample::WHOLE_PLAN), run(sample::EVERY_BLOCK));
+        assert!(sampled.blocks.len() < every.blocks.len());
+        let m = h100();
+        let total = |s: &SampledLaunch, f: fn(&BlockTraffic) -> u64| {
+            s.mean(|b| f(&b.traffic) as f64) * s.grid_blocks() as f64
+        };
+        let sum = |f: fn(&BlockTraffic) -> u64| {
+            every.blocks.iter().map(|b| f(&b.traffic)).sum::<u64>() as f64
+        };
+        for f in [
+            (|t: &BlockTraffic| t.load_sectors) as fn(&BlockTraffic) -> u64,
+            |t| t.store_sectors,
+            |t| t.shared_wavefronts,
+        ] {
+            let (est, exact) = (total(&sampled, f), sum(f));
+            assert!((est - exact).abs() <= 0.02 * exact, "{est} vs {exact}");
+        }
+        // Each element read once and written once: what every block touches, in whole sectors.
+        let exact: BTreeMap<usize, std::collections::BTreeSet<u64>> =
+            every.blocks.iter().fold(BTreeMap::new(), |mut acc, b| {
+                for (side, sets) in [(0, &b.traffic.loaded), (1, &b.traffic.stored)] {
+                    for (&a, s) in sets {
+                        acc.entry(2 * a + side)
+                            .or_default()
+                            .extend(s.iter().copied());
+                    }
+                }
+                acc
+            });
+        let exact: f64 = exact.values().map(|s| s.len() as f64 * 32.0).sum();
+        let est = dram_bytes(&m, &sampled, 8);
+        assert!((est - exact).abs() <= 0.02 * exact, "{est} vs {exact}");
+    }
 }
