@@ -18,6 +18,7 @@ pub trait Element:
 impl Element for f32 {}
 impl Element for f64 {}
 impl Element for u32 {}
+impl Element for u8 {}
 impl Element for u16 {}
 impl Element for i32 {}
 impl Element for u64 {}

@@ -695,6 +695,8 @@ pub enum Fill {
     LaneMask(Cmp),
     /// The carry flag of `add.cc` and friends (starts at 0).
     Carry,
+    /// The address of the module's `.global`/`.const` variable `i` on the device.
+    GlobalVar(usize),
 }
 
 /// A decoded entry point.
@@ -746,6 +748,9 @@ pub struct SharedSlot {
 /// The module a kernel is decoded from: what its `call`s and names can reach.
 pub struct ModuleRef<'m> {
     pub functions: &'m [Function<'static>],
+    /// The module's `.global` and `.const` variables, by name (their addresses are the
+    /// device's: [`Fill::GlobalVar`]).
+    pub globals: &'m [parse::GlobalVar<'static>],
     pub broken: &'m [parse::Broken<'static>],
     pub shared: &'m [SharedSlot],
     pub files: &'m [(u32, &'static str)],
@@ -1307,6 +1312,9 @@ impl Decoder<'_> {
                 if let Some(k) = layout.function.locals.iter().position(|v| v.name == *name) {
                     return Ok(layout.locals[k].0);
                 }
+                if let Some(i) = self.module.globals.iter().position(|v| v.name == *name) {
+                    return Ok(self.fill(Fill::GlobalVar(i)));
+                }
                 // A shared variable: this function's own first, then the module's.
                 let f = Some(self.function.name);
                 let shared = self.module.shared;
@@ -1319,7 +1327,10 @@ impl Decoder<'_> {
                             .position(|v| v.name == *name && v.function.is_none())
                     })
                     .ok_or_else(|| {
-                        format!("`{name}` is not a shared or local variable of `{}` nor of the module (.global and .const variables are not implemented)", self.function.name)
+                        format!(
+                            "`{name}` is not a variable of `{}` nor of the module",
+                            self.function.name
+                        )
                     })?;
                 Ok(self.fill(Fill::SharedVar(i)))
             }
@@ -1830,6 +1841,16 @@ impl Decoder<'_> {
                     )),
                     Some("shared") => Ok((Op::CvtaShared { to, d, a }, 0, Class::IntArith)),
                     Some("local") => Ok((Op::CvtaLocal { to, d, a }, 0, Class::IntArith)),
+                    // `.const` variables are device memory at their own addresses.
+                    Some("const") => Ok((
+                        Op::Mov {
+                            d,
+                            a,
+                            mask: u64::MAX,
+                        },
+                        0,
+                        Class::Move,
+                    )),
                     _ => Err("cvta for this state space is not implemented".into()),
                 }
             }
@@ -2626,6 +2647,9 @@ impl Decoder<'_> {
                 "global" => space = Space::Global,
                 "shared" | "shared::cta" => space = Space::Shared,
                 "local" => space = Space::Local,
+                // The module's `.const` variables live in (read-only) device memory.
+                "const" if load => space = Space::Global,
+                "const" => return Err("st.const: the constant space is read-only".into()),
                 "param" => param = true,
                 "v2" => n = 2,
                 "v4" => n = 4,

@@ -29,6 +29,7 @@ use super::decode::{
     SharedSlot, Space, Wgmma, WgmmaSource, mask,
 };
 use super::{Arch, parse};
+use crate::buffer::DeviceBuffer;
 use crate::emu::{Emulator, LaunchCounters, SHARED_WINDOW};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
@@ -45,6 +46,9 @@ pub struct Program {
     /// Its `.target`.
     pub target: &'static str,
     shared: Vec<SharedSlot>,
+    /// The module's `.global` and `.const` variables: each device allocates and initialises
+    /// its own copy.
+    globals: Vec<parse::GlobalVar<'static>>,
     kernels: HashMap<&'static str, std::result::Result<Kernel, String>>,
 }
 
@@ -78,6 +82,7 @@ impl Program {
             .collect();
         let linked = decode::ModuleRef {
             functions: &module.functions,
+            globals: &module.globals,
             broken: &module.broken,
             shared: &shared,
             files: &module.files,
@@ -98,6 +103,7 @@ impl Program {
             origin,
             target: module.target,
             shared,
+            globals: module.globals.clone(),
             kernels,
         })))
     }
@@ -181,17 +187,35 @@ pub struct PtxDevice {
     instructions: AtomicU64,
     threads: AtomicU64,
     mix: Mutex<Option<HashMap<&'static str, Vec<u64>>>>,
+    /// The program's `.global`/`.const` variables on this device.
+    globals: Vec<DeviceBuffer<u8>>,
 }
 
 impl PtxDevice {
     /// A device running `program`.
     pub fn new(program: &'static Program) -> Self {
+        let emu = std::sync::Arc::new(Emulator::new());
+        // The module's variables, in this device's memory (checked like any buffer), with
+        // their initial values.
+        let globals = program
+            .globals
+            .iter()
+            .map(|v| {
+                let mut buf = DeviceBuffer::<u8>::emulated(&emu, v.bytes as usize)
+                    .expect("a module variable fits the host's memory");
+                buf.host_slice_mut()
+                    .expect("emulated")
+                    .copy_from_slice(&v.init);
+                buf
+            })
+            .collect();
         Self {
-            emu: std::sync::Arc::new(Emulator::new()),
+            emu,
             program,
             instructions: AtomicU64::new(0),
             threads: AtomicU64::new(0),
             mix: Mutex::new(None),
+            globals,
         }
     }
 
@@ -303,8 +327,10 @@ impl PtxDevice {
         } else {
             Vec::new()
         };
+        let globals: Vec<u64> = self.globals.iter().map(|b| b.ptr().addr() as u64).collect();
         let env = Env {
             kernel,
+            globals: &globals,
             program: self.program,
             params: &buffer,
             instructions: &self.instructions,
@@ -342,6 +368,8 @@ pub struct KernelMix {
 /// What every thread of one launch shares.
 struct Env<'a> {
     kernel: &'a Kernel,
+    /// The device addresses of the module's variables.
+    globals: &'a [u64],
     program: &'static Program,
     params: &'a [u8],
     instructions: &'a AtomicU64,
@@ -373,6 +401,7 @@ impl Env<'_> {
                     Fill::Zero | Fill::Carry => 0,
                     Fill::LaneMask(cmp) => u64::from(lane_mask(cmp, linear % 32)),
                     Fill::SharedBase => base as u64,
+                    Fill::GlobalVar(i) => self.globals[i],
                     Fill::SharedVar(i) => {
                         let v = &self.program.shared[i];
                         match v.bytes {

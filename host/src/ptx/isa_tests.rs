@@ -623,3 +623,37 @@ fn mufu_approximations_are_within_the_isas_error() {
         assert!(((f64::from(r) - exact) / exact).abs() <= 2f64.powf(-22.9), "rsqrt({y})");
     }
 }
+
+#[test]
+fn global_and_const_variables_start_with_their_initialisers() {
+    // PTX ISA, "Variable Declarations: Initializers": a .global or .const variable holds its
+    // initial value when the module is loaded; `ld.const` reads the constant bank, and the
+    // address of a .global variable is an ordinary global address.
+    let vars = ".global .align 4 .u32 table[4] = {10, 20, 30, 40};\n.const .align 4 .b32 k[2] = {0f3F800000, 0f40000000};\n.visible .global .align 4 .u32 counter;\n";
+    let body = "\
+\tmov.u64 %rd5, table;
+\tmul.wide.u32 %rd6, %r1, 4;
+\tadd.s64 %rd7, %rd5, %rd6;
+\tld.global.u32 %r5, [%rd7];
+\tld.const.b32 %r6, [k+4];
+\tatom.global.add.u32 %r7, [counter], 1;
+\tadd.s32 %r4, %r5, %r7;
+\tmov.u32 %r8, %r6;";
+    let text = module(body).replace(".address_size 64\n", &format!(".address_size 64\n{vars}"));
+    let out = run_words(&text, [2, 0, 0], 1, 3).unwrap();
+    // table[2] plus the counter's old value, 0, 1, 2 in thread order.
+    assert_eq!(out[3..], [30, 31, 32]);
+    let check = module("\tld.const.b32 %r4, [k+4];")
+        .replace(".address_size 64\n", &format!(".address_size 64\n{vars}"));
+    assert_eq!(run_words(&check, [0; 3], 1, 1).unwrap()[3], f(2.0));
+    // Past the end of a variable is out of bounds, like any buffer.
+    let past = module("\tld.const.b32 %r4, [k+8];")
+        .replace(".address_size 64\n", &format!(".address_size 64\n{vars}"));
+    let err = run_words(&past, [0; 3], 1, 1).unwrap_err().to_string();
+    assert!(err.contains("out-of-bounds Global memory access"), "{err}");
+    // A constant cannot be stored to.
+    let store = module("\tst.const.b32 [k], %r1;\n\tmov.u32 %r4, 0;")
+        .replace(".address_size 64\n", &format!(".address_size 64\n{vars}"));
+    let err = run_words(&store, [0; 3], 1, 1).unwrap_err().to_string();
+    assert!(err.contains("read-only"), "{err}");
+}

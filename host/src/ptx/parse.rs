@@ -39,6 +39,21 @@ pub struct Module<'a> {
     pub broken: Vec<Broken<'a>>,
     /// `.file` directives: (index, path).
     pub files: Vec<(u32, &'a str)>,
+    /// Module-level `.global` and `.const` variables, with their initial bytes.
+    pub globals: Vec<GlobalVar<'a>>,
+}
+
+/// A `.global` or `.const` variable: device memory the module itself declares (a CUDA
+/// `__device__` or `__constant__` variable, a lookup table).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlobalVar<'a> {
+    pub name: &'a str,
+    pub align: u32,
+    pub bytes: u64,
+    /// `.const`: read-only.
+    pub constant: bool,
+    /// The initial value, little-endian (zeros past what the initialiser gives).
+    pub init: Vec<u8>,
 }
 
 /// A function whose text could not be read.
@@ -458,6 +473,7 @@ pub fn parse(text: &str) -> Result<Module<'_>, ParseError> {
         functions: Vec::new(),
         broken: Vec::new(),
         files: Vec::new(),
+        globals: Vec::new(),
     };
     let mut i = 0;
     while i < raws.len() {
@@ -515,11 +531,77 @@ fn module_directive<'a>(module: &mut Module<'a>, s: &'a str, line: u32) -> Resul
             module.files.push((index, path));
         }
         _ if words.contains(&".shared") => module.shared.push(shared_var(s, line)?),
+        _ if (words.contains(&".global") || words.contains(&".const"))
+            && !words.contains(&".func") =>
+        {
+            module.globals.push(global_var(s, line)?)
+        }
         // `.address_size`, prototypes of external functions, `.global` data: nothing the
         // backends need; kept out rather than misread.
         _ => {}
     }
     Ok(())
+}
+
+/// `[.visible] .global|.const [.align A] .type name[N] [= {v, ...} | = v]`.
+fn global_var(s: &str, line: u32) -> Result<GlobalVar<'_>, ParseError> {
+    let (decl, init) = match s.split_once('=') {
+        Some((d, i)) => (d.trim(), Some(i.trim())),
+        None => (s, None),
+    };
+    let var = shared_var(decl, line)?;
+    let ty = decl
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix('.'))
+        .find(|w| type_bits(w).is_some())
+        .ok_or_else(|| err(line, format!("variable without a type: `{s}`")))?;
+    let elem = type_bits(ty).unwrap().div_ceil(8) as usize;
+    let bytes = var.bytes.ok_or_else(|| {
+        err(
+            line,
+            format!("a .global or .const array needs a size: `{s}`"),
+        )
+    })?;
+    let mut bytes_out = Vec::with_capacity(bytes as usize);
+    if let Some(init) = init {
+        let list = init.trim_start_matches('{').trim_end_matches('}');
+        for v in list.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+            let bits = if let Some(h) = v.strip_prefix("0f").or_else(|| v.strip_prefix("0F")) {
+                u64::from_str_radix(h, 16).ok()
+            } else if let Some(h) = v.strip_prefix("0d").or_else(|| v.strip_prefix("0D")) {
+                u64::from_str_radix(h, 16).ok()
+            } else if ty.starts_with('f') {
+                // A decimal float literal.
+                v.parse::<f64>().ok().map(|x| {
+                    if elem == 4 {
+                        u64::from((x as f32).to_bits())
+                    } else {
+                        x.to_bits()
+                    }
+                })
+            } else {
+                int(v).map(|x| x as u64)
+            };
+            let bits = bits.ok_or_else(|| {
+                err(line, format!("cannot read initial value `{v}` (addresses of variables are not implemented)"))
+            })?;
+            bytes_out.extend_from_slice(&bits.to_le_bytes()[..elem]);
+        }
+    }
+    if bytes_out.len() as u64 > bytes {
+        return Err(err(
+            line,
+            format!("more initial values than `{}` holds", var.name),
+        ));
+    }
+    bytes_out.resize(bytes as usize, 0);
+    Ok(GlobalVar {
+        name: var.name,
+        align: var.align,
+        bytes,
+        constant: decl.split_whitespace().any(|w| w == ".const"),
+        init: bytes_out,
+    })
 }
 
 /// `[.extern] .shared .align A .b8 name[N]`.
