@@ -679,14 +679,11 @@ fn round_f32(s: f64, t: f64, mode: Round) -> f32 {
     };
     let down = |x: f32| -> f32 { -up(-x) };
     // [lo, hi]: the f32 around s (equal when s is one, ignoring t).
-    let (lo, hi) = if f64::from(nearest) > s {
+    let n = f64::from(nearest);
+    let (lo, hi) = if n > s || (n == s && t < 0.0) {
         (down(nearest), nearest)
-    } else if f64::from(nearest) < s {
+    } else if n < s || t > 0.0 {
         (nearest, up(nearest))
-    } else if t > 0.0 {
-        (nearest, up(nearest))
-    } else if t < 0.0 {
-        (down(nearest), nearest)
     } else {
         return nearest;
     };
