@@ -507,6 +507,16 @@ fn sext(v: u64, bits: u8) -> u64 {
     }
 }
 
+/// The little-endian integer of `bytes` bytes at `offset` in `memory` (a parameter buffer),
+/// sign-extended when `signed`.
+fn read_le(memory: &[u8], offset: u32, bytes: u8, signed: bool) -> u64 {
+    let (at, n) = (offset as usize, usize::from(bytes));
+    let mut raw = [0u8; 8];
+    raw[..n].copy_from_slice(&memory[at..at + n]);
+    let v = u64::from_le_bytes(raw);
+    if signed { sext(v, bytes * 8) } else { v }
+}
+
 /// `v` read as an integer of type `t`: masked, or sign-extended to 64 bits.
 fn norm(v: u64, t: Int) -> u64 {
     if t.signed {
@@ -1213,26 +1223,13 @@ impl Thread<'_> {
                     offset,
                     bytes,
                     signed,
-                } => {
-                    let at = *offset as usize;
-                    let mut raw = [0u8; 8];
-                    raw[..*bytes as usize].copy_from_slice(&self.params[at..at + *bytes as usize]);
-                    let v = u64::from_le_bytes(raw);
-                    let v = if *signed { sext(v, bytes * 8) } else { v };
-                    self.set(*d, v);
-                }
+                } => self.set(*d, read_le(self.params, *offset, *bytes, *signed)),
                 Op::LdPmem {
                     d,
                     offset,
                     bytes,
                     signed,
-                } => {
-                    let at = *offset as usize;
-                    let mut raw = [0u8; 8];
-                    raw[..*bytes as usize].copy_from_slice(&self.pmem[at..at + *bytes as usize]);
-                    let v = u64::from_le_bytes(raw);
-                    self.set(*d, if *signed { sext(v, bytes * 8) } else { v });
-                }
+                } => self.set(*d, read_le(&self.pmem, *offset, *bytes, *signed)),
                 Op::StPmem { a, offset, bytes } => {
                     let at = *offset as usize;
                     let v = self.get(*a).to_le_bytes();
