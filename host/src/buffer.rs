@@ -18,6 +18,7 @@ pub trait Element:
 impl Element for f32 {}
 impl Element for f64 {}
 impl Element for u32 {}
+impl Element for u8 {}
 impl Element for u16 {}
 impl Element for i32 {}
 impl Element for u64 {}
@@ -70,7 +71,9 @@ impl<T: Element> DeviceBuffer<T> {
                 needed: (len as u128 * size_of::<T>() as u128).min(u64::MAX as u128) as u64,
                 free,
             })?;
-        let bytes = size.max(1);
+        // The red zone after the buffer: allocated, never registered, so that a kernel's
+        // access just past the end is out of bounds rather than in the next buffer.
+        let bytes = size.max(1) + crate::emu::GLOBAL_RED_ZONE;
         let layout = Layout::from_size_align(bytes, ALIGN.max(align_of::<T>())).map_err(|_| {
             Error::OutOfMemory {
                 what: what(),
@@ -106,7 +109,11 @@ impl<T: Element> DeviceBuffer<T> {
             needed: bytes as u64,
             free,
         })?;
-        emu.register(ptr.as_ptr() as usize, size);
+        let elem = std::any::type_name::<T>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("?");
+        emu.register(ptr.as_ptr() as usize, size, (elem, size_of::<T>()));
         Ok(Self {
             len,
             storage: Storage::Emulated {

@@ -170,6 +170,7 @@ fn out_of_bounds_accesses_name_the_thread_and_address() {
         by,
         addr,
         bytes,
+        near,
     } = err.kind
     else {
         panic!("{err}")
@@ -177,6 +178,15 @@ fn out_of_bounds_accesses_name_the_thread_and_address() {
     assert_eq!(
         (space, by.access, bytes),
         (MemorySpace::Global, Access::Read, 4)
+    );
+    // The first read past the end is in src's red zone: named, 0 bytes past its end (the
+    // threads run in order, so thread 36 of block 1 is the first to read src[100]).
+    let near = near.expect("the buffer the read overran");
+    assert_eq!((near.start, near.bytes, near.past_end), (s.addr(), 400, 0));
+    assert!(
+        err.to_string()
+            .contains("0 bytes past the end of the buffer of 100 x f32"),
+        "{err}"
     );
     assert_eq!(
         (err.block.x, by.thread.x),

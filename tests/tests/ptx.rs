@@ -609,12 +609,23 @@ fn a_store_moved_past_the_end_is_reported_at_its_ptx_line() {
     let mut c = rt.alloc::<f32>(n).unwrap();
     let err = suite::emu_error(elementwise::vector_add_f32(&rt, &a, &b, &mut c));
     let EmuErrorKind::OutOfBounds {
-        space, by, bytes, ..
+        space,
+        by,
+        bytes,
+        near,
+        ..
     } = &err.kind
     else {
         panic!("{err}")
     };
     assert_eq!((*space, *bytes), (MemorySpace::Global, 4), "{err}");
+    // In the red zone after c: the report names it and the distance past its end.
+    let near = near.expect("the buffer the store overran");
+    assert_eq!(
+        (near.start, near.bytes, near.past_end),
+        (c.ptr().addr(), 4 * n, 0),
+        "{err}"
+    );
     assert_eq!(
         by.thread.x as usize + kernels::elementwise::BLOCK_SIZE as usize * err.block.x as usize,
         n - 1,

@@ -26,6 +26,12 @@ use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
 /// How many threads of each kind an error report names.
 const REPORT: usize = 4;
 
+/// The thread the shared-memory shadow records every atomic as: one past the most a block has,
+/// so that atomics are ordered with each other (one thread's program order) and race with every
+/// real thread's plain access between the same barriers. (A thread's own plain access and its
+/// atomic on the same byte in one interval are therefore reported too: a rare pattern.)
+const ATOMIC_THREAD: u32 = 1024;
+
 /// Everything the blocks of one launch share.
 pub(super) struct Launch<'k> {
     pub name: &'static str,
@@ -231,6 +237,9 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
 impl Block<'_> {
     /// `threadIdx` of linear thread `t`.
     pub fn thread_dim3(&self, t: usize) -> Dim3 {
+        if t == ATOMIC_THREAD as usize {
+            return ThreadAccess::ATOMIC;
+        }
         super::index_in(self.launch.cfg.block, t as u64)
     }
 
@@ -504,6 +513,7 @@ impl Block<'_> {
                 by: by(),
                 addr,
                 bytes,
+                near: None,
             });
         };
         if self.async_copies.borrow().any_in_flight() {
@@ -656,6 +666,51 @@ impl Block<'_> {
         }
     }
 
+    /// Thread `t`'s atomic on shared memory: checked as [`shared_check`](Self::shared_check)
+    /// checks an access, recorded in the shadow as a write by [`ATOMIC_THREAD`], counted as one
+    /// access that reads and writes its bytes.
+    fn shared_atomic(
+        &self,
+        t: usize,
+        addr: usize,
+        bytes: usize,
+        site: Site,
+    ) -> Result<(), EmuErrorKind> {
+        let by = || self.thread_access(t, Access::Write, site);
+        self.aligned(MemorySpace::Shared, addr, bytes, by)?;
+        let Some(offset) = self.arena.borrow().offset_of(addr, bytes) else {
+            return Err(EmuErrorKind::OutOfBounds {
+                space: MemorySpace::Shared,
+                by: by(),
+                addr,
+                bytes,
+                near: None,
+            });
+        };
+        if self.async_copies.borrow().any_in_flight() {
+            async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
+        }
+        let order = self.order.borrow();
+        let epoch = order.epoch(t);
+        // The atomic is ordered after what `__syncwarp` ordered before this thread.
+        let before = |other: u32, e: u32| {
+            other != ATOMIC_THREAD && order.any_sync() && order.before(other as usize, e, t, epoch)
+        };
+        let me = (ATOMIC_THREAD, 0);
+        let checked = self
+            .arena
+            .borrow_mut()
+            .check(offset, bytes, me, Access::Write, site, before);
+        drop(order);
+        checked
+            .map_err(|race| self.race_kind(race, ATOMIC_THREAD as usize, Access::Write, site))?;
+        // One access, whose bytes are both read and written.
+        self.count(MemorySpace::Shared, Access::Write, site, t, addr, bytes);
+        let read = &self.traffic.read_bytes;
+        read.set(read.get() + bytes as u64);
+        Ok(())
+    }
+
     /// Checks (alignment, bounds), logs for the race check and counts thread `t`'s access to
     /// global memory. Used by the thread itself and, for a `cp.async` completing, on its behalf.
     pub(super) fn global_check(
@@ -664,6 +719,19 @@ impl Block<'_> {
         addr: usize,
         bytes: usize,
         access: Access,
+        site: Site,
+    ) -> Result<(), EmuErrorKind> {
+        self.global_check_as(t, addr, bytes, access, false, site)
+    }
+
+    /// [`global_check`](Self::global_check), the access logged as an atomic when `atomic`.
+    fn global_check_as(
+        &self,
+        t: usize,
+        addr: usize,
+        bytes: usize,
+        access: Access,
+        atomic: bool,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
         let by = || self.thread_access(t, access, site);
@@ -677,13 +745,21 @@ impl Block<'_> {
                 by: by(),
                 addr,
                 bytes,
+                near: super::nearest_allocation(regions, addr, bytes),
             });
         }
         if let Some(log) = &self.global_log {
             let interval = self.counters.borrow().barriers as u32;
             let epoch = self.order.borrow().epoch(t);
-            log.borrow_mut()
-                .record(t as u32, addr, bytes, access, site, interval, epoch);
+            log.borrow_mut().record_as(
+                t as u32,
+                addr,
+                bytes,
+                (access, atomic),
+                site,
+                interval,
+                epoch,
+            );
         }
         self.count(MemorySpace::Global, access, site, t, addr, bytes);
         Ok(())
@@ -834,6 +910,20 @@ impl Gpu for Block<'_> {
         }
     }
 
+    fn atomic_access(&self, addr: usize, bytes: usize, shared: bool, site: Site) {
+        self.tick(Some(site));
+        let t = self.current.get();
+        let checked = if shared {
+            self.shared_atomic(t, addr, bytes, site)
+        } else {
+            self.global_check_as(t, addr, bytes, Access::Write, true, site)
+                .map(|()| self.counters.borrow_mut().global_read_bytes += bytes as u64)
+        };
+        if let Err(kind) = checked {
+            self.fail(kind);
+        }
+    }
+
     fn shared_address(&self, addr: usize, site: Site) -> u32 {
         match self.arena.borrow().window_offset(addr) {
             Some(offset) => offset as u32,
@@ -842,6 +932,7 @@ impl Gpu for Block<'_> {
                 by: self.thread_access(self.current.get(), Access::Read, site),
                 addr,
                 bytes: 0,
+                near: None,
             }),
         }
     }

@@ -24,6 +24,29 @@ pub struct ThreadAccess {
     pub site: Site,
 }
 
+/// The allocation an out-of-bounds access lies just past.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overrun {
+    /// Its first byte.
+    pub start: usize,
+    /// Its size in bytes.
+    pub bytes: usize,
+    /// Its element type and size (`f32`, 4) as the host allocated it.
+    pub elem: (&'static str, usize),
+    /// How many bytes past its end the access starts (0: at the first byte after it).
+    pub past_end: usize,
+}
+
+impl ThreadAccess {
+    /// The `thread` an atomic in a shared-memory race report has: the shadow records atomics
+    /// as one thread's (see the emulator's `block.rs`), not which thread issued each.
+    pub const ATOMIC: Dim3 = Dim3 {
+        x: u32::MAX,
+        y: u32::MAX,
+        z: u32::MAX,
+    };
+}
+
 /// What went wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EmuErrorKind {
@@ -37,6 +60,10 @@ pub enum EmuErrorKind {
         addr: usize,
         /// Width of the access.
         bytes: usize,
+        /// For a global access, the allocation it overran, when it starts in the red zone
+        /// after one (the emulator leaves 256 bytes unallocated after each buffer, so an access
+        /// just past the end lands in no neighbour).
+        near: Option<Overrun>,
     },
     /// An access not aligned to its own width, which faults on a GPU.
     Misaligned {
@@ -238,6 +265,9 @@ fn access(a: &ThreadAccess) -> String {
         Access::Read => "read",
         Access::Write => "write",
     };
+    if a.thread == ThreadAccess::ATOMIC {
+        return format!("an atomic at {}", a.site);
+    }
     format!("thread {} {verb} at {}", d(a.thread), a.site)
 }
 
@@ -250,11 +280,28 @@ impl fmt::Display for EmuError {
                 by,
                 addr,
                 bytes,
-            } => write!(
-                f,
-                "out-of-bounds {space:?} memory access: {} of {bytes} bytes at address {addr:#x} lies outside every allocation",
-                access(by)
-            ),
+                near,
+            } => {
+                write!(
+                    f,
+                    "out-of-bounds {space:?} memory access: {} of {bytes} bytes at address {addr:#x} lies outside every allocation",
+                    access(by)
+                )?;
+                if let Some(o) = near {
+                    let (elem, size) = o.elem;
+                    write!(
+                        f,
+                        ": {} bytes past the end of the buffer of {} x {elem} at {:#x} ({} bytes; element {} of it, one past its last is {})",
+                        o.past_end,
+                        o.bytes / size.max(1),
+                        o.start,
+                        o.bytes,
+                        (addr - o.start) / size.max(1),
+                        o.bytes / size.max(1)
+                    )?;
+                }
+                Ok(())
+            }
             EmuErrorKind::Misaligned {
                 space,
                 by,

@@ -31,6 +31,8 @@ pub(super) struct Run {
     thread_stride: i32,
     bytes: u8,
     access: Access,
+    /// An atomic (logged as a write): atomics do not race with each other.
+    atomic: bool,
     interval: u32,
     epoch: u32,
     site: Site,
@@ -46,6 +48,7 @@ impl Run {
             thread_stride: 0,
             bytes: a.bytes,
             access: a.access,
+            atomic: a.atomic,
             interval: a.interval,
             epoch: a.epoch,
             site: a.site,
@@ -64,8 +67,14 @@ impl Run {
     /// Adds `a` if it continues the progression (or repeats the last access exactly, which adds
     /// nothing a race could involve); `false` when it starts a new run.
     fn extend(&mut self, a: &Logged) -> bool {
-        if (a.access, a.bytes, a.interval, a.epoch)
-            != (self.access, self.bytes, self.interval, self.epoch)
+        if (a.access, a.atomic, a.bytes, a.interval, a.epoch)
+            != (
+                self.access,
+                self.atomic,
+                self.bytes,
+                self.interval,
+                self.epoch,
+            )
         {
             return false;
         }
@@ -139,6 +148,7 @@ struct Logged {
     thread: u32,
     bytes: u8,
     access: Access,
+    atomic: bool,
     interval: u32,
     epoch: u32,
     site: Site,
@@ -201,7 +211,8 @@ impl Stack {
         let f = &self.first;
         let same_walk = (run.stride, run.count, run.thread_stride, run.bytes)
             == (f.stride, f.count, f.thread_stride, f.bytes)
-            && (run.access, run.interval, run.epoch) == (f.access, f.interval, f.epoch)
+            && (run.access, run.atomic, run.interval, run.epoch)
+                == (f.access, f.atomic, f.interval, f.epoch)
             && run.thread_stride == 0
             && run.count >= 2;
         if !same_walk || self.runs == u32::MAX {
@@ -248,6 +259,7 @@ impl Stack {
 impl GlobalLog {
     /// Logs thread `thread`'s access, in barrier interval `interval` at `__syncwarp` epoch
     /// `epoch`.
+    #[cfg(test)]
     #[allow(clippy::too_many_arguments)]
     pub(super) fn record(
         &mut self,
@@ -259,11 +271,27 @@ impl GlobalLog {
         interval: u32,
         epoch: u32,
     ) {
+        self.record_as(thread, addr, bytes, (access, false), site, interval, epoch);
+    }
+
+    /// [`record`](Self::record), of an atomic when `atomic` (with `access` a write).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn record_as(
+        &mut self,
+        thread: u32,
+        addr: usize,
+        bytes: usize,
+        (access, atomic): (Access, bool),
+        site: Site,
+        interval: u32,
+        epoch: u32,
+    ) {
         let a = Logged {
             addr,
             thread,
             bytes: bytes as u8,
             access,
+            atomic,
             interval,
             epoch,
             site,
@@ -409,7 +437,8 @@ pub(super) fn first_race(blocks: &[BlockAccesses]) -> Option<GlobalRace> {
 
 /// Whether element `i` of `a` and element `j` of `b` (which overlap) race.
 fn conflict(blocks: &[BlockAccesses], a: &Item, i: u32, b: &Item, j: u32) -> bool {
-    if a.run.access == Access::Read && b.run.access == Access::Read {
+    if a.run.access == Access::Read && b.run.access == Access::Read || a.run.atomic && b.run.atomic
+    {
         return false;
     }
     if a.block != b.block {

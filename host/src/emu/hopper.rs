@@ -510,6 +510,7 @@ pub(super) fn tma_load(
                     by: block.thread_access(t, Access::Read, site),
                     addr: src,
                     bytes: n,
+                    near: super::nearest_allocation(&block.launch.regions, src, n),
                 });
             }
             let at = (lo - x0) as usize * e;

@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
-pub use error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+pub use error::{EmuError, EmuErrorKind, MemorySpace, Overrun, ThreadAccess};
 pub use hopper::validate_map;
 pub use profile::{Profile, SiteStats};
 pub use wgmma::Descriptor;
@@ -177,6 +177,27 @@ fn host_available_memory() -> Option<u64> {
 struct Region {
     start: usize,
     end: usize,
+    /// The element type's name and size, for reports.
+    elem: (&'static str, usize),
+}
+
+/// Bytes the emulator leaves unallocated after every global buffer (`buffer.rs`), so that an
+/// access just past one's end lands in no other allocation and is reported as out of bounds
+/// (with [`nearest_allocation`]), never as a race in a neighbour.
+pub(crate) const GLOBAL_RED_ZONE: usize = 256;
+
+/// The allocation whose red zone `[addr, addr + bytes)` starts in (`regions` sorted by start).
+fn nearest_allocation(regions: &[Region], addr: usize, bytes: usize) -> Option<error::Overrun> {
+    let i = regions.partition_point(|r| r.start <= addr);
+    let r = regions.get(i.checked_sub(1)?)?;
+    // Starting inside and ending past the end counts as 0 bytes past it.
+    let past_end = addr.saturating_sub(r.end);
+    (addr + bytes > r.end && past_end < GLOBAL_RED_ZONE).then_some(error::Overrun {
+        start: r.start,
+        bytes: r.end - r.start,
+        elem: r.elem,
+        past_end,
+    })
 }
 
 /// The emulated device.
@@ -286,10 +307,12 @@ impl Emulator {
         &self.limits
     }
 
-    pub(crate) fn register(&self, start: usize, bytes: usize) {
+    /// Registers a buffer of `bytes` at `start` holding elements of `elem` (name, size).
+    pub(crate) fn register(&self, start: usize, bytes: usize, elem: (&'static str, usize)) {
         let region = Region {
             start,
             end: start + bytes,
+            elem,
         };
         self.regions.lock().unwrap().insert(start, region);
     }

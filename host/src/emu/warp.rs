@@ -2,7 +2,7 @@
 //! PTX ISA defines them.
 
 use half::{bf16, f16};
-use kernels::cuda::emu::{Access, Collective, MmaInput, ShuffleMode, Site};
+use kernels::cuda::emu::{Access, Collective, MmaInput, ShuffleMode, Site, WarpReduce};
 
 use super::block::{Block, Pending, State};
 use super::error::EmuErrorKind;
@@ -72,7 +72,24 @@ fn ready_group(
         if matches!(p.op, Collective::Wgmma(_)) {
             continue;
         }
-        if states[base + l] != State::AtCollective || p.mask & !exist != 0 {
+        if states[base + l] != State::AtCollective {
+            continue;
+        }
+        if let Collective::ActiveMask = p.op {
+            // Once no lane of the warp can run on: the lanes waiting at this one.
+            if lanes(exist).any(|m| states[base + m] == State::Runnable) {
+                return None;
+            }
+            let here = lanes(exist)
+                .filter(|&m| {
+                    states[base + m] == State::AtCollective
+                        && pending[base + m]
+                            .is_some_and(|q| q.site == p.site && same_kind(&q.op, &p.op))
+                })
+                .fold(0, |mask, m| mask | (1 << m));
+            return Some((here, p.op, p.site));
+        }
+        if p.mask & !exist != 0 {
             continue;
         }
         let all_here = lanes(p.mask).all(|m| {
@@ -139,6 +156,26 @@ pub(super) fn stuck_collective(block: &Block, states: &[State]) -> Option<EmuErr
     })
 }
 
+/// `vote.sync` / `redux.sync` over the (lane, operand) pairs of the mask, as the ISA defines each.
+fn reduce(op: WarpReduce, values: &[(usize, u32)]) -> u32 {
+    let all = || values.iter().map(|&(_, v)| v);
+    let first = all().next().unwrap_or(0);
+    match op {
+        WarpReduce::Ballot => values.iter().fold(0, |m, &(l, p)| m | ((p & 1) << l)),
+        WarpReduce::All => u32::from(all().all(|p| p & 1 != 0)),
+        WarpReduce::Any => u32::from(all().any(|p| p & 1 != 0)),
+        WarpReduce::Uni => u32::from(all().all(|p| p & 1 == first & 1)),
+        WarpReduce::Add => all().fold(0u32, u32::wrapping_add),
+        WarpReduce::MinU => all().min().unwrap_or(0),
+        WarpReduce::MaxU => all().max().unwrap_or(0),
+        WarpReduce::MinS => all().map(|v| v as i32).min().unwrap_or(0) as u32,
+        WarpReduce::MaxS => all().map(|v| v as i32).max().unwrap_or(0) as u32,
+        WarpReduce::And => all().fold(u32::MAX, |a, v| a & v),
+        WarpReduce::Or => all().fold(0, |a, v| a | v),
+        WarpReduce::Xor => all().fold(0, |a, v| a ^ v),
+    }
+}
+
 /// Computes every lane's result registers for one completed collective.
 fn complete(
     block: &Block,
@@ -189,6 +226,18 @@ fn complete(
                 Ok([value, 0, 0, 0])
             })
             .collect(),
+        Collective::ActiveMask => Ok(vec![[mask, 0, 0, 0]; lane_ids.len()]),
+        Collective::Reduce { op, .. } => {
+            let values: Vec<(usize, u32)> = lane_ids
+                .iter()
+                .map(|&lane| match reg(lane) {
+                    Some(Collective::Reduce { value, .. }) => (lane, *value),
+                    _ => unreachable!("ready_group matched the kind"),
+                })
+                .collect();
+            let result = reduce(op, &values);
+            Ok(vec![[result, 0, 0, 0]; lane_ids.len()])
+        }
         Collective::LdMatrix { trans, .. } => {
             if mask != u32::MAX {
                 return Err(fail("ldmatrix is `.aligned`: all 32 lanes must execute it".into()));

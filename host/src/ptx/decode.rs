@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use kernels::cuda::emu::{MmaInput, PtxSite, ShuffleMode, Site, WgmmaSync};
+use kernels::cuda::emu::{MmaInput, PtxSite, ShuffleMode, Site, WarpReduce, WgmmaSync};
 
 use super::parse::{self, Function, Operand, Statement};
 
@@ -69,8 +69,12 @@ pub enum FloatOp {
     Sub,
     Mul,
     Div,
+    /// `div.approx.f32`: `a * (1 / b)` with the reciprocal flushed (the ISA's range rule).
+    DivApprox,
     Min,
     Max,
+    /// `copysign.f32 d, a, b`: `b` with `a`'s sign.
+    CopySign,
 }
 
 /// Unary float operations.
@@ -83,6 +87,21 @@ pub enum FloatUnary {
     Rsqrt,
     Ex2,
     Lg2,
+    /// `sin.approx`, `cos.approx`, `tanh.approx` (the MUFU approximations).
+    Sin,
+    Cos,
+    Tanh,
+}
+
+/// `testp`'s classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Testp {
+    Finite,
+    Infinite,
+    Number,
+    NotANumber,
+    Normal,
+    Subnormal,
 }
 
 /// `setp` comparisons.
@@ -123,23 +142,39 @@ pub enum BoolOp {
 /// A conversion, with everything `cvt` needs decided at decode time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Conv {
-    /// Integer to integer: sign- or zero-extend from `from`, optionally saturate, wrap to `to`.
+    /// Integer to integer: sign- or zero-extend from `from`, optionally saturate, wrap to `to`,
+    /// then sign- or zero-extend (as `to` is signed) to the destination register's `reg` bits.
     Int {
         from: Int,
         to: Int,
         sat: bool,
+        reg: u8,
     },
-    /// f32 to f16 or bf16, rounding to nearest even.
+    /// f32 to f16 or bf16, rounding to nearest even; `.relu` clamps a negative result to +0,
+    /// `.satfinite` an infinite or out-of-range one to the largest finite value (both make a NaN
+    /// the canonical NaN).
     F32ToHalf {
         bf16: bool,
+        relu: bool,
+        satfinite: bool,
     },
+    /// `cvt.rn{.relu}{.satfinite}.{f16x2,bf16x2}.f32 d, a, b`: `a` to the upper half, `b` to
+    /// the lower (the second source is the instruction's `b`).
+    F32x2ToHalf2 {
+        bf16: bool,
+        relu: bool,
+        satfinite: bool,
+    },
+    /// A float to its own type: the `.ftz` flush and `.sat` clamp alone (`cvt.sat.f32.f32`,
+    /// what a precise `expf` uses to clamp its argument's fraction).
+    Same(Float),
     /// f16 or bf16 to f32 (exact).
     HalfToF32 {
         bf16: bool,
     },
-    /// f32 to f64 (exact) or f64 to f32 (nearest even).
+    /// f32 to f64 (exact) or f64 to f32 (in the rounding mode).
     F32ToF64,
-    F64ToF32,
+    F64ToF32(Round),
     /// Float to float of the same type, rounded to an integral value.
     RoundInt {
         ty: Float,
@@ -151,10 +186,11 @@ pub enum Conv {
         to: Int,
         mode: Round,
     },
-    /// Integer to float, nearest even.
+    /// Integer to float, in the rounding mode (directed modes to f32 only).
     IntToFloat {
         from: Int,
         to: Float,
+        mode: Round,
     },
 }
 
@@ -172,6 +208,8 @@ pub enum Round {
 pub enum Space {
     Global,
     Shared,
+    /// The thread's own local memory (its stack frames).
+    Local,
     /// Resolved per access: inside the block's shared window is shared, anything else global.
     Generic,
 }
@@ -221,6 +259,57 @@ pub enum Op {
         d: Slot,
         a: Slot,
     },
+    /// `bfi`: `b` with its `len` bits from `pos` replaced by `a`'s low bits.
+    Bfi {
+        bits: u8,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        pos: Slot,
+        len: Slot,
+    },
+    /// `prmt.b32` (default mode): each byte of `d` picked from the eight of `{b, a}` by a
+    /// nibble of `c`, or that byte's sign replicated.
+    Prmt {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    /// `lop3.b32`: bit `i` of `d` is bit `(a_i << 2) | (b_i << 1) | c_i` of `lut`.
+    Lop3 {
+        bits: u8,
+        lut: u8,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    /// `bfind{.shiftamt}`: the most significant non-sign bit's position (all ones for none).
+    Bfind {
+        ty: Int,
+        shiftamt: bool,
+        d: Slot,
+        a: Slot,
+    },
+    /// `testp.op`: which class of float `a` is.
+    Testp {
+        test: Testp,
+        ty: Float,
+        d: Slot,
+        a: Slot,
+    },
+    /// `add.cc`, `addc{.cc}`, `sub.cc`, `subc{.cc}`: with the thread's carry flag `cc`.
+    Carry {
+        sub: bool,
+        carry_in: bool,
+        carry_out: bool,
+        ty: Int,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        cc: Slot,
+    },
     /// `bfe`: `len` bits of `a` from bit `pos`.
     Bfe {
         ty: Int,
@@ -234,6 +323,7 @@ pub enum Op {
         ty: Float,
         ftz: bool,
         sat: bool,
+        round: Round,
         d: Slot,
         a: Slot,
         b: Slot,
@@ -242,6 +332,7 @@ pub enum Op {
         ty: Float,
         ftz: bool,
         sat: bool,
+        round: Round,
         d: Slot,
         a: Slot,
         b: Slot,
@@ -251,6 +342,7 @@ pub enum Op {
         op: FloatUnary,
         ty: Float,
         ftz: bool,
+        round: Round,
         d: Slot,
         a: Slot,
     },
@@ -278,6 +370,13 @@ pub enum Op {
         d: Slot,
         a: Slot,
     },
+    /// A conversion of two sources into one packed register (`cvt.rn.bf16x2.f32 d, a, b`).
+    Cvt2 {
+        conv: Conv,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
     /// `d = a + shared base` (`cvta.shared`) or `a - shared base` (`cvta.to.shared`).
     CvtaShared {
         to: bool,
@@ -291,11 +390,35 @@ pub enum Op {
         bytes: u8,
         signed: bool,
     },
+    /// `ld.param` / `st.param` of a `.param` variable of a call or a callee's parameter:
+    /// `bytes` at `offset` in the thread's parameter memory.
+    LdPmem {
+        d: Slot,
+        offset: u32,
+        bytes: u8,
+        signed: bool,
+    },
+    StPmem {
+        a: Slot,
+        offset: u32,
+        bytes: u8,
+    },
     Ld(Box<Mem>),
     St(Box<Mem>),
+    /// `atom` (`d` the old value) and `red` (`d` `u32::MAX`).
+    Atom(Box<Atom>),
+    /// `cvta.local` (`to` false) and `cvta.to.local`: between `.local` and generic addresses.
+    CvtaLocal {
+        to: bool,
+        d: Slot,
+        a: Slot,
+    },
     Bra {
         target: u32,
     },
+    Call(Box<Call>),
+    /// `ret`: back to the caller, or the thread's end in the entry.
+    Ret,
     Exit,
     Trap,
     /// A block barrier, matched by the site it carries.
@@ -313,6 +436,19 @@ pub enum Op {
     },
     WarpSync {
         mask: Slot,
+    },
+    /// `vote.sync` / `redux.sync`: `d` gets the reduction of `a` over the mask (a predicate
+    /// result for `.all/.any/.uni`, written as 0 or 1; `negate` for `vote`'s `!p`).
+    WarpReduce {
+        op: WarpReduce,
+        d: Slot,
+        a: Slot,
+        negate: bool,
+        mask: Slot,
+    },
+    /// `activemask.b32 d`.
+    ActiveMask {
+        d: Slot,
     },
     LdMatrix {
         trans: bool,
@@ -354,6 +490,45 @@ pub enum Op {
     /// has one view of memory) and `setmaxnreg` (no register file; its count is checked at
     /// decode).
     Nop,
+}
+
+/// An atomic operation (PTX ISA, "Parallel Synchronization and Communication Instructions:
+/// atom" and "red").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomOp {
+    And,
+    Or,
+    Xor,
+    Exch,
+    Cas,
+    Add,
+    /// `.inc`: `old >= b ? 0 : old + 1`; `.dec`: `old == 0 || old > b ? b : old - 1`.
+    Inc,
+    Dec,
+    Min,
+    Max,
+}
+
+/// The operand type of an atomic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomType {
+    Int(Int),
+    Float(Float),
+}
+
+/// `atom{.sem}{.scope}{.space}.op.type d, [a], b{, c}` / `red...op.type [a], b`.
+#[derive(Clone, Debug)]
+pub struct Atom {
+    pub op: AtomOp,
+    pub ty: AtomType,
+    pub space: Space,
+    /// The old value's register; `u32::MAX` for `red`.
+    pub d: Slot,
+    pub addr: Slot,
+    pub offset: i64,
+    pub b: Slot,
+    /// `cas`'s new value (`u32::MAX` otherwise).
+    pub c: Slot,
 }
 
 /// Which mbarrier operation.
@@ -425,6 +600,10 @@ pub enum Class {
     /// Generic loads and stores (resolved to a space per access).
     LdGeneric(u8),
     StGeneric(u8),
+    LdLocal(u8),
+    StLocal(u8),
+    Atomic,
+    Call,
     Mma,
     LdMatrix,
     CpAsync,
@@ -457,6 +636,10 @@ impl Class {
             Class::StShared(b) => format!("st.shared {b}B"),
             Class::LdGeneric(b) => format!("ld (generic) {b}B"),
             Class::StGeneric(b) => format!("st (generic) {b}B"),
+            Class::LdLocal(b) => format!("ld.local {b}B"),
+            Class::StLocal(b) => format!("st.local {b}B"),
+            Class::Atomic => "atom/red".into(),
+            Class::Call => "call/ret".into(),
             Class::Mma => "mma".into(),
             Class::LdMatrix => "ldmatrix".into(),
             Class::CpAsync => "cp.async".into(),
@@ -508,6 +691,12 @@ pub enum Fill {
     SharedVar(usize),
     /// The generic address of the block's shared window (offset 0 of the shared space).
     SharedBase,
+    /// `%lanemask_eq/le/lt/ge/gt`: the lanes whose index compares so with this lane's.
+    LaneMask(Cmp),
+    /// The carry flag of `add.cc` and friends (starts at 0).
+    Carry,
+    /// The address of the module's `.global`/`.const` variable `i` on the device.
+    GlobalVar(usize),
 }
 
 /// A decoded entry point.
@@ -534,44 +723,173 @@ pub struct Kernel {
     pub acc_uses: Vec<Box<[Slot]>>,
     /// `.maxntid`, if the entry declares it.
     pub maxntid: Option<[u32; 3]>,
+    /// Bytes of per-thread parameter memory: the `.param` variables of calls, and the callees'
+    /// parameters (0 for a kernel that calls nothing).
+    pub pmem_bytes: usize,
+    /// Bytes of per-thread local memory the kernel's frames can take (the stack).
+    pub local_bytes: usize,
+    /// The entry's own frame: its size, and its `.local` arrays (slot, offset).
+    pub entry_frame: u32,
+    pub entry_locals: Vec<(Slot, u32)>,
 }
 
-/// A module shared variable as the interpreter allocates it.
+/// A shared variable as the interpreter allocates it: module scope, or declared in a function
+/// body (`function`).
 #[derive(Debug)]
 pub struct SharedSlot {
     pub name: &'static str,
     /// `None`: the dynamic shared memory array.
     pub bytes: Option<u64>,
     pub align: u32,
+    /// The function whose body declares it (`None`: module scope).
+    pub function: Option<&'static str>,
+}
+
+/// The module a kernel is decoded from: what its `call`s and names can reach.
+pub struct ModuleRef<'m> {
+    pub functions: &'m [Function<'static>],
+    /// The module's `.global` and `.const` variables, by name (their addresses are the
+    /// device's: [`Fill::GlobalVar`]).
+    pub globals: &'m [parse::GlobalVar<'static>],
+    pub broken: &'m [parse::Broken<'static>],
+    pub shared: &'m [SharedSlot],
+    pub files: &'m [(u32, &'static str)],
+}
+
+/// How deep calls may nest (recursion included) before the thread is stopped with a report:
+/// a GPU's call stack is its local memory (`cudaLimitStackSize`, 1 KiB a thread by default),
+/// which a runaway recursion overflows.
+pub const MAX_CALL_DEPTH: usize = 256;
+
+/// Where one function of a kernel lives in the thread's state.
+#[derive(Debug)]
+struct Layout<'m> {
+    function: &'m Function<'static>,
+    /// Its first instruction's index in the kernel's code.
+    code_start: u32,
+    /// Its registers' first slot (the entry's are slots 0..).
+    reg_base: u32,
+    /// The formal parameters', return parameters' and body `.param`s' offsets in the thread's
+    /// parameter memory (for the entry, its formal parameters are the launch's buffer instead).
+    params: Vec<u32>,
+    returns: Vec<u32>,
+    param_vars: Vec<u32>,
+    /// `[start, end)` of its part of the parameter memory.
+    pmem: (u32, u32),
+    /// Per `.local` array: the slot that holds its `.local` address in the running frame, and
+    /// its offset in the frame.
+    locals: Vec<(Slot, u32)>,
+    /// The frame's size and alignment.
+    frame: (u32, u32),
+}
+
+/// `call`: save the callee's registers and parameter memory, copy the arguments in, open its
+/// frame of local memory, jump; `ret` undoes it (`exec.rs`).
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub target: u32,
+    /// The callee's registers `[start, start + len)`.
+    pub regs: (Slot, u32),
+    /// The callee's parameter memory `[start, end)`.
+    pub pmem: (u32, u32),
+    /// (from, to, bytes) in parameter memory: the caller's argument variables to the callee's
+    /// parameters.
+    pub args: Vec<(u32, u32, u32)>,
+    /// (from, to, bytes): the callee's return parameters to the caller's variables, at `ret`.
+    pub rets: Vec<(u32, u32, u32)>,
+    /// The callee's `.local` arrays (slot, offset in the frame) and its frame (size, align).
+    pub locals: Vec<(Slot, u32)>,
+    pub frame: (u32, u32),
+    /// The callee's name, for reports.
+    pub callee: &'static str,
 }
 
 struct Decoder<'m> {
     function: &'m Function<'static>,
-    shared: &'m [SharedSlot],
+    module: &'m ModuleRef<'m>,
     template: Vec<u64>,
     constants: HashMap<u64, Slot>,
     fills: Vec<(Slot, Fill)>,
     labels: HashMap<&'static str, u32>,
     barrier_sites: &'m mut HashMap<u32, Site>,
     shared_base: Slot,
+    layouts: Vec<Layout<'m>>,
+    /// The layout of the function being decoded.
+    current: usize,
 }
 
 type DResult<T> = Result<T, String>;
 
-/// Decodes entry `function`; `Err` names the first instruction it cannot run.
-pub fn decode(
-    function: &Function<'static>,
-    shared: &[SharedSlot],
-    files: &[(u32, &'static str)],
+/// The functions a kernel's code reaches: the entry first, then every `.func` its `call`s
+/// name, in the order first named. A callee that is only declared, or whose body could not be
+/// read, is an error naming the call.
+fn reachable<'m>(
+    entry: &'m Function<'static>,
+    module: &ModuleRef<'m>,
+) -> DResult<Vec<&'m Function<'static>>> {
+    let mut order = vec![entry];
+    let mut k = 0;
+    while k < order.len() {
+        let f = order[k];
+        for i in f.instructions().filter(|i| i.parts[0] == "call") {
+            let callee = i.operands.iter().find_map(|o| match o {
+                Operand::Symbol(name) => Some(*name),
+                _ => None,
+            });
+            let at = |why: String| {
+                format!(
+                    "kernel `{}`, PTX line {}: `{}`: {why}",
+                    entry.name, i.line, i.text
+                )
+            };
+            let Some(callee) = callee else {
+                return Err(at(
+                    "indirect calls (through a register) are not implemented".into(),
+                ));
+            };
+            if order.iter().any(|g| g.name == callee) {
+                continue;
+            }
+            if let Some(b) = module.broken.iter().find(|b| b.name == callee) {
+                return Err(at(format!(
+                    "calls `{callee}`, which cannot be read: {}",
+                    b.error
+                )));
+            }
+            let Some(g) = module.functions.iter().find(|g| g.name == callee) else {
+                return Err(at(format!(
+                    "calls `{callee}`, which is only declared in the module (an external function such as vprintf): not implemented"
+                )));
+            };
+            order.push(g);
+        }
+        k += 1;
+    }
+    Ok(order)
+}
+
+/// Decodes entry `function` and the functions it calls; `Err` names the first instruction it
+/// cannot run.
+pub fn decode<'m>(
+    function: &'m Function<'static>,
+    module: &'m ModuleRef<'m>,
 ) -> Result<Kernel, String> {
     let name = function.name;
-    // The PTX sites, one per instruction, leaked so that reports and profiles can hold them.
-    let instrs: Vec<&parse::Instruction<'static>> = function.instructions().collect();
+    let order = reachable(function, module)?;
+    // The PTX sites, one per instruction of every function in code order, leaked so that
+    // reports and profiles can hold them.
+    let instrs: Vec<&parse::Instruction<'static>> =
+        order.iter().flat_map(|f| f.instructions()).collect();
+    let mut owner = Vec::with_capacity(instrs.len());
+    for (k, f) in order.iter().enumerate() {
+        owner.extend(std::iter::repeat_n(k, f.instructions().count()));
+    }
     let sites: &'static [PtxSite] = Box::leak(
         instrs
             .iter()
-            .map(|i| PtxSite {
-                function: name,
+            .zip(&owner)
+            .map(|(i, &k)| PtxSite {
+                function: order[k].name,
                 line: i.line,
                 text: if i.text.contains(['\t', '\n']) || i.text.contains("  ") {
                     let words: Vec<&str> = i.text.split_whitespace().collect();
@@ -580,7 +898,8 @@ pub fn decode(
                     i.text
                 },
                 source: i.loc.and_then(|(file, line)| {
-                    files
+                    module
+                        .files
                         .iter()
                         .find(|(n, _)| *n == file)
                         .map(|(_, path)| (*path, line))
@@ -589,43 +908,101 @@ pub fn decode(
             .collect::<Vec<_>>()
             .into_boxed_slice(),
     );
-    // Labels name the index of the next instruction.
-    let mut labels = HashMap::new();
-    let mut next = 0u32;
-    for s in &function.body {
-        match s {
-            Statement::Label { name, .. } => {
-                labels.insert(*name, next);
-            }
-            Statement::Instruction(_) => next += 1,
-            _ => {}
+    // Slots: the entry's registers, the shared-window base, then each callee's registers (and
+    // its `.local` arrays' frame addresses); constants and fills follow as they are met.
+    let mut template = vec![0; function.registers.len() + 1];
+    let shared_base = function.registers.len() as Slot;
+    let mut layouts = Vec::with_capacity(order.len());
+    let (mut code_start, mut pmem) = (0u32, 0u32);
+    for (k, f) in order.iter().enumerate() {
+        let reg_base = if k == 0 {
+            0
+        } else {
+            let base = template.len() as u32;
+            template.resize(template.len() + f.registers.len(), 0);
+            base
+        };
+        let pmem_start = pmem;
+        let mut place = |v: (u32, u32)| {
+            let at = pmem.next_multiple_of(v.1.max(1));
+            pmem = at + v.0;
+            at
+        };
+        let params = if k == 0 {
+            Vec::new()
+        } else {
+            f.params.iter().map(|p| place((p.bytes, p.align))).collect()
+        };
+        let returns = f
+            .returns
+            .iter()
+            .map(|p| place((p.bytes, p.align)))
+            .collect();
+        let param_vars = f
+            .param_vars
+            .iter()
+            .map(|v| place((v.bytes.unwrap_or(0) as u32, v.align)))
+            .collect();
+        let (mut frame, mut frame_align) = (0u32, 1u32);
+        let mut locals = Vec::new();
+        for v in &f.locals {
+            let bytes = v
+                .bytes
+                .ok_or_else(|| format!("kernel `{name}`: `.local {}` has no size", v.name))?;
+            frame = frame.next_multiple_of(v.align.max(1));
+            locals.push((template.len() as Slot, frame));
+            template.push(0);
+            frame += bytes as u32;
+            frame_align = frame_align.max(v.align);
         }
+        layouts.push(Layout {
+            function: f,
+            code_start,
+            reg_base,
+            params,
+            returns,
+            param_vars,
+            pmem: (pmem_start, pmem),
+            locals,
+            frame: (frame, frame_align),
+        });
+        code_start += f.instructions().count() as u32;
     }
-    let nregs = function.registers.len();
     let mut barrier_sites = HashMap::new();
     let mut d = Decoder {
         function,
-        shared,
-        template: vec![0; nregs + 1],
+        module,
+        template,
         constants: HashMap::new(),
         fills: Vec::new(),
-        labels,
+        labels: HashMap::new(),
         barrier_sites: &mut barrier_sites,
-        shared_base: nregs as Slot,
+        shared_base,
+        layouts,
+        current: 0,
     };
     d.fills.push((d.shared_base, Fill::SharedBase));
     let mut code = Vec::with_capacity(instrs.len());
     let mut classes = Vec::with_capacity(instrs.len());
     for (k, instr) in instrs.iter().enumerate() {
+        if k == 0 || owner[k] != owner[k - 1] {
+            d.enter(owner[k]);
+        }
         let site = Site::ptx(&sites[k]);
         let (op, flops, class) = d.instruction(instr, site).map_err(|why| {
+            let f = order[owner[k]].name;
+            let inside = if f == name {
+                String::new()
+            } else {
+                format!(" (in `{f}`, which it calls)")
+            };
             format!(
-                "kernel `{name}`, PTX line {}: `{}`: {why}",
+                "kernel `{name}`, PTX line {}{inside}: `{}`: {why}",
                 instr.line, instr.text
             )
         })?;
         let (guard, negated) = match instr.guard {
-            Some(g) => (g.reg.0, g.negated),
+            Some(g) => (d.reg(g.reg), g.negated),
             None => (u32::MAX, false),
         };
         code.push(Inst {
@@ -640,8 +1017,24 @@ pub fn decode(
         .params
         .last()
         .map_or(0, |p| (p.offset + p.bytes) as usize);
+    let bases: Vec<u32> = owner.iter().map(|&k| d.layouts[k].reg_base).collect();
+    // Local memory: the entry's frame, then at most one frame of each callee on the stack at
+    // a time, unless a function recurses (a cycle of calls), where up to MAX_CALL_DEPTH.
+    let callee_frames: u32 = d.layouts[1..]
+        .iter()
+        .map(|l| l.frame.0.next_multiple_of(16))
+        .sum();
+    let recursive = has_cycle(&order);
+    let entry = &d.layouts[0];
+    let local_bytes = entry.frame.0.next_multiple_of(16) as usize
+        + callee_frames as usize * if recursive { MAX_CALL_DEPTH } else { 1 };
+    let (entry_frame, entry_locals, pmem_bytes) = (
+        entry.frame.0,
+        entry.locals.clone(),
+        d.layouts.last().map_or(0, |l| l.pmem.1) as usize,
+    );
     let (template, fills, shared_base) = (d.template, d.fills, d.shared_base);
-    let acc_uses = accumulator_uses(&instrs, &code);
+    let acc_uses = accumulator_uses(&instrs, &bases, &code);
     Ok(Kernel {
         name,
         params: function.params.clone(),
@@ -654,14 +1047,54 @@ pub fn decode(
         shared_base,
         acc_uses,
         maxntid: function.maxntid,
+        pmem_bytes,
+        local_bytes,
+        entry_frame,
+        entry_locals,
     })
+}
+
+/// Whether some function of `order` can reach itself through calls.
+fn has_cycle(order: &[&Function<'static>]) -> bool {
+    let index = |name: &str| order.iter().position(|f| f.name == name);
+    let callees: Vec<Vec<usize>> = order
+        .iter()
+        .map(|f| {
+            f.instructions()
+                .filter(|i| i.parts[0] == "call")
+                .filter_map(|i| {
+                    i.operands.iter().find_map(|o| match o {
+                        Operand::Symbol(n) => index(n),
+                        _ => None,
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    // Depth-first, colouring: 1 on the path, 2 done.
+    fn visit(v: usize, callees: &[Vec<usize>], colour: &mut [u8]) -> bool {
+        colour[v] = 1;
+        for &w in &callees[v] {
+            if colour[w] == 1 || (colour[w] == 0 && visit(w, callees, colour)) {
+                return true;
+            }
+        }
+        colour[v] = 2;
+        false
+    }
+    let mut colour = vec![0u8; order.len()];
+    (0..order.len()).any(|v| colour[v] == 0 && visit(v, &callees, &mut colour))
 }
 
 /// Per instruction, the registers it names that some `wgmma.mma_async` of the kernel writes as
 /// its accumulator or reads as its register A fragment. The ISA makes both kinds alike: an
 /// ordinary access needs a `wgmma.fence` before the next `wgmma` that uses them, and accessing
 /// them before the `wait_group` of the `wgmma` using them is undefined.
-fn accumulator_uses(instrs: &[&parse::Instruction<'static>], code: &[Inst]) -> Vec<Box<[Slot]>> {
+fn accumulator_uses(
+    instrs: &[&parse::Instruction<'static>],
+    bases: &[u32],
+    code: &[Inst],
+) -> Vec<Box<[Slot]>> {
     let accumulators: std::collections::HashSet<Slot> = code
         .iter()
         .filter_map(|i| match &i.op {
@@ -676,31 +1109,32 @@ fn accumulator_uses(instrs: &[&parse::Instruction<'static>], code: &[Inst]) -> V
     if accumulators.is_empty() {
         return Vec::new();
     }
-    fn regs(o: &Operand<'static>, out: &mut Vec<Slot>) {
+    fn regs(o: &Operand<'static>, base: u32, out: &mut Vec<Slot>) {
         match o {
-            Operand::Reg(r) => out.push(r.0),
-            Operand::Address { base: Some(b), .. } | Operand::Not(b) => regs(b, out),
-            Operand::Vector(items) => items.iter().for_each(|x| regs(x, out)),
+            Operand::Reg(r) => out.push(base + r.0),
+            Operand::Address { base: Some(b), .. } | Operand::Not(b) => regs(b, base, out),
+            Operand::Vector(items) => items.iter().for_each(|x| regs(x, base, out)),
             Operand::Pair(a, b) => {
-                regs(a, out);
-                regs(b, out);
+                regs(a, base, out);
+                regs(b, base, out);
             }
             Operand::Tensor { map, coords } => {
-                regs(map, out);
-                coords.iter().for_each(|x| regs(x, out));
+                regs(map, base, out);
+                coords.iter().for_each(|x| regs(x, base, out));
             }
             _ => {}
         }
     }
     instrs
         .iter()
+        .zip(bases)
         .zip(code)
-        .map(|(i, inst)| {
+        .map(|((i, &base), inst)| {
             if matches!(inst.op, Op::Wgmma(_)) {
                 return Box::default();
             }
             let mut named = Vec::new();
-            i.operands.iter().for_each(|o| regs(o, &mut named));
+            i.operands.iter().for_each(|o| regs(o, base, &mut named));
             named.retain(|s| accumulators.contains(s));
             named.dedup();
             named.into_boxed_slice()
@@ -736,6 +1170,19 @@ fn ty(part: &str) -> Option<Ty> {
     }
 }
 
+/// The float rounding modifier of `i`: `.rn` (the default), `.rz`, `.rm`, `.rp`.
+fn float_round(i: &parse::Instruction) -> Round {
+    if i.has("rz") {
+        Round::Zero
+    } else if i.has("rm") {
+        Round::Down
+    } else if i.has("rp") {
+        Round::Up
+    } else {
+        Round::Nearest
+    }
+}
+
 /// All-ones in the low `bits`.
 pub fn mask(bits: u8) -> u64 {
     if bits >= 64 {
@@ -756,6 +1203,30 @@ fn width(t: &Ty) -> u8 {
 }
 
 impl Decoder<'_> {
+    /// Starts decoding the function of layout `k`: its registers, its labels.
+    fn enter(&mut self, k: usize) {
+        self.current = k;
+        let layout = &self.layouts[k];
+        self.function = layout.function;
+        // Labels name the index of the next instruction.
+        self.labels.clear();
+        let mut next = layout.code_start;
+        for s in &layout.function.body {
+            match s {
+                Statement::Label { name, .. } => {
+                    self.labels.insert(*name, next);
+                }
+                Statement::Instruction(_) => next += 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// The slot of the current function's register `r`.
+    fn reg(&self, r: parse::RegId) -> Slot {
+        self.layouts[self.current].reg_base + r.0
+    }
+
     fn constant(&mut self, bits: u64) -> Slot {
         if let Some(&s) = self.constants.get(&bits) {
             return s;
@@ -792,7 +1263,7 @@ impl Decoder<'_> {
     /// integer literal stand for a float operand).
     fn src(&mut self, o: &Operand<'static>, float: Option<Float>) -> DResult<Slot> {
         match o {
-            Operand::Reg(r) => Ok(r.0),
+            Operand::Reg(r) => Ok(self.reg(*r)),
             Operand::Int(v) => Ok(self.constant(match float {
                 Some(Float::F32) => u64::from((*v as f32).to_bits()),
                 Some(Float::F64) => (*v as f64).to_bits(),
@@ -821,6 +1292,11 @@ impl Decoder<'_> {
                     None => match *name {
                         "%laneid" => Some(Fill::LaneId),
                         "%warpid" => Some(Fill::WarpId),
+                        "%lanemask_eq" => Some(Fill::LaneMask(Cmp::Eq)),
+                        "%lanemask_le" => Some(Fill::LaneMask(Cmp::Le)),
+                        "%lanemask_lt" => Some(Fill::LaneMask(Cmp::Lt)),
+                        "%lanemask_ge" => Some(Fill::LaneMask(Cmp::Ge)),
+                        "%lanemask_gt" => Some(Fill::LaneMask(Cmp::Gt)),
                         "%clock" | "%clock64" | "%globaltimer" => Some(Fill::Zero),
                         _ => None,
                     },
@@ -831,11 +1307,31 @@ impl Decoder<'_> {
                 Ok(self.fill(fill))
             }
             Operand::Symbol(name) => {
-                let i = self
-                    .shared
+                // A `.local` array of this function: its address in the running frame.
+                let layout = &self.layouts[self.current];
+                if let Some(k) = layout.function.locals.iter().position(|v| v.name == *name) {
+                    return Ok(layout.locals[k].0);
+                }
+                if let Some(i) = self.module.globals.iter().position(|v| v.name == *name) {
+                    return Ok(self.fill(Fill::GlobalVar(i)));
+                }
+                // A shared variable: this function's own first, then the module's.
+                let f = Some(self.function.name);
+                let shared = self.module.shared;
+                let i = shared
                     .iter()
-                    .position(|v| v.name == *name)
-                    .ok_or_else(|| format!("`{name}` is not a shared variable"))?;
+                    .position(|v| v.name == *name && v.function == f)
+                    .or_else(|| {
+                        shared
+                            .iter()
+                            .position(|v| v.name == *name && v.function.is_none())
+                    })
+                    .ok_or_else(|| {
+                        format!(
+                            "`{name}` is not a variable of `{}` nor of the module",
+                            self.function.name
+                        )
+                    })?;
                 Ok(self.fill(Fill::SharedVar(i)))
             }
             other => Err(format!("operand {other:?} where a value was expected")),
@@ -844,7 +1340,7 @@ impl Decoder<'_> {
 
     fn dst(&self, o: &Operand<'static>) -> DResult<Slot> {
         match o {
-            Operand::Reg(r) => Ok(r.0),
+            Operand::Reg(r) => Ok(self.reg(*r)),
             other => Err(format!("operand {other:?} where a register was expected")),
         }
     }
@@ -892,14 +1388,13 @@ impl Decoder<'_> {
         let ftz = i.has("ftz");
         let sat = i.has("sat");
         let op0 = p[0];
-        // Float rounding: only round-to-nearest-even is implemented for arithmetic.
-        let rounding_ok = || -> DResult<()> {
-            for r in ["rz", "rm", "rp"] {
-                if i.has(r) {
-                    return Err(format!("rounding mode .{r} is not implemented"));
-                }
+        // Float rounding: every mode for f32, nearest even for f64.
+        let rounding = |f: Float| -> DResult<Round> {
+            let mode = float_round(i);
+            if f == Float::F64 && mode != Round::Nearest {
+                return Err("directed rounding (.rz, .rm, .rp) of f64 is not implemented".into());
             }
-            Ok(())
+            Ok(mode)
         };
         let int_of = |t: Ty| -> DResult<Int> {
             match t {
@@ -973,17 +1468,23 @@ impl Decoder<'_> {
                 }
             }
             "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
-            | "shl" | "shr" => {
+            | "shl" | "shr" | "copysign" => {
                 let t = ty(last).ok_or("unknown type")?;
                 if let Ty::Float(f) = t {
-                    rounding_ok()?;
+                    let round = rounding(f)?;
                     let op = match op0 {
                         "add" => FloatOp::Add,
                         "sub" => FloatOp::Sub,
                         "mul" => FloatOp::Mul,
+                        "div" if i.has("approx") && f == Float::F32 => FloatOp::DivApprox,
+                        "div" if i.has("approx") => {
+                            return Err("div.approx is .f32 only".into());
+                        }
+                        // `div.full.f32` (within 2 ulp) is computed correctly rounded.
                         "div" => FloatOp::Div,
                         "min" => FloatOp::Min,
                         "max" => FloatOp::Max,
+                        "copysign" => FloatOp::CopySign,
                         _ => return Err("not a float operation".into()),
                     };
                     if i.has("NaN") || i.has("xorsign") || i.has("abs") {
@@ -997,6 +1498,7 @@ impl Decoder<'_> {
                         ty: f,
                         ftz,
                         sat,
+                        round,
                         d,
                         a,
                         b,
@@ -1004,8 +1506,13 @@ impl Decoder<'_> {
                     return Ok((op, 1, Class::FloatArith));
                 }
                 let ty = int_of(t)?;
+                if i.has("cc") && matches!(op0, "add" | "sub") {
+                    return self.carry(i);
+                }
                 if sat || i.has("cc") {
-                    return Err("saturating or carry integer arithmetic is not implemented".into());
+                    return Err(
+                        "saturating integer arithmetic and mad.cc are not implemented".into(),
+                    );
                 }
                 let op = match (op0, modifiers) {
                     ("add", []) => IntOp::Add,
@@ -1034,7 +1541,7 @@ impl Decoder<'_> {
                 let a = n(1)?;
                 if let Ty::Float(f) = t {
                     // `mad.rn.f32` is `fma.rn.f32` (one rounding) since sm_20.
-                    rounding_ok()?;
+                    let round = rounding(f)?;
                     let (a, b, c) = (
                         self.src(a, Some(f))?,
                         self.src(n(2)?, Some(f))?,
@@ -1045,6 +1552,7 @@ impl Decoder<'_> {
                         ty: f,
                         ftz,
                         sat,
+                        round,
                         d,
                         a,
                         b,
@@ -1079,7 +1587,7 @@ impl Decoder<'_> {
                 ))
             }
             "neg" | "not" | "abs" | "popc" | "clz" | "brev" | "rcp" | "sqrt" | "rsqrt" | "ex2"
-            | "lg2" => {
+            | "lg2" | "sin" | "cos" | "tanh" => {
                 let t = ty(last).ok_or("unknown type")?;
                 let d = self.dst(n(0)?)?;
                 if let Ty::Float(f) = t {
@@ -1091,16 +1599,21 @@ impl Decoder<'_> {
                         "rsqrt" => FloatUnary::Rsqrt,
                         "ex2" => FloatUnary::Ex2,
                         "lg2" => FloatUnary::Lg2,
+                        "sin" => FloatUnary::Sin,
+                        "cos" => FloatUnary::Cos,
+                        "tanh" => FloatUnary::Tanh,
                         _ => return Err("not a float operation".into()),
                     };
                     let approx = i.has("approx");
-                    match op {
-                        FloatUnary::Rcp | FloatUnary::Sqrt if !approx => rounding_ok()?,
-                        FloatUnary::Ex2 | FloatUnary::Lg2 | FloatUnary::Rsqrt if !approx => {
-                            return Err(".approx is required".into());
+                    let round = match op {
+                        FloatUnary::Rcp | FloatUnary::Sqrt if !approx => rounding(f)?,
+                        FloatUnary::Neg | FloatUnary::Abs => Round::Nearest,
+                        _ if !approx => return Err(".approx is required".into()),
+                        FloatUnary::Sin | FloatUnary::Cos | FloatUnary::Tanh if f != Float::F32 => {
+                            return Err("sin, cos and tanh.approx are .f32 only".into());
                         }
-                        _ => {}
-                    }
+                        _ => Round::Nearest,
+                    };
                     let a = self.src(n(1)?, Some(f))?;
                     let (flops, class) = match op {
                         FloatUnary::Ex2 => (1, Class::Ex2),
@@ -1113,6 +1626,7 @@ impl Decoder<'_> {
                         op,
                         ty: f,
                         ftz,
+                        round,
                         d,
                         a,
                     };
@@ -1131,6 +1645,93 @@ impl Decoder<'_> {
                 let a = self.src(n(1)?, None)?;
                 Ok((Op::IntUnary { op, ty, d, a }, 0, Class::IntArith))
             }
+            "bfi" => {
+                let bits = width(&ty(last).ok_or("unknown type")?);
+                let (a, b, pos, len) = (
+                    self.src(n(1)?, None)?,
+                    self.src(n(2)?, None)?,
+                    self.src(n(3)?, None)?,
+                    self.src(n(4)?, None)?,
+                );
+                let d = self.dst(n(0)?)?;
+                Ok((
+                    Op::Bfi {
+                        bits,
+                        d,
+                        a,
+                        b,
+                        pos,
+                        len,
+                    },
+                    0,
+                    Class::IntArith,
+                ))
+            }
+            "prmt" => {
+                if p.len() != 2 || last != "b32" {
+                    return Err("only prmt.b32 (the default mode) is implemented".into());
+                }
+                let (a, b, c) = (
+                    self.src(n(1)?, None)?,
+                    self.src(n(2)?, None)?,
+                    self.src(n(3)?, None)?,
+                );
+                let d = self.dst(n(0)?)?;
+                Ok((Op::Prmt { d, a, b, c }, 0, Class::IntArith))
+            }
+            "lop3" => {
+                let bits = width(&ty(last).ok_or("unknown type")?);
+                if p.len() != 2 {
+                    return Err("only lop3.b32 d, a, b, c, immLut is implemented".into());
+                }
+                let Operand::Int(lut) = *n(4)? else {
+                    return Err("lop3's immLut must be a constant".into());
+                };
+                let (a, b, c) = (
+                    self.src(n(1)?, None)?,
+                    self.src(n(2)?, None)?,
+                    self.src(n(3)?, None)?,
+                );
+                let d = self.dst(n(0)?)?;
+                let lut = lut as u8;
+                Ok((
+                    Op::Lop3 {
+                        bits,
+                        lut,
+                        d,
+                        a,
+                        b,
+                        c,
+                    },
+                    0,
+                    Class::IntArith,
+                ))
+            }
+            "bfind" => {
+                let ty = int_of(ty(last).ok_or("unknown type")?)?;
+                let a = self.src(n(1)?, None)?;
+                let d = self.dst(n(0)?)?;
+                let shiftamt = i.has("shiftamt");
+                Ok((Op::Bfind { ty, shiftamt, d, a }, 0, Class::IntArith))
+            }
+            "testp" => {
+                let Some(Ty::Float(f)) = ty(last) else {
+                    return Err("testp takes .f32 or .f64".into());
+                };
+                let test = match p.get(1).copied() {
+                    Some("finite") => Testp::Finite,
+                    Some("infinite") => Testp::Infinite,
+                    Some("number") => Testp::Number,
+                    Some("notanumber") => Testp::NotANumber,
+                    Some("normal") => Testp::Normal,
+                    Some("subnormal") => Testp::Subnormal,
+                    _ => return Err("unknown testp class".into()),
+                };
+                let a = self.src(n(1)?, Some(f))?;
+                let d = self.dst(n(0)?)?;
+                Ok((Op::Testp { test, ty: f, d, a }, 0, Class::Compare))
+            }
+            "addc" | "subc" => self.carry(i),
             "bfe" => {
                 let ty = int_of(ty(last).ok_or("unknown type")?)?;
                 let (a, pos, len) = (
@@ -1239,6 +1840,17 @@ impl Decoder<'_> {
                         Class::Move,
                     )),
                     Some("shared") => Ok((Op::CvtaShared { to, d, a }, 0, Class::IntArith)),
+                    Some("local") => Ok((Op::CvtaLocal { to, d, a }, 0, Class::IntArith)),
+                    // `.const` variables are device memory at their own addresses.
+                    Some("const") => Ok((
+                        Op::Mov {
+                            d,
+                            a,
+                            mask: u64::MAX,
+                        },
+                        0,
+                        Class::Move,
+                    )),
                     _ => Err("cvta for this state space is not implemented".into()),
                 }
             }
@@ -1253,7 +1865,80 @@ impl Decoder<'_> {
                     .ok_or_else(|| format!("label `{label}` is not in the function"))?;
                 Ok((Op::Bra { target }, 0, Class::Branch))
             }
-            "ret" | "exit" => Ok((Op::Exit, 0, Class::Branch)),
+            "ret" => Ok((Op::Ret, 0, Class::Call)),
+            "exit" => Ok((Op::Exit, 0, Class::Branch)),
+            "call" => self.call(i),
+            "atom" | "red" => self.atom(i),
+            "vote" => {
+                let op = match (p.get(2).copied(), last) {
+                    (Some("ballot"), "b32") => WarpReduce::Ballot,
+                    (Some("all"), "pred") => WarpReduce::All,
+                    (Some("any"), "pred") => WarpReduce::Any,
+                    (Some("uni"), "pred") => WarpReduce::Uni,
+                    _ => {
+                        return Err(
+                            "only vote.sync.{ballot.b32,all,any,uni.pred} is implemented".into(),
+                        );
+                    }
+                };
+                if !i.has("sync") {
+                    return Err("vote without .sync (pre-sm_70) is not implemented".into());
+                }
+                let (a, negate) = match n(1)? {
+                    Operand::Not(q) => (self.src(q, None)?, true),
+                    q => (self.src(q, None)?, false),
+                };
+                let mask = self.src(n(2)?, None)?;
+                let d = self.dst(n(0)?)?;
+                Ok((
+                    Op::WarpReduce {
+                        op,
+                        d,
+                        a,
+                        negate,
+                        mask,
+                    },
+                    0,
+                    Class::Shfl,
+                ))
+            }
+            "redux" => {
+                let op = match (p.get(2).copied(), last) {
+                    (Some("add"), "u32" | "s32") => WarpReduce::Add,
+                    (Some("min"), "u32") => WarpReduce::MinU,
+                    (Some("max"), "u32") => WarpReduce::MaxU,
+                    (Some("min"), "s32") => WarpReduce::MinS,
+                    (Some("max"), "s32") => WarpReduce::MaxS,
+                    (Some("and"), "b32") => WarpReduce::And,
+                    (Some("or"), "b32") => WarpReduce::Or,
+                    (Some("xor"), "b32") => WarpReduce::Xor,
+                    _ => return Err("only the integer redux.sync forms are implemented".into()),
+                };
+                let a = self.src(n(1)?, None)?;
+                let mask = self.src(n(2)?, None)?;
+                let d = self.dst(n(0)?)?;
+                Ok((
+                    Op::WarpReduce {
+                        op,
+                        d,
+                        a,
+                        negate: false,
+                        mask,
+                    },
+                    0,
+                    Class::Shfl,
+                ))
+            }
+            "activemask" => Ok((
+                Op::ActiveMask {
+                    d: self.dst(n(0)?)?,
+                },
+                0,
+                Class::Shfl,
+            )),
+            // The emulator runs a block's threads one at a time and checks global races by the
+            // memory model without fences: a fence orders nothing more here.
+            "membar" => Ok((Op::Nop, 0, Class::Fence)),
             "trap" => Ok((Op::Trap, 0, Class::Other)),
             "bar" | "barrier" => {
                 if i.has("warp") {
@@ -1402,6 +2087,9 @@ impl Decoder<'_> {
                     Ok((Op::Nop, 0, Class::Fence))
                 }
                 ["mbarrier_init", "release", "cluster"] => Ok((Op::Nop, 0, Class::Fence)),
+                ["sc" | "acq_rel", "cta" | "cluster" | "gpu" | "sys"] => {
+                    Ok((Op::Nop, 0, Class::Fence))
+                }
                 _ => Err("this fence is not implemented".into()),
             },
             "setmaxnreg" => {
@@ -1607,8 +2295,17 @@ impl Decoder<'_> {
             return Err("cvt needs two types".into());
         }
         let (dt, st) = (p[p.len() - 2], p[p.len() - 1]);
-        let (dty, sty) = (ty(dt).ok_or("unknown type")?, ty(st).ok_or("unknown type")?);
-        let mode = |i: &parse::Instruction| -> Option<Round> {
+        let packed = match dt {
+            "f16x2" => Some(false),
+            "bf16x2" => Some(true),
+            _ => None,
+        };
+        let dty = match packed {
+            Some(bf16) => Ty::Half { bf16 },
+            None => ty(dt).ok_or("unknown type")?,
+        };
+        let sty = ty(st).ok_or("unknown type")?;
+        let int_mode = |i: &parse::Instruction| -> Option<Round> {
             for (m, r) in [
                 ("rni", Round::Nearest),
                 ("rzi", Round::Zero),
@@ -1621,50 +2318,87 @@ impl Decoder<'_> {
             }
             None
         };
-        let float_round_ok = || -> DResult<()> {
-            for r in ["rz", "rm", "rp", "rna", "rs"] {
-                if i.has(r) {
-                    return Err(format!("rounding mode .{r} is not implemented"));
-                }
+        for r in ["rna", "rs"] {
+            if i.has(r) {
+                return Err(format!("rounding mode .{r} is not implemented"));
             }
-            Ok(())
+        }
+        let mode = float_round(i);
+        let (relu, satfinite) = (i.has("relu"), i.has("satfinite"));
+        let nearest_only = || -> DResult<()> {
+            match mode {
+                Round::Nearest => Ok(()),
+                _ => Err("directed rounding of this conversion is not implemented".into()),
+            }
         };
         let conv = match (&dty, &sty) {
-            (Ty::Int(to), Ty::Int(from)) => Conv::Int {
-                from: *from,
-                to: *to,
-                sat: i.has("sat"),
-            },
+            (Ty::Int(to), Ty::Int(from)) => {
+                let reg = match &i.operands[0] {
+                    Operand::Reg(r) => self.function.registers[r.0 as usize].bits() as u8,
+                    _ => to.bits,
+                };
+                Conv::Int {
+                    from: *from,
+                    to: *to,
+                    sat: i.has("sat"),
+                    reg: reg.max(to.bits),
+                }
+            }
             (Ty::Half { bf16 }, Ty::Float(Float::F32)) => {
-                float_round_ok()?;
-                Conv::F32ToHalf { bf16: *bf16 }
+                nearest_only()?;
+                match packed {
+                    Some(_) => Conv::F32x2ToHalf2 {
+                        bf16: *bf16,
+                        relu,
+                        satfinite,
+                    },
+                    None => Conv::F32ToHalf {
+                        bf16: *bf16,
+                        relu,
+                        satfinite,
+                    },
+                }
             }
             (Ty::Float(Float::F32), Ty::Half { bf16 }) => Conv::HalfToF32 { bf16: *bf16 },
             (Ty::Float(Float::F64), Ty::Float(Float::F32)) => Conv::F32ToF64,
-            (Ty::Float(Float::F32), Ty::Float(Float::F64)) => {
-                float_round_ok()?;
-                Conv::F64ToF32
-            }
-            (Ty::Float(a), Ty::Float(b)) if a == b => Conv::RoundInt {
-                ty: *a,
-                mode: mode(i).ok_or("same-type cvt needs an integer rounding mode")?,
+            (Ty::Float(Float::F32), Ty::Float(Float::F64)) => Conv::F64ToF32(mode),
+            (Ty::Float(a), Ty::Float(b)) if a == b => match int_mode(i) {
+                Some(mode) => Conv::RoundInt { ty: *a, mode },
+                // `cvt{.rn}{.ftz}{.sat}.f32.f32`: the flush and the clamp.
+                None => Conv::Same(*a),
             },
             (Ty::Int(to), Ty::Float(from)) => Conv::FloatToInt {
                 from: *from,
                 to: *to,
-                mode: mode(i).ok_or("float-to-integer cvt needs a rounding mode")?,
+                mode: int_mode(i).ok_or("float-to-integer cvt needs a rounding mode")?,
             },
             (Ty::Float(to), Ty::Int(from)) => {
-                float_round_ok()?;
+                if *to == Float::F64 {
+                    nearest_only()?;
+                }
                 Conv::IntToFloat {
                     from: *from,
                     to: *to,
+                    mode,
                 }
             }
             _ => return Err("this conversion is not implemented".into()),
         };
+        if (relu || satfinite)
+            && !matches!(conv, Conv::F32ToHalf { .. } | Conv::F32x2ToHalf2 { .. })
+        {
+            return Err(".relu and .satfinite are implemented on cvt to f16/bf16 only".into());
+        }
         let a = self.src(&i.operands[1], None)?;
         let d = self.dst(&i.operands[0])?;
+        if let Conv::F32x2ToHalf2 { .. } = conv {
+            let b = self.src(
+                i.operands.get(2).ok_or("cvt to a pair takes a and b")?,
+                None,
+            )?;
+            let op = Op::Cvt2 { conv, d, a, b };
+            return Ok((op, 0, Class::Convert));
+        }
         let op = Op::Cvt {
             conv,
             ftz: i.has("ftz"),
@@ -1673,6 +2407,225 @@ impl Decoder<'_> {
             a,
         };
         Ok((op, 0, Class::Convert))
+    }
+
+    /// `add.cc`, `addc{.cc}`, `sub.cc`, `subc{.cc}` on `.u32/.s32/.u64/.s64` (PTX ISA,
+    /// "Extended-Precision Integer Arithmetic Instructions"): the carry flag is one slot per
+    /// thread, as CC.CF is one register.
+    fn carry(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let ty = match ty(p[p.len() - 1]) {
+            Some(Ty::Int(t)) if t.bits >= 32 => t,
+            _ => return Err("extended-precision arithmetic takes 32- or 64-bit integers".into()),
+        };
+        let carry_in = matches!(p[0], "addc" | "subc");
+        let op = Op::Carry {
+            sub: p[0].starts_with("sub"),
+            carry_in,
+            carry_out: i.has("cc"),
+            ty,
+            d: self.dst(&i.operands[0])?,
+            a: self.src(&i.operands[1], None)?,
+            b: self.src(&i.operands[2], None)?,
+            cc: self.fill(Fill::Carry),
+        };
+        Ok((op, 0, Class::IntArith))
+    }
+
+    /// The parameter-memory offset and size of `name`: a `.param` variable of the current
+    /// function's body, or (in a `.func`) one of its parameters or return parameters.
+    fn pmem_var(&self, name: &str) -> Option<(u32, u32)> {
+        let layout = &self.layouts[self.current];
+        let f = layout.function;
+        if let Some(k) = f.param_vars.iter().position(|v| v.name == name) {
+            return Some((
+                layout.param_vars[k],
+                f.param_vars[k].bytes.unwrap_or(0) as u32,
+            ));
+        }
+        if let Some(k) = f.returns.iter().position(|p| p.name == name) {
+            return Some((layout.returns[k], f.returns[k].bytes));
+        }
+        if f.entry {
+            return None;
+        }
+        let k = f.params.iter().position(|p| p.name == name)?;
+        Some((layout.params[k], f.params[k].bytes))
+    }
+
+    /// `call{.uni} (r...), f, (a...)`: the arguments and returns are `.param` variables of the
+    /// caller, copied to and from the callee's parameters (whose layout `decode` fixed).
+    fn call(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let ops = &i.operands;
+        let at = ops
+            .iter()
+            .position(|o| matches!(o, Operand::Symbol(_)))
+            .ok_or("indirect calls (through a register) are not implemented")?;
+        let Operand::Symbol(callee) = ops[at] else {
+            unreachable!()
+        };
+        let list = |o: Option<&Operand<'static>>| -> DResult<Vec<&'static str>> {
+            match o {
+                None => Ok(Vec::new()),
+                Some(Operand::Vector(items)) => items
+                    .iter()
+                    .map(|x| match x {
+                        Operand::Symbol(n) => Ok(*n),
+                        other => Err(format!(
+                            "call arguments other than .param variables are not implemented: {other:?}"
+                        )),
+                    })
+                    .collect(),
+                Some(other) => Err(format!("expected a list of .param variables, got {other:?}")),
+            }
+        };
+        let rets = list(if at == 1 { ops.first() } else { None })?;
+        let args = list(ops.get(at + 1))?;
+        if at > 1 || ops.len() > at + 2 {
+            return Err("prototype-based (indirect) calls are not implemented".into());
+        }
+        let k = self
+            .layouts
+            .iter()
+            .position(|l| l.function.name == callee)
+            .expect("reachable laid out every callee");
+        let g = &self.layouts[k];
+        if args.len() != g.function.params.len() || rets.len() != g.function.returns.len() {
+            return Err(format!(
+                "`{callee}` takes {} parameters and {} return values, the call passes {} and {}",
+                g.function.params.len(),
+                g.function.returns.len(),
+                args.len(),
+                rets.len()
+            ));
+        }
+        let copies = |names: &[&'static str], theirs: &[u32], sizes: Vec<u32>, inward: bool| {
+            names
+                .iter()
+                .zip(theirs)
+                .zip(sizes)
+                .map(|((name, &their), size)| {
+                    let (mine, my_size) = self.pmem_var(name).ok_or_else(|| {
+                        format!("`{name}` is not a .param variable of the caller")
+                    })?;
+                    let bytes = size.min(my_size);
+                    Ok(if inward {
+                        (mine, their, bytes)
+                    } else {
+                        (their, mine, bytes)
+                    })
+                })
+                .collect::<DResult<Vec<_>>>()
+        };
+        let g = &self.layouts[k];
+        let (params, returns) = (g.params.clone(), g.returns.clone());
+        let param_sizes = g.function.params.iter().map(|p| p.bytes).collect();
+        let return_sizes = g.function.returns.iter().map(|p| p.bytes).collect();
+        let args = copies(&args, &params, param_sizes, true)?;
+        let rets = copies(&rets, &returns, return_sizes, false)?;
+        let g = &self.layouts[k];
+        let call = Call {
+            target: g.code_start,
+            regs: (g.reg_base, g.function.registers.len() as u32),
+            pmem: g.pmem,
+            args,
+            rets,
+            locals: g.locals.clone(),
+            frame: g.frame,
+            callee,
+        };
+        Ok((Op::Call(Box::new(call)), 0, Class::Call))
+    }
+
+    /// `atom` and `red`: `atom{.sem}{.scope}{.space}.op.type d, [a], b{, c}`.
+    fn atom(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let red = p[0] == "red";
+        let mut space = Space::Generic;
+        let mut op = None;
+        for part in &p[1..p.len() - 1] {
+            op = op.or(match *part {
+                "and" => Some(AtomOp::And),
+                "or" => Some(AtomOp::Or),
+                "xor" => Some(AtomOp::Xor),
+                "exch" => Some(AtomOp::Exch),
+                "cas" => Some(AtomOp::Cas),
+                "add" => Some(AtomOp::Add),
+                "inc" => Some(AtomOp::Inc),
+                "dec" => Some(AtomOp::Dec),
+                "min" => Some(AtomOp::Min),
+                "max" => Some(AtomOp::Max),
+                _ => None,
+            });
+            match *part {
+                "global" => space = Space::Global,
+                "shared" | "shared::cta" => space = Space::Shared,
+                // Orderings and scopes: the emulator's one thread at a time is sequentially
+                // consistent, stronger than any of them.
+                "relaxed" | "acquire" | "release" | "acq_rel" | "cta" | "gpu" | "sys"
+                | "cluster" => {}
+                "and" | "or" | "xor" | "exch" | "cas" | "add" | "inc" | "dec" | "min" | "max" => {}
+                other => return Err(format!("`.{other}` on an atomic is not implemented")),
+            }
+        }
+        let op = op.ok_or("atomic without an operation")?;
+        let ty = match ty(p[p.len() - 1]) {
+            Some(Ty::Int(t)) if t.bits >= 32 => AtomType::Int(t),
+            Some(Ty::Float(f)) if matches!(op, AtomOp::Add | AtomOp::Exch) => AtomType::Float(f),
+            _ => {
+                return Err(
+                    "only 32- and 64-bit integer atomics and f32/f64 add are implemented (no f16, bf16 or vector atomics)"
+                        .into(),
+                );
+            }
+        };
+        if matches!(op, AtomOp::Inc | AtomOp::Dec) && p[p.len() - 1] != "u32" {
+            return Err(".inc and .dec take .u32".into());
+        }
+        let ops = &i.operands;
+        let (d, rest) = if red {
+            (u32::MAX, &ops[..])
+        } else {
+            (self.dst(&ops[0])?, &ops[1..])
+        };
+        let (addr, offset) = match rest.first() {
+            Some(Operand::Address { base, offset }) => (
+                match base.as_deref() {
+                    Some(b) => self.src(b, None)?,
+                    None => self.constant(0),
+                },
+                *offset,
+            ),
+            _ => return Err("expected an address".into()),
+        };
+        let float = match ty {
+            AtomType::Float(f) => Some(f),
+            AtomType::Int(_) => None,
+        };
+        let b = self.src(rest.get(1).ok_or("operand b is missing")?, float)?;
+        let c = match (op, rest.get(2)) {
+            (AtomOp::Cas, Some(c)) => self.src(c, float)?,
+            (AtomOp::Cas, None) => return Err("atom.cas takes b and c".into()),
+            (_, None) => u32::MAX,
+            (_, Some(_)) => {
+                return Err("unexpected operand (cache hints are not implemented)".into());
+            }
+        };
+        let atom = Atom {
+            op,
+            ty,
+            space,
+            d,
+            addr,
+            offset,
+            b,
+            c,
+        };
+        Ok((
+            Op::Atom(Box::new(atom)),
+            u8::from(float.is_some()),
+            Class::Atomic,
+        ))
     }
 
     fn mem(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
@@ -1693,6 +2646,10 @@ impl Decoder<'_> {
             match *part {
                 "global" => space = Space::Global,
                 "shared" | "shared::cta" => space = Space::Shared,
+                "local" => space = Space::Local,
+                // The module's `.const` variables live in (read-only) device memory.
+                "const" if load => space = Space::Global,
+                "const" => return Err("st.const: the constant space is read-only".into()),
                 "param" => param = true,
                 "v2" => n = 2,
                 "v4" => n = 4,
@@ -1707,12 +2664,44 @@ impl Decoder<'_> {
             return Err("expected an address".into());
         };
         if param {
-            if !load || n != 1 {
-                return Err("only scalar ld.param is implemented".into());
+            if n != 1 {
+                return Err("only scalar ld.param / st.param is implemented".into());
             }
             let Some(Operand::Symbol(name)) = base.as_deref() else {
-                return Err("ld.param must name a parameter".into());
+                return Err("ld.param / st.param must name a parameter".into());
             };
+            // A call's `.param` variable, or a callee's parameter: the thread's parameter memory.
+            if let Some((at, size)) = self.pmem_var(name) {
+                if *offset < 0 || *offset as u64 + u64::from(elem) > u64::from(size) {
+                    return Err(format!("accesses past parameter `{name}` ({size} bytes)"));
+                }
+                let offset = at + *offset as u32;
+                let op = if load {
+                    Op::LdPmem {
+                        d: self.dst(&i.operands[0])?,
+                        offset,
+                        bytes: elem,
+                        signed,
+                    }
+                } else {
+                    let float = match t {
+                        Ty::Float(f) => Some(f),
+                        _ => None,
+                    };
+                    Op::StPmem {
+                        a: self.src(&i.operands[1], float)?,
+                        offset,
+                        bytes: elem,
+                    }
+                };
+                return Ok((op, 0, Class::LdParam));
+            }
+            if !load || !self.function.entry {
+                return Err(format!(
+                    "`{name}` is not a parameter of `{}`",
+                    self.function.name
+                ));
+            }
             let (_, param) = self
                 .function
                 .param(name)
@@ -1763,6 +2752,8 @@ impl Decoder<'_> {
         }
         let bytes = elem * n;
         let class = match (space, load) {
+            (Space::Local, true) => Class::LdLocal(bytes),
+            (Space::Local, false) => Class::StLocal(bytes),
             (Space::Global, true) => Class::LdGlobal(bytes),
             (Space::Global, false) => Class::StGlobal(bytes),
             (Space::Shared, true) => Class::LdShared(bytes),

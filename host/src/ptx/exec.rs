@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use half::{bf16, f16};
@@ -24,10 +24,12 @@ use kernels::cuda::emu::{
 };
 
 use super::decode::{
-    self, BoolOp, Class, Cmp, CmpType, Conv, Fill, Float, FloatOp, FloatUnary, Int, IntOp,
-    IntUnary, Kernel, MbarrierKind, Mem, Op, Round, SharedSlot, Space, Wgmma, WgmmaSource, mask,
+    self, Atom, AtomOp, AtomType, BoolOp, Call, Class, Cmp, CmpType, Conv, Fill, Float, FloatOp,
+    FloatUnary, Int, IntOp, IntUnary, Kernel, MAX_CALL_DEPTH, MbarrierKind, Mem, Op, Round,
+    SharedSlot, Space, Wgmma, WgmmaSource, mask,
 };
 use super::{Arch, parse};
+use crate::buffer::DeviceBuffer;
 use crate::emu::{Emulator, LaunchCounters, SHARED_WINDOW};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
@@ -44,6 +46,9 @@ pub struct Program {
     /// Its `.target`.
     pub target: &'static str,
     shared: Vec<SharedSlot>,
+    /// The module's `.global` and `.const` variables: each device allocates and initialises
+    /// its own copy.
+    globals: Vec<parse::GlobalVar<'static>>,
     kernels: HashMap<&'static str, std::result::Result<Kernel, String>>,
 }
 
@@ -57,25 +62,48 @@ impl Program {
     /// Parses and decodes `text` (leaked: a program lives as long as the process).
     pub fn load(text: &'static str, origin: String) -> Result<&'static Program> {
         let module = parse::parse(text).map_err(|e| Error::Ptx(format!("{origin}: {e}")))?;
+        // Module-scope shared variables, then each function's own (a `__shared__` array
+        // declared in a kernel): one allocation per block each.
+        let scoped = module
+            .functions
+            .iter()
+            .flat_map(|f| f.shared.iter().map(move |v| (v, Some(f.name))));
         let shared: Vec<SharedSlot> = module
             .shared
             .iter()
-            .map(|v| SharedSlot {
+            .map(|v| (v, None))
+            .chain(scoped)
+            .map(|(v, function)| SharedSlot {
                 name: v.name,
                 bytes: v.bytes,
                 align: v.align,
+                function,
             })
             .collect();
-        let kernels = module
+        let linked = decode::ModuleRef {
+            functions: &module.functions,
+            globals: &module.globals,
+            broken: &module.broken,
+            shared: &shared,
+            files: &module.files,
+        };
+        // Each entry decodes on its own: one that uses what the backend does not implement (or
+        // whose text cannot be read) is refused at its launch, naming it; the others run.
+        let mut kernels: HashMap<&'static str, std::result::Result<Kernel, String>> = module
             .functions
             .iter()
             .filter(|f| f.entry)
-            .map(|f| (f.name, decode::decode(f, &shared, &module.files)))
+            .map(|f| (f.name, decode::decode(f, &linked)))
             .collect();
+        for b in module.broken.iter().filter(|b| b.entry) {
+            let why = format!("kernel `{}`, {}", b.name, b.error);
+            kernels.insert(b.name, Err(why));
+        }
         Ok(Box::leak(Box::new(Program {
             origin,
             target: module.target,
             shared,
+            globals: module.globals.clone(),
             kernels,
         })))
     }
@@ -159,17 +187,35 @@ pub struct PtxDevice {
     instructions: AtomicU64,
     threads: AtomicU64,
     mix: Mutex<Option<HashMap<&'static str, Vec<u64>>>>,
+    /// The program's `.global`/`.const` variables on this device.
+    globals: Vec<DeviceBuffer<u8>>,
 }
 
 impl PtxDevice {
     /// A device running `program`.
     pub fn new(program: &'static Program) -> Self {
+        let emu = std::sync::Arc::new(Emulator::new());
+        // The module's variables, in this device's memory (checked like any buffer), with
+        // their initial values.
+        let globals = program
+            .globals
+            .iter()
+            .map(|v| {
+                let mut buf = DeviceBuffer::<u8>::emulated(&emu, v.bytes as usize)
+                    .expect("a module variable fits the host's memory");
+                buf.host_slice_mut()
+                    .expect("emulated")
+                    .copy_from_slice(&v.init);
+                buf
+            })
+            .collect();
         Self {
-            emu: std::sync::Arc::new(Emulator::new()),
+            emu,
             program,
             instructions: AtomicU64::new(0),
             threads: AtomicU64::new(0),
             mix: Mutex::new(None),
+            globals,
         }
     }
 
@@ -281,8 +327,10 @@ impl PtxDevice {
         } else {
             Vec::new()
         };
+        let globals: Vec<u64> = self.globals.iter().map(|b| b.ptr().addr() as u64).collect();
         let env = Env {
             kernel,
+            globals: &globals,
             program: self.program,
             params: &buffer,
             instructions: &self.instructions,
@@ -320,6 +368,8 @@ pub struct KernelMix {
 /// What every thread of one launch shares.
 struct Env<'a> {
     kernel: &'a Kernel,
+    /// The device addresses of the module's variables.
+    globals: &'a [u64],
     program: &'static Program,
     params: &'a [u8],
     instructions: &'a AtomicU64,
@@ -348,8 +398,10 @@ impl Env<'_> {
                     Fill::Nctaid(c) => u64::from(dim(pos.grid_dim, c)),
                     Fill::LaneId => u64::from(linear % 32),
                     Fill::WarpId => u64::from(linear / 32),
-                    Fill::Zero => 0,
+                    Fill::Zero | Fill::Carry => 0,
+                    Fill::LaneMask(cmp) => u64::from(lane_mask(cmp, linear % 32)),
                     Fill::SharedBase => base as u64,
+                    Fill::GlobalVar(i) => self.globals[i],
                     Fill::SharedVar(i) => {
                         let v = &self.program.shared[i];
                         match v.bytes {
@@ -368,6 +420,11 @@ impl Env<'_> {
             } else {
                 vec![0; r.len()]
             };
+            // Local memory: the entry's frame at `.local` address 0, callees' frames above it.
+            let local = vec![0u8; self.kernel.local_bytes].into_boxed_slice();
+            for &(slot, offset) in &self.kernel.entry_locals {
+                r[slot as usize] = u64::from(offset);
+            }
             let mut thread = Thread {
                 kernel: self.kernel,
                 gpu,
@@ -377,6 +434,12 @@ impl Env<'_> {
                 lane: linear % 32,
                 acc_tokens,
                 acc: Vec::new(),
+                local_top: self.kernel.entry_frame as usize,
+                local,
+                pmem: vec![0u8; self.kernel.pmem_bytes],
+                calls: Vec::new(),
+                saved: Vec::new(),
+                saved_pmem: Vec::new(),
             };
             let (executed, flops) = match self.counts {
                 None => thread.run::<false>(&[]),
@@ -402,6 +465,37 @@ struct Thread<'a> {
     acc_tokens: Vec<u64>,
     /// The accumulator a `wgmma` reads and writes while this thread waits for its warpgroup.
     acc: Vec<f32>,
+    /// Local memory (`.local` address `a` is `local[a]`, its generic address `&local[a]`), and
+    /// the first byte past the frames on the stack now: an access beyond it is out of bounds.
+    local: Box<[u8]>,
+    local_top: usize,
+    /// Parameter memory: calls' `.param` variables and callees' parameters.
+    pmem: Vec<u8>,
+    /// The calls in progress, innermost last, and what each saved of its callee's registers
+    /// and parameter memory (restored at `ret`, so that a recursive call has its own).
+    calls: Vec<Frame>,
+    saved: Vec<u64>,
+    saved_pmem: Vec<u8>,
+}
+
+/// A call in progress.
+struct Frame {
+    /// The `call` instruction.
+    call: usize,
+    /// The caller's stack top.
+    local_top: usize,
+}
+
+/// `%lanemask_*` of `lane`: the lanes `l` with `l cmp lane`.
+fn lane_mask(cmp: Cmp, lane: u32) -> u32 {
+    let below = (1u32 << lane) - 1;
+    match cmp {
+        Cmp::Eq => 1 << lane,
+        Cmp::Lt => below,
+        Cmp::Le => below | (1 << lane),
+        Cmp::Gt => !(below | (1 << lane)),
+        _ => !below,
+    }
 }
 
 fn sext(v: u64, bits: u8) -> u64 {
@@ -411,6 +505,16 @@ fn sext(v: u64, bits: u8) -> u64 {
         let s = 64 - u32::from(bits);
         (((v << s) as i64) >> s) as u64
     }
+}
+
+/// The little-endian integer of `bytes` bytes at `offset` in `memory` (a parameter buffer),
+/// sign-extended when `signed`.
+fn read_le(memory: &[u8], offset: u32, bytes: u8, signed: bool) -> u64 {
+    let (at, n) = (offset as usize, usize::from(bytes));
+    let mut raw = [0u8; 8];
+    raw[..n].copy_from_slice(&memory[at..at + n]);
+    let v = u64::from_le_bytes(raw);
+    if signed { sext(v, bytes * 8) } else { v }
 }
 
 /// `v` read as an integer of type `t`: masked, or sign-extended to 64 bits.
@@ -424,9 +528,22 @@ fn norm(v: u64, t: Int) -> u64 {
 
 /// Floats as the ISA handles them, one module per width.
 macro_rules! float_ops {
-    ($m:ident, $f:ty, $bits:ty) => {
+    ($m:ident, $f:ty, $bits:ty, $canonical:expr) => {
         mod $m {
             use super::{Cmp, FloatOp, FloatUnary};
+
+            /// The NaN a GPU's arithmetic returns whatever its inputs' payloads (PTX ISA,
+            /// "Floating-Point Instructions": NaN results are canonical; for f32 0x7fffffff).
+            /// `None` keeps the host's (f64).
+            const CANONICAL: Option<$bits> = $canonical;
+
+            /// An arithmetic result: a NaN made canonical, then [`put`].
+            pub fn arith(x: $f, ftz: bool, sat: bool) -> u64 {
+                match CANONICAL {
+                    Some(bits) if x.is_nan() && !sat => bits as u64,
+                    _ => put(x, ftz, sat),
+                }
+            }
 
             pub fn get(v: u64, ftz: bool) -> $f {
                 let x = <$f>::from_bits(v as $bits);
@@ -455,7 +572,7 @@ macro_rules! float_ops {
             /// and -0 orders below +0.
             fn minmax(a: $f, b: $f, max: bool) -> $f {
                 match (a.is_nan(), b.is_nan()) {
-                    (true, true) => <$f>::NAN,
+                    (true, true) => CANONICAL.map_or(<$f>::NAN, <$f>::from_bits),
                     (true, false) => b,
                     (false, true) => a,
                     _ if a == b => {
@@ -478,8 +595,16 @@ macro_rules! float_ops {
                     FloatOp::Sub => a - b,
                     FloatOp::Mul => a * b,
                     FloatOp::Div => a / b,
+                    // PTX ISA, "div": `div.approx.f32` is `a * (1 / b)`; for
+                    // 2^126 < |b| < 2^128 it returns 0, or NaN when a is infinite: the
+                    // reciprocal, subnormal there, is flushed to zero.
+                    FloatOp::DivApprox => {
+                        let r = 1.0 / b;
+                        a * if r.is_subnormal() { 0.0 } else { r }
+                    }
                     FloatOp::Min => minmax(a, b, false),
                     FloatOp::Max => minmax(a, b, true),
+                    FloatOp::CopySign => b.copysign(a),
                 }
             }
 
@@ -495,6 +620,12 @@ macro_rules! float_ops {
                     FloatUnary::Rsqrt => 1.0 / a.sqrt(),
                     FloatUnary::Ex2 => a.exp2(),
                     FloatUnary::Lg2 => a.log2(),
+                    // The MUFU approximations, computed correctly rounded (or nearly) by the
+                    // host's libm: inside the ISA's bounds (sin, cos: absolute error 2^-20.9
+                    // in [-pi, pi]; tanh: relative error 2^-11).
+                    FloatUnary::Sin => a.sin(),
+                    FloatUnary::Cos => a.cos(),
+                    FloatUnary::Tanh => a.tanh(),
                 }
             }
 
@@ -521,8 +652,150 @@ macro_rules! float_ops {
     };
 }
 
-float_ops!(f32ops, f32, u32);
-float_ops!(f64ops, f64, u64);
+float_ops!(f32ops, f32, u32, Some(0x7fff_ffff));
+float_ops!(f64ops, f64, u64, None);
+
+/// `a + b` exactly, as the rounded sum and its error (Knuth's TwoSum): `s + t == a + b`.
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    if !s.is_finite() {
+        return (s, 0.0);
+    }
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+/// The f32 that rounding `s + t` in `mode` gives, where `s` is an f64 and `t` a much smaller
+/// correction (only its sign matters): how the directed modes are computed exactly. The
+/// operation is first done in f64 with its error kept by an error-free transformation (a sum's
+/// TwoSum, a product of two f32 being exact in f64, a quotient's or a square root's remainder by
+/// fma); then `s` lies strictly between two neighbouring f32 (any error cannot move the exact
+/// value across one), or on one, where the error's sign decides.
+fn round_f32(s: f64, t: f64, mode: Round) -> f32 {
+    let nearest = s as f32;
+    if mode == Round::Nearest || s.is_nan() || s.is_infinite() {
+        return nearest;
+    }
+    let up = |x: f32| -> f32 {
+        if x == f32::INFINITY {
+            x
+        } else if x == 0.0 {
+            f32::from_bits(1)
+        } else if x > 0.0 {
+            f32::from_bits(x.to_bits() + 1)
+        } else {
+            f32::from_bits(x.to_bits() - 1)
+        }
+    };
+    let down = |x: f32| -> f32 { -up(-x) };
+    // [lo, hi]: the f32 around s (equal when s is one, ignoring t).
+    let n = f64::from(nearest);
+    let (lo, hi) = if n > s || (n == s && t < 0.0) {
+        (down(nearest), nearest)
+    } else if n < s || t > 0.0 {
+        (nearest, up(nearest))
+    } else {
+        return nearest;
+    };
+    // Overflow: the round-to-nearest infinity stands for values past f32::MAX.
+    let (lo, hi) = (
+        if lo == f32::NEG_INFINITY && s > f64::from(f32::MIN) {
+            f32::MIN
+        } else {
+            lo
+        },
+        if hi == f32::INFINITY && s < f64::from(f32::MAX) {
+            f32::MAX
+        } else {
+            hi
+        },
+    );
+    let positive = s > 0.0 || (s == 0.0 && t > 0.0);
+    match mode {
+        Round::Down => lo,
+        Round::Up => hi,
+        _ if positive => {
+            if lo == 0.0 {
+                0.0
+            } else {
+                lo
+            }
+        }
+        _ => {
+            if hi == 0.0 {
+                -0.0
+            } else {
+                hi
+            }
+        }
+    }
+}
+
+/// An exact zero sum's sign in `mode` (IEEE 754 6.3): -0 rounding down unless both addends are
+/// +0, +0 otherwise unless both are -0.
+fn zero_sum_sign(a: f64, b: f64, r: f32, mode: Round) -> f32 {
+    if r != 0.0 || a + b != 0.0 || (a != 0.0 && a != -b) {
+        return r;
+    }
+    let both_negative = a.is_sign_negative() && b.is_sign_negative();
+    let both_positive = a.is_sign_positive() && b.is_sign_positive();
+    match mode {
+        Round::Down if !both_positive => -0.0,
+        _ if both_negative => -0.0,
+        _ => 0.0,
+    }
+}
+
+/// `op` on f32 operands in a directed rounding mode (see [`round_f32`]).
+fn f32_directed(op: FloatOp, a: f32, b: f32, mode: Round) -> f32 {
+    let (x, y) = (f64::from(a), f64::from(b));
+    match op {
+        FloatOp::Add | FloatOp::Sub => {
+            let y = if op == FloatOp::Sub { -y } else { y };
+            let (s, t) = two_sum(x, y);
+            zero_sum_sign(x, y, round_f32(s, t, mode), mode)
+        }
+        // 24 + 24 significant bits: the product is exact in f64.
+        FloatOp::Mul => round_f32(x * y, 0.0, mode),
+        FloatOp::Div => {
+            let q = x / y;
+            // The remainder x - q y is exact by fma, and has the sign of (x / y - q) y.
+            let r = (-q).mul_add(y, x);
+            let t = if q.is_finite() && q != 0.0 {
+                r / y
+            } else {
+                0.0
+            };
+            round_f32(q, t, mode)
+        }
+        _ => f32ops::binary(op, a, b),
+    }
+}
+
+/// `fma.{rz,rm,rp}.f32`: the product exact in f64, the sum by TwoSum.
+fn f32_fma_directed(a: f32, b: f32, c: f32, mode: Round) -> f32 {
+    let p = f64::from(a) * f64::from(b);
+    let (s, t) = two_sum(p, f64::from(c));
+    zero_sum_sign(p, f64::from(c), round_f32(s, t, mode), mode)
+}
+
+/// `rcp` and `sqrt` in a directed mode, by their remainders.
+fn f32_unary_directed(op: FloatUnary, a: f32, mode: Round) -> f32 {
+    let x = f64::from(a);
+    match op {
+        FloatUnary::Rcp => f32_directed(FloatOp::Div, 1.0, a, mode),
+        FloatUnary::Sqrt => {
+            let q = x.sqrt();
+            let t = if q.is_finite() && q > 0.0 {
+                (-q).mul_add(q, x)
+            } else {
+                0.0
+            };
+            round_f32(q, t, mode)
+        }
+        _ => f32ops::unary(op, a),
+    }
+}
 
 fn round(x: f64, mode: Round) -> f64 {
     match mode {
@@ -654,6 +927,7 @@ impl Thread<'_> {
                     ty,
                     ftz,
                     sat,
+                    round,
                     d,
                     a,
                     b,
@@ -664,14 +938,22 @@ impl Thread<'_> {
                                 f32ops::get(self.get(*a), *ftz),
                                 f32ops::get(self.get(*b), *ftz),
                             );
-                            f32ops::put(f32ops::binary(*op, x, y), *ftz, *sat)
+                            let r = match round {
+                                Round::Nearest => f32ops::binary(*op, x, y),
+                                mode => f32_directed(*op, x, y, *mode),
+                            };
+                            match op {
+                                // Sign operations, not arithmetic: the payload is kept.
+                                FloatOp::CopySign => f32ops::put(r, false, false),
+                                _ => f32ops::arith(r, *ftz, *sat),
+                            }
                         }
                         Float::F64 => {
                             let (x, y) = (
                                 f64ops::get(self.get(*a), *ftz),
                                 f64ops::get(self.get(*b), *ftz),
                             );
-                            f64ops::put(f64ops::binary(*op, x, y), *ftz, *sat)
+                            f64ops::arith(f64ops::binary(*op, x, y), *ftz, *sat)
                         }
                     };
                     self.set(*d, v);
@@ -680,6 +962,7 @@ impl Thread<'_> {
                     ty,
                     ftz,
                     sat,
+                    round,
                     d,
                     a,
                     b,
@@ -688,29 +971,166 @@ impl Thread<'_> {
                     let v = match ty {
                         Float::F32 => {
                             let g = |s| f32ops::get(self.get(s), *ftz);
-                            f32ops::put(g(*a).mul_add(g(*b), g(*c)), *ftz, *sat)
+                            let r = match round {
+                                Round::Nearest => g(*a).mul_add(g(*b), g(*c)),
+                                mode => f32_fma_directed(g(*a), g(*b), g(*c), *mode),
+                            };
+                            f32ops::arith(r, *ftz, *sat)
                         }
                         Float::F64 => {
                             let g = |s| f64ops::get(self.get(s), *ftz);
-                            f64ops::put(g(*a).mul_add(g(*b), g(*c)), *ftz, *sat)
+                            f64ops::arith(g(*a).mul_add(g(*b), g(*c)), *ftz, *sat)
                         }
                     };
                     self.set(*d, v);
                 }
-                Op::FloatUnary { op, ty, ftz, d, a } => {
+                Op::FloatUnary {
+                    op,
+                    ty,
+                    ftz,
+                    round,
+                    d,
+                    a,
+                } => {
+                    // `neg` and `abs` change the sign bit alone (a NaN keeps its payload).
+                    let sign_only = matches!(op, FloatUnary::Neg | FloatUnary::Abs);
                     let v = match ty {
-                        Float::F32 => f32ops::put(
-                            f32ops::unary(*op, f32ops::get(self.get(*a), *ftz)),
-                            *ftz,
-                            false,
-                        ),
-                        Float::F64 => f64ops::put(
-                            f64ops::unary(*op, f64ops::get(self.get(*a), *ftz)),
-                            *ftz,
-                            false,
-                        ),
+                        Float::F32 => {
+                            let x = f32ops::get(self.get(*a), *ftz);
+                            let r = match round {
+                                Round::Nearest => f32ops::unary(*op, x),
+                                mode => f32_unary_directed(*op, x, *mode),
+                            };
+                            if sign_only {
+                                f32ops::put(r, *ftz, false)
+                            } else {
+                                f32ops::arith(r, *ftz, false)
+                            }
+                        }
+                        Float::F64 => {
+                            let r = f64ops::unary(*op, f64ops::get(self.get(*a), *ftz));
+                            f64ops::put(r, *ftz, false)
+                        }
                     };
                     self.set(*d, v);
+                }
+                Op::Bfi {
+                    bits,
+                    d,
+                    a,
+                    b,
+                    pos,
+                    len,
+                } => {
+                    // PTX ISA, "bfi": pos and len are c[7:0] and d[7:0]; bits of the field past
+                    // the type's width are dropped.
+                    let w = u64::from(*bits);
+                    let (pos, len) = (self.get(*pos) & 0xff, self.get(*len) & 0xff);
+                    let b = self.get(*b) & mask(*bits);
+                    let v = if len == 0 || pos >= w {
+                        b
+                    } else {
+                        let field = mask(len.min(w - pos) as u8) << pos;
+                        (b & !field) | ((self.get(*a) << pos) & field)
+                    };
+                    self.set(*d, v & mask(*bits));
+                }
+                Op::Prmt { d, a, b, c } => {
+                    let bytes = (self.get(*a) & 0xffff_ffff) | (self.get(*b) << 32);
+                    let sel = self.get(*c);
+                    let v = (0..4).fold(0u64, |v, k| {
+                        let s = (sel >> (4 * k)) & 0xf;
+                        let byte = (bytes >> (8 * (s & 7))) & 0xff;
+                        // msb of the selector: the chosen byte's sign, replicated.
+                        let byte = if s & 8 != 0 {
+                            if byte & 0x80 != 0 { 0xff } else { 0 }
+                        } else {
+                            byte
+                        };
+                        v | (byte << (8 * k))
+                    });
+                    self.set(*d, v);
+                }
+                Op::Lop3 {
+                    bits,
+                    lut,
+                    d,
+                    a,
+                    b,
+                    c,
+                } => {
+                    let (x, y, z) = (self.get(*a), self.get(*b), self.get(*c));
+                    // The LUT's index bit 2 is a (0xF0), bit 1 b (0xCC), bit 0 c (0xAA).
+                    let v = (0..8).filter(|k| lut >> k & 1 != 0).fold(0u64, |v, k| {
+                        let pick = |bit: u32, w: u64| if k >> bit & 1 != 0 { w } else { !w };
+                        v | (pick(2, x) & pick(1, y) & pick(0, z))
+                    });
+                    self.set(*d, v & mask(*bits));
+                }
+                Op::Bfind { ty, shiftamt, d, a } => {
+                    let x = norm(self.get(*a), *ty);
+                    // Signed: the most significant bit that differs from the sign.
+                    let x = if ty.signed && (x as i64) < 0 { !x } else { x } & mask(ty.bits);
+                    let v = if x == 0 {
+                        0xffff_ffff
+                    } else {
+                        let pos = 63 - u64::from(x.leading_zeros());
+                        if *shiftamt {
+                            u64::from(ty.bits) - 1 - pos
+                        } else {
+                            pos
+                        }
+                    };
+                    self.set(*d, v);
+                }
+                Op::Testp { test, ty, d, a } => {
+                    let x = match ty {
+                        Float::F32 => f64::from(f32ops::get(self.get(*a), false)),
+                        Float::F64 => f64::from_bits(self.get(*a)),
+                    };
+                    let subnormal = match ty {
+                        Float::F32 => f32ops::get(self.get(*a), false).is_subnormal(),
+                        Float::F64 => x.is_subnormal(),
+                    };
+                    let v = match test {
+                        decode::Testp::Finite => x.is_finite(),
+                        decode::Testp::Infinite => x.is_infinite(),
+                        decode::Testp::Number => !x.is_nan(),
+                        decode::Testp::NotANumber => x.is_nan(),
+                        decode::Testp::Normal => x.is_finite() && x != 0.0 && !subnormal,
+                        decode::Testp::Subnormal => subnormal,
+                    };
+                    self.set(*d, u64::from(v));
+                }
+                Op::Carry {
+                    sub,
+                    carry_in,
+                    carry_out,
+                    ty,
+                    d,
+                    a,
+                    b,
+                    cc,
+                } => {
+                    let m = u128::from(mask(ty.bits));
+                    let (x, y) = (u128::from(self.get(*a)) & m, u128::from(self.get(*b)) & m);
+                    let cf = if *carry_in {
+                        u128::from(self.get(*cc) & 1)
+                    } else {
+                        0
+                    };
+                    // Subtraction's flag is the borrow that subc takes.
+                    let (v, out) = if *sub {
+                        let sub = y + cf;
+                        (x.wrapping_sub(sub) & m, u64::from(x < sub))
+                    } else {
+                        let sum = x + y + cf;
+                        (sum & m, (sum >> ty.bits) as u64 & 1)
+                    };
+                    self.set(*d, v as u64);
+                    if *carry_out {
+                        self.set(*cc, out);
+                    }
                 }
                 Op::Setp {
                     cmp,
@@ -782,6 +1202,13 @@ impl Thread<'_> {
                     let v = cvt(*conv, *ftz, *sat, self.get(*a));
                     self.set(*d, v);
                 }
+                Op::Cvt2 { conv, d, a, b } => {
+                    let (hi, lo) = (
+                        cvt(*conv, false, false, self.get(*a)),
+                        cvt(*conv, false, false, self.get(*b)),
+                    );
+                    self.set(*d, (hi << 16) | lo);
+                }
                 Op::CvtaShared { to, d, a } => {
                     let x = self.get(*a);
                     let v = if *to {
@@ -796,17 +1223,42 @@ impl Thread<'_> {
                     offset,
                     bytes,
                     signed,
-                } => {
+                } => self.set(*d, read_le(self.params, *offset, *bytes, *signed)),
+                Op::LdPmem {
+                    d,
+                    offset,
+                    bytes,
+                    signed,
+                } => self.set(*d, read_le(&self.pmem, *offset, *bytes, *signed)),
+                Op::StPmem { a, offset, bytes } => {
                     let at = *offset as usize;
-                    let mut raw = [0u8; 8];
-                    raw[..*bytes as usize].copy_from_slice(&self.params[at..at + *bytes as usize]);
-                    let v = u64::from_le_bytes(raw);
-                    let v = if *signed { sext(v, bytes * 8) } else { v };
-                    self.set(*d, v);
+                    let v = self.get(*a).to_le_bytes();
+                    self.pmem[at..at + *bytes as usize].copy_from_slice(&v[..*bytes as usize]);
                 }
                 Op::Ld(m) => self.load(m, here),
                 Op::St(m) => self.store(m, here),
+                Op::Atom(a) => self.atom(a, here),
+                Op::CvtaLocal { to, d, a } => {
+                    let base = self.local.as_ptr() as u64;
+                    let x = self.get(*a);
+                    self.set(
+                        *d,
+                        if *to {
+                            x.wrapping_sub(base)
+                        } else {
+                            x.wrapping_add(base)
+                        },
+                    );
+                }
                 Op::Bra { target } => pc = *target as usize,
+                Op::Call(c) => {
+                    self.call(c, here);
+                    pc = c.target as usize;
+                }
+                Op::Ret => match self.ret() {
+                    Some(back) => pc = back,
+                    None => return (issued, flops),
+                },
                 Op::Exit => return (issued, flops),
                 Op::Trap => panic!("`trap` executed at {}", self.site(here)),
                 Op::Bar { site } => self.gpu.sync_threads(*site),
@@ -819,34 +1271,58 @@ impl Thread<'_> {
                     c,
                     mask,
                 } => {
-                    let (arg, c) = (self.get(*b) as u32, self.get(*c) as u32);
-                    // c packs the segment mask and the clamp lane: the kernels shuffle whole
-                    // warps, where `up` clamps at 0 and the others at 31.
-                    let full = if *mode == ShuffleMode::Up { 0 } else { 0x1f };
-                    if c != full {
-                        panic!(
-                            "shfl with c = {c:#x} (sub-warp segments) is not implemented, at {}",
-                            self.site(here)
-                        );
-                    }
+                    // PTX ISA, "shfl.sync": the source lane from b[4:0] and c's clamp value
+                    // c[4:0] and segment mask c[12:8] (sub-warp widths); out of range, the
+                    // lane reads its own value and p is false.
+                    let (b, c) = (self.get(*b) as u32, self.get(*c) as u32);
+                    let lane = self.lane;
+                    let (bval, cval, seg) = (b & 31, c & 31, (c >> 8) & 31);
+                    let max_lane = (lane & seg) | (cval & !seg);
+                    let min_lane = lane & seg;
+                    let (j, valid) = match mode {
+                        ShuffleMode::Up => {
+                            let j = lane as i32 - bval as i32;
+                            (j, j >= max_lane as i32)
+                        }
+                        ShuffleMode::Down => ((lane + bval) as i32, lane + bval <= max_lane),
+                        ShuffleMode::Bfly => ((lane ^ bval) as i32, lane ^ bval <= max_lane),
+                        ShuffleMode::Idx => {
+                            let j = min_lane | (bval & !seg);
+                            (j as i32, j <= max_lane)
+                        }
+                    };
+                    // The emulator's shuffle reads the lane it is given (its `idx` mode).
                     let op = Collective::Shuffle {
-                        mode: *mode,
+                        mode: ShuffleMode::Idx,
                         value: self.get(*a) as u32,
-                        arg,
+                        arg: if valid { j as u32 } else { lane },
                     };
                     let result =
                         self.gpu
                             .warp_collective(self.get(*mask) as u32, op, self.site(here));
                     self.set(*d, u64::from(result[0]));
                     if *p != u32::MAX {
-                        let lane = self.lane;
-                        let valid = match mode {
-                            ShuffleMode::Up => lane >= arg,
-                            ShuffleMode::Down => lane + arg <= 31,
-                            ShuffleMode::Bfly | ShuffleMode::Idx => true,
-                        };
                         self.set(*p, u64::from(valid));
                     }
+                }
+                Op::WarpReduce {
+                    op,
+                    d,
+                    a,
+                    negate,
+                    mask,
+                } => {
+                    let value = (self.get(*a) as u32) ^ u32::from(*negate);
+                    let op = Collective::Reduce { op: *op, value };
+                    let result =
+                        self.gpu
+                            .warp_collective(self.get(*mask) as u32, op, self.site(here));
+                    self.set(*d, u64::from(result[0]));
+                }
+                Op::ActiveMask { d } => {
+                    let op = Collective::ActiveMask;
+                    let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
+                    self.set(*d, u64::from(result[0]));
                 }
                 Op::WarpSync { mask } => {
                     self.gpu.warp_collective(
@@ -1074,14 +1550,150 @@ impl Thread<'_> {
                 self.gpu.shared_access(g, bytes, access, site);
                 g
             }
+            Space::Local => self.local_access(a, bytes, here),
             Space::Generic => {
                 if a.wrapping_sub(self.base) < SHARED_WINDOW {
                     self.gpu.shared_access(a, bytes, access, site);
+                } else if a.wrapping_sub(self.local.as_ptr() as usize) < self.local.len() {
+                    return self.local_access(a - self.local.as_ptr() as usize, bytes, here);
                 } else {
                     self.gpu.global_access(a, bytes, access, site);
                 }
                 a
             }
+        }
+    }
+
+    /// The generic address of `.local` address `a`, checked: inside the frames on the stack
+    /// (the thread's own memory, so nothing races), aligned to the width.
+    fn local_access(&self, a: usize, bytes: usize, here: usize) -> usize {
+        if a.checked_add(bytes).is_none_or(|end| end > self.local_top) {
+            panic!(
+                "out-of-bounds local memory access: {bytes} bytes at .local address {a:#x}, past the {} bytes of this thread's stack frames, at {}",
+                self.local_top,
+                self.site(here)
+            );
+        }
+        if !a.is_multiple_of(bytes.min(16).next_power_of_two()) {
+            panic!(
+                "misaligned local memory access: {bytes} bytes at .local address {a:#x}, at {}",
+                self.site(here)
+            );
+        }
+        self.local.as_ptr() as usize + a
+    }
+
+    /// `call`: the callee's registers and parameter memory saved, the arguments copied in, its
+    /// frame opened on the local stack.
+    fn call(&mut self, c: &Call, here: usize) {
+        if self.calls.len() >= MAX_CALL_DEPTH {
+            panic!(
+                "calls nested more than {MAX_CALL_DEPTH} deep (runaway recursion?) calling `{}` at {}",
+                c.callee,
+                self.site(here)
+            );
+        }
+        let (start, len) = (c.regs.0 as usize, c.regs.1 as usize);
+        self.saved.extend_from_slice(&self.r[start..start + len]);
+        let (from, to) = (c.pmem.0 as usize, c.pmem.1 as usize);
+        self.saved_pmem.extend_from_slice(&self.pmem[from..to]);
+        for &(src, dst, bytes) in &c.args {
+            let (src, dst) = (src as usize, dst as usize);
+            self.pmem.copy_within(src..src + bytes as usize, dst);
+        }
+        let frame = self.local_top.next_multiple_of(c.frame.1.max(1) as usize);
+        if frame + c.frame.0 as usize > self.local.len() {
+            panic!(
+                "local memory exhausted calling `{}` at {} ({} bytes of stack)",
+                c.callee,
+                self.site(here),
+                self.local.len()
+            );
+        }
+        for &(slot, offset) in &c.locals {
+            self.set(slot, (frame + offset as usize) as u64);
+        }
+        self.calls.push(Frame {
+            call: here,
+            local_top: self.local_top,
+        });
+        self.local_top = frame + c.frame.0 as usize;
+    }
+
+    /// `ret` from a callee: its return values to the caller's variables, its saved state back;
+    /// the instruction after the call, or `None` at the entry's `ret`.
+    fn ret(&mut self) -> Option<usize> {
+        let frame = self.calls.pop()?;
+        let kernel: &Kernel = self.kernel;
+        let Op::Call(c) = &kernel.code[frame.call].op else {
+            unreachable!("a frame is pushed by a call")
+        };
+        // The values first (the callee's parameter memory is restored below, and a recursive
+        // callee's is the caller's).
+        let values: Vec<u8> = c
+            .rets
+            .iter()
+            .flat_map(|&(src, _, bytes)| self.pmem[src as usize..(src + bytes) as usize].to_vec())
+            .collect();
+        let (start, len) = (c.regs.0 as usize, c.regs.1 as usize);
+        let at = self.saved.len() - len;
+        self.r[start..start + len].copy_from_slice(&self.saved[at..]);
+        self.saved.truncate(at);
+        let (from, to) = (c.pmem.0 as usize, c.pmem.1 as usize);
+        let at = self.saved_pmem.len() - (to - from);
+        self.pmem[from..to].copy_from_slice(&self.saved_pmem[at..]);
+        self.saved_pmem.truncate(at);
+        let mut k = 0;
+        for &(_, dst, bytes) in &c.rets {
+            let (dst, bytes) = (dst as usize, bytes as usize);
+            self.pmem[dst..dst + bytes].copy_from_slice(&values[k..k + bytes]);
+            k += bytes;
+        }
+        self.local_top = frame.local_top;
+        Some(frame.call + 1)
+    }
+
+    /// `atom` / `red`: checked as an atomic access, then performed with the host's atomics
+    /// (blocks run in parallel on the host's cores, as on the GPU's SMs).
+    fn atom(&mut self, a: &Atom, here: usize) {
+        let at = self.get(a.addr).wrapping_add(a.offset as u64) as usize;
+        let bytes = match a.ty {
+            AtomType::Int(t) => usize::from(t.bits / 8),
+            AtomType::Float(Float::F32) => 4,
+            AtomType::Float(Float::F64) => 8,
+        };
+        let site = self.site(here);
+        let (addr, shared) = match a.space {
+            Space::Shared => (self.base.wrapping_add(at), true),
+            Space::Global => (at, false),
+            _ if at.wrapping_sub(self.base) < SHARED_WINDOW => (at, true),
+            _ if at.wrapping_sub(self.local.as_ptr() as usize) < self.local.len() => {
+                panic!("an atomic on local memory is undefined in PTX, at {site}")
+            }
+            _ => (at, false),
+        };
+        self.gpu.atomic_access(addr, bytes, shared, site);
+        let b = self.get(a.b);
+        let c = if a.c == u32::MAX { 0 } else { self.get(a.c) };
+        // SAFETY: the emulator checked `bytes` at `addr`, aligned to them, in a live buffer or
+        // this block's shared memory.
+        let old = unsafe {
+            if bytes == 4 {
+                let cell = AtomicU32::from_ptr(addr as *mut u32);
+                let f = |old: u32| atom_op(a.op, a.ty, u64::from(old), b, c) as u32;
+                u64::from(
+                    cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o)))
+                        .unwrap(),
+                )
+            } else {
+                let cell = AtomicU64::from_ptr(addr as *mut u64);
+                let f = |old: u64| atom_op(a.op, a.ty, old, b, c);
+                cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o)))
+                    .unwrap()
+            }
+        };
+        if a.d != u32::MAX {
+            self.set(a.d, old);
         }
     }
 
@@ -1125,12 +1737,85 @@ impl Thread<'_> {
     }
 }
 
+/// The new value of an atomic's location, from its `old` value and operands `b` (and `c` for
+/// `cas`), as the ISA defines each operation. `atom.add.f32` flushes subnormal inputs and
+/// results to sign-preserving zero and rounds to nearest even; `add.f64` does not flush.
+fn atom_op(op: AtomOp, ty: AtomType, old: u64, b: u64, c: u64) -> u64 {
+    match ty {
+        AtomType::Float(Float::F32) => match op {
+            AtomOp::Add => {
+                let (x, y) = (f32ops::get(old, true), f32ops::get(b, true));
+                f32ops::put(x + y, true, false)
+            }
+            _ => b & 0xffff_ffff,
+        },
+        AtomType::Float(Float::F64) => match op {
+            AtomOp::Add => (f64::from_bits(old) + f64::from_bits(b)).to_bits(),
+            _ => b,
+        },
+        AtomType::Int(t) => {
+            let m = mask(t.bits);
+            let (x, y) = (norm(old, t), norm(b, t));
+            let less = |x: u64, y: u64| {
+                if t.signed {
+                    (x as i64) < (y as i64)
+                } else {
+                    x < y
+                }
+            };
+            let v = match op {
+                AtomOp::And => x & y,
+                AtomOp::Or => x | y,
+                AtomOp::Xor => x ^ y,
+                AtomOp::Exch => y,
+                AtomOp::Cas => {
+                    if x & m == y & m {
+                        c
+                    } else {
+                        x
+                    }
+                }
+                AtomOp::Add => x.wrapping_add(y),
+                AtomOp::Inc => {
+                    if x & m >= y & m {
+                        0
+                    } else {
+                        x + 1
+                    }
+                }
+                AtomOp::Dec => {
+                    if x & m == 0 || x & m > y & m {
+                        y
+                    } else {
+                        x - 1
+                    }
+                }
+                AtomOp::Min => {
+                    if less(y, x) {
+                        y
+                    } else {
+                        x
+                    }
+                }
+                AtomOp::Max => {
+                    if less(x, y) {
+                        y
+                    } else {
+                        x
+                    }
+                }
+            };
+            v & m
+        }
+    }
+}
+
 /// `cvt`, as the ISA defines each pair of types.
 fn cvt(conv: Conv, ftz: bool, sat: bool, v: u64) -> u64 {
     match conv {
-        Conv::Int { from, to, sat } => {
+        Conv::Int { from, to, sat, reg } => {
             let x = norm(v, from);
-            if sat {
+            let v = if sat {
                 let x = if from.signed {
                     i128::from(x as i64)
                 } else {
@@ -1144,21 +1829,56 @@ fn cvt(conv: Conv, ftz: bool, sat: bool, v: u64) -> u64 {
                 (x.clamp(lo, hi) as u64) & mask(to.bits)
             } else {
                 x & mask(to.bits)
+            };
+            // A destination register wider than the type is sign-extended for a signed type
+            // (PTX ISA, "Operand Size Exceeding Instruction-Type Size": cvt).
+            if to.signed {
+                sext(v, to.bits) & mask(reg)
+            } else {
+                v
             }
         }
-        Conv::F32ToHalf { bf16: is_bf16 } => {
+        Conv::F32ToHalf {
+            bf16: is_bf16,
+            relu,
+            satfinite,
+        }
+        | Conv::F32x2ToHalf2 {
+            bf16: is_bf16,
+            relu,
+            satfinite,
+        } => {
             let x = f32ops::get(v, ftz);
             let x = if sat {
                 if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) }
             } else {
                 x
             };
-            u64::from(if is_bf16 {
+            // PTX ISA, "cvt": .relu clamps a negative result to 0, .satfinite an infinite or
+            // out-of-range one to the largest finite value of its sign; with either, a NaN
+            // result is the canonical NaN (0x7fff).
+            if x.is_nan() && (relu || satfinite) {
+                return 0x7fff;
+            }
+            let x = if relu && x < 0.0 { 0.0 } else { x };
+            let h = if is_bf16 {
                 bf16::from_f32(x).to_bits()
             } else {
                 f16::from_f32(x).to_bits()
+            };
+            let (infinity, max) = if is_bf16 {
+                (0x7f80, 0x7f7f)
+            } else {
+                (0x7c00, 0x7bff)
+            };
+            u64::from(if satfinite && h & 0x7fff == infinity {
+                (h & 0x8000) | max
+            } else {
+                h
             })
         }
+        Conv::Same(Float::F32) => f32ops::put(f32ops::get(v, ftz), ftz, sat),
+        Conv::Same(Float::F64) => f64ops::put(f64::from_bits(v), false, sat),
         Conv::HalfToF32 { bf16: is_bf16 } => {
             let h = v as u16;
             let x = if is_bf16 {
@@ -1169,7 +1889,7 @@ fn cvt(conv: Conv, ftz: bool, sat: bool, v: u64) -> u64 {
             f32ops::put(x, ftz, sat)
         }
         Conv::F32ToF64 => f64ops::put(f64::from(f32ops::get(v, ftz)), false, sat),
-        Conv::F64ToF32 => f32ops::put(f64::from_bits(v) as f32, ftz, sat),
+        Conv::F64ToF32(mode) => f32ops::put(round_f32(f64::from_bits(v), 0.0, mode), ftz, sat),
         Conv::RoundInt { ty, mode } => match ty {
             Float::F32 => {
                 let x = f32ops::get(v, ftz);
@@ -1195,14 +1915,23 @@ fn cvt(conv: Conv, ftz: bool, sat: bool, v: u64) -> u64 {
             };
             out & mask(to.bits)
         }
-        Conv::IntToFloat { from, to } => {
+        Conv::IntToFloat { from, to, mode } => {
             let x = norm(v, from);
             match to {
                 Float::F32 => {
-                    let f = if from.signed {
-                        x as i64 as f32
+                    // The integer as f64 and the exact remainder's sign (a 64-bit integer may
+                    // not fit f64's 53 bits).
+                    let exact = if from.signed {
+                        i128::from(x as i64)
                     } else {
-                        x as f32
+                        i128::from(x)
+                    };
+                    let s = exact as f64;
+                    let t = (exact - s as i128).signum() as f64;
+                    let f = match mode {
+                        Round::Nearest if from.signed => x as i64 as f32,
+                        Round::Nearest => x as f32,
+                        mode => round_f32(s, t, mode),
                     };
                     f32ops::put(f, ftz, sat)
                 }
@@ -1225,6 +1954,12 @@ mod tests {
     use crate::Runtime;
     use crate::emu::EmuErrorKind;
     use crate::runtime::{Backend, param};
+
+    /// The ISA's edge cases and the instructions NVIDIA's compiler emits, one test each.
+    mod isa {
+        use super::*;
+        include!("isa_tests.rs");
+    }
 
     #[test]
     fn every_entry_of_every_arch_decodes() {
@@ -1261,19 +1996,25 @@ mod tests {
     }
 
     fn run(body: &str, inputs: [u32; 3], threads: u32) -> Result<Vec<u32>> {
-        let text: &'static str = Box::leak(module(body).into_boxed_str());
+        Ok(run_words(&module(body), inputs, 1, threads)?[3..].to_vec())
+    }
+
+    /// Entry `t` of `text` on a buffer of the three `inputs` and a word per thread of the grid
+    /// of `blocks` blocks of `threads`: the whole buffer after the launch.
+    fn run_words(text: &str, inputs: [u32; 3], blocks: u32, threads: u32) -> Result<Vec<u32>> {
+        let text: &'static str = Box::leak(text.to_string().into_boxed_str());
         let rt = Runtime::ptx(Program::load(text, "test".into())?);
         let Backend::Ptx(device) = rt.backend() else {
             unreachable!()
         };
-        let mut words = vec![0u32; 3 + threads as usize];
+        let mut words = vec![0u32; 3 + (blocks * threads) as usize];
         words[..3].copy_from_slice(&inputs);
         let buf = rt.upload(&words)?;
         let ptr = buf.ptr();
-        let cfg = LaunchConfig::linear(1, threads);
-        // SAFETY: one 8-byte pointer argument, to a live buffer of 3 + threads words.
+        let cfg = LaunchConfig::linear(blocks, threads);
+        // SAFETY: one 8-byte pointer argument, to a live buffer of 3 + blocks * threads words.
         unsafe { device.launch("t", &cfg, &[param(&ptr)], &[8]) }?;
-        Ok(rt.download(&buf)?[3..].to_vec())
+        rt.download(&buf)
     }
 
     /// `body` on (a, b, c) in one thread: its %r4.
@@ -1319,7 +2060,7 @@ mod tests {
                 "\tcp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r1], [%rd1, {%r2, %r3}], [%r1], %rs1;",
                 "no im2col, multicast",
             ),
-            ("\tfence.sc.gpu;", "fence"),
+            ("\tfence.proxy.alias;", "fence"),
         ];
         let line = format!("PTX line {}", body_line());
         for (body, why) in refused {

@@ -34,11 +34,42 @@ pub struct Module<'a> {
     pub shared: Vec<SharedVar<'a>>,
     /// `.entry` and `.func` definitions with a body, in order.
     pub functions: Vec<Function<'a>>,
+    /// Functions whose body could not be read: the rest of the module still parses, and only
+    /// these (and whatever calls them) are refused.
+    pub broken: Vec<Broken<'a>>,
     /// `.file` directives: (index, path).
     pub files: Vec<(u32, &'a str)>,
+    /// Module-level `.global` and `.const` variables, with their initial bytes.
+    pub globals: Vec<GlobalVar<'a>>,
 }
 
-/// A `.shared` variable declared at module level.
+/// A `.global` or `.const` variable: device memory the module itself declares (a CUDA
+/// `__device__` or `__constant__` variable, a lookup table).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlobalVar<'a> {
+    pub name: &'a str,
+    pub align: u32,
+    pub bytes: u64,
+    /// `.const`: read-only.
+    pub constant: bool,
+    /// The initial value, little-endian (zeros past what the initialiser gives).
+    pub init: Vec<u8>,
+}
+
+/// A function whose text could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Broken<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// `.entry` rather than `.func`.
+    pub entry: bool,
+    /// What could not be read, and where.
+    pub error: ParseError,
+}
+
+/// A `.shared` variable (at module level, or in a function body: what NVVM makes of a
+/// `__shared__` array declared inside a kernel), a `.local` array or a `.param` declared in a
+/// body: the syntax is the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SharedVar<'a> {
     /// Its name (what `cvta.shared` and `mov` refer to).
@@ -71,6 +102,14 @@ pub struct Function<'a> {
     /// `.maxntid x, y, z` (missing components 1): the most threads a block launched with it may
     /// have.
     pub maxntid: Option<[u32; 3]>,
+    /// `.func (.param .b32 r) f(...)`: the return parameters, laid out as `params` are.
+    pub returns: Vec<Param<'a>>,
+    /// `.shared` variables declared in the body (function scope).
+    pub shared: Vec<SharedVar<'a>>,
+    /// `.local` arrays declared in the body (the stack frame, `__local_depotN`).
+    pub locals: Vec<SharedVar<'a>>,
+    /// `.param` variables declared in the body: a call's arguments and return values.
+    pub param_vars: Vec<SharedVar<'a>>,
 }
 
 impl<'a> Function<'a> {
@@ -432,16 +471,29 @@ pub fn parse(text: &str) -> Result<Module<'_>, ParseError> {
         target: "",
         shared: Vec::new(),
         functions: Vec::new(),
+        broken: Vec::new(),
         files: Vec::new(),
+        globals: Vec::new(),
     };
     let mut i = 0;
     while i < raws.len() {
         match raws[i] {
             Raw::Stmt(s, line) => module_directive(&mut module, s, line)?,
             Raw::Header(h, line) => {
-                let (function, next) = function(h, line, &raws, i + 1)?;
-                module.functions.push(function);
-                i = next;
+                // A body that cannot be read refuses that function only: its name (which the
+                // header gives) is kept with the error, and parsing goes on after its `}`.
+                let name = function_name(h, line)?;
+                let end = body_end(&raws, i + 1)
+                    .ok_or_else(|| err(line, format!("function `{name}` has no closing brace")))?;
+                match function(h, line, &raws[..end], i + 1) {
+                    Ok((function, _)) => module.functions.push(function),
+                    Err(error) => module.broken.push(Broken {
+                        name,
+                        entry: h.split_whitespace().any(|w| w == ".entry"),
+                        error,
+                    }),
+                }
+                i = end;
                 continue;
             }
             // A label between sections (`$L__sec_end0:` of the DWARF data) marks no code.
@@ -479,11 +531,77 @@ fn module_directive<'a>(module: &mut Module<'a>, s: &'a str, line: u32) -> Resul
             module.files.push((index, path));
         }
         _ if words.contains(&".shared") => module.shared.push(shared_var(s, line)?),
+        _ if (words.contains(&".global") || words.contains(&".const"))
+            && !words.contains(&".func") =>
+        {
+            module.globals.push(global_var(s, line)?)
+        }
         // `.address_size`, prototypes of external functions, `.global` data: nothing the
         // backends need; kept out rather than misread.
         _ => {}
     }
     Ok(())
+}
+
+/// `[.visible] .global|.const [.align A] .type name[N] [= {v, ...} | = v]`.
+fn global_var(s: &str, line: u32) -> Result<GlobalVar<'_>, ParseError> {
+    let (decl, init) = match s.split_once('=') {
+        Some((d, i)) => (d.trim(), Some(i.trim())),
+        None => (s, None),
+    };
+    let var = shared_var(decl, line)?;
+    let ty = decl
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix('.'))
+        .find(|w| type_bits(w).is_some())
+        .ok_or_else(|| err(line, format!("variable without a type: `{s}`")))?;
+    let elem = type_bits(ty).unwrap().div_ceil(8) as usize;
+    let bytes = var.bytes.ok_or_else(|| {
+        err(
+            line,
+            format!("a .global or .const array needs a size: `{s}`"),
+        )
+    })?;
+    let mut bytes_out = Vec::with_capacity(bytes as usize);
+    if let Some(init) = init {
+        let list = init.trim_start_matches('{').trim_end_matches('}');
+        for v in list.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+            let bits = if let Some(h) = v.strip_prefix("0f").or_else(|| v.strip_prefix("0F")) {
+                u64::from_str_radix(h, 16).ok()
+            } else if let Some(h) = v.strip_prefix("0d").or_else(|| v.strip_prefix("0D")) {
+                u64::from_str_radix(h, 16).ok()
+            } else if ty.starts_with('f') {
+                // A decimal float literal.
+                v.parse::<f64>().ok().map(|x| {
+                    if elem == 4 {
+                        u64::from((x as f32).to_bits())
+                    } else {
+                        x.to_bits()
+                    }
+                })
+            } else {
+                int(v).map(|x| x as u64)
+            };
+            let bits = bits.ok_or_else(|| {
+                err(line, format!("cannot read initial value `{v}` (addresses of variables are not implemented)"))
+            })?;
+            bytes_out.extend_from_slice(&bits.to_le_bytes()[..elem]);
+        }
+    }
+    if bytes_out.len() as u64 > bytes {
+        return Err(err(
+            line,
+            format!("more initial values than `{}` holds", var.name),
+        ));
+    }
+    bytes_out.resize(bytes as usize, 0);
+    Ok(GlobalVar {
+        name: var.name,
+        align: var.align,
+        bytes,
+        constant: decl.split_whitespace().any(|w| w == ".const"),
+        init: bytes_out,
+    })
 }
 
 /// `[.extern] .shared .align A .b8 name[N]`.
@@ -563,6 +681,39 @@ impl<'a> Scopes<'a> {
     }
 }
 
+/// The index after the `}` that closes the body opening at `raws[i]`.
+fn body_end(raws: &[Raw], i: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (k, r) in raws.iter().enumerate().skip(i) {
+        match r {
+            Raw::Open(_) => depth += 1,
+            Raw::Close(_) => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(k + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The name in a function header: `.func (.param .b32 r) name (...)` has it as the last word
+/// before the last `(`.
+fn function_name(header: &str, line: u32) -> Result<&str, ParseError> {
+    let open = header
+        .find('(')
+        .ok_or_else(|| err(line, "function header without a parameter list"))?;
+    let last_open = header.rfind('(').unwrap_or(open);
+    header[..last_open]
+        .trim_end()
+        .rsplit(|c: char| c.is_whitespace() || c == ')')
+        .next()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err(line, "function without a name"))
+}
+
 /// Parses a function from its header and the raws after it (starting at its body's `{`).
 /// Returns it and the index after its closing `}`.
 fn function<'a>(
@@ -572,21 +723,26 @@ fn function<'a>(
     mut i: usize,
 ) -> Result<(Function<'a>, usize), ParseError> {
     let entry = header.split_whitespace().any(|w| w == ".entry");
-    let open = header
-        .find('(')
-        .ok_or_else(|| err(line, "function header without a parameter list"))?;
-    // `.func (.param .b32 r) name (...)`: the name is the last word before the last `(`.
-    let last_open = header.rfind('(').unwrap_or(open);
-    let before = header[..last_open].trim_end();
-    let name = before
-        .rsplit(|c: char| c.is_whitespace() || c == ')')
-        .next()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| err(line, "function without a name"))?;
+    let name = function_name(header, line)?;
+    let last_open = header.rfind('(').expect("function_name found one");
     let close = header
         .rfind(')')
+        .filter(|&c| c > last_open)
         .ok_or_else(|| err(line, "unclosed parameter list"))?;
     let params = params(&header[last_open + 1..close], line)?;
+    // `.func (.param .b32 func_retval0) name(...)`: the return list is the first parenthesis
+    // when there are two.
+    let returns = match header.find('(') {
+        Some(first) if first < last_open => {
+            let end = header[first..]
+                .find(')')
+                .map(|e| first + e)
+                .filter(|&e| e < last_open)
+                .ok_or_else(|| err(line, "unclosed return parameter list"))?;
+            self::params(&header[first + 1..end], line)?
+        }
+        _ => Vec::new(),
+    };
     let mut function = Function {
         name,
         entry,
@@ -595,6 +751,10 @@ fn function<'a>(
         registers: Vec::new(),
         body: Vec::new(),
         maxntid: maxntid(&header[close + 1..], line)?,
+        returns,
+        shared: Vec::new(),
+        locals: Vec::new(),
+        param_vars: Vec::new(),
     };
     let mut scopes = Scopes::default();
     let mut depth = 0usize;
@@ -624,9 +784,27 @@ fn function<'a>(
             Raw::Label(name, l) => function.body.push(Statement::Label { name, line: l }),
             Raw::Header(_, l) => return Err(err(l, "function inside a function")),
             Raw::Stmt(s, l) => {
+                let space = s.split_whitespace().next().unwrap_or("");
                 if s.starts_with(".reg") {
                     let scope = if depth > 1 { scope_count } else { 0 };
                     declare(&mut function, &mut scopes, s, l, scope)?;
+                } else if matches!(space, ".shared" | ".local" | ".param") {
+                    // A call's `.param`s are declared in its own `{ }` scope, and two calls
+                    // declare the same names: one variable per name (the largest), which the
+                    // thread reuses call after call.
+                    let var = shared_var(s, l)?;
+                    let list = match space {
+                        ".shared" => &mut function.shared,
+                        ".local" => &mut function.locals,
+                        _ => &mut function.param_vars,
+                    };
+                    match list.iter_mut().find(|v| v.name == var.name) {
+                        Some(v) => {
+                            v.bytes = v.bytes.max(var.bytes);
+                            v.align = v.align.max(var.align);
+                        }
+                        None => list.push(var),
+                    }
                 } else if s.starts_with('.') {
                     if let Some(rest) = s.strip_prefix(".loc") {
                         let mut w = rest.split_whitespace();
@@ -885,10 +1063,14 @@ fn operand<'a>(o: &'a str, line: u32, scopes: &Scopes<'a>) -> Result<Operand<'a>
             offset,
         });
     }
-    if let Some(inner) = o.strip_prefix('{') {
-        let inner = inner
-            .strip_suffix('}')
-            .ok_or_else(|| err(line, format!("unclosed vector `{o}`")))?;
+    // `{a, b}`, and `(retval0)`, `(param0, param1)`: a call's return and argument lists.
+    let list = match (o.strip_prefix('{'), o.strip_prefix('(')) {
+        (Some(inner), _) => Some(inner.strip_suffix('}')),
+        (_, Some(inner)) => Some(inner.strip_suffix(')')),
+        _ => None,
+    };
+    if let Some(inner) = list {
+        let inner = inner.ok_or_else(|| err(line, format!("unclosed list `{o}`")))?;
         let items = split_top(inner)
             .into_iter()
             .map(|x| operand(x, line, scopes))
@@ -1147,7 +1329,68 @@ $L__BB0_2:
     fn bad_text_names_its_line() {
         let e = parse(".version 7.8\n.visible .entry k()\n{\n add.s32 %r1, 1;\n").unwrap_err();
         assert_eq!(e.line, 2, "{e}");
-        let e = parse(".visible .entry k()\n{\n @%p9 bra L;\n}\n").unwrap_err();
-        assert_eq!(e.line, 3, "{e}");
+        // Inside a body, the error is that function's alone: the module still parses.
+        let m =
+            parse(".visible .entry k()\n{\n @%p9 bra L;\n}\n.visible .entry ok()\n{\n ret;\n}\n")
+                .unwrap();
+        assert_eq!(m.broken.len(), 1);
+        assert_eq!((m.broken[0].name, m.broken[0].entry), ("k", true));
+        assert_eq!(m.broken[0].error.line, 3, "{}", m.broken[0].error);
+        assert!(m.function("ok").is_some());
+    }
+
+    #[test]
+    fn calls_and_function_scope_declarations() {
+        let text = "\
+.func  (.param .b32 func_retval0) f(
+	.param .b32 f_param_0
+)
+{
+	.reg .b32 %r<3>;
+	.local .align 4 .b8 __local_depot0[16];
+	.shared .align 4 .b8 f_tile[64];
+	ld.param.b32 %r1, [f_param_0];
+	st.param.b32 [func_retval0+0], %r1;
+	ret;
+}
+.visible .entry k()
+{
+	.reg .b32 %r<3>;
+	{ // callseq 0, 0
+	.param .b32 param0;
+	st.param.b32 [param0+0], 7;
+	.param .b32 retval0;
+	call.uni (retval0), 
+	f, 
+	(
+	param0
+	);
+	ld.param.b32 %r1, [retval0+0];
+	}
+	ret;
+}
+";
+        let m = parse(text).unwrap();
+        let f = m.function("f").unwrap();
+        assert_eq!(f.returns.len(), 1);
+        assert_eq!((f.returns[0].name, f.returns[0].bytes), ("func_retval0", 4));
+        assert_eq!(f.params[0].name, "f_param_0");
+        assert_eq!(
+            (f.locals[0].name, f.locals[0].bytes),
+            ("__local_depot0", Some(16))
+        );
+        assert_eq!((f.shared[0].name, f.shared[0].bytes), ("f_tile", Some(64)));
+        let k = m.function("k").unwrap();
+        let names: Vec<&str> = k.param_vars.iter().map(|v| v.name).collect();
+        assert_eq!(names, ["param0", "retval0"]);
+        let call = k.instructions().find(|i| i.opcode == "call.uni").unwrap();
+        assert_eq!(
+            call.operands,
+            [
+                Operand::Vector(vec![Operand::Symbol("retval0")]),
+                Operand::Symbol("f"),
+                Operand::Vector(vec![Operand::Symbol("param0")]),
+            ]
+        );
     }
 }

@@ -177,6 +177,19 @@ pub enum Collective {
         /// `.trans`.
         trans: bool,
     },
+    /// `vote.sync` and `redux.sync`: this lane's predicate (0 or 1) or value, combined over the
+    /// lanes of the mask; every lane receives the same result.
+    Reduce {
+        /// What is computed.
+        op: WarpReduce,
+        /// This lane's operand.
+        value: u32,
+    },
+    /// `activemask`: completes once no lane of the warp can run on (each waits somewhere or has
+    /// exited: the emulator runs a warp's lanes one after another, so this is its moment of
+    /// convergence), and gives every lane that waits here the mask of those lanes. Its own
+    /// mask is not used.
+    ActiveMask,
     /// `mma.sync.m16n8k16` with f32 accumulation: this lane's fragments.
     Mma {
         /// A and B element type.
@@ -188,6 +201,32 @@ pub enum Collective {
         /// C fragment.
         c: [f32; 4],
     },
+}
+
+/// What a [`Collective::Reduce`] computes over its lanes' operands (PTX ISA, "Parallel
+/// Synchronization and Communication Instructions: vote.sync" and "redux.sync").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WarpReduce {
+    /// `vote.sync.ballot.b32`: bit `l` set where lane `l`'s predicate is true.
+    Ballot,
+    /// `vote.sync.all.pred`: 1 when every lane's predicate is true.
+    All,
+    /// `vote.sync.any.pred`: 1 when some lane's predicate is true.
+    Any,
+    /// `vote.sync.uni.pred`: 1 when the lanes' predicates are all equal.
+    Uni,
+    /// `redux.sync.add.{u32,s32}` (wrapping).
+    Add,
+    /// `redux.sync.min.u32` / `max.u32`.
+    MinU,
+    MaxU,
+    /// `redux.sync.min.s32` / `max.s32`.
+    MinS,
+    MaxS,
+    /// `redux.sync.{and,or,xor}.b32`.
+    And,
+    Or,
+    Xor,
 }
 
 /// What the emulator provides to the thread it is running.
@@ -225,6 +264,15 @@ pub trait Gpu {
     // Hopper (sm_90/sm_90a). A backend that does not model these refuses them by panicking,
     // which the emulator reports as the kernel's panic.
 
+    /// An atomic read-modify-write (`atom`, `red`) of `bytes` at generic address `addr`, in this
+    /// block's shared memory when `shared`, else global memory: checked (bounds, alignment) and
+    /// counted like an access (it reads and writes the bytes), and known to the race checks as
+    /// an atomic, which races with plain loads and stores of the bytes but not with other
+    /// atomics. The caller performs the operation once this returns.
+    fn atomic_access(&self, addr: usize, bytes: usize, shared: bool, site: Site) {
+        let _ = (addr, bytes, shared, site);
+        panic!("this backend does not model atomics")
+    }
     /// `cvta.to.shared`: the `.shared` window address of the generic shared address `addr`.
     fn shared_address(&self, addr: usize, site: Site) -> u32 {
         let _ = (addr, site);
