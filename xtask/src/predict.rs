@@ -70,7 +70,7 @@ pub fn run(args: &PredictArgs) -> Result<(), String> {
     for spec in candidates {
         let limits = SampleLimits {
             blocks: args.blocks,
-            deadline: None,
+            budget: None,
         };
         let s = sample(spec, program, args.shape.as_deref(), limits)?;
         match s {
@@ -218,8 +218,8 @@ pub(crate) struct Sampled {
 pub(crate) struct SampleLimits {
     /// At most this many blocks of the plan per launch.
     pub blocks: Option<usize>,
-    /// Stop (with an error) past this instant.
-    pub deadline: Option<Instant>,
+    /// Stop (with an error) past this many device calls per launch.
+    pub budget: Option<u64>,
 }
 
 /// Runs `spec`'s case at its GPU shape with sampled launches, on the source emulator or, given a
@@ -252,7 +252,7 @@ pub(crate) fn sample(
     }
     emu.set_sampling(
         Some(limits.blocks.unwrap_or(host::emu::sample::WHOLE_PLAN)),
-        limits.deadline,
+        limits.budget,
     );
     if let Some(d) = device {
         d.record_mix(true);
@@ -379,10 +379,12 @@ fn resources_of(r: &ptxas::KernelReport) -> KernelResources {
     }
 }
 
-/// Seconds of sampling `cargo xtask run` spends on predictions in one process, all rows
-/// together, and the most one row's sample may take (then once more with the anchor alone).
-const RUN_BUDGET: f64 = 60.0;
-const ROW_BUDGET: f64 = 3.0;
+/// Device calls (accesses, barriers, collectives: the emulator's unit of work, about 50-100 ns
+/// each profiled on this machine) the predictions of `cargo xtask run` may make, all rows
+/// together, and one row's sample (then once more with the anchor alone). Counts rather than
+/// seconds, so that which rows are predicted does not depend on the machine's speed or load.
+const RUN_BUDGET: u64 = 600_000_000;
+const ROW_BUDGET: u64 = 30_000_000;
 
 /// The prediction of one `cargo xtask run` row on the run's device, within the run's budget: the
 /// whole plan, else the anchor alone, else why not (and the command that predicts it anyway).
@@ -391,148 +393,34 @@ pub(crate) fn within_budget(
     shape: &str,
     gpu: &host::specs::GpuSpec,
 ) -> Result<Prediction, String> {
-    use std::sync::Mutex;
-    static SPENT: Mutex<f64> = Mutex::new(0.0);
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SPENT: AtomicU64 = AtomicU64::new(0);
     let machine = Machine::find(gpu.key).ok_or_else(|| format!("no model of {}", gpu.name))?;
     let later = format!("cargo xtask predict {} --shape '{shape}'", spec.kernel);
-    let mut last = String::new();
     for blocks in [None, Some(1)] {
-        let left = RUN_BUDGET - *SPENT.lock().unwrap();
-        if left <= 0.0 {
+        let left = RUN_BUDGET.saturating_sub(SPENT.load(Ordering::Relaxed));
+        if left < ROW_BUDGET {
             return Err(format!(
-                "the run's {RUN_BUDGET} s of prediction are spent: {later}"
+                "the run's budget of {RUN_BUDGET} emulated device calls for predictions is spent: {later}"
             ));
         }
-        let start = Instant::now();
-        let deadline = start + std::time::Duration::from_secs_f64(ROW_BUDGET.min(left));
-        let sampled = sample(
-            spec,
-            None,
-            Some(shape),
-            SampleLimits {
-                blocks,
-                deadline: Some(deadline),
-            },
-        );
-        *SPENT.lock().unwrap() += start.elapsed().as_secs_f64();
-        match sampled {
-            Ok(Ok(s)) => return predict(&machine, &s),
+        let limits = SampleLimits {
+            blocks,
+            budget: Some(ROW_BUDGET),
+        };
+        match sample(spec, None, Some(shape), limits) {
+            Ok(Ok(s)) => {
+                let work: u64 = s.launches.iter().map(|l| l.sample.work).sum();
+                SPENT.fetch_add(work, Ordering::Relaxed);
+                return predict(&machine, &s);
+            }
             Ok(Err(_)) => return Err(format!("no case of {} at {shape}", spec.kernel)),
-            Err(e) => last = e,
+            Err(_) => {
+                SPENT.fetch_add(ROW_BUDGET, Ordering::Relaxed);
+            }
         }
     }
     Err(format!(
-        "its sample takes more than {ROW_BUDGET} s here ({last}): {later}"
+        "its sample makes more than {ROW_BUDGET} device calls even with one block: {later}"
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    //! The model moves the way hardware moves: each pair of kernels below differs in one thing a
-    //! chapter teaches (coalescing, a bank conflict, fusion, register blocking, tensor cores,
-    //! wgmma), and the model, reading only the emulator's counts at the GPU shape, predicts the
-    //! one the chapter calls faster to be faster, for the reason the chapter gives. On the PTX
-    //! backend when `KERNELS_BACKEND=ptx` (the sm_90a kernels only from the sm_90a module).
-    use super::*;
-    use host::model::Limiter;
-
-    /// The prediction for `kernel`'s case at `shape` on the H100, or `None` where this backend
-    /// cannot run it (the wgmma kernels on an sm_80/sm_90 PTX module).
-    fn on_h100(kernel: &str, shape: &str) -> Option<Prediction> {
-        let program = match std::env::var("KERNELS_BACKEND").as_deref() {
-            Ok("ptx") => Some(Program::from_env().expect("the PTX module loads")),
-            _ => None,
-        };
-        let all = cases::all();
-        let h100 = Machine::find("h100").unwrap();
-        for spec in all.iter().filter(|c| c.kernel == kernel) {
-            match sample(spec, program, Some(shape), SampleLimits::default()) {
-                Ok(Ok(s)) => return Some(predict(&h100, &s).expect("predicts")),
-                Ok(Err(_)) => continue,
-                Err(e) if e.contains("sm_90a") => return None,
-                Err(e) => panic!("{kernel} at {shape}: {e}"),
-            }
-        }
-        panic!("no case of {kernel} at {shape}")
-    }
-
-    fn faster(fast: &Prediction, slow: &Prediction) {
-        assert!(
-            fast.seconds < slow.seconds,
-            "{} ({:.1} µs, {}) should be faster than {} ({:.1} µs, {})",
-            fast.launches[0].kernel,
-            fast.seconds * 1e6,
-            fast.limiter.name(),
-            slow.launches[0].kernel,
-            slow.seconds * 1e6,
-            slow.limiter.name()
-        );
-    }
-
-    /// coalescing.md: the naive transpose's strided stores touch 32 sectors per request (L2
-    /// traffic 8x the bytes); the shared tile's column reads are a 32-way bank conflict; the
-    /// padded tile has neither and runs at DRAM speed.
-    #[test]
-    fn transposes_are_limited_by_what_coalescing_md_says() {
-        let shape = "8192 x 8192";
-        let naive = on_h100("transpose_naive", shape).unwrap();
-        let shared = on_h100("transpose_shared", shape).unwrap();
-        let padded = on_h100("transpose_padded", shape).unwrap();
-        assert_eq!(naive.limiter, Limiter::L2);
-        assert_eq!(shared.limiter, Limiter::SharedWavefronts);
-        assert_eq!(padded.limiter, Limiter::Dram);
-        faster(&padded, &naive);
-        faster(&padded, &shared);
-    }
-
-    /// softmax.md: the fused kernel reads the row once, the naive flow three times.
-    #[test]
-    fn fused_softmax_is_faster_than_the_naive_flow() {
-        let shape = "8192 x 8192 f32";
-        let naive = on_h100("softmax_naive_f32", shape).unwrap();
-        let fused = on_h100("softmax_fused_f32", shape).unwrap();
-        faster(&fused, &naive);
-        assert_eq!(fused.limiter, Limiter::Dram);
-    }
-
-    /// decode.md: a GEMV at batch 1 and split-KV decode attention stream their bytes.
-    #[test]
-    fn decode_kernels_are_dram_bound() {
-        let gemv = on_h100("gemv_bf16", "M=1: 4096 -> 14336").unwrap();
-        assert_eq!(gemv.limiter, Limiter::Dram);
-        let attention = on_h100("decode_attention_bf16", "[131072]").unwrap();
-        assert_eq!(attention.limiter, Limiter::Dram);
-    }
-
-    /// gemm.md: register blocking cuts the memory instructions per FMA that bound the tiled
-    /// kernel; tensor cores do in one mma what CUDA cores do in 64 FMAs.
-    #[test]
-    fn gemm_steps_get_faster() {
-        let shape = "1024^3";
-        let tiled = on_h100("gemm_tiled_f32", shape).unwrap();
-        let blocked = on_h100("gemm_register_blocked_f32", shape).unwrap();
-        let tensor = on_h100("gemm_tensor_core_bf16", shape).unwrap();
-        assert_eq!(tiled.limiter, Limiter::LsuIssue);
-        faster(&blocked, &tiled);
-        faster(&tensor, &blocked);
-    }
-
-    /// hopper.md: at 4096^3 and at attention's d = 128, N = 4096, wgmma (the tensor cores at
-    /// their peak, operands from shared memory by the tensor cores themselves) beats mma.sync
-    /// (63 % of the peak, operands through ldmatrix and registers).
-    #[test]
-    fn wgmma_beats_mma_sync_on_hopper() {
-        let (Some(wgmma), Some(mma)) = (
-            on_h100("gemm_wgmma_bf16", "4096^3"),
-            on_h100("gemm_tensor_core_bf16", "4096^3"),
-        ) else {
-            return; // not on this PTX module: the source backend's run checks it
-        };
-        faster(&wgmma, &mma);
-        let shape = "4x16x4096x128 bf16";
-        let fa3 = on_h100("attention_wgmma_bf16", shape).unwrap();
-        let fa2 = on_h100("attention_fused_bf16", shape).unwrap();
-        faster(&fa3, &fa2);
-        assert_eq!(fa3.limiter, Limiter::Tensor);
-    }
 }

@@ -48,8 +48,11 @@ pub(super) struct Launch<'k> {
     pub stack_bytes: usize,
     /// How long a thread may run without reaching a barrier, a warp collective or its end.
     pub watchdog: Option<Duration>,
-    /// A sampled launch's deadline (the performance model's time budget).
-    pub deadline: Option<Instant>,
+    /// A sampled launch's budget of device calls (the performance model's: a count, so that
+    /// whether a sample fits does not depend on this machine's speed), and the calls made so far
+    /// by all its blocks, counted a thousand at a time by the watchdog's look.
+    pub work_budget: Option<u64>,
+    pub work: std::sync::atomic::AtomicU64,
 }
 
 /// A finished block: its counters, its profile when profiling, its global accesses when
@@ -282,10 +285,16 @@ impl Block<'_> {
     /// launch's budget since it was resumed.
     #[inline(never)]
     fn watchdog_look(&self) {
-        if self.launch.deadline.is_some_and(|d| Instant::now() > d) {
-            self.fail(EmuErrorKind::Resources(
-                "the sampled launch ran past its time budget".to_string(),
-            ));
+        if let Some(budget) = self.launch.work_budget {
+            let done = self
+                .launch
+                .work
+                .fetch_add(1024, std::sync::atomic::Ordering::Relaxed);
+            if done > budget {
+                self.fail(EmuErrorKind::Resources(format!(
+                    "the sampled launch made more than its budget of {budget} device calls"
+                )));
+            }
         }
         if let Some(budget) = self.launch.watchdog {
             match self.resumed.get() {

@@ -213,8 +213,8 @@ pub struct Emulator {
     /// Run only the first this many of [`sample::plan`]'s blocks of each launch (0: sampling
     /// off), profiled, and keep what they did.
     sampling: AtomicUsize,
-    /// A sampled launch stops with [`EmuErrorKind::Resources`] past this instant.
-    sample_deadline: Mutex<Option<std::time::Instant>>,
+    /// A sampled launch stops with [`EmuErrorKind::Resources`] past this many device calls.
+    sample_budget: AtomicU64,
     samples: Mutex<Vec<sample::SampledLaunch>>,
 }
 
@@ -241,7 +241,7 @@ impl Emulator {
                 env_number(WATCHDOG_VAR, DEFAULT_WATCHDOG.as_secs()).saturating_mul(1000),
             ),
             sampling: AtomicUsize::new(0),
-            sample_deadline: Mutex::new(None),
+            sample_budget: AtomicU64::new(0),
             samples: Mutex::new(Vec::new()),
         }
     }
@@ -250,12 +250,15 @@ impl Emulator {
     /// one; [`sample::EVERY_BLOCK`]: all of them) or off (`None`) for the following launches. A sampled launch runs only the blocks of
     /// [`sample::plan`] (a few of a full-size grid, every check on, profiled) and keeps, per
     /// block, its counters and traffic for [`take_samples`](Self::take_samples); its counters
-    /// are those blocks' alone, so outputs and byte counts are partial by design. `deadline`
-    /// stops a sampled launch that runs past it, with an error saying so.
-    pub fn set_sampling(&self, blocks: Option<usize>, deadline: Option<std::time::Instant>) {
+    /// are those blocks' alone, so outputs and byte counts are partial by design. `budget`
+    /// stops a sampled launch whose blocks make more device calls (accesses, barriers,
+    /// collectives) than that, with an error saying so; the calls it made are in
+    /// [`sample::SampledLaunch::work`].
+    pub fn set_sampling(&self, blocks: Option<usize>, budget: Option<u64>) {
         self.sampling
             .store(blocks.map_or(0, |n| n.max(1)), Ordering::Relaxed);
-        *self.sample_deadline.lock().unwrap() = deadline;
+        self.sample_budget
+            .store(budget.unwrap_or(0), Ordering::Relaxed);
     }
 
     /// The sampled launches since the last call, in launch order.
@@ -349,11 +352,12 @@ impl Emulator {
             profile: sampling || profiling,
             global_races: self.global_races.load(Ordering::Relaxed),
             stack_bytes: self.stack_bytes.load(Ordering::Relaxed),
-            deadline: if sampling {
-                *self.sample_deadline.lock().unwrap()
-            } else {
-                None
+            work_budget: match self.sample_budget.load(Ordering::Relaxed) {
+                0 => None,
+                _ if !sampling => None,
+                n => Some(n),
             },
+            work: AtomicU64::new(0),
             watchdog: match self.watchdog_ms.load(Ordering::Relaxed) {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),
@@ -412,6 +416,7 @@ impl Emulator {
             self.samples.lock().unwrap().push(sample::SampledLaunch {
                 kernel: name,
                 config: *cfg,
+                work: launch.work.load(Ordering::Relaxed),
                 allocations: launch
                     .regions
                     .iter()

@@ -225,6 +225,9 @@ pub struct SampledBlock {
 pub struct SampledLaunch {
     pub kernel: &'static str,
     pub config: LaunchConfig,
+    /// Device calls its blocks made, in thousands (1024) as the watchdog counts them: the cost
+    /// of the sample, machine-independent.
+    pub work: u64,
     /// Bytes of each live allocation at the launch, in address order (the indices of
     /// [`BlockTraffic::loaded`]).
     pub allocations: Vec<u64>,

@@ -446,6 +446,7 @@ mod tests {
         };
         SampledLaunch {
             kernel: "synthetic",
+            work: 0,
             config: LaunchConfig {
                 grid,
                 block: dim3(256, 1, 1),
