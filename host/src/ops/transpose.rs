@@ -5,7 +5,7 @@ use kernels::transpose::{BLOCK_ROWS, TILE};
 
 use super::{GridAxis, elements, grid_blocks, len_u32};
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost};
+use crate::cost::{ComputeUnit, Cost, product};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
@@ -80,7 +80,7 @@ pub fn transpose(
 
 /// Every variant's cost: each element read once and written once.
 pub fn transpose_cost(rows: usize, cols: usize) -> Cost {
-    let bytes = (rows * cols * 4) as u64;
+    let bytes = product(&[rows as u64, cols as u64, 4]);
     Cost {
         bytes_read: bytes,
         bytes_written: bytes,
