@@ -36,6 +36,10 @@ pub enum Error {
         /// The device's limit.
         limit: u64,
     },
+    /// An environment variable or setting with a value it does not accept: the message names
+    /// the variable and the values it takes.
+    #[error("invalid setting: {0}")]
+    Config(String),
     /// Inputs whose shapes or sizes the operation does not accept.
     #[error("invalid input: {0}")]
     Shape(String),

@@ -40,7 +40,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 20)]
     runs: usize,
     /// Seconds one case may take before its process is stopped and the case reported as hung.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     case_timeout: u64,
 }
 
@@ -128,16 +128,22 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     if scale == Scale::Gpu && !rt.is_gpu() {
         return Err("--scale full needs a GPU: the emulator runs the small sizes".into());
     }
+    check_names("--only", &args.only)?;
+    check_names("--skip", &args.skip)?;
     let all = cases::all();
-    let selected: Vec<usize> = (0..all.len())
+    let named: Vec<usize> = (0..all.len())
         .filter(|&i| {
             let matches = |list: &[String]| list.iter().any(|o| all[i].kernel.contains(o.as_str()));
             (args.only.is_empty() || matches(&args.only)) && !matches(&args.skip)
         })
+        .collect();
+    let selected: Vec<usize> = named
+        .iter()
+        .copied()
         .filter(|&i| cases::runs_on(&rt, all[i].kernel))
         .collect();
     if selected.is_empty() {
-        return Err(no_kernel_left(args, &all));
+        return Err(no_kernel_left(args, &all, &named, &rt));
     }
     match rt.backend() {
         Backend::Emulator(_) => println!(
@@ -286,20 +292,51 @@ fn failure_lines(failure: &Failure) -> String {
     text
 }
 
-/// The error of a selection that leaves no case, with every kernel's name, once each.
-fn no_kernel_left(args: &RunArgs, all: &[cases::CaseSpec]) -> String {
+/// Refuses an empty name in a `--only`/`--skip` list: it is part of every kernel's name, so
+/// `--only ''` would run everything and `--skip ''` nothing, neither of which was meant.
+pub fn check_names(flag: &str, names: &[String]) -> Result<(), String> {
+    if names.iter().any(|n| n.trim().is_empty()) {
+        return Err(format!(
+            "{flag} {:?}: an empty name matches every kernel; give part of a kernel's name (e.g. softmax), or leave {flag} out",
+            names.join(",")
+        ));
+    }
+    Ok(())
+}
+
+/// The error of a selection that leaves no case: what the filters matched (`named`) and why
+/// those do not run here, or that they matched nothing, with every kernel's name, once each.
+fn no_kernel_left(
+    args: &RunArgs,
+    all: &[cases::CaseSpec],
+    named: &[usize],
+    rt: &Runtime,
+) -> String {
     let mut seen = std::collections::HashSet::new();
     let names: Vec<_> = all
         .iter()
         .map(|c| c.kernel)
         .filter(|k| seen.insert(*k))
         .collect();
-    let mut filters = format!("--only {}", args.only.join(","));
+    let mut filters = Vec::new();
+    if !args.only.is_empty() {
+        filters.push(format!("--only {}", args.only.join(",")));
+    }
     if !args.skip.is_empty() {
-        filters.push_str(&format!(" --skip {}", args.skip.join(",")));
+        filters.push(format!("--skip {}", args.skip.join(",")));
+    }
+    let filters = filters.join(" ");
+    let mut matched: Vec<_> = named.iter().map(|&i| all[i].kernel).collect();
+    matched.dedup();
+    if !matched.is_empty() {
+        return format!(
+            "{filters} selects {}, which cannot run on {} (the wgmma kernels need sm_90a: a Hopper GPU, or KERNELS_PTX_ARCH=sm_90a on the PTX backend)",
+            matched.join(", "),
+            rt.device_name()
+        );
     }
     format!(
-        "no kernel left by {filters}; the kernels are: {}",
+        "{filters} leaves no kernel; the kernels are: {}",
         names.join(", ")
     )
 }
