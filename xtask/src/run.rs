@@ -95,6 +95,12 @@ struct Report<'a> {
     rows: Vec<Row>,
     /// Kernels that could not be run at all (a launch or setup error, a fault, a crash), with why.
     failures: Vec<Failure>,
+    /// Whether every selected case has its row or failure. The report is rewritten after each
+    /// case, so a run that was interrupted, killed or ran out of time leaves `false` here, with
+    /// its finished rows and the cases it did not reach in `not_run`.
+    complete: bool,
+    /// The kernels of the selected cases still to run, in order.
+    not_run: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -178,12 +184,23 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
+    let _lock = crate::atomic::lock(&path)?;
     let mut report = Report {
         backend,
         roofline_device: spec,
         rows: Vec::new(),
         failures: Vec::new(),
+        complete: false,
+        not_run: selected
+            .iter()
+            .map(|&i| all[i].kernel.to_string())
+            .collect(),
     };
+    let write = |report: &Report| {
+        let json = serde_json::to_string_pretty(report).expect("report serialises");
+        crate::atomic::write(&path, json)
+    };
+    write(&report)?;
     let child = ChildArgs {
         device: &args.device,
         backend: child_backend(is_gpu),
@@ -210,10 +227,12 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             }
         }
         // Written after every case, so a run stopped at its time budget keeps what it has.
-        let json = serde_json::to_string_pretty(&report).expect("report serialises");
+        report.not_run.remove(0);
         bar.inc(1);
-        std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        write(&report)
     })?;
+    report.complete = true;
+    write(&report)?;
     bar.finish_and_clear();
     print_table(&report.rows, is_gpu);
     for failure in &report.failures {
@@ -465,6 +484,13 @@ fn run_isolated(
 
 /// `xtask run-cases`: the child's side of [`run_isolated`].
 pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
+    // A child outlives nothing: when the parent ends (Ctrl-C, a kill, its own error), so does
+    // the case it was running, hung or not.
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and touches no memory.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
     let rt = Runtime::from_env().map_err(|e| e.to_string())?;
     let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
     let scale = match args.scale {

@@ -152,3 +152,62 @@ fn a_crossover_too_large_for_64_bits_is_an_error_not_never() {
     assert!(!stdout.contains("never"), "{stdout}");
     assert!(stderr.contains("overflows"), "{stderr}");
 }
+
+#[test]
+fn summarize_refuses_a_truncated_run_report() {
+    let dir = common::scratch("truncated");
+    let run = dir.join("run.json");
+    std::fs::write(&run, "{\"backend\": \"x\", \"rows\": [").unwrap();
+    let out = dir.join("results.json");
+    refused(
+        &[
+            "summarize",
+            "--run",
+            run.to_str().unwrap(),
+            "--baselines",
+            dir.join("baselines.json").to_str().unwrap(),
+            "--results",
+            dir.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+        &["run.json is not a whole JSON report", "truncated"],
+    );
+    assert!(!out.exists(), "no summary of a broken input");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run killed while a case hangs: its report keeps the finished rows and says what it did not
+/// run (it said nothing of the sort).
+#[test]
+fn a_killed_run_leaves_a_whole_report_that_says_it_is_incomplete() {
+    let dir = common::scratch("killed");
+    let json = dir.join("run.json");
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["run", "--only", "copy_strided,transpose_shared", "--json"])
+        .arg(&json)
+        .env("KERNELS_BACKEND", "emulator")
+        .env("KERNELS_INJECT_FAULT", "hang:transpose_shared")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let read = || -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(&json).ok()?).ok()
+    };
+    let start = std::time::Instant::now();
+    // Until every copy_strided row is in: transpose_shared hangs (for its 300 s timeout).
+    let left = serde_json::json!(["transpose_shared"]);
+    while read().is_none_or(|r| r["not_run"] != left) {
+        assert!(start.elapsed().as_secs() < 120, "no row after 2 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let report = read().expect("a whole report");
+    assert_eq!(report["complete"], false, "{report}");
+    assert_eq!(report["not_run"], left, "{report}");
+    assert_eq!(report["rows"][0]["kernel"], "copy_strided", "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
