@@ -22,6 +22,9 @@ pub enum Error {
         /// The driver's message.
         message: String,
     },
+    /// The device (or PTX module) lacks what the kernel needs: wgmma and the TMA on sm_80, say.
+    #[error("not available on this device: {0}")]
+    Unsupported(String),
     /// A launch configuration exceeds what the device accepts.
     #[error(
         "launch of `{kernel}` refused: {what} requested {requested}, but the device allows at most {limit}"

@@ -566,7 +566,7 @@ fn fused_wgmma_args(
 ) -> Result<Option<(u32, u32, f32, u32)>> {
     let op = "attention::fused_wgmma";
     if !rt.has_wgmma() {
-        return Err(Error::NoDevice(format!(
+        return Err(Error::Unsupported(format!(
             "{op} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
             rt.device_name()
         )));

@@ -527,7 +527,7 @@ fn wgmma<T: crate::buffer::Element>(
         return Ok(None);
     };
     if !kernel.runs_on(rt) {
-        return Err(Error::NoDevice(format!(
+        return Err(Error::Unsupported(format!(
             "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
             kernel.name(),
             rt.device_name()

@@ -110,10 +110,15 @@ pub fn copy_strided(
         "copy_strided",
         &[("(elements - 1)", n - 1), ("stride", stride)],
     )?;
-    if stride == 0 || span >= src.len() {
+    if stride == 0 {
+        return Err(Error::Shape(format!(
+            "copy_strided of {n} elements at stride 0: the stride must be at least 1 (1 is a plain copy)"
+        )));
+    }
+    if span >= src.len() {
         return Err(Error::Shape(format!(
             "copy_strided of {n} elements at stride {stride} needs a source of at least {} elements, got {}",
-            span.max(n - 1) + 1,
+            span + 1,
             src.len()
         )));
     }
