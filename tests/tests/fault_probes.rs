@@ -262,3 +262,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_stride_of_zero_is_refused_as_such() {
+    let (rt, _) = emulator();
+    let src = rt.upload(&[1.0f32; 6]).unwrap();
+    let mut dst = rt.alloc::<f32>(6).unwrap();
+    let err = host::ops::transpose::copy_strided(&rt, &src, 0, &mut dst)
+        .unwrap_err()
+        .to_string();
+    // It said "needs a source of at least 6 elements, got 6".
+    assert!(err.contains("stride must be at least 1"), "{err}");
+}
+
+#[test]
+fn wgmma_on_a_module_without_it_is_not_called_a_missing_gpu() {
+    let rt = host::Runtime::ptx(Program::embedded(host::ptx::Arch::Sm80));
+    let shape = GemmShape::new(64, 128, 64);
+    let a = rt.upload(&vec![half::bf16::ZERO; 64 * 64]).unwrap();
+    let b = rt.upload(&vec![half::bf16::ZERO; 64 * 128]).unwrap();
+    let mut c = rt.alloc::<f32>(64 * 128).unwrap();
+    let err = host::ops::gemm::gemm_wgmma_bf16(&rt, &a, &b, &mut c, shape, Epilogue::Overwrite)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("not available on this device") && err.contains("sm_90a"),
+        "{err}"
+    );
+}

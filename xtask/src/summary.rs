@@ -122,7 +122,12 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         serde_json::to_string_pretty(&out).expect("summary serialises"),
     )?;
     println!("summary: {}", args.out.display());
-    if args.require_baselines && (!unmatched.is_empty() || rows.is_empty()) {
+    if args.require_baselines && rows.is_empty() {
+        return Err(
+            "no benchmark row to match with a baseline: the benchmark runs wrote none (see stages.txt for why)".into(),
+        );
+    }
+    if args.require_baselines && !unmatched.is_empty() {
         return Err(format!(
             "{} of {} rows have no measured baseline:\n  {}",
             unmatched.len(),

@@ -211,3 +211,132 @@ fn a_killed_run_leaves_a_whole_report_that_says_it_is_incomplete() {
     assert_eq!(report["rows"][0]["kernel"], "copy_strided", "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `bash run.sh <args>` in the bundle at `dir`, on the emulator where it runs anything.
+fn run_sh(dir: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(dir.join("run.sh"))
+        .args(args)
+        .env("KERNELS_BACKEND", "emulator");
+    cmd
+}
+
+#[test]
+fn the_bundle_refuses_a_budget_that_is_not_a_number_of_seconds_and_an_unwritable_out() {
+    let dir = common::bundle("bundle-args");
+    let results = dir.join("results");
+    let results = results.to_str().unwrap();
+    for budget in ["abc", "-10", "0", ""] {
+        let out = run_sh(&dir, &["--budget", budget, "--out", results])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--budget {budget:?}: {stderr}");
+        assert!(stderr.contains("--budget"), "{stderr}");
+        assert!(
+            !dir.join("results").exists(),
+            "nothing ran for --budget {budget:?}"
+        );
+    }
+    // A file where the folder should be.
+    std::fs::write(dir.join("file"), "").unwrap();
+    let unwritable = dir.join("file/results");
+    let out = run_sh(&dir, &["--out", unwritable.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot create or write"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On a machine without a GPU the window produces none of what it is for: the stages fail
+/// (they are not quietly run on the emulator) and the exit status says so.
+#[test]
+fn the_bundle_without_a_gpu_fails() {
+    let dir = common::bundle("bundle-no-gpu");
+    let results = dir.join("results");
+    let out = run_sh(
+        &dir,
+        &["--budget", "60", "--out", results.to_str().unwrap()],
+    )
+    .env_remove("KERNELS_BACKEND")
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("the window fell short"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("headline: failed"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The processes whose environment names `dir` as the bundle's output (every stage's).
+fn processes_of(dir: &std::path::Path) -> Vec<String> {
+    let needle = format!("XTASK_OUT={}", dir.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Ctrl-C during a stage: the stage and everything it started stop, what finished is summarised,
+/// and the exit status is not 0 (run.sh went on while the stage's xtask kept running).
+#[test]
+fn ctrl_c_stops_the_running_stage_and_all_it_started_and_fails_the_run() {
+    let dir = common::bundle("bundle-interrupt");
+    let results = dir.join("results");
+    let run = run_sh(
+        &dir,
+        &[
+            "--check",
+            "--budget",
+            "3000",
+            "--out",
+            results.to_str().unwrap(),
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let start = std::time::Instant::now();
+    // Until the correctness stage's run has started its first case process.
+    while processes_of(&results).len() < 3 {
+        assert!(start.elapsed().as_secs() < 60, "the stage did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let stages = std::fs::read_to_string(results.join("stages.txt")).unwrap();
+    assert!(
+        stages.contains("correctness: interrupted by SIGINT"),
+        "{stages}"
+    );
+    assert!(results.join("summary.txt").exists(), "{stages}");
+    // run.sh waited for the stage to end; its log's tee may take a moment to see the end.
+    let ended = std::time::Instant::now();
+    while !processes_of(&results).is_empty() && ended.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = processes_of(&results);
+    assert!(left.is_empty(), "still running: {left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -156,16 +156,10 @@ fn a_closed_pipe_ends_the_output_quietly() {
 /// check must fail, not report success for a run in which nothing ran.
 #[test]
 fn a_bundle_check_that_skipped_stages_fails() {
-    let dir = scratch("bundle");
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bundle");
-    std::fs::create_dir_all(dir.join("bin")).unwrap();
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_xtask"), dir.join("bin/xtask")).unwrap();
-    for file in ["run.sh", "baselines.py"] {
-        std::fs::copy(source.join(file), dir.join(file)).unwrap();
-    }
+    let dir = common::bundle("bundle");
     let out = Command::new("bash")
         .arg(dir.join("run.sh"))
-        .args(["--check", "--budget", "0", "--out"])
+        .args(["--check", "--budget", "1", "--out"])
         .arg(dir.join("results"))
         .env("KERNELS_BACKEND", "emulator")
         .output()

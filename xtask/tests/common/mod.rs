@@ -20,3 +20,16 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// A device bundle in a fresh directory: `run.sh`, `baselines.py` and the built binary (linked).
+#[allow(dead_code)] // Not every test binary needs one.
+pub fn bundle(name: &str) -> std::path::PathBuf {
+    let dir = scratch(name);
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bundle");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_xtask"), dir.join("bin/xtask")).unwrap();
+    for file in ["run.sh", "baselines.py"] {
+        std::fs::copy(source.join(file), dir.join(file)).unwrap();
+    }
+    dir
+}
