@@ -106,7 +106,7 @@ impl<T: Element> DeviceBuffer<T> {
             needed: bytes as u64,
             free,
         })?;
-        emu.register(ptr.as_ptr() as usize, size);
+        emu.register(ptr.as_ptr() as usize, size, mapped);
         Ok(Self {
             len,
             storage: Storage::Emulated {
@@ -188,7 +188,7 @@ impl<T: Element> Drop for DeviceBuffer<T> {
             emu,
         } = &self.storage
         {
-            emu.unregister(ptr.as_ptr() as usize);
+            emu.unregister(ptr.as_ptr() as usize, *mapped);
             if *mapped {
                 // SAFETY: mapped in `emulated` with this size.
                 unsafe { libc::munmap(ptr.as_ptr().cast(), layout.size()) };

@@ -6,6 +6,8 @@
 //!   by the watchdog's monitor, which ends the process (tested in a child process);
 //! - a PTX `bra` back to itself is stopped by the watchdog at its line;
 //! - an mbarrier arrival past the barrier's count is an error naming the barrier and thread;
+//! - lazily mapped buffers count against the free memory (three of 14.3 GB were accepted with
+//!   23.9 GB free);
 //! - the public cost and shape helpers saturate at the extremes of `u32`/`u64`/`usize` instead
 //!   of panicking in a debug build (or wrapping to a small number in a release one).
 
@@ -288,5 +290,31 @@ fn wgmma_on_a_module_without_it_is_not_called_a_missing_gpu() {
     assert!(
         err.starts_with("not available on this device") && err.contains("sm_90a"),
         "{err}"
+    );
+}
+
+#[test]
+fn lazily_mapped_buffers_count_against_free_memory() {
+    let (rt, emu) = emulator();
+    let free = emu.free_memory();
+    // 60% of it, in words.
+    let big = (free / 10 * 6 / 4) as usize;
+    // Mapped, never touched: the host's available memory does not move.
+    let first = rt.alloc::<u32>(big).unwrap();
+    assert!(
+        emu.free_memory() < free - free / 2,
+        "{free} -> {}",
+        emu.free_memory()
+    );
+    let second = rt.alloc::<u32>(big);
+    assert!(
+        matches!(second, Err(host::Error::OutOfMemory { .. })),
+        "a second buffer of 60% of {free} bytes was accepted"
+    );
+    drop(first);
+    assert!(
+        emu.free_memory() > free / 10 * 9,
+        "freed: {}",
+        emu.free_memory()
     );
 }

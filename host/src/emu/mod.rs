@@ -175,6 +175,15 @@ fn env_switch(var: &str, default: bool) -> Result<bool, String> {
     }
 }
 
+/// This process's resident memory (`/proc/self/statm`), in bytes.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages.checked_mul(u64::try_from(page).ok()?)
+}
+
 /// `MemAvailable` from `/proc/meminfo`, in bytes.
 fn host_available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -200,6 +209,9 @@ pub struct Emulator {
     stack_bytes: AtomicUsize,
     /// Milliseconds; 0 for none.
     watchdog_ms: AtomicU64,
+    /// Bytes of the live buffers mapped lazily from the kernel: promised, but taken from the
+    /// host's available memory only as they are touched.
+    mapped_bytes: AtomicU64,
     /// The environment variables whose values were refused, with why: every launch fails with
     /// them until a setter replaces the value (`new` cannot fail, and a launch is where the
     /// settings are used).
@@ -243,6 +255,7 @@ impl Emulator {
             global_races: AtomicBool::new(global_races),
             stack_bytes: AtomicUsize::new(stack_kib as usize * 1024),
             watchdog_ms: AtomicU64::new(watchdog_s * 1000),
+            mapped_bytes: AtomicU64::new(0),
             refused: Mutex::new(refused),
         }
     }
@@ -299,8 +312,16 @@ impl Emulator {
     /// `/proc/meminfo`: free memory plus what the kernel can reclaim), since every emulated
     /// buffer is host memory. Where that cannot be read (not Linux), the 141 GB of the H200
     /// whose limits the emulator has.
+    ///
+    /// A buffer mapped lazily (1 MiB and more) takes host memory only as its pages are touched,
+    /// so `MemAvailable` does not see one not yet written: the mapped bytes beyond this
+    /// process's resident memory (at least that much is untouched) count as taken too, or three
+    /// buffers of 14 GB would be accepted with 24 GB free.
     pub fn free_memory(&self) -> u64 {
-        host_available_memory().unwrap_or(141 * 1_000_000_000)
+        let available = host_available_memory().unwrap_or(141 * 1_000_000_000);
+        let mapped = self.mapped_bytes.load(Ordering::Relaxed);
+        let untouched = mapped.saturating_sub(resident_bytes().unwrap_or(mapped));
+        available.saturating_sub(untouched)
     }
 
     /// The limits launches are checked against.
@@ -308,7 +329,11 @@ impl Emulator {
         &self.limits
     }
 
-    pub(crate) fn register(&self, start: usize, bytes: usize) {
+    /// A live buffer at `start` (`mapped`: lazily, see [`free_memory`](Self::free_memory)).
+    pub(crate) fn register(&self, start: usize, bytes: usize, mapped: bool) {
+        if mapped {
+            self.mapped_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        }
         let region = Region {
             start,
             end: start + bytes,
@@ -316,8 +341,12 @@ impl Emulator {
         self.regions.lock().unwrap().insert(start, region);
     }
 
-    pub(crate) fn unregister(&self, start: usize) {
-        self.regions.lock().unwrap().remove(&start);
+    pub(crate) fn unregister(&self, start: usize, mapped: bool) {
+        let region = self.regions.lock().unwrap().remove(&start);
+        if let (true, Some(r)) = (mapped, region) {
+            self.mapped_bytes
+                .fetch_sub((r.end - r.start) as u64, Ordering::Relaxed);
+        }
     }
 
     /// Runs `kernel` once per thread of the grid `cfg` describes.
