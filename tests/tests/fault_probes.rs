@@ -37,13 +37,25 @@ use suite::{emu_error, emulator};
 /// Set in the child process a test starts (the child runs one test of this binary).
 const CHILD_VAR: &str = "FAULT_PROBES_CHILD";
 
-/// Runs test `name` of this binary alone in a child process marked by [`CHILD_VAR`].
+/// Runs test `name` of this binary alone in a child process marked by [`CHILD_VAR`]; kills it
+/// after a minute (a hang is this test's failure, not the suite's).
 fn in_child(name: &str) -> std::process::Output {
-    Command::new(std::env::current_exe().unwrap())
+    let mut child = Command::new(std::env::current_exe().unwrap())
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_VAR, "1")
-        .output()
-        .expect("the test binary starts")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the test binary starts");
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
 }
 
 kernel! {
