@@ -113,7 +113,7 @@ impl<T: Element> DeviceBuffer<T> {
             .rsplit("::")
             .next()
             .unwrap_or("?");
-        emu.register(ptr.as_ptr() as usize, size, (elem, size_of::<T>()));
+        emu.register(ptr.as_ptr() as usize, size, (elem, size_of::<T>()), mapped);
         Ok(Self {
             len,
             storage: Storage::Emulated {
@@ -195,7 +195,7 @@ impl<T: Element> Drop for DeviceBuffer<T> {
             emu,
         } = &self.storage
         {
-            emu.unregister(ptr.as_ptr() as usize);
+            emu.unregister(ptr.as_ptr() as usize, *mapped);
             if *mapped {
                 // SAFETY: mapped in `emulated` with this size.
                 unsafe { libc::munmap(ptr.as_ptr().cast(), layout.size()) };

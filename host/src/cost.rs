@@ -42,10 +42,29 @@ pub struct Cost {
     pub unit: ComputeUnit,
 }
 
+/// The product of `factors`, saturating at `u64::MAX`.
+///
+/// Every cost and size helper counts with this and [`sum`]: a shape too large for any memory
+/// gives `u64::MAX` (which no device has: the ops refuse the shape when they allocate or check
+/// it), never a panic in a debug build or a wrapped small number in a release one.
+pub fn product(factors: &[u64]) -> u64 {
+    factors.iter().fold(1, |acc, &f| acc.saturating_mul(f))
+}
+
+/// The sum of `terms`, saturating at `u64::MAX` (see [`product`]).
+pub fn sum(terms: &[u64]) -> u64 {
+    terms.iter().fold(0, |acc, &t| acc.saturating_add(t))
+}
+
+/// [`product`] in `usize`, for element counts.
+pub fn product_usize(factors: &[usize]) -> usize {
+    factors.iter().fold(1, |acc, &f| acc.saturating_mul(f))
+}
+
 impl Cost {
     /// Total HBM traffic.
     pub fn bytes(&self) -> u64 {
-        self.bytes_read + self.bytes_written
+        self.bytes_read.saturating_add(self.bytes_written)
     }
 
     /// FLOPs per HBM byte.
@@ -90,10 +109,10 @@ impl Cost {
     /// `n` launches of this cost (a model's layers, say).
     pub fn times(self, n: u64) -> Cost {
         Cost {
-            bytes_read: n * self.bytes_read,
-            bytes_written: n * self.bytes_written,
-            flops: n * self.flops,
-            exps: n * self.exps,
+            bytes_read: n.saturating_mul(self.bytes_read),
+            bytes_written: n.saturating_mul(self.bytes_written),
+            flops: n.saturating_mul(self.flops),
+            exps: n.saturating_mul(self.exps),
             unit: self.unit,
         }
     }
@@ -101,10 +120,10 @@ impl Cost {
     /// The sum of two kernels' costs (e.g. the three launches of naive softmax).
     pub fn plus(self, other: Cost) -> Cost {
         Cost {
-            bytes_read: self.bytes_read + other.bytes_read,
-            bytes_written: self.bytes_written + other.bytes_written,
-            flops: self.flops + other.flops,
-            exps: self.exps + other.exps,
+            bytes_read: self.bytes_read.saturating_add(other.bytes_read),
+            bytes_written: self.bytes_written.saturating_add(other.bytes_written),
+            flops: self.flops.saturating_add(other.flops),
+            exps: self.exps.saturating_add(other.exps),
             unit: self.unit,
         }
     }

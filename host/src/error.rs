@@ -22,6 +22,9 @@ pub enum Error {
         /// The driver's message.
         message: String,
     },
+    /// The device (or PTX module) lacks what the kernel needs: wgmma and the TMA on sm_80, say.
+    #[error("not available on this device: {0}")]
+    Unsupported(String),
     /// A launch configuration exceeds what the device accepts.
     #[error(
         "launch of `{kernel}` refused: {what} requested {requested}, but the device allows at most {limit}"
@@ -36,6 +39,10 @@ pub enum Error {
         /// The device's limit.
         limit: u64,
     },
+    /// An environment variable or setting with a value it does not accept: the message names
+    /// the variable and the values it takes.
+    #[error("invalid setting: {0}")]
+    Config(String),
     /// Inputs whose shapes or sizes the operation does not accept.
     #[error("invalid input: {0}")]
     Shape(String),

@@ -124,16 +124,37 @@ impl Runtime {
 
     /// The backend named by `KERNELS_BACKEND`; with `auto` (the default) a GPU if one can be
     /// opened, else the emulator.
+    ///
+    /// Refuses a setting the chosen backend would silently ignore or misread: `KERNELS_PTX` on
+    /// the source emulator (only the PTX backend and a GPU load PTX), and a
+    /// `KERNELS_INJECT_FAULT` that names no kernel (the run it was meant to break would pass).
     pub fn from_env() -> Result<Self> {
-        match std::env::var(BACKEND_VAR).unwrap_or_default().as_str() {
-            "emulator" | "emu" | "cpu" => Ok(Self::emulator()),
-            "gpu" | "cuda" => Self::gpu(0),
-            "ptx" => Self::ptx_from_env(),
-            "" | "auto" => Ok(Self::gpu(0).unwrap_or_else(|_| Self::emulator())),
-            other => Err(Error::Shape(format!(
-                "{BACKEND_VAR}={other}: expected emulator, ptx, gpu or auto"
-            ))),
+        check_injected_fault()?;
+        let rt = match std::env::var(BACKEND_VAR).unwrap_or_default().as_str() {
+            "emulator" | "emu" | "cpu" => Self::emulator(),
+            "gpu" | "cuda" => Self::gpu(0)?,
+            "ptx" => Self::ptx_from_env()?,
+            "" | "auto" => Self::gpu(0).unwrap_or_else(|_| Self::emulator()),
+            other => {
+                return Err(Error::Config(format!(
+                    "{BACKEND_VAR}={other}: expected emulator, ptx, gpu or auto"
+                )));
+            }
+        };
+        // A refused emulator setting fails every launch; said once, here, it fails the command.
+        match &rt.backend {
+            Backend::Emulator(emu) => emu.check_settings()?,
+            Backend::Ptx(ptx) => ptx.emulator().check_settings()?,
+            Backend::Cuda(_) => {}
         }
+        if let (Backend::Emulator(_), Some(path)) = (&rt.backend, ptx_file_from_env()) {
+            return Err(Error::Config(format!(
+                "{}={path}: the source emulator runs the kernels' Rust, not PTX, so the file would not be used; set {BACKEND_VAR}=ptx to run it on the emulator (or unset {})",
+                crate::ptx::exec::PTX_FILE_VAR,
+                crate::ptx::exec::PTX_FILE_VAR
+            )));
+        }
+        Ok(rt)
     }
 
     /// The backend.
@@ -255,6 +276,35 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+/// `KERNELS_PTX`, when set to something.
+fn ptx_file_from_env() -> Option<String> {
+    std::env::var_os(crate::ptx::exec::PTX_FILE_VAR)
+        .filter(|p| !p.is_empty())
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// Refuses a `KERNELS_INJECT_FAULT` that names no kernel of the embedded modules.
+fn check_injected_fault() -> Result<()> {
+    let Ok(target) = std::env::var(INJECT_FAULT_VAR) else {
+        return Ok(());
+    };
+    let kernel = ["abort:", "hang:"]
+        .iter()
+        .find_map(|p| target.strip_prefix(p))
+        .unwrap_or(&target);
+    let known = |k: &str| {
+        crate::ptx::Arch::ALL
+            .iter()
+            .any(|a| crate::ptx::entry_points(a.ptx()).contains(&k))
+    };
+    if target.is_empty() || known(kernel) {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "{INJECT_FAULT_VAR}={target}: no kernel is named `{kernel}`; expected a kernel's PTX entry point (e.g. transpose_shared), optionally after abort: or hang:"
+    )))
 }
 
 /// The fault `KERNELS_INJECT_FAULT` plants: an illegal address at the named kernel's first

@@ -69,7 +69,28 @@ impl Sizes {
     }
 }
 
+/// The kernels of the realistic set, in the order they run (for `--only`'s check).
+fn realistic() -> [&'static str; 6] {
+    [
+        GemmKernel::Tiled.name(),
+        GemmKernel::RegisterBlocked.name(),
+        GemmKernel::TensorCoreBf16.name(),
+        "flash_attention_f32_d128",
+        "flash_attention_bf16_d128",
+        "softmax_fused_f32",
+    ]
+}
+
 pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
+    if let Some(only) = &args.only {
+        crate::run::check_names("--only", std::slice::from_ref(only))?;
+        if !realistic().iter().any(|k| k.contains(only.as_str())) {
+            return Err(format!(
+                "--only {only} names no kernel of the realistic set: {}",
+                realistic().join(", ")
+            ));
+        }
+    }
     if args.size != "tiny" && args.only.is_none() {
         crate::run::emu_speed()?;
     }

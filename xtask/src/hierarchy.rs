@@ -119,11 +119,10 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
         sweep,
     };
     let json = dir.join("hierarchy.json");
-    std::fs::write(
+    crate::atomic::write(
         &json,
         serde_json::to_string_pretty(&report).expect("serialises"),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let svg = dir.join("hierarchy-bandwidth.svg");
     plot::bandwidth(
         &svg,

@@ -14,6 +14,7 @@
 //! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
 //! - `doc-pastes`: the docs' pastes of `run` and `ptxas` against outputs CI saved.
 
+mod atomic;
 mod baseline;
 mod bundle;
 mod cases;

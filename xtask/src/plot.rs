@@ -23,6 +23,16 @@ fn err<E: std::fmt::Display>(e: E) -> String {
     format!("plotting failed: {e}")
 }
 
+/// A chart's drawing area: an SVG drawn into memory.
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// Draws a 900 x 600 chart with `draw` and writes it to `path` whole ([`crate::atomic`]).
+fn svg_file(path: &Path, draw: impl FnOnce(Area<'_>) -> Result<(), String>) -> Result<(), String> {
+    let mut svg = String::new();
+    draw(SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area())?;
+    crate::atomic::write(path, svg)
+}
+
 /// The roofline of `spec` (bandwidth slope and both compute roofs) with `points` placed on it.
 pub fn roofline(
     path: &Path,
@@ -30,7 +40,15 @@ pub fn roofline(
     points: &[RooflinePoint],
     title: &str,
 ) -> Result<(), String> {
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
+    svg_file(path, |root| draw_roofline(root, spec, points, title))
+}
+
+fn draw_roofline(
+    root: Area<'_>,
+    spec: &GpuSpec,
+    points: &[RooflinePoint],
+    title: &str,
+) -> Result<(), String> {
     root.fill(&WHITE).map_err(err)?;
     let (x_min, x_max) = (1e-2f64, 1e4f64);
     let y_max = spec.bf16_flops * 2.0;
@@ -119,7 +137,15 @@ pub fn bandwidth(
     l2_bytes: f64,
     title: &str,
 ) -> Result<(), String> {
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
+    svg_file(path, |root| draw_bandwidth(root, points, l2_bytes, title))
+}
+
+fn draw_bandwidth(
+    root: Area<'_>,
+    points: &[(f64, f64)],
+    l2_bytes: f64,
+    title: &str,
+) -> Result<(), String> {
     root.fill(&WHITE).map_err(err)?;
     let x_min = points
         .iter()

@@ -40,7 +40,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 20)]
     runs: usize,
     /// Seconds one case may take before its process is stopped and the case reported as hung.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     case_timeout: u64,
 }
 
@@ -99,6 +99,12 @@ struct Report<'a> {
     rows: Vec<Row>,
     /// Kernels that could not be run at all (a launch or setup error, a fault, a crash), with why.
     failures: Vec<Failure>,
+    /// Whether every selected case has its row or failure. The report is rewritten after each
+    /// case, so a run that was interrupted, killed or ran out of time leaves `false` here, with
+    /// its finished rows and the cases it did not reach in `not_run`.
+    complete: bool,
+    /// The kernels of the selected cases still to run, in order.
+    not_run: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -132,16 +138,22 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     if scale == Scale::Gpu && !rt.is_gpu() {
         return Err("--scale full needs a GPU: the emulator runs the small sizes".into());
     }
+    check_names("--only", &args.only)?;
+    check_names("--skip", &args.skip)?;
     let all = cases::all();
-    let selected: Vec<usize> = (0..all.len())
+    let named: Vec<usize> = (0..all.len())
         .filter(|&i| {
             let matches = |list: &[String]| list.iter().any(|o| all[i].kernel.contains(o.as_str()));
             (args.only.is_empty() || matches(&args.only)) && !matches(&args.skip)
         })
+        .collect();
+    let selected: Vec<usize> = named
+        .iter()
+        .copied()
         .filter(|&i| cases::runs_on(&rt, all[i].kernel))
         .collect();
     if selected.is_empty() {
-        return Err(no_kernel_left(args, &all));
+        return Err(no_kernel_left(args, &all, &named, &rt));
     }
     match rt.backend() {
         Backend::Emulator(_) => println!(
@@ -176,12 +188,23 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
+    let _lock = crate::atomic::lock(&path)?;
     let mut report = Report {
         backend,
         roofline_device: spec,
         rows: Vec::new(),
         failures: Vec::new(),
+        complete: false,
+        not_run: selected
+            .iter()
+            .map(|&i| all[i].kernel.to_string())
+            .collect(),
     };
+    let write = |report: &Report| {
+        let json = serde_json::to_string_pretty(report).expect("report serialises");
+        crate::atomic::write(&path, json)
+    };
+    write(&report)?;
     let child = ChildArgs {
         device: &args.device,
         backend: child_backend(is_gpu),
@@ -208,10 +231,12 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             }
         }
         // Written after every case, so a run stopped at its time budget keeps what it has.
-        let json = serde_json::to_string_pretty(&report).expect("report serialises");
+        report.not_run.remove(0);
         bar.inc(1);
-        std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        write(&report)
     })?;
+    report.complete = true;
+    write(&report)?;
     bar.finish_and_clear();
     print_table(&report.rows, is_gpu);
     for failure in &report.failures {
@@ -290,20 +315,51 @@ fn failure_lines(failure: &Failure) -> String {
     text
 }
 
-/// The error of a selection that leaves no case, with every kernel's name, once each.
-fn no_kernel_left(args: &RunArgs, all: &[cases::CaseSpec]) -> String {
+/// Refuses an empty name in a `--only`/`--skip` list: it is part of every kernel's name, so
+/// `--only ''` would run everything and `--skip ''` nothing, neither of which was meant.
+pub fn check_names(flag: &str, names: &[String]) -> Result<(), String> {
+    if names.iter().any(|n| n.trim().is_empty()) {
+        return Err(format!(
+            "{flag} {:?}: an empty name matches every kernel; give part of a kernel's name (e.g. softmax), or leave {flag} out",
+            names.join(",")
+        ));
+    }
+    Ok(())
+}
+
+/// The error of a selection that leaves no case: what the filters matched (`named`) and why
+/// those do not run here, or that they matched nothing, with every kernel's name, once each.
+fn no_kernel_left(
+    args: &RunArgs,
+    all: &[cases::CaseSpec],
+    named: &[usize],
+    rt: &Runtime,
+) -> String {
     let mut seen = std::collections::HashSet::new();
     let names: Vec<_> = all
         .iter()
         .map(|c| c.kernel)
         .filter(|k| seen.insert(*k))
         .collect();
-    let mut filters = format!("--only {}", args.only.join(","));
+    let mut filters = Vec::new();
+    if !args.only.is_empty() {
+        filters.push(format!("--only {}", args.only.join(",")));
+    }
     if !args.skip.is_empty() {
-        filters.push_str(&format!(" --skip {}", args.skip.join(",")));
+        filters.push(format!("--skip {}", args.skip.join(",")));
+    }
+    let filters = filters.join(" ");
+    let mut matched: Vec<_> = named.iter().map(|&i| all[i].kernel).collect();
+    matched.dedup();
+    if !matched.is_empty() {
+        return format!(
+            "{filters} selects {}, which cannot run on {} (the wgmma kernels need sm_90a: a Hopper GPU, or KERNELS_PTX_ARCH=sm_90a on the PTX backend)",
+            matched.join(", "),
+            rt.device_name()
+        );
     }
     format!(
-        "no kernel left by {filters}; the kernels are: {}",
+        "{filters} leaves no kernel; the kernels are: {}",
         names.join(", ")
     )
 }
@@ -432,6 +488,13 @@ fn run_isolated(
 
 /// `xtask run-cases`: the child's side of [`run_isolated`].
 pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
+    // A child outlives nothing: when the parent ends (Ctrl-C, a kill, its own error), so does
+    // the case it was running, hung or not.
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and touches no memory.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
     let rt = Runtime::from_env().map_err(|e| e.to_string())?;
     let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
     let scale = match args.scale {

@@ -35,28 +35,36 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
     let runs: Vec<(String, Option<Value>)> = args
         .runs
         .iter()
-        .map(|p| (p.display().to_string(), load(p)))
+        .map(|p| Ok((p.display().to_string(), load(p)?)))
+        .collect::<Result<_, String>>()?;
+    let baselines = load(&args.baselines)?;
+    // A run that was stopped before its last case (`complete: false`, from `cargo xtask run`).
+    let incomplete: Vec<Value> = runs
+        .iter()
+        .filter_map(|(p, r)| {
+            let r = r.as_ref().filter(|r| r["complete"] == false)?;
+            Some(json!({"run": p, "not_run": r["not_run"]}))
+        })
         .collect();
-    let baselines = load(&args.baselines);
     let rows: Vec<&Value> = runs
         .iter()
         .filter_map(|(_, r)| r.as_ref())
         .flat_map(|r| r["rows"].as_array().into_iter().flatten())
         .collect();
     let (summary, unmatched) = baseline_rows(&rows, baselines.as_ref());
-    let emulator = load(&args.results.join("emulator.json"));
+    let emulator = load(&args.results.join("emulator.json"))?;
     let mut sanitizer = serde_json::Map::new();
     let mut findings = Vec::new();
     for tool in SANITIZER_TOOLS {
         let verdict = sanitizer_verdict(
             tool,
-            load(&args.results.join(format!("sanitizer-{tool}.json"))).as_ref(),
+            load(&args.results.join(format!("sanitizer-{tool}.json")))?.as_ref(),
             std::fs::read_to_string(args.results.join(format!("sanitizer-{tool}.report"))).ok(),
         );
         findings.extend(disagreements(tool, &verdict, emulator.as_ref()));
         sanitizer.insert(tool.to_string(), verdict);
     }
-    let profiler = profiler_comparison(&args.results);
+    let profiler = profiler_comparison(&args.results)?;
     let failures: Vec<&Value> = runs
         .iter()
         .filter_map(|(_, r)| r.as_ref())
@@ -79,6 +87,20 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         );
     }
     print_profiler(&profiler);
+    for run in &incomplete {
+        let not_run: Vec<&str> = run["not_run"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        println!(
+            "{}: INTERRUPTED before its end: {} case(s) not run: {}",
+            run["run"].as_str().unwrap_or("?"),
+            not_run.len(),
+            not_run.join(", ")
+        );
+    }
     let missing: Vec<&String> = runs
         .iter()
         .filter(|(_, r)| r.is_none())
@@ -91,16 +113,21 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         "findings": findings,
         "profiler": profiler,
         "missing_runs": missing,
+        "incomplete_runs": incomplete,
         "runs": runs.iter().map(|(_, r)| r).collect::<Vec<_>>(),
         "baselines": baselines,
     });
-    std::fs::write(
+    crate::atomic::write(
         &args.out,
         serde_json::to_string_pretty(&out).expect("summary serialises"),
-    )
-    .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+    )?;
     println!("summary: {}", args.out.display());
-    if args.require_baselines && (!unmatched.is_empty() || rows.is_empty()) {
+    if args.require_baselines && rows.is_empty() {
+        return Err(
+            "no benchmark row to match with a baseline: the benchmark runs wrote none (see stages.txt for why)".into(),
+        );
+    }
+    if args.require_baselines && !unmatched.is_empty() {
         return Err(format!(
             "{} of {} rows have no measured baseline:\n  {}",
             unmatched.len(),
@@ -111,9 +138,21 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn load(path: &Path) -> Option<Value> {
-    let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str(&text).ok()
+/// The JSON report at `path`; `None` when there is no file (its stage did not run: the summary
+/// says so). A file that is there but cannot be read or parsed is an error: a truncated or
+/// garbled report summarised as missing would hide what went wrong.
+fn load(path: &Path) -> Result<Option<Value>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        format!(
+            "{} is not a whole JSON report ({e}): truncated or garbled; run the stage that writes it again, or remove the file",
+            path.display()
+        )
+    })
 }
 
 /// Each row with its baseline's time and the ratio baseline / ours (above 1: ours is faster),
@@ -465,9 +504,11 @@ fn inspect_figures(inspect: &Value) -> BTreeMap<String, BTreeMap<String, f64>> {
 /// ncu's counters beside the emulator's for each kernel profiled: the first check of the
 /// emulator's profiler against a GPU. The emulator counts the bytes requested, ncu the DRAM
 /// bytes after the caches.
-fn profiler_comparison(results: &Path) -> Value {
+fn profiler_comparison(results: &Path) -> Result<Value, String> {
     let Ok(csv) = std::fs::read_to_string(results.join("ncu.csv")) else {
-        return json!({"status": "not run: no ncu.csv (stage skipped or ncu missing: see stages.txt)"});
+        return Ok(
+            json!({"status": "not run: no ncu.csv (stage skipped or ncu missing: see stages.txt)"}),
+        );
     };
     let ncu = ncu_figures(&csv);
     let mut emulator = BTreeMap::new();
@@ -475,7 +516,7 @@ fn profiler_comparison(results: &Path) -> Value {
         let name = entry.file_name().to_string_lossy().to_string();
         if name.starts_with("inspect-")
             && name.ends_with(".json")
-            && let Some(v) = load(&entry.path())
+            && let Some(v) = load(&entry.path())?
         {
             emulator.extend(inspect_figures(&v));
         }
@@ -485,7 +526,9 @@ fn profiler_comparison(results: &Path) -> Value {
         .into_iter()
         .map(|k| json!({"kernel": k, "ncu": ncu.get(k), "emulator": emulator.get(k)}))
         .collect();
-    json!({"status": if ncu.is_empty() { "ncu reported no kernel" } else { "ran" }, "kernels": rows})
+    Ok(
+        json!({"status": if ncu.is_empty() { "ncu reported no kernel" } else { "ran" }, "kernels": rows}),
+    )
 }
 
 fn print_profiler(profiler: &Value) {

@@ -1,23 +1,11 @@
 //! `cargo xtask` as a user runs it: a fault costs one row, nothing-ran is an error, a closed pipe
 //! ends quietly. Each test runs the built binary on the emulator, on small cases.
 
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn xtask(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(args).env("KERNELS_BACKEND", "emulator");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("xtask starts")
-}
+use std::process::{Command, Stdio};
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("xtask-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{scratch, xtask};
 
 /// The run of five small cases with `KERNELS_INJECT_FAULT=fault`: its report, and its stderr.
 fn run_with_fault(name: &str, fault: &str, extra: &[&str]) -> (serde_json::Value, String) {
@@ -168,16 +156,10 @@ fn a_closed_pipe_ends_the_output_quietly() {
 /// check must fail, not report success for a run in which nothing ran.
 #[test]
 fn a_bundle_check_that_skipped_stages_fails() {
-    let dir = scratch("bundle");
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bundle");
-    std::fs::create_dir_all(dir.join("bin")).unwrap();
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_xtask"), dir.join("bin/xtask")).unwrap();
-    for file in ["run.sh", "baselines.py"] {
-        std::fs::copy(source.join(file), dir.join(file)).unwrap();
-    }
+    let dir = common::bundle("bundle");
     let out = Command::new("bash")
         .arg(dir.join("run.sh"))
-        .args(["--check", "--budget", "0", "--out"])
+        .args(["--check", "--budget", "1", "--out"])
         .arg(dir.join("results"))
         .env("KERNELS_BACKEND", "emulator")
         .output()

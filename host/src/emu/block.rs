@@ -17,6 +17,7 @@ use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
 use super::faults::{self, StackOverflow, ThreadResult};
 use super::global::{BlockAccesses, GlobalLog};
 use super::hopper::{self, HopperState};
+use super::monitor::{self, Slot};
 use super::order::WarpOrder;
 use super::profile::BlockProfile;
 use super::shared::{Race, SharedArena, UninitRead};
@@ -118,11 +119,11 @@ pub(super) struct Block<'a> {
     /// four, kept by the code that changes them ([`leave_fast_path`](Self::leave_fast_path),
     /// [`refresh_fast_path`](Self::refresh_fast_path)), so that the access reads one byte.
     fast_path: Cell<bool>,
-    /// The watchdog: device calls of the running thread since it was resumed, when that was,
-    /// and the site of its last access.
+    /// The watchdog: device calls of the running thread since it was resumed, and when that
+    /// was; the slot (`monitor.rs`) holds the site of its last access, for both halves.
     ticks: Cell<u32>,
     resumed: Cell<Option<Instant>>,
-    last_site: Cell<Option<Site>>,
+    slot: std::sync::Arc<Slot>,
     /// Set while an asynchronous engine (a TMA copy, a wgmma's operand fetch) moves bytes, which
     /// the profile keeps apart from the load/store units' requests.
     pub engine: Cell<bool>,
@@ -156,9 +157,13 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         fast_path: Cell::new(!launch.profile),
         ticks: Cell::new(0),
         resumed: Cell::new(None),
-        last_site: Cell::new(None),
+        slot: monitor::slot(),
         engine: Cell::new(false),
     };
+    if let Some(budget) = launch.watchdog {
+        let block_dim = launch.cfg.block;
+        blk.slot.begin_block(launch.name, block, block_dim, budget);
+    }
     let outcome = STACKS.with(|stacks| {
         let mut stacks = stacks.borrow_mut();
         let page = faults::page_size();
@@ -203,6 +208,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         drop(coroutines);
         outcome
     });
+    blk.slot.end_block();
     let Block {
         arena,
         counters,
@@ -273,8 +279,8 @@ impl Block<'_> {
     /// [`tick`](Self::tick)'s count alone: whether the watchdog is due for a look.
     #[inline(always)]
     fn tick_due(&self, site: Option<Site>) -> bool {
-        if site.is_some() {
-            self.last_site.set(site);
+        if let Some(site) = site {
+            self.slot.at(site);
         }
         let n = self.ticks.get().wrapping_add(1);
         self.ticks.set(n);
@@ -323,7 +329,7 @@ impl Block<'_> {
             .collect();
         EmuErrorKind::Watchdog {
             thread: self.thread_dim3(running),
-            last_site: self.last_site.get(),
+            last_site: self.slot.last_site(),
             budget_ms: budget.as_millis() as u64,
             others,
         }
@@ -353,11 +359,12 @@ impl Block<'_> {
                 self.current.set(t);
                 self.ticks.set(0);
                 self.resumed.set(None);
-                self.last_site.set(None);
+                self.slot.resume(t);
                 // SAFETY: `self` outlives the resume; `leave` runs before it is dropped.
                 unsafe { emu::enter(self) };
                 faults::arm(co.trap_handler(), guards[t], page);
                 let resumed = co.resume(());
+                self.slot.suspended();
                 faults::disarm();
                 match resumed {
                     CoroutineResult::Yield(()) => {}
@@ -902,6 +909,12 @@ impl Gpu for Block<'_> {
 
     fn dynamic_shared(&self) -> *mut u8 {
         self.arena.borrow().dynamic_ptr()
+    }
+
+    fn progress(&self, site: Site) {
+        // Called only every few thousand instructions: the clock is read at each call.
+        self.slot.at(site);
+        self.watchdog_look();
     }
 
     fn count_flops(&self, n: u64) {

@@ -151,7 +151,8 @@ pub enum EmuErrorKind {
     Watchdog {
         /// The thread.
         thread: Dim3,
-        /// Where its last memory access was, if it made one since it last waited.
+        /// Where it was last seen (its last memory access, or the PTX instruction it had reached
+        /// at the watchdog's look), if anywhere since it last waited.
         last_site: Option<Site>,
         /// The budget, in milliseconds.
         budget_ms: u64,
@@ -390,7 +391,7 @@ impl fmt::Display for EmuError {
                     *budget_ms as f64 / 1e3
                 )?;
                 if let Some(site) = last_site {
-                    write!(f, "; its last memory access was at {site}")?;
+                    write!(f, "; it was last seen at {site}")?;
                 }
                 if !others.is_empty() {
                     let o: Vec<String> = others

@@ -152,6 +152,19 @@ pub(super) fn mbarrier(
     match op {
         MbarrierOp::Init { .. } => unreachable!("handled above"),
         MbarrierOp::Arrive | MbarrierOp::ArriveExpectTx { .. } => {
+            // Every expected arrival of the phase is in and the phase waits only for bytes of
+            // its transactions: one more arrival is more than `mbarrier_init`'s count allows.
+            if b.pending == 0 {
+                let (count, phase, tx) = (b.count, b.phase, b.tx);
+                return Err(mbarrier_error(
+                    block,
+                    t,
+                    site,
+                    format!(
+                        "arrival at the barrier at byte {bar} of shared memory after all {count} arrivals of its phase {phase} (initialised with count {count}) were in, while the phase waits for {tx} transaction bytes: more threads arrive than the count says"
+                    ),
+                ));
+            }
             if let MbarrierOp::ArriveExpectTx { bytes } = op {
                 b.tx += i64::from(bytes);
             }

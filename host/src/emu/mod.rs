@@ -31,6 +31,7 @@ mod faults;
 pub mod fragments;
 mod global;
 mod hopper;
+mod monitor;
 mod order;
 mod profile;
 pub mod sample;
@@ -47,6 +48,7 @@ use rayon::prelude::*;
 
 pub use error::{EmuError, EmuErrorKind, MemorySpace, Overrun, ThreadAccess};
 pub use hopper::validate_map;
+pub use monitor::WATCHDOG_EXIT_CODE;
 pub use profile::{Profile, SiteStats};
 pub use wgmma::Descriptor;
 
@@ -122,8 +124,11 @@ pub const GLOBAL_RACES_VAR: &str = "KERNELS_EMU_GLOBAL_RACES";
 
 /// Seconds a simulated thread may run without reaching a barrier, a warp collective or its end
 /// before the launch ends with [`EmuErrorKind::Watchdog`]; `0` turns the watchdog off. Default
-/// [`DEFAULT_WATCHDOG`]. The emulator regains control only at device calls (memory accesses,
-/// index registers, `count_flops`): a loop that makes none cannot be stopped.
+/// [`DEFAULT_WATCHDOG`]. The emulator regains control at device calls (memory accesses, index
+/// registers, `count_flops`; every few thousand instructions on the PTX backend); a source
+/// kernel's loop that makes none is native code that nothing can stop soundly, so past the
+/// budget and a grace the watchdog's monitor names it and ends the process with
+/// [`WATCHDOG_EXIT_CODE`] (`monitor.rs`).
 pub const WATCHDOG_VAR: &str = "KERNELS_EMU_WATCHDOG_S";
 /// Generous: the longest legitimate stretch between two barriers in the suite takes well under
 /// a second.
@@ -137,31 +142,58 @@ pub const STACK_VAR: &str = "KERNELS_EMU_STACK_KIB";
 /// 256 KiB.
 pub const DEFAULT_STACK_BYTES: usize = 256 * 1024;
 
-/// The value of environment variable `var` as a number, `default` when unset.
-///
-/// # Panics
-/// On a value that is not a number.
-fn env_number(var: &str, default: u64) -> u64 {
+/// The largest [`STACK_VAR`] accepted: 64 MiB per simulated thread (a 1024-thread block maps
+/// 64 GiB of address space); a larger value is a typo, not a kernel's need.
+const MAX_STACK_KIB: u64 = 64 * 1024;
+/// The largest [`WATCHDOG_VAR`] accepted: a day (a larger one is as good as none: use `0`).
+const MAX_WATCHDOG_S: u64 = 24 * 60 * 60;
+
+/// The value of environment variable `var` as a whole number in `accepted`, `default` when
+/// unset, or the error that names the variable and what it takes (`what`: the unit and the
+/// meaning of the accepted range, for the message).
+fn env_number(
+    var: &str,
+    default: u64,
+    accepted: std::ops::RangeInclusive<u64>,
+    what: &str,
+) -> Result<u64, String> {
     match std::env::var(var).as_deref() {
-        Err(_) | Ok("") => default,
+        Err(_) | Ok("") => Ok(default),
         Ok(v) => v
             .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{var}={v}: expected a whole number")),
+            .parse::<u64>()
+            .ok()
+            .filter(|n| accepted.contains(n))
+            .ok_or_else(|| {
+                format!(
+                    "{var}={v}: expected a whole number from {} to {} ({what}; default {default})",
+                    accepted.start(),
+                    accepted.end()
+                )
+            }),
     }
 }
 
-/// The value of the on/off environment variable `var`, `default` when unset.
-///
-/// # Panics
-/// On any other value: a mistyped setting should not silently mean the default.
-fn env_switch(var: &str, default: bool) -> bool {
+/// The value of the on/off environment variable `var`, `default` when unset, or the error that
+/// names it: a mistyped setting should not silently mean the default.
+fn env_switch(var: &str, default: bool) -> Result<bool, String> {
     match std::env::var(var).as_deref() {
-        Err(_) | Ok("") => default,
-        Ok("on" | "1" | "true") => true,
-        Ok("off" | "0" | "false") => false,
-        Ok(other) => panic!("{var}={other}: expected on or off"),
+        Err(_) | Ok("") => Ok(default),
+        Ok("on" | "1" | "true") => Ok(true),
+        Ok("off" | "0" | "false") => Ok(false),
+        Ok(other) => Err(format!(
+            "{var}={other}: expected on or off (or 1/0, true/false)"
+        )),
     }
+}
+
+/// This process's resident memory (`/proc/self/statm`), in bytes.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages.checked_mul(u64::try_from(page).ok()?)
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes.
@@ -216,6 +248,13 @@ pub struct Emulator {
     /// A sampled launch stops with [`EmuErrorKind::Resources`] past this many device calls.
     sample_budget: AtomicU64,
     samples: Mutex<Vec<sample::SampledLaunch>>,
+    /// Bytes of the live buffers mapped lazily from the kernel: promised, but taken from the
+    /// host's available memory only as they are touched.
+    mapped_bytes: AtomicU64,
+    /// The environment variables whose values were refused, with why: every launch fails with
+    /// them until a setter replaces the value (`new` cannot fail, and a launch is where the
+    /// settings are used).
+    refused: Mutex<Vec<(&'static str, String)>>,
 }
 
 impl Default for Emulator {
@@ -227,22 +266,53 @@ impl Default for Emulator {
 impl Emulator {
     /// An emulated device with the launch limits of an H100/H200 (compute capability 9.0).
     pub fn new() -> Self {
+        let mut refused = Vec::new();
+        let mut setting = |var: &'static str, value: Result<u64, String>, default: u64| {
+            value.unwrap_or_else(|why| {
+                refused.push((var, why));
+                default
+            })
+        };
+        let global_races = env_switch(GLOBAL_RACES_VAR, true).map(u64::from);
+        let global_races = setting(GLOBAL_RACES_VAR, global_races, 1) != 0;
+        let default_kib = DEFAULT_STACK_BYTES as u64 / 1024;
+        let stack_kib = env_number(STACK_VAR, default_kib, 16..=MAX_STACK_KIB, "KiB per thread");
+        let stack_kib = setting(STACK_VAR, stack_kib, default_kib);
+        let default_s = DEFAULT_WATCHDOG.as_secs();
+        let watchdog_s = env_number(
+            WATCHDOG_VAR,
+            default_s,
+            0..=MAX_WATCHDOG_S,
+            "seconds; 0 turns the watchdog off",
+        );
+        let watchdog_s = setting(WATCHDOG_VAR, watchdog_s, default_s);
         Self {
             limits: DeviceLimits::SM90,
             regions: Mutex::new(BTreeMap::new()),
             profiling: AtomicBool::new(false),
             profile: Mutex::new(Profile::default()),
-            global_races: AtomicBool::new(env_switch(GLOBAL_RACES_VAR, true)),
-            stack_bytes: AtomicUsize::new(
-                (env_number(STACK_VAR, DEFAULT_STACK_BYTES as u64 / 1024) as usize)
-                    .saturating_mul(1024),
-            ),
-            watchdog_ms: AtomicU64::new(
-                env_number(WATCHDOG_VAR, DEFAULT_WATCHDOG.as_secs()).saturating_mul(1000),
-            ),
+            global_races: AtomicBool::new(global_races),
+            stack_bytes: AtomicUsize::new(stack_kib as usize * 1024),
+            watchdog_ms: AtomicU64::new(watchdog_s * 1000),
             sampling: AtomicUsize::new(0),
             sample_budget: AtomicU64::new(0),
             samples: Mutex::new(Vec::new()),
+            mapped_bytes: AtomicU64::new(0),
+            refused: Mutex::new(refused),
+        }
+    }
+
+    /// A setter replaced `var`'s value: a refused value of it no longer fails launches.
+    fn settled(&self, var: &str) {
+        self.refused.lock().unwrap().retain(|(v, _)| *v != var);
+    }
+
+    /// The first refused environment variable ([`WATCHDOG_VAR`], [`STACK_VAR`],
+    /// [`GLOBAL_RACES_VAR`]) as the error every launch returns until a setter replaces it.
+    pub fn check_settings(&self) -> Result<()> {
+        match self.refused.lock().unwrap().first() {
+            None => Ok(()),
+            Some((_, why)) => Err(Error::Config(why.clone())),
         }
     }
 
@@ -269,12 +339,14 @@ impl Emulator {
     /// The coroutine stack of each simulated thread in the following launches (default
     /// [`DEFAULT_STACK_BYTES`], or [`STACK_VAR`]).
     pub fn set_stack_bytes(&self, bytes: usize) {
+        self.settled(STACK_VAR);
         self.stack_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// How long a simulated thread may run without reaching a barrier, a warp collective or its
     /// end (default [`DEFAULT_WATCHDOG`], or [`WATCHDOG_VAR`]); `None` for no limit.
     pub fn set_watchdog(&self, budget: Option<Duration>) {
+        self.settled(WATCHDOG_VAR);
         let ms = budget.map_or(0, |b| (b.as_millis() as u64).max(1));
         self.watchdog_ms.store(ms, Ordering::Relaxed);
     }
@@ -283,6 +355,7 @@ impl Emulator {
     /// With it on, every block logs its global accesses and the launch checks them once it has
     /// ended (`global.rs`): see the README for what it costs.
     pub fn set_global_race_check(&self, on: bool) {
+        self.settled(GLOBAL_RACES_VAR);
         self.global_races.store(on, Ordering::Relaxed);
     }
 
@@ -301,8 +374,16 @@ impl Emulator {
     /// `/proc/meminfo`: free memory plus what the kernel can reclaim), since every emulated
     /// buffer is host memory. Where that cannot be read (not Linux), the 141 GB of the H200
     /// whose limits the emulator has.
+    ///
+    /// A buffer mapped lazily (1 MiB and more) takes host memory only as its pages are touched,
+    /// so `MemAvailable` does not see one not yet written: the mapped bytes beyond this
+    /// process's resident memory (at least that much is untouched) count as taken too, or three
+    /// buffers of 14 GB would be accepted with 24 GB free.
     pub fn free_memory(&self) -> u64 {
-        host_available_memory().unwrap_or(141 * 1_000_000_000)
+        let available = host_available_memory().unwrap_or(141 * 1_000_000_000);
+        let mapped = self.mapped_bytes.load(Ordering::Relaxed);
+        let untouched = mapped.saturating_sub(resident_bytes().unwrap_or(mapped));
+        available.saturating_sub(untouched)
     }
 
     /// The limits launches are checked against.
@@ -310,8 +391,18 @@ impl Emulator {
         &self.limits
     }
 
-    /// Registers a buffer of `bytes` at `start` holding elements of `elem` (name, size).
-    pub(crate) fn register(&self, start: usize, bytes: usize, elem: (&'static str, usize)) {
+    /// Registers a buffer of `bytes` at `start` holding elements of `elem` (name, size), `mapped`
+    /// lazily (see [`free_memory`](Self::free_memory)).
+    pub(crate) fn register(
+        &self,
+        start: usize,
+        bytes: usize,
+        elem: (&'static str, usize),
+        mapped: bool,
+    ) {
+        if mapped {
+            self.mapped_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        }
         let region = Region {
             start,
             end: start + bytes,
@@ -320,8 +411,12 @@ impl Emulator {
         self.regions.lock().unwrap().insert(start, region);
     }
 
-    pub(crate) fn unregister(&self, start: usize) {
-        self.regions.lock().unwrap().remove(&start);
+    pub(crate) fn unregister(&self, start: usize, mapped: bool) {
+        let region = self.regions.lock().unwrap().remove(&start);
+        if let (true, Some(r)) = (mapped, region) {
+            self.mapped_bytes
+                .fetch_sub((r.end - r.start) as u64, Ordering::Relaxed);
+        }
     }
 
     /// Runs `kernel` once per thread of the grid `cfg` describes.
@@ -338,6 +433,7 @@ impl Emulator {
     where
         F: Fn() + Sync,
     {
+        self.check_settings()?;
         self.limits.check(name, cfg)?;
         let regions: Vec<Region> = self.regions.lock().unwrap().values().copied().collect();
         let sample_blocks = self.sampling.load(Ordering::Relaxed);

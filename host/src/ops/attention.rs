@@ -13,7 +13,7 @@ use kernels::cuda::tma::TmaSwizzle;
 
 use super::{GridAxis, elements, grid_blocks, softmax};
 use crate::buffer::{DeviceBuffer, Element};
-use crate::cost::{ComputeUnit, Cost};
+use crate::cost::{ComputeUnit, Cost, product, sum};
 use crate::emu::LaunchCounters;
 use crate::error::{Error, Result};
 use crate::launch;
@@ -566,7 +566,7 @@ fn fused_wgmma_args(
 ) -> Result<Option<(u32, u32, f32, u32)>> {
     let op = "attention::fused_wgmma";
     if !rt.has_wgmma() {
-        return Err(Error::NoDevice(format!(
+        return Err(Error::Unsupported(format!(
             "{op} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
             rt.device_name()
         )));
@@ -597,7 +597,7 @@ impl NaiveWorkspace {
     /// with the bytes needed and free rather than failing inside the allocator.
     pub fn new(rt: &Runtime, shape: &AttentionShape) -> Result<Self> {
         shape.check("naive attention", true)?;
-        let needed = 2 * (shape.score_elems() * F32) as u64;
+        let needed = product(&[2, f32_bytes(shape.score_elems())]);
         let free = rt.free_memory()?;
         if needed > free {
             return Err(Error::OutOfMemory {
@@ -788,14 +788,14 @@ fn with_re_reads(compulsory: Cost, reads: u64) -> Traffic {
 /// computes every product and then masks).
 pub fn scores_traffic(shape: &AttentionShape) -> Traffic {
     let tile = naive_kernels::OUT_TILE;
-    let (q, k) = (
-        (shape.q_elems() * F32) as u64,
-        (shape.kv_elems() * F32) as u64,
-    );
-    let reads = q * shape.n_kv.div_ceil(tile) as u64 + k * shape.n_q.div_ceil(tile) as u64;
+    let (q, k) = (f32_bytes(shape.q_elems()), f32_bytes(shape.kv_elems()));
+    let reads = sum(&[
+        product(&[q, shape.n_kv.div_ceil(tile) as u64]),
+        product(&[k, shape.n_q.div_ceil(tile) as u64]),
+    ]);
     let compulsory = Cost {
-        bytes_read: q + k,
-        bytes_written: (shape.score_elems() * F32) as u64,
+        bytes_read: sum(&[q, k]),
+        bytes_written: f32_bytes(shape.score_elems()),
         flops: naive_flops(shape) / 2,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,
@@ -807,14 +807,14 @@ pub fn scores_traffic(shape: &AttentionShape) -> Traffic {
 /// O), V once per 64-row query tile, writes O. FLOPs: `2 d` per pair (masked keys' zeros
 /// included).
 pub fn pv_traffic(shape: &AttentionShape) -> Traffic {
-    let (p, v) = (
-        (shape.score_elems() * F32) as u64,
-        (shape.kv_elems() * F32) as u64,
-    );
-    let reads = p + v * shape.n_q.div_ceil(naive_kernels::OUT_TILE) as u64;
+    let (p, v) = (f32_bytes(shape.score_elems()), f32_bytes(shape.kv_elems()));
+    let reads = sum(&[
+        p,
+        product(&[v, shape.n_q.div_ceil(naive_kernels::OUT_TILE) as u64]),
+    ]);
     let compulsory = Cost {
-        bytes_read: p + v,
-        bytes_written: (shape.q_elems() * F32) as u64,
+        bytes_read: sum(&[p, v]),
+        bytes_written: f32_bytes(shape.q_elems()),
         flops: naive_flops(shape) / 2,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,
@@ -828,14 +828,14 @@ pub fn pv_traffic(shape: &AttentionShape) -> Traffic {
 /// long for the softmax to keep on chip. The mask changes none of it: the naive kernels compute
 /// every score and every product with P, and mask by writing `-inf` (see [`naive_flops`]).
 pub fn naive_traffic(shape: &AttentionShape) -> Traffic {
-    let softmax = softmax::fused_cost(shape.bh() * shape.n_q, shape.n_kv, F32);
-    let s_bytes = (shape.score_elems() * F32) as u64;
+    let softmax = softmax::fused_cost(shape.lse_elems(), shape.n_kv, F32);
+    let s_bytes = f32_bytes(shape.score_elems());
     let softmax = Traffic {
         compulsory: Cost {
             bytes_read: s_bytes,
             ..softmax
         },
-        re_read_bytes: softmax.bytes_read - s_bytes,
+        re_read_bytes: softmax.bytes_read.saturating_sub(s_bytes),
     };
     scores_traffic(shape).plus(softmax).plus(pv_traffic(shape))
 }
@@ -845,16 +845,22 @@ pub fn naive_traffic(shape: &AttentionShape) -> Traffic {
 /// flow (skipping the 64 x 64 tiles above the diagonal) would save about half:
 /// `1 - (n + 1) / (2 n)` of them for `n_q = n_kv = n`.
 pub fn naive_flops(shape: &AttentionShape) -> u64 {
-    (4 * shape.head_dim * shape.n_q * shape.n_kv * shape.bh()) as u64
+    product(&[
+        4,
+        shape.head_dim as u64,
+        shape.n_q as u64,
+        shape.n_kv as u64,
+        shape.bh() as u64,
+    ])
 }
 
 /// `4 d` FLOPs per (query, key) pair the mask lets through: `4 n^2 d` per head, about half that
 /// when causal (`2 n (n + 1) d` exactly).
 pub fn attention_flops(shape: &AttentionShape, causal: bool) -> u64 {
-    let pairs: usize = (0..shape.n_q)
-        .map(|i| visible_keys(i, shape.n_q, shape.n_kv, causal))
+    let pairs: u64 = (0..shape.n_q)
+        .map(|i| visible_keys(i, shape.n_q, shape.n_kv, causal) as u64)
         .sum();
-    (4 * shape.head_dim * pairs * shape.bh()) as u64
+    product(&[4, shape.head_dim as u64, pairs, shape.bh() as u64])
 }
 
 /// The fused kernel's traffic for element type `T`: Q, K, V read once, O and LSE written once
@@ -874,34 +880,41 @@ fn flash_traffic(
     unit: ComputeUnit,
 ) -> Traffic {
     let (bh, n_q, n_kv, d) = (shape.bh(), shape.n_q, shape.n_kv, shape.head_dim);
-    let row = (d * elem_bytes) as u64;
-    let kv_rows: usize = (0..n_q.div_ceil(br))
-        .map(|b| kv_rows_loaded(kv_end(b * br, br, n_q, n_kv, causal), bc, n_kv))
+    let (bh, n_q64) = (bh as u64, n_q as u64);
+    let row = product(&[d as u64, elem_bytes as u64]);
+    let kv_rows: u64 = (0..n_q.div_ceil(br))
+        .map(|b| kv_rows_loaded(kv_end(b * br, br, n_q, n_kv, causal), bc, n_kv) as u64)
         .sum();
-    let compulsory_kv = if n_q > 0 { n_kv } else { 0 };
+    let compulsory_kv = if n_q > 0 { n_kv as u64 } else { 0 };
+    let flops = attention_flops(shape, causal);
     Traffic {
         compulsory: Cost {
-            bytes_read: bh as u64 * (n_q + 2 * compulsory_kv) as u64 * row,
-            bytes_written: bh as u64 * (n_q as u64 * row + (n_q * F32) as u64),
-            flops: attention_flops(shape, causal),
+            bytes_read: product(&[bh, sum(&[n_q64, product(&[2, compulsory_kv])]), row]),
+            bytes_written: product(&[bh, sum(&[product(&[n_q64, row]), f32_bytes(n_q)])]),
+            flops,
             // One exponential per visible score; the per-row rescale (one per row per key
             // tile) and the masked scores of diagonal tiles are left out, as in the FLOPs.
-            exps: attention_flops(shape, causal) / (4 * d) as u64,
+            exps: flops / product(&[4, d as u64]).max(1),
             unit,
         },
-        re_read_bytes: bh as u64 * 2 * (kv_rows - compulsory_kv) as u64 * row,
+        re_read_bytes: product(&[bh, 2, kv_rows.saturating_sub(compulsory_kv), row]),
     }
 }
 
 /// Device memory each flow needs for `shape` in f32: Q, K, V, O for both; the naive flow adds
 /// S and P (`n_q x n_kv` per head, O(N^2)), the fused one only the log-sum-exp (O(N)).
 pub fn device_bytes(flow: Flow, shape: &AttentionShape) -> u64 {
-    let tensors = 2 * (shape.q_elems() + shape.kv_elems());
+    let (q, kv) = (shape.q_elems() as u64, shape.kv_elems() as u64);
     let extra = match flow {
-        Flow::Naive => 2 * shape.score_elems(),
-        Flow::Fused => shape.lse_elems(),
+        Flow::Naive => product(&[2, shape.score_elems() as u64]),
+        Flow::Fused => shape.lse_elems() as u64,
     };
-    ((tensors + extra) * F32) as u64
+    product(&[sum(&[product(&[2, sum(&[q, kv])]), extra]), F32 as u64])
+}
+
+/// Bytes of `elems` f32 values, saturating (see [`product`]).
+fn f32_bytes(elems: usize) -> u64 {
+    product(&[elems as u64, F32 as u64])
 }
 
 /// Which attention flow.
@@ -929,10 +942,18 @@ pub fn max_sequence_len(
     if !fits(1) {
         return 0;
     }
-    // Exponential search for an upper bound, then bisection: device_bytes grows with n.
-    let mut hi = 2;
+    // Exponential search for an upper bound, then bisection: device_bytes grows with n. Past
+    // half the address space the next doubling would wrap: `usize::MAX` is the bound then.
+    let mut hi: usize = 2;
     while fits(hi) {
-        hi *= 2;
+        match hi.checked_mul(2) {
+            Some(next) => hi = next,
+            None if fits(usize::MAX) => return usize::MAX,
+            None => {
+                hi = usize::MAX;
+                break;
+            }
+        }
     }
     let mut lo = hi / 2; // fits(lo), !fits(hi)
     while hi - lo > 1 {

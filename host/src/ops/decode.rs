@@ -25,7 +25,7 @@ use super::attention::Traffic;
 use super::gemm::{GemmCost, GemmShape};
 use super::then;
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost};
+use crate::cost::{ComputeUnit, Cost, product, product_usize, sum};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
@@ -96,16 +96,28 @@ pub fn gemv_cost(shape: GemmShape) -> GemmCost {
     } else {
         n.div_ceil(ROWS_PER_BLOCK as u64)
     };
-    let x = m * k * BF16;
+    let x = product(&[m, k, BF16]);
     GemmCost {
         compulsory: Cost {
-            bytes_read: if blocks == 0 { 0 } else { n * k * BF16 + x },
-            bytes_written: if blocks == 0 { 0 } else { m * n * BF16 },
-            flops: if blocks == 0 { 0 } else { 2 * m * n * k },
+            bytes_read: if blocks == 0 {
+                0
+            } else {
+                sum(&[product(&[n, k, BF16]), x])
+            },
+            bytes_written: if blocks == 0 {
+                0
+            } else {
+                product(&[m, n, BF16])
+            },
+            flops: if blocks == 0 {
+                0
+            } else {
+                product(&[2, m, n, k])
+            },
             exps: 0,
             unit: ComputeUnit::CudaCoreF32,
         },
-        reread_bytes: blocks.saturating_sub(1) * x,
+        reread_bytes: product(&[blocks.saturating_sub(1), x]),
     }
 }
 
@@ -141,17 +153,17 @@ impl DecodeShape {
 
     /// (sequence, query head) pairs: rows of Q and O.
     pub fn rows(&self) -> usize {
-        self.batch * self.q_heads
+        self.batch.saturating_mul(self.q_heads)
     }
 
     /// Elements of Q (and O).
     pub fn q_elems(&self) -> usize {
-        self.rows() * HEAD_DIM
+        self.rows().saturating_mul(HEAD_DIM)
     }
 
     /// Elements of K (and V): the whole cache, `batch x kv_heads x max_ctx x 128`.
     pub fn kv_elems(&self) -> usize {
-        self.batch * self.kv_heads * self.max_ctx * HEAD_DIM
+        product_usize(&[self.batch, self.kv_heads, self.max_ctx, HEAD_DIM])
     }
 }
 
@@ -373,7 +385,7 @@ impl PagedKv {
 
     /// Elements of K (and V): the whole pool.
     pub fn kv_elems(&self, kv_heads: usize) -> usize {
-        self.pages * kv_heads * self.page_size * HEAD_DIM
+        product_usize(&[self.pages, kv_heads, self.page_size, HEAD_DIM])
     }
 }
 
@@ -590,11 +602,11 @@ pub fn merge_cost(rows: usize, splits: u32) -> Cost {
     let (rows, splits) = (rows as u64, u64::from(splits));
     let d = HEAD_DIM as u64;
     Cost {
-        bytes_read: rows * splits * (2 + d) * F32,
-        bytes_written: rows * (d * BF16 + F32),
-        flops: rows * splits * d * u64::from(MERGE_FLOPS),
+        bytes_read: product(&[rows, splits, 2 + d, F32]),
+        bytes_written: product(&[rows, d * BF16 + F32]),
+        flops: product(&[rows, splits, d, u64::from(MERGE_FLOPS)]),
         // One rescaling factor exp(m_s - m) per partial.
-        exps: rows * splits,
+        exps: product(&[rows, splits]),
         unit: ComputeUnit::CudaCoreF32,
     }
 }
@@ -609,23 +621,28 @@ pub fn merge_cost(rows: usize, splits: u32) -> Cost {
 pub fn attention_traffic(shape: &DecodeShape, ctx_lens: &[u32], splits: u32) -> Traffic {
     let d = HEAD_DIM as u64;
     let (batch, kv_heads, splits) = (shape.batch as u64, shape.kv_heads as u64, u64::from(splits));
-    let keys: u64 = ctx_lens.iter().map(|&c| u64::from(c)).sum();
-    let q = shape.rows() as u64 * d * BF16;
-    let ctx = batch * F32;
-    let partials = shape.rows() as u64 * splits * (2 + d) * F32;
+    let keys = total_keys(ctx_lens);
+    let rows = shape.rows() as u64;
+    let q = product(&[rows, d, BF16]);
+    let ctx = product(&[batch, F32]);
+    let partials = product(&[rows, splits, 2 + d, F32]);
     let merge = merge_cost(shape.rows(), splits as u32);
+    let scores = product(&[keys, shape.group() as u64, kv_heads]);
     let split = Cost {
-        bytes_read: keys * kv_heads * 2 * d * BF16 + q + ctx,
+        bytes_read: sum(&[product(&[keys, kv_heads, 2, d, BF16]), q, ctx]),
         bytes_written: partials,
-        flops: keys * shape.group() as u64 * kv_heads * u64::from(FLOPS_PER_KEY),
+        flops: product(&[scores, u64::from(FLOPS_PER_KEY)]),
         // One exponential per score, as the attention chapter's model counts them.
-        exps: keys * shape.group() as u64 * kv_heads,
+        exps: scores,
         unit: ComputeUnit::CudaCoreF32,
     };
+    let ctx_readers = product(&[kv_heads, splits, u64::from(SPLIT_THREADS)]);
     Traffic {
         compulsory: split.plus(merge),
-        re_read_bytes: (splits - 1) * q
-            + (kv_heads * splits * u64::from(SPLIT_THREADS)).saturating_sub(1) * ctx,
+        re_read_bytes: sum(&[
+            product(&[splits.saturating_sub(1), q]),
+            product(&[ctx_readers.saturating_sub(1), ctx]),
+        ]),
     }
 }
 
@@ -638,29 +655,40 @@ pub fn paged_traffic(
     splits: u32,
     page_size: usize,
 ) -> Traffic {
-    let keys: u64 = ctx_lens.iter().map(|&c| u64::from(c)).sum();
+    let keys = total_keys(ctx_lens);
     let entries: u64 = ctx_lens
         .iter()
-        .map(|&c| (c as usize).div_ceil(page_size) as u64)
+        .map(|&c| (c as usize).div_ceil(page_size.max(1)) as u64)
         .sum();
-    let lookups = keys * shape.kv_heads as u64;
+    let lookups = product(&[keys, shape.kv_heads as u64]);
     let table = Traffic {
         compulsory: Cost {
-            bytes_read: entries * F32,
+            bytes_read: product(&[entries, F32]),
             bytes_written: 0,
             flops: 0,
             exps: 0,
             unit: ComputeUnit::CudaCoreF32,
         },
-        re_read_bytes: (lookups - entries.min(lookups)) * F32,
+        re_read_bytes: product(&[lookups - entries.min(lookups), F32]),
     };
     attention_traffic(shape, ctx_lens, splits).plus(table)
 }
 
 /// Bytes of K and V one step reads: `sum_b ctx[b] x kv_heads x 2 x 128 x 2`.
 pub fn kv_bytes(shape: &DecodeShape, ctx_lens: &[u32]) -> u64 {
-    let keys: u64 = ctx_lens.iter().map(|&c| u64::from(c)).sum();
-    keys * shape.kv_heads as u64 * 2 * HEAD_DIM as u64 * BF16
+    product(&[
+        total_keys(ctx_lens),
+        shape.kv_heads as u64,
+        2,
+        HEAD_DIM as u64,
+        BF16,
+    ])
+}
+
+/// `sum_b ctx[b]`: keys of one step over the batch (a `u64` sum of `u32`s cannot overflow for
+/// any slice that fits in memory).
+fn total_keys(ctx_lens: &[u32]) -> u64 {
+    ctx_lens.iter().map(|&c| u64::from(c)).sum()
 }
 
 #[cfg(test)]

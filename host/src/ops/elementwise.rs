@@ -5,7 +5,7 @@ use kernels::elementwise::{BLOCK_SIZE, split_words4};
 
 use super::{len_u32, same_len};
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost};
+use crate::cost::{ComputeUnit, Cost, product};
 use crate::error::Result;
 use crate::launch;
 use crate::launch::LaunchConfig;
@@ -55,8 +55,8 @@ pub fn vector_add_f16(
 /// element, one FLOP.
 pub fn vector_add_cost(n: usize, elem_bytes: usize) -> Cost {
     Cost {
-        bytes_read: (2 * n * elem_bytes) as u64,
-        bytes_written: (n * elem_bytes) as u64,
+        bytes_read: product(&[2, n as u64, elem_bytes as u64]),
+        bytes_written: product(&[n as u64, elem_bytes as u64]),
         flops: n as u64,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,
@@ -83,8 +83,8 @@ pub fn copy(
 /// Cost of copying `n` words: each byte read once and written once, no arithmetic.
 pub fn copy_cost(n: usize) -> Cost {
     Cost {
-        bytes_read: 4 * n as u64,
-        bytes_written: 4 * n as u64,
+        bytes_read: product(&[4, n as u64]),
+        bytes_written: product(&[4, n as u64]),
         flops: 0,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,

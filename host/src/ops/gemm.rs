@@ -15,7 +15,7 @@ use kernels::gemm::{
 };
 
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost};
+use crate::cost::{ComputeUnit, Cost, product, sum};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
@@ -43,7 +43,7 @@ impl GemmShape {
 
     /// `2 m n k`: one multiply and one add per term of every dot product.
     pub fn flops(&self) -> u64 {
-        2 * (self.m * self.n * self.k) as u64
+        product(&[2, self.m as u64, self.n as u64, self.k as u64])
     }
 }
 
@@ -269,20 +269,25 @@ impl GemmKernel {
             m.div_ceil(t.m as usize) as u64,
             n.div_ceil(t.n as usize) as u64,
         );
-        let (a, b, c) = ((m * k) as u64 * e, (k * n) as u64 * e, (m * n * 4) as u64);
+        let (m64, n64, k64) = (m as u64, n as u64, k as u64);
+        let (a, b, c) = (
+            product(&[m64, k64, e]),
+            product(&[k64, n64, e]),
+            product(&[m64, n64, 4]),
+        );
         let c_read = match epilogue {
             Epilogue::Overwrite => 0,
             Epilogue::Accumulate => c,
         };
         GemmCost {
             compulsory: Cost {
-                bytes_read: a + b + c_read,
+                bytes_read: sum(&[a, b, c_read]),
                 bytes_written: c,
                 flops: shape.flops(),
                 exps: 0,
                 unit: self.unit(),
             },
-            reread_bytes: a * (blocks_n - 1) + b * (blocks_m - 1),
+            reread_bytes: sum(&[product(&[a, blocks_n - 1]), product(&[b, blocks_m - 1])]),
         }
     }
 
@@ -522,7 +527,7 @@ fn wgmma<T: crate::buffer::Element>(
         return Ok(None);
     };
     if !kernel.runs_on(rt) {
-        return Err(Error::NoDevice(format!(
+        return Err(Error::Unsupported(format!(
             "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
             kernel.name(),
             rt.device_name()

@@ -5,7 +5,7 @@ use kernels::hierarchy::{BLOCK_SIZE, CHASE_THREADS, SHARED_WORDS};
 
 use super::len_u32;
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost};
+use crate::cost::{ComputeUnit, Cost, product};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::LaunchConfig;
@@ -38,7 +38,7 @@ pub fn stream_read(
 /// Bytes `stream_read` moves: the buffer, `passes` times.
 pub fn stream_read_cost(words: usize, passes: u32) -> Cost {
     Cost {
-        bytes_read: 4 * words as u64 * u64::from(passes),
+        bytes_read: product(&[4, words as u64, u64::from(passes)]),
         bytes_written: 0,
         flops: 0,
         exps: 0,
@@ -71,7 +71,11 @@ pub fn shared_read(
 
 /// Shared bytes `shared_read` reads (its one pass of writes aside).
 pub fn shared_read_bytes(blocks: u32, passes: u32) -> u64 {
-    u64::from(blocks) * u64::from(passes) * (SHARED_WORDS * 4) as u64
+    product(&[
+        u64::from(blocks),
+        u64::from(passes),
+        (SHARED_WORDS * 4) as u64,
+    ])
 }
 
 /// One thread walks `steps` hops of `chain` after `warm` untimed hops; writes the final index to

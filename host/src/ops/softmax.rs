@@ -22,7 +22,7 @@ use kernels::softmax::{
 
 use super::{elements, len_u32};
 use crate::buffer::{DeviceBuffer, Element};
-use crate::cost::{ComputeUnit, Cost};
+use crate::cost::{ComputeUnit, Cost, product, sum};
 use crate::emu::LaunchCounters;
 use crate::error::{Error, Result};
 use crate::launch;
@@ -364,13 +364,20 @@ fn sweep_cost(
     (stat_reads, stat_writes): (usize, usize),
     (flops, exps): (u32, u32),
 ) -> Cost {
-    let n = rows * cols;
-    let stat = size_of::<f32>() * rows;
+    let n = product(&[rows as u64, cols as u64]);
+    let stat = product(&[size_of::<f32>() as u64, rows as u64]);
+    let e = elem_bytes as u64;
+    let bytes = |matrix: usize, stats: usize| {
+        sum(&[
+            product(&[matrix as u64, n, e]),
+            product(&[stats as u64, stat]),
+        ])
+    };
     Cost {
-        bytes_read: (reads * n * elem_bytes + stat_reads * stat) as u64,
-        bytes_written: (writes * n * elem_bytes + stat_writes * stat) as u64,
-        flops: n as u64 * u64::from(flops),
-        exps: n as u64 * u64::from(exps),
+        bytes_read: bytes(reads, stat_reads),
+        bytes_written: bytes(writes, stat_writes),
+        flops: product(&[n, u64::from(flops)]),
+        exps: product(&[n, u64::from(exps)]),
         unit: ComputeUnit::CudaCoreF32,
     }
 }

@@ -5,7 +5,7 @@ use kernels::transpose::{BLOCK_ROWS, TILE};
 
 use super::{GridAxis, elements, grid_blocks, len_u32};
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost};
+use crate::cost::{ComputeUnit, Cost, product};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
@@ -80,7 +80,7 @@ pub fn transpose(
 
 /// Every variant's cost: each element read once and written once.
 pub fn transpose_cost(rows: usize, cols: usize) -> Cost {
-    let bytes = (rows * cols * 4) as u64;
+    let bytes = product(&[rows as u64, cols as u64, 4]);
     Cost {
         bytes_read: bytes,
         bytes_written: bytes,
@@ -110,10 +110,15 @@ pub fn copy_strided(
         "copy_strided",
         &[("(elements - 1)", n - 1), ("stride", stride)],
     )?;
-    if stride == 0 || span >= src.len() {
+    if stride == 0 {
+        return Err(Error::Shape(format!(
+            "copy_strided of {n} elements at stride 0: the stride must be at least 1 (1 is a plain copy)"
+        )));
+    }
+    if span >= src.len() {
         return Err(Error::Shape(format!(
             "copy_strided of {n} elements at stride {stride} needs a source of at least {} elements, got {}",
-            span.max(n - 1) + 1,
+            span + 1,
             src.len()
         )));
     }

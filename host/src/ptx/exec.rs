@@ -39,6 +39,9 @@ pub const PTX_FILE_VAR: &str = "KERNELS_PTX";
 /// The environment variable that picks the embedded module's architecture for the PTX backend.
 pub const PTX_ARCH_VAR: &str = "KERNELS_PTX_ARCH";
 
+/// Instructions a thread executes between two calls to the watchdog ([`Gpu::progress`]).
+const PROGRESS_EVERY: u64 = 4096;
+
 /// A parsed, decoded PTX module.
 pub struct Program {
     /// Where it came from: `embedded sm_90` or the file's path.
@@ -836,6 +839,10 @@ impl Thread<'_> {
             let here = pc;
             pc += 1;
             issued += 1;
+            // The watchdog's look, for a loop that makes no other device call (a `bra` to itself).
+            if issued.is_multiple_of(PROGRESS_EVERY) {
+                self.gpu.progress(self.site(here));
+            }
             if MIX {
                 counts[here].fetch_add(1, Ordering::Relaxed);
             }

@@ -101,6 +101,20 @@ impl Site {
         Self(NonZeroUsize::new(addr | PTX_TAG).expect("a reference is not null"))
     }
 
+    /// The site as one machine word, for an atomic (the emulator's watchdog reads the last site
+    /// of a running thread from another OS thread).
+    pub fn to_word(self) -> usize {
+        self.0.get()
+    }
+
+    /// The site [`to_word`](Self::to_word) gave `word`; `None` for 0.
+    ///
+    /// # Safety
+    /// `word` is 0 or came from `to_word`.
+    pub unsafe fn from_word(word: usize) -> Option<Self> {
+        NonZeroUsize::new(word).map(Self)
+    }
+
     /// Where the site is, for sorting: (file, line, column) of source, (function, line, 0) of PTX.
     pub fn position(self) -> (&'static str, u32, u32) {
         match self.kind() {
@@ -260,6 +274,13 @@ pub trait Gpu {
     /// `cp.async` and its group operations, for the running thread: a copy is started (and its
     /// destination marked in flight), a commit closes a group, a wait completes groups.
     fn async_copy(&self, op: AsyncCopy, site: Site);
+    /// A point where a thread that runs long without any other device call gives the emulator
+    /// control, with the site it is at: the PTX backend calls it every few thousand
+    /// instructions, so that the watchdog can end a loop of pure arithmetic (a `bra` back to
+    /// itself) and name its line. A backend without a watchdog ignores it.
+    fn progress(&self, site: Site) {
+        let _ = site;
+    }
 
     // Hopper (sm_90/sm_90a). A backend that does not model these refuses them by panicking,
     // which the emulator reports as the kernel's panic.

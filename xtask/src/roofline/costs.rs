@@ -345,8 +345,15 @@ pub fn matmuls_cost(mats: &[WeightMatmul], m: u64, dtype: Dtype) -> Result<Cost,
 /// The intensity `M` tokens through `mats` tends to as `M` grows: `2·ΣKN / (b·Σ(K+N))`, the
 /// weights read once against activations that grow with `M`.
 pub fn intensity_limit(mats: &[WeightMatmul], dtype: Dtype) -> f64 {
-    let kn: f64 = mats.iter().map(|w| (w.k * w.n * w.count) as f64).sum();
-    let edges: f64 = mats.iter().map(|w| ((w.k + w.n) * w.count) as f64).sum();
+    // In f64: the products of 32-bit-sized dimensions overflow 64-bit integers.
+    let kn: f64 = mats
+        .iter()
+        .map(|w| w.k as f64 * w.n as f64 * w.count as f64)
+        .sum();
+    let edges: f64 = mats
+        .iter()
+        .map(|w| (w.k as f64 + w.n as f64) * w.count as f64)
+        .sum();
     2.0 * kn / (dtype.bytes() as f64 * edges)
 }
 

@@ -1,0 +1,104 @@
+//! Reports written whole or not at all.
+//!
+//! A report is written to a temporary file beside it and renamed over it, so that a reader (or
+//! the next stage of the device bundle) sees the previous version or the new one, never an
+//! empty or half-written file: not when the disk fills mid-write, not when the run is killed,
+//! not while another process writes it. A run that writes its report as it goes (`run.json`
+//! after every case) also holds [`lock`] on it, so that two runs never interleave their rows
+//! in one file.
+
+use std::path::{Path, PathBuf};
+
+/// Writes `contents` to `path` by way of a temporary file in the same directory and a rename.
+pub fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
+    let tmp = sibling(path, &format!("tmp.{}", std::process::id()));
+    let written = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}: {e}", path.display())
+    })
+}
+
+/// `.<name>.<suffix>` beside `path`: hidden, in the same directory (so that the rename stays
+/// on one file system).
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "report".into(), |n| n.to_string_lossy());
+    path.with_file_name(format!(".{name}.{suffix}"))
+}
+
+/// A report's lock, held while the process writes it (released when dropped or at exit).
+#[derive(Debug)]
+pub struct Lock {
+    _file: std::fs::File,
+}
+
+/// Takes the lock of the report at `path`, or says which report another process is writing.
+pub fn lock(path: &Path) -> Result<Lock, String> {
+    let lock_path = sibling(path, "lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("cannot create {}: {e}", lock_path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor this function owns; no memory is involved.
+        let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        if !taken {
+            return Err(format!(
+                "another process is writing {}: wait for it to end, or give this run its own file (--json)",
+                path.display()
+            ));
+        }
+    }
+    Ok(Lock { _file: file })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_replaces_the_file_whole_and_leaves_no_temporary() {
+        let dir = std::env::temp_dir().join(format!("atomic-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.json");
+        write(&path, "first").unwrap();
+        write(&path, "second").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "second");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["run.json"]);
+        // A directory that does not exist: an error naming the file, nothing left behind.
+        let missing = dir.join("no/such/run.json");
+        assert!(
+            write(&missing, "x")
+                .unwrap_err()
+                .contains("no/such/run.json")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_second_lock_on_one_report_is_refused_until_the_first_is_dropped() {
+        let dir = std::env::temp_dir().join(format!("atomic-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.json");
+        let first = lock(&path).unwrap();
+        // flock locks belong to the open file, so a second open in one process is refused too.
+        assert!(
+            lock(&path)
+                .unwrap_err()
+                .contains("another process is writing")
+        );
+        drop(first);
+        lock(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
