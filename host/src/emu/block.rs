@@ -680,6 +680,8 @@ impl Block<'_> {
 
     /// Checks (alignment, bounds), logs for the race check and counts thread `t`'s access to
     /// global memory. Used by the thread itself and, for a `cp.async` completing, on its behalf.
+    /// In line in the device call, with the log's record: every global access takes this path.
+    #[inline(always)]
     pub(super) fn global_check(
         &self,
         t: usize,
