@@ -255,14 +255,7 @@ fn small_launches(
     };
     if wanted("vector_add_f32", "1M elements") {
         head();
-        let n = 1 << 20;
-        let a = rt
-            .upload(&host::reference::uniform(n, 1, -1.0, 1.0))
-            .map_err(err)?;
-        let b = rt
-            .upload(&host::reference::uniform(n, 2, -1.0, 1.0))
-            .map_err(err)?;
-        let mut c = rt.alloc::<f32>(n).map_err(err)?;
+        let (a, b, mut c) = crate::run::vector_add_operands(rt, 1 << 20)?;
         report("vector_add_f32", "1M elements".into(), runs, || {
             launched(ops::elementwise::vector_add_f32(rt, &a, &b, &mut c))
         })?;
