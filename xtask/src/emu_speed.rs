@@ -9,6 +9,12 @@
 //! arithmetic between accesses is in it too). `KERNELS_BACKEND=ptx` runs the realistic shapes
 //! from the kernels' PTX instead of their source.
 //!
+//! With `--size quick` (and `full`) it first times the small launches every test and exercise is
+//! made of (issue 27: `vector_add_f32` 1M, `transpose_shared` 200 x 300 and 1024 x 1024,
+//! `softmax_fused_f32` 64 x 1000, `gemm_tiled_f32` 128^3, median of at least three runs) and the
+//! fixed cost of a launch apart from any kernel's work: an empty thread body at 1, 64 and 4096
+//! blocks of 256 threads, per launch, per block and per thread.
+//!
 //! Wall time on a shared machine is noisy. For a figure a change can be judged by, count
 //! instructions instead, on the `tiny` set with one OS thread (callgrind counts the same total
 //! run after run):
@@ -19,13 +25,19 @@
 //!     target/release/xtask emu-speed --size tiny
 //! callgrind_annotate target/emu.callgrind | head -40
 //! ```
+//!
+//! (`--size quick --only 'transpose_shared 200'` and the like for one small launch: `--only`
+//! matches the kernel name or the name and shape as printed.)
 
 use half::bf16;
-use host::Runtime;
-use host::emu::LaunchCounters;
+use host::emu::{Emulator, LaunchCounters};
+use host::launch::LaunchConfig;
 use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement};
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax;
+use host::ops::transpose::{self, Variant};
+use host::runtime::Backend;
+use host::{Runtime, ops};
 
 use crate::run::{duration, wall_clock_runs};
 
@@ -37,7 +49,8 @@ pub struct EmuSpeedArgs {
     /// the README's two small figures).
     #[arg(long, default_value = "full", value_parser = ["full", "quick", "tiny"])]
     size: String,
-    /// Run only the realistic shapes whose kernel name contains this.
+    /// Run only the lines whose kernel name, or name and shape as printed ("softmax_fused_f32
+    /// 64 x 1000", "empty 4096 blocks"), contains this.
     #[arg(long)]
     only: Option<String>,
     /// Timed runs per realistic shape (the median is printed).
@@ -103,32 +116,37 @@ pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
     } else {
         (Runtime::emulator(), "source emulator")
     };
+    let wanted = |name: &str, shape: &str| {
+        args.only
+            .as_deref()
+            .is_none_or(|o| name.contains(o) || format!("{name} {shape}").contains(o))
+    };
+    if args.size != "tiny" {
+        small_launches(&rt, backend, &wanted, args.runs.max(3))?;
+    }
     println!(
         "\nrealistic shapes ({} set), {backend} on {} OS threads, every check on, {} run(s) each:",
         args.size,
         host::emu::os_threads(),
         args.runs
     );
-    println!(
-        "{:<28} {:<26} {:>12} {:>14} {:>16} {:>12}",
-        "kernel", "shape", "wall", "threads/s", "accesses/s", "per access"
-    );
-    let wanted = |name: &str| args.only.as_deref().is_none_or(|o| name.contains(o));
+    print_header();
     let g = sizes.gemm;
     for kernel in [
         GemmKernel::Tiled,
         GemmKernel::RegisterBlocked,
         GemmKernel::TensorCoreBf16,
     ] {
-        if wanted(kernel.name()) {
+        if wanted(kernel.name(), &format!("{g}^3")) {
             gemm_speed(&rt, kernel, g, args.runs)?;
         }
     }
     let shape = AttentionShape::new(1, 1, sizes.attention_n, 128);
-    if wanted("flash_attention_f32_d128") {
+    let label = attention_label(&shape);
+    if wanted("flash_attention_f32_d128", &label) {
         attention_speed(&rt, "flash_attention_f32_d128", &shape, args.runs, |x| x)?;
     }
-    if wanted("flash_attention_bf16_d128") {
+    if wanted("flash_attention_bf16_d128", &label) {
         attention_speed(
             &rt,
             "flash_attention_bf16_d128",
@@ -137,8 +155,9 @@ pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
             bf16::from_f32,
         )?;
     }
-    if wanted("softmax_fused_f32") {
-        softmax_speed(&rt, sizes.softmax_rows, sizes.softmax_cols, args.runs)?;
+    let (rows, cols) = (sizes.softmax_rows, sizes.softmax_cols);
+    if wanted("softmax_fused_f32", &softmax_label(rows, cols)) {
+        softmax_speed(&rt, rows, cols, args.runs)?;
     }
     Ok(())
 }
@@ -203,8 +222,7 @@ fn attention_speed<T: FlashElement>(
     let mut o = rt.alloc::<T>(shape.q_elems()).map_err(err)?;
     let mut lse = rt.alloc::<f32>(shape.lse_elems()).map_err(err)?;
     let params = AttentionParams::standard(shape.head_dim, false);
-    let label = format!("1 head, N = {}, d = {}", shape.n_q, shape.head_dim);
-    report(kernel, label, runs, || {
+    report(kernel, attention_label(shape), runs, || {
         attention::fused(rt, &q, &k, &v, &mut o, &mut lse, shape, &params)
             .map_err(err)?
             .ok_or_else(|| "no launch".to_string())
@@ -217,14 +235,146 @@ fn softmax_speed(rt: &Runtime, rows: usize, cols: usize, runs: usize) -> Result<
         .upload(&host::reference::uniform(rows * cols, 1, -4.0, 4.0))
         .map_err(err)?;
     let mut y = rt.alloc::<f32>(rows * cols).map_err(err)?;
-    report(
-        "softmax_fused_f32",
-        format!("{rows} x {cols}"),
-        runs,
-        || {
-            softmax::fused(rt, &x, &mut y, rows, cols)
-                .map_err(err)?
-                .ok_or_else(|| "no launch".to_string())
-        },
-    )
+    report("softmax_fused_f32", softmax_label(rows, cols), runs, || {
+        softmax::fused(rt, &x, &mut y, rows, cols)
+            .map_err(err)?
+            .ok_or_else(|| "no launch".to_string())
+    })
+}
+
+fn attention_label(shape: &AttentionShape) -> String {
+    format!("1 head, N = {}, d = {}", shape.n_q, shape.head_dim)
+}
+
+fn softmax_label(rows: usize, cols: usize) -> String {
+    format!("{rows} x {cols}")
+}
+
+/// The small launches of issue 27, at the sizes of its table (`cargo xtask run`'s and the
+/// tests' kind of launch: a few ms each, where the fixed cost of a launch and of a block
+/// shows), each the median of `runs`; then that fixed cost alone.
+fn small_launches(
+    rt: &Runtime,
+    backend: &str,
+    wanted: &dyn Fn(&str, &str) -> bool,
+    runs: usize,
+) -> Result<(), String> {
+    let err = |e: host::Error| e.to_string();
+    let launched = |l: host::Result<host::runtime::Launched>| {
+        l.map_err(err)?.ok_or_else(|| "no launch".to_string())
+    };
+    // Printed before the first line `--only` keeps.
+    let mut heading = Some(format!(
+        "\nsmall launches, {backend} on {} OS threads, every check on, median of {runs} runs:",
+        host::emu::os_threads(),
+    ));
+    let mut head = || {
+        if let Some(h) = heading.take() {
+            println!("{h}");
+            print_header();
+        }
+    };
+    if wanted("vector_add_f32", "1M elements") {
+        head();
+        let (a, b, mut c) = crate::run::vector_add_operands(rt, 1 << 20)?;
+        report("vector_add_f32", "1M elements".into(), runs, || {
+            launched(ops::elementwise::vector_add_f32(rt, &a, &b, &mut c))
+        })?;
+    }
+    for (rows, cols) in [(200, 300), (1024, 1024)] {
+        let shape = format!("{rows} x {cols}");
+        if wanted("transpose_shared", &shape) {
+            head();
+            let input = rt
+                .upload(&host::reference::uniform(rows * cols, 1, -1.0, 1.0))
+                .map_err(err)?;
+            let mut out = rt.alloc::<f32>(rows * cols).map_err(err)?;
+            report("transpose_shared", shape, runs, || {
+                launched(transpose::transpose(
+                    rt,
+                    Variant::Shared,
+                    &input,
+                    rows,
+                    cols,
+                    &mut out,
+                ))
+            })?;
+        }
+    }
+    if wanted("softmax_fused_f32", &softmax_label(64, 1000)) {
+        head();
+        softmax_speed(rt, 64, 1000, runs)?;
+    }
+    if wanted(GemmKernel::Tiled.name(), "128^3") {
+        head();
+        gemm_speed(rt, GemmKernel::Tiled, 128, runs)?;
+    }
+    let emu = match rt.backend() {
+        Backend::Emulator(emu) => emu,
+        Backend::Ptx(p) => p.emulator(),
+        Backend::Cuda(_) => unreachable!("emu-speed runs an emulator"),
+    };
+    empty_launches(emu, wanted, runs)
+}
+
+/// The fixed cost of a launch and of a block: an empty thread body (every block's threads,
+/// stacks, arena and checks set up and torn down, nothing run) at 1, 64 and 4096 blocks of
+/// [`EMPTY_BLOCK`] threads. Each timed run launches 4096 blocks in all (4096 launches of one
+/// block, 64 of 64, one of 4096), so that the one-block figure is not a single microsecond
+/// reading; the line gives the median run's time per launch, per block and per thread.
+fn empty_launches(
+    emu: &Emulator,
+    wanted: &dyn Fn(&str, &str) -> bool,
+    runs: usize,
+) -> Result<(), String> {
+    const TOTAL_BLOCKS: u32 = 4096;
+    let grid = |blocks: u32| match blocks {
+        1 => "1 block".to_string(),
+        b => format!("{b} blocks"),
+    };
+    let grids: Vec<u32> = [1, 64, TOTAL_BLOCKS]
+        .into_iter()
+        .filter(|&b| wanted("empty", &grid(b)))
+        .collect();
+    if grids.is_empty() {
+        return Ok(());
+    }
+    println!(
+        "\nfixed cost of a launch: an empty thread body, blocks of {EMPTY_BLOCK} threads, {TOTAL_BLOCKS} blocks a run:"
+    );
+    println!(
+        "{:<28} {:<26} {:>12} {:>14} {:>16}",
+        "kernel", "grid", "per launch", "per block", "per thread"
+    );
+    for blocks in grids {
+        let cfg = LaunchConfig::linear(blocks, EMPTY_BLOCK);
+        let launches = TOTAL_BLOCKS / blocks;
+        let t = wall_clock_runs(runs, || {
+            for _ in 0..launches {
+                emu.launch("empty", &cfg, || {})
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })?;
+        let launch = t.median / f64::from(launches);
+        println!(
+            "{:<28} {:<26} {:>12} {:>14} {:>13.1} ns",
+            "empty",
+            grid(blocks),
+            duration(launch),
+            duration(launch / f64::from(blocks)),
+            launch / f64::from(blocks * EMPTY_BLOCK) * 1e9,
+        );
+    }
+    Ok(())
+}
+
+/// Threads per block of the empty launches: the elementwise kernels' block.
+const EMPTY_BLOCK: u32 = kernels::elementwise::BLOCK_SIZE;
+
+fn print_header() {
+    println!(
+        "{:<28} {:<26} {:>12} {:>14} {:>16} {:>12}",
+        "kernel", "shape", "wall", "threads/s", "accesses/s", "per access"
+    );
 }

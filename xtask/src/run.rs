@@ -752,13 +752,7 @@ fn ptx_rates(
 fn vector_add_speed(rt: &Runtime, backend: &str) -> Result<(), String> {
     let n = 1 << 20;
     let err = |e: host::Error| e.to_string();
-    let a = rt
-        .upload(&host::reference::uniform(n, 1, -1.0, 1.0))
-        .map_err(err)?;
-    let b = rt
-        .upload(&host::reference::uniform(n, 2, -1.0, 1.0))
-        .map_err(err)?;
-    let mut c = rt.alloc::<f32>(n).map_err(err)?;
+    let (a, b, mut c) = vector_add_operands(rt, n)?;
     let (t, rates) = ptx_rates(rt, || {
         wall_clock(|| {
             host::ops::elementwise::vector_add_f32(rt, &a, &b, &mut c)
@@ -774,6 +768,24 @@ fn vector_add_speed(rt: &Runtime, backend: &str) -> Result<(), String> {
         n as f64 / t.median / 1e6
     );
     Ok(())
+}
+
+/// `vector_add_f32`'s two inputs and its output.
+type VectorAddOperands = (
+    host::DeviceBuffer<f32>,
+    host::DeviceBuffer<f32>,
+    host::DeviceBuffer<f32>,
+);
+
+/// `vector_add_f32`'s inputs (uniform in [-1, 1]) and output, `n` elements each.
+pub(crate) fn vector_add_operands(rt: &Runtime, n: usize) -> Result<VectorAddOperands, String> {
+    let err = |e: host::Error| e.to_string();
+    let upload = |seed| rt.upload(&host::reference::uniform(n, seed, -1.0, 1.0));
+    Ok((
+        upload(1).map_err(err)?,
+        upload(2).map_err(err)?,
+        rt.alloc::<f32>(n).map_err(err)?,
+    ))
 }
 
 /// Median wall-clock time of three runs of `f` on the emulator, whose launches are synchronous

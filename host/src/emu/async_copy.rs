@@ -48,7 +48,11 @@ struct InFlight {
 
 /// Every copy in flight in one block.
 pub(super) struct AsyncCopies {
+    /// Per thread, made at the block's first `cp.async` instruction (see [`thread`](Self::thread)):
+    /// the blocks of kernels that issue none do not pay for it.
     threads: Vec<ThreadCopies>,
+    /// Threads of the block.
+    count: usize,
     /// Destinations by arena offset; they never overlap (a copy into bytes in flight is refused).
     in_flight: BTreeMap<usize, InFlight>,
 }
@@ -56,9 +60,18 @@ pub(super) struct AsyncCopies {
 impl AsyncCopies {
     pub(super) fn new(threads: usize) -> Self {
         Self {
-            threads: (0..threads).map(|_| ThreadCopies::default()).collect(),
+            threads: Vec::new(),
+            count: threads,
             in_flight: BTreeMap::new(),
         }
+    }
+
+    /// Thread `t`'s copies, the block's per-thread state made on first use.
+    fn thread(&mut self, t: usize) -> &mut ThreadCopies {
+        if self.threads.is_empty() {
+            self.threads.resize_with(self.count, ThreadCopies::default);
+        }
+        &mut self.threads[t]
     }
 
     /// Whether any copy is in flight (most accesses find none, and skip the lookup).
@@ -111,7 +124,7 @@ pub(super) fn execute(
         } => start(block, t, dst, src, src_bytes as usize, site),
         AsyncCopy::CommitGroup => {
             let mut copies = block.async_copies.borrow_mut();
-            let thread = &mut copies.threads[t];
+            let thread = copies.thread(t);
             let group = std::mem::take(&mut thread.open);
             thread.committed.push_back(group);
             Ok(())
@@ -119,7 +132,7 @@ pub(super) fn execute(
         AsyncCopy::WaitGroup { pending } => loop {
             let oldest = {
                 let mut copies = block.async_copies.borrow_mut();
-                let thread = &mut copies.threads[t];
+                let thread = copies.thread(t);
                 if thread.committed.len() > pending as usize {
                     thread.committed.pop_front()
                 } else {
@@ -138,7 +151,11 @@ pub(super) fn execute(
 pub(super) fn finish_thread(block: &Block, t: usize) -> Result<(), EmuErrorKind> {
     let left: Vec<PendingCopy> = {
         let mut copies = block.async_copies.borrow_mut();
-        let thread = std::mem::take(&mut copies.threads[t]);
+        // No per-thread state: the block has issued no `cp.async`, so nothing is left.
+        let Some(thread) = copies.threads.get_mut(t) else {
+            return Ok(());
+        };
+        let thread = std::mem::take(thread);
         thread
             .committed
             .into_iter()
@@ -180,7 +197,7 @@ fn start(
             site,
         },
     );
-    copies.threads[t].open.push(PendingCopy {
+    copies.thread(t).open.push(PendingCopy {
         dst,
         offset,
         src,

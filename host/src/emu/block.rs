@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use corosensei::stack::{DefaultStack, Stack};
@@ -22,7 +23,7 @@ use super::order::WarpOrder;
 use super::profile::BlockProfile;
 use super::shared::{Race, SharedArena, UninitRead};
 use super::{LaunchCounters, Region, warp, wgmma};
-use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
+use crate::launch::{DeviceLimits, Dim3, LaunchConfig, dim3};
 
 /// How many threads of each kind an error report names.
 const REPORT: usize = 4;
@@ -65,6 +66,22 @@ thread_local! {
     static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
     /// Shared-memory arena, reused likewise.
     static ARENA: RefCell<Option<Box<SharedArena>>> = const { RefCell::new(None) };
+    /// The last block shape run on this OS thread and each of its threads' `threadIdx`, reused
+    /// likewise: a kernel asks for its indices at every index computation (three calls for
+    /// `blockIdx.x * blockDim.x + threadIdx.x`), and each answer would be two divisions.
+    static INDICES: RefCell<(Dim3, Rc<[Dim3]>)> = RefCell::new((dim3(0, 0, 0), Rc::from([])));
+}
+
+/// `threadIdx` of every thread of a block of `shape`, by linear index.
+fn thread_indices(shape: Dim3) -> Rc<[Dim3]> {
+    INDICES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.0 != shape {
+            let indices = (0..shape.volume()).map(|t| super::index_in(shape, t));
+            *cache = (shape, indices.collect());
+        }
+        Rc::clone(&cache.1)
+    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +115,8 @@ pub(super) struct Block<'a> {
     pub launch: &'a Launch<'a>,
     pub block: Dim3,
     pub threads: usize,
+    /// `threadIdx` of each thread.
+    indices: Rc<[Dim3]>,
     current: Cell<usize>,
     yielders: Vec<Cell<*const Yielder<(), ()>>>,
     pub states: RefCell<Vec<State>>,
@@ -119,6 +138,10 @@ pub(super) struct Block<'a> {
     /// four, kept by the code that changes them ([`leave_fast_path`](Self::leave_fast_path),
     /// [`refresh_fast_path`](Self::refresh_fast_path)), so that the access reads one byte.
     fast_path: Cell<bool>,
+    /// Whether a thread has reached a warp or warpgroup collective since the scheduler last
+    /// tried to complete them: only an arrival can complete one (every group that could complete
+    /// did at that try), so a round in which none arrived skips the look at every warp.
+    arrived: Cell<bool>,
     /// The watchdog: device calls of the running thread since it was resumed, and when that
     /// was; the slot (`monitor.rs`) holds the site of its last access, for both halves.
     ticks: Cell<u32>,
@@ -138,11 +161,14 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         launch,
         block,
         threads,
+        indices: thread_indices(launch.cfg.block),
         current: Cell::new(0),
         yielders: (0..threads).map(|_| Cell::new(std::ptr::null())).collect(),
         states: RefCell::new(vec![State::Runnable; threads]),
         pending: RefCell::new(vec![None; threads]),
-        results: RefCell::new(vec![[0; 4]; threads]),
+        // Sized by the block's first warp collective (`warp.rs`): most blocks of most kernels
+        // have none, and zeroing 16 bytes a thread is a cost of its own for small blocks.
+        results: RefCell::new(Vec::new()),
         arena: RefCell::new(arena),
         async_copies: RefCell::new(AsyncCopies::new(threads)),
         hopper: RefCell::new(HopperState::new(threads)),
@@ -155,6 +181,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         order: RefCell::new(WarpOrder::new(threads)),
         global_log: launch.global_races.then(RefCell::default),
         fast_path: Cell::new(!launch.profile),
+        arrived: Cell::new(false),
         ticks: Cell::new(0),
         resumed: Cell::new(None),
         slot: monitor::slot(),
@@ -186,6 +213,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
                 }
             }
         }
+        faults::install();
         // The guard page at the bottom of each stack, for the overflow handler.
         let guards: Vec<usize> = stacks[..threads].iter().map(|s| s.limit().get()).collect();
         let blk = &blk;
@@ -249,7 +277,7 @@ impl Block<'_> {
         if t == ATOMIC_THREAD as usize {
             return ThreadAccess::ATOMIC;
         }
-        super::index_in(self.launch.cfg.block, t as u64)
+        self.indices[t]
     }
 
     /// Thread `t`'s `access` at `site`, as reports name it.
@@ -351,6 +379,11 @@ impl Block<'_> {
         guards: &[usize],
         page: usize,
     ) -> Result<(), EmuErrorKind> {
+        // Every thread this OS thread resumes until the block ends is one of this block's
+        // (nothing else runs here meanwhile), so the device is installed once, not per resume.
+        // SAFETY: `self` outlives the block's threads; `run_block` calls `leave` before it is
+        // dropped.
+        unsafe { emu::enter(self) };
         loop {
             for (t, co) in coroutines.iter_mut().enumerate() {
                 if self.states.borrow()[t] != State::Runnable {
@@ -360,8 +393,6 @@ impl Block<'_> {
                 self.ticks.set(0);
                 self.resumed.set(None);
                 self.slot.resume(t);
-                // SAFETY: `self` outlives the resume; `leave` runs before it is dropped.
-                unsafe { emu::enter(self) };
                 faults::arm(co.trap_handler(), guards[t], page);
                 let resumed = co.resume(());
                 self.slot.suspended();
@@ -377,7 +408,9 @@ impl Block<'_> {
                     }
                 }
             }
-            if warp::complete_collectives(self)? | wgmma::complete_warpgroups(self)? {
+            if self.arrived.replace(false)
+                && (warp::complete_collectives(self)? | wgmma::complete_warpgroups(self)?)
+            {
                 continue;
             }
             let states = self.states.borrow();
@@ -729,6 +762,8 @@ impl Block<'_> {
 
     /// Checks (alignment, bounds), logs for the race check and counts thread `t`'s access to
     /// global memory. Used by the thread itself and, for a `cp.async` completing, on its behalf.
+    /// In line in the device call, with the log's record: every global access takes this path.
+    #[inline(always)]
     pub(super) fn global_check(
         &self,
         t: usize,
@@ -872,6 +907,7 @@ impl Gpu for Block<'_> {
             });
         }
         self.pending.borrow_mut()[t] = Some(Pending { mask, op, site });
+        self.arrived.set(true);
         self.suspend(State::AtCollective);
         self.results.borrow()[t]
     }
@@ -985,9 +1021,13 @@ impl Gpu for Block<'_> {
 
     fn wgmma(&self, op: WgmmaOp, site: Site) -> u64 {
         let t = self.current.get();
+        // A Hopper instruction, like the fence before it: the per-thread Hopper state from now on.
+        self.hopper.borrow_mut().activate();
+        self.leave_fast_path();
         let mask = u32::MAX;
         let op = Collective::Wgmma(op);
         self.pending.borrow_mut()[t] = Some(Pending { mask, op, site });
+        self.arrived.set(true);
         self.suspend(State::AtCollective);
         wgmma::token(self, t)
     }

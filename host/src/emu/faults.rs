@@ -72,11 +72,16 @@ pub(super) fn page_size() -> usize {
     usize::try_from(page).unwrap_or(4096)
 }
 
-/// Makes a fault in `[guard, guard + page)` end the coroutine `trap` belongs to, which is about
-/// to run on this OS thread.
-pub(super) fn arm(trap: CoroutineTrapHandler<ThreadResult>, guard: usize, page: usize) {
+/// Installs the fault handler and the panic hook (each once per process) and this OS thread's
+/// alternate signal stack (once): before the first [`arm`] of a block, not at every resume.
+pub(super) fn install() {
     imp::install();
     install_panic_hook();
+}
+
+/// Makes a fault in `[guard, guard + page)` end the coroutine `trap` belongs to, which is about
+/// to run on this OS thread ([`install`] has run on it).
+pub(super) fn arm(trap: CoroutineTrapHandler<ThreadResult>, guard: usize, page: usize) {
     IN_KERNEL.with(|k| k.set(true));
     ARMED.with(|a| {
         a.set(Some(Armed {

@@ -274,8 +274,10 @@ impl GlobalLog {
         self.record_as(thread, addr, bytes, (access, false), site, interval, epoch);
     }
 
-    /// [`record`](Self::record), of an atomic when `atomic` (with `access` a write).
+    /// [`record`](Self::record), of an atomic when `atomic` (with `access` a write). In line in
+    /// `Block::global_check`, on every global access's path.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub(super) fn record_as(
         &mut self,
         thread: u32,
@@ -296,8 +298,18 @@ impl GlobalLog {
             epoch,
             site,
         };
+        // The site of the last access, else the one opened after it (a thread's sites come in
+        // the same order as the thread before's: `a[i]`, `b[i]`, `c[i]`, then the next
+        // thread's), else a search.
+        let after = if self.last + 1 < self.open.len() {
+            self.last + 1
+        } else {
+            0
+        };
         let i = if self.open.get(self.last).is_some_and(|r| r.site == site) {
             Some(self.last)
+        } else if self.open.get(after).is_some_and(|r| r.site == site) {
+            Some(after)
         } else {
             self.open.iter().position(|r| r.site == site)
         };
@@ -476,8 +488,10 @@ fn interleaved(a: &Item, b: &Item) -> bool {
 
 /// Whether two runs can race at all, by what the runs say as wholes: not when one block's
 /// barrier separates them, not when one thread made both, not when their spans do not overlap
-/// or their elements interleave. In line in the sweep, which asks it of many pairs (every two
-/// threads of a block-stride loop) and walks elements only when it says yes.
+/// or their elements interleave, and a run not with itself when its elements do not overlap
+/// each other (a coalesced store: walking it would compare each element with itself only). In
+/// line in the sweep, which asks it of many pairs (every two threads of a block-stride loop,
+/// every written run with itself) and walks elements only when it says yes.
 #[inline(always)]
 fn may_race(a: &Item, b: &Item) -> bool {
     let separated = a.block == b.block
@@ -486,7 +500,12 @@ fn may_race(a: &Item, b: &Item) -> bool {
                 && b.run.thread_stride == 0
                 && a.run.thread == b.run.thread));
     let (lo, hi) = (a.span.0.max(b.span.0), a.span.1.min(b.span.1));
-    !separated && lo < hi && (std::ptr::eq(a.run, b.run) || !interleaved(a, b))
+    let apart = if std::ptr::eq(a.run, b.run) {
+        a.lattice.is_some()
+    } else {
+        interleaved(a, b)
+    };
+    !separated && lo < hi && !apart
 }
 
 /// The lowest byte at which an element of `a` races with one of `b` (`a` itself: two of its
@@ -609,6 +628,35 @@ mod tests {
         l.record(0, 0x1000, 4, Access::Write, Site::caller(), 0, 0);
         l.record(1, 0x1000, 4, Access::Write, Site::caller(), 1, 0);
         assert!(first_race(&[block(l.finish())]).is_none());
+    }
+
+    #[test]
+    fn a_run_is_compared_with_itself_only_where_its_elements_overlap() {
+        // A coalesced store, every thread its own element: one run, which cannot race with
+        // itself (the sweep does not walk it).
+        let coalesced = log(&(0..64)
+            .map(|t| (t, 0x1000 + 4 * t as usize, Access::Write))
+            .collect::<Vec<_>>());
+        assert_eq!(coalesced.len(), 1);
+        assert!(first_race(&[block(coalesced)]).is_none());
+        // Threads two bytes apart storing four bytes each: one run whose neighbours overlap.
+        let mut l = GlobalLog::default();
+        for t in 0..8 {
+            l.record(
+                t,
+                0x1000 + 2 * t as usize,
+                4,
+                Access::Write,
+                Site::caller(),
+                0,
+                0,
+            );
+        }
+        let runs = l.finish();
+        assert_eq!(runs.len(), 1);
+        let race = first_race(&[block(runs)]).expect("a race");
+        assert_eq!(race.addr, 0x1002);
+        assert_eq!((race.first.thread, race.second.thread), (0, 1));
     }
 
     #[test]

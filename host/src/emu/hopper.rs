@@ -47,16 +47,19 @@ struct TmaTag {
     site: Site,
 }
 
-/// The Hopper state of one block.
+/// The Hopper state of one block. The per-thread part is made by [`activate`](Self::activate),
+/// at the block's first Hopper instruction: the other blocks (nearly all) do not pay for it.
 pub(super) struct HopperState {
     /// Whether any mbarrier, TMA or wgmma was used: the fast path of every shared access.
     pub active: bool,
+    /// Threads of the block.
+    threads: usize,
     barriers: HashMap<usize, Barrier>,
     /// Per 16-byte chunk of the arena, the TMA copy that wrote it (grown on demand).
     tags: Vec<Option<TmaTag>>,
-    /// Per thread: barrier offset -> phases that thread has seen complete.
+    /// Per thread: barrier offset -> phases that thread has seen complete (empty until active).
     observed: Vec<HashMap<usize, u64>>,
-    /// Per thread: where it blocked in `try_wait`, for the deadlock report.
+    /// Per thread: where it blocked in `try_wait`, for the deadlock report (empty until active).
     wait_sites: Vec<Option<Site>>,
     pub wgmma: super::wgmma::WgmmaState,
 }
@@ -65,11 +68,23 @@ impl HopperState {
     pub(super) fn new(threads: usize) -> Self {
         Self {
             active: false,
+            threads,
             barriers: HashMap::new(),
             tags: Vec::new(),
-            observed: vec![HashMap::new(); threads],
-            wait_sites: vec![None; threads],
-            wgmma: super::wgmma::WgmmaState::new(threads),
+            observed: Vec::new(),
+            wait_sites: Vec::new(),
+            wgmma: super::wgmma::WgmmaState::default(),
+        }
+    }
+
+    /// A Hopper instruction runs: from now on the state is tracked per thread (the caller
+    /// also leaves the block's fast path, whose condition this changes).
+    pub(super) fn activate(&mut self) {
+        if !self.active {
+            self.active = true;
+            self.observed = vec![HashMap::new(); self.threads];
+            self.wait_sites = vec![None; self.threads];
+            self.wgmma = super::wgmma::WgmmaState::new(self.threads);
         }
     }
 }
@@ -117,7 +132,7 @@ pub(super) fn mbarrier(
 ) -> Result<bool, EmuErrorKind> {
     let bar = barrier_offset(block, t, addr, site)?;
     let mut h = block.hopper.borrow_mut();
-    h.active = true;
+    h.activate();
     block.leave_fast_path();
     if let MbarrierOp::Init { count } = op {
         if count == 0 || count >= 1 << 20 {
@@ -470,7 +485,7 @@ pub(super) fn tma_load(
     }
     {
         let mut h = block.hopper.borrow_mut();
-        h.active = true;
+        h.activate();
         block.leave_fast_path();
         let Some(b) = h.barriers.get(&bar) else {
             drop(h);

@@ -10,7 +10,8 @@
 //! warp, the latest epoch of that lane it has synchronised with (directly or through others). An
 //! access thread `t` made at epoch `a` is ordered before thread `u`'s access at epoch `b` exactly
 //! when `u`'s clock at `b` knows an epoch of `t` later than `a`. A kernel that never calls
-//! `__syncwarp` costs nothing here: every thread stays at epoch 0 and no clock is stored.
+//! `__syncwarp` costs nothing here: every thread stays at epoch 0 and no clock is stored (nor a
+//! per-thread history, made at the block's first `__syncwarp`).
 
 const WARP: usize = 32;
 
@@ -20,8 +21,11 @@ type Clock = [u32; WARP];
 /// The vector clocks of one block's threads.
 #[derive(Default)]
 pub(super) struct WarpOrder {
-    /// `history[t][e - 1]`: thread `t`'s clock from its epoch `e` on (epoch 0 knows nothing).
+    /// `history[t][e - 1]`: thread `t`'s clock from its epoch `e` on (epoch 0 knows nothing);
+    /// empty until the first `__syncwarp`.
     history: Vec<Vec<Clock>>,
+    /// Threads of the block.
+    threads: usize,
     /// Whether any thread passed a `__syncwarp` (until then only program order orders).
     synced: bool,
 }
@@ -29,14 +33,16 @@ pub(super) struct WarpOrder {
 impl WarpOrder {
     pub(super) fn new(threads: usize) -> Self {
         Self {
-            history: vec![Vec::new(); threads],
+            history: Vec::new(),
+            threads,
             synced: false,
         }
     }
 
     /// How many `__syncwarp`s thread `t` has passed.
+    #[inline]
     pub(super) fn epoch(&self, t: usize) -> u32 {
-        self.history[t].len() as u32
+        self.history.get(t).map_or(0, |h| h.len() as u32)
     }
 
     /// Whether any thread passed a `__syncwarp`.
@@ -63,7 +69,10 @@ impl WarpOrder {
     /// The lanes of `mask` in the warp starting at thread `base` passed one `__syncwarp`: each
     /// moves to its next epoch and learns everything every other one knew.
     pub(super) fn sync(&mut self, base: usize, mask: u32) {
-        let threads = self.history.len();
+        let threads = self.threads;
+        if self.history.is_empty() {
+            self.history.resize_with(threads, Vec::new);
+        }
         let lanes = (0..WARP).filter(move |l| mask & (1 << l) != 0 && base + l < threads);
         let mut joined = [0; WARP];
         for l in lanes.clone() {

@@ -45,6 +45,9 @@ pub(super) fn complete_collectives(block: &Block) -> Result<bool, EmuErrorKind> 
             let mut states = block.states.borrow_mut();
             let mut pending = block.pending.borrow_mut();
             let mut out = block.results.borrow_mut();
+            if out.is_empty() {
+                out.resize(block.threads, [0; 4]);
+            }
             for (l, r) in lanes(mask).zip(results) {
                 out[base + l] = r;
                 pending[base + l] = None;

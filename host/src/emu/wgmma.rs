@@ -55,7 +55,10 @@ struct OpReads {
     site: Site,
 }
 
-/// The `wgmma` state of one block.
+/// The `wgmma` state of one block (`Default`: no threads, until [`HopperState::activate`]).
+///
+/// [`HopperState::activate`]: super::hopper::HopperState::activate
+#[derive(Default)]
 pub(super) struct WgmmaState {
     threads: Vec<ThreadWgmma>,
     ops: HashMap<u64, OpReads>,
@@ -114,7 +117,7 @@ fn wgmma_error(t: usize, site: Site, detail: String) -> EmuErrorKind {
 /// Thread `t` executes `wgmma.fence`, `commit_group` or `wait_group`.
 pub(super) fn sync(block: &Block, t: usize, op: WgmmaSync) {
     let mut h = block.hopper.borrow_mut();
-    h.active = true;
+    h.activate();
     block.leave_fast_path();
     let w = &mut h.wgmma;
     match op {
@@ -138,7 +141,11 @@ pub(super) fn sync(block: &Block, t: usize, op: WgmmaSync) {
 /// Thread `t` reads accumulator registers that the `wgmma` numbered `token` wrote.
 pub(super) fn read(block: &Block, t: usize, token: u64, site: Site) -> Result<(), EmuErrorKind> {
     let mut h = block.hopper.borrow_mut();
-    let thread = &mut h.wgmma.threads[t];
+    let Some(thread) = h.wgmma.threads.get_mut(t) else {
+        // No Hopper instruction yet in this block: no wgmma wrote the registers (token 0), and
+        // a thread's state starts out needing a fence.
+        return Ok(());
+    };
     // Registers read by ordinary instructions need a fence before the next wgmma touches them.
     thread.needs_fence = true;
     if token <= thread.retired {
@@ -172,6 +179,10 @@ fn pending_wgmma(block: &Block, t: usize) -> Option<(WgmmaOp, Site)> {
 
 /// Completes every `wgmma` whose warpgroup has fully arrived. Returns whether any did.
 pub(super) fn complete_warpgroups(block: &Block) -> Result<bool, EmuErrorKind> {
+    // Issuing a wgmma activates the Hopper state: a block that has not has none waiting.
+    if !block.hopper.borrow().active {
+        return Ok(false);
+    }
     let mut progressed = false;
     for base in (0..block.threads).step_by(WARPGROUP) {
         let Some((op, site)) =
@@ -249,6 +260,9 @@ fn a_fragment(t: usize, e: usize) -> (usize, usize) {
 
 /// When nothing can progress: a thread waiting at a `wgmma` its warpgroup never completes.
 pub(super) fn stuck(block: &Block, states: &[State]) -> Option<EmuErrorKind> {
+    if !block.hopper.borrow().active {
+        return None;
+    }
     let t = (0..block.threads).find(|&t| pending_wgmma(block, t).is_some())?;
     let (_, site) = pending_wgmma(block, t).expect("just found");
     let base = t / WARPGROUP * WARPGROUP;
@@ -495,7 +509,7 @@ fn execute(
     counters.wgmma_flops += (2 * M * n * K) as u64;
     drop(counters);
     let mut h = block.hopper.borrow_mut();
-    h.active = true;
+    h.activate();
     block.leave_fast_path();
     let w = &mut h.wgmma;
     chunks.sort_unstable();
