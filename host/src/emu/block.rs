@@ -51,8 +51,8 @@ pub(super) struct Launch<'k> {
     /// How long a thread may run without reaching a barrier, a warp collective or its end.
     pub watchdog: Option<Duration>,
     /// A sampled launch's budget of device calls (the performance model's: a count, so that
-    /// whether a sample fits does not depend on this machine's speed), and the calls made so far
-    /// by all its blocks, counted a thousand at a time by the watchdog's look.
+    /// whether a sample fits does not depend on this machine's speed), and the calls its threads
+    /// made, added up as each one suspends (the launch checks the total at its end).
     pub work_budget: Option<u64>,
     pub work: std::sync::atomic::AtomicU64,
 }
@@ -320,11 +320,8 @@ impl Block<'_> {
     #[inline(never)]
     fn watchdog_look(&self) {
         if let Some(budget) = self.launch.work_budget {
-            let done = self
-                .launch
-                .work
-                .fetch_add(1024, std::sync::atomic::Ordering::Relaxed);
-            if done > budget {
+            let others = self.launch.work.load(std::sync::atomic::Ordering::Relaxed);
+            if others + u64::from(self.ticks.get()) > budget {
                 self.fail(EmuErrorKind::Resources(format!(
                     "the sampled launch made more than its budget of {budget} device calls"
                 )));
@@ -396,6 +393,10 @@ impl Block<'_> {
                 faults::arm(co.trap_handler(), guards[t], page);
                 let resumed = co.resume(());
                 self.slot.suspended();
+                if self.launch.work_budget.is_some() {
+                    let calls = u64::from(self.ticks.get());
+                    (self.launch.work).fetch_add(calls, std::sync::atomic::Ordering::Relaxed);
+                }
                 faults::disarm();
                 match resumed {
                     CoroutineResult::Yield(()) => {}

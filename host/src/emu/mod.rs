@@ -508,6 +508,18 @@ impl Emulator {
             race.second.block = linear(race.second.block) as usize;
             return Err(Error::Emulator(Box::new(self.race_error(&launch, &race))));
         }
+        if let Some(budget) = launch.work_budget {
+            let work = launch.work.load(Ordering::Relaxed);
+            if work > budget {
+                return Err(Error::Emulator(Box::new(EmuError {
+                    kernel: name,
+                    block: blocks[0],
+                    kind: EmuErrorKind::Resources(format!(
+                        "the sampled launch made {work} device calls, more than its budget of {budget}"
+                    )),
+                })));
+            }
+        }
         if sampling {
             self.samples.lock().unwrap().push(sample::SampledLaunch {
                 kernel: name,

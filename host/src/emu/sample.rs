@@ -225,8 +225,8 @@ pub struct SampledBlock {
 pub struct SampledLaunch {
     pub kernel: &'static str,
     pub config: LaunchConfig,
-    /// Device calls its blocks made, in thousands (1024) as the watchdog counts them: the cost
-    /// of the sample, machine-independent.
+    /// Device calls its threads made (accesses, barriers, collectives, FLOP counts) when a
+    /// budget was set: the cost of the sample, machine-independent; 0 without a budget.
     pub work: u64,
     /// Bytes of each live allocation at the launch, in address order (the indices of
     /// [`BlockTraffic::loaded`]).

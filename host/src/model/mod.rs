@@ -140,9 +140,11 @@ pub struct LaunchPrediction {
     /// Waves of resident blocks the grid takes, and the factor the last one's idle SMs cost.
     pub waves: f64,
     pub tail_factor: f64,
-    /// Blocks emulated, of the grid's.
+    /// Blocks emulated, of the grid's, and the device calls they made (0 when not counted).
     pub sampled_blocks: usize,
     pub grid_blocks: u64,
+    #[serde(default)]
+    pub sample_work: u64,
 }
 
 /// An operation's prediction: its launches in order.
@@ -301,6 +303,7 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
         tail_factor,
         sampled_blocks: s.blocks.len(),
         grid_blocks: s.grid_blocks(),
+        sample_work: s.work,
     })
 }
 
