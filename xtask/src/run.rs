@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Timed runs per kernel on a GPU.
     #[arg(long, default_value_t = 20)]
     runs: usize,
+    /// Leave out the performance model's predictions (`predicted`, `limiter`): on the
+    /// emulator each row's sample at the GPU shape takes up to a few seconds here.
+    #[arg(long)]
+    no_predict: bool,
     /// Seconds one case may take before its process is stopped and the case reported as hung.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     case_timeout: u64,
@@ -58,6 +62,8 @@ pub struct CasesArgs {
     /// Indices into `cases::all()`, run in this order.
     #[arg(long, value_delimiter = ',', required = true)]
     cases: Vec<usize>,
+    #[arg(long)]
+    no_predict: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -214,6 +220,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         },
         runs: args.runs,
         timeout: Duration::from_secs(args.case_timeout),
+        predict: !args.no_predict,
     };
     run_isolated(&child, &all, &selected, |result| {
         bar.set_message(all[result.index].kernel);
@@ -382,6 +389,7 @@ struct ChildArgs<'a> {
     scale: ScaleArg,
     runs: usize,
     timeout: Duration,
+    predict: bool,
 }
 
 /// Runs the `selected` cases in child processes, in order, handing each case's result to
@@ -411,6 +419,7 @@ fn run_isolated(
                 "--cases",
                 &list.join(","),
             ])
+            .args((!child.predict).then_some("--no-predict"))
             .env(host::runtime::BACKEND_VAR, &child.backend)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -509,7 +518,7 @@ pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
             .ok_or_else(|| format!("no case {index}: there are {}", all.len()))?;
         host::runtime::take_launches();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_case(&rt, case, scale, spec, args.runs)
+            run_case(&rt, case, scale, spec, args.runs, !args.no_predict)
         }));
         // The case's buffers are freed by now: a deferred error is blamed on this case.
         let settled = rt.settle();
@@ -582,6 +591,7 @@ fn run_case(
     scale: Scale,
     spec: &GpuSpec,
     runs: usize,
+    predict: bool,
 ) -> host::Result<Row> {
     let mut case = (spec_case.build)(rt, scale)?;
     let row = if rt.is_gpu() {
@@ -630,7 +640,7 @@ fn run_case(
             check,
             launches: Vec::new(),
             baseline: baseline::for_row(case.kernel, &case.gpu.0),
-            predicted: matches!(rt.backend(), Backend::Emulator(_))
+            predicted: (predict && matches!(rt.backend(), Backend::Emulator(_)))
                 .then(|| crate::predict::within_budget(spec_case, &case.gpu.0, spec)),
         }
     };
