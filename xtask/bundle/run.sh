@@ -151,7 +151,10 @@ subset=()
 [ "$check" = 1 ] && subset=(--only transpose)
 stage correctness 10 "$xtask" "${small[@]}" --json "$out/correctness.json"
 # The emulator's verdict at the same sizes, which the sanitizers' reports are compared with.
-stage emulator 3 env KERNELS_BACKEND=emulator "$xtask" run "${subset[@]}" --json "$out/emulator.json"
+# ... with the performance model's predictions for this GPU (by its name, as `run` finds it),
+# which `summarize` sets beside the measured rows.
+gpu_name=$( (command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -1) || true)
+stage emulator 3 env KERNELS_BACKEND=emulator "$xtask" run "${subset[@]}" --device "${gpu_name:-h100}" --json "$out/emulator.json"
 sanitizer=$(tool compute-sanitizer)
 for t in memcheck:8 racecheck:8 synccheck:5; do
   name="sanitizer-${t%%:*}"

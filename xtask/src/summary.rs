@@ -65,6 +65,7 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         sanitizer.insert(tool.to_string(), verdict);
     }
     let profiler = profiler_comparison(&args.results)?;
+    let model = model_comparison(&rows, emulator.as_ref());
     let failures: Vec<&Value> = runs
         .iter()
         .filter_map(|(_, r)| r.as_ref())
@@ -87,6 +88,7 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         );
     }
     print_profiler(&profiler);
+    print_model(&model);
     for run in &incomplete {
         let not_run: Vec<&str> = run["not_run"]
             .as_array()
@@ -112,6 +114,7 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         "sanitizer": sanitizer,
         "findings": findings,
         "profiler": profiler,
+        "model": model,
         "missing_runs": missing,
         "incomplete_runs": incomplete,
         "runs": runs.iter().map(|(_, r)| r).collect::<Vec<_>>(),
@@ -567,6 +570,76 @@ fn print_profiler(profiler: &Value) {
     }
 }
 
+/// Each measured row beside the performance model's prediction for the same kernel and shape
+/// (the emulator stage's `predicted`, made on the GPU machine's CPUs before any measurement):
+/// `error` is predicted over measured, minus one. Nothing here is calibrated: the window shows
+/// where the model is wrong.
+fn model_comparison(rows: &[&Value], emulator: Option<&Value>) -> Vec<Value> {
+    let predictions: Vec<&Value> = emulator
+        .and_then(|e| e["rows"].as_array())
+        .into_iter()
+        .flatten()
+        .collect();
+    rows.iter()
+        .filter(|r| r["measured"] == true)
+        .filter_map(|r| {
+            let measured = r["roofline"]["seconds"].as_f64()?;
+            let predicted = predictions
+                .iter()
+                // A GPU row's shape is the case's (`4096^3`); the emulator's row names the same
+                // shape, sometimes with a note (`4096^3 (no L2)`).
+                .find(|p| {
+                    p["kernel"] == r["kernel"]
+                        && p["shape"]
+                            .as_str()
+                            .zip(r["shape"].as_str())
+                            .is_some_and(|(predicted, measured)| predicted.starts_with(measured))
+                })
+                .and_then(|p| p["predicted"].get("Ok"));
+            Some(match predicted {
+                Some(p) => {
+                    let seconds = p["seconds"].as_f64().unwrap_or(f64::NAN);
+                    json!({
+                        "kernel": r["kernel"], "shape": r["shape"],
+                        "measured_seconds": measured, "predicted_seconds": seconds,
+                        "limiter": p["limiter"], "error": seconds / measured - 1.0,
+                    })
+                }
+                None => json!({
+                    "kernel": r["kernel"], "shape": r["shape"], "measured_seconds": measured,
+                    "predicted_seconds": null,
+                }),
+            })
+        })
+        .collect()
+}
+
+fn print_model(model: &[Value]) {
+    if model.is_empty() {
+        return;
+    }
+    println!("performance model (predicted before the window) against measured:");
+    for m in model {
+        let measured = m["measured_seconds"].as_f64().unwrap_or(f64::NAN);
+        match m["predicted_seconds"].as_f64() {
+            Some(p) => println!(
+                "  {:<28} {:<26} predicted {:>10.3} ms ({}), measured {:>10.3} ms: {:+.0}%",
+                m["kernel"].as_str().unwrap_or("?"),
+                m["shape"].as_str().unwrap_or("?"),
+                p * 1e3,
+                m["limiter"].as_str().unwrap_or("?"),
+                measured * 1e3,
+                100.0 * m["error"].as_f64().unwrap_or(f64::NAN)
+            ),
+            None => println!(
+                "  {:<28} {:<26} not predicted (see the emulator stage's run.json)",
+                m["kernel"].as_str().unwrap_or("?"),
+                m["shape"].as_str().unwrap_or("?")
+            ),
+        }
+    }
+}
+
 fn print_summary(rows: &[Value], sanitizer: &serde_json::Map<String, Value>, findings: &[Value]) {
     for r in rows {
         let how = if r["measured"] == true {
@@ -661,6 +734,28 @@ mod tests {
             "check": {"Ok": "exact"},
             "launches": [format!("{k}<<<(1, 1, 1), (32, 1, 1), 0 B dynamic shared>>>")],
         })).collect::<Vec<_>>(), "failures": []})
+    }
+
+    /// A measured row finds the emulator stage's prediction at its kernel and shape, and the
+    /// error is predicted over measured; a row without one says so.
+    #[test]
+    fn measured_rows_meet_their_predictions() {
+        let measured = |k: &str, s: &str, t: f64| json!({"kernel": k, "shape": s, "measured": true, "roofline": {"seconds": t}});
+        let rows = [
+            measured("transpose_naive", "8192 x 8192 f32", 4e-4),
+            measured("softmax_fused_f32", "8192 x 8192 f32", 2e-4),
+        ];
+        let emulator = json!({"rows": [
+            {"kernel": "transpose_naive", "shape": "8192 x 8192 f32",
+             "predicted": {"Ok": {"seconds": 2.5e-4, "limiter": "L2"}}},
+            {"kernel": "transpose_naive", "shape": "200 x 300 f32",
+             "predicted": {"Ok": {"seconds": 1.0, "limiter": "DRAM"}}},
+        ]});
+        let model = model_comparison(&rows.iter().collect::<Vec<_>>(), Some(&emulator));
+        assert_eq!(model.len(), 2);
+        assert_eq!(model[0]["limiter"], "L2");
+        assert!((model[0]["error"].as_f64().unwrap() + 0.375).abs() < 1e-12);
+        assert!(model[1]["predicted_seconds"].is_null());
     }
 
     #[test]
