@@ -434,3 +434,114 @@ pub(crate) fn within_budget(
         "its sample makes more than {ROW_BUDGET} device calls even with one block: {later}"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The model moves the way hardware moves: each pair of kernels below differs in one thing a
+    //! chapter teaches (coalescing, a bank conflict, fusion, register blocking, tensor cores,
+    //! wgmma), and the model, reading only the emulator's counts at the GPU shape, predicts the
+    //! one the chapter calls faster to be faster, for the reason the chapter gives. On the PTX
+    //! backend when `KERNELS_BACKEND=ptx` (the sm_90a kernels only from the sm_90a module).
+    use super::*;
+    use host::model::Limiter;
+
+    /// The prediction for `kernel`'s case at `shape` on the H100, or `None` where this backend
+    /// cannot run it (the wgmma kernels on an sm_80/sm_90 PTX module).
+    fn on_h100(kernel: &str, shape: &str) -> Option<Prediction> {
+        let program = match std::env::var("KERNELS_BACKEND").as_deref() {
+            Ok("ptx") => Some(Program::from_env().expect("the PTX module loads")),
+            _ => None,
+        };
+        let all = cases::all();
+        let h100 = Machine::find("h100").unwrap();
+        for spec in all.iter().filter(|c| c.kernel == kernel) {
+            match sample(spec, program, Some(shape), SampleLimits::default()) {
+                Ok(Ok(s)) => return Some(predict(&h100, &s).expect("predicts")),
+                Ok(Err(_)) => continue,
+                Err(e) if e.contains("sm_90a") => return None,
+                Err(e) => panic!("{kernel} at {shape}: {e}"),
+            }
+        }
+        panic!("no case of {kernel} at {shape}")
+    }
+
+    fn faster(fast: &Prediction, slow: &Prediction) {
+        assert!(
+            fast.seconds < slow.seconds,
+            "{} ({:.1} µs, {}) should be faster than {} ({:.1} µs, {})",
+            fast.launches[0].kernel,
+            fast.seconds * 1e6,
+            fast.limiter.name(),
+            slow.launches[0].kernel,
+            slow.seconds * 1e6,
+            slow.limiter.name()
+        );
+    }
+
+    /// coalescing.md: the naive transpose's strided stores touch 32 sectors per request (L2
+    /// traffic 8x the bytes); the shared tile's column reads are a 32-way bank conflict; the
+    /// padded tile has neither and runs at DRAM speed.
+    #[test]
+    fn transposes_are_limited_by_what_coalescing_md_says() {
+        let shape = "8192 x 8192";
+        let naive = on_h100("transpose_naive", shape).unwrap();
+        let shared = on_h100("transpose_shared", shape).unwrap();
+        let padded = on_h100("transpose_padded", shape).unwrap();
+        assert_eq!(naive.limiter, Limiter::L2);
+        assert_eq!(shared.limiter, Limiter::SharedWavefronts);
+        assert_eq!(padded.limiter, Limiter::Dram);
+        faster(&padded, &naive);
+        faster(&padded, &shared);
+    }
+
+    /// softmax.md: the fused kernel reads the row once, the naive flow three times.
+    #[test]
+    fn fused_softmax_is_faster_than_the_naive_flow() {
+        let shape = "8192 x 8192 f32";
+        let naive = on_h100("softmax_naive_f32", shape).unwrap();
+        let fused = on_h100("softmax_fused_f32", shape).unwrap();
+        faster(&fused, &naive);
+        assert_eq!(fused.limiter, Limiter::Dram);
+    }
+
+    /// decode.md: a GEMV at batch 1 and split-KV decode attention stream their bytes.
+    #[test]
+    fn decode_kernels_are_dram_bound() {
+        let gemv = on_h100("gemv_bf16", "M=1: 4096 -> 14336").unwrap();
+        assert_eq!(gemv.limiter, Limiter::Dram);
+        let attention = on_h100("decode_attention_bf16", "[131072]").unwrap();
+        assert_eq!(attention.limiter, Limiter::Dram);
+    }
+
+    /// gemm.md: register blocking cuts the memory instructions per FMA that bound the tiled
+    /// kernel; tensor cores do in one mma what CUDA cores do in 64 FMAs.
+    #[test]
+    fn gemm_steps_get_faster() {
+        let shape = "1024^3";
+        let tiled = on_h100("gemm_tiled_f32", shape).unwrap();
+        let blocked = on_h100("gemm_register_blocked_f32", shape).unwrap();
+        let tensor = on_h100("gemm_tensor_core_bf16", shape).unwrap();
+        assert_eq!(tiled.limiter, Limiter::LsuIssue);
+        faster(&blocked, &tiled);
+        faster(&tensor, &blocked);
+    }
+
+    /// hopper.md: at 4096^3 and at attention's d = 128, N = 4096, wgmma (the tensor cores at
+    /// their peak, operands from shared memory by the tensor cores themselves) beats mma.sync
+    /// (63 % of the peak, operands through ldmatrix and registers).
+    #[test]
+    fn wgmma_beats_mma_sync_on_hopper() {
+        let (Some(wgmma), Some(mma)) = (
+            on_h100("gemm_wgmma_bf16", "4096^3"),
+            on_h100("gemm_tensor_core_bf16", "4096^3"),
+        ) else {
+            return; // not on this PTX module: the source backend's run checks it
+        };
+        faster(&wgmma, &mma);
+        let shape = "4x16x4096x128 bf16";
+        let fa3 = on_h100("attention_wgmma_bf16", shape).unwrap();
+        let fa2 = on_h100("attention_fused_bf16", shape).unwrap();
+        faster(&fa3, &fa2);
+        assert_eq!(fa3.limiter, Limiter::Tensor);
+    }
+}
