@@ -556,19 +556,7 @@ impl Block<'_> {
         site: Site,
     ) -> Result<(), EmuErrorKind> {
         let by = || self.thread_access(t, access, site);
-        self.aligned(MemorySpace::Shared, addr, bytes, by)?;
-        let Some(offset) = self.arena.borrow().offset_of(addr, bytes) else {
-            return Err(EmuErrorKind::OutOfBounds {
-                space: MemorySpace::Shared,
-                by: by(),
-                addr,
-                bytes,
-                near: None,
-            });
-        };
-        if self.async_copies.borrow().any_in_flight() {
-            async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
-        }
+        let offset = self.shared_offset(addr, bytes, by)?;
         if self.hopper.borrow().active {
             hopper::check_shared(self, t, offset, bytes, by)?;
         }
@@ -716,17 +704,14 @@ impl Block<'_> {
         }
     }
 
-    /// Thread `t`'s atomic on shared memory: checked as [`shared_check`](Self::shared_check)
-    /// checks an access, recorded in the shadow as a write by [`ATOMIC_THREAD`], counted as one
-    /// access that reads and writes its bytes.
-    fn shared_atomic(
+    /// What every checked shared access (plain or atomic) checks first: alignment, that the
+    /// bytes lie in one allocation, and that no `cp.async` still writes them; the arena offset.
+    fn shared_offset(
         &self,
-        t: usize,
         addr: usize,
         bytes: usize,
-        site: Site,
-    ) -> Result<(), EmuErrorKind> {
-        let by = || self.thread_access(t, Access::Write, site);
+        by: impl Fn() -> ThreadAccess + Copy,
+    ) -> Result<usize, EmuErrorKind> {
         self.aligned(MemorySpace::Shared, addr, bytes, by)?;
         let Some(offset) = self.arena.borrow().offset_of(addr, bytes) else {
             return Err(EmuErrorKind::OutOfBounds {
@@ -740,6 +725,21 @@ impl Block<'_> {
         if self.async_copies.borrow().any_in_flight() {
             async_copy::check_not_in_flight(self, offset, addr, bytes, by)?;
         }
+        Ok(offset)
+    }
+
+    /// Thread `t`'s atomic on shared memory: checked as [`shared_check`](Self::shared_check)
+    /// checks an access, recorded in the shadow as a write by [`ATOMIC_THREAD`], counted as one
+    /// access that reads and writes its bytes.
+    fn shared_atomic(
+        &self,
+        t: usize,
+        addr: usize,
+        bytes: usize,
+        site: Site,
+    ) -> Result<(), EmuErrorKind> {
+        let by = || self.thread_access(t, Access::Write, site);
+        let offset = self.shared_offset(addr, bytes, by)?;
         let order = self.order.borrow();
         let epoch = order.epoch(t);
         // The atomic is ordered after what `__syncwarp` ordered before this thread.
