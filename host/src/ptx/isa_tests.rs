@@ -443,22 +443,26 @@ fn no_loads(body: &str) -> String {
 #[test]
 fn atomics_on_global_and_shared_memory() {
     // PTX ISA, "atom" and "red": the operation's old value to d (atom), none (red).
-    // Global: 64 threads in 2 blocks add 1 and (red) 2 to word 0, and take max of tid on word 1.
+    // Global: 64 threads in 2 blocks (run in parallel, as on two SMs) add 1 to word 0 (atom),
+    // 2 to word 2 (red), and take the max of the global thread index on word 1. The atom and
+    // the red are on different words: on one word, another block's atom may fall between a
+    // thread's atom and its red, so its old values need not be multiples of 3.
     let body = "\
 \tatom.global.add.u32 %r5, [%rd1], 1;
-\tred.global.add.u32 [%rd1], 2;
+\tred.global.add.u32 [%rd1+8], 2;
 \tmov.u32 %r6, %ctaid.x;
 \tmad.lo.s32 %r7, %r6, 32, %r9;
 \tatom.global.max.s32 %r8, [%rd1+4], %r7;
 \tmov.u32 %r4, %r5;
 \tmad.lo.s32 %r9, %r6, 32, %r9;";
     let out = run_words(&no_loads(body), [0, (-5i32) as u32, 0], 2, 32).unwrap();
-    assert_eq!(out[0], 64 * 3);
+    assert_eq!(out[0], 64);
     assert_eq!(out[1], 63);
-    // The old values are a permutation of 0, 3, 6, ...
+    assert_eq!(out[2], 64 * 2);
+    // Each atom saw a distinct old value: they are a permutation of 0..64.
     let mut old: Vec<u32> = out[3..].to_vec();
     old.sort();
-    assert_eq!(old, (0..64).map(|k| 3 * k).collect::<Vec<_>>());
+    assert_eq!(old, (0..64).collect::<Vec<_>>());
     // cas, exch, inc, dec, and, or, xor, min on one thread, from the ISA's definitions:
     // inc: old >= b ? 0 : old + 1; dec: old == 0 || old > b ? b : old - 1.
     let one = |op: &str, start: u32, b: u32| -> (u32, u32) {
