@@ -12,11 +12,115 @@ pub struct RooflinePoint {
     pub label: String,
     /// FLOPs per HBM byte.
     pub intensity: f64,
-    /// Achieved (or modelled) FLOP/s.
+    /// Where the marker sits: the FLOP/s measured on a GPU, else the performance model's
+    /// predicted FLOP/s, else the roofline bound.
     pub flops_per_second: f64,
+    /// The roofline bound at this intensity, marked with a cross above a marker that sits below
+    /// it (a measurement or a prediction), so that the gap to the roof stays visible.
+    pub bound: Option<f64>,
     pub unit: ComputeUnit,
     /// Measured on a GPU (filled marker) or modelled (hollow marker).
     pub measured: bool,
+}
+
+/// A box on the chart, in pixels: left, top, width, height.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Rect {
+    pub x: i32,
+    pub y: i32,
+    pub w: i32,
+    pub h: i32,
+}
+
+impl Rect {
+    fn overlaps(&self, o: &Rect) -> bool {
+        self.x < o.x + o.w && o.x < self.x + self.w && self.y < o.y + o.h && o.y < self.y + self.h
+    }
+
+    fn inside(&self, area: &Rect) -> bool {
+        self.x >= area.x
+            && self.y >= area.y
+            && self.x + self.w <= area.x + area.w
+            && self.y + self.h <= area.y + area.h
+    }
+}
+
+/// The box a label of `chars` characters takes at `font_px`: sans-serif glyphs average a little
+/// over half an em wide (no font is loaded to measure: the SVG is drawn by the viewer).
+fn text_size(chars: usize, font_px: i32) -> (i32, i32) {
+    ((chars as i32 * font_px * 3 + 4) / 5, font_px + 2)
+}
+
+/// A place for each label beside its marker (pixels) such that no label covers another label,
+/// a marker or an `obstacle` (the legend), and every label stays inside `area`. Candidates in
+/// order: right of the marker, left, above, below, then right and left moved up or down a line at
+/// a time. The flag says the label was moved away from its marker (draw a leader line); a label
+/// that fits nowhere keeps the first candidate (and is flagged).
+pub(crate) fn place_labels(
+    markers: &[(i32, i32)],
+    sizes: &[(i32, i32)],
+    area: Rect,
+    obstacles: &[Rect],
+) -> Vec<(Rect, bool)> {
+    const GAP: i32 = 7;
+    let mut taken: Vec<Rect> = obstacles.to_vec();
+    taken.extend(markers.iter().map(|&(x, y)| Rect {
+        x: x - 5,
+        y: y - 5,
+        w: 11,
+        h: 11,
+    }));
+    let mut placed = Vec::with_capacity(markers.len());
+    for (&(x, y), &(w, h)) in markers.iter().zip(sizes) {
+        let right = |dy: i32| Rect {
+            x: x + GAP,
+            y: y - h / 2 + dy,
+            w,
+            h,
+        };
+        let left = |dy: i32| Rect {
+            x: x - GAP - w,
+            y: y - h / 2 + dy,
+            w,
+            h,
+        };
+        let mut candidates = vec![
+            (right(0), false),
+            (left(0), false),
+            (
+                Rect {
+                    x: x - w / 2,
+                    y: y - GAP - h,
+                    w,
+                    h,
+                },
+                false,
+            ),
+            (
+                Rect {
+                    x: x - w / 2,
+                    y: y + GAP,
+                    w,
+                    h,
+                },
+                false,
+            ),
+        ];
+        for line in 1..=12 {
+            for dy in [-line * h, line * h] {
+                candidates.push((right(dy), true));
+                candidates.push((left(dy), true));
+            }
+        }
+        let chosen = candidates
+            .iter()
+            .find(|(r, _)| r.inside(&area) && !taken.iter().any(|t| t.overlaps(r)))
+            .copied()
+            .unwrap_or((candidates[0].0, true));
+        taken.push(chosen.0);
+        placed.push(chosen);
+    }
+    placed
 }
 
 fn err<E: std::fmt::Display>(e: E) -> String {
@@ -91,10 +195,14 @@ fn draw_roofline(
                 PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
             });
     }
-    for p in points
+    const FONT_PX: i32 = 12;
+    let shown: Vec<&RooflinePoint> = points
         .iter()
         .filter(|p| p.intensity > 0.0 && p.flops_per_second > 0.0)
-    {
+        .collect();
+    let clamp = |x: f64, y: f64| (x.clamp(x_min, x_max), y.clamp(y_min, y_max));
+    let mut markers = Vec::with_capacity(shown.len());
+    for p in &shown {
         let colour = if p.unit == ComputeUnit::TensorCore16 {
             BLUE
         } else {
@@ -105,20 +213,64 @@ fn draw_roofline(
         } else {
             colour.stroke_width(2)
         };
-        let at = (
-            p.intensity.clamp(x_min, x_max),
-            p.flops_per_second.clamp(y_min, y_max),
-        );
+        let at = clamp(p.intensity, p.flops_per_second);
+        if let Some(bound) = p.bound.filter(|b| *b > p.flops_per_second * 1.001) {
+            // The roof this kernel could reach at its intensity: a grey cross, joined to the
+            // marker, so the distance to the roof reads off the chart.
+            let roof = clamp(p.intensity, bound);
+            let grey = BLACK.mix(0.35);
+            chart
+                .draw_series([PathElement::new(vec![at, roof], grey.stroke_width(1))])
+                .map_err(err)?;
+            chart
+                .draw_series([Cross::new(roof, 4, grey.stroke_width(1))])
+                .map_err(err)?;
+        }
         chart
             .draw_series([Circle::new(at, 5, style)])
             .map_err(err)?;
-        chart
-            .draw_series([Text::new(
-                p.label.clone(),
-                (at.0 * 1.08, at.1),
-                ("sans-serif", 12),
-            )])
+        markers.push(chart.backend_coord(&at));
+    }
+    // The labels in pixels, placed so that none covers another (the kernels of one family sit
+    // close together), kept off the legend in the upper left.
+    let plot = chart.plotting_area();
+    let ((px, py), (pw, ph)) = (plot.get_base_pixel(), plot.dim_in_pixel());
+    let area = Rect {
+        x: px,
+        y: py,
+        w: pw as i32,
+        h: ph as i32,
+    };
+    let legend = Rect {
+        x: px,
+        y: py,
+        w: 420,
+        h: 60,
+    };
+    let sizes: Vec<_> = shown
+        .iter()
+        .map(|p| text_size(p.label.chars().count(), FONT_PX))
+        .collect();
+    let placed = place_labels(&markers, &sizes, area, &[legend]);
+    for ((p, (rect, moved)), &(mx, my)) in shown.iter().zip(&placed).zip(&markers) {
+        if *moved {
+            let end = if rect.x >= mx {
+                rect.x
+            } else {
+                rect.x + rect.w
+            };
+            root.draw(&PathElement::new(
+                vec![(mx, my), (end, rect.y + rect.h / 2)],
+                BLACK.mix(0.4).stroke_width(1),
+            ))
             .map_err(err)?;
+        }
+        root.draw(&Text::new(
+            p.label.clone(),
+            (rect.x, rect.y),
+            ("sans-serif", FONT_PX),
+        ))
+        .map_err(err)?;
     }
     chart
         .configure_series_labels()
@@ -199,4 +351,108 @@ fn draw_bandwidth(
         .draw()
         .map_err(err)?;
     root.present().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The attention and GEMM kernels sit within a few pixels of each other on the roofline:
+    /// twenty labels on markers crowded together overlap neither each other, nor a marker, nor
+    /// the legend, and stay on the chart.
+    #[test]
+    fn crowded_labels_do_not_overlap() {
+        let area = Rect {
+            x: 0,
+            y: 0,
+            w: 900,
+            h: 600,
+        };
+        let legend = Rect {
+            x: 0,
+            y: 0,
+            w: 420,
+            h: 60,
+        };
+        let markers: Vec<(i32, i32)> = (0..20)
+            .map(|i| (600 + (i % 4) * 6, 300 + (i / 4) * 5))
+            .collect();
+        let sizes: Vec<_> = (0..20).map(|i| text_size(20 + i, 12)).collect();
+        let placed = place_labels(&markers, &sizes, area, &[legend]);
+        let boxes: Vec<Rect> = markers
+            .iter()
+            .map(|&(x, y)| Rect {
+                x: x - 5,
+                y: y - 5,
+                w: 11,
+                h: 11,
+            })
+            .collect();
+        for (i, (a, _)) in placed.iter().enumerate() {
+            assert!(a.inside(&area), "label {i} at {a:?} is off the chart");
+            assert!(!a.overlaps(&legend), "label {i} covers the legend");
+            for (j, (b, _)) in placed.iter().enumerate().skip(i + 1) {
+                assert!(!a.overlaps(b), "labels {i} {a:?} and {j} {b:?} overlap");
+            }
+            for (j, m) in boxes.iter().enumerate() {
+                assert!(!a.overlaps(m), "label {i} covers marker {j}");
+            }
+        }
+        // A lone marker keeps its label right beside it, centred on it, with no leader line.
+        let lone = place_labels(&[(100, 300)], &[(50, 14)], area, &[]);
+        assert_eq!(
+            lone[0],
+            (
+                Rect {
+                    x: 107,
+                    y: 293,
+                    w: 50,
+                    h: 14
+                },
+                false
+            )
+        );
+    }
+
+    /// Each kernel's label is drawn once, and a point below its roof gets the cross that marks
+    /// the bound.
+    #[test]
+    fn the_chart_labels_every_point_and_marks_the_bounds() {
+        let spec = host::specs::GpuSpec::find("h100").unwrap();
+        let point = |label: &str, intensity: f64, at: f64, bound: Option<f64>| RooflinePoint {
+            label: label.to_string(),
+            intensity,
+            flops_per_second: at,
+            bound,
+            unit: ComputeUnit::TensorCore16,
+            measured: false,
+        };
+        let points = [
+            point("kernel_a", 100.0, 1e14, Some(3e14)),
+            point("kernel_b", 101.0, 1.01e14, None),
+            point("kernel_c", 102.0, 2e14, Some(2e14)),
+        ];
+        let mut svg = String::new();
+        draw_roofline(
+            SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area(),
+            spec,
+            &points,
+            "test",
+        )
+        .unwrap();
+        for p in &points {
+            assert_eq!(
+                svg.matches(p.label.as_str()).count(),
+                1,
+                "{}",
+                p.label
+            );
+        }
+        // A cross is two lines; only kernel_a is below its bound.
+        let grey_lines = svg.matches("opacity=\"0.35\"").count();
+        assert_eq!(
+            grey_lines, 3,
+            "a joining line and the cross's two strokes: {svg}"
+        );
+    }
 }

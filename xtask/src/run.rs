@@ -276,16 +276,34 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         .rows
         .iter()
         .filter(|r| seen.insert(r.kernel.as_str()))
-        .map(|r| plot::RooflinePoint {
-            label: r.kernel.clone(),
-            intensity: r.roofline.intensity,
-            flops_per_second: r.roofline.flops_per_second,
-            unit: r.cost.unit,
-            measured: r.measured,
+        .map(|r| {
+            // A modelled row sits at the model's prediction where it has one, with its bound
+            // above it; a measured row at its measurement.
+            let predicted = match &r.predicted {
+                Some(Ok(p)) if !r.measured && p.seconds > 0.0 => {
+                    Some(r.cost.flops as f64 / p.seconds)
+                }
+                _ => None,
+            };
+            let bound = r.cost.flops as f64 / r.roofline.bound_seconds.max(f64::MIN_POSITIVE);
+            plot::RooflinePoint {
+                label: r.kernel.clone(),
+                intensity: r.roofline.intensity,
+                flops_per_second: predicted.unwrap_or(r.roofline.flops_per_second),
+                bound: (r.measured || predicted.is_some()).then_some(bound),
+                unit: r.cost.unit,
+                measured: r.measured,
+            }
         })
         .collect();
+    let predicted = report
+        .rows
+        .iter()
+        .any(|r| matches!(r.predicted, Some(Ok(_))));
     let how = if is_gpu {
         format!("measured on {}", report.backend)
+    } else if predicted {
+        "MODELLED: the performance model's predictions, bounds as x (no GPU)".to_string()
     } else {
         "MODELLED at the roofline bound (no GPU)".to_string()
     };
