@@ -441,12 +441,7 @@ mod tests {
         )
         .unwrap();
         for p in &points {
-            assert_eq!(
-                svg.matches(p.label.as_str()).count(),
-                1,
-                "{}",
-                p.label
-            );
+            assert_eq!(svg.matches(p.label.as_str()).count(), 1, "{}", p.label);
         }
         // A cross is two lines; only kernel_a is below its bound.
         let grey_lines = svg.matches("opacity=\"0.35\"").count();

@@ -497,6 +497,15 @@ mod tests {
         assert_eq!(padded.limiter, Limiter::Dram);
         faster(&padded, &naive);
         faster(&padded, &shared);
+        // The bank conflict, the one edit between the shared and the padded tile: half the
+        // requests (the row writes) are conflict-free, half (the column reads) 32-way.
+        let degree = |p: &Prediction| {
+            let t = &p.launches[0].totals;
+            t.shared_wavefronts / t.shared_ideal_wavefronts
+        };
+        assert!((degree(&shared) - 16.5).abs() < 0.5, "{}", degree(&shared));
+        assert!((degree(&padded) - 1.0).abs() < 0.05, "{}", degree(&padded));
+        assert!(shared.seconds > 1.2 * padded.seconds);
     }
 
     /// softmax.md: the fused kernel reads the row once, the naive flow three times.
@@ -533,9 +542,60 @@ mod tests {
         let tiled = on_h100_with("gemm_tiled_f32", shape, anchor).unwrap();
         let blocked = on_h100_with("gemm_register_blocked_f32", shape, anchor).unwrap();
         let tensor = on_h100_with("gemm_tensor_core_bf16", shape, anchor).unwrap();
-        assert_eq!(tiled.limiter, Limiter::LsuIssue);
+        // Two shared-memory loads per FMA: the load/store units' issue and the shared data
+        // path (with the tiles' global sectors) within a few per cent of each other.
+        assert!(
+            matches!(tiled.limiter, Limiter::LsuIssue | Limiter::SharedWavefronts),
+            "{:?}",
+            tiled.limiter
+        );
         faster(&blocked, &tiled);
         faster(&tensor, &blocked);
+    }
+
+    /// Sensitivity, on the project's own kernels: each edit a learner makes that costs time on
+    /// hardware costs it in the model, by the factor docs/model.md derives.
+    /// - Coalescing broken: `copy_strided` reads one 4-byte word per 32-byte sector, so per
+    ///   element copied it moves 32 + 4 bytes where `copy_words` moves 4 + 4: 4.5x per element.
+    /// - A bank conflict added: `transpose_shared` is `transpose_padded` without the padding
+    ///   column (the transposes' test above).
+    /// - Registers past an occupancy step: `vector_add_f32` at 255 registers a thread keeps one
+    ///   block per SM resident, too few loads in flight to cover DRAM latency (Little's law).
+    #[test]
+    fn edits_that_cost_time_on_hardware_cost_it_in_the_model() {
+        let words = on_h100("copy_words", "256M").unwrap();
+        let strided = on_h100("copy_strided", "at stride 8").unwrap();
+        let per_element =
+            (strided.seconds / f64::from(1u32 << 24)) / (words.seconds / f64::from(1u32 << 28));
+        assert!((per_element - 4.5).abs() < 0.45, "{per_element}");
+        assert_eq!(strided.limiter, Limiter::Dram);
+
+        let program = match std::env::var("KERNELS_BACKEND").as_deref() {
+            Ok("ptx") => Some(Program::from_env().expect("the PTX module loads")),
+            _ => None,
+        };
+        let spec = cases::all()
+            .into_iter()
+            .find(|c| c.kernel == "vector_add_f32")
+            .unwrap();
+        let mut sampled = sample(&spec, program, None, SampleLimits::default())
+            .unwrap()
+            .unwrap();
+        let h100 = Machine::find("h100").unwrap();
+        let light = predict(&h100, &sampled).unwrap();
+        for l in &mut sampled.launches {
+            l.resources.registers = Some(255);
+        }
+        let heavy = predict(&h100, &sampled).unwrap();
+        assert_eq!(light.limiter, Limiter::Dram);
+        assert_eq!(heavy.limiter, Limiter::Latency);
+        assert_eq!(heavy.launches[0].blocks_per_sm, 1);
+        assert!(
+            heavy.seconds > 1.5 * light.seconds,
+            "{} vs {}",
+            heavy.seconds,
+            light.seconds
+        );
     }
 
     /// hopper.md: at 4096^3 and at attention's d = 128, N = 4096, wgmma (the tensor cores at

@@ -10,8 +10,8 @@
 //! - **DRAM**: the bytes that miss L2 ([`dram_bytes`]) over the bandwidth a stream reaches;
 //! - **L2**: the sectors that miss L1 (each block's distinct load sectors) and every store
 //!   sector (L1 is write-through), over L2's measured bandwidth;
-//! - **L1** and **shared wavefronts**: global sectors and shared-memory wavefronts through the
-//!   SM's 128-byte-per-clock data path;
+//! - **L1** or **shared wavefronts**: global sectors and shared-memory wavefronts through the
+//!   SM's one 128-byte-per-clock data path (their sum, named after the larger part);
 //! - **LSU issue**: warp-wide memory instructions, one per clock per SM;
 //! - **FP32**, **tensor** (`mma.sync` at its fraction of the peak, `wgmma` at the peak), **MUFU**
 //!   (`ex2`), and **issue** (all warp instructions, where the PTX backend counted them);
@@ -224,18 +224,21 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
     let clock = machine.spec.boost_clock_hz;
     let sm_cycles = |cycles: f64| cycles / (sms * clock);
     let tensor = machine.spec.bf16_flops;
-    let global_sectors = totals.load_sectors + totals.store_sectors;
-    let data_path = |bytes: f64| sm_cycles(bytes / machine.l1_bytes_per_clock);
+    // Global sectors served by L1 and shared-memory wavefronts go through one data path (the
+    // unified L1/shared SRAM): its time is their sum, named after the larger part.
+    let global_bytes = (totals.load_sectors + totals.store_sectors) * 32.0;
+    let shared_bytes =
+        totals.shared_wavefronts * machine.l1_bytes_per_clock + totals.engine_shared_bytes;
+    let data_path = sm_cycles((global_bytes + shared_bytes) / machine.l1_bytes_per_clock);
+    let data_path_limiter = if shared_bytes >= global_bytes {
+        Limiter::SharedWavefronts
+    } else {
+        Limiter::L1
+    };
     let mut components = vec![
         (Limiter::Dram, totals.dram_bytes / machine.dram_bandwidth()),
         (Limiter::L2, totals.l2_bytes / machine.l2_bandwidth),
-        (Limiter::L1, data_path(global_sectors * 32.0)),
-        (
-            Limiter::SharedWavefronts,
-            data_path(
-                totals.shared_wavefronts * machine.l1_bytes_per_clock + totals.engine_shared_bytes,
-            ),
-        ),
+        (data_path_limiter, data_path),
         (
             Limiter::LsuIssue,
             sm_cycles(
