@@ -25,6 +25,14 @@ pub struct InspectArgs {
     /// (the module `KERNELS_PTX` / `KERNELS_PTX_ARCH` name; default the embedded sm_90 build).
     #[arg(long)]
     ptx: bool,
+    /// The device the performance model predicts for at the kernel's GPU shape (a100, h100,
+    /// h200, b200, a6000).
+    #[arg(long, default_value = "h100")]
+    device: String,
+    /// Leave out the performance model's prediction at the GPU shape (a sample of the full-size
+    /// launch: seconds to minutes for the attention kernels).
+    #[arg(long)]
+    no_predict: bool,
 }
 
 pub fn run(args: &InspectArgs) -> Result<(), String> {
@@ -37,9 +45,70 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
             names.join(", ")
         ));
     };
+    let machine = host::model::Machine::find(&args.device).ok_or_else(|| {
+        let known: Vec<_> = host::model::Machine::all()
+            .iter()
+            .map(|m| m.spec.key)
+            .collect();
+        format!(
+            "unknown device `{}`; the model knows {}",
+            args.device,
+            known.join(", ")
+        )
+    })?;
     if args.ptx {
-        return ptx_mix(spec);
+        ptx_mix(spec)?;
+    } else {
+        source_profile(spec, args.json)?;
     }
+    if !args.no_predict && !args.json {
+        prediction(spec, &machine, args.ptx)?;
+    }
+    Ok(())
+}
+
+/// The model's breakdown at the GPU shape: what the pipes would take on `machine`.
+fn prediction(
+    spec: &cases::CaseSpec,
+    machine: &host::model::Machine,
+    ptx: bool,
+) -> Result<(), String> {
+    let program = if ptx {
+        Some(Program::from_env().map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    println!(
+        "
+the performance model at the GPU shape (sampling the full-size launch)..."
+    );
+    let sampled = crate::predict::sample(spec, program, None, Default::default())?
+        .map_err(|shape| format!("no case at {shape}"))?;
+    println!(
+        "{} at {}, {} of {} blocks per launch emulated in {:.1} s; {} (MODELLED):",
+        spec.kernel,
+        sampled.shape,
+        sampled
+            .launches
+            .first()
+            .map_or(0, |l| l.sample.blocks.len()),
+        sampled
+            .launches
+            .first()
+            .map_or(0, |l| l.sample.grid_blocks()),
+        sampled.seconds,
+        machine.spec.name
+    );
+    match crate::predict::predict(machine, &sampled) {
+        Ok(p) => print!("{}", crate::predict::breakdown(&p)),
+        Err(why) => println!("  {why}"),
+    }
+    Ok(())
+}
+
+/// The source emulator's per-site profile, the sites' shares of the memory pipeline, the
+/// launch's totals and ptxas's resources.
+fn source_profile(spec: &cases::CaseSpec, json: bool) -> Result<(), String> {
     let rt = Runtime::emulator();
     let Profiled {
         kernel,
@@ -50,7 +119,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         plain,
         profiled,
     } = profile_kernel(&rt, spec)?;
-    if args.json {
+    if json {
         let out = serde_json::json!({ "kernel": kernel, "shape": shape, "counters": counters, "profile": profile });
         println!(
             "{}",
@@ -67,6 +136,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         profiled / plain
     );
     print_profile(&profile);
+    print!("{}", site_costs_text(&profile));
     println!(
         "\ntotals: global {} B read, {} B written (cost model: {} / {}); shared {} B read, {} B written; {} barriers; {} warp collectives",
         counters.global_read_bytes,
@@ -153,7 +223,7 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
         }
         let mut hot: Vec<(usize, u64)> = m.per_instruction.iter().copied().enumerate().collect();
         hot.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
-        println!("  hottest instructions:");
+        println!("  hottest instructions (their share of the kernel's executed instructions):");
         for (i, n) in hot.into_iter().take(8) {
             let site = &m.sites[i];
             let source = site
@@ -161,8 +231,10 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
                 .map(|(file, line)| format!(" ({file}:{line})"))
                 .unwrap_or_default();
             println!(
-                "  {n:>14}  PTX line {:>6}  {}{source}",
-                site.line, site.text
+                "  {n:>14} {:>5.1}%  PTX line {:>6}  {}{source}",
+                100.0 * n as f64 / all.max(1) as f64,
+                site.line,
+                site.text
             );
         }
     }
@@ -204,6 +276,47 @@ fn scores(kernel: &str, shape: &str) -> Option<u64> {
 
 fn print_profile(profile: &Profile) {
     print!("{}", profile_text(profile));
+}
+
+/// Which line costs what in the memory pipeline: each site's share of the load/store units'
+/// issue (one warp-wide request a clock) and of the L1/shared data path (128 bytes a clock: a
+/// global sector is a quarter of a clock, a shared wavefront a whole one), the shares the
+/// performance model's LSU-issue and data-path times divide into.
+pub(crate) fn site_costs_text(profile: &Profile) -> String {
+    let mut out = String::from(
+        "
+where the memory pipeline's time goes, per site (its share of the kernel's):
+",
+    );
+    for (kernel, sites) in &profile.kernels {
+        let cycles = |s: &host::emu::SiteStats| {
+            if s.space == "global" {
+                s.sectors as f64 / 4.0
+            } else {
+                s.wavefronts as f64
+            }
+        };
+        let issue: f64 = sites.iter().map(|s| s.requests as f64).sum();
+        let path: f64 = sites.iter().map(cycles).sum();
+        out.push_str(&format!(
+            "{kernel}
+  {:<40} {:<7} {:<6} {:>10} {:>10}
+",
+            "site", "space", "access", "LSU issue", "data path"
+        ));
+        for s in sites {
+            let site = s.site.rsplit('/').next().unwrap_or(&s.site);
+            out.push_str(&format!(
+                "  {:<40} {:<7} {:<6} {:>9.1}% {:>9.1}%\n",
+                site,
+                s.space,
+                s.access,
+                100.0 * s.requests as f64 / issue.max(1.0),
+                100.0 * cycles(s) / path.max(1.0)
+            ));
+        }
+    }
+    out
 }
 
 /// The per-site table: one block per kernel, one line per access site.
@@ -284,4 +397,46 @@ pub(crate) fn profile_kernel(rt: &Runtime, spec: &cases::CaseSpec) -> Result<Pro
         plain,
         profiled,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use host::emu::SiteStats;
+
+    /// A coalesced global read (4 sectors a request: one clock of the data path) and a 32-way
+    /// conflicted shared read (32 wavefronts: 32 clocks), as many requests each: half the issue
+    /// each, 1/33 and 32/33 of the data path.
+    #[test]
+    fn each_site_gets_its_share_of_issue_and_data_path() {
+        let site = |site: &str, space: &str, sectors: u64, wavefronts: u64| SiteStats {
+            site: site.to_string(),
+            space: space.to_string(),
+            access: "read".to_string(),
+            requests: 100,
+            bytes: 12800,
+            sectors,
+            ideal_sectors: sectors,
+            wavefronts,
+            ideal_wavefronts: 100,
+        };
+        let mut profile = Profile::default();
+        profile.kernels.insert(
+            "k".to_string(),
+            vec![
+                site("k.rs:1:1", "global", 400, 0),
+                site("k.rs:2:1", "shared", 0, 3200),
+            ],
+        );
+        let text = site_costs_text(&profile);
+        let row = |at: &str| -> Vec<String> {
+            let line = text.lines().find(|l| l.contains(at)).unwrap();
+            line.split_whitespace()
+                .skip(3)
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(row("k.rs:1:1"), ["50.0%", "3.0%"], "{text}");
+        assert_eq!(row("k.rs:2:1"), ["50.0%", "97.0%"], "{text}");
+    }
 }

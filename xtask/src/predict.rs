@@ -141,7 +141,7 @@ fn unknown_device(name: &str) -> String {
 /// Per launch: the time, the limiter, each resource's time and the totals behind them.
 pub(crate) fn breakdown(p: &Prediction) -> String {
     let mut out = format!(
-        "  predicted {} , limited by {}\n",
+        "  predicted {}, limited by {}\n",
         crate::run::duration(p.seconds),
         p.limiter.name()
     );

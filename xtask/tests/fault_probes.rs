@@ -300,7 +300,7 @@ fn processes_of(dir: &std::path::Path) -> Vec<String> {
 fn ctrl_c_stops_the_running_stage_and_all_it_started_and_fails_the_run() {
     let dir = common::bundle("bundle-interrupt");
     let results = dir.join("results");
-    let run = run_sh(
+    let mut command = run_sh(
         &dir,
         &[
             "--check",
@@ -309,11 +309,23 @@ fn ctrl_c_stops_the_running_stage_and_all_it_started_and_fails_the_run() {
             "--out",
             results.to_str().unwrap(),
         ],
-    )
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    );
+    // As from a terminal: a shell started with SIGINT ignored (a test harness run in the
+    // background, nohup) cannot trap it (POSIX), so the child gets the default disposition back.
+    // SAFETY: async-signal-safe `signal` between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let run = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let start = std::time::Instant::now();
     // Until the correctness stage's run has started its first case process.
     while processes_of(&results).len() < 3 {
