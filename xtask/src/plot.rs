@@ -282,6 +282,125 @@ fn draw_roofline(
     root.present().map_err(err)
 }
 
+/// One predicted row of the per-pipe chart: what each resource would take, as a fraction of the
+/// predicted time.
+pub struct PipeRow {
+    pub label: String,
+    /// (resource, its time over the row's predicted time), any order.
+    pub fractions: Vec<(&'static str, f64)>,
+    /// The resource that sets the time (drawn outlined).
+    pub limiter: &'static str,
+}
+
+/// The resources in the chart's order and colours: memory levels from DRAM inwards, then the
+/// SM's pipes, then what is neither.
+const PIPES: [(&str, RGBColor); 12] = [
+    ("DRAM", RGBColor(31, 119, 180)),
+    ("L2", RGBColor(23, 190, 207)),
+    ("L1", RGBColor(44, 160, 44)),
+    ("shared wavefronts", RGBColor(188, 189, 34)),
+    ("LSU issue", RGBColor(255, 127, 14)),
+    ("FP32", RGBColor(214, 39, 40)),
+    ("tensor", RGBColor(148, 103, 189)),
+    ("MUFU", RGBColor(227, 119, 194)),
+    ("issue", RGBColor(140, 86, 75)),
+    ("latency/occupancy", RGBColor(127, 127, 127)),
+    ("tail", RGBColor(90, 90, 90)),
+    ("launch", RGBColor(200, 200, 200)),
+];
+
+/// The performance model's per-pipe picture: a row per kernel, each resource's time as a bar from
+/// 0 to its fraction of the predicted time, the longest behind; the limiter reaches 1 and is
+/// outlined, and how close the next bar comes says how much an optimisation of the limiter alone
+/// can gain before another resource takes over.
+pub fn pipes(path: &Path, rows: &[PipeRow], title: &str) -> Result<(), String> {
+    let height = (60 + 22 * rows.len() as u32 + 60).max(200);
+    let mut svg = String::new();
+    draw_pipes(
+        SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area(),
+        rows,
+        title,
+    )?;
+    crate::atomic::write(path, svg)
+}
+
+fn draw_pipes(root: Area<'_>, rows: &[PipeRow], title: &str) -> Result<(), String> {
+    root.fill(&WHITE).map_err(err)?;
+    let n = rows.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(260)
+        .build_cartesian_2d(0.0..1.05f64, 0.0..n)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc("each resource's time / predicted time (MODELLED)")
+        .y_label_formatter(&|_| String::new())
+        .draw()
+        .map_err(err)?;
+    // Each row's label right-aligned against the axis, at the middle of its bars.
+    let label_style = TextStyle::from(("sans-serif", 12).into_font()).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Right,
+            plotters::style::text_anchor::VPos::Center,
+        ),
+    );
+    for (i, row) in rows.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(0.0, n - i as f64 - 0.5));
+        root.draw(&Text::new(
+            row.label.clone(),
+            (x - 6, y),
+            label_style.clone(),
+        ))
+        .map_err(err)?;
+    }
+    for (i, row) in rows.iter().enumerate() {
+        let top = n - i as f64 - 0.1;
+        let mut bars: Vec<_> = row.fractions.iter().filter(|(_, f)| *f > 0.0).collect();
+        bars.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (name, fraction) in bars {
+            let colour = PIPES
+                .iter()
+                .find(|(p, _)| p == name)
+                .map_or(BLACK, |(_, c)| *c);
+            let rect = [(0.0, top - 0.8), (fraction.min(1.05), top)];
+            chart
+                .draw_series([Rectangle::new(rect, colour.filled())])
+                .map_err(err)?;
+            if *name == row.limiter {
+                chart
+                    .draw_series([Rectangle::new(rect, BLACK.stroke_width(2))])
+                    .map_err(err)?;
+            }
+        }
+    }
+    for (name, colour) in PIPES {
+        if rows
+            .iter()
+            .any(|r| r.fractions.iter().any(|(p, f)| *p == name && *f > 0.0))
+        {
+            chart
+                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+                .map_err(err)?
+                .label(name)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled())
+                });
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
 /// Achieved bandwidth against working-set size, with the L2 size marked: the L2 and HBM plateaus.
 pub fn bandwidth(
     path: &Path,
@@ -412,6 +531,48 @@ mod tests {
                 false
             )
         );
+    }
+
+    /// Every limiter the model names has its colour in the per-pipe chart, and each row's
+    /// limiter is outlined.
+    #[test]
+    fn the_pipe_chart_colours_every_limiter_and_outlines_the_one_that_sets_the_time() {
+        for l in host::model::Limiter::ALL {
+            assert!(
+                PIPES.iter().any(|(name, _)| *name == l.name()),
+                "{}",
+                l.name()
+            );
+        }
+        let rows = [
+            PipeRow {
+                label: "kernel_a 1 x 2".to_string(),
+                fractions: vec![("DRAM", 1.0), ("L2", 0.4), ("FP32", 0.1)],
+                limiter: "DRAM",
+            },
+            PipeRow {
+                label: "kernel_b 3 x 4".to_string(),
+                fractions: vec![("tensor", 1.0), ("shared wavefronts", 0.9)],
+                limiter: "tensor",
+            },
+        ];
+        let mut svg = String::new();
+        draw_pipes(
+            SVGBackend::with_string(&mut svg, (900, 300)).into_drawing_area(),
+            &rows,
+            "test",
+        )
+        .unwrap();
+        assert!(svg.contains("kernel_a 1 x 2") && svg.contains("kernel_b 3 x 4"));
+        // An outline (no fill) per row, and the legend's border.
+        let outlines = svg
+            .lines()
+            .filter(|l| l.contains("<rect") && l.contains("fill=\"none\" stroke=\"#000000\""))
+            .count();
+        assert_eq!(outlines, 2 + 1, "{svg}");
+        for name in ["DRAM", "L2", "FP32", "tensor", "shared wavefronts"] {
+            assert!(svg.contains(name), "{name} in the legend");
+        }
     }
 
     /// Each kernel's label is drawn once, and a point below its roof gets the cross that marks

@@ -380,16 +380,17 @@ fn resources_of(r: &ptxas::KernelReport) -> KernelResources {
 }
 
 /// Device calls (accesses, barriers, collectives: the emulator's unit of work, about 200 ns
-/// each sampled and profiled on this machine) the predictions of `cargo xtask run` may make, all rows
-/// together, and one row's sample (then once more with the anchor alone). Counts rather than
-/// seconds, so that which rows are predicted does not depend on the machine's speed or load.
+/// each sampled and profiled on this machine) the predictions of `cargo xtask run` may make, all
+/// rows together, and one row's sample. Counts rather than seconds, so that which rows are
+/// predicted does not depend on the machine's speed or load.
 const RUN_BUDGET: u64 = 250_000_000;
 const ROW_BUDGET: u64 = 12_000_000;
-/// A row whose whole-plan sample failed after this many seconds is not retried with its anchor.
-const RETRY_SECONDS: f64 = 15.0;
 
-/// The prediction of one `cargo xtask run` row on the run's device, within the run's budget: the
-/// whole plan, else the anchor alone, else why not (and the command that predicts it anyway).
+/// The prediction of one `cargo xtask run` row on the run's device, within the run's budget:
+/// the anchor block first; then the whole plan (edge blocks and trends) where the anchor's cost
+/// times the plan's blocks fits the row's budget, else the anchor alone; or why not (and the
+/// command that predicts it anyway). A row whose one block is over the budget costs the budget
+/// once.
 pub(crate) fn within_budget(
     spec: &CaseSpec,
     shape: &str,
@@ -399,40 +400,43 @@ pub(crate) fn within_budget(
     static SPENT: AtomicU64 = AtomicU64::new(0);
     let machine = Machine::find(gpu.key).ok_or_else(|| format!("no model of {}", gpu.name))?;
     let later = format!("cargo xtask predict {} --shape '{shape}'", spec.kernel);
-    for blocks in [None, Some(1)] {
+    let spend = |limits: SampleLimits| -> Result<Option<Sampled>, String> {
         let left = RUN_BUDGET.saturating_sub(SPENT.load(Ordering::Relaxed));
         if left < ROW_BUDGET {
             return Err(format!(
                 "the run's budget of {RUN_BUDGET} emulated device calls for predictions is spent: {later}"
             ));
         }
-        let limits = SampleLimits {
-            blocks,
-            budget: Some(ROW_BUDGET),
-        };
-        let start = Instant::now();
-        let sampled = sample(spec, None, Some(shape), limits);
-        match sampled {
+        match sample(spec, None, Some(shape), limits) {
             Ok(Ok(s)) => {
                 let work: u64 = s.launches.iter().map(|l| l.sample.work).sum();
                 SPENT.fetch_add(work, Ordering::Relaxed);
-                return predict(&machine, &s);
+                Ok(Some(s))
             }
-            Ok(Err(_)) => return Err(format!("no case of {} at {shape}", spec.kernel)),
+            Ok(Err(_)) => Err(format!("no case of {} at {shape}", spec.kernel)),
             Err(_) => {
                 SPENT.fetch_add(ROW_BUDGET, Ordering::Relaxed);
-                // A sample that took this long over its budget (the naive f32 attention's
-                // global race sweep over thousands of overlapping reads) is not retried: its
-                // anchor alone would be as long.
-                if start.elapsed().as_secs_f64() > RETRY_SECONDS {
-                    break;
-                }
+                Ok(None)
             }
         }
+    };
+    let budget = |blocks| SampleLimits {
+        blocks: Some(blocks),
+        budget: Some(ROW_BUDGET),
+    };
+    let Some(anchor) = spend(budget(1))? else {
+        return Err(format!(
+            "its sample makes more than {ROW_BUDGET} device calls even with one block: {later}"
+        ));
+    };
+    let work: u64 = anchor.launches.iter().map(|l| l.sample.work).sum();
+    let plan = host::emu::sample::WHOLE_PLAN as u64;
+    if work.saturating_mul(plan) <= ROW_BUDGET
+        && let Some(whole) = spend(budget(host::emu::sample::WHOLE_PLAN))?
+    {
+        return predict(&machine, &whole);
     }
-    Err(format!(
-        "its sample makes more than {ROW_BUDGET} device calls even with one block: {later}"
-    ))
+    predict(&machine, &anchor)
 }
 
 #[cfg(test)]

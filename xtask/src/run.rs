@@ -314,6 +314,31 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         &format!("{} roofline, kernels {how}", spec.name),
     )?;
     println!("roofline chart: {}", svg.display());
+    let pipe_rows: Vec<plot::PipeRow> = report
+        .rows
+        .iter()
+        .filter_map(|r| match &r.predicted {
+            Some(Ok(p)) if p.seconds > 0.0 => Some(pipe_row(r, p)),
+            _ => None,
+        })
+        .collect();
+    if !pipe_rows.is_empty() {
+        let pipes_svg = svg.with_file_name(
+            svg.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("roofline.svg")
+                .replace("roofline", "model"),
+        );
+        plot::pipes(
+            &pipes_svg,
+            &pipe_rows,
+            &format!(
+                "{}: what each resource would take, as a share of the predicted time (MODELLED)",
+                spec.name
+            ),
+        )?;
+        println!("the model's per-pipe chart: {}", pipes_svg.display());
+    }
     println!("how each kernel's bytes move, per source line: cargo xtask inspect <kernel>");
     let failed: Vec<_> = report
         .rows
@@ -328,6 +353,29 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         Err(format!(
             "failed or differ from the CPU reference: {failed:?}"
         ))
+    }
+}
+
+/// A predicted row for the per-pipe chart: each resource's time summed over the row's launches,
+/// over the predicted time.
+fn pipe_row(r: &Row, p: &host::model::Prediction) -> plot::PipeRow {
+    let fractions = host::model::Limiter::ALL
+        .iter()
+        .map(|&limiter| {
+            let seconds: f64 = p
+                .launches
+                .iter()
+                .flat_map(|l| &l.components)
+                .filter(|c| c.limiter == limiter)
+                .map(|c| c.seconds)
+                .sum();
+            (limiter.name(), seconds / p.seconds)
+        })
+        .collect();
+    plot::PipeRow {
+        label: format!("{} {}", r.kernel, r.shape),
+        fractions,
+        limiter: p.limiter.name(),
     }
 }
 

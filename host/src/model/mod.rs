@@ -46,6 +46,22 @@ pub enum Limiter {
 }
 
 impl Limiter {
+    /// Every limiter, memory levels from DRAM inwards, then the SM's pipes, then the rest.
+    pub const ALL: [Limiter; 12] = [
+        Limiter::Dram,
+        Limiter::L2,
+        Limiter::L1,
+        Limiter::SharedWavefronts,
+        Limiter::LsuIssue,
+        Limiter::Fp32,
+        Limiter::Tensor,
+        Limiter::Mufu,
+        Limiter::Issue,
+        Limiter::Latency,
+        Limiter::Tail,
+        Limiter::Launch,
+    ];
+
     /// The name reports print.
     pub fn name(self) -> &'static str {
         match self {
