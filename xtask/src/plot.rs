@@ -327,11 +327,13 @@ pub fn pipes(path: &Path, rows: &[PipeRow], title: &str) -> Result<(), String> {
 fn draw_pipes(root: Area<'_>, rows: &[PipeRow], title: &str) -> Result<(), String> {
     root.fill(&WHITE).map_err(err)?;
     let n = rows.len().max(1) as f64;
+    // Room on the left for "kernel shape" labels, on the right for the legend.
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(15)
+        .margin_right(165)
         .x_label_area_size(40)
-        .y_label_area_size(260)
+        .y_label_area_size(330)
         .build_cartesian_2d(0.0..1.05f64, 0.0..n)
         .map_err(err)?;
     chart
@@ -342,7 +344,7 @@ fn draw_pipes(root: Area<'_>, rows: &[PipeRow], title: &str) -> Result<(), Strin
         .draw()
         .map_err(err)?;
     // Each row's label right-aligned against the axis, at the middle of its bars.
-    let label_style = TextStyle::from(("sans-serif", 12).into_font()).pos(
+    let label_style = TextStyle::from(("sans-serif", 11).into_font()).pos(
         plotters::style::text_anchor::Pos::new(
             plotters::style::text_anchor::HPos::Right,
             plotters::style::text_anchor::VPos::Center,
@@ -377,27 +379,20 @@ fn draw_pipes(root: Area<'_>, rows: &[PipeRow], title: &str) -> Result<(), Strin
             }
         }
     }
-    for (name, colour) in PIPES {
-        if rows
-            .iter()
-            .any(|r| r.fractions.iter().any(|(p, f)| *p == name && *f > 0.0))
-        {
-            chart
-                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
-                .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled())
-                });
-        }
+    // The legend beside the chart, in pixels (a series legend is clipped to the plotting area).
+    let plot = chart.plotting_area();
+    let ((px, py), (pw, _)) = (plot.get_base_pixel(), plot.dim_in_pixel());
+    let used = PIPES.iter().filter(|(name, _)| {
+        rows.iter()
+            .any(|r| r.fractions.iter().any(|(p, f)| p == name && *f > 0.0))
+    });
+    for (k, (name, colour)) in used.enumerate() {
+        let (x, y) = (px + pw as i32 + 14, py + 6 + 18 * k as i32);
+        root.draw(&Rectangle::new([(x, y), (x + 12, y + 12)], colour.filled()))
+            .map_err(err)?;
+        root.draw(&Text::new(*name, (x + 18, y), ("sans-serif", 12)))
+            .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
     root.present().map_err(err)
 }
 
@@ -564,12 +559,12 @@ mod tests {
         )
         .unwrap();
         assert!(svg.contains("kernel_a 1 x 2") && svg.contains("kernel_b 3 x 4"));
-        // An outline (no fill) per row, and the legend's border.
+        // An outline (no fill) per row.
         let outlines = svg
             .lines()
             .filter(|l| l.contains("<rect") && l.contains("fill=\"none\" stroke=\"#000000\""))
             .count();
-        assert_eq!(outlines, 2 + 1, "{svg}");
+        assert_eq!(outlines, 2, "{svg}");
         for name in ["DRAM", "L2", "FP32", "tensor", "shared wavefronts"] {
             assert!(svg.contains(name), "{name} in the legend");
         }
