@@ -27,6 +27,43 @@ pub struct DocPastesArgs {
     /// pasted block of a command in `ptxas` or `run` needs one.
     #[arg(long = "output", value_name = "ARGS=FILE", required = true)]
     outputs: Vec<String>,
+    /// `COMMITTED=DRAWN`: a picture in docs/img and the one the run just drew; their texts
+    /// (which kernels, shapes and resources they show) must be the same set.
+    #[arg(long = "figure", value_name = "COMMITTED=DRAWN")]
+    figures: Vec<String>,
+}
+
+/// The texts of an SVG's `<text>` elements (plotters writes each one's content on its own line).
+fn svg_texts(svg: &str) -> std::collections::BTreeSet<String> {
+    let mut texts = std::collections::BTreeSet::new();
+    let mut lines = svg.lines();
+    while let Some(line) = lines.next() {
+        if line.starts_with("<text") {
+            if let Some(content) = lines.next() {
+                texts.insert(content.trim().to_string());
+            }
+        }
+    }
+    texts
+}
+
+/// A committed picture shows what the drawn one shows: the same labels.
+fn check_figure(spec: &str) -> Result<(), String> {
+    let (committed, drawn) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("--figure {spec}: expected COMMITTED=DRAWN"))?;
+    let read = |f: &str| {
+        std::fs::read_to_string(f).map_err(|e| format!("--figure {spec}: cannot read {f}: {e}"))
+    };
+    let (old, new) = (svg_texts(&read(committed)?), svg_texts(&read(drawn)?));
+    if old == new {
+        return Ok(());
+    }
+    let missing: Vec<_> = new.difference(&old).cloned().collect();
+    let extra: Vec<_> = old.difference(&new).cloned().collect();
+    Err(format!(
+        "{committed} is stale: it lacks {missing:?} and shows {extra:?}, which {drawn} does not; copy {drawn} over it"
+    ))
 }
 
 /// `cargo xtask doc-pastes`: the pastes of `run` and `ptxas` against the saved outputs.
@@ -53,6 +90,9 @@ pub fn run(args: &DocPastesArgs) -> Result<(), String> {
         checked += 1;
         compare(name, args, pasted, printed)
     })?;
+    for f in &args.figures {
+        check_figure(f)?;
+    }
     if !missing.is_empty() {
         return Err(format!(
             "no saved output (--output ARGS=FILE) for the pastes of:\n  {}",
@@ -260,6 +300,7 @@ fn doc_pastes_passes_on_the_pasted_text_and_fails_on_a_stale_or_unsaved_output()
     let check = |v: &[(&str, &str)]| {
         run(&DocPastesArgs {
             outputs: v.iter().map(|(c, p)| format!("{c}={p}")).collect(),
+            figures: Vec::new(),
         })
     };
     check(&[("run", &run_out), ("ptxas", &ptxas_out)]).unwrap();
@@ -291,4 +332,38 @@ fn excerpts_match_in_order_with_gaps_and_wildcards() {
         "why: ...driver here and more",
         "why: no driver here"
     ));
+}
+
+#[cfg(test)]
+mod figure_tests {
+    use super::*;
+
+    /// A committed picture that lacks a kernel the run draws (or shows one it no longer draws) is
+    /// stale; the same labels at other positions are not.
+    #[test]
+    fn a_picture_with_other_labels_than_the_run_draws_is_stale() {
+        let svg = |labels: &[&str], x: u32| {
+            labels
+                .iter()
+                .map(|l| format!("<text x=\"{x}\" y=\"1\">\n{l}\n</text>\n"))
+                .collect::<String>()
+        };
+        let dir = std::env::temp_dir().join(format!("figure-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: String| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        };
+        let drawn = write("drawn.svg", svg(&["copy_words", "gemm_tiled_f32"], 10));
+        let moved = write("moved.svg", svg(&["gemm_tiled_f32", "copy_words"], 99));
+        let old = write("old.svg", svg(&["copy_words"], 10));
+        assert!(check_figure(&format!("{moved}={drawn}")).is_ok());
+        let why = check_figure(&format!("{old}={drawn}")).unwrap_err();
+        assert!(
+            why.contains("stale") && why.contains("gemm_tiled_f32"),
+            "{why}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
