@@ -38,10 +38,10 @@ fn svg_texts(svg: &str) -> std::collections::BTreeSet<String> {
     let mut texts = std::collections::BTreeSet::new();
     let mut lines = svg.lines();
     while let Some(line) = lines.next() {
-        if line.starts_with("<text") {
-            if let Some(content) = lines.next() {
-                texts.insert(content.trim().to_string());
-            }
+        if line.starts_with("<text")
+            && let Some(content) = lines.next()
+        {
+            texts.insert(content.trim().to_string());
         }
     }
     texts
