@@ -446,6 +446,13 @@ fn scan(text: &str) -> Vec<Raw<'_>> {
         }
         i += 1;
     }
+    // Text after the last `;` (a statement that never ends): kept, so that it is read and
+    // refused rather than dropped.
+    if let Some((s, l)) = start
+        && !text[s..].trim().is_empty()
+    {
+        out.push(Raw::Stmt(text[s..].trim(), l));
+    }
     out
 }
 
@@ -507,6 +514,24 @@ pub fn parse(text: &str) -> Result<Module<'_>, ParseError> {
     Ok(module)
 }
 
+/// Levenshtein distance between two short words (a misspelt directive's nearest known one).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 fn err(line: u32, message: impl Into<String>) -> ParseError {
     ParseError {
         line,
@@ -536,9 +561,29 @@ fn module_directive<'a>(module: &mut Module<'a>, s: &'a str, line: u32) -> Resul
         {
             module.globals.push(global_var(s, line)?)
         }
-        // `.address_size`, prototypes of external functions, `.global` data: nothing the
-        // backends need; kept out rather than misread.
-        _ => {}
+        // `.address_size`, prototypes of functions (defined later or external), debug data:
+        // nothing the backends need; kept out rather than misread.
+        Some(
+            ".address_size" | ".extern" | ".weak" | ".visible" | ".common" | ".section" | ".pragma"
+            | ".alias" | ".loc" | ".func" | ".entry",
+        ) => {}
+        Some(word) => {
+            let known = [
+                ".version",
+                ".target",
+                ".address_size",
+                ".file",
+                ".extern",
+                ".visible",
+            ];
+            let near = known
+                .iter()
+                .find(|k| edit_distance(k, word) <= 2)
+                .map(|k| format!(" (did you mean `{k}`?)"))
+                .unwrap_or_default();
+            return Err(err(line, format!("unknown directive `{word}`{near}")));
+        }
+        None => {}
     }
     Ok(())
 }
@@ -962,11 +1007,42 @@ fn declare<'a>(
 }
 
 /// One instruction's text.
+/// The line (counted from the statement's first) after which a `;` is missing: a statement
+/// that runs on into a line that starts like an instruction, where the line before it does not
+/// continue onto the next (an instruction split over lines ends the line with `,`, `{` or `(`,
+/// or goes on with `{`, `}`, `)` or `,`).
+fn missing_semicolon(s: &str) -> Option<(u32, &str)> {
+    let lines: Vec<(usize, &str)> = s
+        .lines()
+        .map(str::trim)
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with("//"))
+        .collect();
+    lines.windows(2).find_map(|w| {
+        let ((k, cur), (_, next)) = (w[0], w[1]);
+        let continues =
+            cur.ends_with([',', '{', '(', '|']) || next.starts_with(['{', '}', ')', ',', '|', '[']);
+        let starts_instruction = next
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '@');
+        (!continues && starts_instruction).then_some((k as u32, next))
+    })
+}
+
 fn instruction<'a>(
     s: &'a str,
     line: u32,
     scopes: &Scopes<'a>,
 ) -> Result<Instruction<'a>, ParseError> {
+    if let Some((k, next)) = missing_semicolon(s) {
+        return Err(err(
+            line + k,
+            format!(
+                "missing `;` at the end of this line: the next one, `{next}`, would be read as more of this instruction"
+            ),
+        ));
+    }
     let mut rest = s;
     let mut guard = None;
     if let Some(g) = rest.strip_prefix('@') {
@@ -1337,6 +1413,40 @@ $L__BB0_2:
         assert_eq!((m.broken[0].name, m.broken[0].entry), ("k", true));
         assert_eq!(m.broken[0].error.line, 3, "{}", m.broken[0].error);
         assert!(m.function("ok").is_some());
+    }
+
+    /// The two slips a hand edit makes: a misspelt directive is named (with the one it is
+    /// closest to), not ignored; a missing `;` is named at its line, not taken for an operand.
+    #[test]
+    fn a_misspelt_directive_and_a_missing_semicolon_are_named() {
+        let e = parse(".versoin 8.0\n.target sm_90\n.address_size 64\n").unwrap_err();
+        assert_eq!(e.line, 1, "{e}");
+        assert!(
+            e.message.contains("unknown directive `.versoin`")
+                && e.message.contains("did you mean `.version`"),
+            "{e}"
+        );
+        let m = parse(
+            ".version 8.0\n.visible .entry k()\n{\n .reg .b32 %r<3>;\n mov.u32 %r1, %tid.x\n add.s32 %r2, %r1, 1;\n ret;\n}\n",
+        )
+        .unwrap();
+        let e = &m.broken[0].error;
+        assert_eq!(e.line, 5, "{e}");
+        assert!(
+            e.message.contains("missing `;`") && e.message.contains("add.s32 %r2, %r1, 1"),
+            "{e}"
+        );
+        // An instruction split over lines is one instruction.
+        let m = parse(
+            ".version 8.0\n.visible .entry k()\n{\n .reg .b32 %r<3>;\n add.s32 %r2,\n  %r1,\n  1;\n ret;\n}\n",
+        )
+        .unwrap();
+        assert!(
+            m.broken.is_empty(),
+            "{:?}",
+            m.broken.first().map(|b| b.error.to_string())
+        );
+        assert_eq!(edit_distance(".versoin", ".version"), 2);
     }
 
     #[test]
