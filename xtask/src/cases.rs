@@ -12,6 +12,7 @@ use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax::{RowStats, SoftmaxElement, Variant as Softmax};
 use host::ops::transpose::{self as transpose_op, Variant};
 use host::reference;
+use host::registry;
 use host::runtime::Launched;
 use host::{DeviceBuffer, Runtime};
 
@@ -52,7 +53,24 @@ pub struct Case<'a> {
 /// A case not yet built: building allocates its buffers, so cases are built one at a time.
 pub struct CaseSpec {
     pub kernel: &'static str,
-    pub build: for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>,
+    build: Build,
+}
+
+/// How a case is built: by its function in this file, or from a registered kernel's spec
+/// (`kernels::registry`, docs/registry.md).
+enum Build {
+    Here(for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>),
+    Registered(&'static registry::Spec),
+}
+
+impl CaseSpec {
+    /// Builds the case at `scale` on `rt` (allocates and fills its buffers).
+    pub fn build<'a>(&self, rt: &'a Runtime, scale: Scale) -> host::Result<Case<'a>> {
+        match self.build {
+            Build::Here(build) => build(rt, scale),
+            Build::Registered(spec) => registered(rt, scale, spec),
+        }
+    }
 }
 
 /// Every case, in the order of the lessons.
@@ -130,6 +148,10 @@ pub fn all() -> Vec<CaseSpec> {
     .into_iter()
     .chain(gemm_cases())
     .chain(decode_cases())
+    .chain(registry::all().iter().map(|&spec| CaseSpec {
+        kernel: spec.name,
+        build: Build::Registered(spec),
+    }))
     .collect()
 }
 
@@ -149,7 +171,10 @@ const fn case(
     kernel: &'static str,
     build: for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>,
 ) -> CaseSpec {
-    CaseSpec { kernel, build }
+    CaseSpec {
+        kernel,
+        build: Build::Here(build),
+    }
 }
 
 std::thread_local! {
@@ -164,7 +189,7 @@ std::thread_local! {
 /// kernels, and hundreds of MB of random numbers would cost seconds per row.
 pub fn build_for_model<'a>(spec: &CaseSpec, rt: &'a Runtime) -> host::Result<Case<'a>> {
     FOR_MODEL.with(|m| m.set(true));
-    let case = (spec.build)(rt, Scale::Gpu);
+    let case = spec.build(rt, Scale::Gpu);
     FOR_MODEL.with(|m| m.set(false));
     case
 }
@@ -207,6 +232,42 @@ fn exact(what: &str, got: &[f32], want: &[f32]) -> Result<String, String> {
     } else {
         Err(format!("{what}: max |error| {diff:e}, expected exact"))
     }
+}
+
+/// A registered kernel's case (`kernels::registry`): its shape at `scale`, inputs uniform in
+/// [-1, 1], checked against its reference and tolerance.
+fn registered<'a>(
+    rt: &'a Runtime,
+    scale: Scale,
+    spec: &'static registry::Spec,
+) -> host::Result<Case<'a>> {
+    let dims = match scale {
+        Scale::Gpu => spec.shapes.gpu,
+        Scale::Emulator => spec.shapes.emulator,
+    };
+    let gpu = spec.shapes.gpu;
+    let inputs: Vec<Vec<f32>> = (spec.inputs)(dims)
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| uniform(n, 41 + i as u64, -1.0, 1.0))
+        .collect();
+    let buffers = Rc::new(registry::upload(rt, spec, dims, &inputs)?);
+    // Nothing to compare with when the case is built for the model.
+    let inputs = reference_of(|| inputs);
+    Ok(Case {
+        kernel: spec.name,
+        shape: registry::describe(spec, dims),
+        cost: registry::cost(spec, dims),
+        gpu: (registry::describe(spec, gpu), registry::cost(spec, gpu)),
+        launch: Box::new({
+            let buffers = buffers.clone();
+            move |rt| registry::launch(rt, spec, &buffers)
+        }),
+        check: Box::new(move |rt| {
+            let got = rt.download(&buffers.output).map_err(|e| e.to_string())?;
+            registry::check(spec, dims, &inputs, &got)
+        }),
+    })
 }
 
 fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {

@@ -593,7 +593,7 @@ fn run_case(
     runs: usize,
     predict: bool,
 ) -> host::Result<Row> {
-    let mut case = (spec_case.build)(rt, scale)?;
+    let mut case = spec_case.build(rt, scale)?;
     let row = if rt.is_gpu() {
         let timing = bench::time_gpu(rt, BenchConfig { warmup: 3, runs }, || {
             (case.launch)(rt).map(|_| ())
