@@ -167,6 +167,22 @@ pub fn runs_on(rt: &Runtime, kernel: &str) -> bool {
         .is_none_or(|k| k.runs_on(rt))
 }
 
+/// The line `cargo xtask run` prints when [`runs_on`] left rows out: how many, which kernels,
+/// and what would run them; `None` when none was left out.
+pub fn left_out(rt: &Runtime, kernels: &[&str]) -> Option<String> {
+    if kernels.is_empty() {
+        return None;
+    }
+    let mut names: Vec<&str> = kernels.to_vec();
+    names.dedup();
+    Some(format!(
+        "{} rows left out ({}): they need sm_90a (wgmma, TMA), which {} does not have; a Hopper GPU runs them, and so does the PTX backend with KERNELS_PTX_ARCH=sm_90a",
+        kernels.len(),
+        names.join(", "),
+        rt.device_name()
+    ))
+}
+
 const fn case(
     kernel: &'static str,
     build: for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>,
@@ -1200,4 +1216,42 @@ fn decode_attention_case(
             }
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each registered kernel is one case built from its spec, and no case written here has
+    /// its name: the registry and this file cannot both describe a kernel.
+    #[test]
+    fn each_registered_kernel_is_one_case_and_only_there() {
+        let all = all();
+        for spec in registry::all() {
+            let cases: Vec<&CaseSpec> = all.iter().filter(|c| c.kernel == spec.name).collect();
+            assert_eq!(cases.len(), 1, "{}", spec.name);
+            assert!(
+                matches!(cases[0].build, Build::Registered(_)),
+                "{}",
+                spec.name
+            );
+        }
+    }
+
+    /// A row left out for want of sm_90a is said, with the count and the way to run it.
+    #[test]
+    fn rows_left_out_are_named_with_what_runs_them() {
+        let rt = Runtime::emulator();
+        assert_eq!(left_out(&rt, &[]), None);
+        let note = left_out(
+            &rt,
+            &["gemm_wgmma_bf16", "gemm_wgmma_bf16", "attention_wgmma_f16"],
+        )
+        .unwrap();
+        assert!(
+            note.starts_with("3 rows left out (gemm_wgmma_bf16, attention_wgmma_f16)"),
+            "{note}"
+        );
+        assert!(note.contains("KERNELS_PTX_ARCH=sm_90a"), "{note}");
+    }
 }
