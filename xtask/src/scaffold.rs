@@ -94,14 +94,32 @@ pub fn run(args: &NewArgs) -> Result<(), String> {
         args.template.name(),
         args.name
     );
+    let name = &args.name;
     println!(
-        "Next: edit kernels/src/{name}.rs: the kernel's body, then `reference` to match (and `cost` if the bytes or FLOPs change); docs/registry.md says what each field is for. Then check it:\n  \
-         cargo test -p suite --test registered                    # against its reference, on the emulator\n  \
-         KERNELS_BACKEND=ptx cargo test -p suite --test registered  # the same on its PTX\n  \
-         cargo xtask run --only {name}                              # its row, read against the roofline\n  \
-         cargo xtask inspect {name}                                 # coalescing and bank conflicts per line",
-        name = args.name
+        "Next: edit kernels/src/{name}.rs: the kernel's body, then `reference` to match (and `cost` if the bytes or FLOPs change); docs/registry.md says what each field is for. Then check it:"
     );
+    let steps = [
+        (
+            "cargo test -p suite --test registered".to_string(),
+            "against its reference, on the emulator",
+        ),
+        (
+            "KERNELS_BACKEND=ptx cargo test -p suite --test registered".to_string(),
+            "the same on its PTX",
+        ),
+        (
+            format!("cargo xtask run --only {name}"),
+            "its row, read against the roofline",
+        ),
+        (
+            format!("cargo xtask inspect {name}"),
+            "coalescing and bank conflicts per line",
+        ),
+    ];
+    let width = steps.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
+    for (command, what) in steps {
+        println!("  {command:<width$}  # {what}");
+    }
     Ok(())
 }
 
