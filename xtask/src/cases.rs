@@ -173,8 +173,12 @@ pub fn left_out(rt: &Runtime, kernels: &[&str]) -> Option<String> {
     if kernels.is_empty() {
         return None;
     }
-    let mut names: Vec<&str> = kernels.to_vec();
-    names.dedup();
+    let mut names: Vec<&str> = Vec::new();
+    for k in kernels {
+        if !names.contains(k) {
+            names.push(k);
+        }
+    }
     Some(format!(
         "{} rows left out ({}): they need sm_90a (wgmma, TMA), which {} does not have; a Hopper GPU runs them, and so does the PTX backend with KERNELS_PTX_ARCH=sm_90a",
         kernels.len(),
@@ -1245,7 +1249,7 @@ mod tests {
         assert_eq!(left_out(&rt, &[]), None);
         let note = left_out(
             &rt,
-            &["gemm_wgmma_bf16", "gemm_wgmma_bf16", "attention_wgmma_f16"],
+            &["gemm_wgmma_bf16", "attention_wgmma_f16", "gemm_wgmma_bf16"],
         )
         .unwrap();
         assert!(
