@@ -23,6 +23,7 @@ pub mod occupancy;
 pub mod ops;
 pub mod ptx;
 pub mod reference;
+pub mod registry;
 pub mod runtime;
 pub mod specs;
 pub mod tensor_map;

@@ -24,8 +24,19 @@ pub mod decode;
 pub mod elementwise;
 pub mod gemm;
 pub mod hierarchy;
+pub mod registry;
 pub mod softmax;
 pub mod transpose;
+
+// The registered kernels (docs/registry.md): each is its own file, `kernels/src/NAME.rs`, which
+// declares beside the kernel everything the rest of the project needs; adding one is its file
+// and one line here (`cargo xtask new NAME --template T` writes both).
+registry! {
+    scaffold_elementwise,
+    scaffold_reduction,
+    scaffold_tiled,
+    scaffold_warp,
+}
 
 /// A GPU has nowhere to print a panic: stop the kernel with `trap`, which the driver reports to
 /// the host as an illegal-instruction error on the next synchronising call.

@@ -65,18 +65,70 @@ pub fn emu_error<T: std::fmt::Debug>(result: host::Result<T>) -> EmuError {
 }
 
 /// Where the property tests keep the cases that once failed (proptest replays them first on
-/// every run): one file for the suite, relative to the suite crate (the directory `cargo test`
-/// runs its tests in). Commit it when a failure is found and fixed; `tests/proptest-regressions/
-/// README.md` says so. Without this, proptest writes one file beside each test source.
+/// every run): one committed file for the suite, relative to the suite crate (the directory
+/// `cargo test` runs its tests in). Proptest never writes it: see [`NEW_REGRESSIONS`].
 pub const REGRESSIONS: &str = "proptest-regressions/suite.txt";
 
-/// The suite's property-test configuration: `cases` cases (`PROPTEST_CASES` overrides it), and
-/// failures persisted to [`REGRESSIONS`].
+/// Where a new failure's seed is written: beside [`REGRESSIONS`], ignored by git, and replayed
+/// too. A failure planted on purpose (breaking a kernel to see the emulator's message) stays
+/// out of the committed file; one found and fixed is kept by moving its line into
+/// [`REGRESSIONS`] (`tests/proptest-regressions/README.md`).
+pub const NEW_REGRESSIONS: &str = "proptest-regressions/new.txt";
+
+/// The suite's property-test configuration: `cases` cases (`PROPTEST_CASES` overrides it); the
+/// seeds of [`REGRESSIONS`] and [`NEW_REGRESSIONS`] replayed first, new failures saved to the
+/// second only.
 pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
     use proptest::test_runner::{Config, FileFailurePersistence};
     Config {
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(REGRESSIONS))),
+        failure_persistence: Some(Box::new(Regressions {
+            committed: FileFailurePersistence::Direct(REGRESSIONS),
+            new: FileFailurePersistence::Direct(NEW_REGRESSIONS),
+        })),
         ..Config::with_cases(cases)
+    }
+}
+
+/// Reads both regression files, writes only the uncommitted one.
+#[derive(Clone, Debug, PartialEq)]
+struct Regressions {
+    committed: proptest::test_runner::FileFailurePersistence,
+    new: proptest::test_runner::FileFailurePersistence,
+}
+
+impl proptest::test_runner::FailurePersistence for Regressions {
+    fn load_persisted_failures2(
+        &self,
+        source_file: Option<&'static str>,
+    ) -> Vec<proptest::test_runner::PersistedSeed> {
+        let mut seeds = self.committed.load_persisted_failures2(source_file);
+        seeds.extend(self.new.load_persisted_failures2(source_file));
+        seeds
+    }
+
+    fn save_persisted_failure2(
+        &mut self,
+        source_file: Option<&'static str>,
+        seed: proptest::test_runner::PersistedSeed,
+        shrunken_value: &dyn std::fmt::Debug,
+    ) {
+        self.new
+            .save_persisted_failure2(source_file, seed, shrunken_value);
+    }
+
+    fn box_clone(&self) -> Box<dyn proptest::test_runner::FailurePersistence> {
+        Box::new(self.clone())
+    }
+
+    fn eq(&self, other: &dyn proptest::test_runner::FailurePersistence) -> bool {
+        other
+            .as_any()
+            .downcast_ref::<Self>()
+            .is_some_and(|o| o == self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -100,5 +152,46 @@ pub fn flops_agree(counted: u64, model: u64) -> bool {
         counted >= model
     } else {
         counted == model
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::test_runner::{FailurePersistence, FileFailurePersistence};
+
+    use super::*;
+
+    /// A failure's seed goes to the uncommitted file and is replayed from there; the committed
+    /// file is read, never written.
+    #[test]
+    fn a_new_failure_is_saved_apart_from_the_committed_seeds() {
+        let new: &'static str = Box::leak(
+            format!(
+                "{}/suite-new-{}.txt",
+                std::env::temp_dir().display(),
+                std::process::id()
+            )
+            .into_boxed_str(),
+        );
+        let _ = std::fs::remove_file(new);
+        let mut regressions = Regressions {
+            committed: FileFailurePersistence::Direct(REGRESSIONS),
+            new: FileFailurePersistence::Direct(new),
+        };
+        let committed = std::fs::read_to_string(REGRESSIONS).unwrap();
+        let seeds = regressions.load_persisted_failures2(Some(file!()));
+        assert!(!seeds.is_empty(), "{REGRESSIONS} has seeds");
+        regressions.save_persisted_failure2(Some(file!()), seeds[0].clone(), &"a planted failure");
+        assert_eq!(std::fs::read_to_string(REGRESSIONS).unwrap(), committed);
+        assert!(
+            std::fs::read_to_string(new)
+                .unwrap()
+                .contains(&seeds[0].to_string())
+        );
+        assert_eq!(
+            regressions.load_persisted_failures2(Some(file!())).len(),
+            seeds.len() + 1
+        );
+        std::fs::remove_file(new).unwrap();
     }
 }

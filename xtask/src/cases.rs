@@ -12,6 +12,7 @@ use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax::{RowStats, SoftmaxElement, Variant as Softmax};
 use host::ops::transpose::{self as transpose_op, Variant};
 use host::reference;
+use host::registry;
 use host::runtime::Launched;
 use host::{DeviceBuffer, Runtime};
 
@@ -52,7 +53,24 @@ pub struct Case<'a> {
 /// A case not yet built: building allocates its buffers, so cases are built one at a time.
 pub struct CaseSpec {
     pub kernel: &'static str,
-    pub build: for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>,
+    build: Build,
+}
+
+/// How a case is built: by its function in this file, or from a registered kernel's spec
+/// (`kernels::registry`, docs/registry.md).
+enum Build {
+    Here(for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>),
+    Registered(&'static registry::Spec),
+}
+
+impl CaseSpec {
+    /// Builds the case at `scale` on `rt` (allocates and fills its buffers).
+    pub fn build<'a>(&self, rt: &'a Runtime, scale: Scale) -> host::Result<Case<'a>> {
+        match self.build {
+            Build::Here(build) => build(rt, scale),
+            Build::Registered(spec) => registered(rt, scale, spec),
+        }
+    }
 }
 
 /// Every case, in the order of the lessons.
@@ -130,6 +148,10 @@ pub fn all() -> Vec<CaseSpec> {
     .into_iter()
     .chain(gemm_cases())
     .chain(decode_cases())
+    .chain(registry::all().iter().map(|&spec| CaseSpec {
+        kernel: spec.name,
+        build: Build::Registered(spec),
+    }))
     .collect()
 }
 
@@ -145,11 +167,34 @@ pub fn runs_on(rt: &Runtime, kernel: &str) -> bool {
         .is_none_or(|k| k.runs_on(rt))
 }
 
+/// The line `cargo xtask run` prints when [`runs_on`] left rows out: how many, which kernels,
+/// and what would run them; `None` when none was left out.
+pub fn left_out(rt: &Runtime, kernels: &[&str]) -> Option<String> {
+    if kernels.is_empty() {
+        return None;
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for k in kernels {
+        if !names.contains(k) {
+            names.push(k);
+        }
+    }
+    Some(format!(
+        "{} rows left out ({}): they need sm_90a (wgmma, TMA), which {} does not have; a Hopper GPU runs them, and so does the PTX backend with KERNELS_PTX_ARCH=sm_90a",
+        kernels.len(),
+        names.join(", "),
+        rt.device_name()
+    ))
+}
+
 const fn case(
     kernel: &'static str,
     build: for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>,
 ) -> CaseSpec {
-    CaseSpec { kernel, build }
+    CaseSpec {
+        kernel,
+        build: Build::Here(build),
+    }
 }
 
 std::thread_local! {
@@ -164,7 +209,7 @@ std::thread_local! {
 /// kernels, and hundreds of MB of random numbers would cost seconds per row.
 pub fn build_for_model<'a>(spec: &CaseSpec, rt: &'a Runtime) -> host::Result<Case<'a>> {
     FOR_MODEL.with(|m| m.set(true));
-    let case = (spec.build)(rt, Scale::Gpu);
+    let case = spec.build(rt, Scale::Gpu);
     FOR_MODEL.with(|m| m.set(false));
     case
 }
@@ -207,6 +252,42 @@ fn exact(what: &str, got: &[f32], want: &[f32]) -> Result<String, String> {
     } else {
         Err(format!("{what}: max |error| {diff:e}, expected exact"))
     }
+}
+
+/// A registered kernel's case (`kernels::registry`): its shape at `scale`, inputs uniform in
+/// [-1, 1], checked against its reference and tolerance.
+fn registered<'a>(
+    rt: &'a Runtime,
+    scale: Scale,
+    spec: &'static registry::Spec,
+) -> host::Result<Case<'a>> {
+    let dims = match scale {
+        Scale::Gpu => spec.shapes.gpu,
+        Scale::Emulator => spec.shapes.emulator,
+    };
+    let gpu = spec.shapes.gpu;
+    let inputs: Vec<Vec<f32>> = (spec.inputs)(dims)
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| uniform(n, 41 + i as u64, -1.0, 1.0))
+        .collect();
+    let buffers = Rc::new(registry::upload(rt, spec, dims, &inputs)?);
+    // Nothing to compare with when the case is built for the model.
+    let inputs = reference_of(|| inputs);
+    Ok(Case {
+        kernel: spec.name,
+        shape: registry::describe(spec, dims),
+        cost: registry::cost(spec, dims),
+        gpu: (registry::describe(spec, gpu), registry::cost(spec, gpu)),
+        launch: Box::new({
+            let buffers = buffers.clone();
+            move |rt| registry::launch(rt, spec, &buffers)
+        }),
+        check: Box::new(move |rt| {
+            let got = rt.download(&buffers.output).map_err(|e| e.to_string())?;
+            registry::check(spec, dims, &inputs, &got)
+        }),
+    })
 }
 
 fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
@@ -1139,4 +1220,42 @@ fn decode_attention_case(
             }
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each registered kernel is one case built from its spec, and no case written here has
+    /// its name: the registry and this file cannot both describe a kernel.
+    #[test]
+    fn each_registered_kernel_is_one_case_and_only_there() {
+        let all = all();
+        for spec in registry::all() {
+            let cases: Vec<&CaseSpec> = all.iter().filter(|c| c.kernel == spec.name).collect();
+            assert_eq!(cases.len(), 1, "{}", spec.name);
+            assert!(
+                matches!(cases[0].build, Build::Registered(_)),
+                "{}",
+                spec.name
+            );
+        }
+    }
+
+    /// A row left out for want of sm_90a is said, with the count and the way to run it.
+    #[test]
+    fn rows_left_out_are_named_with_what_runs_them() {
+        let rt = Runtime::emulator();
+        assert_eq!(left_out(&rt, &[]), None);
+        let note = left_out(
+            &rt,
+            &["gemm_wgmma_bf16", "attention_wgmma_f16", "gemm_wgmma_bf16"],
+        )
+        .unwrap();
+        assert!(
+            note.starts_with("3 rows left out (gemm_wgmma_bf16, attention_wgmma_f16)"),
+            "{note}"
+        );
+        assert!(note.contains("KERNELS_PTX_ARCH=sm_90a"), "{note}");
+    }
 }

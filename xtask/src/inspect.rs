@@ -177,7 +177,9 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
     let Backend::Ptx(device) = rt.backend() else {
         unreachable!()
     };
-    let mut case = (spec.build)(&rt, Scale::Emulator).map_err(|e| e.to_string())?;
+    let mut case = spec
+        .build(&rt, Scale::Emulator)
+        .map_err(|e| e.to_string())?;
     device.record_mix(true);
     let counters = (case.launch)(&rt)
         .map_err(|e| e.to_string())?
@@ -375,7 +377,7 @@ pub(crate) fn profile_kernel(rt: &Runtime, spec: &cases::CaseSpec) -> Result<Pro
     let Backend::Emulator(emu) = rt.backend() else {
         return Err("profiling needs the emulator".to_string());
     };
-    let mut case = (spec.build)(rt, Scale::Emulator).map_err(|e| e.to_string())?;
+    let mut case = spec.build(rt, Scale::Emulator).map_err(|e| e.to_string())?;
     let start = Instant::now();
     (case.launch)(rt).map_err(|e| e.to_string())?;
     let plain = start.elapsed().as_secs_f64();

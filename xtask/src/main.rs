@@ -11,6 +11,7 @@
 //! - `summarize`: the device bundle's last step, each row beside its vendor baseline.
 //! - `emu-speed`: how fast the emulator runs (the README quotes it).
 //! - `device-bundle`: the one folder a short GPU window needs.
+//! - `new`: a new kernel from a template, one file and one registry line (docs/registry.md).
 //! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
 //! - `doc-pastes`: the docs' pastes of `run` and `ptxas` against outputs CI saved.
 
@@ -31,6 +32,7 @@ mod ptx_check;
 mod ptxas;
 mod roofline;
 mod run;
+mod scaffold;
 mod summary;
 mod trace_softmax;
 
@@ -49,6 +51,9 @@ struct Cli {
 enum Command {
     /// Run every kernel, check it against its CPU reference and report it against the roofline.
     Run(run::RunArgs),
+    /// Start a new kernel from a template: one file, kernels/src/NAME.rs, and one line in
+    /// kernels/src/lib.rs's registry (docs/registry.md).
+    New(scaffold::NewArgs),
     /// Check the PTX for barriers under divergent branches, then assemble every kernel with ptxas
     /// for sm_90; fail on a finding, an assembly error or any spill.
     Ptxas(ptxas::PtxasArgs),
@@ -87,6 +92,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(trace_softmax::escape_minus_infinity(std::env::args()));
     let result = match &cli.command {
         Command::Run(args) => run::run(args),
+        Command::New(args) => scaffold::run(args),
         Command::Ptxas(args) => ptxas::run(args),
         Command::Hierarchy(args) => hierarchy::run(args),
         Command::Roofline(args) => roofline::run(args),

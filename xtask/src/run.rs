@@ -181,6 +181,14 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             spec.name
         ),
     }
+    let left_out: Vec<&str> = named
+        .iter()
+        .filter(|i| !selected.contains(i))
+        .map(|&i| all[i].kernel)
+        .collect();
+    if let Some(note) = cases::left_out(&rt, &left_out) {
+        println!("{note}");
+    }
     // The cases run in child processes, on the backend found here: this process lets its go.
     let (backend, is_gpu) = (rt.device_name(), rt.is_gpu());
     drop(rt);
@@ -659,7 +667,7 @@ fn run_case(
     runs: usize,
     predict: bool,
 ) -> host::Result<Row> {
-    let mut case = (spec_case.build)(rt, scale)?;
+    let mut case = spec_case.build(rt, scale)?;
     let row = if rt.is_gpu() {
         let timing = bench::time_gpu(rt, BenchConfig { warmup: 3, runs }, || {
             (case.launch)(rt).map(|_| ())

@@ -215,11 +215,14 @@ fn baseline_rows(rows: &[&Value], baselines: Option<&Value>) -> (Vec<Value>, Vec
             match baseline {
                 Ok(b) => entry["baseline"] = b,
                 Err(why) => {
-                    unmatched.push(format!(
-                        "{} at {}: {why}",
-                        row["kernel"].as_str().unwrap_or("?"),
-                        row["shape"].as_str().unwrap_or("?")
-                    ));
+                    // A kernel that declares no vendor baseline is reported as such, not failed.
+                    if !why.starts_with(crate::baseline::NONE_DECLARED) {
+                        unmatched.push(format!(
+                            "{} at {}: {why}",
+                            row["kernel"].as_str().unwrap_or("?"),
+                            row["shape"].as_str().unwrap_or("?")
+                        ));
+                    }
                     entry["no_baseline"] = Value::String(why);
                 }
             }
@@ -828,6 +831,9 @@ mod tests {
                    "baseline": request("matmul f32 m=2048 n=2048 k=2048")}),
             json!({"kernel": "decode_gemv", "shape": "4096", "roofline": {"seconds": 1e-3},
                    "baseline": {"Err": "unmatched: no entry"}}),
+            // A kernel that declares no baseline: reported, not unmatched.
+            json!({"kernel": "scaffold_warp", "shape": "64M elements", "roofline": {"seconds": 1e-3},
+                   "baseline": {"Err": format!("{}: declares none", crate::baseline::NONE_DECLARED)}}),
         ];
         let baselines = json!({"baselines": {
             "matmul f32 m=1024 n=1024 k=1024": {"seconds": 1e-3, "what": "torch.matmul"},
@@ -840,6 +846,12 @@ mod tests {
         assert!(summary[1].get("baseline").is_none());
         assert_eq!(unmatched.len(), 2, "{unmatched:?}");
         assert!(unmatched[0].contains("2048") && unmatched[1].contains("decode_gemv"));
+        assert!(
+            summary[3]["no_baseline"]
+                .as_str()
+                .unwrap()
+                .starts_with("no vendor baseline")
+        );
         let (_, all_missing) = baseline_rows(
             &refs,
             Some(&json!({"baselines": {}, "skipped": "no PyTorch"})),

@@ -1,0 +1,253 @@
+//! The host side of the kernel registry (`kernels::registry`, docs/registry.md): one harness for
+//! every registered kernel, which sizes and fills its buffers from its [`Spec`], launches it on
+//! the runtime's backend, and checks the output against the spec's reference and the emulator's
+//! counts against its cost model. `cargo xtask run` and the property test
+//! `tests/tests/registered.rs` both go through it.
+
+use std::cell::RefCell;
+
+pub use kernels::registry::{Baseline, Cost as SpecCost, Dims, Geometry, Spec};
+
+use crate::buffer::DeviceBuffer;
+use crate::cost::{ComputeUnit, Cost};
+use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
+use crate::runtime::{Backend, Launched, Runtime, before_launch};
+
+/// Every registered kernel, in the order of `kernels/src/lib.rs`'s `registry!` block.
+pub fn all() -> &'static [&'static Spec] {
+    kernels::REGISTRY
+}
+
+/// The registered kernel named `name` (its PTX entry point).
+pub fn find(name: &str) -> Option<&'static Spec> {
+    all().iter().copied().find(|s| s.name == name)
+}
+
+/// The spec's cost model at `dims`, as the roofline reads it (f32 on the CUDA cores).
+pub fn cost(spec: &Spec, dims: Dims) -> Cost {
+    let c = (spec.cost)(dims);
+    Cost {
+        bytes_read: c.bytes_read,
+        bytes_written: c.bytes_written,
+        flops: c.flops,
+        exps: 0,
+        unit: ComputeUnit::CudaCoreF32,
+    }
+}
+
+/// `dims` as a row's shape: `1048583 elements`, `200 x 300 f32`.
+pub fn describe(spec: &Spec, dims: Dims) -> String {
+    let used = &dims[..spec.dims.len().clamp(1, 3)];
+    match used {
+        [n] if *n >= 1 << 20 && n.is_multiple_of(1 << 20) => format!("{}M elements", n >> 20),
+        [n] => format!("{n} elements"),
+        _ => {
+            let parts: Vec<String> = used.iter().map(usize::to_string).collect();
+            format!("{} f32", parts.join(" x "))
+        }
+    }
+}
+
+/// The spec's inputs at `dims`, uniform in [-1, 1] from `seed` (`reference::uniform`).
+pub fn inputs(spec: &Spec, dims: Dims, seed: u64) -> Vec<Vec<f32>> {
+    (spec.inputs)(dims)
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| crate::reference::uniform(n, seed.wrapping_add(i as u64), -1.0, 1.0))
+        .collect()
+}
+
+/// One launch's buffers on the device.
+pub struct Uploaded {
+    pub dims: Dims,
+    pub inputs: Vec<DeviceBuffer<f32>>,
+    pub output: DeviceBuffer<f32>,
+}
+
+/// Uploads `inputs` (as [`inputs`] makes them) and allocates the output, after checking that
+/// `dims` are what the spec launches: each at least 1 and at most `u32::MAX`, and the inputs
+/// the lengths the spec asks for.
+pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Result<Uploaded> {
+    for (name, &d) in spec.dims.iter().zip(&dims) {
+        if d == 0 || u32::try_from(d).is_err() {
+            return Err(Error::Shape(format!(
+                "{}: {name} = {d}; a registered kernel's dimensions are 1 to {}",
+                spec.name,
+                u32::MAX
+            )));
+        }
+    }
+    let lens = (spec.inputs)(dims);
+    let got: Vec<usize> = inputs.iter().map(Vec::len).collect();
+    if got != lens {
+        return Err(Error::Shape(format!(
+            "{}: inputs of lengths {got:?}, the spec asks for {lens:?} at {dims:?}",
+            spec.name
+        )));
+    }
+    Ok(Uploaded {
+        dims,
+        inputs: inputs.iter().map(|x| rt.upload(x)).collect::<Result<_>>()?,
+        output: rt.alloc((spec.output)(dims))?,
+    })
+}
+
+/// Launches the spec's kernel on `buffers`: the emulator's counts, or `None` from a GPU.
+pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched> {
+    let ptrs: Vec<_> = buffers.inputs.iter().map(DeviceBuffer::ptr).collect();
+    let args = kernels::registry::Buffers {
+        inputs: &ptrs,
+        output: buffers.output.ptr(),
+    };
+    let launcher = RuntimeLauncher {
+        rt,
+        counters: RefCell::new(None),
+    };
+    match (spec.launch)(&launcher, &args, buffers.dims) {
+        Ok(()) => Ok(launcher.counters.into_inner().flatten()),
+        Err(e) => Err(match e.downcast::<Error>() {
+            Ok(e) => *e,
+            Err(other) => Error::Config(format!("{}: {other}", spec.name)),
+        }),
+    }
+}
+
+/// Compares `got` with the spec's reference for `inputs`: a one-line summary, or the first
+/// element out of tolerance (a NaN where the reference has a number is out of it).
+pub fn check(
+    spec: &Spec,
+    dims: Dims,
+    inputs: &[Vec<f32>],
+    got: &[f32],
+) -> std::result::Result<String, String> {
+    let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+    let want = (spec.reference)(&refs, dims);
+    let tolerance = (spec.tolerance)(dims);
+    if want.len() != got.len() {
+        return Err(format!(
+            "{}: the reference has {} values, the output {}",
+            spec.name,
+            want.len(),
+            got.len()
+        ));
+    }
+    let mut worst = 0.0f64;
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        let err = (f64::from(g) - w).abs();
+        if err.is_nan() || err > tolerance {
+            return Err(format!(
+                "{}: element {i} is {g:e}, the reference says {w:e} (|error| {err:e} > tolerance {tolerance:e})",
+                spec.name
+            ));
+        }
+        worst = worst.max(err);
+    }
+    Ok(if tolerance == 0.0 {
+        format!("exact ({} values)", got.len())
+    } else {
+        format!("max |error| {worst:.1e} <= {tolerance:.1e}")
+    })
+}
+
+/// [`kernels::registry::Launcher`] on a [`Runtime`]: each launch goes where the host's
+/// `launch!` sends it, and its counts add up.
+struct RuntimeLauncher<'a> {
+    rt: &'a Runtime,
+    counters: RefCell<Option<Launched>>,
+}
+
+impl kernels::registry::Launcher for RuntimeLauncher<'_> {
+    fn launch(
+        &self,
+        kernel: &'static str,
+        geometry: Geometry,
+        thread: &(dyn Fn() + Sync),
+        params: &[*mut std::ffi::c_void],
+        sizes: &[usize],
+    ) -> std::result::Result<(), kernels::registry::LaunchError> {
+        let cfg = LaunchConfig {
+            grid: geometry.grid,
+            block: geometry.block,
+            shared_mem_bytes: geometry.dynamic_shared,
+        };
+        before_launch(kernel, &cfg)?;
+        let launched: Launched = match self.rt.backend() {
+            Backend::Emulator(emu) => Some(emu.launch(kernel, &cfg, thread)?),
+            Backend::Cuda(gpu) => {
+                let mut params = params.to_vec();
+                // SAFETY: `launch_registered!` built `params` from the arguments the emulator arm
+                // passes to the kernel function itself, so they match its signature; the harness
+                // sized every buffer from the spec.
+                unsafe { gpu.launch(kernel, &cfg, &mut params) }?;
+                None
+            }
+            // SAFETY: as for the GPU; the PTX backend checks every access it makes.
+            Backend::Ptx(ptx) => Some(unsafe { ptx.launch(kernel, &cfg, params, sizes) }?),
+        };
+        let mut counters = self.counters.borrow_mut();
+        *counters = Some(match counters.take() {
+            None => launched,
+            Some(before) => crate::ops::then(before, launched),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_each_is_an_entry_of_every_build() {
+        let mut names: Vec<&str> = all().iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "two registered kernels share a name");
+        for arch in crate::ptx::Arch::ALL {
+            let entries = crate::ptx::entry_points(arch.ptx());
+            for name in &names {
+                assert!(entries.contains(name), "{name} is not an entry of {arch:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrong_output_names_the_element_and_the_tolerance() {
+        let spec = find("scaffold_elementwise").unwrap();
+        let dims = [3, 1, 1];
+        let x = inputs(spec, dims, 1);
+        let mut got: Vec<f32> = x[0].iter().map(|v| 2.0 * v + 1.0).collect();
+        assert!(check(spec, dims, &x, &got).unwrap().starts_with("exact"));
+        got[2] += 1e-3;
+        let err = check(spec, dims, &x, &got).unwrap_err();
+        assert!(
+            err.contains("element 2") && err.contains("tolerance 0e0"),
+            "{err}"
+        );
+        got[2] = f32::NAN;
+        assert!(check(spec, dims, &x, &got).is_err());
+    }
+
+    #[test]
+    fn a_dimension_of_zero_or_past_u32_is_refused() {
+        let rt = Runtime::emulator();
+        let spec = find("scaffold_tiled").unwrap();
+        let err = upload(&rt, spec, [0, 5, 1], &[vec![]]).err().unwrap();
+        assert!(err.to_string().contains("rows = 0"), "{err}");
+        let err = upload(&rt, spec, [2, 2, 1], &[vec![0.0; 3]]).err().unwrap();
+        assert!(err.to_string().contains("[3]"), "{err}");
+    }
+
+    #[test]
+    fn shapes_read_as_the_run_table_writes_them() {
+        let (e, t) = (
+            find("scaffold_elementwise").unwrap(),
+            find("scaffold_tiled").unwrap(),
+        );
+        assert_eq!(describe(e, [1 << 26, 1, 1]), "64M elements");
+        assert_eq!(describe(e, [1000, 1, 1]), "1000 elements");
+        assert_eq!(describe(t, [200, 300, 1]), "200 x 300 f32");
+    }
+}

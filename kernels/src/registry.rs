@@ -1,0 +1,203 @@
+//! The kernel registry: a kernel's file declares, beside its body, everything the rest of the
+//! project needs to run, check, time and report it (docs/registry.md).
+//!
+//! A registered kernel's file ends with a [`Spec`] (host only: the GPU build never sees it): the
+//! problem's dimensions at the GPU's, the emulator's and the tests' sizes, its inputs and output,
+//! how it is launched, its CPU reference and tolerance, its cost model, its occupancy launch and,
+//! optionally, the vendor operation it is read against. [`registry!`](crate::registry) in
+//! `kernels/src/lib.rs` declares the module and lists the spec, one line per kernel, and
+//! `cargo xtask run`, `inspect`, `predict`, `ptxas`'s occupancy table, the device bundle's
+//! baselines and the property test `tests/tests/registered.rs` all read that one list
+//! ([`crate::REGISTRY`]).
+//!
+//! Registered kernels take f32 buffers (inputs uniform in [-1, 1], one output) and up to three
+//! `u32` dimensions: what the scaffold's four templates (`cargo xtask new`) need. A kernel with
+//! several launches, workspaces or other element types is declared by hand in `xtask/src/cases.rs`
+//! and its neighbours, as the project's older kernels still are.
+
+/// Declares the registered kernels: `registry! { elementwise_scale, ... }` makes
+/// `pub mod elementwise_scale;` (the file `kernels/src/elementwise_scale.rs`) and lists its
+/// `SPEC` in [`crate::REGISTRY`] (host only). One line per kernel.
+#[macro_export]
+macro_rules! registry {
+    ($($module:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Every registered kernel's declaration, in the order of the `registry!` block
+        /// (docs/registry.md).
+        #[cfg(not(target_arch = "nvptx64"))]
+        pub const REGISTRY: &[&$crate::registry::Spec] = &[$(&$module::SPEC),*];
+    };
+}
+
+/// Launches a registered kernel through a [`Launcher`] (the host's runtime):
+/// `launch_registered!(launcher, geometry, my_kernel(x, y, n))`, the arguments named once, as
+/// with the host's `launch!`: the emulator calls the kernel function with them (so the compiler
+/// checks them against its signature), a GPU and the PTX backend get the same values in the same
+/// order as the PTX entry's parameters.
+#[cfg(not(target_arch = "nvptx64"))]
+#[macro_export]
+macro_rules! launch_registered {
+    ($launcher:expr, $geometry:expr, $kernel:ident ( $($arg:ident),* $(,)? )) => {
+        $crate::registry::Launcher::launch(
+            $launcher,
+            stringify!($kernel),
+            $geometry,
+            // SAFETY: the launcher checks the geometry against the device's limits, and the
+            // harness sized every buffer from the spec's own `inputs` and `output`.
+            &|| unsafe { $kernel($($arg),*) },
+            &[$($crate::registry::param(&$arg)),*],
+            &[$(::core::mem::size_of_val(&$arg)),*],
+        )
+    };
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub use host_side::*;
+
+#[cfg(not(target_arch = "nvptx64"))]
+mod host_side {
+    use std::boxed::Box;
+    use std::vec::Vec;
+
+    use crate::cuda::GlobalPtr;
+    use crate::cuda::emu::Dim3;
+
+    /// The problem's dimensions, named by [`Spec::dims`] (`["n"]`, `["rows", "cols"]`); the
+    /// unnamed ones are 1. Each fits in a `u32` (the harness refuses larger ones).
+    pub type Dims = [usize; 3];
+
+    /// What a launch failed with: the host runtime's own error, boxed.
+    pub type LaunchError = Box<dyn std::error::Error + Send + Sync>;
+
+    /// `<<<grid, block, dynamic shared bytes>>>`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Geometry {
+        pub grid: Dim3,
+        pub block: Dim3,
+        pub dynamic_shared: u32,
+    }
+
+    impl Geometry {
+        /// One thread per item, `threads` per block: `ceil(n / threads)` blocks (at least one).
+        pub const fn for_elements(n: u32, threads: u32) -> Self {
+            let blocks = n.div_ceil(threads);
+            Self::grid_2d((if blocks == 0 { 1 } else { blocks }, 1), (threads, 1))
+        }
+
+        /// A grid of `blocks.0 x blocks.1` blocks of `threads.0 x threads.1` threads.
+        pub const fn grid_2d(blocks: (u32, u32), threads: (u32, u32)) -> Self {
+            Self {
+                grid: Dim3 {
+                    x: blocks.0,
+                    y: blocks.1,
+                    z: 1,
+                },
+                block: Dim3 {
+                    x: threads.0,
+                    y: threads.1,
+                    z: 1,
+                },
+                dynamic_shared: 0,
+            }
+        }
+    }
+
+    /// The bytes a kernel moves across the HBM boundary and the FLOPs it does (f32 on the CUDA
+    /// cores): what the emulator's counts are checked against, and what the roofline reads.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Cost {
+        pub bytes_read: u64,
+        pub bytes_written: u64,
+        pub flops: u64,
+    }
+
+    /// How `cargo xtask ptxas`'s occupancy table launches the kernel: threads per block, dynamic
+    /// shared memory, and, for a kernel that streams HBM, the bytes of global loads each thread
+    /// has in flight before it waits on the first.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Occupancy {
+        pub threads: u32,
+        pub dynamic_shared: u32,
+        pub in_flight_per_thread: Option<u32>,
+    }
+
+    /// The vendor operation a kernel's rows are read against on a GPU (`xtask/bundle/baselines.py`
+    /// measures it): one of its operations (copy, add, strided_copy, transpose, softmax, matmul,
+    /// linear, sdpa, ...), with the kernel's dimensions named as that operation reads them.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Baseline {
+        pub op: &'static str,
+        /// One name per entry of [`Spec::dims`], in order (`["rows", "cols"]` for `transpose`).
+        pub dims: &'static [&'static str],
+    }
+
+    /// The problem at each of the project's three sizes.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Shapes {
+        /// What `cargo xtask run` reports on a GPU (and models without one): realistic, several
+        /// times the L2.
+        pub gpu: Dims,
+        /// What the emulator runs and checks (seconds on two cores); not a multiple of the block,
+        /// so that the edges are exercised.
+        pub emulator: Dims,
+        /// The property test draws each dimension from 1 to this.
+        pub test_max: Dims,
+    }
+
+    /// The device buffers of one launch, as kernel arguments.
+    pub struct Buffers<'a> {
+        /// One per [`Spec::inputs`] length, in order.
+        pub inputs: &'a [GlobalPtr<f32>],
+        pub output: GlobalPtr<f32>,
+    }
+
+    /// What launches a kernel: the host's runtime (emulator, PTX backend or GPU) implements it.
+    pub trait Launcher {
+        /// Launches PTX entry `kernel` with `geometry`: `thread` is one simulated thread's body
+        /// (the source emulator), `params` and `sizes` the arguments' bytes (a GPU, the PTX
+        /// backend). [`launch_registered!`](crate::launch_registered) builds all three.
+        fn launch(
+            &self,
+            kernel: &'static str,
+            geometry: Geometry,
+            thread: &(dyn Fn() + Sync),
+            params: &[*mut core::ffi::c_void],
+            sizes: &[usize],
+        ) -> Result<(), LaunchError>;
+    }
+
+    /// A kernel argument as the driver wants it: a pointer to its bytes.
+    #[doc(hidden)]
+    pub fn param<T>(value: &T) -> *mut core::ffi::c_void {
+        value as *const T as *mut core::ffi::c_void
+    }
+
+    /// Everything the project needs to know about a registered kernel, declared in its file.
+    pub struct Spec {
+        /// The PTX entry point, which is also the row's name in `cargo xtask run`.
+        pub name: &'static str,
+        /// One line: what it computes.
+        pub what: &'static str,
+        /// The names of the used dimensions (`["n"]`, `["rows", "cols"]`).
+        pub dims: &'static [&'static str],
+        pub shapes: Shapes,
+        /// The length of each input buffer (f32, uniform in [-1, 1]).
+        pub inputs: fn(Dims) -> Vec<usize>,
+        /// The length of the output buffer (f32, zeroed before the launch).
+        pub output: fn(Dims) -> usize,
+        /// Launches the kernel on `buffers` ([`launch_registered!`](crate::launch_registered)).
+        pub launch: fn(&dyn Launcher, &Buffers, Dims) -> Result<(), LaunchError>,
+        /// The expected output, from the inputs, computed on the CPU (in f64 where it sums).
+        pub reference: fn(&[&[f32]], Dims) -> Vec<f64>,
+        /// The largest accepted `|output - reference|` per element (0: exact), for inputs in
+        /// [-1, 1]; say in a comment why it is enough and not more.
+        pub tolerance: fn(Dims) -> f64,
+        /// The bytes and FLOPs one launch moves and does: the emulator's counts must equal them.
+        pub cost: fn(Dims) -> Cost,
+        pub occupancy: Occupancy,
+        /// The vendor operation it is read against, or `None` (reported as "no vendor
+        /// baseline", never an error).
+        pub baseline: Option<Baseline>,
+    }
+}

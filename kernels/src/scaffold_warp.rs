@@ -1,0 +1,92 @@
+//! `scaffold_warp`: the sum of each warp's 32 elements, with shuffles and no shared memory.
+//!
+//! Written by `cargo xtask new NAME --template warp` (this file is the template, itself a
+//! registered kernel, so the project's tests run it as generated). Change the kernel's body and
+//! `reference` together; docs/registry.md says what each field of `SPEC` is for.
+//!
+//! The 32 lanes of a warp exchange registers directly (`shfl.sync.bfly`): five butterfly steps
+//! leave the warp's sum in every lane, with no shared memory and no block barrier. Every lane
+//! must take part in each shuffle, so the lanes past the end hold a 0 instead of returning early.
+
+use crate::cuda::GlobalPtr;
+use crate::cuda::intrinsics::count_flops;
+use crate::cuda::thread::index_1d;
+use crate::cuda::warp::{FULL_MASK, WARP_SIZE, lane_id, shuffle_xor};
+use crate::kernel;
+
+/// Threads per block: 8 warps.
+pub const THREADS: u32 = 256;
+
+kernel! {
+    /// `sums[w] = x[32 w] + ... + x[32 w + 31]` (elements past `n` are 0).
+    pub unsafe fn scaffold_warp(x: GlobalPtr<f32>, sums: GlobalPtr<f32>, n: u32) {
+        let i = index_1d();
+        let mut v = if i < n { unsafe { x.read(i as usize) } } else { 0.0 };
+        let mut offset = WARP_SIZE / 2;
+        while offset > 0 {
+            // Lane l adds lane l ^ offset's value: after log2(32) = 5 steps, all hold the sum.
+            v += shuffle_xor(FULL_MASK, v, offset);
+            offset /= 2;
+        }
+        // Lane 0 of each warp that has an element writes its sum.
+        if lane_id() == 0 && i < n {
+            // The work is the 31 additions a sum of 32 needs; the butterfly does 5 in each lane
+            // so that every lane ends with the sum, and the compiler drops the ones no lane uses.
+            count_flops(WARP_SIZE - 1);
+            unsafe { sums.write((i / WARP_SIZE) as usize, v) };
+        }
+    }
+}
+
+/// Warps with at least one element.
+#[cfg(not(target_arch = "nvptx64"))]
+fn warps(n: usize) -> usize {
+    n.div_ceil(WARP_SIZE as usize)
+}
+
+/// What the rest of the project needs (docs/registry.md); the GPU build never sees it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const SPEC: crate::registry::Spec = {
+    use crate::launch_registered;
+    use crate::registry::*;
+    Spec {
+        name: "scaffold_warp",
+        what: "the sum of each warp's 32 elements",
+        dims: &["n"],
+        shapes: Shapes {
+            gpu: [1 << 26, 1, 1],
+            emulator: [(1 << 18) + 7, 1, 1],
+            test_max: [5000, 1, 1],
+        },
+        inputs: |[n, ..]| std::vec![n],
+        output: |[n, ..]| warps(n),
+        launch: |launcher, buffers, [n, ..]| {
+            let (x, sums, n) = (buffers.inputs[0], buffers.output, n as u32);
+            launch_registered!(
+                launcher,
+                Geometry::for_elements(n, THREADS),
+                scaffold_warp(x, sums, n)
+            )
+        },
+        reference: |inputs, [n, ..]| {
+            inputs[0][..n]
+                .chunks(WARP_SIZE as usize)
+                .map(|c| c.iter().map(|&v| f64::from(v)).sum())
+                .collect()
+        },
+        // A butterfly of depth 5 over |x| <= 1: at most 5 u sum|x| <= 5 u 32 (u = 2^-24), with
+        // 1% slack.
+        tolerance: |_| 1.01 * 5.0 * f64::from(f32::EPSILON / 2.0) * f64::from(WARP_SIZE),
+        cost: |[n, ..]| Cost {
+            bytes_read: 4 * n as u64,
+            bytes_written: 4 * warps(n) as u64,
+            flops: (WARP_SIZE as u64 - 1) * warps(n) as u64,
+        },
+        occupancy: Occupancy {
+            threads: THREADS,
+            dynamic_shared: 0,
+            in_flight_per_thread: Some(4),
+        },
+        baseline: None,
+    }
+};
