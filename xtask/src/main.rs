@@ -13,6 +13,7 @@
 //! - `device-bundle`: the one folder a short GPU window needs.
 //! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
 //! - `doc-pastes`: the docs' pastes of `run` and `ptxas` against outputs CI saved.
+//! - `exercise`: one exercise (docs/exercises.md): correctness, emulator checks, predicted time.
 
 mod atomic;
 mod baseline;
@@ -21,6 +22,7 @@ mod cases;
 mod decode;
 mod doc_outputs;
 mod emu_speed;
+mod exercise;
 mod figures;
 mod hierarchy;
 mod inspect;
@@ -80,6 +82,9 @@ enum Command {
     /// Check the pastes of `run` and `ptxas` in the docs against outputs saved by CI (the other
     /// commands' pastes are checked by a unit test).
     DocPastes(doc_outputs::DocPastesArgs),
+    /// One exercise (docs/exercises.md): your kernel against its CPU reference with every
+    /// emulator check on, then its predicted (MODELLED) time against the exercise's target.
+    Exercise(exercise::ExerciseArgs),
 }
 
 fn main() -> ExitCode {
@@ -99,6 +104,7 @@ fn main() -> ExitCode {
         Command::DeviceBundle(args) => bundle::run(args),
         Command::Figures(args) => figures::run(args),
         Command::DocPastes(args) => doc_outputs::run(args),
+        Command::Exercise(args) => exercise::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
