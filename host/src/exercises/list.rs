@@ -244,7 +244,7 @@ static EXERCISES: [Exercise; 11] = [
         target: Target {
             device: "h100",
             limiter: Limiter::Dram,
-            fraction: 0.3,
+            fraction: 0.75,
         },
         shapes: &[[1, 1, 1], [3, 31, 1], [9, 100, 1], [20, 1000, 1]],
         gpu_shape: [8192, 8192, 1],

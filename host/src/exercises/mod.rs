@@ -259,9 +259,12 @@ pub fn compare(
         }
         worst = worst.max(err);
     }
+    let outputs = match got.len() {
+        1 => "1 output".to_string(),
+        n => format!("{n} outputs"),
+    };
     Ok(format!(
-        "{} outputs within tolerance (max |error| {worst:.1e})",
-        got.len()
+        "{outputs} within tolerance (max |error| {worst:.1e})"
     ))
 }
 

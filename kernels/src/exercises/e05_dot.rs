@@ -8,8 +8,8 @@
 //! a shared array of 8; after a barrier, the first warp sums those 8 the same way.
 //!
 //! Why it matters: a shuffle moves a register from one lane to another without touching shared
-//! memory, the fastest level of the pyramid after the registers themselves. Exercise 3 used 8
-//! barriers and 255 shared writes per block; this uses one barrier and 8. A shuffle with a mask
+//! memory, the fastest level of the pyramid after the registers themselves. Exercise 3 used 9
+//! barriers and 511 shared writes per block; this uses one barrier and 8. A shuffle with a mask
 //! that leaves out a lane that takes part, or with lanes that do not all reach it, is undefined
 //! on the GPU: the emulator names the lane (docs/softmax.md, warp reductions).
 //!
