@@ -16,6 +16,11 @@ use std::process::{Command, Stdio};
 /// builds; sm_90a adds the Hopper-only instructions (wgmma, TMA) that no later chip keeps.
 const ARCHES: [&str; 3] = ["sm_80", "sm_90", "sm_90a"];
 const TARGET: &str = "nvptx64-nvidia-cuda";
+/// The exercises' modules and the `kernels_exercises` value each is built with.
+const EXERCISE_MODULES: [(&str, &str); 2] = [
+    ("exercises-sm_80", "stubs"),
+    ("solutions-sm_80", "solutions"),
+];
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -30,11 +35,18 @@ fn main() {
     let toolchain = pinned_toolchain(&kernels.join("rust-toolchain.toml"));
     ensure_toolchain(&toolchain, &kernels);
 
-    let builds: Vec<_> = ARCHES
+    // The project's module per architecture, then the exercises' two (docs/exercises.md): the
+    // stubs and the reference solutions, each holding only the exercises, for sm_80 alone (their
+    // PTX runs on every GPU from Ampere on, JIT-compiled by the driver).
+    let modules = ARCHES
         .iter()
-        .map(|arch| {
-            let out = out_dir.join(format!("kernels-{arch}.ptx"));
-            let child = nightly(&toolchain, "rustc")
+        .map(|arch| (format!("kernels-{arch}"), *arch, None))
+        .chain(EXERCISE_MODULES.map(|(name, cfg)| (name.to_string(), "sm_80", Some(cfg))));
+    let builds: Vec<_> = modules
+        .map(|(name, arch, cfg)| {
+            let out = out_dir.join(format!("{name}.ptx"));
+            let mut rustc = nightly(&toolchain, "rustc");
+            rustc
                 .current_dir(&kernels)
                 .args([
                     "--edition",
@@ -50,30 +62,36 @@ fn main() {
                 .arg(format!("--emit=asm={}", out.display()))
                 .arg(format!(
                     "--out-dir={}",
-                    out_dir.join(format!("rlib-{arch}")).display()
-                ))
+                    out_dir.join(format!("rlib-{name}")).display()
+                ));
+            if let Some(cfg) = cfg {
+                // Both forms: `cfg(kernels_exercises)` (any exercises build) and the value.
+                rustc.args(["--cfg", "kernels_exercises", "--cfg"]);
+                rustc.arg(format!("kernels_exercises=\"{cfg}\""));
+            }
+            let child = rustc
                 .arg("src/lib.rs")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
-                .unwrap_or_else(|e| fail(&format!("could not start rustc for {arch}: {e}")));
-            (arch, child)
+                .unwrap_or_else(|e| fail(&format!("could not start rustc for {name}: {e}")));
+            (name, child)
         })
         .collect();
-    for (arch, child) in builds {
+    for (name, child) in builds {
         let output = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         if !output.status.success() {
             fail(&format!(
-                "compiling kernels/ to PTX for {arch} failed:\n{stderr}"
+                "compiling kernels/ to PTX ({name}) failed:\n{stderr}"
             ));
         }
         for line in stderr.lines().filter(|l| l.starts_with("warning")) {
-            println!("cargo:warning=kernels ({arch}): {line}");
+            println!("cargo:warning=kernels ({name}): {line}");
         }
-        let out = out_dir.join(format!("kernels-{arch}.ptx"));
+        let out = out_dir.join(format!("{name}.ptx"));
         let ptx = fs::read_to_string(&out).unwrap();
-        let bounded = apply_launch_bounds(&ptx).unwrap_or_else(|e| fail(&format!("{arch}: {e}")));
+        let bounded = apply_launch_bounds(&ptx).unwrap_or_else(|e| fail(&format!("{name}: {e}")));
         fs::write(&out, bounded).unwrap();
     }
 }

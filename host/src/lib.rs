@@ -16,6 +16,7 @@ pub mod buffer;
 pub mod cost;
 pub mod emu;
 pub mod error;
+pub mod exercises;
 pub mod gpu;
 pub mod launch;
 pub mod model;

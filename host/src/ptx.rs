@@ -13,6 +13,15 @@ pub mod parse;
 static SM_80: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_80.ptx"));
 static SM_90: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_90.ptx"));
 static SM_90A: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels-sm_90a.ptx"));
+static EXERCISES: &str = include_str!(concat!(env!("OUT_DIR"), "/exercises-sm_80.ptx"));
+static SOLUTIONS: &str = include_str!(concat!(env!("OUT_DIR"), "/solutions-sm_80.ptx"));
+
+/// The exercises' PTX (docs/exercises.md), built for sm_80 so that it runs on every GPU the
+/// project supports: the learner's stubs, or (`solutions`) the reference solutions. Each holds
+/// the exercises' entries only, under the same names.
+pub fn exercises_ptx(solutions: bool) -> &'static str {
+    if solutions { SOLUTIONS } else { EXERCISES }
+}
 
 /// A GPU architecture the kernels were compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -129,12 +129,28 @@ impl Runtime {
     /// the source emulator (only the PTX backend and a GPU load PTX), and a
     /// `KERNELS_INJECT_FAULT` that names no kernel (the run it was meant to break would pass).
     pub fn from_env() -> Result<Self> {
+        Self::from_env_with(None)
+    }
+
+    /// [`from_env`](Self::from_env), with the PTX backend and a GPU loading `module` (a decoded
+    /// program and its text) instead of the kernels' embedded build, unless `KERNELS_PTX` names
+    /// a file: how the exercises' modules run (`host::exercises`).
+    pub fn from_env_with(module: Option<(&'static Program, &'static str)>) -> Result<Self> {
         check_injected_fault()?;
+        let ptx = || match module {
+            Some((program, _)) if ptx_file_from_env().is_none() => Ok(Self::ptx(program)),
+            _ => Self::ptx_from_env(),
+        };
+        let gpu = || -> Result<Self> {
+            Ok(Self {
+                backend: Backend::Cuda(Gpu::with_module(0, module.map(|m| m.1))?),
+            })
+        };
         let rt = match std::env::var(BACKEND_VAR).unwrap_or_default().as_str() {
             "emulator" | "emu" | "cpu" => Self::emulator(),
-            "gpu" | "cuda" => Self::gpu(0)?,
-            "ptx" => Self::ptx_from_env()?,
-            "" | "auto" => Self::gpu(0).unwrap_or_else(|_| Self::emulator()),
+            "gpu" | "cuda" => gpu()?,
+            "ptx" => ptx()?,
+            "" | "auto" => gpu().unwrap_or_else(|_| Self::emulator()),
             other => {
                 return Err(Error::Config(format!(
                     "{BACKEND_VAR}={other}: expected emulator, ptx, gpu or auto"

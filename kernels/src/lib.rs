@@ -18,25 +18,47 @@
 #[cfg(not(target_arch = "nvptx64"))]
 extern crate std;
 
+// The project's kernels. `host/build.rs` also compiles this file with `--cfg kernels_exercises`
+// and `--cfg kernels_exercises="stubs"` (or `="solutions"`) into the exercises' own PTX modules,
+// which hold the exercises alone: the project's modules (and `cargo xtask ptxas`) never see a
+// learner's stub.
+#[cfg(not(kernels_exercises))]
 pub mod attention;
 pub mod cuda;
+#[cfg(not(kernels_exercises))]
 pub mod decode;
+#[cfg(not(kernels_exercises))]
 pub mod elementwise;
+#[cfg(not(kernels_exercises))]
 pub mod gemm;
+#[cfg(not(kernels_exercises))]
 pub mod hierarchy;
+#[cfg(not(kernels_exercises))]
 pub mod registry;
+#[cfg(not(kernels_exercises))]
 pub mod softmax;
+#[cfg(not(kernels_exercises))]
 pub mod transpose;
 
 // The registered kernels (docs/registry.md): each is its own file, `kernels/src/NAME.rs`, which
 // declares beside the kernel everything the rest of the project needs; adding one is its file
 // and one line here (`cargo xtask new NAME --template T` writes both).
+#[cfg(not(kernels_exercises))]
 registry! {
     scaffold_elementwise,
     scaffold_reduction,
     scaffold_tiled,
     scaffold_warp,
 }
+
+/// The exercises (docs/exercises.md): the stubs a learner fills in, one file each, and the
+/// launch shapes they share with their solutions.
+#[cfg(any(not(target_arch = "nvptx64"), kernels_exercises))]
+pub mod exercises;
+/// The exercises' reference solutions, kept apart from the stubs; the same entry names, built
+/// into a PTX module of their own.
+#[cfg(any(not(target_arch = "nvptx64"), kernels_exercises = "solutions"))]
+pub mod solutions;
 
 /// A GPU has nowhere to print a panic: stop the kernel with `trap`, which the driver reports to
 /// the host as an illegal-instruction error on the next synchronising call.

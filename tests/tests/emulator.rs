@@ -53,6 +53,7 @@ fn a_shared_memory_race_names_both_threads_and_the_offset() {
         offset,
         first,
         second,
+        ..
     } = err.kind.clone()
     else {
         panic!("{err}")

@@ -14,6 +14,7 @@
 //! - `new`: a new kernel from a template, one file and one registry line (docs/registry.md).
 //! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
 //! - `doc-pastes`: the docs' pastes of `run` and `ptxas` against outputs CI saved.
+//! - `exercise`: one exercise (docs/exercises.md): correctness, emulator checks, predicted time.
 
 mod atomic;
 mod baseline;
@@ -22,6 +23,7 @@ mod cases;
 mod decode;
 mod doc_outputs;
 mod emu_speed;
+mod exercise;
 mod figures;
 mod hierarchy;
 mod inspect;
@@ -85,6 +87,9 @@ enum Command {
     /// Check the pastes of `run` and `ptxas` in the docs against outputs saved by CI (the other
     /// commands' pastes are checked by a unit test).
     DocPastes(doc_outputs::DocPastesArgs),
+    /// One exercise (docs/exercises.md): your kernel against its CPU reference with every
+    /// emulator check on, then its predicted (MODELLED) time against the exercise's target.
+    Exercise(exercise::ExerciseArgs),
 }
 
 fn main() -> ExitCode {
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
         Command::DeviceBundle(args) => bundle::run(args),
         Command::Figures(args) => figures::run(args),
         Command::DocPastes(args) => doc_outputs::run(args),
+        Command::Exercise(args) => exercise::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

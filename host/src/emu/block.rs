@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use corosensei::stack::{DefaultStack, Stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use kernels::cuda::emu::{
-    self, Access, AsyncCopy, Collective, Gpu, MbarrierOp, Position, Site, TmaLoad, WgmmaOp,
-    WgmmaSync,
+    self, Access, AsyncCopy, Collective, Gpu, MbarrierOp, Position, SharedArray, Site, TmaLoad,
+    WgmmaOp, WgmmaSync,
 };
 
 use super::async_copy::{self, AsyncCopies};
@@ -142,6 +142,9 @@ pub(super) struct Block<'a> {
     /// tried to complete them: only an arrival can complete one (every group that could complete
     /// did at that try), so a round in which none arrived skips the look at every warp.
     arrived: Cell<bool>,
+    /// The barrier the whole block last passed (`None` before the first): where the current
+    /// barrier interval began, which a race report compares its accesses' lines with.
+    last_barrier: Cell<Option<Site>>,
     /// The watchdog: device calls of the running thread since it was resumed, and when that
     /// was; the slot (`monitor.rs`) holds the site of its last access, for both halves.
     ticks: Cell<u32>,
@@ -182,6 +185,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         global_log: launch.global_races.then(RefCell::default),
         fast_path: Cell::new(!launch.profile),
         arrived: Cell::new(false),
+        last_barrier: Cell::new(None),
         ticks: Cell::new(0),
         resumed: Cell::new(None),
         slot: monitor::slot(),
@@ -440,6 +444,7 @@ impl Block<'_> {
         });
         let agreed = first_site.filter(|site| states.iter().all(|s| *s == State::AtBarrier(*site)));
         if agreed.is_some() {
+            self.last_barrier.set(agreed);
             self.counters.borrow_mut().barriers += 1;
             hopper::barrier_released(self);
             return self.end_interval();
@@ -701,6 +706,7 @@ impl Block<'_> {
                 site: race.site,
             },
             second: self.thread_access(t, access, site),
+            after_barrier: self.last_barrier.get(),
         }
     }
 
@@ -719,7 +725,7 @@ impl Block<'_> {
                 by: by(),
                 addr,
                 bytes,
-                near: None,
+                near: self.arena.borrow().overrun(addr, bytes),
             });
         };
         if self.async_copies.borrow().any_in_flight() {
@@ -936,9 +942,12 @@ impl Gpu for Block<'_> {
         self.shared_rest(addr, bytes, access, site);
     }
 
-    fn static_shared(&self, key: usize, bytes: usize, align: usize) -> *mut u8 {
+    fn static_shared(&self, key: usize, bytes: usize, align: usize, array: SharedArray) -> *mut u8 {
         let limit = self.launch.limits.max_shared_mem_per_block as usize;
-        let result = self.arena.borrow_mut().static_ptr(key, bytes, align, limit);
+        let result = self
+            .arena
+            .borrow_mut()
+            .static_ptr(key, bytes, align, limit, array);
         result.unwrap_or_else(|requested| {
             self.fail(EmuErrorKind::SharedMemoryLimit { requested, limit })
         })

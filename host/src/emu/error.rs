@@ -27,6 +27,9 @@ pub struct ThreadAccess {
 /// The allocation an out-of-bounds access lies just past.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overrun {
+    /// The shared array's name as the kernel declared it (`None`: a global buffer, or dynamic
+    /// shared memory).
+    pub array: Option<&'static str>,
     /// Its first byte.
     pub start: usize,
     /// Its size in bytes.
@@ -84,6 +87,9 @@ pub enum EmuErrorKind {
         first: ThreadAccess,
         /// The access that conflicts with it.
         second: ThreadAccess,
+        /// The barrier both accesses come after (the last one the block passed), if any: an
+        /// access on an earlier line than it was made in the next iteration of a loop.
+        after_barrier: Option<Site>,
     },
     /// Two threads of one launch touched the same global-memory byte, one of them writing, with
     /// nothing ordering the two accesses: threads of different blocks (nothing orders blocks), or
@@ -261,11 +267,33 @@ fn d(v: Dim3) -> String {
     format!("({}, {}, {})", v.x, v.y, v.z)
 }
 
-fn access(a: &ThreadAccess) -> String {
-    let verb = match a.access {
+fn verb(a: Access) -> &'static str {
+    match a {
         Access::Read => "read",
         Access::Write => "write",
-    };
+    }
+}
+
+/// Of two racing accesses made after the barrier at `barrier`, the one on an earlier line of
+/// the same function or file than that barrier (a thread can only get there by going round a
+/// loop), and the barrier.
+fn next_iteration(
+    barrier: Site,
+    first: &ThreadAccess,
+    second: &ThreadAccess,
+) -> Option<(ThreadAccess, Site)> {
+    let (file, line, _) = barrier.position();
+    [first, second]
+        .into_iter()
+        .find(|a| {
+            let (f, l, _) = a.site.position();
+            a.thread != ThreadAccess::ATOMIC && f == file && l < line
+        })
+        .map(|a| (*a, barrier))
+}
+
+fn access(a: &ThreadAccess) -> String {
+    let verb = verb(a.access);
     if a.thread == ThreadAccess::ATOMIC {
         return format!("an atomic at {}", a.site);
     }
@@ -288,6 +316,26 @@ impl fmt::Display for EmuError {
                     "out-of-bounds {space:?} memory access: {} of {bytes} bytes at address {addr:#x} lies outside every allocation",
                     access(by)
                 )?;
+                if let (MemorySpace::Shared, Some(o)) = (space, near) {
+                    let (elem, size) = o.elem;
+                    let (len, index) = (o.bytes / size.max(1), (addr - o.start) / size.max(1));
+                    let array = match o.array {
+                        Some(name) => {
+                            format!("shared array `{name}` ([{elem}; {len}], {} bytes)", o.bytes)
+                        }
+                        None => format!("the dynamic shared memory ({} bytes)", o.bytes),
+                    };
+                    return write!(
+                        f,
+                        ": index {index} of {array}, whose last index is {}{}",
+                        len.saturating_sub(1),
+                        if index == len {
+                            ": one past the end (check the loop bound, the guard or the halo's size; docs/tiling.md)"
+                        } else {
+                            ""
+                        }
+                    );
+                }
                 if let Some(o) = near {
                     let (elem, size) = o.elem;
                     write!(
@@ -300,6 +348,12 @@ impl fmt::Display for EmuError {
                         (addr - o.start) / size.max(1),
                         o.bytes / size.max(1)
                     )?;
+                    if (addr - o.start) / size.max(1) == o.bytes / size.max(1) {
+                        write!(
+                            f,
+                            ": one past the end, as a thread of the last block does without a guard (`if i < n`)"
+                        )?;
+                    }
                 }
                 Ok(())
             }
@@ -317,12 +371,27 @@ impl fmt::Display for EmuError {
                 offset,
                 first,
                 second,
-            } => write!(
-                f,
-                "data race on shared memory at byte {offset} of its array: {} and {} with no sync_threads between them",
-                access(first),
-                access(second)
-            ),
+                after_barrier,
+            } => {
+                write!(
+                    f,
+                    "data race on shared memory at byte {offset} of its array: {} and {} with no sync_threads between them",
+                    access(first),
+                    access(second)
+                )?;
+                match after_barrier.and_then(|b| next_iteration(b, first, second)) {
+                    Some((early, barrier)) => write!(
+                        f,
+                        "; the {} at {} is on an earlier line than the barrier at {barrier} that both accesses follow, so its thread had gone round a loop: it is the next iteration's, racing with this one's (a sync_threads() at the end of the loop body, after the last read of the tile, keeps an iteration's writes from overtaking the previous one's reads; docs/tiling.md)",
+                        verb(early.access),
+                        early.site
+                    ),
+                    None => write!(
+                        f,
+                        " (a sync_threads() between the write and the read orders them; docs/tiling.md)"
+                    ),
+                }
+            }
             EmuErrorKind::GlobalRace {
                 addr,
                 offset,
@@ -331,7 +400,7 @@ impl fmt::Display for EmuError {
                 second,
             } => write!(
                 f,
-                "data race on global memory at address {addr:#x} (byte {offset} of its allocation): {} and, in block {}, {}, with nothing ordering them (sync_threads orders the threads of one block, sync_warp the lanes of its mask; nothing orders two blocks)",
+                "data race on global memory at address {addr:#x} (byte {offset} of its allocation): {} and, in block {}, {}, with nothing ordering them (sync_threads orders the threads of one block, sync_warp the lanes of its mask; nothing orders two blocks: to combine the blocks' results, give each block its own output and combine them in a later launch, or use an atomic)",
                 access(first),
                 d(*second_block),
                 access(second)
@@ -351,7 +420,12 @@ impl fmt::Display for EmuError {
                     .iter()
                     .map(|(t, s)| format!("thread {} {s}", d(*t)))
                     .collect();
-                write!(f, "{}; but {}", w.join(", "), e.join(", "))
+                write!(
+                    f,
+                    "{}; but {} (every thread of a block must reach the same sync_threads: one inside an `if` on the thread index, or after an early `return`, is reached by some threads only; move it out of the branch; docs/emulator.md)",
+                    w.join(", "),
+                    e.join(", ")
+                )
             }
             EmuErrorKind::WarpCollective {
                 warp,
@@ -360,7 +434,7 @@ impl fmt::Display for EmuError {
                 detail,
             } => write!(
                 f,
-                "warp-collective instruction at {site} (warp {warp}, mask {mask:#010x}): {detail}"
+                "warp-collective instruction at {site} (warp {warp}, mask {mask:#010x}): {detail} (the mask names the lanes that execute this very instruction together: FULL_MASK when all 32 do, the mask of those lanes when it is inside an `if` on the lane; docs/softmax.md)"
             ),
             EmuErrorKind::SharedMemoryLimit { requested, limit } => write!(
                 f,

@@ -225,6 +225,7 @@ fn nearest_allocation(regions: &[Region], addr: usize, bytes: usize) -> Option<e
     // Starting inside and ending past the end counts as 0 bytes past it.
     let past_end = addr.saturating_sub(r.end);
     (addr + bytes > r.end && past_end < GLOBAL_RED_ZONE).then_some(error::Overrun {
+        array: None,
         start: r.start,
         bytes: r.end - r.start,
         elem: r.elem,

@@ -1,6 +1,8 @@
 //! A block's shared memory, with a shadow for race and initialisation checks.
 
-use kernels::cuda::emu::{Access, Site};
+use kernels::cuda::emu::{Access, SharedArray, Site};
+
+use super::error::Overrun;
 
 /// Bytes left unallocated between two arrays, so a small overrun of one lands in no array and is
 /// reported instead of silently reading its neighbour.
@@ -129,7 +131,7 @@ pub(super) struct SharedArena {
     word_sites: Vec<Sites>,
     bytes: Vec<Shadow>,
     byte_sites: Vec<Sites>,
-    statics: Vec<(usize, usize, usize)>,
+    statics: Vec<StaticArray>,
     /// Per word of the arena, the end offset of the allocation (dynamic or static array) that
     /// holds it, 0 in the red zones: [`offset_of`](Self::offset_of)'s look-up without a walk
     /// over the arrays (allocations are 16-aligned and apart, so a word is in at most one).
@@ -266,16 +268,22 @@ impl SharedArena {
         bytes: usize,
         align: usize,
         limit: usize,
+        array: SharedArray,
     ) -> Result<*mut u8, usize> {
-        if let Some(&(_, offset, _)) = self.statics.iter().find(|s| s.0 == key) {
-            return Ok((self.base() + offset) as *mut u8);
+        if let Some(s) = self.statics.iter().find(|s| s.key == key) {
+            return Ok((self.base() + s.offset) as *mut u8);
         }
         let offset = self.used.next_multiple_of(align.max(16));
-        let total = self.dynamic + self.statics.iter().map(|s| s.2).sum::<usize>() + bytes;
+        let total = self.dynamic + self.statics.iter().map(|s| s.bytes).sum::<usize>() + bytes;
         if total > limit || offset + bytes + RED_ZONE > CAPACITY {
             return Err(total);
         }
-        self.statics.push((key, offset, bytes));
+        self.statics.push(StaticArray {
+            key,
+            offset,
+            bytes,
+            array,
+        });
         self.used = offset + bytes + RED_ZONE;
         self.grow_shadow(self.used);
         self.mark_allocation(offset, bytes);
@@ -314,7 +322,32 @@ impl SharedArena {
             || self
                 .statics
                 .iter()
-                .any(|&(_, o, b)| offset >= o && end <= o + b)
+                .any(|s| offset >= s.offset && end <= s.offset + s.bytes)
+    }
+
+    /// For an access `[addr, addr + bytes)` outside every allocation: the array (or the dynamic
+    /// memory) whose red zone it starts in, or that it starts in and runs past the end of: an
+    /// index one past the end, as a report names it.
+    pub(super) fn overrun(&self, addr: usize, bytes: usize) -> Option<Overrun> {
+        let offset = addr.checked_sub(self.base())?;
+        let dynamic = (self.dynamic > 0).then_some((None, 0, self.dynamic, ("byte", 1)));
+        let statics = self.statics.iter().map(|s| {
+            let a = s.array;
+            (Some(a.name), s.offset, s.bytes, (a.elem, a.elem_bytes))
+        });
+        dynamic
+            .into_iter()
+            .chain(statics)
+            .filter(|&(_, start, len, _)| offset >= start && offset + bytes > start + len)
+            .filter(|&(_, start, len, _)| offset - (start + len).min(offset) < RED_ZONE)
+            .max_by_key(|&(_, start, _, _)| start)
+            .map(|(array, start, len, elem)| Overrun {
+                array,
+                start: self.base() + start,
+                bytes: len,
+                elem,
+                past_end: offset.saturating_sub(start + len),
+            })
     }
 
     /// `addr`'s offset from the start of the arena (the block's `.shared` window address), if it
@@ -718,11 +751,20 @@ impl Conflict {
 }
 
 /// Arena `offset` as an offset in the static array of `statics` that holds it (else unchanged).
-fn in_array(statics: &[(usize, usize, usize)], offset: usize) -> usize {
+/// A static shared array of the block: its key (the declaring site), where it lies in the
+/// arena, and how the kernel named it.
+struct StaticArray {
+    key: usize,
+    offset: usize,
+    bytes: usize,
+    array: SharedArray,
+}
+
+fn in_array(statics: &[StaticArray], offset: usize) -> usize {
     statics
         .iter()
-        .find(|&&(_, o, b)| offset >= o && offset < o + b)
-        .map_or(offset, |&(_, o, _)| offset - o)
+        .find(|s| offset >= s.offset && offset < s.offset + s.bytes)
+        .map_or(offset, |s| offset - s.offset)
 }
 
 #[cfg(test)]
@@ -939,7 +981,12 @@ mod tests {
         for (dynamic, statics) in [(64, &[12, 3, 40][..]), (0, &[5, 64]), (6, &[]), (0, &[])] {
             a.begin_block(dynamic);
             for (key, &bytes) in statics.iter().enumerate() {
-                a.static_ptr(key, bytes, 4, CAPACITY).unwrap();
+                let array = SharedArray {
+                    name: "t",
+                    elem: "u8",
+                    elem_bytes: 1,
+                };
+                a.static_ptr(key, bytes, 4, CAPACITY, array).unwrap();
             }
             for offset in 0..a.used + 8 {
                 for bytes in [0, 1, 2, 3, 4, 8, 16] {

@@ -411,7 +411,13 @@ impl Env<'_> {
                             None => 0,
                             Some(bytes) => {
                                 let key = v as *const SharedSlot as usize;
-                                let p = gpu.static_shared(key, bytes as usize, v.align as usize);
+                                let array = kernels::cuda::emu::SharedArray {
+                                    name: v.name,
+                                    elem: "b8",
+                                    elem_bytes: 1,
+                                };
+                                let p =
+                                    gpu.static_shared(key, bytes as usize, v.align as usize, array);
                                 (p as usize - base) as u64
                             }
                         }

@@ -260,8 +260,9 @@ pub trait Gpu {
     fn global_access(&self, addr: usize, bytes: usize, access: Access, site: Site);
     /// Checks (bounds, races) and counts an access in this block's shared memory.
     fn shared_access(&self, addr: usize, bytes: usize, access: Access, site: Site);
-    /// The block's instance of the static shared array identified by `key`.
-    fn static_shared(&self, key: usize, bytes: usize, align: usize) -> *mut u8;
+    /// The block's instance of the static shared array identified by `key` (`array` names it in
+    /// reports).
+    fn static_shared(&self, key: usize, bytes: usize, align: usize, array: SharedArray) -> *mut u8;
     /// The block's dynamic shared memory.
     fn dynamic_shared(&self) -> *mut u8;
     /// Adds `n` to the launch's floating-point operation count.
@@ -380,9 +381,25 @@ pub fn host_has_fma() -> bool {
     std::is_x86_feature_detected!("fma")
 }
 
+/// A static shared array as the kernel declared it, for reports: `shared_array![sums: [f32;
+/// 256]]` is `sums`, `f32`, 4 bytes each (the PTX backend knows only a `.shared` variable's name
+/// and its bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedArray {
+    pub name: &'static str,
+    pub elem: &'static str,
+    pub elem_bytes: usize,
+}
+
 #[doc(hidden)]
-pub fn static_shared<T>(key: usize, len: usize) -> *mut T {
-    with(|gpu| gpu.static_shared(key, len * core::mem::size_of::<T>(), 16)).cast()
+pub fn static_shared<T>(key: usize, len: usize, name: &'static str, elem: &'static str) -> *mut T {
+    let elem_bytes = core::mem::size_of::<T>();
+    let array = SharedArray {
+        name,
+        elem,
+        elem_bytes,
+    };
+    with(|gpu| gpu.static_shared(key, len * elem_bytes, 16, array)).cast()
 }
 
 pub(crate) fn dynamic_shared<T>() -> *mut T {

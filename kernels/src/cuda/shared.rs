@@ -50,7 +50,12 @@ macro_rules! shared_array {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    $crate::cuda::emu::static_shared::<$ty>(&SITE as *const u8 as usize, LEN)
+                    $crate::cuda::emu::static_shared::<$ty>(
+                        &SITE as *const u8 as usize,
+                        LEN,
+                        stringify!($name),
+                        stringify!($ty),
+                    )
                 }
             }
         }

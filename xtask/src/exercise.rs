@@ -1,0 +1,190 @@
+//! `cargo xtask exercise <n>`: one exercise of `host::exercises` (docs/exercises.md), checked the
+//! way the project checks its own kernels: the output against an independent CPU reference at
+//! small shapes with edges, with every emulator check on (the emulator's report is the hint),
+//! then the time the performance model predicts at the GPU shape against the exercise's target.
+
+use host::exercises::{self, Exercise, ExerciseRuntime, Failure, Which};
+use host::model::Machine;
+use host::runtime::Backend;
+
+use crate::predict::{self, Sampled, SampledLaunchInput};
+
+#[derive(clap::Args)]
+pub struct ExerciseArgs {
+    /// The exercise: its number (1, 2, ...) or its name (`block_sum`); `list` lists them.
+    pub exercise: String,
+    /// Run the reference solution (kernels/src/solutions/) instead of your stub.
+    #[arg(long)]
+    pub solution: bool,
+    /// The device the time is predicted for (default: the target's).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Check correctness only.
+    #[arg(long)]
+    pub no_predict: bool,
+}
+
+/// The seed of the check's inputs (the property tests draw their own).
+const SEED: u64 = 2026;
+
+pub fn run(args: &ExerciseArgs) -> Result<(), String> {
+    let (text, passed) = render(args)?;
+    print!("{text}");
+    if passed {
+        Ok(())
+    } else {
+        Err(format!(
+            "exercise {} is not solved yet: fix the first failure above, then run it again",
+            args.exercise
+        ))
+    }
+}
+
+/// What `cargo xtask exercise` prints, and whether the exercise passed.
+pub fn render(args: &ExerciseArgs) -> Result<(String, bool), String> {
+    if args.exercise == "list" {
+        return Ok((list(), true));
+    }
+    let e = exercises::find(&args.exercise).ok_or_else(|| {
+        format!(
+            "no exercise `{}`: `cargo xtask exercise list` lists them",
+            args.exercise
+        )
+    })?;
+    let which = if args.solution {
+        Which::Solution
+    } else {
+        Which::Stub
+    };
+    let mut out = format!(
+        "exercise {}: {}\n  edit {} (its comment is the statement); read {}\n  why: {}\n",
+        e.number,
+        e.title,
+        which.file(e.kernel),
+        e.chapter,
+        e.why
+    );
+    let ert = ExerciseRuntime::from_env(which).map_err(|e| e.to_string())?;
+    out += &format!("1. correctness on {}:\n", ert.runtime().device_name());
+    for &shape in e.shapes {
+        match (e.check)(&ert, shape, SEED) {
+            Ok(c) => out += &format!("   ok    {}: {}\n", (e.describe)(shape), c.summary),
+            Err(f) => {
+                out += &format!("   FAIL  {}: {}\n", (e.describe)(shape), hint(&f));
+                return Ok((out, false));
+            }
+        }
+    }
+    if args.no_predict {
+        return Ok((out, true));
+    }
+    let device = args.device.as_deref().unwrap_or(e.target.device);
+    let machine = Machine::find(device).ok_or_else(|| format!("unknown device `{device}`"))?;
+    let (text, met) = performance(e, which, &machine)?;
+    out += &text;
+    Ok((out, met))
+}
+
+/// One line per exercise.
+fn list() -> String {
+    let mut out = String::new();
+    for e in exercises::all() {
+        out += &format!(
+            "{:>2}  {:<16} {}\n    target: {}\n",
+            e.number,
+            e.kernel,
+            e.title,
+            target(e)
+        );
+    }
+    out
+}
+
+fn target(e: &Exercise) -> String {
+    let t = e.target;
+    format!(
+        "on {} at {}, limited by {} and at least {:.0}% of the roofline bound (MODELLED)",
+        Machine::find(t.device).map_or(t.device, |m| m.spec.name),
+        (e.describe)(e.gpu_shape),
+        t.limiter.name(),
+        100.0 * t.fraction
+    )
+}
+
+/// A failure as the learner reads it: the emulator's report as is (it names the kernel, the
+/// thread, the Rust line and the mistake), a wrong value with what a zero usually means.
+fn hint(f: &Failure) -> String {
+    match f {
+        Failure::Launch(e) => format!("the launch failed:\n         {e}"),
+        Failure::Wrong(s) if s.contains(" is 0, ") => {
+            format!("{s}\n         (an output the kernel never wrote reads 0)")
+        }
+        Failure::Wrong(s) | Failure::Counters(s) => s.clone(),
+    }
+}
+
+/// The kernel at its GPU shape, a sample of its blocks on the source emulator, and the model's
+/// prediction against the target.
+fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String, bool), String> {
+    let ert = ExerciseRuntime::emulator(which);
+    let Backend::Emulator(emu) = ert.runtime().backend() else {
+        unreachable!("an emulator runtime")
+    };
+    emu.set_sampling(Some(host::emu::sample::WHOLE_PLAN), None);
+    let cost = (e.launch)(&ert, e.gpu_shape);
+    emu.set_sampling(None, None);
+    let cost = cost.map_err(|err| err.to_string())?;
+    let launches = emu
+        .take_samples()
+        .into_iter()
+        .map(|sample| {
+            let exps = sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64;
+            SampledLaunchInput {
+                sample,
+                resources: Default::default(),
+                warp_instructions: None,
+                exps,
+            }
+        })
+        .collect();
+    let sampled = Sampled {
+        shape: (e.describe)(e.gpu_shape),
+        backend: ert.runtime().device_name(),
+        launches,
+        seconds: 0.0,
+        resources_note: String::new(),
+    };
+    let p = predict::predict(machine, &sampled)?;
+    let bound = cost.bound_seconds(machine.spec);
+    let fraction = bound / p.seconds;
+    let t = e.target;
+    let met = p.limiter == t.limiter && fraction >= t.fraction;
+    let mut out = format!(
+        "2. predicted time at {} on {} (MODELLED: the model reads a sample of the blocks on the emulator; registers not counted):\n",
+        sampled.shape, machine.spec.name
+    );
+    out += &predict::breakdown(&p);
+    out += &format!(
+        "   roofline bound {} ({:?}-bound): the prediction is {:.0}% of it\n   target: {}\n   {}\n",
+        crate::run::duration(bound),
+        cost.bound(machine.spec),
+        100.0 * fraction,
+        target(e),
+        if met {
+            "target met".to_string()
+        } else if p.limiter != t.limiter {
+            format!(
+                "target missed: limited by {}, not {}: the breakdown above says which resource the kernel spends its time on",
+                p.limiter.name(),
+                t.limiter.name()
+            )
+        } else {
+            format!(
+                "target missed: {:.0}% of the roofline bound, the target {:.0}%",
+                100.0 * fraction,
+                100.0 * t.fraction
+            )
+        }
+    );
+    Ok((out, met))
+}
