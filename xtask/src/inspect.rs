@@ -85,18 +85,8 @@ the performance model at the GPU shape (sampling the full-size launch)..."
     let sampled = crate::predict::sample(spec, program, None, Default::default())?
         .map_err(|shape| format!("no case at {shape}"))?;
     println!(
-        "{} at {}, {} of {} blocks per launch emulated in {:.1} s; {} (MODELLED):",
-        spec.kernel,
-        sampled.shape,
-        sampled
-            .launches
-            .first()
-            .map_or(0, |l| l.sample.blocks.len()),
-        sampled
-            .launches
-            .first()
-            .map_or(0, |l| l.sample.grid_blocks()),
-        sampled.seconds,
+        "{}; {} (MODELLED):",
+        sampled.header(spec.kernel),
         machine.spec.name
     );
     match crate::predict::predict(machine, &sampled) {

@@ -104,21 +104,7 @@ pub fn run(args: &PredictArgs) -> Result<(), String> {
         );
         return Ok(());
     }
-    println!(
-        "{} at {} ({}): {} of {} blocks emulated per launch in {:.1} s, every check on",
-        spec.kernel,
-        sampled.shape,
-        sampled.backend,
-        sampled
-            .launches
-            .first()
-            .map_or(0, |l| l.sample.blocks.len()),
-        sampled
-            .launches
-            .first()
-            .map_or(0, |l| l.sample.grid_blocks()),
-        sampled.seconds
-    );
+    println!("{}", sampled.header(spec.kernel));
     println!("{}", sampled.resources_note);
     for (m, p) in &predictions {
         println!("\n{} (MODELLED):", m.spec.name);
@@ -211,6 +197,21 @@ pub(crate) struct Sampled {
     pub seconds: f64,
     /// Where the registers came from.
     pub resources_note: String,
+}
+
+impl Sampled {
+    /// What was sampled, where and how long it took: the line above a prediction.
+    pub(crate) fn header(&self, kernel: &str) -> String {
+        let first = self.launches.first();
+        format!(
+            "{kernel} at {} ({}): {} of {} blocks emulated per launch in {:.1} s, every check on",
+            self.shape,
+            self.backend,
+            first.map_or(0, |l| l.sample.blocks.len()),
+            first.map_or(0, |l| l.sample.grid_blocks()),
+            self.seconds
+        )
+    }
 }
 
 /// How much of a launch a sample may emulate.
