@@ -46,6 +46,8 @@ if ! mkdir -p "$out" 2>/dev/null || [ ! -w "$out" ] || [ ! -d "$out" ]; then
   usage "--out '$out': cannot create or write that directory"
 fi
 export XTASK_OUT="$out"
+# Every stage's xtask ends when this script does, even by SIGKILL (which no trap sees).
+export XTASK_EXIT_WITH=$$
 xtask="$here/bin/xtask"
 # On the GPU machine every stage but the emulator's must run on the GPU: without one, `auto`
 # would fall back to the emulator and the window would pass with no GPU figure at all (a

@@ -11,8 +11,13 @@ use std::path::{Path, PathBuf};
 
 /// Writes `contents` to `path` by way of a temporary file in the same directory and a rename.
 pub fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
+    use std::io::Write;
     let tmp = sibling(path, &format!("tmp.{}", std::process::id()));
-    let written = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path));
+    // On the disk before the rename: a crash or power cut after it then finds the new report
+    // whole, not a renamed file whose blocks were never written.
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(contents.as_ref()).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, path));
     written.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         format!("cannot write {}: {e}", path.display())

@@ -94,6 +94,10 @@ enum Command {
 
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
+    if let Err(e) = exit_with_parent() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse_from(trace_softmax::escape_minus_infinity(std::env::args()));
     let result = match &cli.command {
         Command::Run(args) => run::run(args),
@@ -119,6 +123,45 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The device bundle's run.sh names itself in `XTASK_EXIT_WITH`: a stage's xtask (and each case
+/// process it starts, which inherits the variable) ends when that process is gone. Ctrl-C and
+/// SIGTERM reach the stage through run.sh's trap; SIGKILL cannot be trapped, and without this
+/// the stage would run on, orphaned, holding the GPU its next window needs.
+fn exit_with_parent() -> Result<(), String> {
+    const VAR: &str = "XTASK_EXIT_WITH";
+    let Some(value) = std::env::var_os(VAR) else {
+        return Ok(());
+    };
+    let value = value.to_string_lossy();
+    let pid = value
+        .trim()
+        .parse::<i32>()
+        .ok()
+        .filter(|&p| p > 1)
+        .ok_or_else(|| format!("{VAR}={value}: expected the process id of the bundle's run.sh"))?;
+    #[cfg(unix)]
+    {
+        // SAFETY: signal 0 checks that the process exists; nothing is sent.
+        let alive = move || unsafe { libc::kill(pid, 0) } == 0 || errno() == libc::EPERM;
+        if !alive() {
+            return Err(format!("{VAR}={pid}: no such process (run.sh is gone)"));
+        }
+        std::thread::spawn(move || {
+            while alive() {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            eprintln!("error: run.sh (process {pid}) is gone: this stage stops with it");
+            std::process::exit(143);
+        });
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 /// Output piped into a reader that stops early (`cargo xtask inspect copy_words | head -1`) ends

@@ -352,3 +352,56 @@ fn ctrl_c_stops_the_running_stage_and_all_it_started_and_fails_the_run() {
     assert!(left.is_empty(), "still running: {left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SIGKILL of run.sh (no trap sees it): the running stage's xtask and its case processes notice
+/// that run.sh is gone and end, instead of running on orphaned.
+#[test]
+fn killing_run_sh_outright_ends_the_stage_it_was_running() {
+    let dir = common::bundle("bundle-kill");
+    let results = dir.join("results");
+    let mut run = run_sh(
+        &dir,
+        &[
+            "--check",
+            "--budget",
+            "3000",
+            "--out",
+            results.to_str().unwrap(),
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let start = std::time::Instant::now();
+    while processes_of(&results).len() < 3 {
+        assert!(start.elapsed().as_secs() < 60, "the stage did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let killed = std::time::Instant::now();
+    while !processes_of(&results).is_empty() && killed.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = processes_of(&results);
+    assert!(
+        left.is_empty(),
+        "still running after run.sh was killed: {left:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_exit_with_that_is_not_a_live_process_is_refused() {
+    refused(
+        &ONE,
+        &[("XTASK_EXIT_WITH", "abc")],
+        &["XTASK_EXIT_WITH=abc: expected the process id of the bundle's run.sh"],
+    );
+    refused(
+        &ONE,
+        &[("XTASK_EXIT_WITH", "2147483646")],
+        &["XTASK_EXIT_WITH=2147483646: no such process"],
+    );
+}
