@@ -398,6 +398,52 @@ pub fn attention(
     }
 }
 
+/// How far one row of attention computed in f32 by the fused recurrence (running max and sum,
+/// `exp2` of scores in base 2) may be from [`attention`], as `tests/tests/attention.rs`
+/// derives it. With unit roundoff `u = 2^-24`, a score `scale q_i . k_j` computed with `d`
+/// fused multiply-adds and two scalings is off by at most `score`; a softmax weight then moves
+/// by a factor within `exp(+-2 score)`, an output by `2 score max|v|`, the log-sum-exp by
+/// `score`; the sums over keys and over `d`, `exp2` and the division add `rounding` (relative).
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionRowBound {
+    /// `(d + 2) u |scale| max_j sum_c |q_ic k_jc|`.
+    pub score: f64,
+    /// `(4 (n_kv + d) + 32) u`.
+    pub rounding: f64,
+}
+
+impl AttentionRowBound {
+    /// The bound of query row `q_i` (`d` values) against `keys` (`n_kv x d`, row-major).
+    pub fn new(q_i: &[f32], keys: &[f32], scale: f32) -> Self {
+        let u = f64::from(f32::EPSILON) / 2.0;
+        let d = q_i.len();
+        let worst_dot = keys
+            .chunks(d)
+            .map(|k_j| {
+                let terms = q_i.iter().zip(k_j);
+                terms
+                    .map(|(a, b)| (f64::from(*a) * f64::from(*b)).abs())
+                    .sum()
+            })
+            .fold(0.0, f64::max);
+        Self {
+            score: (d + 2) as f64 * u * f64::from(scale.abs()) * worst_dot,
+            rounding: (4 * (keys.len() / d + d) + 32) as f64 * u,
+        }
+    }
+
+    /// The bound of each output of the row, for values `v` at most `v_max` in magnitude and an
+    /// output rounded at the end to a format of unit roundoff `half_u` (0 for f32).
+    pub fn o(&self, v_max: f64, half_u: f64) -> f64 {
+        v_max * (2.0 * self.score + 2.0 * half_u + self.rounding)
+    }
+
+    /// The bound of the row's log-sum-exp.
+    pub fn lse(&self) -> f64 {
+        self.score + self.rounding
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

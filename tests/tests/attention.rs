@@ -66,29 +66,20 @@ impl Problem {
         (problem, [q, k, v])
     }
 
-    /// The per-row error bounds of the header, for outputs rounded with unit roundoff `half_u`
-    /// (0 for f32 outputs).
+    /// The per-row error bounds of the header (`reference::AttentionRowBound`), for outputs
+    /// rounded with unit roundoff `half_u` (0 for f32 outputs).
     fn bounds(&self, half_u: f64) -> Vec<Bound> {
         let (n_q, n_kv, d) = (self.shape.n_q, self.shape.n_kv, self.shape.head_dim);
         let v_max = self.v.iter().fold(0.0f64, |m, x| m.max(f64::from(x.abs())));
-        let rounding = (4 * (n_kv + d) + 32) as f64 * U;
         (0..self.shape.bh() * n_q)
             .map(|row| {
                 let h = row / n_q;
                 let q_i = &self.q[row * d..][..d];
-                let worst_dot = (0..n_kv)
-                    .map(|j| {
-                        let k_j = &self.k[(h * n_kv + j) * d..][..d];
-                        q_i.iter()
-                            .zip(k_j)
-                            .map(|(a, b)| f64::from((a * b).abs()))
-                            .sum::<f64>()
-                    })
-                    .fold(0.0, f64::max);
-                let delta = (d + 2) as f64 * U * f64::from(self.params.scale.abs()) * worst_dot;
+                let keys = &self.k[h * n_kv * d..][..n_kv * d];
+                let b = reference::AttentionRowBound::new(q_i, keys, self.params.scale);
                 Bound {
-                    o: v_max * (2.0 * delta + 2.0 * half_u + rounding),
-                    lse: delta + rounding,
+                    o: b.o(v_max, half_u),
+                    lse: b.lse(),
                 }
             })
             .collect()

@@ -8,7 +8,9 @@ use host::launch::LaunchConfig;
 use kernels::cuda::thread::{block_idx_x, index_1d, sync_threads, thread_idx_x};
 use kernels::cuda::warp::{WARP_SIZE, shuffle_down};
 use kernels::cuda::{GlobalPtr, SharedPtr};
-use kernels::exercises::shapes::{BLOCK_THREADS, MAP_THREADS, STENCIL_RADIUS};
+use kernels::exercises::shapes::{
+    ATT_D, ATT_KEYS, ATT_ROWS, BLOCK_THREADS, MAP_THREADS, STENCIL_RADIUS,
+};
 use kernels::{kernel, shared_array};
 use suite::emu_error;
 
@@ -324,6 +326,61 @@ fn a_race_across_two_iterations_of_a_loop_says_so() {
     );
 }
 
+kernel! {
+    /// Exercise 12's loop over key tiles, loading each tile of `k` without the guard on its
+    /// rows: the last tile of 17 keys holds one key and 15 rows past the end of `k`.
+    pub unsafe fn key_tiles_without_the_guard(k: GlobalPtr<f32>, n_k: u32) {
+        let k_tile: SharedPtr<f32> = shared_array![k_tile: [f32; ATT_KEYS * ATT_D]];
+        let mut j0 = 0;
+        while j0 < n_k as usize {
+            sync_threads();
+            let mut e = thread_idx_x() as usize;
+            while e < ATT_KEYS * ATT_D {
+                unsafe { k_tile.write(e, k.read(j0 * ATT_D + e)) }; // <- the mistake
+                e += ATT_ROWS as usize;
+            }
+            sync_threads();
+            j0 += ATT_KEYS;
+        }
+    }
+}
+
+/// The report of `key_tiles_without_the_guard`: 17 keys, two tiles.
+fn key_tiles_without_the_guard_report() -> host::emu::EmuError {
+    let (rt, emu) = suite::emulator();
+    let k = buffer(&rt, 17 * ATT_D);
+    let k = k.ptr();
+    report(
+        &emu,
+        "key_tiles_without_the_guard",
+        (1, ATT_ROWS),
+        || unsafe { key_tiles_without_the_guard(k, 17) },
+    )
+}
+
+#[test]
+fn a_partial_last_tile_loaded_without_a_guard_names_the_buffer_and_the_element() {
+    let err = key_tiles_without_the_guard_report();
+    let msg = err.to_string();
+    assert!(
+        matches!(
+            err.kind,
+            EmuErrorKind::OutOfBounds {
+                space: host::emu::MemorySpace::Global,
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    // Thread 0's second load of the second tile: row 18 of a 17-row `k`.
+    assert!(
+        msg.contains(&at_line(6))
+            && msg.contains("past the end of the buffer of 544 x f32")
+            && msg.contains("element 576 of it, one past its last is 544"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn a_launch_larger_than_the_device_allows_is_refused_naming_the_limit() {
     // Exercise 1's solution with blocks of 2048 threads: refused before any thread runs.
@@ -392,6 +449,10 @@ fn the_chapter_pastes_the_reports_as_the_emulator_prints_them() {
         (
             "tiles_without_the_second_barrier",
             tiles_without_the_second_barrier_report(),
+        ),
+        (
+            "key_tiles_without_the_guard",
+            key_tiles_without_the_guard_report(),
         ),
     ];
     let mut stale = Vec::new();

@@ -2,8 +2,8 @@
 //! model, shapes and target. The statements a learner reads are in the stubs' files.
 
 use kernels::exercises::shapes::{
-    BLOCK_THREADS, COLUMN_THREADS, MAP_2D_X, MAP_2D_Y, MAP_THREADS, MM_TILE, RB_THREADS, RB_TILE,
-    SOFTMAX_THREADS, TILE, TILE_ROWS,
+    ATT_D, ATT_ROWS, BLOCK_THREADS, COLUMN_THREADS, MAP_2D_X, MAP_2D_Y, MAP_THREADS, MM_TILE,
+    RB_THREADS, RB_TILE, SOFTMAX_THREADS, TILE, TILE_ROWS,
 };
 
 use super::{
@@ -23,13 +23,13 @@ type Outcome = std::result::Result<Checked, Failure>;
 /// Each target is the reference solution's predicted result on the H100, rounded down: the
 /// limiter the model names for it and (a little under) the fraction of the roofline bound it
 /// reaches. Where that limiter is latency/occupancy (3, 4, 6: each thread has one load in flight
-/// and then waits at a barrier) or an SM pipe (9, 10), the breakdown says what a faster kernel
+/// and then waits at a barrier) or an SM pipe (9, 10, 12), the breakdown says what a faster kernel
 /// would change; the exercise asks for the solution's design, not more.
 pub fn all() -> &'static [Exercise] {
     &EXERCISES
 }
 
-static EXERCISES: [Exercise; 11] = [
+static EXERCISES: [Exercise; 12] = [
     Exercise {
         number: 1,
         kernel: "e01_map",
@@ -252,6 +252,31 @@ static EXERCISES: [Exercise; 11] = [
         check: check_softmax,
         launch: launch_softmax,
         cost: cost_softmax,
+    },
+    Exercise {
+        number: 12,
+        kernel: "e12_attention_tile",
+        title: "attention for 64 queries per block, keys through shared memory 16 at a time",
+        why: "registers and shared memory: the scores never reach HBM (FlashAttention)",
+        chapter: "docs/attention.md, docs/softmax.md",
+        target: Target {
+            device: "h100",
+            limiter: Limiter::SharedWavefronts,
+            fraction: 0.2,
+        },
+        shapes: &[
+            [1, 1, 1],
+            [1, 17, 1],
+            [5, 1, 1],
+            [64, 16, 1],
+            [70, 33, 1],
+            [130, 100, 1],
+        ],
+        gpu_shape: [262144, 1024, 1],
+        describe: attention,
+        check: check_attention,
+        launch: launch_attention,
+        cost: cost_attention,
     },
 ];
 
@@ -840,5 +865,93 @@ fn cost_softmax(s: Shape) -> Cost {
     Cost {
         exps: n as u64,
         ..memory_cost(n, n, 4 * n)
+    }
+}
+
+// --- 12: one attention tile ---------------------------------------------------------------
+
+fn attention_shape(s: Shape) -> crate::ops::attention::AttentionShape {
+    crate::ops::attention::AttentionShape::new(1, 1, s[0], ATT_D).with_n_kv(s[1])
+}
+
+fn attention(s: Shape) -> String {
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    format!(
+        "{} x {}, d = {ATT_D}",
+        plural(s[0], "query", "queries"),
+        plural(s[1], "key", "keys")
+    )
+}
+
+/// The scale of the scores, `1 / sqrt(d)`.
+fn attention_scale() -> f32 {
+    1.0 / (ATT_D as f32).sqrt()
+}
+
+/// Launches exercise 12 on `q` (`n_q x d`), `k` and `v` (`n_k x d`).
+fn run_attention(
+    ert: &ExerciseRuntime,
+    [q, k, v]: [&[f32]; 3],
+    s: Shape,
+) -> Result<(Vec<f32>, crate::runtime::Launched)> {
+    let (n_q, n_k) = (s[0], s[1]);
+    let rt = ert.runtime();
+    let (dq, dk, dv) = (rt.upload(q)?, rt.upload(k)?, rt.upload(v)?);
+    let dout = rt.alloc::<f32>(n_q * ATT_D)?;
+    let cfg = LaunchConfig::linear((n_q as u32).div_ceil(ATT_ROWS), ATT_ROWS);
+    let (qp, kp, vp, op) = (dq.ptr(), dk.ptr(), dv.ptr(), dout.ptr());
+    let (nq, nk, scale) = (n_q as u32, n_k as u32, attention_scale());
+    let launched = launch_exercise!(ert, cfg, e12_attention_tile(qp, kp, vp, op, nq, nk, scale))?;
+    Ok((rt.download(&dout)?, launched))
+}
+
+/// Against `reference::attention` (f64, from the definition), within
+/// `reference::AttentionRowBound`, the bound that `tests/tests/attention.rs` derives for the
+/// project's f32 fused kernel, the same algorithm: under `1e-4 max|v|` at these shapes. A lost
+/// key or a wrong max moves outputs by a fraction of `max|v|`; the subtlest mistake, a missing
+/// rescale of the accumulator, by about ten times the bound (tried: at 70 queries x 33 keys,
+/// 1085 of the 2240 outputs fall outside it). Q and K in [-2, 2]: scores of standard deviation about 1.3, so that a row's weights spread over
+/// several units of the exponent and the running max and its rescale matter.
+fn check_attention(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
+    let (n_q, n_k, d) = (s[0], s[1], ATT_D);
+    let q = uniform(n_q * d, seed, -2.0, 2.0);
+    let k = uniform(n_k * d, seed ^ 1, -2.0, 2.0);
+    let v = uniform(n_k * d, seed ^ 2, -1.0, 1.0);
+    let (got, launched) = run_attention(ert, [&q, &k, &v], s)?;
+    let scale = attention_scale();
+    let reference = crate::reference::attention(&q, &k, &v, &attention_shape(s), scale, false);
+    let v_max = v.iter().fold(0.0f64, |m, x| m.max(f64::from(x.abs())));
+    let want: Vec<Want> = q
+        .chunks(d)
+        .zip(reference.o.chunks(d))
+        .flat_map(|(q_i, o_i)| {
+            let tolerance = crate::reference::AttentionRowBound::new(q_i, &k, scale).o(v_max, 0.0);
+            o_i.iter().map(move |&value| Want { value, tolerance })
+        })
+        .collect();
+    let summary = compare(&got, &want, |e| format!("o[{}][{}]", e / d, e % d))?;
+    // q once; k and v once per block of 64 queries; o once.
+    let blocks = n_q.div_ceil(ATT_ROWS as usize);
+    let reads = f32_bytes(n_q * d + 2 * n_k * d * blocks);
+    let traffic = check_traffic(&launched, reads, f32_bytes(n_q * d))?;
+    Ok(Checked {
+        summary: summary + traffic,
+    })
+}
+
+fn launch_attention(ert: &ExerciseRuntime, s: Shape) -> Result<Cost> {
+    let (q, kv) = (vec![1.0; s[0] * ATT_D], vec![1.0; s[1] * ATT_D]);
+    run_attention(ert, [&q, &kv, &kv], s)?;
+    Ok(cost_attention(s))
+}
+
+/// Q, K, V and O cross HBM once (the re-reads of K and V by each block can come from L2: 256 KiB
+/// at the GPU shape); `4 d` FLOPs and one exponential per (query, key) pair.
+fn cost_attention(s: Shape) -> Cost {
+    let (n_q, n_k) = (s[0], s[1]);
+    Cost {
+        exps: (n_q * n_k) as u64,
+        ..memory_cost((n_q + 2 * n_k) * ATT_D, n_q * ATT_D, 4 * n_q * n_k * ATT_D)
     }
 }

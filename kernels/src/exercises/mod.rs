@@ -1,4 +1,4 @@
-//! The exercises: eleven kernels that climb the memory pyramid, one file each, in the order of
+//! The exercises: twelve kernels that climb the memory pyramid, one file each, in the order of
 //! docs/exercises.md. Each file is a stub that compiles and fails its check: write the body, then
 //! `cargo xtask exercise <n>` checks it against a CPU reference, with every emulator check on,
 //! and reads its predicted (modelled) time against the exercise's target.
@@ -32,4 +32,5 @@ stubs!(
     e09_matmul_tiled,
     e10_matmul_register,
     e11_softmax_online,
+    e12_attention_tile,
 );

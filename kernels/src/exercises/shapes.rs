@@ -28,3 +28,10 @@ pub const RB_PER_THREAD: usize = 4;
 pub const RB_THREADS: u32 = ((RB_TILE / RB_PER_THREAD) * (RB_TILE / RB_PER_THREAD)) as u32;
 /// Exercise 11: threads per block, one warp per row (8 rows per block).
 pub const SOFTMAX_THREADS: u32 = 256;
+/// Exercise 12: one attention tile. The head dimension is `ATT_D`; a block takes `ATT_ROWS`
+/// query rows, one thread each, and streams the keys and values through shared memory
+/// `ATT_KEYS` at a time: the f32 kernel's `BR = 64`, `BC = 16` of docs/attention.md, with a
+/// head small enough (32) that a thread's query row and output row fit in its registers.
+pub const ATT_D: usize = 32;
+pub const ATT_ROWS: u32 = 64;
+pub const ATT_KEYS: usize = 16;

@@ -13,6 +13,7 @@ pub mod e08_transpose;
 pub mod e09_matmul_tiled;
 pub mod e10_matmul_register;
 pub mod e11_softmax_online;
+pub mod e12_attention_tile;
 
 pub use e01_map::*;
 pub use e02_map_2d::*;
@@ -25,3 +26,4 @@ pub use e08_transpose::*;
 pub use e09_matmul_tiled::*;
 pub use e10_matmul_register::*;
 pub use e11_softmax_online::*;
+pub use e12_attention_tile::*;
