@@ -1,10 +1,11 @@
 //! Foreign PTX: CUDA C kernels written to the project's entry names and parameter lists
-//! (`tests/foreign/cuda/`), compiled by NVIDIA's NVRTC at five option levels
+//! (`tests/foreign/cuda/`), compiled by NVIDIA's NVRTC at six option levels
 //! (`tests/foreign/generate.py`; the PTX is committed in `tests/foreign/ptx/`, so this test needs
 //! no NVRTC), run on the PTX backend against the project's CPU references and counters, and with
 //! bugs planted in them reported as the emulator reports them in the project's own kernels.
 
 use host::emu::{EmuErrorKind, LaunchCounters, MemorySpace};
+use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax::{RowStats, Variant as Softmax};
 use host::ops::transpose::{self, Variant};
 use host::ops::{elementwise, softmax};
@@ -13,7 +14,7 @@ use host::runtime::{Backend, param};
 use host::{LaunchConfig, Runtime, reference};
 
 /// NVRTC's option levels, as `generate.py` names the files.
-const LEVELS: [&str; 5] = ["default", "G", "lineinfo", "fastmath", "nofma"];
+const LEVELS: [&str; 6] = ["default", "G", "lineinfo", "fastmath", "nofma", "Ofc"];
 
 /// The committed PTX of `source` at `level`.
 fn fixture(source: &str, level: &str) -> &'static str {
@@ -137,6 +138,69 @@ fn naive_softmax_with_precise_and_fast_exponentials() {
             (cost.bytes_read, cost.bytes_written),
             "{level}"
         );
+    }
+}
+
+/// `kernel` of `rt` on a random A, B and C (values its element type represents), accumulating
+/// into C: C, the reference, and what the launch counted.
+fn gemm_run(
+    rt: &Runtime,
+    kernel: GemmKernel,
+    shape: GemmShape,
+) -> (Vec<f32>, Vec<reference::GemmEntry>, LaunchCounters) {
+    let GemmShape { m, n, k } = shape;
+    let input = |len, seed| -> Vec<f32> {
+        reference::uniform(len, seed, -1.0, 1.0)
+            .into_iter()
+            .map(|x| kernel.representable(x))
+            .collect()
+    };
+    let (a, b, c0) = (input(m * k, 6), input(k * n, 7), input(m * n, 8));
+    let operands = GemmOperands::upload(rt, kernel, &a, &b).unwrap();
+    let mut c = rt.upload(&c0).unwrap();
+    let launched = gemm::gemm(rt, kernel, &operands, &mut c, shape, Epilogue::Accumulate);
+    let counted = counters(launched.unwrap_or_else(|e| panic!("{kernel:?}: {e}")));
+    let want = reference::gemm(&a, &b, Some(&c0), (m, n, k));
+    (rt.download(&c).unwrap(), want, counted)
+}
+
+/// The tiled f32 GEMM (its tiles in function-scope shared memory) and a tensor-core GEMM whose
+/// every product is an inline `mma.sync.m16n8k16` with fragments gathered from global memory as
+/// the PTX ISA lays them out: written from the ISA's tables, independently of the project's
+/// fragment helpers and of the emulator's, so a layout both got wrong the same way fails here.
+/// Edges in every dimension (K = 40 is not a multiple of the mma's 16).
+#[test]
+fn gemm_tiled_and_on_inline_mma_at_every_level() {
+    let shape = GemmShape::new(70, 48, 40);
+    let (_, _, ours) = gemm_run(&Runtime::emulator(), GemmKernel::Tiled, shape);
+    for level in LEVELS {
+        let rt = runtime(level, fixture("gemm", level));
+        for kernel in [GemmKernel::Tiled, GemmKernel::TensorCoreBf16] {
+            let (got, want, c) = gemm_run(&rt, kernel, shape);
+            // GemmKernel::error_bound: K + 1 roundings of an f32 chain, twice that for the
+            // tensor cores' unspecified order of accumulation.
+            let (err, tol) = (
+                reference::gemm_error(&got, &want),
+                kernel.error_bound(shape.k),
+            );
+            assert!(
+                err <= tol,
+                "{level} {kernel:?}: error {err:e}, tolerance {tol:e}"
+            );
+            if kernel == GemmKernel::Tiled {
+                // The same tiles as the project's kernel: the same global and shared bytes.
+                assert_eq!(traffic(&c), traffic(&ours), "{level}");
+                assert_eq!(c.barriers, ours.barriers, "{level}");
+            } else {
+                // Gathered from global memory (no shared tiles): every element of A and B
+                // read by the mma's fragments, C read and written once.
+                assert_eq!(c.shared_read_bytes + c.shared_write_bytes, 0, "{level}");
+                assert_eq!(c.global_write_bytes, (shape.m * shape.n * 4) as u64);
+                // One block of 8 warps, each 16 mma (4 x 4 tiles of 16 x 8) per 16 of K, 3
+                // steps for K = 40: 384 warp-wide m16n8k16, 2 * 16 * 8 * 16 FLOPs each.
+                assert_eq!(c.mma_flops, 8 * 16 * 3 * 2 * 16 * 8 * 16, "{level}");
+            }
+        }
     }
 }
 
