@@ -214,6 +214,17 @@ pub enum Space {
     Generic,
 }
 
+/// What `bar.red` combines the block's predicates into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarRedOp {
+    /// `.popc.u32`: how many are true.
+    Popc,
+    /// `.and.pred`: whether all are.
+    And,
+    /// `.or.pred`: whether any is.
+    Or,
+}
+
 /// A decoded operation. `d` is a destination slot; other fields are source slots unless noted.
 #[derive(Clone, Debug)]
 pub enum Op {
@@ -424,6 +435,16 @@ pub enum Op {
     /// A block barrier, matched by the site it carries.
     Bar {
         site: Site,
+    },
+    /// `bar.red` on barrier 0: a block barrier (matched by `site`) that also combines every
+    /// thread's predicate `a` (negated when `negate`) into `d`: the count of true predicates
+    /// (`.popc.u32`), or whether all (`.and.pred`) or any (`.or.pred`) is true.
+    BarRed {
+        site: Site,
+        op: BarRedOp,
+        d: Slot,
+        a: Slot,
+        negate: bool,
     },
     Shfl {
         mode: ShuffleMode,
@@ -1945,13 +1966,17 @@ impl Decoder<'_> {
                     let mask = self.src(n(0)?, None)?;
                     return Ok((Op::WarpSync { mask }, 0, Class::Bar));
                 }
-                if !i.has("sync") {
-                    return Err("only bar.sync / barrier.sync are implemented".into());
+                // `bar.red.op.type d, a{, b}, {!}c` (PTX ISA, "bar, barrier"): `a` the
+                // barrier, `b` a thread count, `c` the predicate.
+                let red = i.has("red");
+                if !i.has("sync") && !red {
+                    return Err("only bar.sync / barrier.sync and bar.red are implemented".into());
                 }
-                if ops.len() != 1 {
+                let id_at = usize::from(red);
+                if ops.len() != 1 + 2 * id_at {
                     return Err("barriers with a thread count are not implemented".into());
                 }
-                let Operand::Int(id) = ops[0] else {
+                let Operand::Int(id) = ops[id_at] else {
                     return Err("the barrier id must be a constant".into());
                 };
                 if id != 0 {
@@ -1965,7 +1990,36 @@ impl Decoder<'_> {
                 } else {
                     *self.barrier_sites.entry(id as u32).or_insert(site)
                 };
-                Ok((Op::Bar { site }, 0, Class::Bar))
+                if !red {
+                    return Ok((Op::Bar { site }, 0, Class::Bar));
+                }
+                let op = match (i.has("popc"), i.has("and"), i.has("or"), last) {
+                    (true, false, false, "u32") => BarRedOp::Popc,
+                    (false, true, false, "pred") => BarRedOp::And,
+                    (false, false, true, "pred") => BarRedOp::Or,
+                    _ => {
+                        return Err(
+                            "only bar.red.popc.u32, bar.red.and.pred and bar.red.or.pred exist"
+                                .into(),
+                        );
+                    }
+                };
+                let (a, negate) = match n(2)? {
+                    Operand::Not(q) => (self.src(q, None)?, true),
+                    q => (self.src(q, None)?, false),
+                };
+                let d = self.dst(n(0)?)?;
+                Ok((
+                    Op::BarRed {
+                        site,
+                        op,
+                        d,
+                        a,
+                        negate,
+                    },
+                    0,
+                    Class::Bar,
+                ))
             }
             "shfl" => {
                 if !i.has("sync") || last != "b32" {

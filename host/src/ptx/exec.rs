@@ -24,9 +24,9 @@ use kernels::cuda::emu::{
 };
 
 use super::decode::{
-    self, Atom, AtomOp, AtomType, BoolOp, Call, Class, Cmp, CmpType, Conv, Fill, Float, FloatOp,
-    FloatUnary, Int, IntOp, IntUnary, Kernel, MAX_CALL_DEPTH, MbarrierKind, Mem, Op, Round,
-    SharedSlot, Space, Wgmma, WgmmaSource, mask,
+    self, Atom, AtomOp, AtomType, BarRedOp, BoolOp, Call, Class, Cmp, CmpType, Conv, Fill, Float,
+    FloatOp, FloatUnary, Int, IntOp, IntUnary, Kernel, MAX_CALL_DEPTH, MbarrierKind, Mem, Op,
+    Round, SharedSlot, Space, Wgmma, WgmmaSource, mask,
 };
 use super::{Arch, parse};
 use crate::buffer::DeviceBuffer;
@@ -1275,6 +1275,25 @@ impl Thread<'_> {
                 Op::Exit => return (issued, flops),
                 Op::Trap => panic!("`trap` executed at {}", self.site(here)),
                 Op::Bar { site } => self.gpu.sync_threads(*site),
+                Op::BarRed {
+                    site,
+                    op,
+                    d,
+                    a,
+                    negate,
+                } => {
+                    let value = (self.get(*a) != 0) ^ *negate;
+                    let count = self.gpu.sync_threads_count(*site, value);
+                    let threads = self.gpu.position().block_dim.volume();
+                    self.set(
+                        *d,
+                        match op {
+                            BarRedOp::Popc => u64::from(count),
+                            BarRedOp::And => u64::from(u64::from(count) == threads),
+                            BarRedOp::Or => u64::from(count != 0),
+                        },
+                    );
+                }
                 Op::Shfl {
                     mode,
                     d,

@@ -661,3 +661,64 @@ fn global_and_const_variables_start_with_their_initialisers() {
     let err = run_words(&store, [0; 3], 1, 1).unwrap_err().to_string();
     assert!(err.contains("read-only"), "{err}");
 }
+
+#[test]
+fn bar_red_combines_every_threads_predicate_at_the_barrier() {
+    // PTX ISA, "bar, barrier": `bar.red.popc.u32 d, a, {!}c` is a barrier on `a` that writes to
+    // every thread the number of threads whose predicate c (or !c) is true; `.and.pred` whether
+    // all are, `.or.pred` whether any is. The expectations are counted from the predicate here.
+    let threads = 40u32; // a whole warp and a partial one
+    let popc = |setp: &str, c: &str| {
+        let body = format!("\t{setp}\n\tbar.red.popc.u32 %r4, 0, {c};");
+        run(&body, [0; 3], threads).unwrap_or_else(|e| panic!("{body}: {e}"))
+    };
+    let odd = "and.b32 %r5, %r9, 1;\n\tsetp.eq.u32 %p1, %r5, 1;";
+    assert_eq!(popc(odd, "%p1"), vec![threads / 2; threads as usize]);
+    let below7 = "setp.lt.u32 %p1, %r9, 7;";
+    assert_eq!(popc(below7, "%p1"), vec![7; threads as usize]);
+    assert_eq!(popc(below7, "!%p1"), vec![threads - 7; threads as usize]);
+    let pred = |op: &str, setp: &str| {
+        let body = format!(
+            "\t{setp}\n\tbar.red.{op}.pred %p2, 0, %p1;\n\tselp.u32 %r4, 1, 0, %p2;"
+        );
+        let out = run(&body, [0; 3], threads).unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert!(out.iter().all(|&w| w == out[0]), "{body}: {out:?}");
+        out[0]
+    };
+    assert_eq!(pred("and", "setp.lt.u32 %p1, %r9, 100;"), 1);
+    assert_eq!(pred("and", "setp.ne.u32 %p1, %r9, 39;"), 0);
+    assert_eq!(pred("or", "setp.eq.u32 %p1, %r9, 39;"), 1);
+    assert_eq!(pred("or", "setp.gt.u32 %p1, %r9, 100;"), 0);
+    // Two in a row: the second counts afresh (tid < 7, then tid < 30: 7 + 30).
+    let twice = "\tsetp.lt.u32 %p1, %r9, 7;\n\tbar.red.popc.u32 %r5, 0, %p1;\n\tsetp.lt.u32 %p1, %r9, 30;\n\tbar.red.popc.u32 %r6, 0, %p1;\n\tadd.u32 %r4, %r5, %r6;";
+    assert_eq!(run(twice, [0; 3], threads).unwrap(), vec![37; threads as usize]);
+    // Per block: two blocks of 32 each count their own threads below 3.
+    // (%r9 becomes the global index for the store.)
+    let text = module("\tsetp.lt.u32 %p1, %r9, 3;\n\tbar.red.popc.u32 %r4, 0, %p1;\n\tmov.u32 %r5, %ctaid.x;\n\tmad.lo.u32 %r9, %r5, 32, %r9;");
+    let words = run_words(&text, [0; 3], 2, 32).unwrap();
+    assert_eq!(&words[3..], &[3; 64]);
+}
+
+#[test]
+fn bar_red_is_a_barrier_divergence_and_thread_counts_are_checked_as_bar_sync() {
+    // Only thread 0 reaches the bar.red: the others exit, as at a divergent bar.sync.
+    let body = "\tsetp.ne.u32 %p1, %r9, 0;\n\t@%p1 bra $L__skip;\n\tbar.red.popc.u32 %r4, 0, %p1;\n$L__skip:";
+    let err = run(body, [0; 3], 64).unwrap_err();
+    let Error::Emulator(e) = err else {
+        panic!("{err}")
+    };
+    assert!(
+        matches!(e.kind, EmuErrorKind::BarrierDivergence { .. }),
+        "{e}"
+    );
+    // Forms outside the subset are refused at decode, naming the instruction.
+    for (form, why) in [
+        ("bar.red.popc.u32 %r4, 0, 64, %p1;", "thread count"),
+        ("bar.red.popc.u32 %r4, 1, %p1;", "named barriers"),
+        ("bar.red.and.u32 %r4, 0, %p1;", "bar.red.popc.u32"),
+    ] {
+        let body = format!("\tsetp.eq.u32 %p1, %r9, 0;\n\t{form}");
+        let err = run(&body, [0; 3], 32).unwrap_err().to_string();
+        assert!(err.contains(why), "{form}: {err}");
+    }
+}
