@@ -214,6 +214,15 @@ pub enum Space {
     Generic,
 }
 
+/// A packed half operation (`add/sub/mul/fma .f16x2/.bf16x2`), done lane by lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Half2Op {
+    Add,
+    Sub,
+    Mul,
+    Fma,
+}
+
 /// What `bar.red` combines the block's predicates into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BarRedOp {
@@ -435,6 +444,19 @@ pub enum Op {
     /// A block barrier, matched by the site it carries.
     Bar {
         site: Site,
+    },
+    /// `{add,sub,mul,fma}.rn{.ftz}{.sat}{.relu}.{f16x2,bf16x2} d, a, b{, c}`: each 16-bit lane
+    /// of `d` from the same lane of the sources (`c` unused but by `fma`).
+    Half2 {
+        op: Half2Op,
+        bf16: bool,
+        ftz: bool,
+        sat: bool,
+        relu: bool,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
     },
     /// `bar.red` on barrier 0: a block barrier (matched by `site`) that also combines every
     /// thread's predicate `a` (negated when `negate`) into `d`: the count of true predicates
@@ -1487,6 +1509,43 @@ impl Decoder<'_> {
                         ))
                     }
                 }
+            }
+            "add" | "sub" | "mul" | "fma" if matches!(last, "f16x2" | "bf16x2") => {
+                // PTX ISA, "Half Precision Floating-Point Instructions": round to nearest even
+                // only; .ftz and .sat for f16x2, .relu for fma.
+                let bf16 = last == "bf16x2";
+                let relu = i.has("relu");
+                if [Round::Zero, Round::Down, Round::Up].contains(&float_round(i)) {
+                    return Err("packed half arithmetic rounds to nearest only (.rn)".into());
+                }
+                if (bf16 && (ftz || sat)) || (relu && (op0 != "fma" || sat)) {
+                    return Err("this packed half form does not exist".into());
+                }
+                let op = match op0 {
+                    "add" => Half2Op::Add,
+                    "sub" => Half2Op::Sub,
+                    "mul" => Half2Op::Mul,
+                    _ => Half2Op::Fma,
+                };
+                let (a, b) = (self.src(n(1)?, None)?, self.src(n(2)?, None)?);
+                let c = if op == Half2Op::Fma {
+                    self.src(n(3)?, None)?
+                } else {
+                    a
+                };
+                let d = self.dst(n(0)?)?;
+                let op = Op::Half2 {
+                    op,
+                    bf16,
+                    ftz,
+                    sat,
+                    relu,
+                    d,
+                    a,
+                    b,
+                    c,
+                };
+                Ok((op, 2, Class::FloatArith))
             }
             "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
             | "shl" | "shr" | "copysign" => {

@@ -722,3 +722,147 @@ fn bar_red_is_a_barrier_divergence_and_thread_counts_are_checked_as_bar_sync() {
         assert!(err.contains(why), "{form}: {err}");
     }
 }
+
+/// Two 16-bit lanes in one register: `lo` is the first element (bits 0-15).
+fn pack(lo: u16, hi: u16) -> u32 {
+    u32::from(lo) | (u32::from(hi) << 16)
+}
+
+fn h(x: f32) -> u16 {
+    half::f16::from_f32(x).to_bits()
+}
+
+fn hb(x: f32) -> u16 {
+    half::bf16::from_f32(x).to_bits()
+}
+
+#[test]
+fn packed_half_arithmetic_is_lane_wise_and_rounded_once() {
+    // PTX ISA, "Half Precision Floating-Point Instructions" (add, sub, mul, fma): each half of
+    // the registers independently, rounded to nearest even. Expectations: f32 arithmetic on each
+    // lane (exact for these operands) rounded with `half`, or f64 with the reference's rounding.
+    let two = |op: &str, a: [f32; 2], b: [f32; 2]| {
+        eval(
+            &format!("\t{op} %r4, %r1, %r2;"),
+            pack(h(a[0]), h(a[1])),
+            pack(h(b[0]), h(b[1])),
+            0,
+        )
+    };
+    assert_eq!(
+        two("add.rn.f16x2", [1.0, 2.5], [0.5, -0.25]),
+        pack(h(1.5), h(2.25))
+    );
+    // 2048 + 1 is a tie between 2048 and 2050: to even. The default rounding is .rn.
+    assert_eq!(two("add.f16x2", [2048.0, 2048.0], [1.0, 3.0]), pack(h(2049.0), h(2051.0)));
+    assert_eq!(h(2049.0), h(2048.0));
+    assert_eq!(
+        two("sub.rn.f16x2", [1.0, -3.0], [0.25, 1.0]),
+        pack(h(1.0 - 0.25), h(-3.0 - 1.0))
+    );
+    // 300 * 300 overflows f16 (max 65504) to infinity.
+    assert_eq!(two("mul.rn.f16x2", [3.0, 300.0], [1.5, 300.0]), pack(h(4.5), 0x7c00));
+    // inf - inf in the high lane only: the canonical NaN there, the low lane untouched.
+    let inf = pack(h(1.0), 0x7c00);
+    assert_eq!(eval("\tsub.rn.f16x2 %r4, %r1, %r2;", inf, inf, 0), pack(0, 0x7fff));
+
+    // fma: one rounding of a * b + c. (1 + 2^-10)^2 = 1 + 2^-9 + 2^-20; with c = 2^-11 - 2^-20
+    // the sum is the midpoint of 1 + 2^-9 and 1 + 3 * 2^-10 (to even, 0x3c02); with c = 2^-11 -
+    // 2^-21 it is just above it (up, 0x3c03).
+    let a = 1.0 + 2f64.powi(-10);
+    let c_tie = 2f64.powi(-11) - 2f64.powi(-20);
+    let c_up = 2f64.powi(-11) - 2f64.powi(-21);
+    let want = |c: f64| crate::reference::f16_nearest(a * a + c).to_bits();
+    assert_eq!((want(c_tie), want(c_up)), (0x3c02, 0x3c03));
+    let ha = h(a as f32);
+    let fma = eval(
+        "\tfma.rn.f16x2 %r4, %r1, %r2, %r3;",
+        pack(ha, ha),
+        pack(ha, ha),
+        pack(h(c_tie as f32), h(c_up as f32)),
+    );
+    assert_eq!(fma, pack(want(c_tie), want(c_up)));
+    assert_eq!(
+        eval(
+            "\tfma.rn.f16x2 %r4, %r1, %r2, %r3;",
+            pack(h(1.5), h(-2.0)),
+            pack(h(2.0), h(0.5)),
+            pack(h(0.25), h(4.0)),
+        ),
+        pack(h(1.5f32.mul_add(2.0, 0.25)), h((-2.0f32).mul_add(0.5, 4.0)))
+    );
+
+    // bf16x2: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 (to even, 1); 3 * 3 = 9.
+    let b2 = |op: &str, a: [f32; 2], b: [f32; 2]| {
+        eval(
+            &format!("\t{op} %r4, %r1, %r2;"),
+            pack(hb(a[0]), hb(a[1])),
+            pack(hb(b[0]), hb(b[1])),
+            0,
+        )
+    };
+    let eighth = 2f32.powi(-8);
+    assert_eq!(
+        b2("add.rn.bf16x2", [1.0, 1.0], [eighth, 3.0 * eighth]),
+        pack(hb(1.0 + eighth), hb(1.0 + 3.0 * eighth))
+    );
+    assert_eq!(hb(1.0 + eighth), hb(1.0));
+    assert_eq!(b2("mul.rn.bf16x2", [3.0, -0.5], [3.0, 6.0]), pack(hb(9.0), hb(-3.0)));
+    assert_eq!(b2("sub.rn.bf16x2", [1.0, 0.0], [2.0, 0.0]), pack(hb(-1.0), 0));
+    assert_eq!(
+        eval(
+            "\tfma.rn.bf16x2 %r4, %r1, %r2, %r3;",
+            pack(hb(2.0), hb(1.5)),
+            pack(hb(3.0), hb(-4.0)),
+            pack(hb(0.5), hb(1.0)),
+        ),
+        pack(hb(6.5), hb(-5.0))
+    );
+}
+
+#[test]
+fn packed_half_ftz_sat_and_relu() {
+    // .ftz: a subnormal f16 (exponent field 0) input or result is a sign-preserving zero.
+    let tiny = 0x0001; // 2^-24
+    // (+0 in the low lane, -0 in the high: -0 + -0 keeps its sign, -0 + +0 would not.)
+    let zeros = pack(0, 0x8000);
+    assert_eq!(eval("\tadd.rn.f16x2 %r4, %r1, %r2;", pack(tiny, 0x8001), zeros, 0), pack(tiny, 0x8001));
+    assert_eq!(eval("\tadd.rn.ftz.f16x2 %r4, %r1, %r2;", pack(tiny, 0x8001), zeros, 0), pack(0, 0x8000));
+    // 2^-14 (the smallest normal) * 0.5 is subnormal, 0x0200.
+    let min_normal = 0x0400;
+    let half_lane = pack(h(0.5), h(0.5));
+    assert_eq!(eval("\tmul.rn.f16x2 %r4, %r1, %r2;", pack(min_normal, min_normal), half_lane, 0), pack(0x0200, 0x0200));
+    assert_eq!(eval("\tmul.rn.ftz.f16x2 %r4, %r1, %r2;", pack(min_normal, min_normal), half_lane, 0), 0);
+    // .sat: clamped to [0, 1], NaN to +0.
+    let sat = |a: u32, b: u32| eval("\tadd.rn.sat.f16x2 %r4, %r1, %r2;", a, b, 0);
+    assert_eq!(sat(pack(h(0.75), h(-1.0)), pack(h(0.5), h(0.5))), pack(h(1.0), 0));
+    assert_eq!(sat(pack(h(0.25), 0x7c00), pack(h(0.5), 0xfc00)), pack(h(0.75), 0));
+    // A negative fma result clamps to +0 however small; one above 1 to 1.
+    let fma_sat = eval(
+        "\tfma.rn.sat.f16x2 %r4, %r1, %r2, %r3;",
+        pack(0x8001, h(1.0)),
+        pack(h(1.0), h(1.0)),
+        pack(0, 0x0001),
+    );
+    assert_eq!(fma_sat, pack(0, h(1.0)));
+    // .relu (fma only): a negative result is +0, a NaN the canonical NaN.
+    let relu = |a: u32, b: u32, c: u32| eval("\tfma.rn.relu.f16x2 %r4, %r1, %r2, %r3;", a, b, c);
+    assert_eq!(relu(pack(h(1.0), h(1.0)), pack(h(-2.0), h(2.0)), pack(h(0.5), h(0.5))), pack(0, h(2.5)));
+    assert_eq!(relu(pack(0x7c00, h(1.0)), pack(0, h(1.0)), 0), pack(0x7fff, h(1.0)));
+    let brelu = eval(
+        "\tfma.rn.relu.bf16x2 %r4, %r1, %r2, %r3;",
+        pack(hb(1.0), hb(1.0)),
+        pack(hb(-2.0), hb(2.0)),
+        0,
+    );
+    assert_eq!(brelu, pack(0, hb(2.0)));
+    // Forms the ISA does not have are refused at decode.
+    for form in [
+        "add.rz.f16x2 %r4, %r1, %r2;",
+        "add.rn.ftz.bf16x2 %r4, %r1, %r2;",
+        "add.rn.relu.f16x2 %r4, %r1, %r2;",
+    ] {
+        let err = run(&format!("\t{form}"), [0; 3], 1).unwrap_err().to_string();
+        assert!(err.contains("packed half"), "{form}: {err}");
+    }
+}
