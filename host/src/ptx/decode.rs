@@ -288,9 +288,11 @@ pub enum Op {
         pos: Slot,
         len: Slot,
     },
-    /// `prmt.b32` (default mode): each byte of `d` picked from the eight of `{b, a}` by a
-    /// nibble of `c`, or that byte's sign replicated.
+    /// `prmt.b32{.mode}`: each byte of `d` picked from the eight of `{b, a}`; `mode` 0 the
+    /// generic form (by a nibble of `c`, or that byte's sign replicated), 1 to 6 `.f4e .b4e
+    /// .rc8 .ecl .ecr .rc16` (by the mode's table and c[1:0]).
     Prmt {
+        mode: u8,
         d: Slot,
         a: Slot,
         b: Slot,
@@ -1748,16 +1750,26 @@ impl Decoder<'_> {
                 ))
             }
             "prmt" => {
-                if p.len() != 2 || last != "b32" {
-                    return Err("only prmt.b32 (the default mode) is implemented".into());
-                }
+                // The named modes, in the ISA's order (1 to 6); 0 the generic form.
+                let mode = match p.len() {
+                    2 => Some(0),
+                    3 => ["f4e", "b4e", "rc8", "ecl", "ecr", "rc16"]
+                        .iter()
+                        .position(|m| *m == p[2])
+                        .map(|k| k as u8 + 1),
+                    _ => None,
+                };
+                // `prmt.b32.f4e`: the type comes before the mode.
+                let Some(mode) = mode.filter(|_| p[1] == "b32") else {
+                    return Err("unknown prmt form".into());
+                };
                 let (a, b, c) = (
                     self.src(n(1)?, None)?,
                     self.src(n(2)?, None)?,
                     self.src(n(3)?, None)?,
                 );
                 let d = self.dst(n(0)?)?;
-                Ok((Op::Prmt { d, a, b, c }, 0, Class::IntArith))
+                Ok((Op::Prmt { mode, d, a, b, c }, 0, Class::IntArith))
             }
             "lop3" => {
                 let bits = width(&ty(last).ok_or("unknown type")?);

@@ -866,3 +866,34 @@ fn packed_half_ftz_sat_and_relu() {
         assert!(err.contains("packed half"), "{form}: {err}");
     }
 }
+
+#[test]
+fn prmt_named_modes_follow_the_isa_table() {
+    // PTX ISA, "prmt": with a mode, c[1:0] picks a row of the mode's table, which names the
+    // source byte of {b, a} (a bytes 0-3, b bytes 4-7) for result bytes 0, 1, 2, 3. Written
+    // here from the table, low result byte first; other bits of c are ignored.
+    let table: [(&str, [[u64; 4]; 4]); 6] = [
+        ("f4e", [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]]),
+        ("b4e", [[0, 7, 6, 5], [1, 0, 7, 6], [2, 1, 0, 7], [3, 2, 1, 0]]),
+        ("rc8", [[0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3]]),
+        ("ecl", [[0, 1, 2, 3], [1, 1, 2, 3], [2, 2, 2, 3], [3, 3, 3, 3]]),
+        ("ecr", [[0, 0, 0, 0], [0, 1, 1, 1], [0, 1, 2, 2], [0, 1, 2, 3]]),
+        ("rc16", [[0, 1, 0, 1], [2, 3, 2, 3], [0, 1, 0, 1], [2, 3, 2, 3]]),
+    ];
+    // Bytes with their sign bits set (0x8N): a mode must copy them, never sign-extend.
+    let (a, b) = (0x8382_8180u32, 0x8786_8584u32);
+    let source = (u64::from(b) << 32) | u64::from(a);
+    for (mode, rows) in table {
+        for (sel, row) in rows.iter().enumerate() {
+            let want = row
+                .iter()
+                .enumerate()
+                .fold(0u32, |v, (k, &src)| v | ((((source >> (8 * src)) & 0xff) as u32) << (8 * k)));
+            let c = 0xfff0 | sel as u32;
+            let got = eval(&format!("\tprmt.b32.{mode} %r4, %r1, %r2, %r3;"), a, b, c);
+            assert_eq!(got, want, "prmt.b32.{mode} with c[1:0] = {sel}: {got:#x}");
+        }
+    }
+    let err = run("\tprmt.b32.xyz %r4, %r1, %r2, %r3;", [0; 3], 1).unwrap_err().to_string();
+    assert!(err.contains("unknown prmt form"), "{err}");
+}
