@@ -444,6 +444,16 @@ impl AttentionRowBound {
     }
 }
 
+/// The histogram of `data` in `1 << bits` bins, a value's bin its top `bits` bits: one pass in
+/// order, with none of the kernel's private, per-block and atomic steps.
+pub fn histogram_top_bits(data: &[u32], bits: u32) -> Vec<u32> {
+    let mut hist = vec![0u32; 1 << bits];
+    for &v in data {
+        hist[(u64::from(v) >> (32 - bits)) as usize] += 1;
+    }
+    hist
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,6 +34,8 @@ pub mod gemm;
 #[cfg(not(kernels_exercises))]
 pub mod hierarchy;
 #[cfg(not(kernels_exercises))]
+pub mod histogram;
+#[cfg(not(kernels_exercises))]
 pub mod registry;
 #[cfg(not(kernels_exercises))]
 pub mod softmax;

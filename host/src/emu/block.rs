@@ -145,6 +145,10 @@ pub(super) struct Block<'a> {
     /// The barrier the whole block last passed (`None` before the first): where the current
     /// barrier interval began, which a race report compares its accesses' lines with.
     last_barrier: Cell<Option<Site>>,
+    /// `bar.red`: the threads that arrived at the pending barrier with a true predicate, and
+    /// that count at the last release (what each thread reads as it leaves).
+    barrier_true: Cell<u32>,
+    barrier_popc: Cell<u32>,
     /// The watchdog: device calls of the running thread since it was resumed, and when that
     /// was; the slot (`monitor.rs`) holds the site of its last access, for both halves.
     ticks: Cell<u32>,
@@ -186,6 +190,8 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         fast_path: Cell::new(!launch.profile),
         arrived: Cell::new(false),
         last_barrier: Cell::new(None),
+        barrier_true: Cell::new(0),
+        barrier_popc: Cell::new(0),
         ticks: Cell::new(0),
         resumed: Cell::new(None),
         slot: monitor::slot(),
@@ -445,6 +451,7 @@ impl Block<'_> {
         let agreed = first_site.filter(|site| states.iter().all(|s| *s == State::AtBarrier(*site)));
         if agreed.is_some() {
             self.last_barrier.set(agreed);
+            self.barrier_popc.set(self.barrier_true.replace(0));
             self.counters.borrow_mut().barriers += 1;
             hopper::barrier_released(self);
             return self.end_interval();
@@ -900,6 +907,14 @@ impl Gpu for Block<'_> {
 
     fn sync_threads(&self, site: Site) {
         self.suspend(State::AtBarrier(site));
+    }
+
+    fn sync_threads_count(&self, site: Site, value: bool) -> u32 {
+        self.barrier_true
+            .set(self.barrier_true.get() + u32::from(value));
+        self.suspend(State::AtBarrier(site));
+        // No thread can reach the next release before every thread has left this one.
+        self.barrier_popc.get()
     }
 
     fn warp_collective(&self, mask: u32, op: Collective, site: Site) -> [u32; 4] {

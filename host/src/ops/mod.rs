@@ -6,6 +6,7 @@ pub mod decode;
 pub mod elementwise;
 pub mod gemm;
 pub mod hierarchy;
+pub mod histogram;
 pub mod softmax;
 pub mod transpose;
 

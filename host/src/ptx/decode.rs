@@ -214,6 +214,26 @@ pub enum Space {
     Generic,
 }
 
+/// A packed half operation (`add/sub/mul/fma .f16x2/.bf16x2`), done lane by lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Half2Op {
+    Add,
+    Sub,
+    Mul,
+    Fma,
+}
+
+/// What `bar.red` combines the block's predicates into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarRedOp {
+    /// `.popc.u32`: how many are true.
+    Popc,
+    /// `.and.pred`: whether all are.
+    And,
+    /// `.or.pred`: whether any is.
+    Or,
+}
+
 /// A decoded operation. `d` is a destination slot; other fields are source slots unless noted.
 #[derive(Clone, Debug)]
 pub enum Op {
@@ -268,9 +288,11 @@ pub enum Op {
         pos: Slot,
         len: Slot,
     },
-    /// `prmt.b32` (default mode): each byte of `d` picked from the eight of `{b, a}` by a
-    /// nibble of `c`, or that byte's sign replicated.
+    /// `prmt.b32{.mode}`: each byte of `d` picked from the eight of `{b, a}`; `mode` 0 the
+    /// generic form (by a nibble of `c`, or that byte's sign replicated), 1 to 6 `.f4e .b4e
+    /// .rc8 .ecl .ecr .rc16` (by the mode's table and c[1:0]).
     Prmt {
+        mode: u8,
         d: Slot,
         a: Slot,
         b: Slot,
@@ -424,6 +446,29 @@ pub enum Op {
     /// A block barrier, matched by the site it carries.
     Bar {
         site: Site,
+    },
+    /// `{add,sub,mul,fma}.rn{.ftz}{.sat}{.relu}.{f16x2,bf16x2} d, a, b{, c}`: each 16-bit lane
+    /// of `d` from the same lane of the sources (`c` unused but by `fma`).
+    Half2 {
+        op: Half2Op,
+        bf16: bool,
+        ftz: bool,
+        sat: bool,
+        relu: bool,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    /// `bar.red` on barrier 0: a block barrier (matched by `site`) that also combines every
+    /// thread's predicate `a` (negated when `negate`) into `d`: the count of true predicates
+    /// (`.popc.u32`), or whether all (`.and.pred`) or any (`.or.pred`) is true.
+    BarRed {
+        site: Site,
+        op: BarRedOp,
+        d: Slot,
+        a: Slot,
+        negate: bool,
     },
     Shfl {
         mode: ShuffleMode,
@@ -1467,6 +1512,43 @@ impl Decoder<'_> {
                     }
                 }
             }
+            "add" | "sub" | "mul" | "fma" if matches!(last, "f16x2" | "bf16x2") => {
+                // PTX ISA, "Half Precision Floating-Point Instructions": round to nearest even
+                // only; .ftz and .sat for f16x2, .relu for fma.
+                let bf16 = last == "bf16x2";
+                let relu = i.has("relu");
+                if [Round::Zero, Round::Down, Round::Up].contains(&float_round(i)) {
+                    return Err("packed half arithmetic rounds to nearest only (.rn)".into());
+                }
+                if (bf16 && (ftz || sat)) || (relu && (op0 != "fma" || sat)) {
+                    return Err("this packed half form does not exist".into());
+                }
+                let op = match op0 {
+                    "add" => Half2Op::Add,
+                    "sub" => Half2Op::Sub,
+                    "mul" => Half2Op::Mul,
+                    _ => Half2Op::Fma,
+                };
+                let (a, b) = (self.src(n(1)?, None)?, self.src(n(2)?, None)?);
+                let c = if op == Half2Op::Fma {
+                    self.src(n(3)?, None)?
+                } else {
+                    a
+                };
+                let d = self.dst(n(0)?)?;
+                let op = Op::Half2 {
+                    op,
+                    bf16,
+                    ftz,
+                    sat,
+                    relu,
+                    d,
+                    a,
+                    b,
+                    c,
+                };
+                Ok((op, 2, Class::FloatArith))
+            }
             "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
             | "shl" | "shr" | "copysign" => {
                 let t = ty(last).ok_or("unknown type")?;
@@ -1668,16 +1750,26 @@ impl Decoder<'_> {
                 ))
             }
             "prmt" => {
-                if p.len() != 2 || last != "b32" {
-                    return Err("only prmt.b32 (the default mode) is implemented".into());
-                }
+                // The named modes, in the ISA's order (1 to 6); 0 the generic form.
+                let mode = match p.len() {
+                    2 => Some(0),
+                    3 => ["f4e", "b4e", "rc8", "ecl", "ecr", "rc16"]
+                        .iter()
+                        .position(|m| *m == p[2])
+                        .map(|k| k as u8 + 1),
+                    _ => None,
+                };
+                // `prmt.b32.f4e`: the type comes before the mode.
+                let Some(mode) = mode.filter(|_| p[1] == "b32") else {
+                    return Err("unknown prmt form".into());
+                };
                 let (a, b, c) = (
                     self.src(n(1)?, None)?,
                     self.src(n(2)?, None)?,
                     self.src(n(3)?, None)?,
                 );
                 let d = self.dst(n(0)?)?;
-                Ok((Op::Prmt { d, a, b, c }, 0, Class::IntArith))
+                Ok((Op::Prmt { mode, d, a, b, c }, 0, Class::IntArith))
             }
             "lop3" => {
                 let bits = width(&ty(last).ok_or("unknown type")?);
@@ -1945,13 +2037,17 @@ impl Decoder<'_> {
                     let mask = self.src(n(0)?, None)?;
                     return Ok((Op::WarpSync { mask }, 0, Class::Bar));
                 }
-                if !i.has("sync") {
-                    return Err("only bar.sync / barrier.sync are implemented".into());
+                // `bar.red.op.type d, a{, b}, {!}c` (PTX ISA, "bar, barrier"): `a` the
+                // barrier, `b` a thread count, `c` the predicate.
+                let red = i.has("red");
+                if !i.has("sync") && !red {
+                    return Err("only bar.sync / barrier.sync and bar.red are implemented".into());
                 }
-                if ops.len() != 1 {
+                let id_at = usize::from(red);
+                if ops.len() != 1 + 2 * id_at {
                     return Err("barriers with a thread count are not implemented".into());
                 }
-                let Operand::Int(id) = ops[0] else {
+                let Operand::Int(id) = ops[id_at] else {
                     return Err("the barrier id must be a constant".into());
                 };
                 if id != 0 {
@@ -1965,7 +2061,36 @@ impl Decoder<'_> {
                 } else {
                     *self.barrier_sites.entry(id as u32).or_insert(site)
                 };
-                Ok((Op::Bar { site }, 0, Class::Bar))
+                if !red {
+                    return Ok((Op::Bar { site }, 0, Class::Bar));
+                }
+                let op = match (i.has("popc"), i.has("and"), i.has("or"), last) {
+                    (true, false, false, "u32") => BarRedOp::Popc,
+                    (false, true, false, "pred") => BarRedOp::And,
+                    (false, false, true, "pred") => BarRedOp::Or,
+                    _ => {
+                        return Err(
+                            "only bar.red.popc.u32, bar.red.and.pred and bar.red.or.pred exist"
+                                .into(),
+                        );
+                    }
+                };
+                let (a, negate) = match n(2)? {
+                    Operand::Not(q) => (self.src(q, None)?, true),
+                    q => (self.src(q, None)?, false),
+                };
+                let d = self.dst(n(0)?)?;
+                Ok((
+                    Op::BarRed {
+                        site,
+                        op,
+                        d,
+                        a,
+                        negate,
+                    },
+                    0,
+                    Class::Bar,
+                ))
             }
             "shfl" => {
                 if !i.has("sync") || last != "b32" {

@@ -24,9 +24,9 @@ use kernels::cuda::emu::{
 };
 
 use super::decode::{
-    self, Atom, AtomOp, AtomType, BoolOp, Call, Class, Cmp, CmpType, Conv, Fill, Float, FloatOp,
-    FloatUnary, Int, IntOp, IntUnary, Kernel, MAX_CALL_DEPTH, MbarrierKind, Mem, Op, Round,
-    SharedSlot, Space, Wgmma, WgmmaSource, mask,
+    self, Atom, AtomOp, AtomType, BarRedOp, BoolOp, Call, Class, Cmp, CmpType, Conv, Fill, Float,
+    FloatOp, FloatUnary, Half2Op, Int, IntOp, IntUnary, Kernel, MAX_CALL_DEPTH, MbarrierKind, Mem,
+    Op, Round, SharedSlot, Space, Wgmma, WgmmaSource, mask,
 };
 use super::{Arch, parse};
 use crate::buffer::DeviceBuffer;
@@ -781,6 +781,88 @@ fn f32_directed(op: FloatOp, a: f32, b: f32, mode: Round) -> f32 {
     }
 }
 
+/// `prmt`'s named modes (PTX ISA, "prmt", its table) as the generic form's selectors, one per
+/// value of c[1:0]: nibble k is the source byte of `{b, a}` for byte k of the result.
+const PRMT_MODES: [[u16; 4]; 6] = [
+    [0x3210, 0x4321, 0x5432, 0x6543], // .f4e: forward 4 extract
+    [0x5670, 0x6701, 0x7012, 0x0123], // .b4e: backward 4 extract
+    [0x0000, 0x1111, 0x2222, 0x3333], // .rc8: replicate a byte
+    [0x3210, 0x3211, 0x3222, 0x3333], // .ecl: edge clamp left
+    [0x0000, 0x1110, 0x2210, 0x3210], // .ecr: edge clamp right
+    [0x1010, 0x3232, 0x1010, 0x3232], // .rc16: replicate a half
+];
+
+/// One 16-bit lane of packed half arithmetic (PTX ISA, "Half Precision Floating-Point
+/// Instructions": add, sub, mul, fma): the exact result rounded once to nearest even. The
+/// operands widen exactly to f64, where a sum, a difference or a product of two halves is exact;
+/// `fma`'s sum keeps its error by TwoSum. `.ftz` flushes subnormal inputs and results to
+/// sign-preserving zero, `.sat` clamps to [0, 1] with NaN to +0, `.relu` clamps a negative
+/// result to +0; any other NaN result is the canonical NaN, 0x7fff.
+#[allow(clippy::too_many_arguments)]
+fn half_lane(
+    op: Half2Op,
+    is_bf16: bool,
+    ftz: bool,
+    sat: bool,
+    relu: bool,
+    a: u16,
+    b: u16,
+    c: u16,
+) -> u16 {
+    let subnormal = |h: u16| h & 0x7c00 == 0 && h & 0x03ff != 0;
+    let widen = |h: u16| -> f64 {
+        if is_bf16 {
+            bf16::from_bits(h).to_f64()
+        } else if ftz && subnormal(h) {
+            if h & 0x8000 != 0 { -0.0 } else { 0.0 }
+        } else {
+            f16::from_bits(h).to_f64()
+        }
+    };
+    let (x, y, z) = (widen(a), widen(b), widen(c));
+    let (s, t) = match op {
+        Half2Op::Add => (x + y, 0.0),
+        Half2Op::Sub => (x - y, 0.0),
+        Half2Op::Mul => (x * y, 0.0),
+        Half2Op::Fma => two_sum(x * y, z),
+    };
+    if s.is_nan() {
+        return if sat { 0 } else { 0x7fff };
+    }
+    let (s, t) = if sat {
+        // The exact value `s + t` against the bounds (`t` decides on one).
+        if s < 0.0 || (s == 0.0 && t <= 0.0) {
+            (0.0, 0.0)
+        } else if s > 1.0 || (s == 1.0 && t > 0.0) {
+            (1.0, 0.0)
+        } else {
+            (s, t)
+        }
+    } else if relu && (s < 0.0 || (s == 0.0 && t < 0.0)) {
+        (0.0, 0.0)
+    } else {
+        (s, t)
+    };
+    // Round to odd in f32 (toward zero, the last bit set when inexact), then to nearest even
+    // in the half type: exact, as f32 keeps two more bits than either (Boldo and Melquiond).
+    let rz = round_f32(s, t, Round::Zero);
+    let odd = if f64::from(rz) == s && t == 0.0 || rz.is_infinite() {
+        rz
+    } else {
+        f32::from_bits(rz.to_bits() | 1)
+    };
+    let h = if is_bf16 {
+        bf16::from_f32(odd).to_bits()
+    } else {
+        f16::from_f32(odd).to_bits()
+    };
+    if ftz && !is_bf16 && subnormal(h) {
+        h & 0x8000
+    } else {
+        h
+    }
+}
+
 /// `fma.{rz,rm,rp}.f32`: the product exact in f64, the sum by TwoSum.
 fn f32_fma_directed(a: f32, b: f32, c: f32, mode: Round) -> f32 {
     let p = f64::from(a) * f64::from(b);
@@ -1048,9 +1130,15 @@ impl Thread<'_> {
                     };
                     self.set(*d, v & mask(*bits));
                 }
-                Op::Prmt { d, a, b, c } => {
+                Op::Prmt { mode, d, a, b, c } => {
                     let bytes = (self.get(*a) & 0xffff_ffff) | (self.get(*b) << 32);
-                    let sel = self.get(*c);
+                    // A named mode picks a generic selector by c[1:0], without sign extension.
+                    let sel = match mode {
+                        0 => self.get(*c),
+                        m => {
+                            u64::from(PRMT_MODES[usize::from(*m) - 1][(self.get(*c) & 3) as usize])
+                        }
+                    };
                     let v = (0..4).fold(0u64, |v, k| {
                         let s = (sel >> (4 * k)) & 0xf;
                         let byte = (bytes >> (8 * (s & 7))) & 0xff;
@@ -1275,6 +1363,43 @@ impl Thread<'_> {
                 Op::Exit => return (issued, flops),
                 Op::Trap => panic!("`trap` executed at {}", self.site(here)),
                 Op::Bar { site } => self.gpu.sync_threads(*site),
+                Op::Half2 {
+                    op,
+                    bf16,
+                    ftz,
+                    sat,
+                    relu,
+                    d,
+                    a,
+                    b,
+                    c,
+                } => {
+                    let (a, b, c) = (self.get(*a), self.get(*b), self.get(*c));
+                    let lane = |k: u32| {
+                        let h = |v: u64| (v >> (16 * k)) as u16;
+                        u64::from(half_lane(*op, *bf16, *ftz, *sat, *relu, h(a), h(b), h(c)))
+                    };
+                    self.set(*d, lane(0) | (lane(1) << 16));
+                }
+                Op::BarRed {
+                    site,
+                    op,
+                    d,
+                    a,
+                    negate,
+                } => {
+                    let value = (self.get(*a) != 0) ^ *negate;
+                    let count = self.gpu.sync_threads_count(*site, value);
+                    let threads = self.gpu.position().block_dim.volume();
+                    self.set(
+                        *d,
+                        match op {
+                            BarRedOp::Popc => u64::from(count),
+                            BarRedOp::And => u64::from(u64::from(count) == threads),
+                            BarRedOp::Or => u64::from(count != 0),
+                        },
+                    );
+                }
                 Op::Shfl {
                     mode,
                     d,

@@ -661,3 +661,239 @@ fn global_and_const_variables_start_with_their_initialisers() {
     let err = run_words(&store, [0; 3], 1, 1).unwrap_err().to_string();
     assert!(err.contains("read-only"), "{err}");
 }
+
+#[test]
+fn bar_red_combines_every_threads_predicate_at_the_barrier() {
+    // PTX ISA, "bar, barrier": `bar.red.popc.u32 d, a, {!}c` is a barrier on `a` that writes to
+    // every thread the number of threads whose predicate c (or !c) is true; `.and.pred` whether
+    // all are, `.or.pred` whether any is. The expectations are counted from the predicate here.
+    let threads = 40u32; // a whole warp and a partial one
+    let popc = |setp: &str, c: &str| {
+        let body = format!("\t{setp}\n\tbar.red.popc.u32 %r4, 0, {c};");
+        run(&body, [0; 3], threads).unwrap_or_else(|e| panic!("{body}: {e}"))
+    };
+    let odd = "and.b32 %r5, %r9, 1;\n\tsetp.eq.u32 %p1, %r5, 1;";
+    assert_eq!(popc(odd, "%p1"), vec![threads / 2; threads as usize]);
+    let below7 = "setp.lt.u32 %p1, %r9, 7;";
+    assert_eq!(popc(below7, "%p1"), vec![7; threads as usize]);
+    assert_eq!(popc(below7, "!%p1"), vec![threads - 7; threads as usize]);
+    let pred = |op: &str, setp: &str| {
+        let body = format!(
+            "\t{setp}\n\tbar.red.{op}.pred %p2, 0, %p1;\n\tselp.u32 %r4, 1, 0, %p2;"
+        );
+        let out = run(&body, [0; 3], threads).unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert!(out.iter().all(|&w| w == out[0]), "{body}: {out:?}");
+        out[0]
+    };
+    assert_eq!(pred("and", "setp.lt.u32 %p1, %r9, 100;"), 1);
+    assert_eq!(pred("and", "setp.ne.u32 %p1, %r9, 39;"), 0);
+    assert_eq!(pred("or", "setp.eq.u32 %p1, %r9, 39;"), 1);
+    assert_eq!(pred("or", "setp.gt.u32 %p1, %r9, 100;"), 0);
+    // Two in a row: the second counts afresh (tid < 7, then tid < 30: 7 + 30).
+    let twice = "\tsetp.lt.u32 %p1, %r9, 7;\n\tbar.red.popc.u32 %r5, 0, %p1;\n\tsetp.lt.u32 %p1, %r9, 30;\n\tbar.red.popc.u32 %r6, 0, %p1;\n\tadd.u32 %r4, %r5, %r6;";
+    assert_eq!(run(twice, [0; 3], threads).unwrap(), vec![37; threads as usize]);
+    // Per block: two blocks of 32 each count their own threads below 3.
+    // (%r9 becomes the global index for the store.)
+    let text = module("\tsetp.lt.u32 %p1, %r9, 3;\n\tbar.red.popc.u32 %r4, 0, %p1;\n\tmov.u32 %r5, %ctaid.x;\n\tmad.lo.u32 %r9, %r5, 32, %r9;");
+    let words = run_words(&text, [0; 3], 2, 32).unwrap();
+    assert_eq!(&words[3..], &[3; 64]);
+}
+
+#[test]
+fn bar_red_is_a_barrier_divergence_and_thread_counts_are_checked_as_bar_sync() {
+    // Only thread 0 reaches the bar.red: the others exit, as at a divergent bar.sync.
+    let body = "\tsetp.ne.u32 %p1, %r9, 0;\n\t@%p1 bra $L__skip;\n\tbar.red.popc.u32 %r4, 0, %p1;\n$L__skip:";
+    let err = run(body, [0; 3], 64).unwrap_err();
+    let Error::Emulator(e) = err else {
+        panic!("{err}")
+    };
+    assert!(
+        matches!(e.kind, EmuErrorKind::BarrierDivergence { .. }),
+        "{e}"
+    );
+    // Forms outside the subset are refused at decode, naming the instruction.
+    for (form, why) in [
+        ("bar.red.popc.u32 %r4, 0, 64, %p1;", "thread count"),
+        ("bar.red.popc.u32 %r4, 1, %p1;", "named barriers"),
+        ("bar.red.and.u32 %r4, 0, %p1;", "bar.red.popc.u32"),
+    ] {
+        let body = format!("\tsetp.eq.u32 %p1, %r9, 0;\n\t{form}");
+        let err = run(&body, [0; 3], 32).unwrap_err().to_string();
+        assert!(err.contains(why), "{form}: {err}");
+    }
+}
+
+/// Two 16-bit lanes in one register: `lo` is the first element (bits 0-15).
+fn pack(lo: u16, hi: u16) -> u32 {
+    u32::from(lo) | (u32::from(hi) << 16)
+}
+
+fn h(x: f32) -> u16 {
+    half::f16::from_f32(x).to_bits()
+}
+
+fn hb(x: f32) -> u16 {
+    half::bf16::from_f32(x).to_bits()
+}
+
+#[test]
+fn packed_half_arithmetic_is_lane_wise_and_rounded_once() {
+    // PTX ISA, "Half Precision Floating-Point Instructions" (add, sub, mul, fma): each half of
+    // the registers independently, rounded to nearest even. Expectations: f32 arithmetic on each
+    // lane (exact for these operands) rounded with `half`, or f64 with the reference's rounding.
+    let two = |op: &str, a: [f32; 2], b: [f32; 2]| {
+        eval(
+            &format!("\t{op} %r4, %r1, %r2;"),
+            pack(h(a[0]), h(a[1])),
+            pack(h(b[0]), h(b[1])),
+            0,
+        )
+    };
+    assert_eq!(
+        two("add.rn.f16x2", [1.0, 2.5], [0.5, -0.25]),
+        pack(h(1.5), h(2.25))
+    );
+    // 2048 + 1 is a tie between 2048 and 2050: to even. The default rounding is .rn.
+    assert_eq!(two("add.f16x2", [2048.0, 2048.0], [1.0, 3.0]), pack(h(2049.0), h(2051.0)));
+    assert_eq!(h(2049.0), h(2048.0));
+    assert_eq!(
+        two("sub.rn.f16x2", [1.0, -3.0], [0.25, 1.0]),
+        pack(h(1.0 - 0.25), h(-3.0 - 1.0))
+    );
+    // 300 * 300 overflows f16 (max 65504) to infinity.
+    assert_eq!(two("mul.rn.f16x2", [3.0, 300.0], [1.5, 300.0]), pack(h(4.5), 0x7c00));
+    // inf - inf in the high lane only: the canonical NaN there, the low lane untouched.
+    let inf = pack(h(1.0), 0x7c00);
+    assert_eq!(eval("\tsub.rn.f16x2 %r4, %r1, %r2;", inf, inf, 0), pack(0, 0x7fff));
+
+    // fma: one rounding of a * b + c. (1 + 2^-10)^2 = 1 + 2^-9 + 2^-20; with c = 2^-11 - 2^-20
+    // the sum is the midpoint of 1 + 2^-9 and 1 + 3 * 2^-10 (to even, 0x3c02); with c = 2^-11 -
+    // 2^-21 it is just above it (up, 0x3c03).
+    let a = 1.0 + 2f64.powi(-10);
+    let c_tie = 2f64.powi(-11) - 2f64.powi(-20);
+    let c_up = 2f64.powi(-11) - 2f64.powi(-21);
+    let want = |c: f64| crate::reference::f16_nearest(a * a + c).to_bits();
+    assert_eq!((want(c_tie), want(c_up)), (0x3c02, 0x3c03));
+    let ha = h(a as f32);
+    let fma = eval(
+        "\tfma.rn.f16x2 %r4, %r1, %r2, %r3;",
+        pack(ha, ha),
+        pack(ha, ha),
+        pack(h(c_tie as f32), h(c_up as f32)),
+    );
+    assert_eq!(fma, pack(want(c_tie), want(c_up)));
+    assert_eq!(
+        eval(
+            "\tfma.rn.f16x2 %r4, %r1, %r2, %r3;",
+            pack(h(1.5), h(-2.0)),
+            pack(h(2.0), h(0.5)),
+            pack(h(0.25), h(4.0)),
+        ),
+        pack(h(1.5f32.mul_add(2.0, 0.25)), h((-2.0f32).mul_add(0.5, 4.0)))
+    );
+
+    // bf16x2: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 (to even, 1); 3 * 3 = 9.
+    let b2 = |op: &str, a: [f32; 2], b: [f32; 2]| {
+        eval(
+            &format!("\t{op} %r4, %r1, %r2;"),
+            pack(hb(a[0]), hb(a[1])),
+            pack(hb(b[0]), hb(b[1])),
+            0,
+        )
+    };
+    let eighth = 2f32.powi(-8);
+    assert_eq!(
+        b2("add.rn.bf16x2", [1.0, 1.0], [eighth, 3.0 * eighth]),
+        pack(hb(1.0 + eighth), hb(1.0 + 3.0 * eighth))
+    );
+    assert_eq!(hb(1.0 + eighth), hb(1.0));
+    assert_eq!(b2("mul.rn.bf16x2", [3.0, -0.5], [3.0, 6.0]), pack(hb(9.0), hb(-3.0)));
+    assert_eq!(b2("sub.rn.bf16x2", [1.0, 0.0], [2.0, 0.0]), pack(hb(-1.0), 0));
+    assert_eq!(
+        eval(
+            "\tfma.rn.bf16x2 %r4, %r1, %r2, %r3;",
+            pack(hb(2.0), hb(1.5)),
+            pack(hb(3.0), hb(-4.0)),
+            pack(hb(0.5), hb(1.0)),
+        ),
+        pack(hb(6.5), hb(-5.0))
+    );
+}
+
+#[test]
+fn packed_half_ftz_sat_and_relu() {
+    // .ftz: a subnormal f16 (exponent field 0) input or result is a sign-preserving zero.
+    let tiny = 0x0001; // 2^-24
+    // (+0 in the low lane, -0 in the high: -0 + -0 keeps its sign, -0 + +0 would not.)
+    let zeros = pack(0, 0x8000);
+    assert_eq!(eval("\tadd.rn.f16x2 %r4, %r1, %r2;", pack(tiny, 0x8001), zeros, 0), pack(tiny, 0x8001));
+    assert_eq!(eval("\tadd.rn.ftz.f16x2 %r4, %r1, %r2;", pack(tiny, 0x8001), zeros, 0), pack(0, 0x8000));
+    // 2^-14 (the smallest normal) * 0.5 is subnormal, 0x0200.
+    let min_normal = 0x0400;
+    let half_lane = pack(h(0.5), h(0.5));
+    assert_eq!(eval("\tmul.rn.f16x2 %r4, %r1, %r2;", pack(min_normal, min_normal), half_lane, 0), pack(0x0200, 0x0200));
+    assert_eq!(eval("\tmul.rn.ftz.f16x2 %r4, %r1, %r2;", pack(min_normal, min_normal), half_lane, 0), 0);
+    // .sat: clamped to [0, 1], NaN to +0.
+    let sat = |a: u32, b: u32| eval("\tadd.rn.sat.f16x2 %r4, %r1, %r2;", a, b, 0);
+    assert_eq!(sat(pack(h(0.75), h(-1.0)), pack(h(0.5), h(0.5))), pack(h(1.0), 0));
+    assert_eq!(sat(pack(h(0.25), 0x7c00), pack(h(0.5), 0xfc00)), pack(h(0.75), 0));
+    // A negative fma result clamps to +0 however small; one above 1 to 1.
+    let fma_sat = eval(
+        "\tfma.rn.sat.f16x2 %r4, %r1, %r2, %r3;",
+        pack(0x8001, h(1.0)),
+        pack(h(1.0), h(1.0)),
+        pack(0, 0x0001),
+    );
+    assert_eq!(fma_sat, pack(0, h(1.0)));
+    // .relu (fma only): a negative result is +0, a NaN the canonical NaN.
+    let relu = |a: u32, b: u32, c: u32| eval("\tfma.rn.relu.f16x2 %r4, %r1, %r2, %r3;", a, b, c);
+    assert_eq!(relu(pack(h(1.0), h(1.0)), pack(h(-2.0), h(2.0)), pack(h(0.5), h(0.5))), pack(0, h(2.5)));
+    assert_eq!(relu(pack(0x7c00, h(1.0)), pack(0, h(1.0)), 0), pack(0x7fff, h(1.0)));
+    let brelu = eval(
+        "\tfma.rn.relu.bf16x2 %r4, %r1, %r2, %r3;",
+        pack(hb(1.0), hb(1.0)),
+        pack(hb(-2.0), hb(2.0)),
+        0,
+    );
+    assert_eq!(brelu, pack(0, hb(2.0)));
+    // Forms the ISA does not have are refused at decode.
+    for form in [
+        "add.rz.f16x2 %r4, %r1, %r2;",
+        "add.rn.ftz.bf16x2 %r4, %r1, %r2;",
+        "add.rn.relu.f16x2 %r4, %r1, %r2;",
+    ] {
+        let err = run(&format!("\t{form}"), [0; 3], 1).unwrap_err().to_string();
+        assert!(err.contains("packed half"), "{form}: {err}");
+    }
+}
+
+#[test]
+fn prmt_named_modes_follow_the_isa_table() {
+    // PTX ISA, "prmt": with a mode, c[1:0] picks a row of the mode's table, which names the
+    // source byte of {b, a} (a bytes 0-3, b bytes 4-7) for result bytes 0, 1, 2, 3. Written
+    // here from the table, low result byte first; other bits of c are ignored.
+    let table: [(&str, [[u64; 4]; 4]); 6] = [
+        ("f4e", [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]]),
+        ("b4e", [[0, 7, 6, 5], [1, 0, 7, 6], [2, 1, 0, 7], [3, 2, 1, 0]]),
+        ("rc8", [[0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3]]),
+        ("ecl", [[0, 1, 2, 3], [1, 1, 2, 3], [2, 2, 2, 3], [3, 3, 3, 3]]),
+        ("ecr", [[0, 0, 0, 0], [0, 1, 1, 1], [0, 1, 2, 2], [0, 1, 2, 3]]),
+        ("rc16", [[0, 1, 0, 1], [2, 3, 2, 3], [0, 1, 0, 1], [2, 3, 2, 3]]),
+    ];
+    // Bytes with their sign bits set (0x8N): a mode must copy them, never sign-extend.
+    let (a, b) = (0x8382_8180u32, 0x8786_8584u32);
+    let source = (u64::from(b) << 32) | u64::from(a);
+    for (mode, rows) in table {
+        for (sel, row) in rows.iter().enumerate() {
+            let want = row
+                .iter()
+                .enumerate()
+                .fold(0u32, |v, (k, &src)| v | ((((source >> (8 * src)) & 0xff) as u32) << (8 * k)));
+            let c = 0xfff0 | sel as u32;
+            let got = eval(&format!("\tprmt.b32.{mode} %r4, %r1, %r2, %r3;"), a, b, c);
+            assert_eq!(got, want, "prmt.b32.{mode} with c[1:0] = {sel}: {got:#x}");
+        }
+    }
+    let err = run("\tprmt.b32.xyz %r4, %r1, %r2, %r3;", [0; 3], 1).unwrap_err().to_string();
+    assert!(err.contains("unknown prmt form"), "{err}");
+}

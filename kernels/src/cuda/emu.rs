@@ -253,6 +253,13 @@ pub trait Gpu {
     fn position(&self) -> Position;
     /// Block-wide barrier; returns once every thread of the block has arrived at `site`.
     fn sync_threads(&self, site: Site);
+    /// `bar.red` on barrier 0: a block-wide barrier at `site` that also counts the threads whose
+    /// predicate `value` is true; returns that count (`.popc`; `.and` and `.or` follow from it
+    /// and the block's size). Every thread of the block must arrive, as at `sync_threads`.
+    fn sync_threads_count(&self, site: Site, value: bool) -> u32 {
+        let _ = (site, value);
+        panic!("this backend does not model bar.red")
+    }
     /// A warp-collective instruction over the lanes in `mask`; returns this lane's result
     /// registers (one for a shuffle, four for `ldmatrix.x4` and `mma`).
     fn warp_collective(&self, mask: u32, op: Collective, site: Site) -> [u32; 4];

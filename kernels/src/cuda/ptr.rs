@@ -21,6 +21,19 @@ pub trait StateSpace: Copy {
     /// As [`load_v4`](Self::load_v4), for writing.
     #[cfg(target_arch = "nvptx64")]
     unsafe fn store_v4(p: *mut u8, v: [u32; 4]);
+
+    /// Checks and counts an atomic read-modify-write of `size_of::<T>()` bytes at `p`, which
+    /// races with plain accesses of the bytes but not with other atomics (host target only).
+    #[cfg(not(target_arch = "nvptx64"))]
+    #[track_caller]
+    fn atomic_access<T>(p: *mut T);
+
+    /// `atom.<space>.add.u32`: adds `v` to the word at generic address `p`, returns the old value.
+    ///
+    /// # Safety
+    /// `p` is 4-byte aligned, points into this state space, and 4 bytes are writable there.
+    #[cfg(target_arch = "nvptx64")]
+    unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32;
 }
 
 /// The PTX for a 16-byte vector load and store in one state space: convert the generic address
@@ -53,6 +66,19 @@ macro_rules! vector_access {
                 )
             };
         }
+
+        unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
+            let old: u32;
+            // SAFETY: the caller's contract.
+            unsafe {
+                core::arch::asm!(
+                    concat!("{{ .reg .u64 s; cvta.to.", $space, ".u64 s, {p}; atom.", $space, ".add.u32 {old}, [s], {v}; }}"),
+                    p = in(reg64) p, v = in(reg32) v, old = out(reg32) old,
+                    options(nostack),
+                )
+            };
+            old
+        }
     };
 }
 
@@ -80,6 +106,14 @@ impl StateSpace for Global {
         let site = super::emu::Site::caller();
         super::emu::with(|gpu| gpu.global_access(p as usize, size_of::<T>(), access, site));
     }
+
+    #[cfg(not(target_arch = "nvptx64"))]
+    #[track_caller]
+    #[inline]
+    fn atomic_access<T>(p: *mut T) {
+        let site = super::emu::Site::caller();
+        super::emu::with(|gpu| gpu.atomic_access(p as usize, size_of::<T>(), false, site));
+    }
 }
 
 impl StateSpace for Shared {
@@ -92,6 +126,14 @@ impl StateSpace for Shared {
     fn access<T>(p: *mut T, access: super::emu::Access) {
         let site = super::emu::Site::caller();
         super::emu::with(|gpu| gpu.shared_access(p as usize, size_of::<T>(), access, site));
+    }
+
+    #[cfg(not(target_arch = "nvptx64"))]
+    #[track_caller]
+    #[inline]
+    fn atomic_access<T>(p: *mut T) {
+        let site = super::emu::Site::caller();
+        super::emu::with(|gpu| gpu.atomic_access(p as usize, size_of::<T>(), true, site));
     }
 }
 
@@ -195,6 +237,38 @@ impl<T: Copy, S: StateSpace> Ptr<T, S> {
         }
         // SAFETY: the caller's contract; the emulator has just checked it on the host.
         unsafe { p.write(value) }
+    }
+}
+
+impl<S: StateSpace> Ptr<u32, S> {
+    /// `atomicAdd(&p[i], v)`: adds `v` to element `i` as one indivisible read-modify-write
+    /// (`atom.global.add.u32` / `atom.shared.add.u32`) and returns the value it replaced.
+    ///
+    /// Atomics from any number of threads to the same word never race with each other: the
+    /// memory system (L2 for global memory, the SM for shared) serialises them, which is also
+    /// their cost when many threads hit one word. Plain loads and stores of the word during the
+    /// launch (global) or since the last barrier (shared) still race with them.
+    ///
+    /// # Safety
+    /// `i` must be inside the allocation.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn atomic_add(self, i: usize, v: u32) -> u32 {
+        let p = self.ptr.wrapping_add(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            S::atomic_access(p);
+            // SAFETY: the emulator has just checked 4 aligned bytes at `p` in a live buffer or
+            // this block's shared memory; blocks run in parallel on the host's cores, so the
+            // add is the host's atomic.
+            unsafe { core::sync::atomic::AtomicU32::from_ptr(p) }
+                .fetch_add(v, core::sync::atomic::Ordering::Relaxed)
+        }
+        // SAFETY: the caller's contract.
+        #[cfg(target_arch = "nvptx64")]
+        unsafe {
+            S::atomic_add_u32(p, v)
+        }
     }
 }
 
