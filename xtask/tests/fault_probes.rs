@@ -294,14 +294,10 @@ fn processes_of(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-/// Ctrl-C during a stage: the stage and everything it started stop, what finished is summarised,
-/// and the exit status is not 0 (run.sh went on while the stage's xtask kept running).
-#[test]
-fn ctrl_c_stops_the_running_stage_and_all_it_started_and_fails_the_run() {
-    let dir = common::bundle("bundle-interrupt");
-    let results = dir.join("results");
-    let mut command = run_sh(
-        &dir,
+/// run.sh's CPU-mode check with a long budget into `results`, as a command to start.
+fn bundle_check(dir: &std::path::Path, results: &std::path::Path) -> std::process::Command {
+    run_sh(
+        dir,
         &[
             "--check",
             "--budget",
@@ -309,7 +305,37 @@ fn ctrl_c_stops_the_running_stage_and_all_it_started_and_fails_the_run() {
             "--out",
             results.to_str().unwrap(),
         ],
-    );
+    )
+}
+
+/// Waits until the correctness stage's run has started its first case process (run.sh's
+/// stage, its xtask and a case process all name `results`).
+fn wait_for_the_stage(results: &std::path::Path) {
+    let start = std::time::Instant::now();
+    while processes_of(results).len() < 3 {
+        assert!(start.elapsed().as_secs() < 60, "the stage did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Waits up to `seconds` for every process of the bundle's run into `results` to end, and fails
+/// naming those still running.
+fn all_ended_within(results: &std::path::Path, seconds: u64) {
+    let since = std::time::Instant::now();
+    while !processes_of(results).is_empty() && since.elapsed().as_secs() < seconds {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = processes_of(results);
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+/// Ctrl-C during a stage: the stage and everything it started stop, what finished is summarised,
+/// and the exit status is not 0 (run.sh went on while the stage's xtask kept running).
+#[test]
+fn ctrl_c_stops_the_running_stage_and_all_it_started_and_fails_the_run() {
+    let dir = common::bundle("bundle-interrupt");
+    let results = dir.join("results");
+    let mut command = bundle_check(&dir, &results);
     // As from a terminal: a shell started with SIGINT ignored (a test harness run in the
     // background, nohup) cannot trap it (POSIX), so the child gets the default disposition back.
     // SAFETY: async-signal-safe `signal` between fork and exec.
@@ -326,12 +352,7 @@ fn ctrl_c_stops_the_running_stage_and_all_it_started_and_fails_the_run() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    // Until the correctness stage's run has started its first case process.
-    while processes_of(&results).len() < 3 {
-        assert!(start.elapsed().as_secs() < 60, "the stage did not start");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for_the_stage(&results);
     // SAFETY: a signal to the child this test started.
     unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
     let out = run.wait_with_output().unwrap();
@@ -344,12 +365,7 @@ fn ctrl_c_stops_the_running_stage_and_all_it_started_and_fails_the_run() {
     );
     assert!(results.join("summary.txt").exists(), "{stages}");
     // run.sh waited for the stage to end; its log's tee may take a moment to see the end.
-    let ended = std::time::Instant::now();
-    while !processes_of(&results).is_empty() && ended.elapsed().as_secs() < 5 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let left = processes_of(&results);
-    assert!(left.is_empty(), "still running: {left:?}");
+    all_ended_within(&results, 5);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -359,36 +375,16 @@ fn ctrl_c_stops_the_running_stage_and_all_it_started_and_fails_the_run() {
 fn killing_run_sh_outright_ends_the_stage_it_was_running() {
     let dir = common::bundle("bundle-kill");
     let results = dir.join("results");
-    let mut run = run_sh(
-        &dir,
-        &[
-            "--check",
-            "--budget",
-            "3000",
-            "--out",
-            results.to_str().unwrap(),
-        ],
-    )
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
-    let start = std::time::Instant::now();
-    while processes_of(&results).len() < 3 {
-        assert!(start.elapsed().as_secs() < 60, "the stage did not start");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let mut run = bundle_check(&dir, &results)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_the_stage(&results);
     run.kill().unwrap();
     run.wait().unwrap();
-    let killed = std::time::Instant::now();
-    while !processes_of(&results).is_empty() && killed.elapsed().as_secs() < 10 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let left = processes_of(&results);
-    assert!(
-        left.is_empty(),
-        "still running after run.sh was killed: {left:?}"
-    );
+    // Each watches run.sh every 250 ms.
+    all_ended_within(&results, 10);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
