@@ -288,11 +288,12 @@ pub enum Op {
         pos: Slot,
         len: Slot,
     },
-    /// `prmt.b32{.mode}`: each byte of `d` picked from the eight of `{b, a}`; `mode` 0 the
-    /// generic form (by a nibble of `c`, or that byte's sign replicated), 1 to 6 `.f4e .b4e
-    /// .rc8 .ecl .ecr .rc16` (by the mode's table and c[1:0]).
+    /// `prmt.b32{.mode}`: each byte of `d` picked from the eight of `{b, a}` by a nibble of a
+    /// selector: `c` itself in the generic form (a nibble may also replicate that byte's sign),
+    /// or, for a named mode (`.f4e .b4e .rc8 .ecl .ecr .rc16`), the mode's row of
+    /// `PRMT_MODES` at c[1:0].
     Prmt {
-        mode: u8,
+        mode: Option<[u16; 4]>,
         d: Slot,
         a: Slot,
         b: Slot,
@@ -800,6 +801,17 @@ pub struct ModuleRef<'m> {
     pub shared: &'m [SharedSlot],
     pub files: &'m [(u32, &'static str)],
 }
+
+/// `prmt`'s named modes (PTX ISA, "prmt", its table) as the generic form's selectors, one per
+/// value of c[1:0]: nibble k is the source byte of `{b, a}` for byte k of the result.
+const PRMT_MODES: [(&str, [u16; 4]); 6] = [
+    ("f4e", [0x3210, 0x4321, 0x5432, 0x6543]), // forward 4 extract
+    ("b4e", [0x5670, 0x6701, 0x7012, 0x0123]), // backward 4 extract
+    ("rc8", [0x0000, 0x1111, 0x2222, 0x3333]), // replicate a byte
+    ("ecl", [0x3210, 0x3211, 0x3222, 0x3333]), // edge clamp left
+    ("ecr", [0x0000, 0x1110, 0x2210, 0x3210]), // edge clamp right
+    ("rc16", [0x1010, 0x3232, 0x1010, 0x3232]), // replicate a half
+];
 
 /// How deep calls may nest (recursion included) before the thread is stopped with a report:
 /// a GPU's call stack is its local memory (`cudaLimitStackSize`, 1 KiB a thread by default),
@@ -1750,13 +1762,12 @@ impl Decoder<'_> {
                 ))
             }
             "prmt" => {
-                // The named modes, in the ISA's order (1 to 6); 0 the generic form.
                 let mode = match p.len() {
-                    2 => Some(0),
-                    3 => ["f4e", "b4e", "rc8", "ecl", "ecr", "rc16"]
+                    2 => Some(None),
+                    3 => PRMT_MODES
                         .iter()
-                        .position(|m| *m == p[2])
-                        .map(|k| k as u8 + 1),
+                        .find(|(name, _)| *name == p[2])
+                        .map(|(_, row)| Some(*row)),
                     _ => None,
                 };
                 // `prmt.b32.f4e`: the type comes before the mode.

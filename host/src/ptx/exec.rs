@@ -781,17 +781,6 @@ fn f32_directed(op: FloatOp, a: f32, b: f32, mode: Round) -> f32 {
     }
 }
 
-/// `prmt`'s named modes (PTX ISA, "prmt", its table) as the generic form's selectors, one per
-/// value of c[1:0]: nibble k is the source byte of `{b, a}` for byte k of the result.
-const PRMT_MODES: [[u16; 4]; 6] = [
-    [0x3210, 0x4321, 0x5432, 0x6543], // .f4e: forward 4 extract
-    [0x5670, 0x6701, 0x7012, 0x0123], // .b4e: backward 4 extract
-    [0x0000, 0x1111, 0x2222, 0x3333], // .rc8: replicate a byte
-    [0x3210, 0x3211, 0x3222, 0x3333], // .ecl: edge clamp left
-    [0x0000, 0x1110, 0x2210, 0x3210], // .ecr: edge clamp right
-    [0x1010, 0x3232, 0x1010, 0x3232], // .rc16: replicate a half
-];
-
 /// One 16-bit lane of packed half arithmetic (PTX ISA, "Half Precision Floating-Point
 /// Instructions": add, sub, mul, fma): the exact result rounded once to nearest even. The
 /// operands widen exactly to f64, where a sum, a difference or a product of two halves is exact;
@@ -1134,10 +1123,8 @@ impl Thread<'_> {
                     let bytes = (self.get(*a) & 0xffff_ffff) | (self.get(*b) << 32);
                     // A named mode picks a generic selector by c[1:0], without sign extension.
                     let sel = match mode {
-                        0 => self.get(*c),
-                        m => {
-                            u64::from(PRMT_MODES[usize::from(*m) - 1][(self.get(*c) & 3) as usize])
-                        }
+                        None => self.get(*c),
+                        Some(row) => u64::from(row[(self.get(*c) & 3) as usize]),
                     };
                     let v = (0..4).fold(0u64, |v, k| {
                         let s = (sel >> (4 * k)) & 0xf;
