@@ -22,11 +22,18 @@ pub trait StateSpace: Copy {
     #[cfg(target_arch = "nvptx64")]
     unsafe fn store_v4(p: *mut u8, v: [u32; 4]);
 
+    /// Whether this is shared memory (the emulator's atomics check either space).
+    const SHARED: bool;
+
     /// Checks and counts an atomic read-modify-write of `size_of::<T>()` bytes at `p`, which
     /// races with plain accesses of the bytes but not with other atomics (host target only).
     #[cfg(not(target_arch = "nvptx64"))]
     #[track_caller]
-    fn atomic_access<T>(p: *mut T);
+    #[inline]
+    fn atomic_access<T>(p: *mut T) {
+        let site = super::emu::Site::caller();
+        super::emu::with(|gpu| gpu.atomic_access(p as usize, size_of::<T>(), Self::SHARED, site));
+    }
 
     /// `atom.<space>.add.u32`: adds `v` to the word at generic address `p`, returns the old value.
     ///
@@ -96,6 +103,8 @@ pub struct Global;
 pub struct Shared;
 
 impl StateSpace for Global {
+    const SHARED: bool = false;
+
     #[cfg(target_arch = "nvptx64")]
     vector_access!("global");
 
@@ -106,17 +115,11 @@ impl StateSpace for Global {
         let site = super::emu::Site::caller();
         super::emu::with(|gpu| gpu.global_access(p as usize, size_of::<T>(), access, site));
     }
-
-    #[cfg(not(target_arch = "nvptx64"))]
-    #[track_caller]
-    #[inline]
-    fn atomic_access<T>(p: *mut T) {
-        let site = super::emu::Site::caller();
-        super::emu::with(|gpu| gpu.atomic_access(p as usize, size_of::<T>(), false, site));
-    }
 }
 
 impl StateSpace for Shared {
+    const SHARED: bool = true;
+
     #[cfg(target_arch = "nvptx64")]
     vector_access!("shared");
 
@@ -126,14 +129,6 @@ impl StateSpace for Shared {
     fn access<T>(p: *mut T, access: super::emu::Access) {
         let site = super::emu::Site::caller();
         super::emu::with(|gpu| gpu.shared_access(p as usize, size_of::<T>(), access, site));
-    }
-
-    #[cfg(not(target_arch = "nvptx64"))]
-    #[track_caller]
-    #[inline]
-    fn atomic_access<T>(p: *mut T) {
-        let site = super::emu::Site::caller();
-        super::emu::with(|gpu| gpu.atomic_access(p as usize, size_of::<T>(), true, site));
     }
 }
 
