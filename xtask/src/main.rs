@@ -143,8 +143,12 @@ fn exit_with_parent() -> Result<(), String> {
         .ok_or_else(|| format!("{VAR}={value}: expected the process id of the bundle's run.sh"))?;
     #[cfg(unix)]
     {
-        // SAFETY: signal 0 checks that the process exists; nothing is sent.
-        let alive = move || unsafe { libc::kill(pid, 0) } == 0 || errno() == libc::EPERM;
+        let alive = move || {
+            // SAFETY: signal 0 checks that the process exists; nothing is sent.
+            let found = unsafe { libc::kill(pid, 0) } == 0;
+            // EPERM: it exists, owned by another user.
+            found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        };
         if !alive() {
             return Err(format!("{VAR}={pid}: no such process (run.sh is gone)"));
         }
@@ -157,11 +161,6 @@ fn exit_with_parent() -> Result<(), String> {
         });
     }
     Ok(())
-}
-
-#[cfg(unix)]
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 /// Output piped into a reader that stops early (`cargo xtask inspect copy_words | head -1`) ends

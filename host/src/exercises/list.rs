@@ -911,8 +911,9 @@ fn run_attention(
 /// project's f32 fused kernel, the same algorithm: under `1e-4 max|v|` at these shapes. A lost
 /// key or a wrong max moves outputs by a fraction of `max|v|`; the subtlest mistake, a missing
 /// rescale of the accumulator, by about ten times the bound (tried: at 70 queries x 33 keys,
-/// 1085 of the 2240 outputs fall outside it). Q and K in [-2, 2]: scores of standard deviation about 1.3, so that a row's weights spread over
-/// several units of the exponent and the running max and its rescale matter.
+/// 1085 of the 2240 outputs fall outside it). Q and K in [-2, 2]: scores of standard deviation
+/// about 1.3, so that a row's weights spread over several units of the exponent and the running
+/// max and its rescale matter.
 fn check_attention(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
     let (n_q, n_k, d) = (s[0], s[1], ATT_D);
     let q = uniform(n_q * d, seed, -2.0, 2.0);
