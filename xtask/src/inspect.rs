@@ -271,9 +271,10 @@ fn print_profile(profile: &Profile) {
 }
 
 /// Which line costs what in the memory pipeline: each site's share of the load/store units'
-/// issue (one warp-wide request a clock) and of the L1/shared data path (128 bytes a clock: a
-/// global sector is a quarter of a clock, a shared wavefront a whole one), the shares the
-/// performance model's LSU-issue and data-path times divide into.
+/// issue (one warp-wide request a clock) and of the L1/shared data path (a shared wavefront a
+/// clock; a global request the longer of its lines' lookups and its bank wavefronts, at least a
+/// clock: `emu::profile::l1_quarter_clocks`), the shares the performance model's LSU-issue and
+/// data-path times divide into (on the Hopper and A100 L1; GA102's takes at least two clocks).
 pub(crate) fn site_costs_text(profile: &Profile) -> String {
     let mut out = String::from(
         "
@@ -283,7 +284,7 @@ where the memory pipeline's time goes, per site (its share of the kernel's):
     for (kernel, sites) in &profile.kernels {
         let cycles = |s: &host::emu::SiteStats| {
             if s.space == "global" {
-                s.sectors as f64 / 4.0
+                s.l1_quarters as f64 / 4.0
             } else {
                 s.wavefronts as f64
             }
@@ -396,7 +397,7 @@ mod tests {
     use super::*;
     use host::emu::SiteStats;
 
-    /// A coalesced global read (4 sectors a request: one clock of the data path) and a 32-way
+    /// A coalesced global read (one line a request: one clock of the data path) and a 32-way
     /// conflicted shared read (32 wavefronts: 32 clocks), as many requests each: half the issue
     /// each, 1/33 and 32/33 of the data path.
     #[test]
@@ -409,6 +410,7 @@ mod tests {
             bytes: 12800,
             sectors,
             ideal_sectors: sectors,
+            l1_quarters: sectors,
             wavefronts,
             ideal_wavefronts: 100,
         };

@@ -19,6 +19,8 @@ use super::error::MemorySpace;
 pub const SECTOR_BYTES: usize = 32;
 /// Shared-memory banks, each 4 bytes wide.
 pub const BANKS: usize = 32;
+/// Bytes in one L1 cache line (four sectors), the unit the L1's tag stage looks up.
+pub const LINE_BYTES: usize = 128;
 
 /// What one site did over a launch (or several).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -37,6 +39,9 @@ pub struct SiteStats {
     pub sectors: u64,
     /// Global: the fewest sectors that could hold the bytes each request asked for.
     pub ideal_sectors: u64,
+    /// Global: the L1's clocks for the requests, in quarters ([`l1_quarter_clocks`], at least a
+    /// clock a request).
+    pub l1_quarters: u64,
     /// Shared: wavefronts (bank-conflict serialisation steps), summed over requests.
     pub wavefronts: u64,
     /// Shared: wavefronts without any conflict (one per phase).
@@ -144,6 +149,7 @@ impl BlockProfile {
                     let (touched, ideal) = sectors(&lanes);
                     s.sectors += touched;
                     s.ideal_sectors += ideal;
+                    s.l1_quarters += l1_quarter_clocks(&lanes, key.2 == Access::Read).max(4);
                 }
                 MemorySpace::Shared => {
                     let (waves, ideal) = wavefronts(&lanes);
@@ -209,6 +215,52 @@ pub fn sectors(lanes: &[(usize, usize)]) -> (u64, u64) {
         covered = covered.max(end);
     }
     (touched, bytes.div_ceil(SECTOR_BYTES as u64))
+}
+
+/// The L1's time for one warp-wide global request, in quarters of a clock, before the
+/// device's least time per request (one clock on GA100 and GH100, two on GA102:
+/// `model::Machine::l1_clocks_per_request`).
+///
+/// The L1 (which is the shared memory's SRAM) takes the longer of two stages, as te42kyfo's
+/// gpu-benches `gpu-strides` measured on the A100 and H200 (Nsight's
+/// `l1tex__t_output_wavefronts` and `l1tex__data_pipe_lsu_wavefronts` per instruction, L1 hits):
+/// - its **tag stage** looks up the request's distinct 128-byte lines, the first in a clock and
+///   four more each clock after it (a 32-line scatter: 8.75 clocks, measured 8.0 to 9.3);
+/// - a load's **data stage** reads the lines' words out of the same 32 four-byte banks as shared
+///   memory, so a load of words in one bank is serialised exactly as a shared load would be
+///   ([`wavefronts`]: a stride of 8 floats, 8 clocks). A store goes through to L2 (L1 is
+///   write-through) and is priced by its lookups alone, which that benchmark does not measure.
+pub fn l1_quarter_clocks(lanes: &[(usize, usize)], load: bool) -> u64 {
+    let mut inline = [0usize; 64];
+    let mut n = 0;
+    let mut spilled = Vec::new();
+    for &(addr, bytes) in lanes.iter().filter(|l| l.1 > 0) {
+        for line in (addr / LINE_BYTES)..=((addr + bytes - 1) / LINE_BYTES) {
+            if n < inline.len() {
+                inline[n] = line;
+            } else {
+                if spilled.is_empty() {
+                    spilled.extend_from_slice(&inline);
+                }
+                spilled.push(line);
+            }
+            n += 1;
+        }
+    }
+    let lines: &mut [usize] = if n <= inline.len() {
+        &mut inline[..n]
+    } else {
+        &mut spilled
+    };
+    lines.sort_unstable();
+    let distinct = lines.windows(2).filter(|w| w[0] != w[1]).count() as u64 + u64::from(n > 0);
+    // First line one clock (4 quarters), each further line a quarter.
+    let tags = (distinct + 3).max(4);
+    if load {
+        tags.max(4 * wavefronts(lanes).0)
+    } else {
+        tags
+    }
 }
 
 /// Wavefronts one shared-memory request needs, and the conflict-free number.
@@ -344,6 +396,83 @@ mod tests {
             proptest::prop_assert_eq!(sectors(&lanes), sectors_by_definition(&lanes));
             proptest::prop_assert_eq!(wavefronts(&lanes).0, wavefronts_by_definition(&lanes));
         }
+    }
+
+    /// te42kyfo/gpu-benches `gpu-strides` (a100.txt, h200.txt, a40.txt): L1 clocks per warp-wide
+    /// f32 load, lane `l` reading `base + 4 s l`, all hits. The third column is the least a
+    /// request takes on that device (two on the A40's GA102).
+    const GPU_STRIDES: &[(&str, usize, f64, f64)] = &[
+        ("h200", 0, 1.01, 1.0),
+        ("h200", 1, 1.01, 1.0),
+        ("h200", 2, 2.01, 1.0),
+        ("h200", 3, 1.63, 1.0),
+        ("h200", 4, 4.01, 1.0),
+        ("h200", 5, 2.00, 1.0),
+        ("h200", 7, 2.41, 1.0),
+        ("h200", 8, 8.0, 1.0),
+        ("h200", 9, 3.00, 1.0),
+        ("h200", 11, 3.41, 1.0),
+        ("h200", 13, 4.10, 1.0),
+        ("h200", 15, 4.60, 1.0),
+        ("a100", 7, 2.67, 1.0),
+        ("a100", 16, 16.0, 1.0),
+        ("a100", 17, 5.1, 1.0),
+        ("a100", 21, 6.0, 1.0),
+        ("a100", 25, 7.0, 1.0),
+        ("a100", 29, 8.0, 1.0),
+        ("a100", 31, 8.5, 1.0),
+        ("a100", 32, 32.0, 1.0),
+        ("a100", 33, 8.8, 1.0),
+        ("a100", 64, 32.0, 1.0),
+        ("a40", 1, 2.00, 2.0),
+        ("a40", 3, 2.00, 2.0),
+        ("a40", 5, 2.20, 2.0),
+        ("a40", 8, 8.0, 2.0),
+        ("a40", 9, 3.03, 2.0),
+    ];
+
+    #[test]
+    fn a_global_request_costs_the_l1_what_gpu_strides_measured() {
+        for &(device, stride, measured, least) in GPU_STRIDES {
+            let lanes: Vec<(usize, usize)> =
+                (0..32).map(|l| ((1 << 20) + 4 * stride * l, 4)).collect();
+            let clocks = (l1_quarter_clocks(&lanes, true) as f64 / 4.0).max(least);
+            assert!(
+                (clocks - measured).abs() <= 0.15 * measured,
+                "{device}, stride {stride}: {clocks} clocks, measured {measured}"
+            );
+        }
+    }
+
+    /// The benchmark's 2D variant (`blockKernel`, pitch 4098 floats): `w` lanes along a row, the
+    /// warp over 32 / w rows (a100.txt and h200.txt agree within 4 %).
+    #[test]
+    fn a_warp_over_rows_costs_the_l1_its_lines() {
+        for (w, measured) in [
+            (1usize, 9.2),
+            (2, 4.82),
+            (4, 3.00),
+            (8, 4.01),
+            (16, 2.01),
+            (32, 1.02),
+        ] {
+            let lanes: Vec<(usize, usize)> = (0..32)
+                .map(|l| ((1 << 20) + 4 * ((l / w) * 4098 + l % w), 4))
+                .collect();
+            let clocks = l1_quarter_clocks(&lanes, true).max(4) as f64 / 4.0;
+            assert!(
+                (clocks - measured).abs() <= 0.15 * measured,
+                "{w} lanes a row: {clocks} clocks, measured {measured}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_store_is_priced_by_its_lines_alone() {
+        // A stride of 8 floats: 8 lines and an 8-way bank conflict, which a store does not read.
+        let lanes: Vec<(usize, usize)> = (0..32).map(|l| ((1 << 20) + 32 * l, 4)).collect();
+        assert_eq!(l1_quarter_clocks(&lanes, true), 32);
+        assert_eq!(l1_quarter_clocks(&lanes, false), 11);
     }
 
     #[test]

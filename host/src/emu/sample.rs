@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::LaunchCounters;
-use super::profile::{SECTOR_BYTES, sectors, wavefronts};
+use super::profile::{SECTOR_BYTES, l1_quarter_clocks, sectors, wavefronts};
 use crate::launch::{Dim3, LaunchConfig};
 
 /// The most blocks a [`plan`] has (the anchor and two per dimension).
@@ -102,6 +102,10 @@ pub struct BlockTraffic {
     /// Warp-wide global store requests and their sectors.
     pub store_requests: u64,
     pub store_sectors: u64,
+    /// The L1's clocks for the block's global requests, in quarters
+    /// ([`l1_quarter_clocks`](super::profile::l1_quarter_clocks)): `[0]` where a request takes at
+    /// least one clock (GA100, GH100), `[1]` where it takes at least two (GA102).
+    pub l1_quarters: [u64; 2],
     /// Warp-wide shared-memory requests and their wavefronts (bank-conflict serialisation), and
     /// the wavefronts the same requests would take without a conflict.
     pub shared_requests: u64,
@@ -148,6 +152,9 @@ impl BlockTraffic {
             return;
         }
         let (touched, _) = sectors(lanes);
+        let l1 = l1_quarter_clocks(lanes, load);
+        self.l1_quarters[0] += l1.max(4);
+        self.l1_quarters[1] += l1.max(8);
         let (requests, count, set) = if load {
             (
                 &mut self.load_requests,

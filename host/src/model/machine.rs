@@ -20,9 +20,13 @@ pub struct Machine {
     pub issue_per_clock: f64,
     /// Warp-wide memory instructions (global or shared) the SM's load/store units take per clock.
     pub lsu_per_clock: f64,
-    /// Bytes per clock per SM through the L1/shared-memory data path: global sectors served by L1
-    /// and shared-memory wavefronts share it.
+    /// Bytes per clock per SM through the L1/shared-memory data path: a shared-memory wavefront
+    /// a clock (32 banks of 4 bytes), global requests served by L1 sharing it.
     pub l1_bytes_per_clock: f64,
+    /// The least time the L1 takes for one warp-wide global request: 1 or 2 clocks (the sample
+    /// holds both, `emu::sample::BlockTraffic::l1_quarters`; `emu::profile::l1_quarter_clocks`
+    /// gives the rest: lines looked up, bank wavefronts).
+    pub l1_clocks_per_request: usize,
     /// The fraction of the tensor peak that warp-level `mma.sync` reaches (1 where it is the
     /// native tensor-core instruction).
     pub mma_sync_fraction: f64,
@@ -55,6 +59,7 @@ impl Machine {
             issue_per_clock: 4.0,
             lsu_per_clock: 1.0,
             l1_bytes_per_clock: 128.0,
+            l1_clocks_per_request: 1,
             mma_sync_fraction: 1.0,
             has_wgmma: false,
             l2_bandwidth: 0.0,
@@ -102,6 +107,8 @@ impl Machine {
                 ..hopper(find("b200"))
             },
             Machine {
+                // GA102's L1 returns 64 bytes a clock to global loads: two clocks a request.
+                l1_clocks_per_request: 2,
                 l2_bandwidth: 2.43e12,
                 dram_efficiency: 679.0 / 696.0,
                 sm: SmLimits {
@@ -157,8 +164,14 @@ pub const SOURCES: &[(&str, &str, &str, &str)] = &[
     (
         "L1/shared data path per SM",
         "all",
-        "128 B per clock",
+        "128 B per clock (a shared-memory wavefront a clock)",
         "CUDA C++ Programming Guide, shared memory: 32 banks of 4 bytes per clock; te42kyfo/gpu-benches gpu-cache: V100, A100 and H100 reach close to 128 B/clock/SM from L1",
+    ),
+    (
+        "L1 time of a global request",
+        "all; least a request: a100, h100, h200, b200; a6000",
+        "the longer of its 128-byte lines' lookups (the first a clock, then four a clock) and a load's bank wavefronts; at least 1; 2 clocks",
+        "te42kyfo/gpu-benches gpu-strides (L1 hits, Nsight's tag-stage and data-stage wavefronts per instruction): a100.txt and h200.txt from stride 0 to 64 and over rows; a40.txt (GA102): 2 clocks for a coalesced f32 load, and gpu-cache a40.txt 9.35 TB/s from L1, 64 B/clock/SM at 84 SMs and 1.74 GHz; Blackwell assumed as Hopper",
     ),
     (
         "occupancy limits (threads, blocks, registers, shared memory per SM)",
@@ -217,6 +230,10 @@ mod tests {
             assert!(m.l2_latency_cycles < m.dram_latency_cycles);
             assert!(m.launch_seconds > 1e-6);
             assert!(m.l2_effective_bytes <= m.spec.l2_bytes);
+            assert!(
+                (1..=2).contains(&m.l1_clocks_per_request),
+                "the sample holds the L1's time at 1 and 2 clocks a request"
+            );
         }
     }
 

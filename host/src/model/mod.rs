@@ -10,8 +10,9 @@
 //! - **DRAM**: the bytes that miss L2 ([`dram_bytes`]) over the bandwidth a stream reaches;
 //! - **L2**: the sectors that miss L1 (each block's distinct load sectors) and every store
 //!   sector (L1 is write-through), over L2's measured bandwidth;
-//! - **L1** or **shared wavefronts**: global sectors and shared-memory wavefronts through the
-//!   SM's one 128-byte-per-clock data path (their sum, named after the larger part);
+//! - **L1** or **shared wavefronts**: global requests (each the longer of its lines' lookups and
+//!   its bank wavefronts, `emu::profile::l1_quarter_clocks`) and shared-memory wavefronts through
+//!   the SM's one data path, the L1/shared SRAM (their sum, named after the larger part);
 //! - **LSU issue**: warp-wide memory instructions, one per clock per SM;
 //! - **FP32**, **tensor** (`mma.sync` at its fraction of the peak, `wgmma` at the peak), **MUFU**
 //!   (`ex2`), and **issue** (all warp instructions, where the PTX backend counted them);
@@ -124,6 +125,9 @@ pub struct Totals {
     pub load_sectors: f64,
     pub store_requests: f64,
     pub store_sectors: f64,
+    /// Clocks of the L1's data path the global requests take.
+    #[serde(default)]
+    pub l1_clocks: f64,
     pub shared_requests: f64,
     pub shared_wavefronts: f64,
     pub shared_ideal_wavefronts: f64,
@@ -223,6 +227,9 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
         load_sectors: t(|b| b.load_sectors),
         store_requests: t(|b| b.store_requests),
         store_sectors: t(|b| b.store_sectors),
+        l1_clocks: per_grid(&|b| {
+            b.traffic.l1_quarters[machine.l1_clocks_per_request - 1] as f64 / 4.0
+        }),
         shared_requests: t(|b| b.shared_requests),
         shared_wavefronts: t(|b| b.shared_wavefronts),
         shared_ideal_wavefronts: t(|b| b.shared_ideal_wavefronts),
@@ -240,13 +247,13 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
     let clock = machine.spec.boost_clock_hz;
     let sm_cycles = |cycles: f64| cycles / (sms * clock);
     let tensor = machine.spec.bf16_flops;
-    // Global sectors served by L1 and shared-memory wavefronts go through one data path (the
+    // Global requests served by L1 and shared-memory wavefronts go through one data path (the
     // unified L1/shared SRAM): its time is their sum, named after the larger part.
-    let global_bytes = (totals.load_sectors + totals.store_sectors) * 32.0;
-    let shared_bytes =
-        totals.shared_wavefronts * machine.l1_bytes_per_clock + totals.engine_shared_bytes;
-    let data_path = sm_cycles((global_bytes + shared_bytes) / machine.l1_bytes_per_clock);
-    let data_path_limiter = if shared_bytes >= global_bytes {
+    let global_clocks = totals.l1_clocks;
+    let shared_clocks =
+        totals.shared_wavefronts + totals.engine_shared_bytes / machine.l1_bytes_per_clock;
+    let data_path = sm_cycles(global_clocks + shared_clocks);
+    let data_path_limiter = if shared_clocks >= global_clocks {
         Limiter::SharedWavefronts
     } else {
         Limiter::L1

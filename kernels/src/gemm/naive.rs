@@ -24,9 +24,11 @@ kernel! {
         k: u32,
         accumulate: u32,
     ) {
-        // x runs along a row of C, and x is what varies fastest across a warp: the 32 lanes read
-        // 32 consecutive B[kk][j] (one coalesced 128-byte request) and all the same A[i][kk] (a
-        // broadcast).
+        // x runs along a row of C, and x is what varies fastest across a warp. A warp of a 16 x 16
+        // block is two rows of 16 lanes: they read 16 consecutive B[kk][j] (one 64-byte request,
+        // the same for both rows) and two A values, A[i][kk] and A[i + 1][kk], each broadcast to
+        // 16 lanes. Those two words lie K floats apart, in the same bank of the L1's SRAM, which
+        // reads them one after the other (docs/model.md, "L1").
         let j = block_idx_x() * NAIVE_BLOCK + thread_idx_x();
         let i = block_idx_y() * NAIVE_BLOCK + thread_idx_y();
         if i >= m || j >= n {
