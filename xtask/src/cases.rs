@@ -200,6 +200,58 @@ const fn case(
 std::thread_local! {
     /// Whether cases are being built for the performance model ([`build_for_model`]).
     static FOR_MODEL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Keys per head the attention cases take instead of their GPU shape's ([`build_for_model_at_keys`]).
+    static MODEL_KEYS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Keys per head of the attention cases at GPU scale.
+const ATTENTION_KEYS: usize = 4096;
+
+/// A case whose every count, buffer and grid extent is affine in its keys per head, so that the
+/// model can extend two short samples to its GPU shape's (`emu::sample::SampledLaunch::extended`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AffineKeys {
+    /// Keys per head at the GPU shape.
+    pub keys: usize,
+    /// The two shorter lengths to sample: long enough that each launch's counts are on their
+    /// line from the first of them, and multiples of every tile along the keys.
+    pub short: (usize, usize),
+}
+
+/// `spec`'s [`AffineKeys`], for its samples on the PTX backend (`ptx`) or the source emulator:
+/// the non-causal attention cases, where each key tile costs a block the same. Their tiles are at
+/// most 64 keys wide, and the naive flow's softmax gives each of its 256 threads a row's keys in
+/// a loop: 256 and 512 keys. On the PTX backend the compiler unrolls that loop by four, so the
+/// naive flow's counts follow one line only over multiples of 1024 keys: 1024 and 2048 there
+/// (checked from 1024 and 2048 to 3072 by hand, 2026-12-02: a minute, too long for the suite).
+/// A causal case is not affine (with fewer keys than queries, the middle query tiles see no key
+/// at all).
+pub fn affine_keys(spec: &CaseSpec, ptx: bool) -> Option<AffineKeys> {
+    if !spec.kernel.starts_with("attention_") || spec.kernel.contains("causal") {
+        return None;
+    }
+    let short = if ptx && spec.kernel.starts_with("attention_naive") {
+        (1024, 2048)
+    } else {
+        (256, 512)
+    };
+    Some(AffineKeys {
+        keys: ATTENTION_KEYS,
+        short,
+    })
+}
+
+/// [`build_for_model`] with `keys` keys per head in place of the GPU shape's (the queries, and
+/// so the shape's name, unchanged), for a case [`affine_keys`] names.
+pub fn build_for_model_at_keys<'a>(
+    spec: &CaseSpec,
+    rt: &'a Runtime,
+    keys: usize,
+) -> host::Result<Case<'a>> {
+    MODEL_KEYS.with(|k| k.set(Some(keys)));
+    let case = build_for_model(spec, rt);
+    MODEL_KEYS.with(|k| k.set(None));
+    case
 }
 
 /// Builds `spec`'s case at the GPU's shape for the performance model (`crate::predict`): no CPU
@@ -750,7 +802,11 @@ fn attention<T: AttentionCase>(
     causal: bool,
 ) -> host::Result<Case<'_>> {
     let shape_at = |s: Scale| match s {
-        Scale::Gpu => AttentionShape::new(4, 16, 4096, row.head_dim()),
+        Scale::Gpu => AttentionShape::new(4, 16, ATTENTION_KEYS, row.head_dim()).with_n_kv(
+            MODEL_KEYS
+                .with(std::cell::Cell::get)
+                .unwrap_or(ATTENTION_KEYS),
+        ),
         Scale::Emulator => AttentionShape::new(1, 2, row.emulator_n(), row.head_dim()),
     };
     let (shape, gpu_shape) = (shape_at(scale), shape_at(Scale::Gpu));

@@ -153,6 +153,7 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
         launches,
         seconds: 0.0,
         resources_note: String::new(),
+        extended_from: None,
     };
     let p = predict::predict(machine, &sampled)?;
     let bound = cost.bound_seconds(machine.spec);

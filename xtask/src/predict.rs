@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use host::Runtime;
+use host::emu::sample::SampledLaunch;
 use host::model::{self, KernelResources, LaunchInput, Machine, Prediction};
 use host::ptx::Arch;
 use host::ptx::decode::Class;
@@ -36,6 +37,11 @@ pub struct PredictArgs {
     /// plan, up to 7): fewer for a kernel whose blocks are long to emulate.
     #[arg(long)]
     blocks: Option<usize>,
+    /// Sample the anchor blocks at two shorter key lengths and extend them to the case's 4096
+    /// (what `cargo xtask run` does for the f32 attention rows, whose blocks are long to
+    /// emulate): non-causal attention cases only.
+    #[arg(long)]
+    extend_keys: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -72,7 +78,24 @@ pub fn run(args: &PredictArgs) -> Result<(), String> {
             blocks: args.blocks,
             budget: None,
         };
-        let s = sample(spec, program, args.shape.as_deref(), limits)?;
+        let s = if args.extend_keys {
+            let affine = cases::affine_keys(spec, program.is_some()).ok_or_else(|| {
+                format!(
+                    "--extend-keys: {} is not a non-causal attention case, whose counts grow \
+                     with the keys along a line",
+                    spec.kernel
+                )
+            })?;
+            extended_along_keys(
+                spec,
+                program,
+                args.shape.as_deref(),
+                limits,
+                (affine.short, affine.keys),
+            )?
+        } else {
+            sample(spec, program, args.shape.as_deref(), limits)?
+        };
         match s {
             Ok(s) => {
                 sampled = Some((spec, s));
@@ -197,14 +220,20 @@ pub(crate) struct Sampled {
     pub seconds: f64,
     /// Where the registers came from.
     pub resources_note: String,
+    /// The two key lengths whose samples were extended to the case's
+    /// ([`extended_along_keys`]), if they were.
+    pub extended_from: Option<(usize, usize)>,
 }
 
 impl Sampled {
     /// What was sampled, where and how long it took: the line above a prediction.
     pub(crate) fn header(&self, kernel: &str) -> String {
         let first = self.launches.first();
+        let extended = self.extended_from.map_or(String::new(), |(a, b)| {
+            format!(", extended along the keys from samples at {a} and {b} keys")
+        });
         format!(
-            "{kernel} at {} ({}): {} of {} blocks emulated per launch in {:.1} s, every check on",
+            "{kernel} at {} ({}): {} of {} blocks emulated per launch in {:.1} s, every check on{extended}",
             self.shape,
             self.backend,
             first.map_or(0, |l| l.sample.blocks.len()),
@@ -231,6 +260,17 @@ pub(crate) fn sample(
     shape: Option<&str>,
     limits: SampleLimits,
 ) -> Result<Result<Sampled, String>, String> {
+    sample_at_keys(spec, program, shape, limits, None)
+}
+
+/// [`sample`] with `keys` keys per head in place of the case's (`cases::build_for_model_at_keys`).
+fn sample_at_keys(
+    spec: &CaseSpec,
+    program: Option<&'static Program>,
+    shape: Option<&str>,
+    limits: SampleLimits,
+    keys: Option<usize>,
+) -> Result<Result<Sampled, String>, String> {
     let rt = match program {
         Some(p) => Runtime::ptx(p),
         None => Runtime::emulator(),
@@ -247,7 +287,11 @@ pub(crate) fn sample(
         ));
     }
     let start = Instant::now();
-    let mut case = cases::build_for_model(spec, &rt).map_err(|e| e.to_string())?;
+    let mut case = match keys {
+        None => cases::build_for_model(spec, &rt),
+        Some(keys) => cases::build_for_model_at_keys(spec, &rt, keys),
+    }
+    .map_err(|e| e.to_string())?;
     if shape.is_some_and(|want| !case.gpu.0.contains(want)) {
         return Ok(Err(case.gpu.0.clone()));
     }
@@ -309,7 +353,70 @@ pub(crate) fn sample(
         launches,
         seconds: start.elapsed().as_secs_f64(),
         resources_note: note,
+        extended_from: None,
     }))
+}
+
+/// `spec`'s case at `keys` keys per head (`cases::affine_keys`), from two samples of its
+/// anchor blocks at `short.0` and `short.1` keys extended along the line through them
+/// (`SampledLaunch::extended`): what a block too long to emulate at the GPU shape would count.
+pub(crate) fn extended_along_keys(
+    spec: &CaseSpec,
+    program: Option<&'static Program>,
+    shape: Option<&str>,
+    limits: SampleLimits,
+    (short, keys): ((usize, usize), usize),
+) -> Result<Result<Sampled, String>, String> {
+    let anchor = SampleLimits {
+        blocks: Some(1),
+        ..limits
+    };
+    let at = |k| sample_at_keys(spec, program, shape, anchor, Some(k));
+    let a = match at(short.0)? {
+        Ok(a) => a,
+        Err(other) => return Ok(Err(other)),
+    };
+    let b = at(short.1)?.map_err(|other| format!("{} at {other}", spec.kernel))?;
+    extend(a, b, short, keys).map(Ok)
+}
+
+/// Two samples of one case at `short.0` and `short.1` keys, extended to `keys`.
+fn extend(a: Sampled, b: Sampled, short: (usize, usize), keys: usize) -> Result<Sampled, String> {
+    if a.launches.len() != b.launches.len() {
+        return Err(format!(
+            "{} launches at {} keys and {} at {}: not one case along the keys",
+            a.launches.len(),
+            short.0,
+            b.launches.len(),
+            short.1
+        ));
+    }
+    let t = (keys as f64 - short.0 as f64) / (short.1 as f64 - short.0 as f64);
+    let line = |x: f64, y: f64| x + (y - x) * t;
+    let launches = a
+        .launches
+        .into_iter()
+        .zip(b.launches)
+        .map(|(la, lb)| {
+            Ok(SampledLaunchInput {
+                sample: SampledLaunch::extended(&la.sample, &lb.sample, short, keys)?,
+                resources: la.resources,
+                warp_instructions: la
+                    .warp_instructions
+                    .zip(lb.warp_instructions)
+                    .map(|(x, y)| line(x, y)),
+                exps: line(la.exps, lb.exps),
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Sampled {
+        shape: a.shape,
+        backend: a.backend,
+        launches,
+        seconds: a.seconds + b.seconds,
+        resources_note: a.resources_note,
+        extended_from: Some(short),
+    })
 }
 
 /// The model's prediction of a sampled case on `machine`.
@@ -401,14 +508,14 @@ pub(crate) fn within_budget(
     static SPENT: AtomicU64 = AtomicU64::new(0);
     let machine = Machine::find(gpu.key).ok_or_else(|| format!("no model of {}", gpu.name))?;
     let later = format!("cargo xtask predict {} --shape '{shape}'", spec.kernel);
-    let spend = |limits: SampleLimits| -> Result<Option<Sampled>, String> {
+    let spend_at = |limits: SampleLimits, keys: Option<usize>| -> Result<Option<Sampled>, String> {
         let left = RUN_BUDGET.saturating_sub(SPENT.load(Ordering::Relaxed));
         if left < ROW_BUDGET {
             return Err(format!(
                 "the run's budget of {RUN_BUDGET} emulated device calls for predictions is spent: {later}"
             ));
         }
-        match sample(spec, None, Some(shape), limits) {
+        match sample_at_keys(spec, None, Some(shape), limits, keys) {
             Ok(Ok(s)) => {
                 let work: u64 = s.launches.iter().map(|l| l.sample.work).sum();
                 SPENT.fetch_add(work, Ordering::Relaxed);
@@ -416,19 +523,49 @@ pub(crate) fn within_budget(
             }
             Ok(Err(_)) => Err(format!("no case of {} at {shape}", spec.kernel)),
             Err(_) => {
-                SPENT.fetch_add(ROW_BUDGET, Ordering::Relaxed);
+                SPENT.fetch_add(limits.budget.unwrap_or(ROW_BUDGET), Ordering::Relaxed);
                 Ok(None)
             }
         }
     };
+    let spend = |limits| spend_at(limits, None);
     let budget = |blocks| SampleLimits {
         blocks: Some(blocks),
         budget: Some(ROW_BUDGET),
     };
-    let Some(anchor) = spend(budget(1))? else {
-        return Err(format!(
-            "its sample makes more than {ROW_BUDGET} device calls even with one block: {later}"
-        ));
+    let too_long = |what: &str| {
+        format!("its sample makes more than {ROW_BUDGET} device calls even {what}: {later}")
+    };
+    let anchor = match cases::affine_keys(spec, false) {
+        None => spend(budget(1))?,
+        Some(affine) => {
+            // The anchor at the GPU shape, given an eighth of the budget: past that, two short
+            // samples extended along the keys stand for it, exactly and at a fraction of its
+            // cost (the f32 rows: about 67 million calls a block at 4096 keys).
+            let probe = SampleLimits {
+                budget: Some(ROW_BUDGET / 8),
+                ..budget(1)
+            };
+            match spend(probe)? {
+                Some(anchor) => Some(anchor),
+                None => {
+                    let (k0, k1) = affine.short;
+                    let at = |k| {
+                        spend_at(budget(1), Some(k))?
+                            .ok_or_else(|| too_long(&format!("at {k} keys")))
+                    };
+                    let (a, b) = (at(k0)?, at(k1)?);
+                    let extended = extend(a, b, affine.short, affine.keys)?;
+                    return predict(&machine, &extended).map(|mut p| {
+                        p.extended_from = Some(affine.short);
+                        p
+                    });
+                }
+            }
+        }
+    };
+    let Some(anchor) = anchor else {
+        return Err(too_long("with one block"));
     };
     let work: u64 = anchor.launches.iter().map(|l| l.sample.work).sum();
     let plan = host::emu::sample::WHOLE_PLAN as u64;
@@ -619,6 +756,78 @@ mod tests {
             heavy.seconds,
             light.seconds
         );
+    }
+
+    /// `cargo xtask run` predicts the f32 attention rows, whose blocks are too long to emulate
+    /// at 4096 keys, from two short samples extended along the keys. The extension against a
+    /// direct sample at the length it extends to, each launch's totals and time: the fused
+    /// kernel from 64 and 128 keys to 256 (its key tiles are 16 wide); on the source emulator
+    /// (the run's), the naive flow's three launches from 256 and 512 to 768 (its softmax's 256
+    /// threads a row each hold a whole number of keys). On the PTX backend the softmax's
+    /// unrolled loop is affine only over multiples of 1024 keys (`cases::affine_keys`), and a
+    /// sample at 3072 would take a minute here: the naive flow is checked on the source
+    /// emulator, which the run's predictions use. A count that is not affine fails it (on the
+    /// PTX backend, the naive flow from 256 and 512 to 768 does: its softmax's FLOPs are 5 %
+    /// off).
+    #[test]
+    fn extending_along_the_keys_agrees_with_a_direct_sample() {
+        let program = match std::env::var("KERNELS_BACKEND").as_deref() {
+            Ok("ptx") => Some(Program::from_env().expect("the PTX module loads")),
+            _ => None,
+        };
+        let h100 = Machine::find("h100").unwrap();
+        let anchor = SampleLimits {
+            blocks: Some(1),
+            budget: None,
+        };
+        let mut rows = vec![("attention_fused_f32", (64, 128), 256)];
+        if program.is_none() {
+            rows.push(("attention_naive_f32", (256, 512), 768));
+        }
+        for (kernel, short, keys) in rows {
+            let all = cases::all();
+            let spec = all.iter().find(|c| c.kernel == kernel).unwrap();
+            assert_eq!(
+                cases::affine_keys(spec, program.is_some()).map(|a| a.keys),
+                Some(4096)
+            );
+            let direct = sample_at_keys(spec, program, None, anchor, Some(keys))
+                .unwrap()
+                .unwrap();
+            let extended = extended_along_keys(spec, program, None, anchor, (short, keys))
+                .unwrap()
+                .unwrap();
+            let (d, e) = (
+                predict(&h100, &direct).unwrap(),
+                predict(&h100, &extended).unwrap(),
+            );
+            assert_eq!(d.launches.len(), e.launches.len());
+            for (d, e) in d.launches.iter().zip(&e.launches) {
+                let (dt, et) = (
+                    serde_json::to_value(d.totals).unwrap(),
+                    serde_json::to_value(e.totals).unwrap(),
+                );
+                for (field, want) in dt.as_object().unwrap() {
+                    let (Some(want), Some(got)) = (want.as_f64(), et[field].as_f64()) else {
+                        continue;
+                    };
+                    assert!(
+                        (got - want).abs() <= 1e-3 * want.abs() + 1.0,
+                        "{kernel}, {}: {field} extended to {got}, sampled {want}",
+                        d.kernel
+                    );
+                }
+                assert_eq!(d.limiter, e.limiter, "{}", d.kernel);
+                assert!((e.seconds / d.seconds - 1.0).abs() < 1e-3, "{}", d.kernel);
+            }
+        }
+        // A causal case is not affine in the keys: the middle query tiles see none at first.
+        let all = cases::all();
+        let causal = all
+            .iter()
+            .find(|c| c.kernel == "attention_naive_f32_causal")
+            .unwrap();
+        assert_eq!(cases::affine_keys(causal, false), None);
     }
 
     /// hopper.md: at 4096^3 and at attention's d = 128, N = 4096, wgmma (the tensor cores at

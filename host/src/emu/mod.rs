@@ -96,19 +96,26 @@ pub struct LaunchCounters {
 impl LaunchCounters {
     /// Adds `other`'s counts to these (a launch's blocks, or the launches of one operation).
     pub fn add(&mut self, other: &Self) {
-        self.global_read_bytes += other.global_read_bytes;
-        self.global_write_bytes += other.global_write_bytes;
-        self.shared_read_bytes += other.shared_read_bytes;
-        self.shared_write_bytes += other.shared_write_bytes;
-        self.flops += other.flops;
-        self.mma_flops += other.mma_flops;
-        self.wgmma_flops += other.wgmma_flops;
-        self.exps += other.exps;
-        self.barriers += other.barriers;
-        self.warp_collectives += other.warp_collectives;
-        self.threads += other.threads;
-        self.global_accesses += other.global_accesses;
-        self.shared_accesses += other.shared_accesses;
+        *self = self.zip_with(other, |a, b| a + b);
+    }
+
+    /// Every count `f(self's, other's)`.
+    pub fn zip_with(&self, other: &Self, f: impl Fn(u64, u64) -> u64) -> Self {
+        Self {
+            global_read_bytes: f(self.global_read_bytes, other.global_read_bytes),
+            global_write_bytes: f(self.global_write_bytes, other.global_write_bytes),
+            shared_read_bytes: f(self.shared_read_bytes, other.shared_read_bytes),
+            shared_write_bytes: f(self.shared_write_bytes, other.shared_write_bytes),
+            flops: f(self.flops, other.flops),
+            mma_flops: f(self.mma_flops, other.mma_flops),
+            wgmma_flops: f(self.wgmma_flops, other.wgmma_flops),
+            exps: f(self.exps, other.exps),
+            barriers: f(self.barriers, other.barriers),
+            warp_collectives: f(self.warp_collectives, other.warp_collectives),
+            threads: f(self.threads, other.threads),
+            global_accesses: f(self.global_accesses, other.global_accesses),
+            shared_accesses: f(self.shared_accesses, other.shared_accesses),
+        }
     }
 }
 
@@ -209,6 +216,9 @@ fn host_available_memory() -> Option<u64> {
 struct Region {
     start: usize,
     end: usize,
+    /// The order of the buffer's allocation (the emulator's count of buffers registered before
+    /// it), which a later run of the same case repeats whatever addresses the host hands out.
+    serial: u64,
     /// The element type's name and size, for reports.
     elem: (&'static str, usize),
 }
@@ -252,6 +262,8 @@ pub struct Emulator {
     /// Bytes of the live buffers mapped lazily from the kernel: promised, but taken from the
     /// host's available memory only as they are touched.
     mapped_bytes: AtomicU64,
+    /// Buffers registered so far ([`Region::serial`]).
+    registered: AtomicU64,
     /// The environment variables whose values were refused, with why: every launch fails with
     /// them until a setter replaces the value (`new` cannot fail, and a launch is where the
     /// settings are used).
@@ -290,6 +302,7 @@ impl Emulator {
         Self {
             limits: DeviceLimits::SM90,
             regions: Mutex::new(BTreeMap::new()),
+            registered: AtomicU64::new(0),
             profiling: AtomicBool::new(false),
             profile: Mutex::new(Profile::default()),
             global_races: AtomicBool::new(global_races),
@@ -407,6 +420,7 @@ impl Emulator {
         let region = Region {
             start,
             end: start + bytes,
+            serial: self.registered.fetch_add(1, Ordering::Relaxed),
             elem,
         };
         self.regions.lock().unwrap().insert(start, region);
@@ -531,6 +545,7 @@ impl Emulator {
                     .iter()
                     .map(|r| (r.end - r.start) as u64)
                     .collect(),
+                allocation_order: launch.regions.iter().map(|r| r.serial).collect(),
                 blocks: sampled,
             });
         }

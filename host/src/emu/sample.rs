@@ -206,6 +206,38 @@ impl BlockTraffic {
         }
     }
 
+    /// These counts and `other`'s, each pair through `f` (`SampledLaunch::extended`): `other`'s
+    /// allocation `of_self[i]` is this one's `i`. The sector sets become sets of `f`'s size,
+    /// numbered from 0.
+    fn extended(&self, other: &Self, of_self: &[usize], f: &impl Fn(u64, u64) -> u64) -> Self {
+        let sets = |mine: &BTreeMap<usize, Vec<u64>>, theirs: &BTreeMap<usize, Vec<u64>>| {
+            (0..of_self.len())
+                .filter_map(|i| {
+                    let len = |m: &BTreeMap<usize, Vec<u64>>, k| m.get(&k).map_or(0, Vec::len);
+                    let (x, y) = (len(mine, i) as u64, len(theirs, of_self[i]) as u64);
+                    (x + y > 0).then(|| (i, (0..f(x, y)).collect()))
+                })
+                .collect()
+        };
+        Self {
+            load_requests: f(self.load_requests, other.load_requests),
+            load_sectors: f(self.load_sectors, other.load_sectors),
+            store_requests: f(self.store_requests, other.store_requests),
+            store_sectors: f(self.store_sectors, other.store_sectors),
+            l1_quarters: [
+                f(self.l1_quarters[0], other.l1_quarters[0]),
+                f(self.l1_quarters[1], other.l1_quarters[1]),
+            ],
+            shared_requests: f(self.shared_requests, other.shared_requests),
+            shared_wavefronts: f(self.shared_wavefronts, other.shared_wavefronts),
+            shared_ideal_wavefronts: f(self.shared_ideal_wavefronts, other.shared_ideal_wavefronts),
+            engine_global_sectors: f(self.engine_global_sectors, other.engine_global_sectors),
+            engine_shared_bytes: f(self.engine_shared_bytes, other.engine_shared_bytes),
+            loaded: sets(&self.loaded, &other.loaded),
+            stored: sets(&self.stored, &other.stored),
+        }
+    }
+
     /// Sorts and de-duplicates the sector sets (after the last request).
     pub(super) fn finish(&mut self) {
         for set in self.loaded.values_mut().chain(self.stored.values_mut()) {
@@ -238,6 +270,9 @@ pub struct SampledLaunch {
     /// Bytes of each live allocation at the launch, in address order (the indices of
     /// [`BlockTraffic::loaded`]).
     pub allocations: Vec<u64>,
+    /// Each of those allocations' place in the order the buffers were made (what pairs them
+    /// between two runs of one case, whose addresses may come out in another order).
+    pub allocation_order: Vec<u64>,
     pub blocks: Vec<SampledBlock>,
 }
 
@@ -263,6 +298,98 @@ impl SampledLaunch {
     /// Blocks in the grid.
     pub fn grid_blocks(&self) -> u64 {
         self.config.grid.volume()
+    }
+
+    /// The launch at a size of the case past two samples of it, `a` at size `sa` and `b` at
+    /// `sb`, for a launch whose every count, allocation and grid extent is affine in that size
+    /// (the key length of non-causal attention: each key tile costs a block the same, and a grid
+    /// or a buffer that grows with the keys grows by whole tiles). Each moves along the line
+    /// through its two values, to `size`.
+    ///
+    /// Both samples must be the anchor alone, of the same kernel, block and allocations (paired
+    /// by the order they were made). The extended block's sector sets keep only their sizes
+    /// (sectors numbered from 0): with the anchor alone, their sizes are all the model reads of
+    /// them (`model::dram_bytes`). An extent that does not land on a whole number of blocks, or
+    /// a count that would fall below zero, is refused: the launch is not affine in that size.
+    pub fn extended(
+        a: &SampledLaunch,
+        b: &SampledLaunch,
+        (sa, sb): (usize, usize),
+        size: usize,
+    ) -> Result<SampledLaunch, String> {
+        let refuse = |why: String| Err(format!("{} cannot be extended to {size}: {why}", a.kernel));
+        if a.kernel != b.kernel || a.config.block != b.config.block || sa == sb {
+            return refuse(format!(
+                "two different launches ({} and {}, blocks {:?} and {:?}, sizes {sa} and {sb})",
+                a.kernel, b.kernel, a.config.block, b.config.block
+            ));
+        }
+        if a.blocks.len() != 1 || b.blocks.len() != 1 {
+            return refuse("a sample of more than its anchor".to_string());
+        }
+        if a.allocations.len() != b.allocations.len() {
+            return refuse(format!(
+                "{} allocations against {}",
+                a.allocations.len(),
+                b.allocations.len()
+            ));
+        }
+        let t = (size as f64 - sa as f64) / (sb as f64 - sa as f64);
+        let line = |x: u64, y: u64| x as f64 + (y as f64 - x as f64) * t;
+        let bad = std::cell::RefCell::new(None);
+        let whole = |x: u64, y: u64| {
+            let v = line(x, y);
+            if v < -1e-6 {
+                *bad.borrow_mut() = Some(format!("a count goes from {x} to {y}, and below zero"));
+            }
+            v.round().max(0.0) as u64
+        };
+        let extent = |x: u32, y: u32| {
+            let v = line(u64::from(x), u64::from(y));
+            if (v - v.round()).abs() > 1e-6 || v < 1.0 {
+                *bad.borrow_mut() = Some(format!("a grid extent goes from {x} to {y}, to {v}"));
+            }
+            v.round().max(1.0) as u32
+        };
+        let grid = Dim3 {
+            x: extent(a.config.grid.x, b.config.grid.x),
+            y: extent(a.config.grid.y, b.config.grid.y),
+            z: extent(a.config.grid.z, b.config.grid.z),
+        };
+        // b's allocation index for each of a's: the same place in the order they were made.
+        let rank = |order: &[u64]| {
+            let mut by = (0..order.len()).collect::<Vec<_>>();
+            by.sort_by_key(|&i| order[i]);
+            by
+        };
+        let (ra, rb) = (rank(&a.allocation_order), rank(&b.allocation_order));
+        let mut of_a = vec![0; ra.len()];
+        for (&i, &j) in ra.iter().zip(&rb) {
+            of_a[i] = j;
+        }
+        let allocations = (0..a.allocations.len())
+            .map(|i| whole(a.allocations[i], b.allocations[of_a[i]]))
+            .collect();
+        let (ba, bb) = (&a.blocks[0], &b.blocks[0]);
+        let counters = ba.counters.zip_with(&bb.counters, whole);
+        let traffic = ba.traffic.extended(&bb.traffic, &of_a, &whole);
+        let work = whole(a.work, b.work);
+        if let Some(why) = bad.into_inner() {
+            return refuse(why);
+        }
+        let config = LaunchConfig { grid, ..a.config };
+        Ok(SampledLaunch {
+            kernel: a.kernel,
+            config,
+            work,
+            allocations,
+            allocation_order: a.allocation_order.clone(),
+            blocks: vec![SampledBlock {
+                block: plan(grid)[0],
+                counters,
+                traffic,
+            }],
+        })
     }
 }
 

@@ -175,6 +175,10 @@ pub struct Prediction {
     /// The limiter of the launch that takes longest.
     pub limiter: Limiter,
     pub launches: Vec<LaunchPrediction>,
+    /// The two shorter key lengths whose samples were extended to the case's, where its blocks
+    /// were too long to emulate (`SampledLaunch::extended`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_from: Option<(usize, usize)>,
 }
 
 impl Prediction {
@@ -188,6 +192,7 @@ impl Prediction {
             seconds: launches.iter().map(|l| l.seconds).sum(),
             limiter: longest.limiter,
             launches,
+            extended_from: None,
         })
     }
 }
@@ -342,7 +347,8 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
 /// differ only there read either the same slice (the dimension does not matter: a GEMM's B along
 /// the block rows), one slice inside the other (a causal mask's prefix of the same keys: the
 /// union is the larger), or different slices (each block along it brings its own: A along the
-/// block rows). With the anchor alone sampled, slices are taken as shared by the wave.
+/// block rows). With the anchor alone sampled, slices are taken as shared by the wave (whether
+/// it fits L2), and as covering each allocation over the whole launch (what it touches).
 pub fn dram_bytes(machine: &Machine, s: &SampledLaunch, blocks_per_sm: u32) -> f64 {
     let grid = s.config.grid;
     let blocks = s.grid_blocks() as f64;
@@ -373,8 +379,14 @@ pub fn dram_bytes(machine: &Machine, s: &SampledLaunch, blocks_per_sm: u32) -> f
             let distinct = distinct_slices(grid, wave, &depends) as f64;
             per_wave += (largest * distinct).min(whole);
             // What the whole launch touches: as a wave's, over every block, and no more than
-            // the blocks' own bytes summed.
-            let everywhere = distinct_slices(grid, s.grid_blocks(), &depends) as f64;
+            // the blocks' own bytes summed. With the anchor alone sampled nothing says which
+            // blocks share a slice, so the launch is taken to touch as much of the allocation as
+            // its blocks' bytes reach (the compulsory traffic: every output tile written once).
+            let everywhere = if s.blocks.len() == 1 {
+                blocks
+            } else {
+                distinct_slices(grid, s.grid_blocks(), &depends) as f64
+            };
             let summed = s.mean(|b| sectors_in(b) as f64 * 32.0) * blocks;
             touched += (largest * everywhere).min(summed).min(whole);
         }
@@ -481,6 +493,7 @@ mod tests {
                 block: dim3(256, 1, 1),
                 shared_mem_bytes: 0,
             },
+            allocation_order: (0..allocations.len() as u64).collect(),
             allocations,
             blocks: blocks
                 .into_iter()
