@@ -217,6 +217,38 @@ pub fn sectors(lanes: &[(usize, usize)]) -> (u64, u64) {
     (touched, bytes.div_ceil(SECTOR_BYTES as u64))
 }
 
+/// The `unit`-byte units (4-byte words, 128-byte lines) the byte ranges `lanes` touch, one entry
+/// per lane's unit (repeats kept), sorted: in `inline` while they fit (a warp's request, without
+/// allocating), else in `spilled`.
+fn units_sorted<'a, const N: usize>(
+    lanes: &[(usize, usize)],
+    unit: usize,
+    inline: &'a mut [usize; N],
+    spilled: &'a mut Vec<usize>,
+) -> &'a mut [usize] {
+    let mut n = 0;
+    for &(addr, bytes) in lanes {
+        for u in (addr / unit)..(addr + bytes).div_ceil(unit) {
+            if n < N {
+                inline[n] = u;
+            } else {
+                if spilled.is_empty() {
+                    spilled.extend_from_slice(&inline[..]);
+                }
+                spilled.push(u);
+            }
+            n += 1;
+        }
+    }
+    let units = if n <= N {
+        &mut inline[..n]
+    } else {
+        &mut spilled[..]
+    };
+    units.sort_unstable();
+    units
+}
+
 /// The L1's time for one warp-wide global request, in quarters of a clock, before the
 /// device's least time per request (one clock on GA100 and GH100, two on GA102:
 /// `model::Machine::l1_clocks_per_request`).
@@ -231,29 +263,10 @@ pub fn sectors(lanes: &[(usize, usize)]) -> (u64, u64) {
 ///   ([`wavefronts`]: a stride of 8 floats, 8 clocks). A store goes through to L2 (L1 is
 ///   write-through) and is priced by its lookups alone, which that benchmark does not measure.
 pub fn l1_quarter_clocks(lanes: &[(usize, usize)], load: bool) -> u64 {
-    let mut inline = [0usize; 64];
-    let mut n = 0;
-    let mut spilled = Vec::new();
-    for &(addr, bytes) in lanes.iter().filter(|l| l.1 > 0) {
-        for line in (addr / LINE_BYTES)..=((addr + bytes - 1) / LINE_BYTES) {
-            if n < inline.len() {
-                inline[n] = line;
-            } else {
-                if spilled.is_empty() {
-                    spilled.extend_from_slice(&inline);
-                }
-                spilled.push(line);
-            }
-            n += 1;
-        }
-    }
-    let lines: &mut [usize] = if n <= inline.len() {
-        &mut inline[..n]
-    } else {
-        &mut spilled
-    };
-    lines.sort_unstable();
-    let distinct = lines.windows(2).filter(|w| w[0] != w[1]).count() as u64 + u64::from(n > 0);
+    let (mut inline, mut spilled) = ([0usize; 64], Vec::new());
+    let lines = units_sorted(lanes, LINE_BYTES, &mut inline, &mut spilled);
+    let distinct =
+        lines.windows(2).filter(|w| w[0] != w[1]).count() as u64 + u64::from(!lines.is_empty());
     // First line one clock (4 quarters), each further line a quarter.
     let tags = (distinct + 3).max(4);
     if load {
@@ -276,28 +289,8 @@ pub fn wavefronts(lanes: &[(usize, usize)]) -> (u64, u64) {
     for phase in lanes.chunks(per_phase) {
         // The phase's distinct words (at most 128 B of 4-byte words per phase, a few more for an
         // unaligned access), then the most of them that fall in one bank.
-        let mut inline = [0usize; 160];
-        let mut spilled = Vec::new();
-        let mut n = 0;
-        for &(addr, bytes) in phase {
-            for word in (addr / 4)..(addr + bytes).div_ceil(4) {
-                if n < inline.len() {
-                    inline[n] = word;
-                } else {
-                    if spilled.is_empty() {
-                        spilled.extend_from_slice(&inline);
-                    }
-                    spilled.push(word);
-                }
-                n += 1;
-            }
-        }
-        let words: &mut [usize] = if n <= inline.len() {
-            &mut inline[..n]
-        } else {
-            &mut spilled
-        };
-        words.sort_unstable();
+        let (mut inline, mut spilled) = ([0usize; 160], Vec::new());
+        let words = units_sorted(phase, 4, &mut inline, &mut spilled);
         let mut per_bank = [0u32; BANKS];
         let mut previous = None;
         for &w in words.iter() {
