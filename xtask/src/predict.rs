@@ -436,7 +436,11 @@ pub(crate) fn predict(machine: &Machine, sampled: &Sampled) -> Result<Prediction
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Prediction::of(machine, launches).ok_or_else(|| "the case launched nothing".to_string())
+    let p = Prediction::of(machine, launches).ok_or("the case launched nothing")?;
+    Ok(Prediction {
+        extended_from: sampled.extended_from,
+        ..p
+    })
 }
 
 /// Registers and static shared memory per kernel, from ptxas on the sm_90 module (the sm_90a
@@ -555,11 +559,7 @@ pub(crate) fn within_budget(
                             .ok_or_else(|| too_long(&format!("at {k} keys")))
                     };
                     let (a, b) = (at(k0)?, at(k1)?);
-                    let extended = extend(a, b, affine.short, affine.keys)?;
-                    return predict(&machine, &extended).map(|mut p| {
-                        p.extended_from = Some(affine.short);
-                        p
-                    });
+                    return predict(&machine, &extend(a, b, affine.short, affine.keys)?);
                 }
             }
         }
@@ -587,6 +587,12 @@ mod tests {
     use super::*;
     use host::model::Limiter;
 
+    /// The PTX module under test when `KERNELS_BACKEND=ptx`, else none (the source emulator).
+    fn program_from_env() -> Option<&'static Program> {
+        (std::env::var(host::runtime::BACKEND_VAR).as_deref() == Ok("ptx"))
+            .then(|| Program::from_env().expect("the PTX module loads"))
+    }
+
     /// The prediction for `kernel`'s case at `shape` on the H100, or `None` where this backend
     /// cannot run it (the wgmma kernels on an sm_80/sm_90 PTX module).
     fn on_h100(kernel: &str, shape: &str) -> Option<Prediction> {
@@ -601,10 +607,7 @@ mod tests {
         shape: &str,
         limits: SampleLimits,
     ) -> Option<Prediction> {
-        let program = match std::env::var("KERNELS_BACKEND").as_deref() {
-            Ok("ptx") => Some(Program::from_env().expect("the PTX module loads")),
-            _ => None,
-        };
+        let program = program_from_env();
         let all = cases::all();
         let machine = Machine::find(device).unwrap();
         for spec in all.iter().filter(|c| c.kernel == kernel) {
@@ -730,10 +733,7 @@ mod tests {
         assert!((per_element - 4.5).abs() < 0.45, "{per_element}");
         assert_eq!(strided.limiter, Limiter::Dram);
 
-        let program = match std::env::var("KERNELS_BACKEND").as_deref() {
-            Ok("ptx") => Some(Program::from_env().expect("the PTX module loads")),
-            _ => None,
-        };
+        let program = program_from_env();
         let spec = cases::all()
             .into_iter()
             .find(|c| c.kernel == "vector_add_f32")
@@ -771,10 +771,7 @@ mod tests {
     /// off).
     #[test]
     fn extending_along_the_keys_agrees_with_a_direct_sample() {
-        let program = match std::env::var("KERNELS_BACKEND").as_deref() {
-            Ok("ptx") => Some(Program::from_env().expect("the PTX module loads")),
-            _ => None,
-        };
+        let program = program_from_env();
         let h100 = Machine::find("h100").unwrap();
         let anchor = SampleLimits {
             blocks: Some(1),
@@ -784,8 +781,8 @@ mod tests {
         if program.is_none() {
             rows.push(("attention_naive_f32", (256, 512), 768));
         }
+        let all = cases::all();
         for (kernel, short, keys) in rows {
-            let all = cases::all();
             let spec = all.iter().find(|c| c.kernel == kernel).unwrap();
             assert_eq!(
                 cases::affine_keys(spec, program.is_some()).map(|a| a.keys),
@@ -822,7 +819,6 @@ mod tests {
             }
         }
         // A causal case is not affine in the keys: the middle query tiles see none at first.
-        let all = cases::all();
         let causal = all
             .iter()
             .find(|c| c.kernel == "attention_naive_f32_causal")
