@@ -10,10 +10,34 @@ use kernels::cuda::GlobalPtr;
 use crate::emu::Emulator;
 use crate::error::{Error, Result};
 
-/// A type that can live in a device buffer and be passed to kernels.
+/// A type that can live in a device buffer and be passed to kernels: a plain integer or float,
+/// with no padding and every bit pattern a valid value, which is what lets the emulator view a
+/// buffer as bytes ([`bytes_of`]). Sealed: the list below is the whole set.
 pub trait Element:
-    Copy + Default + Send + Sync + DeviceRepr + ValidAsZeroBits + std::fmt::Debug + 'static
+    sealed::Plain
+    + Copy
+    + Default
+    + Send
+    + Sync
+    + DeviceRepr
+    + ValidAsZeroBits
+    + std::fmt::Debug
+    + 'static
 {
+}
+
+mod sealed {
+    /// Implemented for the types [`super::Element`] lists, and no others.
+    pub trait Plain {}
+    impl Plain for f32 {}
+    impl Plain for f64 {}
+    impl Plain for u32 {}
+    impl Plain for u8 {}
+    impl Plain for u16 {}
+    impl Plain for i32 {}
+    impl Plain for u64 {}
+    impl Plain for half::f16 {}
+    impl Plain for half::bf16 {}
 }
 impl Element for f32 {}
 impl Element for f64 {}
@@ -24,6 +48,59 @@ impl Element for i32 {}
 impl Element for u64 {}
 impl Element for half::f16 {}
 impl Element for half::bf16 {}
+
+/// `len` zeros of `T` in host memory that no page holds until it is written: the allocator
+/// maps large zeroed blocks from the kernel lazily, like an emulated buffer, so a model input of
+/// hundreds of MB of zeros costs nothing here and, uploaded ([`crate::Runtime::copy_to_device`]
+/// skips equal pages), nothing in the emulator.
+pub fn zeroed_vec<T: Element>(len: usize) -> Vec<T> {
+    let Ok(layout) = Layout::array::<T>(len) else {
+        panic!(
+            "{len} x {} overflows the address space",
+            std::any::type_name::<T>()
+        );
+    };
+    if layout.size() == 0 {
+        return vec![T::default(); len];
+    }
+    // SAFETY: a non-zero size; zeroed bytes are a valid T (ValidAsZeroBits); the pointer comes
+    // from the global allocator with `layout`, which is what `Vec::from_raw_parts` frees.
+    unsafe {
+        let ptr = alloc_zeroed(layout).cast::<T>();
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(ptr, len, len)
+    }
+}
+
+/// The bytes of `data`. Every [`Element`] is a primitive or a newtype of one (the trait is
+/// sealed): no padding, so every byte is initialised.
+pub(crate) fn bytes_of<T: Element>(data: &[T]) -> &[u8] {
+    // SAFETY: as above; u8 has alignment 1 and the length covers exactly the slice.
+    unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
+}
+
+/// [`bytes_of`], mutably: any bytes are a valid value of every [`Element`] (each is a plain
+/// integer or float).
+pub(crate) fn bytes_of_mut<T: Element>(data: &mut [T]) -> &mut [u8] {
+    // SAFETY: as for `bytes_of`, and every bit pattern is a valid Element.
+    unsafe {
+        std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(data))
+    }
+}
+
+/// Copies `src` into `dst` a page at a time, writing only the pages that differ: an emulated
+/// buffer's untouched pages read as the kernel's shared zero page, so uploading zeros (or
+/// anything already there) dirties no page and allocates no memory.
+pub(crate) fn copy_changed_pages(dst: &mut [u8], src: &[u8]) {
+    const PAGE: usize = 4096;
+    for (d, s) in dst.chunks_mut(PAGE).zip(src.chunks(PAGE)) {
+        if d != s {
+            d.copy_from_slice(s);
+        }
+    }
+}
 
 /// The device allocations' alignment: `cudaMalloc` returns 256-byte aligned addresses, and the
 /// emulator does the same so that vectorised kernels see the same alignment on both.

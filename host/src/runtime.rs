@@ -254,9 +254,11 @@ impl Runtime {
         }
         match &self.backend {
             Backend::Emulator(_) | Backend::Ptx(_) => {
-                buf.host_slice_mut()
-                    .expect("emulated buffer")
-                    .copy_from_slice(data);
+                let dst = buf.host_slice_mut().expect("emulated buffer");
+                crate::buffer::copy_changed_pages(
+                    crate::buffer::bytes_of_mut(dst),
+                    crate::buffer::bytes_of(data),
+                );
                 Ok(())
             }
             Backend::Cuda(gpu) => gpu.copy_to_device(data, buf),

@@ -284,9 +284,25 @@ fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
     }
 }
 
-/// `n` inputs uniform in [-1, 1] ([`uniform`]), each converted by `to`.
-fn uniform_as<T>(n: usize, seed: u64, to: impl Fn(f32) -> T) -> Vec<T> {
-    uniform(n, seed, -1.0, 1.0).into_iter().map(to).collect()
+/// `n` inputs uniform in [-1, 1] ([`uniform`]), each converted by `to`; for the model, zero
+/// bits that no page holds yet (`host::buffer::zeroed_vec`): converting hundreds of MB of zeros
+/// would write every page.
+fn uniform_as<T: host::Element>(n: usize, seed: u64, to: impl Fn(f32) -> T) -> Vec<T> {
+    uniform_in_as(n, seed, (-1.0, 1.0), to)
+}
+
+/// [`uniform_as`] in [lo, hi].
+fn uniform_in_as<T: host::Element>(
+    n: usize,
+    seed: u64,
+    (lo, hi): (f32, f32),
+    to: impl Fn(f32) -> T,
+) -> Vec<T> {
+    if FOR_MODEL.with(std::cell::Cell::get) {
+        host::buffer::zeroed_vec(n)
+    } else {
+        uniform(n, seed, lo, hi).into_iter().map(to).collect()
+    }
 }
 
 fn elements(n: usize) -> String {
@@ -351,9 +367,15 @@ fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
         elements(size(Scale::Gpu)),
         elementwise::copy_cost(size(Scale::Gpu)),
     );
-    let src_host: Vec<u32> = (0..n as u32)
-        .map(|i| i.wrapping_mul(2_654_435_761))
-        .collect();
+    // Distinct words, so that a copy to the wrong place shows; zeros for the model (1 GiB of
+    // words would cost seconds to write, and the model reads no value).
+    let src_host: Vec<u32> = if FOR_MODEL.with(std::cell::Cell::get) {
+        host::buffer::zeroed_vec(n)
+    } else {
+        (0..n as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect()
+    };
     let src = rt.upload(&src_host)?;
     let dst: DeviceBuffer<u32> = rt.alloc(n)?;
     let dst = Rc::new(RefCell::new(dst));
@@ -574,10 +596,7 @@ fn softmax<T: SoftmaxCase>(
         format!("{gr} x {gc} {}", T::NAME),
         variant.cost(gr, gc, size_of::<T>()),
     );
-    let x: Vec<T> = uniform(rows * cols, 7, -8.0, 8.0)
-        .into_iter()
-        .map(T::from_f32)
-        .collect();
+    let x: Vec<T> = uniform_in_as(rows * cols, 7, (-8.0, 8.0), T::from_f32);
     let want: Vec<f32> =
         reference_of(|| T::reference(&x, cols).into_iter().map(T::to_f32).collect());
     let dx = rt.upload(&x)?;
