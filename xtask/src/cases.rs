@@ -216,6 +216,9 @@ pub struct AffineKeys {
     /// The two shorter lengths to sample: long enough that each launch's counts are on their
     /// line from the first of them, and multiples of every tile along the keys.
     pub short: (usize, usize),
+    /// The one launch (by kernel) that is affine, where the others are not: they are sampled
+    /// at the GPU shape. `None`: every launch is.
+    pub only: Option<&'static str>,
 }
 
 /// `spec`'s [`AffineKeys`], for its samples on the PTX backend (`ptx`) or the source emulator:
@@ -225,21 +228,40 @@ pub struct AffineKeys {
 /// naive flow's counts follow one line only over multiples of 1024 keys: 1024 and 2048 there
 /// (checked from 1024 and 2048 to 3072 by hand, 2026-12-02: a minute, too long for the suite).
 /// A causal case is not affine (with fewer keys than queries, the middle query tiles see no key
-/// at all).
+/// at all), except for the naive flow's P V launch: the mask is in P as zeros, which it
+/// multiplies like any other value (`NAIVE_CAUSAL_PV`). The fused causal kernels skip masked
+/// tiles and are sampled at the GPU shape, where their blocks are short enough.
 pub fn affine_keys(spec: &CaseSpec, ptx: bool) -> Option<AffineKeys> {
-    if !spec.kernel.starts_with("attention_") || spec.kernel.contains("causal") {
+    let causal = spec.kernel.contains("causal");
+    let naive = spec.kernel.starts_with("attention_naive");
+    if !spec.kernel.starts_with("attention_") || (causal && !naive) {
         return None;
     }
-    let short = if ptx && spec.kernel.starts_with("attention_naive") {
-        (1024, 2048)
+    use kernels::attention::{flash_f32, flash_mma, flash_wgmma};
+    let short = if naive {
+        if ptx { (1024, 2048) } else { (256, 512) }
     } else {
-        (256, 512)
+        // Two and four key tiles: each sample holds at least two whole tiles, so that a kernel
+        // that loads the next tile while it computes this one (the wgmma kernel's pipeline)
+        // runs its steady state in both. Shorter samples cost less: a tenth of a second.
+        let tile = if spec.kernel.starts_with("attention_wgmma") {
+            flash_wgmma::BC
+        } else if spec.kernel.starts_with("attention_fused_f32") {
+            flash_f32::BC
+        } else {
+            flash_mma::BC
+        };
+        (2 * tile, 4 * tile)
     };
     Some(AffineKeys {
         keys: ATTENTION_KEYS,
         short,
+        only: causal.then_some(NAIVE_CAUSAL_PV),
     })
 }
+
+/// The naive flow's P V kernel at the GPU shape's head dimension (128).
+const NAIVE_CAUSAL_PV: &str = "attention_pv_f32_d128";
 
 /// [`build_for_model`] with `keys` keys per head in place of the GPU shape's (the queries, and
 /// so the shape's name, unchanged), for a case [`affine_keys`] names.
@@ -858,14 +880,16 @@ fn attention<T: AttentionCase>(
     );
     // The reference for the first head only: at the GPU shape all 64 heads in f64 would take
     // minutes of CPU; every head runs the same code.
-    let head = AttentionShape::new(1, 1, shape.n_q, shape.head_dim);
+    let head = AttentionShape::new(1, 1, shape.n_q, shape.head_dim).with_n_kv(shape.n_kv);
     let widen = |x: &[T], n: usize| x[..n].iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
-    let (hq, hk, hv) = (
-        widen(&q, head.q_elems()),
-        widen(&k, head.kv_elems()),
-        widen(&v, head.kv_elems()),
-    );
-    let want = reference_of(|| reference::attention(&hq, &hk, &hv, &head, params.scale, causal).o);
+    let want = reference_of(|| {
+        let (hq, hk, hv) = (
+            widen(&q, head.q_elems()),
+            widen(&k, head.kv_elems()),
+            widen(&v, head.kv_elems()),
+        );
+        reference::attention(&hq, &hk, &hv, &head, params.scale, causal).o
+    });
     let tolerance = attention_tolerance(&head, params.scale, T::HALF_U);
     let qkv = [rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?];
     let o = Rc::new(RefCell::new(rt.alloc::<T>(shape.q_elems())?));

@@ -154,6 +154,7 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
         seconds: 0.0,
         resources_note: String::new(),
         extended_from: None,
+        work_spent: 0,
     };
     let p = predict::predict(machine, &sampled)?;
     let bound = cost.bound_seconds(machine.spec);

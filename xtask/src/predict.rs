@@ -76,23 +76,17 @@ pub fn run(args: &PredictArgs) -> Result<(), String> {
     for spec in candidates {
         let limits = SampleLimits {
             blocks: args.blocks,
-            budget: None,
+            ..SampleLimits::default()
         };
         let s = if args.extend_keys {
             let affine = cases::affine_keys(spec, program.is_some()).ok_or_else(|| {
                 format!(
-                    "--extend-keys: {} is not a non-causal attention case, whose counts grow \
+                    "--extend-keys: {} is not an attention case whose launches' counts grow \
                      with the keys along a line",
                     spec.kernel
                 )
             })?;
-            extended_along_keys(
-                spec,
-                program,
-                args.shape.as_deref(),
-                limits,
-                (affine.short, affine.keys),
-            )?
+            extended_along_keys(spec, program, args.shape.as_deref(), limits, affine)?
         } else {
             sample(spec, program, args.shape.as_deref(), limits)?
         };
@@ -204,6 +198,7 @@ pub(crate) fn breakdown(p: &Prediction) -> String {
 }
 
 /// One launch of a sampled case, with what the model needs besides the sample.
+#[derive(Clone)]
 pub(crate) struct SampledLaunchInput {
     pub sample: host::emu::sample::SampledLaunch,
     pub resources: KernelResources,
@@ -223,6 +218,9 @@ pub(crate) struct Sampled {
     /// The two key lengths whose samples were extended to the case's
     /// ([`extended_along_keys`]), if they were.
     pub extended_from: Option<(usize, usize)>,
+    /// Device calls emulated for it, every sample together (with a budget set; 0 without):
+    /// what it cost here, where an extended launch's own `work` is what its anchor would cost.
+    pub work_spent: u64,
 }
 
 impl Sampled {
@@ -250,6 +248,8 @@ pub(crate) struct SampleLimits {
     pub blocks: Option<usize>,
     /// Stop (with an error) past this many device calls per launch.
     pub budget: Option<u64>,
+    /// Run no block of this kernel's launches (`Emulator::set_sampling_skip`).
+    pub skip: Option<&'static str>,
 }
 
 /// Runs `spec`'s case at its GPU shape with sampled launches, on the source emulator or, given a
@@ -299,11 +299,13 @@ fn sample_at_keys(
         Some(limits.blocks.unwrap_or(host::emu::sample::WHOLE_PLAN)),
         limits.budget,
     );
+    emu.set_sampling_skip(limits.skip);
     if let Some(d) = device {
         d.record_mix(true);
     }
     let launched = (case.launch)(&rt);
     emu.set_sampling(None, None);
+    emu.set_sampling_skip(None);
     let mix = device.map(|d| {
         let m = d.take_mix();
         d.record_mix(false);
@@ -311,6 +313,7 @@ fn sample_at_keys(
     });
     launched.map_err(|e| e.to_string())?;
     let samples = emu.take_samples();
+    let work_spent = samples.iter().map(|s| s.work).sum();
     let (resources, note) = resources();
     let launches = samples
         .into_iter()
@@ -332,6 +335,8 @@ fn sample_at_keys(
                         .sum::<f64>()
                         * scale
                 }
+                // A skipped launch (`SampleLimits::skip`) ran no block to count.
+                None if sample.blocks.is_empty() => 0.0,
                 None => sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64,
             };
             let resources = resources
@@ -354,34 +359,51 @@ fn sample_at_keys(
         seconds: start.elapsed().as_secs_f64(),
         resources_note: note,
         extended_from: None,
+        work_spent,
     }))
 }
 
-/// `spec`'s case at `keys` keys per head (`cases::affine_keys`), from two samples of its
-/// anchor blocks at `short.0` and `short.1` keys extended along the line through them
-/// (`SampledLaunch::extended`): what a block too long to emulate at the GPU shape would count.
+/// `spec`'s case at `affine.keys` keys per head (`cases::affine_keys`), from two samples of its
+/// anchor blocks at the shorter lengths `affine.short`, each launch extended along the line
+/// through them (`SampledLaunch::extended`): what a block too long to emulate at the GPU shape
+/// would count. Where only one launch of the case is affine in the keys (`affine.only`: the
+/// causal naive flow's P V, whose masked P entries are zeros it multiplies all the same), the
+/// case is also sampled at the GPU shape with that launch's blocks skipped, and the extension
+/// takes that launch's place: the other launches (the mask's) at their own size, within
+/// `limits`.
 pub(crate) fn extended_along_keys(
     spec: &CaseSpec,
     program: Option<&'static Program>,
     shape: Option<&str>,
     limits: SampleLimits,
-    (short, keys): ((usize, usize), usize),
+    affine: cases::AffineKeys,
 ) -> Result<Result<Sampled, String>, String> {
     let anchor = SampleLimits {
         blocks: Some(1),
         ..limits
     };
     let at = |k| sample_at_keys(spec, program, shape, anchor, Some(k));
-    let a = match at(short.0)? {
+    let a = match at(affine.short.0)? {
         Ok(a) => a,
         Err(other) => return Ok(Err(other)),
     };
-    let b = at(short.1)?.map_err(|other| format!("{} at {other}", spec.kernel))?;
-    extend(a, b, short, keys).map(Ok)
+    let b = at(affine.short.1)?.map_err(|other| format!("{} at {other}", spec.kernel))?;
+    let Some(only) = affine.only else {
+        return extend(a, b, affine).map(Ok);
+    };
+    let skipping = SampleLimits {
+        skip: Some(only),
+        ..limits
+    };
+    let direct = sample_at_keys(spec, program, shape, skipping, Some(affine.keys))?
+        .map_err(|other| format!("{} at {other}", spec.kernel))?;
+    mix(direct, a, b, only, affine).map(Ok)
 }
 
-/// Two samples of one case at `short.0` and `short.1` keys, extended to `keys`.
-fn extend(a: Sampled, b: Sampled, short: (usize, usize), keys: usize) -> Result<Sampled, String> {
+/// Two samples of one case at `affine.short.0` and `affine.short.1` keys, every launch extended
+/// to `affine.keys`.
+fn extend(a: Sampled, b: Sampled, affine: cases::AffineKeys) -> Result<Sampled, String> {
+    let short = affine.short;
     if a.launches.len() != b.launches.len() {
         return Err(format!(
             "{} launches at {} keys and {} at {}: not one case along the keys",
@@ -391,31 +413,83 @@ fn extend(a: Sampled, b: Sampled, short: (usize, usize), keys: usize) -> Result<
             short.1
         ));
     }
-    let t = (keys as f64 - short.0 as f64) / (short.1 as f64 - short.0 as f64);
-    let line = |x: f64, y: f64| x + (y - x) * t;
     let launches = a
         .launches
-        .into_iter()
-        .zip(b.launches)
-        .map(|(la, lb)| {
-            Ok(SampledLaunchInput {
-                sample: SampledLaunch::extended(&la.sample, &lb.sample, short, keys)?,
-                resources: la.resources,
-                warp_instructions: la
-                    .warp_instructions
-                    .zip(lb.warp_instructions)
-                    .map(|(x, y)| line(x, y)),
-                exps: line(la.exps, lb.exps),
-            })
-        })
+        .iter()
+        .zip(&b.launches)
+        .map(|(la, lb)| extend_launch(la, lb, affine))
         .collect::<Result<_, String>>()?;
     Ok(Sampled {
-        shape: a.shape,
-        backend: a.backend,
         launches,
         seconds: a.seconds + b.seconds,
-        resources_note: a.resources_note,
         extended_from: Some(short),
+        work_spent: a.work_spent + b.work_spent,
+        ..a
+    })
+}
+
+/// One launch of two samples, extended to `affine.keys` with everything the model reads
+/// besides the sample (warp instructions and exponentials, on the same line).
+fn extend_launch(
+    la: &SampledLaunchInput,
+    lb: &SampledLaunchInput,
+    affine: cases::AffineKeys,
+) -> Result<SampledLaunchInput, String> {
+    let (short, keys) = (affine.short, affine.keys);
+    let t = (keys as f64 - short.0 as f64) / (short.1 as f64 - short.0 as f64);
+    let line = |x: f64, y: f64| x + (y - x) * t;
+    Ok(SampledLaunchInput {
+        sample: SampledLaunch::extended(&la.sample, &lb.sample, short, keys)?,
+        resources: la.resources,
+        warp_instructions: la
+            .warp_instructions
+            .zip(lb.warp_instructions)
+            .map(|(x, y)| line(x, y)),
+        exps: line(la.exps, lb.exps),
+    })
+}
+
+/// `direct`, sampled at the GPU shape with the launches of `only` skipped, with those launches
+/// replaced by the extension of their samples in `a` and `b`.
+fn mix(
+    direct: Sampled,
+    a: Sampled,
+    b: Sampled,
+    only: &str,
+    affine: cases::AffineKeys,
+) -> Result<Sampled, String> {
+    fn one<'s>(s: &'s Sampled, only: &str, at: usize) -> Result<&'s SampledLaunchInput, String> {
+        let mut of = s.launches.iter().filter(|l| l.sample.kernel == only);
+        match (of.next(), of.next()) {
+            (Some(l), None) => Ok(l),
+            _ => Err(format!("{only}: not launched once at {at} keys")),
+        }
+    }
+    let (la, lb) = (
+        one(&a, only, affine.short.0)?,
+        one(&b, only, affine.short.1)?,
+    );
+    let extended = extend_launch(la, lb, affine)?;
+    let mut launches = Vec::with_capacity(direct.launches.len());
+    for l in direct.launches {
+        if l.sample.kernel != only {
+            launches.push(l);
+            continue;
+        }
+        if l.sample.config.grid != extended.sample.config.grid {
+            return Err(format!(
+                "{only}: the extension's grid {:?} is not the launch's {:?} at {} keys",
+                extended.sample.config.grid, l.sample.config.grid, affine.keys
+            ));
+        }
+        launches.push(extended.clone());
+    }
+    Ok(Sampled {
+        launches,
+        seconds: direct.seconds + a.seconds + b.seconds,
+        extended_from: Some(affine.short),
+        work_spent: direct.work_spent + a.work_spent + b.work_spent,
+        ..direct
     })
 }
 
@@ -512,65 +586,51 @@ pub(crate) fn within_budget(
     static SPENT: AtomicU64 = AtomicU64::new(0);
     let machine = Machine::find(gpu.key).ok_or_else(|| format!("no model of {}", gpu.name))?;
     let later = format!("cargo xtask predict {} --shape '{shape}'", spec.kernel);
-    let spend_at = |limits: SampleLimits, keys: Option<usize>| -> Result<Option<Sampled>, String> {
-        let left = RUN_BUDGET.saturating_sub(SPENT.load(Ordering::Relaxed));
-        if left < ROW_BUDGET {
-            return Err(format!(
-                "the run's budget of {RUN_BUDGET} emulated device calls for predictions is spent: {later}"
-            ));
-        }
-        match sample_at_keys(spec, None, Some(shape), limits, keys) {
-            Ok(Ok(s)) => {
-                let work: u64 = s.launches.iter().map(|l| l.sample.work).sum();
-                SPENT.fetch_add(work, Ordering::Relaxed);
-                Ok(Some(s))
+    // Counts what a sample emulated against the run's budget: a sample stopped by its row's
+    // budget cost the whole budget.
+    let spend =
+        |sampled: Result<Result<Sampled, String>, String>| -> Result<Option<Sampled>, String> {
+            match sampled {
+                Ok(Ok(s)) => {
+                    SPENT.fetch_add(s.work_spent, Ordering::Relaxed);
+                    Ok(Some(s))
+                }
+                Ok(Err(_)) => Err(format!("no case of {} at {shape}", spec.kernel)),
+                Err(_) => {
+                    SPENT.fetch_add(ROW_BUDGET, Ordering::Relaxed);
+                    Ok(None)
+                }
             }
-            Ok(Err(_)) => Err(format!("no case of {} at {shape}", spec.kernel)),
-            Err(_) => {
-                SPENT.fetch_add(limits.budget.unwrap_or(ROW_BUDGET), Ordering::Relaxed);
-                Ok(None)
-            }
-        }
-    };
-    let spend = |limits| spend_at(limits, None);
+        };
+    if RUN_BUDGET.saturating_sub(SPENT.load(Ordering::Relaxed)) < ROW_BUDGET {
+        return Err(format!(
+            "the run's budget of {RUN_BUDGET} emulated device calls for predictions is spent: {later}"
+        ));
+    }
     let budget = |blocks| SampleLimits {
         blocks: Some(blocks),
         budget: Some(ROW_BUDGET),
+        ..SampleLimits::default()
     };
     let too_long = |what: &str| {
         format!("its sample makes more than {ROW_BUDGET} device calls even {what}: {later}")
     };
-    let anchor = match cases::affine_keys(spec, false) {
-        None => spend(budget(1))?,
-        Some(affine) => {
-            // The anchor at the GPU shape, given an eighth of the budget: past that, two short
-            // samples extended along the keys stand for it, exactly and at a fraction of its
-            // cost (the f32 rows: about 67 million calls a block at 4096 keys).
-            let probe = SampleLimits {
-                budget: Some(ROW_BUDGET / 8),
-                ..budget(1)
-            };
-            match spend(probe)? {
-                Some(anchor) => Some(anchor),
-                None => {
-                    let (k0, k1) = affine.short;
-                    let at = |k| {
-                        spend_at(budget(1), Some(k))?
-                            .ok_or_else(|| too_long(&format!("at {k} keys")))
-                    };
-                    let (a, b) = (at(k0)?, at(k1)?);
-                    return predict(&machine, &extend(a, b, affine.short, affine.keys)?);
-                }
-            }
-        }
-    };
-    let Some(anchor) = anchor else {
+    let whole_plan = budget(host::emu::sample::WHOLE_PLAN);
+    if let Some(affine) = cases::affine_keys(spec, false) {
+        // Two short samples extended along the keys stand for the anchor at the GPU shape,
+        // exactly (`extending_along_the_keys_agrees_with_a_direct_sample`) and at a fraction of
+        // its cost (the f32 rows: about 67 million calls a block at 4096 keys); a launch that
+        // is not affine (the causal mask's) is sampled at the GPU shape, its whole plan.
+        let sampled = extended_along_keys(spec, None, Some(shape), whole_plan, affine);
+        let s = spend(sampled)?.ok_or_else(|| too_long("at the shorter key lengths"))?;
+        return predict(&machine, &s);
+    }
+    let Some(anchor) = spend(sample(spec, None, Some(shape), budget(1)))? else {
         return Err(too_long("with one block"));
     };
-    let work: u64 = anchor.launches.iter().map(|l| l.sample.work).sum();
     let plan = host::emu::sample::WHOLE_PLAN as u64;
-    if work.saturating_mul(plan) <= ROW_BUDGET
-        && let Some(whole) = spend(budget(host::emu::sample::WHOLE_PLAN))?
+    if anchor.work_spent.saturating_mul(plan) <= ROW_BUDGET
+        && let Some(whole) = spend(sample(spec, None, Some(shape), whole_plan))?
     {
         return predict(&machine, &whole);
     }
@@ -690,7 +750,7 @@ mod tests {
         let shape = "4096^3";
         let anchor = SampleLimits {
             blocks: Some(1),
-            budget: None,
+            ..SampleLimits::default()
         };
         let on = |device, kernel| on_with(device, kernel, shape, anchor).unwrap();
         let (naive, tiled) = (on("h100", "gemm_naive_f32"), on("h100", "gemm_tiled_f32"));
@@ -768,30 +828,35 @@ mod tests {
     /// sample at 3072 would take a minute here: the naive flow is checked on the source
     /// emulator, which the run's predictions use. A count that is not affine fails it (on the
     /// PTX backend, the naive flow from 256 and 512 to 768 does: its softmax's FLOPs are 5 %
-    /// off).
+    /// off). The causal naive flow's P V launch, the one affine launch of its three, is
+    /// extended the same way, the other two sampled at the length itself.
     #[test]
     fn extending_along_the_keys_agrees_with_a_direct_sample() {
         let program = program_from_env();
         let h100 = Machine::find("h100").unwrap();
         let anchor = SampleLimits {
             blocks: Some(1),
-            budget: None,
+            ..SampleLimits::default()
         };
         let mut rows = vec![("attention_fused_f32", (64, 128), 256)];
         if program.is_none() {
             rows.push(("attention_naive_f32", (256, 512), 768));
+            rows.push(("attention_naive_f32_causal", (256, 512), 768));
         }
         let all = cases::all();
         for (kernel, short, keys) in rows {
             let spec = all.iter().find(|c| c.kernel == kernel).unwrap();
-            assert_eq!(
-                cases::affine_keys(spec, program.is_some()).map(|a| a.keys),
-                Some(4096)
-            );
+            let affine = cases::affine_keys(spec, program.is_some()).unwrap();
+            assert_eq!(affine.keys, 4096);
             let direct = sample_at_keys(spec, program, None, anchor, Some(keys))
                 .unwrap()
                 .unwrap();
-            let extended = extended_along_keys(spec, program, None, anchor, (short, keys))
+            let at = cases::AffineKeys {
+                short,
+                keys,
+                ..affine
+            };
+            let extended = extended_along_keys(spec, program, None, anchor, at)
                 .unwrap()
                 .unwrap();
             let (d, e) = (
@@ -818,10 +883,11 @@ mod tests {
                 assert!((e.seconds / d.seconds - 1.0).abs() < 1e-3, "{}", d.kernel);
             }
         }
-        // A causal case is not affine in the keys: the middle query tiles see none at first.
+        // A fused causal kernel is not affine in the keys: its middle query tiles see none at
+        // first, and it skips the masked tiles the naive flow multiplies.
         let causal = all
             .iter()
-            .find(|c| c.kernel == "attention_naive_f32_causal")
+            .find(|c| c.kernel == "attention_fused_bf16_causal")
             .unwrap();
         assert_eq!(cases::affine_keys(causal, false), None);
     }

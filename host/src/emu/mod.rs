@@ -258,6 +258,8 @@ pub struct Emulator {
     sampling: AtomicUsize,
     /// A sampled launch stops with [`EmuErrorKind::Resources`] past this many device calls.
     sample_budget: AtomicU64,
+    /// While sampling, launches of this kernel run no block ([`Emulator::set_sampling_skip`]).
+    sample_skip: Mutex<Option<&'static str>>,
     samples: Mutex<Vec<sample::SampledLaunch>>,
     /// Bytes of the live buffers mapped lazily from the kernel: promised, but taken from the
     /// host's available memory only as they are touched.
@@ -310,6 +312,7 @@ impl Emulator {
             watchdog_ms: AtomicU64::new(watchdog_s * 1000),
             sampling: AtomicUsize::new(0),
             sample_budget: AtomicU64::new(0),
+            sample_skip: Mutex::new(None),
             samples: Mutex::new(Vec::new()),
             mapped_bytes: AtomicU64::new(0),
             refused: Mutex::new(refused),
@@ -343,6 +346,15 @@ impl Emulator {
             .store(blocks.map_or(0, |n| n.max(1)), Ordering::Relaxed);
         self.sample_budget
             .store(budget.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// While sampling, run no block of the launches of `kernel` (`None`: run every launch's
+    /// plan): their samples keep the launch's configuration and allocations with no block, for a
+    /// caller that has that launch's counts from elsewhere (`SampledLaunch::extended`) and needs
+    /// the other launches of the same sequence at their full size. The outputs such a launch
+    /// would write stay as they were.
+    pub fn set_sampling_skip(&self, kernel: Option<&'static str>) {
+        *self.sample_skip.lock().unwrap() = kernel;
     }
 
     /// The sampled launches since the last call, in launch order.
@@ -475,7 +487,10 @@ impl Emulator {
             },
         };
         let grid = cfg.grid;
-        let blocks: Vec<Dim3> = if sampling && sample_blocks != sample::EVERY_BLOCK {
+        let skipped = sampling && *self.sample_skip.lock().unwrap() == Some(name);
+        let blocks: Vec<Dim3> = if skipped {
+            Vec::new()
+        } else if sampling && sample_blocks != sample::EVERY_BLOCK {
             let mut plan = sample::plan(grid);
             plan.truncate(sample_blocks);
             plan
