@@ -435,4 +435,25 @@ mod tests {
         );
         assert!(take_launches().is_empty());
     }
+
+    /// An upload skips the pages that already hold its bytes, so it must still write every page
+    /// that differs, in bits: -0.0 over 0.0 included, and a last, partial page. Into a buffer
+    /// already written (ones), and into a fresh one from a lazily zeroed vector.
+    #[test]
+    fn an_upload_writes_every_page_whose_bits_differ() {
+        let rt = Runtime::emulator();
+        let n = 3 * 1024 + 5; // three 4 KiB pages of f32 and five words
+        let mut data = crate::buffer::zeroed_vec::<f32>(n);
+        data[1] = -0.0;
+        data[2048] = 5.0;
+        data[n - 1] = 7.0;
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let mut written = rt.upload(&vec![1.0f32; n]).unwrap();
+        rt.copy_to_device(&data, &mut written).unwrap();
+        assert_eq!(bits(&rt.download(&written).unwrap()), bits(&data));
+        let fresh = rt.upload(&data).unwrap();
+        assert_eq!(bits(&rt.download(&fresh).unwrap()), bits(&data));
+        let zeros = rt.upload(&crate::buffer::zeroed_vec::<f32>(1 << 20)).unwrap();
+        assert!(rt.download(&zeros).unwrap().iter().all(|x| x.to_bits() == 0));
+    }
 }
