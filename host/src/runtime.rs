@@ -453,7 +453,14 @@ mod tests {
         assert_eq!(bits(&rt.download(&written).unwrap()), bits(&data));
         let fresh = rt.upload(&data).unwrap();
         assert_eq!(bits(&rt.download(&fresh).unwrap()), bits(&data));
-        let zeros = rt.upload(&crate::buffer::zeroed_vec::<f32>(1 << 20)).unwrap();
-        assert!(rt.download(&zeros).unwrap().iter().all(|x| x.to_bits() == 0));
+        let zeros = rt
+            .upload(&crate::buffer::zeroed_vec::<f32>(1 << 20))
+            .unwrap();
+        assert!(
+            rt.download(&zeros)
+                .unwrap()
+                .iter()
+                .all(|x| x.to_bits() == 0)
+        );
     }
 }
