@@ -7,9 +7,14 @@
 //! - [`pointer_chase`] and [`shared_pointer_chase`]: load-to-use latency. One thread follows a
 //!   chain `i = next[i]`; each load's address depends on the previous load, so nothing overlaps
 //!   and the time per hop is the latency of the level the chain lives in.
+//! - [`store_tiles`]: the rate of scattered stores, each lane's 4 bytes in its own 128-byte line
+//!   (the naive transpose's write), against coalesced stores of the same bytes.
 
 use crate::cuda::intrinsics::clock64;
-use crate::cuda::thread::{block_dim_x, grid_size_1d, index_1d, sync_threads, thread_idx_x};
+use crate::cuda::thread::{
+    block_dim_x, block_idx_x, grid_dim_x, grid_size_1d, index_1d, sync_threads, thread_idx_x,
+};
+use crate::cuda::warp::{WARP_SIZE, lane_id};
 use crate::cuda::{GlobalPtr, SharedPtr};
 use crate::elementwise::Words4;
 use crate::{kernel, shared_array};
@@ -126,6 +131,41 @@ kernel! {
         unsafe {
             out.write(0, i);
             cycles.write(0, end - start);
+        }
+    }
+}
+
+/// Edge of a [`store_tiles`] tile in words: a warp's 32 lanes.
+pub const STORE_TILE: u32 = WARP_SIZE;
+
+/// Word `(row, col)` of tile `tile` in [`store_tiles`]'s output: tiles one after another, each
+/// row-major, so a row is one 128-byte line.
+#[inline(always)]
+pub fn store_tile_word(tile: u32, row: u32, col: u32) -> u32 {
+    (tile * STORE_TILE + row) * STORE_TILE + col
+}
+
+kernel! {
+    /// Writes every word of `tiles` 32 x 32 tiles once, each its own index, a warp a line of the
+    /// tile at a time: with `scattered` = 0 a row (lane `l` writes column `l`: one 128-byte line,
+    /// a coalesced store); with `scattered` = 1 a column (lane `l` writes row `l`: 32 lines, 4
+    /// bytes of a 32-byte sector each, the naive transpose's store, its sectors completed by the
+    /// block's other warps). The same bytes either way, so the ratio of the two rates is what
+    /// scattering stores costs the L1, the crossbar and L2, which no published microbenchmark
+    /// measures (docs/model.md). Blocks of [`BLOCK_SIZE`] threads, a tile a block at a time.
+    pub unsafe fn store_tiles(out: GlobalPtr<u32>, tiles: u32, scattered: u32) {
+        let (lane, warp) = (lane_id(), thread_idx_x() / WARP_SIZE);
+        let warps = block_dim_x() / WARP_SIZE;
+        let mut tile = block_idx_x();
+        while tile < tiles {
+            let mut line = warp;
+            while line < STORE_TILE {
+                let (row, col) = if scattered != 0 { (lane, line) } else { (line, lane) };
+                let i = store_tile_word(tile, row, col);
+                unsafe { out.write(i as usize, i) };
+                line += warps;
+            }
+            tile += grid_dim_x();
         }
     }
 }

@@ -95,6 +95,8 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
         lat(4 * MIB, true)?,
         shared_latency(&rt)?,
     );
+    let store = |scattered| store_bandwidth(&rt, STORE_BYTES, scattered);
+    let (stores_coalesced, stores_scattered) = (store(false)?, store(true)?);
     let [h2d, d2h, pinned_h2d, pinned_d2h] = copy_bandwidth(&rt, gpu)?;
     let measured = Measured {
         hbm: hbm_bw,
@@ -103,6 +105,8 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
         hbm_cycles: hbm_lat,
         l2_cycles: l2_lat,
         shared_cycles: shared_lat,
+        stores_coalesced,
+        stores_scattered,
         ns_per_cycle,
         h2d,
         d2h,
@@ -141,6 +145,9 @@ struct Measured {
     hbm_cycles: f64,
     l2_cycles: f64,
     shared_cycles: f64,
+    /// Bytes a second written by `store_tiles`, by rows and by columns of its tiles.
+    stores_coalesced: f64,
+    stores_scattered: f64,
     ns_per_cycle: f64,
     h2d: f64,
     d2h: f64,
@@ -199,6 +206,18 @@ fn pyramid_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
                 spec.boost_clock_hz / 1e9
             ),
             source: "vendor-derived",
+        },
+        Level {
+            level: "HBM stores, coalesced",
+            measured: m.map(|m| tbs(m.stores_coalesced)),
+            reference: tbs(spec.hbm_bandwidth),
+            source: "vendor",
+        },
+        Level {
+            level: "HBM stores, scattered",
+            measured: m.map(|m| tbs(m.stores_scattered)),
+            reference: "unpublished: the model's missing constant".into(),
+            source: "docs/model.md",
         },
         Level {
             level: "HBM latency",
@@ -263,6 +282,22 @@ fn stream_bandwidth(rt: &Runtime, bytes: usize) -> Result<f64, String> {
     })
     .map_err(|e| e.to_string())?;
     Ok(hierarchy::stream_read_cost(words, passes).bytes_read as f64 / t.median)
+}
+
+/// The store benchmark's buffer: 256 MiB, the naive transpose's output at 8192 x 8192 f32 and
+/// five times H100's L2, so the sectors are written back to HBM.
+const STORE_BYTES: usize = 256 * MIB;
+
+/// Bytes a second `store_tiles` writes, by columns of its tiles (`scattered`: each lane's 4
+/// bytes in its own 128-byte line, as the naive transpose stores) or by rows.
+fn store_bandwidth(rt: &Runtime, bytes: usize, scattered: bool) -> Result<f64, String> {
+    let words = bytes / 4;
+    let mut out: DeviceBuffer<u32> = rt.alloc(words).map_err(|e| e.to_string())?;
+    let t = time_gpu(rt, BenchConfig { warmup: 2, runs: 5 }, || {
+        hierarchy::store_tiles(rt, &mut out, scattered).map(|_| ())
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(hierarchy::store_tiles_cost(words).bytes_written as f64 / t.median)
 }
 
 fn shared_bandwidth(rt: &Runtime, sms: u32) -> Result<f64, String> {

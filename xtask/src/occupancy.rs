@@ -74,6 +74,8 @@ fn table(name: &str) -> Option<Launch> {
         }
         "shared_read" | "shared_pointer_chase" => launch(kernels::hierarchy::BLOCK_SIZE, 0, None),
         "pointer_chase" => launch(kernels::hierarchy::CHASE_THREADS, 0, None),
+        // Stores only: nothing loaded, nothing to keep in flight but the stores themselves.
+        "store_tiles" => launch(kernels::hierarchy::BLOCK_SIZE, 0, None),
         // Latency-bound on its atomics and local memory, not a streaming kernel.
         "histogram_u32" => launch(kernels::histogram::THREADS, 0, None),
         // The row kernels fold one element per step into a running max or sum.

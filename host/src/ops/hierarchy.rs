@@ -1,7 +1,7 @@
 //! Host side of `kernels::hierarchy`: the memory-pyramid microbenchmarks.
 
 use kernels::elementwise::Words4;
-use kernels::hierarchy::{BLOCK_SIZE, CHASE_THREADS, SHARED_WORDS};
+use kernels::hierarchy::{BLOCK_SIZE, CHASE_THREADS, SHARED_WORDS, STORE_TILE};
 
 use super::len_u32;
 use crate::buffer::DeviceBuffer;
@@ -130,4 +130,32 @@ fn check_chain(
         return Err(Error::Shape("a pointer chase needs a non-empty chain and one word each for the end index and the cycles".into()));
     }
     len_u32("pointer_chase", chain.len()).map(|_| ())
+}
+
+/// Writes every word of `out` once (`out[i] = i`) in 32 x 32 tiles, by columns of each tile
+/// (`scattered`: the naive transpose's stores) or by rows (coalesced). `out.len()` must be a
+/// non-zero multiple of 1024 words.
+pub fn store_tiles(rt: &Runtime, out: &mut DeviceBuffer<u32>, scattered: bool) -> Result<Launched> {
+    let tile_words = (STORE_TILE * STORE_TILE) as usize;
+    if out.is_empty() || !out.len().is_multiple_of(tile_words) {
+        return Err(Error::Shape(format!(
+            "store_tiles needs whole 32 x 32 tiles of words (got {} words)",
+            out.len()
+        )));
+    }
+    let tiles = len_u32("store_tiles", out.len() / tile_words)?;
+    let cfg = LaunchConfig::linear(tiles.min(MAX_STREAM_BLOCKS), BLOCK_SIZE);
+    let (out, scattered) = (out.ptr(), u32::from(scattered));
+    launch!(rt, cfg, hierarchy::store_tiles(out, tiles, scattered))
+}
+
+/// Bytes `store_tiles` writes: every word of the buffer once.
+pub fn store_tiles_cost(words: usize) -> Cost {
+    Cost {
+        bytes_read: 0,
+        bytes_written: product(&[4, words as u64]),
+        flops: 0,
+        exps: 0,
+        unit: ComputeUnit::CudaCoreF32,
+    }
 }
