@@ -770,6 +770,37 @@ mod tests {
         assert!(nested(&[], &[0]));
     }
 
+    /// `Emulator::set_sampling_skip`: the named kernel's launches run no block (their outputs
+    /// stay as they were) but keep their configuration in the samples, and every other launch
+    /// is sampled as before.
+    #[test]
+    fn a_skipped_kernel_runs_no_block_and_the_others_are_sampled() {
+        use crate::ops::transpose::{Variant, transpose};
+        let rt = crate::Runtime::emulator();
+        let crate::runtime::Backend::Emulator(emu) = rt.backend() else {
+            unreachable!()
+        };
+        let (rows, cols) = (64, 96);
+        let input = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
+        let mut out = rt.alloc::<f32>(rows * cols).unwrap();
+        emu.set_sampling(Some(sample::WHOLE_PLAN), None);
+        emu.set_sampling_skip(Some("transpose_padded"));
+        transpose(&rt, Variant::Padded, &input, rows, cols, &mut out).unwrap();
+        let untouched = rt.download(&out).unwrap().iter().all(|&x| x == 0.0);
+        transpose(&rt, Variant::Naive, &input, rows, cols, &mut out).unwrap();
+        emu.set_sampling_skip(None);
+        emu.set_sampling(None, None);
+        let samples = emu.take_samples();
+        assert!(untouched, "a skipped launch wrote its output");
+        assert_eq!(samples.len(), 2);
+        assert_eq!(samples[0].kernel, "transpose_padded");
+        assert!(samples[0].blocks.is_empty());
+        assert_eq!(samples[0].grid_blocks(), samples[1].grid_blocks());
+        assert_eq!(samples[1].kernel, "transpose_naive");
+        assert!(!samples[1].blocks.is_empty());
+        assert!(rt.download(&out).unwrap().contains(&1.0));
+    }
+
     /// The sample's per-block counts against the same launch with every block emulated: a
     /// transpose of a shape that is not a multiple of its tile (edge blocks on both sides).
     #[test]
