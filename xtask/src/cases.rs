@@ -155,16 +155,18 @@ pub fn all() -> Vec<CaseSpec> {
     .collect()
 }
 
-/// Whether `rt` can run `kernel` at all ([`GemmKernel::runs_on`]: step 5 needs an sm_90a GPU
+/// Whether `rt` can run `kernel` at all ([`needs_wgmma`]: step 5 needs an sm_90a GPU
 /// or the emulator, and so does attention on wgmma); elsewhere its rows are left out, not failed.
 pub fn runs_on(rt: &Runtime, kernel: &str) -> bool {
-    if kernel.starts_with("attention_wgmma") {
-        return rt.has_wgmma();
-    }
-    GemmKernel::ALL
-        .iter()
-        .find(|k| k.name() == kernel)
-        .is_none_or(|k| k.runs_on(rt))
+    !needs_wgmma(kernel) || rt.has_wgmma()
+}
+
+/// Whether `kernel` issues `wgmma` (GEMM step 5, attention on wgmma): sm_90a only.
+pub fn needs_wgmma(kernel: &str) -> bool {
+    kernel.starts_with("attention_wgmma")
+        || GemmKernel::ALL
+            .iter()
+            .any(|k| k.name() == kernel && k.is_wgmma())
 }
 
 /// The line `cargo xtask run` prints when [`runs_on`] left rows out: how many, which kernels,

@@ -585,6 +585,10 @@ pub(crate) fn within_budget(
     use std::sync::atomic::{AtomicU64, Ordering};
     static SPENT: AtomicU64 = AtomicU64::new(0);
     let machine = Machine::find(gpu.key).ok_or_else(|| format!("no model of {}", gpu.name))?;
+    if cases::needs_wgmma(spec.kernel) && !machine.has_wgmma {
+        // Known before any block runs: nothing to sample.
+        return Err(host::model::no_wgmma(&machine));
+    }
     let later = format!("cargo xtask predict {} --shape '{shape}'", spec.kernel);
     // Counts what a sample emulated against the run's budget: a sample stopped by its row's
     // budget cost the whole budget.
@@ -890,6 +894,25 @@ mod tests {
             .find(|c| c.kernel == "attention_fused_bf16_causal")
             .unwrap();
         assert_eq!(cases::affine_keys(causal, false), None);
+    }
+
+    /// A wgmma row on a device without wgmma is refused before a block is sampled, with the
+    /// model's own reason (which `cargo xtask run` prints as `(needs wgmma)`), on every such
+    /// device the model knows.
+    #[test]
+    fn a_wgmma_row_on_a_device_without_it_says_so() {
+        let all = cases::all();
+        for kernel in ["gemm_wgmma_bf16", "attention_wgmma_bf16_causal"] {
+            let spec = all.iter().find(|c| c.kernel == kernel).unwrap();
+            for m in Machine::all().iter().filter(|m| !m.has_wgmma) {
+                let e = within_budget(spec, "no such shape", m.spec).unwrap_err();
+                assert!(
+                    e.contains(host::model::NO_WGMMA),
+                    "{kernel} on {}: {e}",
+                    m.spec.name
+                );
+            }
+        }
     }
 
     /// hopper.md: at 4096^3 and at attention's d = 128, N = 4096, wgmma (the tensor cores at

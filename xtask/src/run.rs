@@ -760,6 +760,9 @@ fn print_table(rows: &[Row], measured: bool) {
         };
         let (predicted, limiter) = match &r.predicted {
             Some(Ok(p)) => (duration(p.seconds), p.limiter.name().to_string()),
+            Some(Err(e)) if e.contains(host::model::NO_WGMMA) => {
+                ("-".to_string(), "(needs wgmma)".to_string())
+            }
             Some(Err(_)) => ("-".to_string(), "(not predicted)".to_string()),
             None => ("-".to_string(), String::new()),
         };

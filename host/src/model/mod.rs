@@ -197,6 +197,17 @@ impl Prediction {
     }
 }
 
+/// What [`no_wgmma`] says, for a caller that tells that reason from the others.
+pub const NO_WGMMA: &str = "has no wgmma (sm_90a only)";
+
+/// Why a kernel with `wgmma` has no prediction on `machine` (the A100, the A6000, the B200).
+pub fn no_wgmma(machine: &Machine) -> String {
+    format!(
+        "{} {NO_WGMMA}: this kernel does not run there",
+        machine.spec.name
+    )
+}
+
 /// Predicts one launch on `machine`, or says why it cannot run there.
 pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPrediction, String> {
     let s = input.sample;
@@ -208,10 +219,7 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
 
     let wgmma_flops = c(|k| k.wgmma_flops);
     if wgmma_flops > 0.0 && !machine.has_wgmma {
-        return Err(format!(
-            "{} has no wgmma (sm_90a only): this kernel does not run there",
-            machine.spec.name
-        ));
+        return Err(no_wgmma(machine));
     }
     let occupancy = occupancy::occupancy(
         &machine.sm,
