@@ -37,11 +37,12 @@ pub struct PredictArgs {
     /// plan, up to 7): fewer for a kernel whose blocks are long to emulate.
     #[arg(long)]
     blocks: Option<usize>,
-    /// Sample the anchor blocks at two shorter key lengths and extend them to the case's 4096
-    /// (what `cargo xtask run` does for the f32 attention rows, whose blocks are long to
-    /// emulate): non-causal attention cases only.
+    /// Sample the attention cases at their GPU shape directly, block by block (slow: a block
+    /// of the f32 kernels at 4096 keys makes tens of millions of device calls), where by default
+    /// they are sampled at two shorter key lengths and extended along the keys, as `cargo xtask
+    /// run` does.
     #[arg(long)]
-    extend_keys: bool,
+    direct: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -78,17 +79,12 @@ pub fn run(args: &PredictArgs) -> Result<(), String> {
             blocks: args.blocks,
             ..SampleLimits::default()
         };
-        let s = if args.extend_keys {
-            let affine = cases::affine_keys(spec, program.is_some()).ok_or_else(|| {
-                format!(
-                    "--extend-keys: {} is not an attention case whose launches' counts grow \
-                     with the keys along a line",
-                    spec.kernel
-                )
-            })?;
-            extended_along_keys(spec, program, args.shape.as_deref(), limits, affine)?
-        } else {
-            sample(spec, program, args.shape.as_deref(), limits)?
+        let affine = cases::affine_keys(spec, program.is_some()).filter(|_| !args.direct);
+        let s = match affine {
+            Some(affine) => {
+                extended_along_keys(spec, program, args.shape.as_deref(), limits, affine)?
+            }
+            None => sample(spec, program, args.shape.as_deref(), limits)?,
         };
         match s {
             Ok(s) => {
