@@ -280,9 +280,11 @@ pub fn build_for_model_at_keys<'a>(
 
 /// Builds `spec`'s case at the GPU's shape for the performance model (`crate::predict`): no CPU
 /// reference is computed, since the model runs a sample of the launch's blocks and never checks
-/// the output ([`reference_of`]), and the inputs are zeros ([`uniform`]): what the model reads
-/// (requests, sectors, wavefronts, instructions) does not depend on the values in these
-/// kernels, and hundreds of MB of random numbers would cost seconds per row.
+/// the output ([`reference_of`]), and most inputs are zeros ([`uniform`]): the requests, sectors,
+/// wavefronts and instructions of a copy, a transpose or a GEMM do not depend on the values,
+/// and hundreds of MB of random numbers would cost seconds per row. Scores do steer softmax
+/// and attention, whose exponentials are skipped where a score equals its row's maximum (all
+/// of them, were the inputs zeros): their inputs vary ([`varied_in_as`]).
 pub fn build_for_model<'a>(spec: &CaseSpec, rt: &'a Runtime) -> host::Result<Case<'a>> {
     FOR_MODEL.with(|m| m.set(true));
     let case = spec.build(rt, Scale::Gpu);
@@ -313,6 +315,40 @@ fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
 /// would write every page.
 fn uniform_as<T: host::Element>(n: usize, seed: u64, to: impl Fn(f32) -> T) -> Vec<T> {
     uniform_in_as(n, seed, (-1.0, 1.0), to)
+}
+
+/// `n` inputs in [lo, hi], each converted by `to`, for the inputs whose values steer a kernel's
+/// branches (softmax's and attention's scores: `kernels::softmax::exp_shifted` returns 1
+/// without an exponential where a score equals its row's maximum, so zero inputs would count no
+/// exponential at all): [`uniform`]'s for a check, and for the model a cheap hash of the index
+/// that varies as they do (the model needs them to differ, not to be random).
+fn varied_in_as<T: host::Element>(
+    n: usize,
+    seed: u64,
+    (lo, hi): (f32, f32),
+    to: impl Fn(f32) -> T,
+) -> Vec<T> {
+    if !FOR_MODEL.with(std::cell::Cell::get) {
+        return uniform(n, seed, lo, hi).into_iter().map(to).collect();
+    }
+    // Knuth's multiplicative hash: 24 well-mixed bits an element, no state between them, over
+    // a period of 64 Ki elements repeated (copying is ten times cheaper than converting). A
+    // softmax row (at most 8192) holds no repeat; attention's K repeats every 512 keys at
+    // d = 128, so a row's maximum recurs 8 times in 4096 keys: 7 exponentials skipped in 4096.
+    const PERIOD: usize = 1 << 16;
+    let unit = |i: usize| {
+        let h = (i as u32 ^ seed as u32).wrapping_mul(2_654_435_761);
+        (h >> 8) as f32 / (1u32 << 24) as f32
+    };
+    let mut out: Vec<T> = (0..n.min(PERIOD))
+        .map(|i| to(lo + (hi - lo) * unit(i)))
+        .collect();
+    out.reserve_exact(n - out.len());
+    while out.len() < n {
+        let more = (n - out.len()).min(out.len());
+        out.extend_from_within(..more);
+    }
+    out
 }
 
 /// [`uniform_as`] in [lo, hi].
@@ -620,7 +656,7 @@ fn softmax<T: SoftmaxCase>(
         format!("{gr} x {gc} {}", T::NAME),
         variant.cost(gr, gc, size_of::<T>()),
     );
-    let x: Vec<T> = uniform_in_as(rows * cols, 7, (-8.0, 8.0), T::from_f32);
+    let x: Vec<T> = varied_in_as(rows * cols, 7, (-8.0, 8.0), T::from_f32);
     let want: Vec<f32> =
         reference_of(|| T::reference(&x, cols).into_iter().map(T::to_f32).collect());
     let dx = rt.upload(&x)?;
@@ -874,11 +910,12 @@ fn attention<T: AttentionCase>(
         attention_traffic::<T>(row, &gpu_shape, causal).compulsory,
     );
     let params = AttentionParams::standard(shape.head_dim, causal);
-    let input = |n, seed| uniform_as(n, seed, T::from_f32);
+    // Q and K make the scores, which steer the softmax; V's values steer nothing.
+    let input = |n, seed| varied_in_as(n, seed, (-1.0, 1.0), T::from_f32);
     let (q, k, v) = (
         input(shape.q_elems(), 1),
         input(shape.kv_elems(), 2),
-        input(shape.kv_elems(), 3),
+        uniform_as(shape.kv_elems(), 3, T::from_f32),
     );
     // The reference for the first head only: at the GPU shape all 64 heads in f64 would take
     // minutes of CPU; every head runs the same code.
@@ -1213,11 +1250,12 @@ fn decode_attention_case(
         format!("{}x{}q/{}kv ctx {:?}", s.batch, s.q_heads, s.kv_heads, lens)
     };
     let gpu = (describe(&gpu_shape, &[ctx]), traffic(&gpu_shape, &[ctx]));
-    let input = |n, seed| uniform_as(n, seed, bf16::from_f32);
+    // Q and K make the scores, which steer the softmax; V's values steer nothing.
+    let input = |n, seed| varied_in_as(n, seed, (-1.0, 1.0), bf16::from_f32);
     let (q, k, v) = (
         input(shape.q_elems(), 31),
         input(shape.kv_elems(), 32),
-        input(shape.kv_elems(), 33),
+        uniform_as(shape.kv_elems(), 33, bf16::from_f32),
     );
     let scale_qk = 1.0 / (kernels::decode::attention::HEAD_DIM as f32).sqrt();
     // The reference for the first sequence's first KV head (its group of query heads).

@@ -729,6 +729,24 @@ mod tests {
         assert_eq!(fused.limiter, Limiter::Dram);
     }
 
+    /// Scores steer softmax and attention: an exponential is skipped where a score equals its
+    /// row's maximum, so on inputs of zeros the model would count none. Every score's
+    /// exponential is counted: at least one per element of the softmax (the fused kernel takes
+    /// each twice, in its online pass and when it normalises, under 3 with the merges), and one
+    /// per (query, key) pair of attention, less the scores that equal their tile's running
+    /// maximum (a skipped exponential each, a few per row of 4096 keys), plus the rescales of
+    /// the running sum: within 1 % below, 10 % above.
+    #[test]
+    fn the_model_counts_every_exponential_the_scores_take() {
+        let softmax = on_h100("softmax_fused_f32", "8192 x 8192").unwrap();
+        let per_element = softmax.launches[0].totals.exps / (8192.0 * 8192.0);
+        assert!((1.0..3.0).contains(&per_element), "{per_element}");
+        let attention = on_h100("attention_fused_bf16", "4x16x4096x128").unwrap();
+        let pairs = 4.0 * 16.0 * 4096.0 * 4096.0;
+        let per_pair = attention.launches[0].totals.exps / pairs;
+        assert!((0.99..1.1).contains(&per_pair), "{per_pair}");
+    }
+
     /// decode.md: a GEMV at batch 1 and split-KV decode attention stream their bytes.
     #[test]
     fn decode_kernels_are_dram_bound() {
