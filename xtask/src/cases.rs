@@ -314,7 +314,11 @@ fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
 /// bits that no page holds yet (`host::buffer::zeroed_vec`): converting hundreds of MB of zeros
 /// would write every page.
 fn uniform_as<T: host::Element>(n: usize, seed: u64, to: impl Fn(f32) -> T) -> Vec<T> {
-    uniform_in_as(n, seed, (-1.0, 1.0), to)
+    if FOR_MODEL.with(std::cell::Cell::get) {
+        host::buffer::zeroed_vec(n)
+    } else {
+        uniform(n, seed, -1.0, 1.0).into_iter().map(to).collect()
+    }
 }
 
 /// `n` inputs in [lo, hi], each converted by `to`, for the inputs whose values steer a kernel's
@@ -349,20 +353,6 @@ fn varied_in_as<T: host::Element>(
         out.extend_from_within(..more);
     }
     out
-}
-
-/// [`uniform_as`] in [lo, hi].
-fn uniform_in_as<T: host::Element>(
-    n: usize,
-    seed: u64,
-    (lo, hi): (f32, f32),
-    to: impl Fn(f32) -> T,
-) -> Vec<T> {
-    if FOR_MODEL.with(std::cell::Cell::get) {
-        host::buffer::zeroed_vec(n)
-    } else {
-        uniform(n, seed, lo, hi).into_iter().map(to).collect()
-    }
 }
 
 fn elements(n: usize) -> String {
