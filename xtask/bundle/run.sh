@@ -162,9 +162,13 @@ fi
 stage correctness 10 "$xtask" "${small[@]}" --json "$out/correctness.json"
 # The emulator's verdict at the same sizes, which the sanitizers' reports are compared with.
 # ... with the performance model's predictions for this GPU (by its name, as `run` finds it),
-# which `summarize` sets beside the measured rows.
+# which `summarize` sets beside the measured rows. Its share is for the predictions: about 35 s
+# of every row's samples on a 2-core machine (docs/model.md, "What predicting costs"), which a
+# share of 3 (15 s of 480) would stop half-way. Should it be stopped all the same, the
+# predictions need no GPU: `KERNELS_BACKEND=emulator cargo xtask run --device <gpu> --json
+# results/emulator.json` on any machine, then `summarize` again.
 gpu_name=$( (command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -1) || true)
-stage emulator 3 env KERNELS_BACKEND=emulator "$xtask" run "${subset[@]}" --device "${gpu_name:-h100}" --json "$out/emulator.json"
+stage emulator 9 env KERNELS_BACKEND=emulator "$xtask" run "${subset[@]}" --device "${gpu_name:-h100}" --json "$out/emulator.json"
 sanitizer=$(tool compute-sanitizer)
 for t in memcheck:8 racecheck:8 synccheck:5; do
   name="sanitizer-${t%%:*}"
@@ -176,7 +180,7 @@ baselines=(python3 "$here/baselines.py" measure)
 [ "$check" = 1 ] && baselines+=(--synthetic)
 stage headline 15 "$xtask" run --no-predict "${headline_rows[@]}" --json "$out/headline.json"
 stage baselines-headline 8 "${baselines[@]}" "$out/baselines.json" "$out/headline.json"
-stage rest 20 "$xtask" run --no-predict "${rest_rows[@]}" --json "$out/rest.json"
+stage rest 14 "$xtask" run --no-predict "${rest_rows[@]}" --json "$out/rest.json"
 stage baselines-rest 6 "${baselines[@]}" "$out/baselines.json" "$out/rest.json"
 ncu=$(tool ncu)
 if [ -z "$ncu" ]; then forgo ncu 9 "ncu not found"; else
