@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 
 /// A type that can live in a device buffer and be passed to kernels: a plain integer or float,
 /// with no padding and every bit pattern a valid value, which is what lets the emulator view a
-/// buffer as bytes ([`bytes_of`]). Sealed: the list below is the whole set.
+/// buffer as bytes ([`bytes_of`]). Sealed: `elements!` below lists the whole set.
 pub trait Element:
     sealed::Plain
     + Copy
@@ -27,27 +27,20 @@ pub trait Element:
 }
 
 mod sealed {
-    /// Implemented for the types [`super::Element`] lists, and no others.
+    /// Implemented for the types `elements!` lists, and no others.
     pub trait Plain {}
-    impl Plain for f32 {}
-    impl Plain for f64 {}
-    impl Plain for u32 {}
-    impl Plain for u8 {}
-    impl Plain for u16 {}
-    impl Plain for i32 {}
-    impl Plain for u64 {}
-    impl Plain for half::f16 {}
-    impl Plain for half::bf16 {}
 }
-impl Element for f32 {}
-impl Element for f64 {}
-impl Element for u32 {}
-impl Element for u8 {}
-impl Element for u16 {}
-impl Element for i32 {}
-impl Element for u64 {}
-impl Element for half::f16 {}
-impl Element for half::bf16 {}
+
+/// The element types, each listed once: sealed and an [`Element`].
+macro_rules! elements {
+    ($($t:ty),* $(,)?) => {
+        $(
+            impl sealed::Plain for $t {}
+            impl Element for $t {}
+        )*
+    };
+}
+elements!(f32, f64, u32, u8, u16, i32, u64, half::f16, half::bf16);
 
 /// `len` zeros of `T` in host memory that no page holds until it is written: the allocator
 /// maps large zeroed blocks from the kernel lazily, like an emulated buffer, so a model input of
