@@ -331,8 +331,6 @@ fn sample_at_keys(
                         .sum::<f64>()
                         * scale
                 }
-                // A skipped launch (`SampleLimits::skip`) ran no block to count.
-                None if sample.blocks.is_empty() => 0.0,
                 None => sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64,
             };
             let resources = resources
@@ -432,8 +430,7 @@ fn extend_launch(
     affine: cases::AffineKeys,
 ) -> Result<SampledLaunchInput, String> {
     let (short, keys) = (affine.short, affine.keys);
-    let t = (keys as f64 - short.0 as f64) / (short.1 as f64 - short.0 as f64);
-    let line = |x: f64, y: f64| x + (y - x) * t;
+    let line = host::emu::sample::along_line(short, keys);
     Ok(SampledLaunchInput {
         sample: SampledLaunch::extended(&la.sample, &lb.sample, short, keys)?,
         resources: la.resources,

@@ -276,6 +276,13 @@ pub struct SampledLaunch {
     pub blocks: Vec<SampledBlock>,
 }
 
+/// The value at `size` on the line through `x` at `sa` and `y` at `sb`: how
+/// [`SampledLaunch::extended`] moves a count, and what the model reads beside a sample moves too.
+pub fn along_line((sa, sb): (usize, usize), size: usize) -> impl Fn(f64, f64) -> f64 {
+    let t = (size as f64 - sa as f64) / (sb as f64 - sa as f64);
+    move |x, y| x + (y - x) * t
+}
+
 impl SampledLaunch {
     /// The sampled block at `b`, if it ran.
     pub fn get(&self, b: Dim3) -> Option<&SampledBlock> {
@@ -291,6 +298,10 @@ impl SampledLaunch {
     /// The grid's mean of `f` over its blocks, from the sample ([`grid_mean`]); with the anchor
     /// alone sampled (a limited plan), the anchor's value.
     pub fn mean(&self, f: impl Fn(&SampledBlock) -> f64) -> f64 {
+        // A launch whose blocks were skipped (`Emulator::set_sampling_skip`) ran none to count.
+        if self.blocks.is_empty() {
+            return 0.0;
+        }
         let anchor = self.at_anchor();
         grid_mean(self.config.grid, |b| f(self.get(b).unwrap_or(anchor)))
     }
@@ -334,8 +345,8 @@ impl SampledLaunch {
                 b.allocations.len()
             ));
         }
-        let t = (size as f64 - sa as f64) / (sb as f64 - sa as f64);
-        let line = |x: u64, y: u64| x as f64 + (y as f64 - x as f64) * t;
+        let along = along_line((sa, sb), size);
+        let line = |x: u64, y: u64| along(x as f64, y as f64);
         let bad = std::cell::RefCell::new(None);
         let whole = |x: u64, y: u64| {
             let v = line(x, y);
