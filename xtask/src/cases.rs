@@ -292,18 +292,19 @@ pub fn build_for_model<'a>(spec: &CaseSpec, rt: &'a Runtime) -> host::Result<Cas
     case
 }
 
+/// Whether the case being built is for the model ([`build_for_model`]).
+fn for_model() -> bool {
+    FOR_MODEL.with(std::cell::Cell::get)
+}
+
 /// The CPU reference `f` computes, or nothing when the case is built for the model.
 fn reference_of<T: Default>(f: impl FnOnce() -> T) -> T {
-    if FOR_MODEL.with(std::cell::Cell::get) {
-        T::default()
-    } else {
-        f()
-    }
+    if for_model() { T::default() } else { f() }
 }
 
 /// `n` inputs uniform in [lo, hi] (`reference::uniform`, seeded); zeros for the model.
 fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
-    if FOR_MODEL.with(std::cell::Cell::get) {
+    if for_model() {
         vec![0.0; n]
     } else {
         reference::uniform(n, seed, lo, hi)
@@ -314,7 +315,7 @@ fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
 /// bits that no page holds yet (`host::buffer::zeroed_vec`): converting hundreds of MB of zeros
 /// would write every page.
 fn uniform_as<T: host::Element>(n: usize, seed: u64, to: impl Fn(f32) -> T) -> Vec<T> {
-    if FOR_MODEL.with(std::cell::Cell::get) {
+    if for_model() {
         host::buffer::zeroed_vec(n)
     } else {
         uniform(n, seed, -1.0, 1.0).into_iter().map(to).collect()
@@ -332,7 +333,7 @@ fn varied_in_as<T: host::Element>(
     (lo, hi): (f32, f32),
     to: impl Fn(f32) -> T,
 ) -> Vec<T> {
-    if !FOR_MODEL.with(std::cell::Cell::get) {
+    if !for_model() {
         return uniform(n, seed, lo, hi).into_iter().map(to).collect();
     }
     // Knuth's multiplicative hash: 24 well-mixed bits an element, no state between them, over
@@ -419,7 +420,7 @@ fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
     );
     // Distinct words, so that a copy to the wrong place shows; zeros for the model (1 GiB of
     // words would cost seconds to write, and the model reads no value).
-    let src_host: Vec<u32> = if FOR_MODEL.with(std::cell::Cell::get) {
+    let src_host: Vec<u32> = if for_model() {
         host::buffer::zeroed_vec(n)
     } else {
         (0..n as u32)
