@@ -294,7 +294,7 @@ pub struct PipeRow {
 
 /// The resources in the chart's order and colours: memory levels from DRAM inwards, then the
 /// SM's pipes, then what is neither.
-const PIPES: [(&str, RGBColor); 12] = [
+const PIPES: [(&str, RGBColor); 13] = [
     ("DRAM", RGBColor(31, 119, 180)),
     ("L2", RGBColor(23, 190, 207)),
     ("L1", RGBColor(44, 160, 44)),
@@ -304,6 +304,8 @@ const PIPES: [(&str, RGBColor); 12] = [
     ("tensor", RGBColor(148, 103, 189)),
     ("MUFU", RGBColor(227, 119, 194)),
     ("issue", RGBColor(140, 86, 75)),
+    // Tensor and MUFU one after the other: the two colours' mix, darker.
+    ("matmul + softmax", RGBColor(120, 60, 140)),
     ("latency/occupancy", RGBColor(127, 127, 127)),
     ("tail", RGBColor(90, 90, 90)),
     ("launch", RGBColor(200, 200, 200)),

@@ -942,6 +942,6 @@ mod tests {
         let fa3 = on_h100("attention_wgmma_bf16", shape).unwrap();
         let fa2 = on_h100("attention_fused_bf16", shape).unwrap();
         faster(&fa3, &fa2);
-        assert_eq!(fa3.limiter, Limiter::Tensor);
+        assert_eq!(fa3.limiter, Limiter::Phases);
     }
 }

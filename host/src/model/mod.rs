@@ -16,6 +16,9 @@
 //! - **LSU issue**: warp-wide memory instructions, one per clock per SM;
 //! - **FP32**, **tensor** (`mma.sync` at its fraction of the peak, `wgmma` at the peak), **MUFU**
 //!   (`ex2`), and **issue** (all warp instructions, where the PTX backend counted them);
+//! - **matmul + softmax**: in an attention launch on the tensor cores, the longer of the
+//!   product's resources plus the longer of the softmax's, which wait for each other
+//!   ([`serial_phases`]);
 //! - **latency**: Little's law, when the resident warps cannot keep enough bytes in flight to
 //!   reach DRAM bandwidth.
 
@@ -41,6 +44,8 @@ pub enum Limiter {
     Tensor,
     Mufu,
     Issue,
+    /// A tensor-core product and the softmax of its scores, one after the other (their sum).
+    Phases,
     Latency,
     Tail,
     Launch,
@@ -48,7 +53,7 @@ pub enum Limiter {
 
 impl Limiter {
     /// Every limiter, memory levels from DRAM inwards, then the SM's pipes, then the rest.
-    pub const ALL: [Limiter; 12] = [
+    pub const ALL: [Limiter; 13] = [
         Limiter::Dram,
         Limiter::L2,
         Limiter::L1,
@@ -58,6 +63,7 @@ impl Limiter {
         Limiter::Tensor,
         Limiter::Mufu,
         Limiter::Issue,
+        Limiter::Phases,
         Limiter::Latency,
         Limiter::Tail,
         Limiter::Launch,
@@ -75,6 +81,7 @@ impl Limiter {
             Limiter::Tensor => "tensor",
             Limiter::Mufu => "MUFU",
             Limiter::Issue => "issue",
+            Limiter::Phases => "matmul + softmax",
             Limiter::Latency => "latency/occupancy",
             Limiter::Tail => "tail",
             Limiter::Launch => "launch",
@@ -298,6 +305,9 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
     if let Some(n) = totals.warp_instructions {
         components.push((Limiter::Issue, sm_cycles(n / machine.issue_per_clock)));
     }
+    if let Some(phases) = serial_phases(&components, &totals) {
+        components.push((Limiter::Phases, phases));
+    }
     // Per-SM resources stretch by the last wave's idle SMs; chip-wide ones do not.
     for (limiter, seconds) in &mut components {
         if limiter.per_sm() {
@@ -344,6 +354,39 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
         grid_blocks: s.grid_blocks(),
         sample_work: s.work,
     })
+}
+
+/// The time of a tensor-core launch with exponentials (attention) when its matrix products and
+/// its softmax run one after the other on each SM: the longer of the product's resources (the
+/// tensor cores and the L1/shared data path and load/store units that feed them) plus the
+/// longer of the softmax's (MUFU, FP32). `None` for any other launch.
+///
+/// Why they do not overlap: each warp waits for its scores (an `mma.sync` is synchronous, the
+/// wgmma kernel waits for its group) before it exponentiates them, and its next product waits
+/// for those exponentials; the warps of a block start together and wait on the same barriers.
+/// Pipes shared fairly among the warps that want them keep warps that start in step in step:
+/// two that start a product together share the tensor cores, finish together and then share
+/// MUFU. Only a kernel that staggers its warpgroups on purpose (FlashAttention-3's "ping-pong"
+/// named barriers, which none here has) or overlaps one tile's softmax with the next tile's
+/// product inside a warpgroup gets the overlap that the max of the two would assume.
+fn serial_phases(components: &[(Limiter, f64)], totals: &Totals) -> Option<f64> {
+    if totals.mma_flops + totals.wgmma_flops == 0.0 || totals.exps == 0.0 {
+        return None;
+    }
+    let longest = |of: &[Limiter]| {
+        components
+            .iter()
+            .filter(|c| of.contains(&c.0))
+            .map(|c| c.1)
+            .fold(0.0, f64::max)
+    };
+    let product = longest(&[
+        Limiter::Tensor,
+        Limiter::SharedWavefronts,
+        Limiter::L1,
+        Limiter::LsuIssue,
+    ]);
+    Some(product + longest(&[Limiter::Mufu, Limiter::Fp32]))
 }
 
 /// Bytes that miss L2: each allocation once (what the launch touches of it) while the data one
@@ -626,6 +669,77 @@ mod tests {
             "{}",
             time(&conflicted)
         );
+    }
+
+    /// A tensor-core product and exponentials in one launch (attention) take the sum of the two
+    /// phases' longest resources; the same work without exponentials (a GEMM), or exponentials
+    /// on the CUDA cores alone, take the longest resource, as before.
+    #[test]
+    fn a_softmax_waits_for_its_product_and_the_product_for_it() {
+        let m = h100();
+        let with = |mma_flops: u64, shared_wavefronts: u64| {
+            launch(dim3(1056, 1, 1), vec![1 << 20], false, move |_| {
+                let c = LaunchCounters {
+                    flops: mma_flops,
+                    mma_flops,
+                    ..LaunchCounters::default()
+                };
+                let t = BlockTraffic {
+                    shared_requests: shared_wavefronts,
+                    shared_wavefronts,
+                    shared_ideal_wavefronts: shared_wavefronts,
+                    ..BlockTraffic::default()
+                };
+                (c, t)
+            })
+        };
+        let run = |s: &SampledLaunch, exps: f64| {
+            predict_launch(
+                &m,
+                &LaunchInput {
+                    sample: s,
+                    resources: KernelResources {
+                        registers: Some(32),
+                        static_shared: 0,
+                    },
+                    warp_instructions: None,
+                    exps,
+                },
+            )
+            .unwrap()
+        };
+        let time = |p: &LaunchPrediction, l: Limiter| {
+            p.components
+                .iter()
+                .find(|c| c.limiter == l)
+                .map_or(0.0, |c| c.seconds)
+        };
+        // One wave of 1056 blocks (8 a SM), so the tail is 1; 2^27 exponentials: 1 ms of
+        // the grid's MUFU (16 a clock a SM).
+        let exps = 1000e-6 * 16.0 * 132.0 * 1.98e9;
+        let attention = with(1 << 30, 1 << 16);
+        let p = run(&attention, exps);
+        assert_eq!(p.limiter, Limiter::Phases);
+        let product = time(&p, Limiter::Tensor);
+        assert!(product > time(&p, Limiter::SharedWavefronts));
+        assert!((time(&p, Limiter::Mufu) - 1000e-6).abs() < 1e-9);
+        assert!(
+            (time(&p, Limiter::Phases) - (product + 1000e-6)).abs() < 1e-12,
+            "{p:?}"
+        );
+        assert!((p.seconds - (product + 1000e-6 + m.launch_seconds)).abs() < 1e-12);
+        // The product's longer resource is the data path when the shared loads outweigh it.
+        let fed = run(&with(1 << 20, 1 << 24), exps);
+        let wavefronts = time(&fed, Limiter::SharedWavefronts);
+        assert!(wavefronts > time(&fed, Limiter::Tensor));
+        assert!((time(&fed, Limiter::Phases) - (wavefronts + 1000e-6)).abs() < 1e-12);
+        // A GEMM: no exponentials, no phases.
+        let gemm = run(&attention, 0.0);
+        assert_eq!(gemm.limiter, Limiter::Tensor);
+        assert_eq!(time(&gemm, Limiter::Phases), 0.0);
+        // Exponentials without tensor-core work (softmax on its own): MUFU alone.
+        let softmax = run(&with(0, 1 << 16), exps);
+        assert_eq!(softmax.limiter, Limiter::Mufu);
     }
 
     /// One and a tenth waves: the second wave's few blocks leave most SMs idle.
