@@ -4,7 +4,7 @@
 //! depends on it. docs/model.md gives the equations and the sources of every constant.
 //!
 //! Each resource's time is the work the launch gives it over its rate; the launch takes as long
-//! as the slowest (perfect overlap of the rest), stretched by the last wave's idle SMs, plus the
+//! as the slowest (perfect overlap of the rest, except the matmul + softmax term's sum), stretched by the last wave's idle SMs, plus the
 //! launch's own cost:
 //!
 //! - **DRAM**: the bytes that miss L2 ([`dram_bytes`]) over the bandwidth a stream reaches;
@@ -561,6 +561,11 @@ mod tests {
     }
 
     fn predict(s: &SampledLaunch, machine: &Machine) -> LaunchPrediction {
+        predict_with_exps(s, machine, 0.0)
+    }
+
+    /// [`predict`] with `exps` exponentials over the grid.
+    fn predict_with_exps(s: &SampledLaunch, machine: &Machine, exps: f64) -> LaunchPrediction {
         predict_launch(
             machine,
             &LaunchInput {
@@ -570,10 +575,18 @@ mod tests {
                     static_shared: 0,
                 },
                 warp_instructions: None,
-                exps: 0.0,
+                exps,
             },
         )
         .unwrap()
+    }
+
+    /// `limiter`'s time in `p` (0 where it has none).
+    fn seconds_of(p: &LaunchPrediction, limiter: Limiter) -> f64 {
+        p.components
+            .iter()
+            .find(|c| c.limiter == limiter)
+            .map_or(0.0, |c| c.seconds)
     }
 
     /// A stream: each block reads its own 8 KiB of one allocation with coalesced 128-byte
@@ -653,13 +666,7 @@ mod tests {
         };
         let (free, conflicted) = (predict(&shared(1), &m), predict(&shared(32), &m));
         assert_eq!(conflicted.limiter, Limiter::SharedWavefronts);
-        let time = |p: &LaunchPrediction| {
-            p.components
-                .iter()
-                .find(|c| c.limiter == Limiter::SharedWavefronts)
-                .unwrap()
-                .seconds
-        };
+        let time = |p: &LaunchPrediction| seconds_of(p, Limiter::SharedWavefronts);
         assert!((time(&conflicted) / time(&free) - 32.0).abs() < 1e-6);
         // 4096 blocks x 32000 wavefronts, 132 SMs at 1.98 GHz, one per clock.
         let want =
@@ -693,27 +700,8 @@ mod tests {
                 (c, t)
             })
         };
-        let run = |s: &SampledLaunch, exps: f64| {
-            predict_launch(
-                &m,
-                &LaunchInput {
-                    sample: s,
-                    resources: KernelResources {
-                        registers: Some(32),
-                        static_shared: 0,
-                    },
-                    warp_instructions: None,
-                    exps,
-                },
-            )
-            .unwrap()
-        };
-        let time = |p: &LaunchPrediction, l: Limiter| {
-            p.components
-                .iter()
-                .find(|c| c.limiter == l)
-                .map_or(0.0, |c| c.seconds)
-        };
+        let run = |s: &SampledLaunch, exps: f64| predict_with_exps(s, &m, exps);
+        let time = seconds_of;
         // One wave of 1056 blocks (8 a SM), so the tail is 1; 2^27 exponentials: 1 ms of
         // the grid's MUFU (16 a clock a SM).
         let exps = 1000e-6 * 16.0 * 132.0 * 1.98e9;
