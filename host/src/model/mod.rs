@@ -4,8 +4,8 @@
 //! depends on it. docs/model.md gives the equations and the sources of every constant.
 //!
 //! Each resource's time is the work the launch gives it over its rate; the launch takes as long
-//! as the slowest (perfect overlap of the rest, except the matmul + softmax term's sum), stretched by the last wave's idle SMs, plus the
-//! launch's own cost:
+//! as the slowest (perfect overlap of the rest, except the matmul + softmax term's sum),
+//! stretched by the last wave's idle SMs, plus the launch's own cost:
 //!
 //! - **DRAM**: the bytes that miss L2 ([`dram_bytes`]) over the bandwidth a stream reaches;
 //! - **L2**: the sectors that miss L1 (each block's distinct load sectors) and every store
