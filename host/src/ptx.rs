@@ -3,6 +3,7 @@
 //! an entry into slot-indexed operations, [`exec`] interprets them thread by thread on the
 //! emulator's block scheduler (`KERNELS_BACKEND=ptx`; docs/emulator.md, "Two backends").
 
+pub mod dataflow;
 pub mod decode;
 pub mod exec;
 pub mod parse;

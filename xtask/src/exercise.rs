@@ -143,6 +143,7 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
                 sample,
                 resources: Default::default(),
                 warp_instructions: None,
+                on_products: None,
                 exps,
             }
         })

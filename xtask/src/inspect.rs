@@ -186,10 +186,24 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
     for m in &mix {
         let all: u64 = m.classes.iter().map(|(_, n)| n).sum();
         total += all;
+        // The instructions on a tensor-core product's result: the softmax's share of the
+        // issue in attention (host::ptx::dataflow, docs/model.md), a column where there are any.
+        let on_products = m.on_products(None);
         println!("{}: {all} instructions", m.kernel);
-        for (class, n) in &m.classes {
+        if on_products > 0 {
             println!(
-                "  {:<24} {:>14} {:>6.1}%",
+                "  {:<24} {:>14} {:>7} {:>14}",
+                "", "", "", "on products"
+            );
+        }
+        for (class, n) in &m.classes {
+            let on = if on_products > 0 {
+                format!(" {:>14}", m.on_products(Some(*class)))
+            } else {
+                String::new()
+            };
+            println!(
+                "  {:<24} {:>14} {:>6.1}%{on}",
                 class.name(),
                 n,
                 100.0 * *n as f64 / all.max(1) as f64
@@ -212,6 +226,12 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
             for ((file, line), n) in lines.into_iter().take(8) {
                 println!("  {n:>14}  {file}:{line}");
             }
+        }
+        if on_products > 0 {
+            println!(
+                "  on the products' results  {on_products:>14} {:>6.1}% (the softmax's share of the issue)",
+                100.0 * on_products as f64 / all.max(1) as f64
+            );
         }
         let mut hot: Vec<(usize, u64)> = m.per_instruction.iter().copied().enumerate().collect();
         hot.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));

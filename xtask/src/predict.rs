@@ -186,7 +186,12 @@ pub(crate) fn breakdown(p: &Prediction) -> String {
             t.wgmma_flops,
             t.exps,
             t.warp_instructions
-                .map(|n| format!("; {n:.3e} warp instructions"))
+                .map(|n| match t.on_products {
+                    Some(p) if p > 0.0 => {
+                        format!("; {n:.3e} warp instructions, {p:.3e} on the products' results")
+                    }
+                    _ => format!("; {n:.3e} warp instructions"),
+                })
                 .unwrap_or_default()
         ));
     }
@@ -199,6 +204,8 @@ pub(crate) struct SampledLaunchInput {
     pub sample: host::emu::sample::SampledLaunch,
     pub resources: KernelResources,
     pub warp_instructions: Option<f64>,
+    /// Of those, the ones on a tensor-core product's result (`host::ptx::dataflow`).
+    pub on_products: Option<f64>,
     pub exps: f64,
 }
 
@@ -322,6 +329,7 @@ fn sample_at_keys(
             // blocks: to warp instructions over the grid.
             let warp_instructions = kernel_mix
                 .map(|k| k.classes.iter().map(|(_, n)| *n as f64).sum::<f64>() / 32.0 * scale);
+            let on_products = kernel_mix.map(|k| k.on_products(None) as f64 / 32.0 * scale);
             let exps = match kernel_mix {
                 Some(k) => {
                     k.classes
@@ -342,6 +350,7 @@ fn sample_at_keys(
                 sample,
                 resources,
                 warp_instructions,
+                on_products,
                 exps,
             }
         })
@@ -438,6 +447,7 @@ fn extend_launch(
             .warp_instructions
             .zip(lb.warp_instructions)
             .map(|(x, y)| line(x, y)),
+        on_products: la.on_products.zip(lb.on_products).map(|(x, y)| line(x, y)),
         exps: line(la.exps, lb.exps),
     })
 }
@@ -498,6 +508,7 @@ pub(crate) fn predict(machine: &Machine, sampled: &Sampled) -> Result<Prediction
                     sample: &l.sample,
                     resources: l.resources,
                     warp_instructions: l.warp_instructions,
+                    on_products: l.on_products,
                     exps: l.exps,
                 },
             )

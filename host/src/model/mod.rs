@@ -114,6 +114,9 @@ pub struct LaunchInput<'a> {
     pub resources: KernelResources,
     /// Warp instructions over the whole grid (PTX backend), for the issue limit.
     pub warp_instructions: Option<f64>,
+    /// Of those, the ones that compute on a tensor-core product's result (`ptx::dataflow`):
+    /// in attention, the softmax's share of the issue, the rest the products'.
+    pub on_products: Option<f64>,
     /// Exponentials over the whole grid (`ex2`: the PTX backend's count, or the cost model's).
     pub exps: f64,
 }
@@ -150,6 +153,9 @@ pub struct Totals {
     pub wgmma_flops: f64,
     pub exps: f64,
     pub warp_instructions: Option<f64>,
+    /// Of `warp_instructions`, those on a tensor-core product's result ([`LaunchInput`]).
+    #[serde(default)]
+    pub on_products: Option<f64>,
 }
 
 /// A launch's prediction.
@@ -262,6 +268,7 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
         wgmma_flops,
         exps: input.exps,
         warp_instructions: input.warp_instructions,
+        on_products: input.on_products,
     };
 
     let clock = machine.spec.boost_clock_hz;
@@ -302,10 +309,18 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
             sm_cycles(totals.exps / machine.spec.exp_per_clock_per_sm),
         ),
     ];
+    let issue = |n: f64| sm_cycles(n / machine.issue_per_clock);
     if let Some(n) = totals.warp_instructions {
-        components.push((Limiter::Issue, sm_cycles(n / machine.issue_per_clock)));
+        components.push((Limiter::Issue, issue(n)));
     }
-    if let Some(phases) = serial_phases(&components, &totals) {
+    // The issue's split between the two phases: what computes on the products' results is the
+    // softmax's, the rest (the products' own instructions, their operands' loads and addresses,
+    // the loops) the products'.
+    let split = totals.warp_instructions.map(|n| {
+        let softmax = totals.on_products.unwrap_or(0.0).min(n);
+        (issue(n - softmax), issue(softmax))
+    });
+    if let Some(phases) = serial_phases(&components, &totals, split) {
         components.push((Limiter::Phases, phases));
     }
     // Per-SM resources stretch by the last wave's idle SMs; chip-wide ones do not.
@@ -359,7 +374,10 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
 /// The time of a tensor-core launch with exponentials (attention) when its matrix products and
 /// its softmax run one after the other on each SM: the longer of the product's resources (the
 /// tensor cores and the L1/shared data path and load/store units that feed them) plus the
-/// longer of the softmax's (MUFU, FP32). `None` for any other launch.
+/// longer of the softmax's (MUFU, FP32). Where the instructions were counted (the PTX backend),
+/// `issue` is the time to issue each phase's own, (products, softmax), and each phase takes at
+/// least that: the warps issue the softmax's instructions while the tensor cores wait, as they
+/// wait on MUFU. `None` for any other launch.
 ///
 /// Why they do not overlap: each warp waits for its scores (an `mma.sync` is synchronous, the
 /// wgmma kernel waits for its group) before it exponentiates them, and its next product waits
@@ -369,7 +387,11 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
 /// MUFU. Only a kernel that staggers its warpgroups on purpose (FlashAttention-3's "ping-pong"
 /// named barriers, which none here has) or overlaps one tile's softmax with the next tile's
 /// product inside a warpgroup gets the overlap that the max of the two would assume.
-fn serial_phases(components: &[(Limiter, f64)], totals: &Totals) -> Option<f64> {
+fn serial_phases(
+    components: &[(Limiter, f64)],
+    totals: &Totals,
+    issue: Option<(f64, f64)>,
+) -> Option<f64> {
     if totals.mma_flops + totals.wgmma_flops == 0.0 || totals.exps == 0.0 {
         return None;
     }
@@ -380,13 +402,15 @@ fn serial_phases(components: &[(Limiter, f64)], totals: &Totals) -> Option<f64> 
             .map(|c| c.1)
             .fold(0.0, f64::max)
     };
+    let (product_issue, softmax_issue) = issue.unwrap_or_default();
     let product = longest(&[
         Limiter::Tensor,
         Limiter::SharedWavefronts,
         Limiter::L1,
         Limiter::LsuIssue,
-    ]);
-    Some(product + longest(&[Limiter::Mufu, Limiter::Fp32]))
+    ])
+    .max(product_issue);
+    Some(product + longest(&[Limiter::Mufu, Limiter::Fp32]).max(softmax_issue))
 }
 
 /// Bytes that miss L2: each allocation once (what the launch touches of it) while the data one
@@ -566,6 +590,17 @@ mod tests {
 
     /// [`predict`] with `exps` exponentials over the grid.
     fn predict_with_exps(s: &SampledLaunch, machine: &Machine, exps: f64) -> LaunchPrediction {
+        predict_counted(s, machine, exps, None)
+    }
+
+    /// [`predict_with_exps`] with counted warp instructions, (all, on the products' results),
+    /// as the PTX backend gives them.
+    fn predict_counted(
+        s: &SampledLaunch,
+        machine: &Machine,
+        exps: f64,
+        instructions: Option<(f64, f64)>,
+    ) -> LaunchPrediction {
         predict_launch(
             machine,
             &LaunchInput {
@@ -574,7 +609,8 @@ mod tests {
                     registers: Some(32),
                     static_shared: 0,
                 },
-                warp_instructions: None,
+                warp_instructions: instructions.map(|i| i.0),
+                on_products: instructions.map(|i| i.1),
                 exps,
             },
         )
@@ -721,6 +757,33 @@ mod tests {
         let wavefronts = time(&fed, Limiter::SharedWavefronts);
         assert!(wavefronts > time(&fed, Limiter::Tensor));
         assert!((time(&fed, Limiter::Phases) - (wavefronts + 1000e-6)).abs() < 1e-12);
+        // Counted instructions (the PTX backend): each phase takes at least the time to issue
+        // its own. The softmax's (on the products' results) 2 ms of issue outlast MUFU's 1 ms;
+        // then the products' own outlast the tensor cores by 1 ms. All of them together take
+        // no longer than the sum, which they never undercut.
+        let issue_ms =
+            |ms: f64| ms * 1e-3 * m.issue_per_clock * f64::from(m.spec.sms) * m.spec.boost_clock_hz;
+        let counted = |all_ms: f64, softmax_ms: f64| {
+            predict_counted(
+                &attention,
+                &m,
+                exps,
+                Some((issue_ms(all_ms), issue_ms(softmax_ms))),
+            )
+        };
+        let slow_softmax = counted(2.0, 2.0);
+        assert_eq!(slow_softmax.limiter, Limiter::Phases);
+        assert!((time(&slow_softmax, Limiter::Issue) - 2e-3).abs() < 1e-9);
+        assert!((time(&slow_softmax, Limiter::Phases) - (product + 2e-3)).abs() < 1e-9);
+        let product_ms = product * 1e3;
+        let slow_product = counted(product_ms + 1.5, 0.5);
+        assert!(
+            (time(&slow_product, Limiter::Phases) - (product + 1e-3 + 1e-3)).abs() < 1e-9,
+            "{slow_product:?}"
+        );
+        // Few instructions: the tensor cores and MUFU, as without counts.
+        let few = counted(0.2, 0.1);
+        assert!((time(&few, Limiter::Phases) - (product + 1e-3)).abs() < 1e-12);
         // A GEMM: no exponentials, no phases.
         let gemm = run(&attention, 0.0);
         assert_eq!(gemm.limiter, Limiter::Tensor);
@@ -768,6 +831,7 @@ mod tests {
                         static_shared: 0,
                     },
                     warp_instructions: None,
+                    on_products: None,
                     exps: 0.0,
                 },
             )

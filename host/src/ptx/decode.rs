@@ -757,6 +757,9 @@ pub struct Kernel {
     /// `sites[i]` is instruction `i`'s PTX site.
     pub sites: &'static [PtxSite],
     pub classes: Vec<Class>,
+    /// Per instruction, whether it computes on a tensor-core product's result
+    /// ([`super::dataflow`]): the softmax's share of an attention kernel's instructions.
+    pub on_products: Vec<bool>,
     /// Initial slot values: zeros for registers, the constants.
     pub template: Vec<u64>,
     /// Slots a thread fills when it starts.
@@ -1092,6 +1095,13 @@ pub fn decode<'m>(
     );
     let (template, fills, shared_base) = (d.template, d.fills, d.shared_base);
     let acc_uses = accumulator_uses(&instrs, &bases, &code);
+    // Each function's own registers: the analysis runs function by function, in code order.
+    let mut on_products = Vec::with_capacity(instrs.len());
+    for f in &order {
+        let start = on_products.len();
+        let n = f.instructions().count();
+        on_products.extend(super::dataflow::on_products(f, &classes[start..start + n]));
+    }
     Ok(Kernel {
         name,
         params: function.params.clone(),
@@ -1099,6 +1109,7 @@ pub fn decode<'m>(
         code,
         sites,
         classes,
+        on_products,
         template,
         fills,
         shared_base,

@@ -264,6 +264,8 @@ impl PtxDevice {
                 KernelMix {
                     kernel: name,
                     classes,
+                    instruction_classes: &kernel.classes,
+                    on_products: &kernel.on_products,
                     per_instruction: counts,
                     sites: kernel.sites,
                 }
@@ -362,10 +364,28 @@ pub struct KernelMix {
     pub kernel: &'static str,
     /// Executions per class, in class order.
     pub classes: Vec<(Class, u64)>,
+    /// Per instruction, its class and whether it computes on a tensor-core product's result
+    /// (`Kernel::classes`, `Kernel::on_products`).
+    pub instruction_classes: &'static [Class],
+    pub on_products: &'static [bool],
     /// Executions per instruction.
     pub per_instruction: Vec<u64>,
     /// The instructions' sites.
     pub sites: &'static [kernels::cuda::emu::PtxSite],
+}
+
+impl KernelMix {
+    /// Executions of the instructions that compute on a tensor-core product's result, of
+    /// `class` only where given.
+    pub fn on_products(&self, class: Option<Class>) -> u64 {
+        self.per_instruction
+            .iter()
+            .zip(self.on_products)
+            .enumerate()
+            .filter(|&(i, (_, &on))| on && class.is_none_or(|c| self.instruction_classes[i] == c))
+            .map(|(_, (&n, _))| n)
+            .sum()
+    }
 }
 
 /// What every thread of one launch shares.
