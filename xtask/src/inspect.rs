@@ -191,10 +191,7 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
         let on_products = m.on_products(None);
         println!("{}: {all} instructions", m.kernel);
         if on_products > 0 {
-            println!(
-                "  {:<24} {:>14} {:>7} {:>14}",
-                "", "", "", "on products"
-            );
+            println!("  {:<24} {:>14} {:>7} {:>14}", "", "", "", "on products");
         }
         for (class, n) in &m.classes {
             let on = if on_products > 0 {

@@ -228,15 +228,15 @@ bar.sync 0;";
             ("mma.sync", false), // the product itself: the tensor cores'
             ("mul.f32 %f6", true),
             ("add.u32 %r9", true), // the mask's column: only the mask reads it
-            ("setp.lt.u32 %p1", true),  // the mask's compare: only the softmax reads it
-            ("selp.f32", true),         // the mask applied to a score
+            ("setp.lt.u32 %p1", true), // the mask's compare: only the softmax reads it
+            ("selp.f32", true),    // the mask applied to a score
             ("max.f32", true),
             ("mov.f32 %f9", true),
             ("sub.f32", true),
             ("ex2", true),
             ("add.f32 %f12", true),
             ("cvt.rn.bf16x2", true),
-            ("mma.sync", false), // reads P, still the tensor cores'
+            ("mma.sync", false),    // reads P, still the tensor cores'
             ("mul.f32 %f17", true), // the output's rescale
             ("add.u32 %r1", false),
             ("setp.lt.u32 %p2", false),
@@ -251,6 +251,37 @@ bar.sync 0;";
             assert!(text.starts_with(start), "{text} is not {start}");
             assert_eq!(*flag, expected, "{text}");
         }
+    }
+
+    /// On the project's own kernels, in every embedded module: each `ex2` of a kernel with
+    /// tensor-core products (attention) exponentiates a score, so each is on products, and
+    /// every instruction that is has a product upstream: a kernel without `mma` or `wgmma`
+    /// (softmax on its own, the f32 attention, the GEMMs on the CUDA cores) has none on
+    /// products, and the tensor cores' and engines' own instructions never are.
+    #[test]
+    fn every_exponential_of_attention_is_on_its_products_and_nothing_else_is_without_them() {
+        use crate::ptx::{Arch, exec::Program};
+        let mut attention = 0;
+        for arch in Arch::ALL {
+            for (name, kernel) in Program::embedded(arch).entries() {
+                let Ok(k) = kernel else { continue };
+                let has = |c: Class| k.classes.contains(&c);
+                let products = has(Class::Mma) || has(Class::Wgmma);
+                for (i, (&class, &on)) in k.classes.iter().zip(&k.on_products).enumerate() {
+                    let at = || format!("{name} ({}), {}", arch.name(), k.sites[i].text);
+                    assert!(!(on && engine(class)), "{}", at());
+                    assert!(!on || products, "{}", at());
+                    if products && class == Class::Ex2 {
+                        assert!(on, "{}", at());
+                    }
+                }
+                if products && has(Class::Ex2) {
+                    attention += 1;
+                }
+            }
+        }
+        // The mma.sync attention kernels on three modules, the wgmma ones on sm_90a.
+        assert!(attention >= 9, "{attention}");
     }
 
     /// A score-dependent branch is on products (its guard is a score's compare), and so is what
