@@ -580,11 +580,13 @@ const ROW_BUDGET: u64 = 12_000_000;
 /// the anchor block first; then the whole plan (edge blocks and trends) where the anchor's cost
 /// times the plan's blocks fits the row's budget, else the anchor alone; or why not (and the
 /// command that predicts it anyway). A row whose one block is over the budget costs the budget
-/// once.
+/// once. On the source emulator, or on `program`'s PTX, whose counted instructions add the issue
+/// limit (the run's own backend).
 pub(crate) fn within_budget(
     spec: &CaseSpec,
     shape: &str,
     gpu: &host::specs::GpuSpec,
+    program: Option<&'static Program>,
 ) -> Result<Prediction, String> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SPENT: AtomicU64 = AtomicU64::new(0);
@@ -593,7 +595,11 @@ pub(crate) fn within_budget(
         // Known before any block runs: nothing to sample.
         return Err(host::model::no_wgmma(&machine));
     }
-    let later = format!("cargo xtask predict {} --shape '{shape}'", spec.kernel);
+    let later = format!(
+        "cargo xtask predict {} --shape '{shape}'{}",
+        spec.kernel,
+        if program.is_some() { " --ptx" } else { "" }
+    );
     // Counts what a sample emulated against the run's budget: a sample stopped by its row's
     // budget cost the whole budget.
     let spend =
@@ -624,21 +630,21 @@ pub(crate) fn within_budget(
         format!("its sample makes more than {ROW_BUDGET} device calls even {what}: {later}")
     };
     let whole_plan = budget(host::emu::sample::WHOLE_PLAN);
-    if let Some(affine) = cases::affine_keys(spec, false) {
+    if let Some(affine) = cases::affine_keys(spec, program.is_some()) {
         // Two short samples extended along the keys stand for the anchor at the GPU shape,
         // exactly (`extending_along_the_keys_agrees_with_a_direct_sample`) and at a fraction of
         // its cost (the f32 rows: about 67 million calls a block at 4096 keys); a launch that
         // is not affine (the causal mask's) is sampled at the GPU shape, its whole plan.
-        let sampled = extended_along_keys(spec, None, Some(shape), whole_plan, affine);
+        let sampled = extended_along_keys(spec, program, Some(shape), whole_plan, affine);
         let s = spend(sampled)?.ok_or_else(|| too_long("at the shorter key lengths"))?;
         return predict(&machine, &s);
     }
-    let Some(anchor) = spend(sample(spec, None, Some(shape), budget(1)))? else {
+    let Some(anchor) = spend(sample(spec, program, Some(shape), budget(1)))? else {
         return Err(too_long("with one block"));
     };
     let plan = host::emu::sample::WHOLE_PLAN as u64;
     if anchor.work_spent.saturating_mul(plan) <= ROW_BUDGET
-        && let Some(whole) = spend(sample(spec, None, Some(shape), whole_plan))?
+        && let Some(whole) = spend(sample(spec, program, Some(shape), whole_plan))?
     {
         return predict(&machine, &whole);
     }
@@ -927,7 +933,7 @@ mod tests {
         for kernel in ["gemm_wgmma_bf16", "attention_wgmma_bf16_causal"] {
             let spec = all.iter().find(|c| c.kernel == kernel).unwrap();
             for m in Machine::all().iter().filter(|m| !m.has_wgmma) {
-                let e = within_budget(spec, "no such shape", m.spec).unwrap_err();
+                let e = within_budget(spec, "no such shape", m.spec, None).unwrap_err();
                 assert!(
                     e.contains(host::model::NO_WGMMA),
                     "{kernel} on {}: {e}",

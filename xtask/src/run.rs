@@ -93,7 +93,7 @@ struct Row {
     /// there is none.
     baseline: Result<Baseline, String>,
     /// The performance model's prediction at the GPU shape on the run's device (the source
-    /// emulator's runs), or why there is none.
+    /// emulator's and the PTX backend's runs), or why there is none.
     #[serde(default)]
     predicted: Option<Result<host::model::Prediction, String>>,
 }
@@ -714,8 +714,14 @@ fn run_case(
             check,
             launches: Vec::new(),
             baseline: baseline::for_row(case.kernel, &case.gpu.0),
-            predicted: (predict && matches!(rt.backend(), Backend::Emulator(_)))
-                .then(|| crate::predict::within_budget(spec_case, &case.gpu.0, spec)),
+            // From the run's own backend: the PTX's counts add the issue limit.
+            predicted: match rt.backend() {
+                _ if !predict => None,
+                Backend::Emulator(_) => Some(None),
+                Backend::Ptx(device) => Some(Some(device.program())),
+                Backend::Cuda(_) => None,
+            }
+            .map(|program| crate::predict::within_budget(spec_case, &case.gpu.0, spec, program)),
         }
     };
     Ok(row)
