@@ -393,7 +393,7 @@ impl<'f, 'a> Analysis<'f, 'a> {
                         if context > Uniformity::Block {
                             v = Value::Known(v.uniformity().max(context));
                         }
-                        for d in destinations(i) {
+                        for d in i.destinations() {
                             let old = self.values[d.0 as usize];
                             let new = old.join(v);
                             if new != old {
@@ -424,7 +424,7 @@ impl<'f, 'a> Analysis<'f, 'a> {
     /// The abstract value an instruction writes, from its operands' values.
     fn transfer(&self, i: &Instruction) -> Value {
         let head = i.parts[0];
-        let sources = sources(i);
+        let sources = i.sources();
         let operand = |o: &Operand| self.operand(o);
         let joined = || {
             sources
@@ -438,7 +438,7 @@ impl<'f, 'a> Analysis<'f, 'a> {
         };
         let tid = sources.first().is_some_and(|o| operand(o) == Value::TidX);
         match head {
-            "mov" | "cvt" if sources.len() == 1 => operand(sources[0]),
+            "mov" | "cvt" if sources.len() == 1 => operand(&sources[0]),
             "shr" if tid && int(1).is_some_and(|k| k >= 5) => Value::Known(Uniformity::Warp),
             "div" if tid && int(1).is_some_and(|k| k > 0 && k % 32 == 0) => {
                 Value::Known(Uniformity::Warp)
@@ -615,59 +615,6 @@ fn special(name: &str) -> Value {
     }
 }
 
-/// Opcodes whose first operand is read, not written (or that write no register).
-fn writes_nothing(i: &Instruction) -> bool {
-    matches!(
-        i.parts[0],
-        "bar"
-            | "barrier"
-            | "bra"
-            | "brx"
-            | "call"
-            | "ret"
-            | "exit"
-            | "trap"
-            | "st"
-            | "red"
-            | "cp"
-            | "membar"
-            | "fence"
-            | "prefetch"
-            | "prefetchu"
-            | "nanosleep"
-            | "stmatrix"
-            | "griddepcontrol"
-            | "setmaxnreg"
-            | "pmevent"
-    ) || (i.parts[0] == "wmma" && i.has("store"))
-}
-
-/// The registers an instruction writes: its first operand (a register, a vector of them or a
-/// `d|p` pair), unless its opcode writes none.
-fn destinations(i: &Instruction) -> Vec<RegId> {
-    if writes_nothing(i) {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    if let Some(first) = i.operands.first() {
-        collect_regs(first, &mut out);
-    }
-    out
-}
-
-fn collect_regs(o: &Operand, out: &mut Vec<RegId>) {
-    match o {
-        Operand::Reg(r) => out.push(*r),
-        Operand::Vector(items) => items.iter().for_each(|x| collect_regs(x, out)),
-        Operand::Pair(a, b) => {
-            collect_regs(a, out);
-            collect_regs(b, out);
-        }
-        _ => {}
-    }
-}
-
-/// The operands an instruction reads.
 /// Whether comparing `%tid.x` with `k` by `cmp` is true for whole warps (a 1-D block).
 fn warp_boundary(cmp: Option<&&str>, k: i64) -> bool {
     match cmp.copied() {
@@ -675,11 +622,6 @@ fn warp_boundary(cmp: Option<&&str>, k: i64) -> bool {
         Some("le" | "gt" | "ls" | "hi") => (k + 1) % 32 == 0,
         _ => false,
     }
-}
-
-fn sources<'i, 'a>(i: &'i Instruction<'a>) -> Vec<&'i Operand<'a>> {
-    let skip = usize::from(!writes_nothing(i) && !i.operands.is_empty());
-    i.operands[skip..].iter().collect()
 }
 
 /// Splits a body into basic blocks (block `blocks.len()` is the virtual exit).

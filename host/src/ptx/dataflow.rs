@@ -21,7 +21,7 @@
 //! shared memory is not followed (the attention kernels here keep scores and P in registers).
 
 use super::decode::Class;
-use super::parse::{Function, Instruction, Operand, RegId};
+use super::parse::{Function, Instruction, RegId};
 
 /// Whether each instruction of `function`, in [`Function::instructions`] order, is on products
 /// (the module's doc); `classes` gives each instruction's class, in the same order.
@@ -104,50 +104,14 @@ fn engine(class: Class) -> bool {
     )
 }
 
-/// An instruction's destination registers and the registers it reads (its guard included).
-/// PTX writes the destination first (a register, a vector `{a, b}`, a pair `p|q`, a sink);
-/// where the first operand is an address (`st`, `red`, `cp.async`, `mbarrier.init`), a
-/// constant or a label (`bar.sync 0`, `bra L`), nothing is written to a register, and every
-/// operand is read.
+/// An instruction's destination registers and the registers it reads, its guard included
+/// (`parse::Instruction::destinations`, `sources`).
 fn operands(i: &Instruction) -> (Vec<RegId>, Vec<RegId>) {
-    let mut sources = Vec::new();
-    if let Some(g) = i.guard {
-        sources.push(g.reg);
+    let mut sources: Vec<RegId> = i.guard.map(|g| g.reg).into_iter().collect();
+    for o in i.sources() {
+        o.registers(&mut sources);
     }
-    let writes = matches!(
-        i.operands.first(),
-        Some(Operand::Reg(_) | Operand::Vector(_) | Operand::Pair(..) | Operand::Sink)
-    );
-    let mut dests = Vec::new();
-    let read = if writes {
-        registers(&i.operands[0], &mut dests);
-        &i.operands[1..]
-    } else {
-        &i.operands[..]
-    };
-    for o in read {
-        registers(o, &mut sources);
-    }
-    (dests, sources)
-}
-
-/// Every register an operand names, an address's base included.
-fn registers(o: &Operand, out: &mut Vec<RegId>) {
-    match o {
-        Operand::Reg(r) => out.push(*r),
-        Operand::Vector(v) => v.iter().for_each(|o| registers(o, out)),
-        Operand::Pair(a, b) => {
-            registers(a, out);
-            registers(b, out);
-        }
-        Operand::Not(a) => registers(a, out),
-        Operand::Address { base: Some(b), .. } => registers(b, out),
-        Operand::Tensor { map, coords } => {
-            registers(map, out);
-            coords.iter().for_each(|o| registers(o, out));
-        }
-        _ => {}
-    }
+    (i.destinations(), sources)
 }
 
 #[cfg(test)]

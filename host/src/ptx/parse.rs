@@ -240,10 +240,60 @@ pub struct Instruction<'a> {
     pub loc: Option<(u32, u32)>,
 }
 
-impl Instruction<'_> {
+impl<'a> Instruction<'a> {
     /// Whether the opcode has the part `p` (e.g. `"aligned"`, `"ftz"`, `"global"`).
     pub fn has(&self, p: &str) -> bool {
         self.parts.contains(&p)
+    }
+
+    /// Whether it writes no register: PTX writes the destination first, except for the opcodes
+    /// whose first operand is read (a store's address, a barrier's number, a branch's label, a
+    /// call's return values) and wherever the first operand is no register, vector, pair or
+    /// sink (`mbarrier.init [bar], n`).
+    pub fn writes_nothing(&self) -> bool {
+        matches!(
+            self.parts[0],
+            "bar"
+                | "barrier"
+                | "bra"
+                | "brx"
+                | "call"
+                | "ret"
+                | "exit"
+                | "trap"
+                | "st"
+                | "red"
+                | "cp"
+                | "membar"
+                | "fence"
+                | "prefetch"
+                | "prefetchu"
+                | "nanosleep"
+                | "stmatrix"
+                | "griddepcontrol"
+                | "setmaxnreg"
+                | "pmevent"
+        ) || (self.parts[0] == "wmma" && self.has("store"))
+            || !matches!(
+                self.operands.first(),
+                Some(Operand::Reg(_) | Operand::Vector(_) | Operand::Pair(..) | Operand::Sink)
+            )
+    }
+
+    /// The registers it writes: its first operand's (a register, a vector of them, a `d|p`
+    /// pair), unless it [writes nothing](Self::writes_nothing).
+    pub fn destinations(&self) -> Vec<RegId> {
+        let mut out = Vec::new();
+        if !self.writes_nothing() {
+            self.operands[0].registers(&mut out);
+        }
+        out
+    }
+
+    /// The operands it reads (its guard aside): all but the destination.
+    pub fn sources(&self) -> &[Operand<'a>] {
+        let skip = usize::from(!self.writes_nothing());
+        &self.operands[skip..]
     }
 }
 
@@ -294,6 +344,28 @@ pub enum Operand<'a> {
         /// The box's element coordinates, dimension 0 first.
         coords: Vec<Operand<'a>>,
     },
+}
+
+impl Operand<'_> {
+    /// Every register the operand names: itself, a vector's or a pair's, a negated predicate's,
+    /// an address's base, a tensor map's address and coordinates.
+    pub fn registers(&self, out: &mut Vec<RegId>) {
+        match self {
+            Operand::Reg(r) => out.push(*r),
+            Operand::Vector(v) => v.iter().for_each(|o| o.registers(out)),
+            Operand::Pair(a, b) => {
+                a.registers(out);
+                b.registers(out);
+            }
+            Operand::Not(a) => a.registers(out),
+            Operand::Address { base: Some(b), .. } => b.registers(out),
+            Operand::Tensor { map, coords } => {
+                map.registers(out);
+                coords.iter().for_each(|o| o.registers(out));
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A parse error: the line and what is wrong there.
