@@ -166,7 +166,10 @@ stage correctness 10 "$xtask" "${small[@]}" --json "$out/correctness.json"
 # of every row's samples on a 2-core machine (docs/model.md, "What predicting costs"), which a
 # share of 3 (15 s of 480) would stop half-way. Should it be stopped all the same, the
 # predictions need no GPU: `KERNELS_BACKEND=emulator cargo xtask run --device <gpu> --json
-# results/emulator.json` on any machine, then `summarize` again.
+# results/emulator.json` on any machine, then `summarize` again. The same from the sm_90a PTX's
+# counts (`KERNELS_BACKEND=ptx KERNELS_PTX_ARCH=sm_90a ... --json results/emulator-ptx.json`)
+# is the model's second prediction, which `summarize` prints beside the first: made after the
+# window, on any machine, so that it costs the window nothing.
 gpu_name=$( (command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -1) || true)
 stage emulator 9 env KERNELS_BACKEND=emulator "$xtask" run "${subset[@]}" --device "${gpu_name:-h100}" --json "$out/emulator.json"
 sanitizer=$(tool compute-sanitizer)

@@ -65,7 +65,8 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         sanitizer.insert(tool.to_string(), verdict);
     }
     let profiler = profiler_comparison(&args.results)?;
-    let model = model_comparison(&rows, emulator.as_ref());
+    let ptx_predictions = load(&args.results.join("emulator-ptx.json"))?;
+    let model = model_comparison(&rows, emulator.as_ref(), ptx_predictions.as_ref());
     let failures: Vec<&Value> = runs
         .iter()
         .filter_map(|(_, r)| r.as_ref())
@@ -576,45 +577,50 @@ fn print_profiler(profiler: &Value) {
 /// Each measured row beside the performance model's prediction for the same kernel and shape
 /// (the emulator stage's `predicted`, made on the GPU machine's CPUs before any measurement):
 /// `error` is predicted over measured, minus one. Nothing here is calibrated: the window shows
-/// where the model is wrong.
-fn model_comparison(rows: &[&Value], emulator: Option<&Value>) -> Vec<Value> {
-    let predictions: Vec<&Value> = emulator
-        .and_then(|e| e["rows"].as_array())
-        .into_iter()
-        .flatten()
-        .collect();
+/// where the model is wrong. `ptx`, where the results hold `emulator-ptx.json` (the same
+/// predictions from the sm_90a PTX's counts, which add the issue limit: made on any machine,
+/// run.sh and the README say how), gives each row's second prediction beside the first.
+fn model_comparison(rows: &[&Value], emulator: Option<&Value>, ptx: Option<&Value>) -> Vec<Value> {
     rows.iter()
         .filter(|r| r["measured"] == true)
         .filter_map(|r| {
             let measured = r["roofline"]["seconds"].as_f64()?;
-            let predicted = predictions
-                .iter()
-                // A GPU row's shape is the case's (`4096^3`); the emulator's row names the same
-                // shape, sometimes with a note (`4096^3 (no L2)`).
-                .find(|p| {
-                    p["kernel"] == r["kernel"]
-                        && p["shape"]
-                            .as_str()
-                            .zip(r["shape"].as_str())
-                            .is_some_and(|(predicted, measured)| predicted.starts_with(measured))
+            let against = |p: &Value| {
+                let seconds = p["seconds"].as_f64().unwrap_or(f64::NAN);
+                json!({
+                    "predicted_seconds": seconds, "limiter": p["limiter"],
+                    "error": seconds / measured - 1.0,
                 })
-                .and_then(|p| p["predicted"].get("Ok"));
-            Some(match predicted {
-                Some(p) => {
-                    let seconds = p["seconds"].as_f64().unwrap_or(f64::NAN);
-                    json!({
-                        "kernel": r["kernel"], "shape": r["shape"],
-                        "measured_seconds": measured, "predicted_seconds": seconds,
-                        "limiter": p["limiter"], "error": seconds / measured - 1.0,
-                    })
-                }
-                None => json!({
-                    "kernel": r["kernel"], "shape": r["shape"], "measured_seconds": measured,
-                    "predicted_seconds": null,
-                }),
-            })
+            };
+            let mut row = json!({
+                "kernel": r["kernel"], "shape": r["shape"], "measured_seconds": measured,
+                "predicted_seconds": null,
+            });
+            if let Some(p) = prediction_for(emulator, r) {
+                row.as_object_mut()
+                    .unwrap()
+                    .extend(against(p).as_object().unwrap().clone());
+            }
+            if let Some(p) = prediction_for(ptx, r) {
+                row["ptx"] = against(p);
+            }
+            Some(row)
         })
         .collect()
+}
+
+/// The prediction in a run's JSON (`predictions`) for a measured row's kernel and shape. A GPU
+/// row's shape is the case's (`4096^3`); the emulator's row names the same shape, sometimes with
+/// a note (`4096^3 (no L2)`).
+fn prediction_for<'p>(predictions: Option<&'p Value>, row: &Value) -> Option<&'p Value> {
+    predictions?["rows"].as_array()?.iter().find(|p| {
+        p["kernel"] == row["kernel"]
+            && p["shape"]
+                .as_str()
+                .zip(row["shape"].as_str())
+                .is_some_and(|(predicted, measured)| predicted.starts_with(measured))
+    })?["predicted"]
+        .get("Ok")
 }
 
 fn print_model(model: &[Value]) {
@@ -624,9 +630,20 @@ fn print_model(model: &[Value]) {
     println!("performance model (predicted before the window) against measured:");
     for m in model {
         let measured = m["measured_seconds"].as_f64().unwrap_or(f64::NAN);
+        let ptx = m["ptx"]["predicted_seconds"]
+            .as_f64()
+            .map(|p| {
+                format!(
+                    "; from the PTX's counts {:.3} ms ({}): {:+.0}%",
+                    p * 1e3,
+                    m["ptx"]["limiter"].as_str().unwrap_or("?"),
+                    100.0 * m["ptx"]["error"].as_f64().unwrap_or(f64::NAN)
+                )
+            })
+            .unwrap_or_default();
         match m["predicted_seconds"].as_f64() {
             Some(p) => println!(
-                "  {:<28} {:<26} predicted {:>10.3} ms ({}), measured {:>10.3} ms: {:+.0}%",
+                "  {:<28} {:<26} predicted {:>10.3} ms ({}), measured {:>10.3} ms: {:+.0}%{ptx}",
                 m["kernel"].as_str().unwrap_or("?"),
                 m["shape"].as_str().unwrap_or("?"),
                 p * 1e3,
@@ -754,11 +771,24 @@ mod tests {
             {"kernel": "transpose_naive", "shape": "200 x 300 f32",
              "predicted": {"Ok": {"seconds": 1.0, "limiter": "DRAM"}}},
         ]});
-        let model = model_comparison(&rows.iter().collect::<Vec<_>>(), Some(&emulator));
+        let rows: Vec<&Value> = rows.iter().collect();
+        let model = model_comparison(&rows, Some(&emulator), None);
         assert_eq!(model.len(), 2);
         assert_eq!(model[0]["limiter"], "L2");
         assert!((model[0]["error"].as_f64().unwrap() + 0.375).abs() < 1e-12);
+        assert!(model[0]["ptx"].is_null());
         assert!(model[1]["predicted_seconds"].is_null());
+        // The PTX's predictions, where they were made, beside the source emulator's.
+        let ptx = json!({"rows": [
+            {"kernel": "softmax_fused_f32", "shape": "8192 x 8192 f32",
+             "predicted": {"Ok": {"seconds": 3e-4, "limiter": "issue"}}},
+        ]});
+        let both = model_comparison(&rows, Some(&emulator), Some(&ptx));
+        assert_eq!(both[0]["limiter"], "L2");
+        assert!(both[0]["ptx"].is_null());
+        assert!(both[1]["predicted_seconds"].is_null());
+        assert_eq!(both[1]["ptx"]["limiter"], "issue");
+        assert!((both[1]["ptx"]["error"].as_f64().unwrap() - 0.5).abs() < 1e-12);
     }
 
     #[test]
