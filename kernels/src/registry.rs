@@ -15,18 +15,46 @@
 //! several launches, workspaces or other element types is declared by hand in `xtask/src/cases.rs`
 //! and its neighbours, as the project's older kernels still are.
 
-/// Declares the registered kernels: `registry! { elementwise_scale, ... }` makes
-/// `pub mod elementwise_scale;` (the file `kernels/src/elementwise_scale.rs`) and lists its
-/// `SPEC` in [`crate::REGISTRY`] (host only). One line per kernel.
+/// Declares the registered kernels, one line per kernel or per file:
+///
+/// ```ignore
+/// registry! {
+///     transpose::{TRANSPOSE_NAIVE, TRANSPOSE_SHARED},
+///     elementwise_scale,
+/// }
+/// ```
+///
+/// makes `pub mod transpose;` and `pub mod elementwise_scale;` (the files
+/// `kernels/src/transpose.rs` and `kernels/src/elementwise_scale.rs`) and lists, in
+/// [`crate::REGISTRY`] (host only), the specs named in braces and the `SPEC` of a module named
+/// alone: a file of several kernels names each one's spec, a file of one (what `cargo xtask new`
+/// writes) needs only its module's name.
 #[macro_export]
 macro_rules! registry {
-    ($($module:ident),* $(,)?) => {
-        $(pub mod $module;)*
+    ($($entries:tt)*) => {
+        $crate::__registry!([] [] $($entries)*);
+    };
+}
+
+/// [`registry!`]'s entries one at a time, gathering the modules in the first list and the specs
+/// in the second, in order; a `macro_rules!` transcriber cannot pick between `$module::SPEC` and
+/// the named specs by itself.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __registry {
+    ([$($done:ident)*] [$($spec:expr),*] $(,)?) => {
+        $(pub mod $done;)*
 
         /// Every registered kernel's declaration, in the order of the `registry!` block
         /// (docs/registry.md).
         #[cfg(not(target_arch = "nvptx64"))]
-        pub const REGISTRY: &[&$crate::registry::Spec] = &[$(&$module::SPEC),*];
+        pub const REGISTRY: &[&$crate::registry::Spec] = &[$($spec),*];
+    };
+    ([$($done:ident)*] [$($spec:expr),*] $module:ident :: { $($named:ident),+ $(,)? } $(, $($rest:tt)*)?) => {
+        $crate::__registry!([$($done)* $module] [$($spec,)* $(&$module::$named),+] $($($rest)*)?);
+    };
+    ([$($done:ident)*] [$($spec:expr),*] $module:ident $(, $($rest:tt)*)?) => {
+        $crate::__registry!([$($done)* $module] [$($spec,)* &$module::SPEC] $($($rest)*)?);
     };
 }
 
