@@ -90,3 +90,20 @@ pub fn copy_cost(n: usize) -> Cost {
         unit: ComputeUnit::CudaCoreF32,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernels::elementwise::VECTOR_ADD_F32;
+
+    /// The spec states the cost this module computes (the kernel crate cannot call it), at each
+    /// of its sizes and at one element.
+    #[test]
+    fn the_spec_declares_this_cost() {
+        let s = VECTOR_ADD_F32.shapes;
+        for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1]] {
+            let want = vector_add_cost(dims[0], 4);
+            assert_eq!(crate::registry::cost(&VECTOR_ADD_F32, dims), want);
+        }
+    }
+}

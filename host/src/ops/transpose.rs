@@ -1,7 +1,7 @@
 //! Host side of `kernels::transpose`.
 
 use kernels::elementwise::BLOCK_SIZE;
-use kernels::transpose::{BLOCK_ROWS, TILE};
+use kernels::transpose::{BLOCK_ROWS, TILE, TRANSPOSE_NAIVE, TRANSPOSE_PADDED, TRANSPOSE_SHARED};
 
 use super::{GridAxis, elements, grid_blocks, len_u32};
 use crate::buffer::DeviceBuffer;
@@ -9,6 +9,7 @@ use crate::cost::{ComputeUnit, Cost, product};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
+use crate::registry::Spec;
 use crate::runtime::{Launched, Runtime};
 
 /// Which transpose kernel.
@@ -28,10 +29,15 @@ impl Variant {
 
     /// The kernel's name.
     pub fn kernel(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The kernel's registered spec.
+    pub fn spec(self) -> &'static Spec {
         match self {
-            Variant::Naive => "transpose_naive",
-            Variant::Shared => "transpose_shared",
-            Variant::Padded => "transpose_padded",
+            Variant::Naive => &TRANSPOSE_NAIVE,
+            Variant::Shared => &TRANSPOSE_SHARED,
+            Variant::Padded => &TRANSPOSE_PADDED,
         }
     }
 }
@@ -132,4 +138,29 @@ pub fn copy_strided(
         LaunchConfig::for_elements(n, BLOCK_SIZE),
         transpose::copy_strided(src, dst, n, stride)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::elementwise::copy_cost;
+    use crate::registry;
+    use kernels::transpose::COPY_STRIDED;
+
+    /// The specs state the costs this module computes (the kernel crate cannot call it), at each
+    /// of their sizes and at one element.
+    #[test]
+    fn the_specs_declare_these_costs() {
+        for variant in Variant::ALL {
+            let s = variant.spec().shapes;
+            for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1]] {
+                let want = transpose_cost(dims[0], dims[1]);
+                assert_eq!(registry::cost(variant.spec(), dims), want, "{variant:?}");
+            }
+        }
+        let s = COPY_STRIDED.shapes;
+        for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1]] {
+            assert_eq!(registry::cost(&COPY_STRIDED, dims), copy_cost(dims[0]));
+        }
+    }
 }
