@@ -112,16 +112,29 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
 
 /// Launches the spec's kernel on `buffers`: the emulator's counts, or `None` from a GPU.
 pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched> {
-    let ptrs: Vec<_> = buffers.inputs.iter().map(DeviceBuffer::ptr).collect();
+    let inputs: Vec<&DeviceBuffer<f32>> = buffers.inputs.iter().collect();
+    launch_on(rt, spec, &inputs, &buffers.output, buffers.dims)
+}
+
+/// Launches the spec's kernel on buffers its caller sized for `dims` (an op of `host::ops` that
+/// checked its arguments): the spec's launch is the kernel's one launch.
+pub fn launch_on(
+    rt: &Runtime,
+    spec: &Spec,
+    inputs: &[&DeviceBuffer<f32>],
+    output: &DeviceBuffer<f32>,
+    dims: Dims,
+) -> Result<Launched> {
+    let ptrs: Vec<_> = inputs.iter().map(|b| b.ptr()).collect();
     let args = kernels::registry::Buffers {
         inputs: &ptrs,
-        output: buffers.output.ptr(),
+        output: output.ptr(),
     };
     let launcher = RuntimeLauncher {
         rt,
         counters: RefCell::new(None),
     };
-    match (spec.launch)(&launcher, &args, buffers.dims) {
+    match (spec.launch)(&launcher, &args, dims) {
         Ok(()) => Ok(launcher.counters.into_inner().flatten()),
         Err(e) => Err(match e.downcast::<Error>() {
             Ok(e) => *e,
