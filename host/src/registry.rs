@@ -36,16 +36,33 @@ pub fn cost(spec: &Spec, dims: Dims) -> Cost {
     }
 }
 
-/// `dims` as a row's shape: `1048583 elements`, `200 x 300 f32`.
+/// `dims` as a row's shape: `1048583 elements`, `200 x 300 f32`. A first dimension named `n`
+/// counts elements, and the others are its parameters: `16M elements at stride 8`.
 pub fn describe(spec: &Spec, dims: Dims) -> String {
     let used = &dims[..spec.dims.len().clamp(1, 3)];
-    match used {
-        [n] if *n >= 1 << 20 && n.is_multiple_of(1 << 20) => format!("{}M elements", n >> 20),
-        [n] => format!("{n} elements"),
+    match (spec.dims, used) {
+        (_, [n]) => elements(*n),
+        (["n", params @ ..], [n, values @ ..]) => {
+            let mut text = elements(*n);
+            for (name, v) in params.iter().zip(values) {
+                text.push_str(&format!(" at {name} {v}"));
+            }
+            text
+        }
         _ => {
             let parts: Vec<String> = used.iter().map(usize::to_string).collect();
             format!("{} f32", parts.join(" x "))
         }
+    }
+}
+
+/// `n` elements as a row's shape says them: `64M elements` for a whole number of Mi, else the
+/// count.
+pub fn elements(n: usize) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{}M elements", n >> 20)
+    } else {
+        format!("{n} elements")
     }
 }
 
@@ -95,16 +112,29 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
 
 /// Launches the spec's kernel on `buffers`: the emulator's counts, or `None` from a GPU.
 pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched> {
-    let ptrs: Vec<_> = buffers.inputs.iter().map(DeviceBuffer::ptr).collect();
+    let inputs: Vec<&DeviceBuffer<f32>> = buffers.inputs.iter().collect();
+    launch_on(rt, spec, &inputs, &buffers.output, buffers.dims)
+}
+
+/// Launches the spec's kernel on buffers its caller sized for `dims` (an op of `host::ops` that
+/// checked its arguments): the spec's launch is the kernel's one launch.
+pub fn launch_on(
+    rt: &Runtime,
+    spec: &Spec,
+    inputs: &[&DeviceBuffer<f32>],
+    output: &DeviceBuffer<f32>,
+    dims: Dims,
+) -> Result<Launched> {
+    let ptrs: Vec<_> = inputs.iter().map(|b| b.ptr()).collect();
     let args = kernels::registry::Buffers {
         inputs: &ptrs,
-        output: buffers.output.ptr(),
+        output: output.ptr(),
     };
     let launcher = RuntimeLauncher {
         rt,
         counters: RefCell::new(None),
     };
-    match (spec.launch)(&launcher, &args, buffers.dims) {
+    match (spec.launch)(&launcher, &args, dims) {
         Ok(()) => Ok(launcher.counters.into_inner().flatten()),
         Err(e) => Err(match e.downcast::<Error>() {
             Ok(e) => *e,
@@ -249,5 +279,10 @@ mod tests {
         assert_eq!(describe(e, [1 << 26, 1, 1]), "64M elements");
         assert_eq!(describe(e, [1000, 1, 1]), "1000 elements");
         assert_eq!(describe(t, [200, 300, 1]), "200 x 300 f32");
+        let strided = find("copy_strided").unwrap();
+        assert_eq!(
+            describe(strided, [1 << 24, 8, 1]),
+            "16M elements at stride 8"
+        );
     }
 }

@@ -5,28 +5,57 @@
 //! problem's dimensions at the GPU's, the emulator's and the tests' sizes, its inputs and output,
 //! how it is launched, its CPU reference and tolerance, its cost model, its occupancy launch and,
 //! optionally, the vendor operation it is read against. [`registry!`](crate::registry) in
-//! `kernels/src/lib.rs` declares the module and lists the spec, one line per kernel, and
-//! `cargo xtask run`, `inspect`, `predict`, `ptxas`'s occupancy table, the device bundle's
-//! baselines and the property test `tests/tests/registered.rs` all read that one list
-//! ([`crate::REGISTRY`]).
+//! `kernels/src/lib.rs` declares the module and lists its specs, one line per kernel's file
+//! (`SPEC`, or one spec per kernel named in braces), and `cargo xtask run`, `inspect`, `predict`,
+//! `ptxas`'s occupancy table, the device bundle's baselines and the property test
+//! `tests/tests/registered.rs` all read that one list ([`crate::REGISTRY`]).
 //!
 //! Registered kernels take f32 buffers (inputs uniform in [-1, 1], one output) and up to three
-//! `u32` dimensions: what the scaffold's four templates (`cargo xtask new`) need. A kernel with
-//! several launches, workspaces or other element types is declared by hand in `xtask/src/cases.rs`
-//! and its neighbours, as the project's older kernels still are.
+//! `u32` dimensions, and are one launch: the scaffold's four templates (`cargo xtask new`),
+//! `vector_add_f32`, `copy_strided` and the three transposes. A kernel with several launches,
+//! workspaces or other element types is declared by hand in `xtask/src/cases.rs` and its
+//! neighbours, as the project's other kernels still are.
 
-/// Declares the registered kernels: `registry! { elementwise_scale, ... }` makes
-/// `pub mod elementwise_scale;` (the file `kernels/src/elementwise_scale.rs`) and lists its
-/// `SPEC` in [`crate::REGISTRY`] (host only). One line per kernel.
+/// Declares the registered kernels, one line per kernel or per file:
+///
+/// ```ignore
+/// registry! {
+///     transpose::{TRANSPOSE_NAIVE, TRANSPOSE_SHARED},
+///     elementwise_scale,
+/// }
+/// ```
+///
+/// makes `pub mod transpose;` and `pub mod elementwise_scale;` (the files
+/// `kernels/src/transpose.rs` and `kernels/src/elementwise_scale.rs`) and lists, in
+/// [`crate::REGISTRY`] (host only), the specs named in braces and the `SPEC` of a module named
+/// alone: a file of several kernels names each one's spec, a file of one (what `cargo xtask new`
+/// writes) needs only its module's name.
 #[macro_export]
 macro_rules! registry {
-    ($($module:ident),* $(,)?) => {
-        $(pub mod $module;)*
+    ($($entries:tt)*) => {
+        $crate::__registry!([] [] $($entries)*);
+    };
+}
+
+/// [`registry!`]'s entries one at a time, gathering the modules in the first list and the specs
+/// in the second, in order; a `macro_rules!` transcriber cannot pick between `$module::SPEC` and
+/// the named specs by itself.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __registry {
+    ([$($done:ident)*] [$($spec:expr),*] $(,)?) => {
+        $(pub mod $done;)*
 
         /// Every registered kernel's declaration, in the order of the `registry!` block
         /// (docs/registry.md).
         #[cfg(not(target_arch = "nvptx64"))]
-        pub const REGISTRY: &[&$crate::registry::Spec] = &[$(&$module::SPEC),*];
+        pub const REGISTRY: &[&$crate::registry::Spec] = &[$($spec),*];
+    };
+    ([$($done:ident)*] [$($spec:expr),*] $module:ident :: { $($named:ident),+ $(,)? } $(, $($rest:tt)*)?) => {
+        $crate::__registry!([$($done)* $module] [$($spec,)* $(&$module::$named),+] $($($rest)*)?);
+    };
+    ([$($done:ident)*] [$($spec:expr),*] $module:ident $(, $($rest:tt)*)?) => {
+        $crate::__registry!([$($done)* $module] [$($spec,)* &$module::SPEC] $($($rest)*)?);
     };
 }
 
@@ -167,6 +196,9 @@ mod host_side {
         ) -> Result<(), LaunchError>;
     }
 
+    /// [`Spec::launch`]: launches the kernel on `buffers` at the dimensions given.
+    pub type LaunchFn = fn(&dyn Launcher, &Buffers, Dims) -> Result<(), LaunchError>;
+
     /// A kernel argument as the driver wants it: a pointer to its bytes.
     #[doc(hidden)]
     pub fn param<T>(value: &T) -> *mut core::ffi::c_void {
@@ -187,7 +219,7 @@ mod host_side {
         /// The length of the output buffer (f32, zeroed before the launch).
         pub output: fn(Dims) -> usize,
         /// Launches the kernel on `buffers` ([`launch_registered!`](crate::launch_registered)).
-        pub launch: fn(&dyn Launcher, &Buffers, Dims) -> Result<(), LaunchError>,
+        pub launch: LaunchFn,
         /// The expected output, from the inputs, computed on the CPU (in f64 where it sums).
         pub reference: fn(&[&[f32]], Dims) -> Vec<f64>,
         /// The largest accepted `|output - reference|` per element (0: exact), for inputs in

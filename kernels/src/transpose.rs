@@ -104,3 +104,157 @@ kernel! {
         }
     }
 }
+
+// What the rest of the project needs of each kernel here (docs/registry.md); the GPU build never
+// sees it.
+
+/// Each transpose's spec but for its kernel: the three move the same bytes, and differ only in
+/// how (and so in the loads each thread has in flight).
+#[cfg(not(target_arch = "nvptx64"))]
+const fn transpose_spec(
+    name: &'static str,
+    what: &'static str,
+    in_flight_per_thread: u32,
+    launch: crate::registry::LaunchFn,
+) -> crate::registry::Spec {
+    use crate::registry::*;
+    Spec {
+        name,
+        what,
+        dims: &["rows", "cols"],
+        shapes: Shapes {
+            gpu: [8192, 8192, 1],
+            // Not multiples of the tile: the edge tiles are exercised.
+            emulator: [200, 300, 1],
+            test_max: [100, 100, 1],
+        },
+        inputs: |[rows, cols, _]| std::vec![rows * cols],
+        output: |[rows, cols, _]| rows * cols,
+        launch,
+        // From the definition, not from `tile_element`, which the kernels share: a copy, exact.
+        reference: |inputs, [rows, cols, _]| {
+            let mut out = std::vec![0.0; rows * cols];
+            for r in 0..rows {
+                for c in 0..cols {
+                    out[c * rows + r] = f64::from(inputs[0][r * cols + c]);
+                }
+            }
+            out
+        },
+        tolerance: |_| 0.0,
+        cost: |[rows, cols, _]| Cost {
+            bytes_read: 4 * (rows * cols) as u64,
+            bytes_written: 4 * (rows * cols) as u64,
+            flops: 0,
+        },
+        occupancy: Occupancy {
+            threads: (TILE * BLOCK_ROWS) as u32,
+            dynamic_shared: 0,
+            in_flight_per_thread: Some(in_flight_per_thread),
+        },
+        baseline: Some(Baseline {
+            op: "transpose",
+            dims: &["rows", "cols"],
+        }),
+    }
+}
+
+/// A transpose kernel's [`Spec::launch`](crate::registry::Spec::launch): a block of
+/// `TILE x BLOCK_ROWS` threads per `TILE x TILE` tile, tile x along the columns.
+#[cfg(not(target_arch = "nvptx64"))]
+macro_rules! tiled_launch {
+    ($kernel:ident) => {
+        |launcher, buffers, [rows, cols, _]| {
+            let (input, out) = (buffers.inputs[0], buffers.output);
+            let (rows, cols, tile) = (rows as u32, cols as u32, TILE as u32);
+            let blocks = (cols.div_ceil(tile), rows.div_ceil(tile));
+            let geometry = crate::registry::Geometry::grid_2d(blocks, (tile, BLOCK_ROWS as u32));
+            crate::launch_registered!(launcher, geometry, $kernel(input, out, rows, cols))
+        }
+    };
+}
+
+/// A thread moves `TILE / BLOCK_ROWS` = 4 elements: the naive transpose stores each before it
+/// loads the next, one 4-byte load in flight.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const TRANSPOSE_NAIVE: crate::registry::Spec = transpose_spec(
+    "transpose_naive",
+    "out = input^T straight through HBM: coalesced loads, scattered stores",
+    4,
+    tiled_launch!(transpose_naive),
+);
+
+/// The tiled transposes load all four of a thread's elements into the tile before the barrier.
+#[cfg(not(target_arch = "nvptx64"))]
+const TILED_IN_FLIGHT: u32 = (TILE / BLOCK_ROWS) as u32 * 4;
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub const TRANSPOSE_SHARED: crate::registry::Spec = transpose_spec(
+    "transpose_shared",
+    "out = input^T through a 32 x 32 shared tile: coalesced, 32-way bank conflicts",
+    TILED_IN_FLIGHT,
+    tiled_launch!(transpose_shared),
+);
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub const TRANSPOSE_PADDED: crate::registry::Spec = transpose_spec(
+    "transpose_padded",
+    "out = input^T through a 32 x 33 shared tile: coalesced, conflict-free",
+    TILED_IN_FLIGHT,
+    tiled_launch!(transpose_padded),
+);
+
+/// The stride is a dimension, not a constant of the spec: the property test draws it (1 is a
+/// plain copy, 8 and more a sector per element), and the row says it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const COPY_STRIDED: crate::registry::Spec = {
+    use crate::elementwise::BLOCK_SIZE;
+    use crate::launch_registered;
+    use crate::registry::*;
+    Spec {
+        name: "copy_strided",
+        what: "dst[i] = src[i * stride]",
+        dims: &["n", "stride"],
+        shapes: Shapes {
+            // Stride 8 floats = 32 bytes: every lane in its own sector, 8x the bytes of a
+            // contiguous read moved for the same bytes used.
+            gpu: [1 << 24, 8, 1],
+            emulator: [1 << 16, 8, 1],
+            test_max: [3000, 40, 1],
+        },
+        // The first column of an `n x stride` row-major matrix.
+        inputs: |[n, stride, _]| std::vec![n * stride],
+        output: |[n, ..]| n,
+        launch: |launcher, buffers, [n, stride, _]| {
+            let (src, dst) = (buffers.inputs[0], buffers.output);
+            let (n, stride) = (n as u32, stride as u32);
+            launch_registered!(
+                launcher,
+                Geometry::for_elements(n, BLOCK_SIZE),
+                copy_strided(src, dst, n, stride)
+            )
+        },
+        // A copy: exact.
+        reference: |inputs, [n, stride, _]| {
+            (0..n).map(|i| f64::from(inputs[0][i * stride])).collect()
+        },
+        tolerance: |_| 0.0,
+        // The bytes it uses, a copy's: the sectors a wide stride moves beside them are what
+        // `cargo xtask inspect copy_strided` shows and the model predicts from.
+        cost: |[n, ..]| Cost {
+            bytes_read: 4 * n as u64,
+            bytes_written: 4 * n as u64,
+            flops: 0,
+        },
+        // One 4-byte load in flight per thread before it waits.
+        occupancy: Occupancy {
+            threads: BLOCK_SIZE,
+            dynamic_shared: 0,
+            in_flight_per_thread: Some(4),
+        },
+        baseline: Some(Baseline {
+            op: "strided_copy",
+            dims: &["n", "stride"],
+        }),
+    }
+};

@@ -1,53 +1,11 @@
-//! The transposes against the CPU reference, and the profiler's view of them: the lesson of
-//! coalescing and bank conflicts, checked number by number.
+//! The profiler's view of the transposes and the strided copy: the lesson of coalescing and bank
+//! conflicts, checked number by number. Their outputs against the CPU reference and their bytes
+//! against the cost model are `registered.rs`'s: they are registered kernels.
 
 use host::emu::{Profile, SiteStats};
 use host::ops::transpose::{self, Variant};
 use host::reference;
-use proptest::prelude::*;
 use suite::{counting, runtime};
-
-proptest! {
-    #![proptest_config(suite::proptest_config(16))]
-
-    /// Exact: a transpose moves values without arithmetic.
-    #[test]
-    fn every_variant_transposes(rows in 1usize..90, cols in 1usize..90, seed in any::<u64>()) {
-        let rt = runtime();
-        let input = reference::uniform(rows * cols, seed, -1.0, 1.0);
-        let want = reference::transpose(&input, rows, cols);
-        let d_in = rt.upload(&input).unwrap();
-        for v in Variant::ALL {
-            let mut out = rt.alloc::<f32>(rows * cols).unwrap();
-            let counted = transpose::transpose(&rt, v, &d_in, rows, cols, &mut out).unwrap();
-            prop_assert_eq!(&rt.download(&out).unwrap(), &want, "{:?}", v);
-            if let Some(c) = counted {
-                let cost = transpose::transpose_cost(rows, cols);
-                prop_assert_eq!((c.global_read_bytes, c.global_write_bytes), (cost.bytes_read, cost.bytes_written));
-            }
-        }
-    }
-}
-
-proptest! {
-    #![proptest_config(suite::proptest_config(16))]
-
-    /// Exact: a strided copy moves values; the cost model counts the bytes it uses.
-    #[test]
-    fn copy_strided_gathers_every_stride_th_element(n in 1usize..3000, stride in 1usize..40, seed in any::<u64>()) {
-        let rt = runtime();
-        let src = reference::uniform((n - 1) * stride + 1, seed, -1.0, 1.0);
-        let want: Vec<f32> = (0..n).map(|i| src[i * stride]).collect();
-        let d_src = rt.upload(&src).unwrap();
-        let mut dst = rt.alloc::<f32>(n).unwrap();
-        let counted = transpose::copy_strided(&rt, &d_src, stride, &mut dst).unwrap();
-        prop_assert_eq!(rt.download(&dst).unwrap(), want);
-        if let Some(c) = counted {
-            let cost = host::ops::elementwise::copy_cost(n);
-            prop_assert_eq!((c.global_read_bytes, c.global_write_bytes), (cost.bytes_read, cost.bytes_written));
-        }
-    }
-}
 
 #[test]
 fn a_source_too_short_for_the_stride_is_refused() {

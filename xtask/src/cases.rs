@@ -10,9 +10,8 @@ use host::ops::attention::{self as attention_op, AttentionParams, AttentionShape
 use host::ops::elementwise;
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax::{RowStats, SoftmaxElement, Variant as Softmax};
-use host::ops::transpose::{self as transpose_op, Variant};
 use host::reference;
-use host::registry;
+use host::registry::{self, elements};
 use host::runtime::Launched;
 use host::{DeviceBuffer, Runtime};
 
@@ -68,25 +67,23 @@ impl CaseSpec {
     pub fn build<'a>(&self, rt: &'a Runtime, scale: Scale) -> host::Result<Case<'a>> {
         match self.build {
             Build::Here(build) => build(rt, scale),
-            Build::Registered(spec) => registered(rt, scale, spec),
+            Build::Registered(spec) => from_spec(rt, scale, spec),
         }
     }
 }
 
-/// Every case, in the order of the lessons.
+/// Every case, in the order of the lessons: the registered kernels that a lesson orders where it
+/// does, the others (the scaffold's templates, a kernel of `cargo xtask new`) last, in the order
+/// of the `registry!` block.
 pub fn all() -> Vec<CaseSpec> {
-    vec![
+    let lessons: Vec<CaseSpec> = vec![
         case("copy_words", copy),
-        case("vector_add_f32", vector_add_f32),
+        registered(&kernels::elementwise::VECTOR_ADD_F32),
         case("vector_add_f16", vector_add_f16),
-        case("copy_strided", copy_strided),
-        case("transpose_naive", |rt, s| transpose(rt, s, Variant::Naive)),
-        case("transpose_shared", |rt, s| {
-            transpose(rt, s, Variant::Shared)
-        }),
-        case("transpose_padded", |rt, s| {
-            transpose(rt, s, Variant::Padded)
-        }),
+        registered(&kernels::transpose::COPY_STRIDED),
+        registered(&kernels::transpose::TRANSPOSE_NAIVE),
+        registered(&kernels::transpose::TRANSPOSE_SHARED),
+        registered(&kernels::transpose::TRANSPOSE_PADDED),
         case("softmax_naive_f32", |rt, s| {
             softmax::<f32>(rt, s, Softmax::Naive, false)
         }),
@@ -148,11 +145,13 @@ pub fn all() -> Vec<CaseSpec> {
     .into_iter()
     .chain(gemm_cases())
     .chain(decode_cases())
-    .chain(registry::all().iter().map(|&spec| CaseSpec {
-        kernel: spec.name,
-        build: Build::Registered(spec),
-    }))
-    .collect()
+    .collect();
+    let rest: Vec<CaseSpec> = registry::all()
+        .iter()
+        .filter(|spec| !lessons.iter().any(|c| c.kernel == spec.name))
+        .map(|&spec| registered(spec))
+        .collect();
+    lessons.into_iter().chain(rest).collect()
 }
 
 /// Whether `rt` can run `kernel` at all ([`needs_wgmma`]: step 5 needs an sm_90a GPU
@@ -187,6 +186,14 @@ pub fn left_out(rt: &Runtime, kernels: &[&str]) -> Option<String> {
         names.join(", "),
         rt.device_name()
     ))
+}
+
+/// A registered kernel's case, built from its spec.
+const fn registered(spec: &'static registry::Spec) -> CaseSpec {
+    CaseSpec {
+        kernel: spec.name,
+        build: Build::Registered(spec),
+    }
 }
 
 const fn case(
@@ -356,14 +363,6 @@ fn varied_in_as<T: host::Element>(
     out
 }
 
-fn elements(n: usize) -> String {
-    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
-        format!("{}M elements", n >> 20)
-    } else {
-        format!("{n} elements")
-    }
-}
-
 fn exact(what: &str, got: &[f32], want: &[f32]) -> Result<String, String> {
     let diff = reference::max_abs_diff(got, want);
     if diff == 0.0 {
@@ -375,7 +374,7 @@ fn exact(what: &str, got: &[f32], want: &[f32]) -> Result<String, String> {
 
 /// A registered kernel's case (`kernels::registry`): its shape at `scale`, inputs uniform in
 /// [-1, 1], checked against its reference and tolerance.
-fn registered<'a>(
+fn from_spec<'a>(
     rt: &'a Runtime,
     scale: Scale,
     spec: &'static registry::Spec,
@@ -450,36 +449,6 @@ fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
     })
 }
 
-fn vector_add_f32(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
-    let size = |s: Scale| s.pick(1 << 26, 1 << 20);
-    let n = size(scale);
-    let gpu = (
-        elements(size(Scale::Gpu)),
-        elementwise::vector_add_cost(size(Scale::Gpu), 4),
-    );
-    let (a_host, b_host) = (uniform(n, 1, -1.0, 1.0), uniform(n, 2, -1.0, 1.0));
-    let want = reference_of(|| reference::vector_add_f32(&a_host, &b_host));
-    let (a, b) = (rt.upload(&a_host)?, rt.upload(&b_host)?);
-    let c = Rc::new(RefCell::new(rt.alloc::<f32>(n)?));
-    Ok(Case {
-        kernel: "vector_add_f32",
-        shape: elements(n),
-        cost: elementwise::vector_add_cost(n, 4),
-        gpu,
-        launch: Box::new({
-            let c = c.clone();
-            move |rt| elementwise::vector_add_f32(rt, &a, &b, &mut c.borrow_mut())
-        }),
-        check: Box::new(move |rt| {
-            exact(
-                "vector_add_f32",
-                &rt.download(&c.borrow()).map_err(|e| e.to_string())?,
-                &want,
-            )
-        }),
-    })
-}
-
 fn vector_add_f16(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
     let size = |s: Scale| s.pick(1 << 27, 1 << 20);
     let n = size(scale);
@@ -516,74 +485,6 @@ fn vector_add_f16(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
                 .map(|x| x.to_f32())
                 .collect();
             exact("vector_add_f16", &got, &want)
-        }),
-    })
-}
-
-fn copy_strided(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
-    // Stride 8 floats = 32 bytes: every lane in its own sector, 8x the bytes of a contiguous read
-    // moved for the same bytes used. The cost model counts the bytes used; the profiler (cargo
-    // xtask inspect copy_strided) shows the sectors.
-    let (size, stride) = (|s: Scale| s.pick(1 << 24, 1 << 16), 8);
-    let n = size(scale);
-    let gpu = (
-        format!("{} at stride {stride}", elements(size(Scale::Gpu))),
-        elementwise::copy_cost(size(Scale::Gpu)),
-    );
-    let src_host = uniform(n * stride, 5, -1.0, 1.0);
-    let want: Vec<f32> = reference_of(|| (0..n).map(|i| src_host[i * stride]).collect());
-    let src = rt.upload(&src_host)?;
-    let dst = Rc::new(RefCell::new(rt.alloc::<f32>(n)?));
-    Ok(Case {
-        kernel: "copy_strided",
-        shape: format!("{} at stride {stride}", elements(n)),
-        cost: elementwise::copy_cost(n),
-        gpu,
-        launch: Box::new({
-            let dst = dst.clone();
-            move |rt| transpose_op::copy_strided(rt, &src, stride, &mut dst.borrow_mut())
-        }),
-        check: Box::new(move |rt| {
-            exact(
-                "copy_strided",
-                &rt.download(&dst.borrow()).map_err(|e| e.to_string())?,
-                &want,
-            )
-        }),
-    })
-}
-
-fn transpose(rt: &Runtime, scale: Scale, variant: Variant) -> host::Result<Case<'_>> {
-    // Not multiples of the 32-wide tile on the emulator, so the edge tiles are exercised.
-    let size = |s: Scale| match s {
-        Scale::Gpu => (8192, 8192),
-        Scale::Emulator => (200, 300),
-    };
-    let (rows, cols) = size(scale);
-    let (gr, gc) = size(Scale::Gpu);
-    let gpu = (
-        format!("{gr} x {gc} f32"),
-        transpose_op::transpose_cost(gr, gc),
-    );
-    let input = uniform(rows * cols, 6, -1.0, 1.0);
-    let want = reference_of(|| reference::transpose(&input, rows, cols));
-    let d_in = rt.upload(&input)?;
-    let out = Rc::new(RefCell::new(rt.alloc::<f32>(rows * cols)?));
-    Ok(Case {
-        kernel: variant.kernel(),
-        shape: format!("{rows} x {cols} f32"),
-        cost: transpose_op::transpose_cost(rows, cols),
-        gpu,
-        launch: Box::new({
-            let out = out.clone();
-            move |rt| transpose_op::transpose(rt, variant, &d_in, rows, cols, &mut out.borrow_mut())
-        }),
-        check: Box::new(move |rt| {
-            exact(
-                variant.kernel(),
-                &rt.download(&out.borrow()).map_err(|e| e.to_string())?,
-                &want,
-            )
         }),
     })
 }

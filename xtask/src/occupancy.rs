@@ -55,23 +55,12 @@ pub fn launch_of(name: &str) -> Option<Launch> {
 fn table(name: &str) -> Option<Launch> {
     use kernels::elementwise::BLOCK_SIZE;
     use kernels::softmax::{FUSED_ITEMS, FUSED_THREADS, ROW_THREADS};
-    use kernels::transpose::{BLOCK_ROWS, TILE};
-    let transpose_threads = (TILE * BLOCK_ROWS) as u32;
-    // A transpose thread moves TILE / BLOCK_ROWS = 4 elements; the tiled ones load all four
-    // into shared memory before the barrier, the naive one stores each before the next load.
-    let transpose_loads = (TILE / BLOCK_ROWS) as u32 * 4;
     let elem = |name: &str| if name.ends_with("bf16") { 2 } else { 4 };
     let l = match name {
         // a[i] and b[i] are both loaded before the add.
-        "vector_add_f32" => launch(BLOCK_SIZE, 0, Some(8)),
         "vector_add_f16" => launch(BLOCK_SIZE, 0, Some(4)),
         // One 16-byte load per grid-stride step.
         "copy_words" | "stream_read" => launch(BLOCK_SIZE, 0, Some(16)),
-        "copy_strided" => launch(BLOCK_SIZE, 0, Some(4)),
-        "transpose_naive" => launch(transpose_threads, 0, Some(4)),
-        "transpose_shared" | "transpose_padded" => {
-            launch(transpose_threads, 0, Some(transpose_loads))
-        }
         "shared_read" | "shared_pointer_chase" => launch(kernels::hierarchy::BLOCK_SIZE, 0, None),
         "pointer_chase" => launch(kernels::hierarchy::CHASE_THREADS, 0, None),
         // Stores only: nothing loaded, nothing to keep in flight but the stores themselves.

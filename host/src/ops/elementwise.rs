@@ -1,7 +1,7 @@
 //! Host side of `kernels::elementwise`.
 
 use half::f16;
-use kernels::elementwise::{BLOCK_SIZE, split_words4};
+use kernels::elementwise::{BLOCK_SIZE, VECTOR_ADD_F32, split_words4};
 
 use super::{len_u32, same_len};
 use crate::buffer::DeviceBuffer;
@@ -11,7 +11,8 @@ use crate::launch;
 use crate::launch::LaunchConfig;
 use crate::runtime::{Launched, Runtime};
 
-/// `c = a + b` for f32 vectors.
+/// `c = a + b` for f32 vectors, launched as the kernel's spec says (it is registered,
+/// docs/registry.md).
 pub fn vector_add_f32(
     rt: &Runtime,
     a: &DeviceBuffer<f32>,
@@ -19,16 +20,10 @@ pub fn vector_add_f32(
     c: &mut DeviceBuffer<f32>,
 ) -> Result<Launched> {
     same_len("vector_add_f32(a, b, c)", &[a.len(), b.len(), c.len()])?;
-    let n = len_u32("vector_add_f32", a.len())?;
-    if n == 0 {
+    if len_u32("vector_add_f32", a.len())? == 0 {
         return Ok(None);
     }
-    let (a, b, c) = (a.ptr(), b.ptr(), c.ptr());
-    launch!(
-        rt,
-        LaunchConfig::for_elements(n, BLOCK_SIZE),
-        elementwise::vector_add_f32(a, b, c, n)
-    )
+    crate::registry::launch_on(rt, &VECTOR_ADD_F32, &[a, b], c, [a.len(), 1, 1])
 }
 
 /// `c = a + b` for f16 vectors, added in f32 and rounded once.
@@ -88,5 +83,21 @@ pub fn copy_cost(n: usize) -> Cost {
         flops: 0,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The spec states the cost this module computes (the kernel crate cannot call it), at each
+    /// of its sizes and at one element.
+    #[test]
+    fn the_spec_declares_this_cost() {
+        let s = VECTOR_ADD_F32.shapes;
+        for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1]] {
+            let want = vector_add_cost(dims[0], 4);
+            assert_eq!(crate::registry::cost(&VECTOR_ADD_F32, dims), want);
+        }
     }
 }

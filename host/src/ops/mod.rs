@@ -1,5 +1,6 @@
 //! One safe host function per kernel: validate the inputs, compute the launch configuration from
-//! the kernel crate's own constants, launch. Each also has its cost model beside it.
+//! the kernel crate's own constants, launch; a registered kernel (docs/registry.md) is launched
+//! as its spec says, so its launch is written once. Each also has its cost model beside it.
 
 pub mod attention;
 pub mod decode;

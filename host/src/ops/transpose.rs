@@ -1,14 +1,13 @@
-//! Host side of `kernels::transpose`.
+//! Host side of `kernels::transpose`: the arguments checked, then each kernel launched as its
+//! spec says (the kernels are registered, docs/registry.md).
 
-use kernels::elementwise::BLOCK_SIZE;
-use kernels::transpose::{BLOCK_ROWS, TILE};
+use kernels::transpose::{COPY_STRIDED, TILE, TRANSPOSE_NAIVE, TRANSPOSE_PADDED, TRANSPOSE_SHARED};
 
 use super::{GridAxis, elements, grid_blocks, len_u32};
 use crate::buffer::DeviceBuffer;
 use crate::cost::{ComputeUnit, Cost, product};
 use crate::error::{Error, Result};
-use crate::launch;
-use crate::launch::{LaunchConfig, dim3};
+use crate::registry::{self, Spec};
 use crate::runtime::{Launched, Runtime};
 
 /// Which transpose kernel.
@@ -28,10 +27,15 @@ impl Variant {
 
     /// The kernel's name.
     pub fn kernel(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The kernel's registered spec.
+    pub fn spec(self) -> &'static Spec {
         match self {
-            Variant::Naive => "transpose_naive",
-            Variant::Shared => "transpose_shared",
-            Variant::Padded => "transpose_padded",
+            Variant::Naive => &TRANSPOSE_NAIVE,
+            Variant::Shared => &TRANSPOSE_SHARED,
+            Variant::Padded => &TRANSPOSE_PADDED,
         }
     }
 }
@@ -56,26 +60,13 @@ pub fn transpose(
     if rows == 0 || cols == 0 {
         return Ok(None);
     }
-    let (r, c) = (
-        len_u32("transpose rows", rows)?,
-        len_u32("transpose cols", cols)?,
-    );
+    len_u32("transpose rows", rows)?;
+    len_u32("transpose cols", cols)?;
     len_u32("transpose", n)?;
-    let cfg = LaunchConfig {
-        grid: dim3(
-            grid_blocks("transpose", ("cols", cols), TILE, GridAxis::X)?,
-            grid_blocks("transpose", ("rows", rows), TILE, GridAxis::Y)?,
-            1,
-        ),
-        block: dim3(TILE as u32, BLOCK_ROWS as u32, 1),
-        shared_mem_bytes: 0,
-    };
-    let (input, out) = (input.ptr(), out.ptr());
-    match variant {
-        Variant::Naive => launch!(rt, cfg, transpose::transpose_naive(input, out, r, c)),
-        Variant::Shared => launch!(rt, cfg, transpose::transpose_shared(input, out, r, c)),
-        Variant::Padded => launch!(rt, cfg, transpose::transpose_padded(input, out, r, c)),
-    }
+    // The grid's limits, checked here to name the user's dimension; the spec launches it.
+    grid_blocks("transpose", ("cols", cols), TILE, GridAxis::X)?;
+    grid_blocks("transpose", ("rows", rows), TILE, GridAxis::Y)?;
+    registry::launch_on(rt, variant.spec(), &[input], out, [rows, cols, 1])
 }
 
 /// Every variant's cost: each element read once and written once.
@@ -122,14 +113,30 @@ pub fn copy_strided(
             src.len()
         )));
     }
-    let (n, stride) = (
-        len_u32("copy_strided", n)?,
-        len_u32("copy_strided stride", stride)?,
-    );
-    let (src, dst) = (src.ptr(), dst.ptr());
-    launch!(
-        rt,
-        LaunchConfig::for_elements(n, BLOCK_SIZE),
-        transpose::copy_strided(src, dst, n, stride)
-    )
+    len_u32("copy_strided", n)?;
+    len_u32("copy_strided stride", stride)?;
+    registry::launch_on(rt, &COPY_STRIDED, &[src], dst, [n, stride, 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::elementwise::copy_cost;
+
+    /// The specs state the costs this module computes (the kernel crate cannot call it), at each
+    /// of their sizes and at one element.
+    #[test]
+    fn the_specs_declare_these_costs() {
+        for variant in Variant::ALL {
+            let s = variant.spec().shapes;
+            for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1]] {
+                let want = transpose_cost(dims[0], dims[1]);
+                assert_eq!(registry::cost(variant.spec(), dims), want, "{variant:?}");
+            }
+        }
+        let s = COPY_STRIDED.shapes;
+        for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1]] {
+            assert_eq!(registry::cost(&COPY_STRIDED, dims), copy_cost(dims[0]));
+        }
+    }
 }
