@@ -562,6 +562,21 @@ fn resources() -> (&'static [(String, KernelResources)], String) {
     (list, note.clone())
 }
 
+/// Registers and static shared memory of every kernel of the exercises' PTX module (the
+/// learner's stubs, or the solutions), from ptxas for sm_90 (the devices the targets name run
+/// it as the driver would compile it), or why there are none (then occupancy counts threads and
+/// shared memory only).
+pub(crate) fn exercise_resources(
+    solutions: bool,
+) -> Result<Vec<(String, KernelResources)>, String> {
+    let name = if solutions { "solutions" } else { "exercises" };
+    let reports = ptxas::module_reports(name, host::ptx::exercises_ptx(solutions), Arch::Sm90)?;
+    Ok(reports
+        .iter()
+        .map(|r| (r.name.clone(), resources_of(r)))
+        .collect())
+}
+
 fn resources_of(r: &ptxas::KernelReport) -> KernelResources {
     KernelResources {
         registers: Some(r.registers),

@@ -84,22 +84,30 @@ fn cubin_path(arch: Arch) -> PathBuf {
 
 /// ptxas's report on every kernel of one PTX build (fetching ptxas on first use).
 pub fn reports(arch: Arch) -> Result<Vec<KernelReport>, String> {
+    module_reports("kernels", arch.ptx(), arch)
+}
+
+/// ptxas's report on every kernel of a PTX module `name` (its text `ptx`) assembled for `arch`:
+/// the project's builds, or the exercises' (whose PTX targets sm_80 and is assembled for the
+/// device the model predicts, as the driver would JIT-compile it).
+pub fn module_reports(name: &str, ptx: &str, arch: Arch) -> Result<Vec<KernelReport>, String> {
     let dir = tools_dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let ptxas = fetch_tool(&dir, &PTXAS)?;
-    let ptx_path = dir.join(format!("kernels-{}.ptx", arch.name()));
+    let stem = format!("{name}-{}", arch.name());
+    let ptx_path = dir.join(format!("{stem}.ptx"));
     // ptxas takes seconds on the whole module; its log for the PTX already on disk is kept
     // beside it (the model reads registers in every `run` process).
-    let log_path = dir.join(format!("kernels-{}.ptxas-log", arch.name()));
-    let cubin = cubin_path(arch);
-    let unchanged = std::fs::read_to_string(&ptx_path).is_ok_and(|on_disk| on_disk == arch.ptx());
+    let log_path = dir.join(format!("{stem}.ptxas-log"));
+    let cubin = dir.join(format!("{stem}.cubin"));
+    let unchanged = std::fs::read_to_string(&ptx_path).is_ok_and(|on_disk| on_disk == ptx);
     if unchanged
         && cubin.exists()
         && let Ok(log) = std::fs::read_to_string(&log_path)
     {
         return Ok(parse_report(&log));
     }
-    std::fs::write(&ptx_path, arch.ptx())
+    std::fs::write(&ptx_path, ptx)
         .map_err(|e| format!("cannot write {}: {e}", ptx_path.display()))?;
     let out = Command::new(&ptxas)
         .arg(format!("-arch={}", arch.name()))
