@@ -290,7 +290,15 @@ pub struct PipeRow {
     pub fractions: Vec<(&'static str, f64)>,
     /// The resource that sets the time (drawn outlined).
     pub limiter: &'static str,
+    /// The matmul + softmax bar's two parts, (product, softmax), as fractions like the others:
+    /// drawn one after the other, the softmax's lighter.
+    pub phases: Option<(f64, f64)>,
 }
+
+/// The limiter whose bar is drawn in two parts, and its second part's colour: the phases' own,
+/// lighter.
+const PHASES: &str = host::model::Limiter::Phases.name();
+const SOFTMAX_PART: RGBColor = RGBColor(200, 160, 215);
 
 /// The resources in the chart's order and colours: memory levels from DRAM inwards, then the
 /// SM's pipes, then what is neither.
@@ -304,8 +312,9 @@ const PIPES: [(&str, RGBColor); 13] = [
     ("tensor", RGBColor(148, 103, 189)),
     ("MUFU", RGBColor(227, 119, 194)),
     ("issue", RGBColor(140, 86, 75)),
-    // Tensor and MUFU one after the other: the two colours' mix, darker.
-    ("matmul + softmax", RGBColor(120, 60, 140)),
+    // Tensor and MUFU one after the other: the two colours' mix, darker (the softmax's part
+    // lighter, `PipeRow::phases`).
+    (PHASES, RGBColor(120, 60, 140)),
     ("latency/occupancy", RGBColor(127, 127, 127)),
     ("tail", RGBColor(90, 90, 90)),
     ("launch", RGBColor(200, 200, 200)),
@@ -374,6 +383,15 @@ fn draw_pipes(root: Area<'_>, rows: &[PipeRow], title: &str) -> Result<(), Strin
             chart
                 .draw_series([Rectangle::new(rect, colour.filled())])
                 .map_err(err)?;
+            if *name == PHASES
+                && let Some((product, _)) = row.phases
+            {
+                // The softmax after the product: the same bar, lighter from where it starts.
+                let softmax = [(product.min(1.05), top - 0.8), (fraction.min(1.05), top)];
+                chart
+                    .draw_series([Rectangle::new(softmax, SOFTMAX_PART.filled())])
+                    .map_err(err)?;
+            }
             if *name == row.limiter {
                 chart
                     .draw_series([Rectangle::new(rect, BLACK.stroke_width(2))])
@@ -388,11 +406,16 @@ fn draw_pipes(root: Area<'_>, rows: &[PipeRow], title: &str) -> Result<(), Strin
         rows.iter()
             .any(|r| r.fractions.iter().any(|(p, f)| p == name && *f > 0.0))
     });
-    for (k, (name, colour)) in used.enumerate() {
+    // The phases' second part, where a row has one.
+    let split = rows
+        .iter()
+        .any(|r| r.phases.is_some())
+        .then_some(("... its softmax part", SOFTMAX_PART));
+    for (k, (name, colour)) in used.copied().chain(split).enumerate() {
         let (x, y) = (px + pw as i32 + 14, py + 6 + 18 * k as i32);
         root.draw(&Rectangle::new([(x, y), (x + 12, y + 12)], colour.filled()))
             .map_err(err)?;
-        root.draw(&Text::new(*name, (x + 18, y), ("sans-serif", 12)))
+        root.draw(&Text::new(name, (x + 18, y), ("sans-serif", 12)))
             .map_err(err)?;
     }
     root.present().map_err(err)
@@ -546,11 +569,19 @@ mod tests {
                 label: "kernel_a 1 x 2".to_string(),
                 fractions: vec![("DRAM", 1.0), ("L2", 0.4), ("FP32", 0.1)],
                 limiter: "DRAM",
+                phases: None,
             },
             PipeRow {
                 label: "kernel_b 3 x 4".to_string(),
                 fractions: vec![("tensor", 1.0), ("shared wavefronts", 0.9)],
                 limiter: "tensor",
+                phases: None,
+            },
+            PipeRow {
+                label: "attention 5 x 6".to_string(),
+                fractions: vec![(PHASES, 1.0), ("tensor", 0.7), ("MUFU", 0.3)],
+                limiter: PHASES,
+                phases: Some((0.7, 0.3)),
             },
         ];
         let mut svg = String::new();
@@ -566,7 +597,14 @@ mod tests {
             .lines()
             .filter(|l| l.contains("<rect") && l.contains("fill=\"none\" stroke=\"#000000\""))
             .count();
-        assert_eq!(outlines, 2, "{svg}");
+        assert_eq!(outlines, 3, "{svg}");
+        // The phases' bar in two parts: the softmax's lighter, only on the row that has them.
+        let hex = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+        let lighter = svg
+            .lines()
+            .filter(|l| l.contains(&hex(SOFTMAX_PART)))
+            .count();
+        assert_eq!(lighter, 2, "the bar and its legend: {svg}");
         for name in ["DRAM", "L2", "FP32", "tensor", "shared wavefronts"] {
             assert!(svg.contains(name), "{name} in the legend");
         }

@@ -380,10 +380,17 @@ fn pipe_row(r: &Row, p: &host::model::Prediction) -> plot::PipeRow {
             (limiter.name(), seconds / p.seconds)
         })
         .collect();
+    let phases = p
+        .launches
+        .iter()
+        .filter_map(|l| l.phases)
+        .reduce(|a, b| (a.0 + b.0, a.1 + b.1))
+        .map(|(product, softmax)| (product / p.seconds, softmax / p.seconds));
     plot::PipeRow {
         label: format!("{} {}", r.kernel, r.shape),
         fractions,
         limiter: p.limiter.name(),
+        phases,
     }
 }
 

@@ -70,7 +70,7 @@ impl Limiter {
     ];
 
     /// The name reports print.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Limiter::Dram => "DRAM",
             Limiter::L2 => "L2",
@@ -178,6 +178,9 @@ pub struct LaunchPrediction {
     pub grid_blocks: u64,
     #[serde(default)]
     pub sample_work: u64,
+    /// The matmul + softmax term's two parts, (product, softmax), where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<(f64, f64)>,
 }
 
 /// An operation's prediction: its launches in order.
@@ -320,9 +323,10 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
         let softmax = totals.on_products.unwrap_or(0.0).min(n);
         (issue(n - softmax), issue(softmax))
     });
-    if let Some(phases) = serial_phases(&components, &totals, split) {
-        components.push((Limiter::Phases, phases));
-    }
+    let phases = serial_phases(&components, &totals, split).map(|(p, s)| {
+        components.push((Limiter::Phases, p + s));
+        (p * tail_factor, s * tail_factor)
+    });
     // Per-SM resources stretch by the last wave's idle SMs; chip-wide ones do not.
     for (limiter, seconds) in &mut components {
         if limiter.per_sm() {
@@ -368,6 +372,7 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
         sampled_blocks: s.blocks.len(),
         grid_blocks: s.grid_blocks(),
         sample_work: s.work,
+        phases,
     })
 }
 
@@ -377,7 +382,7 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
 /// longer of the softmax's (MUFU, FP32). Where the instructions were counted (the PTX backend),
 /// `issue` is the time to issue each phase's own, (products, softmax), and each phase takes at
 /// least that: the warps issue the softmax's instructions while the tensor cores wait, as they
-/// wait on MUFU. `None` for any other launch.
+/// wait on MUFU. The two phases' times, (product, softmax); `None` for any other launch.
 ///
 /// Why they do not overlap: each warp waits for its scores (an `mma.sync` is synchronous, the
 /// wgmma kernel waits for its group) before it exponentiates them, and its next product waits
@@ -391,7 +396,7 @@ fn serial_phases(
     components: &[(Limiter, f64)],
     totals: &Totals,
     issue: Option<(f64, f64)>,
-) -> Option<f64> {
+) -> Option<(f64, f64)> {
     if totals.mma_flops + totals.wgmma_flops == 0.0 || totals.exps == 0.0 {
         return None;
     }
@@ -410,7 +415,10 @@ fn serial_phases(
         Limiter::LsuIssue,
     ])
     .max(product_issue);
-    Some(product + longest(&[Limiter::Mufu, Limiter::Fp32]).max(softmax_issue))
+    Some((
+        product,
+        longest(&[Limiter::Mufu, Limiter::Fp32]).max(softmax_issue),
+    ))
 }
 
 /// Bytes that miss L2: each allocation once (what the launch touches of it) while the data one
