@@ -648,6 +648,122 @@ softmax_kernels!(
     softmax_fused_bf16
 );
 
+/// The largest accepted relative error of an f32 softmax output, `|y - exact| <= F32_RTOL |exact|`
+/// (plus `f32::MIN_POSITIVE` absolute: `ex2.approx.ftz` flushes results below it to zero).
+///
+/// Per element the kernels compute `exp_approx(x - m) / l`. For `|x - m| <= 88` (beyond that the
+/// result is below 2^-126 and falls under the absolute term), rounding `x - m` and then
+/// `(x - m) log2 e` in f32 each change `exp` by up to `|x - m| 2^-24` relative, at most 1.1e-5
+/// together; `ex2.approx` adds ~2 ulp (2^-22, 2.4e-7). `l` is a sum of such terms (so the same
+/// relative error) plus its own roundings: about `cols / threads + 10` additions per term on the
+/// longest rows tested (~100, 6e-6), and in the online pass one rescale exponential each time a
+/// thread's running max moves, which for values in random order is ~ln(n) times (5 for the ~80
+/// elements per thread of the longest rows; a sorted row would need a tolerance growing with its
+/// length). So `y` is within ~2e-5 of exact; 3e-5 keeps a margin without hiding a wrong max, a
+/// wrong sum or a lost chunk, which are wrong by a factor, not by ulps. (The emulator's `exp2` is
+/// correctly rounded, so it is more accurate than the GPU; observed errors stay below 5e-6.)
+pub const F32_RTOL: f32 = 3e-5;
+
+// What the rest of the project needs of the f32 kernels here (docs/registry.md); the GPU build
+// never sees it. The bf16 kernels are launched by `host::ops::softmax` and their rows written in
+// `xtask/src/cases.rs`: a registered kernel takes f32.
+
+/// The shapes, inputs, reference and tolerance every f32 softmax shares: they differ in their
+/// launches and their costs (docs/softmax.md).
+#[cfg(not(target_arch = "nvptx64"))]
+const fn softmax_spec(
+    name: &'static str,
+    what: &'static str,
+    launch: crate::registry::LaunchFn,
+    cost: fn(crate::registry::Dims) -> crate::registry::Cost,
+    occupancy: crate::registry::Occupancy,
+) -> crate::registry::Spec {
+    use crate::registry::*;
+    Spec {
+        name,
+        what,
+        dims: &["rows", "cols"],
+        shapes: Shapes {
+            // The shape: 256 MiB each way, several times the L2.
+            gpu: [8192, 8192, 1],
+            // Columns that are no multiple of the block.
+            emulator: [64, 1000, 1],
+            // Past FUSED_ON_CHIP_COLS one draw in six: the fused kernel's second sweep.
+            test_max: [4, 10_000, 1],
+        },
+        inputs: |[rows, cols, _]| std::vec![rows * cols],
+        // Scores of a few units, as attention's are: rows far from uniform, whose small entries
+        // (down to e^-16) test the relative accuracy.
+        input_range: (-8.0, 8.0),
+        // `exp_shifted` skips the exponential of a row's maximum: on zeros the model would count
+        // none.
+        values_steer: true,
+        output: |[rows, cols, _]| rows * cols,
+        workspaces: |_| std::vec![],
+        launch,
+        // From the definition, in f64; the spec's inputs are finite, so no special value arises
+        // (tests/tests/softmax.rs tests those through `host::ops::softmax`).
+        reference: |inputs, [_, cols, _]| {
+            let mut out = std::vec::Vec::with_capacity(inputs[0].len());
+            for row in inputs[0].chunks(cols) {
+                let m = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+                let e: std::vec::Vec<f64> =
+                    row.iter().map(|&x| (f64::from(x) - f64::from(m)).exp()).collect();
+                let l: f64 = e.iter().sum();
+                out.extend(e.iter().map(|e| e / l));
+            }
+            out
+        },
+        // Outputs are probabilities, at most 1: the relative bound is an absolute one.
+        tolerance: |_| f64::from(F32_RTOL) + f64::from(f32::MIN_POSITIVE),
+        cost,
+        occupancy,
+        baseline: Some(Baseline {
+            op: "softmax",
+            dims: &["rows", "cols"],
+        }),
+    }
+}
+
+/// One block of [`FUSED_THREADS`] per row; each thread loads its [`FUSED_ITEMS`] elements of a
+/// chunk before it waits on the first.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const SOFTMAX_FUSED_F32: crate::registry::Spec = softmax_spec(
+    "softmax_fused_f32",
+    "y = softmax of each row of x in one kernel: the row read once (twice past 8192 columns)",
+    |launcher, buffers, [rows, cols, _]| {
+        let (x, y, cols) = (buffers.inputs[0], buffers.output, cols as u32);
+        let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (FUSED_THREADS, 1));
+        crate::launch_registered!(launcher, geometry, softmax_fused_f32(x, y, cols))
+    },
+    |[rows, cols, _]| {
+        let n = (rows * cols) as u64;
+        let read = (MAX_FLOPS + EXP_SUM_FLOPS) as u64;
+        if cols <= FUSED_ON_CHIP_COLS as usize {
+            // One exponential per element, kept in registers for the write.
+            crate::registry::Cost {
+                bytes_read: 4 * n,
+                bytes_written: 4 * n,
+                flops: (read + RESCALE_FLOPS as u64) * n,
+                exps: n,
+            }
+        } else {
+            // Taken again when the row is read the second time.
+            crate::registry::Cost {
+                bytes_read: 8 * n,
+                bytes_written: 4 * n,
+                flops: (read + NORMALISE_FLOPS as u64) * n,
+                exps: 2 * n,
+            }
+        }
+    },
+    crate::registry::Occupancy {
+        threads: FUSED_THREADS,
+        dynamic_shared: 0,
+        in_flight_per_thread: Some(FUSED_ITEMS as u32 * 4),
+    },
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

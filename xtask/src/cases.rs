@@ -90,9 +90,7 @@ pub fn all() -> Vec<CaseSpec> {
         case("softmax_online_f32", |rt, s| {
             softmax::<f32>(rt, s, Softmax::Online, false)
         }),
-        case("softmax_fused_f32", |rt, s| {
-            softmax::<f32>(rt, s, Softmax::Fused, false)
-        }),
+        registered(&kernels::softmax::SOFTMAX_FUSED_F32),
         case("softmax_naive_bf16", |rt, s| {
             softmax::<bf16>(rt, s, Softmax::Naive, false)
         }),
@@ -372,8 +370,9 @@ fn exact(what: &str, got: &[f32], want: &[f32]) -> Result<String, String> {
     }
 }
 
-/// A registered kernel's case (`kernels::registry`): its shape at `scale`, inputs uniform in
-/// [-1, 1], checked against its reference and tolerance.
+/// A registered kernel's case (`kernels::registry`): its shape at `scale`, inputs uniform in its
+/// `input_range` (for the model, zeros, or [`varied_in_as`] where its values steer it), checked
+/// against its reference and tolerance.
 fn from_spec<'a>(
     rt: &'a Runtime,
     scale: Scale,
@@ -384,10 +383,18 @@ fn from_spec<'a>(
         Scale::Emulator => spec.shapes.emulator,
     };
     let gpu = spec.shapes.gpu;
+    let range = spec.input_range;
     let inputs: Vec<Vec<f32>> = (spec.inputs)(dims)
         .into_iter()
         .enumerate()
-        .map(|(i, n)| uniform(n, 41 + i as u64, -1.0, 1.0))
+        .map(|(i, n)| {
+            let seed = 41 + i as u64;
+            if spec.values_steer {
+                varied_in_as(n, seed, range, |v| v)
+            } else {
+                uniform(n, seed, range.0, range.1)
+            }
+        })
         .collect();
     let buffers = Rc::new(registry::upload(rt, spec, dims, &inputs)?);
     // Nothing to compare with when the case is built for the model.
@@ -511,7 +518,7 @@ impl SoftmaxCase for f32 {
     fn reference(x: &[Self], cols: usize) -> Vec<Self> {
         reference::softmax_f32(x, cols)
     }
-    const TOLERANCE: f32 = 3e-5;
+    const TOLERANCE: f32 = kernels::softmax::F32_RTOL;
 }
 
 impl SoftmaxCase for bf16 {

@@ -142,7 +142,58 @@ mod dispatch {
 use dispatch::Pass;
 
 /// An element type the softmax kernels take: `f32` or `bf16` (computed in f32 either way).
-pub trait SoftmaxElement: Element + dispatch::Launch {}
+pub trait SoftmaxElement: Element + dispatch::Launch + Registered {}
+
+/// Where a dtype's kernels are registered (`kernels::registry`, docs/registry.md): the f32
+/// ones, whose launches their specs make.
+pub trait Registered: Element {
+    /// Runs `variant` through its spec on buffers [`check_shape`] checked, or `None` where it is
+    /// not registered (bf16, and the f32 variants not moved yet): then [`dispatch`] launches it.
+    fn through_spec(
+        _rt: &Runtime,
+        _variant: Variant,
+        _x: &DeviceBuffer<Self>,
+        _y: &DeviceBuffer<Self>,
+        _stats: Option<&RowStats>,
+        _dims: (u32, u32),
+    ) -> Option<Result<Launched>> {
+        None
+    }
+}
+
+impl Registered for f32 {
+    fn through_spec(
+        rt: &Runtime,
+        variant: Variant,
+        x: &DeviceBuffer<f32>,
+        y: &DeviceBuffer<f32>,
+        stats: Option<&RowStats>,
+        (rows, cols): (u32, u32),
+    ) -> Option<Result<Launched>> {
+        let spec = f32_spec(variant)?;
+        let workspaces: Vec<&DeviceBuffer<f32>> =
+            stats.map_or_else(Vec::new, |s| vec![&s.max, &s.sum]);
+        let dims = [rows as usize, cols as usize, 1];
+        Some(crate::registry::launch_on(
+            rt,
+            spec,
+            &[x],
+            y,
+            &workspaces,
+            dims,
+        ))
+    }
+}
+
+/// The spec of `variant` at f32, where it is registered.
+fn f32_spec(variant: Variant) -> Option<&'static crate::registry::Spec> {
+    match variant {
+        Variant::Fused => Some(&kernels::softmax::SOFTMAX_FUSED_F32),
+        Variant::Naive | Variant::Online => None,
+    }
+}
+
+impl Registered for bf16 {}
 
 macro_rules! softmax_element {
     ($t:ty, $row_max:ident, $row_sum_exp:ident, $normalise:ident, $online_stats:ident,
@@ -351,6 +402,9 @@ pub fn fused<T: SoftmaxElement>(
     if rows == 0 {
         return Ok(None);
     }
+    if let Some(launched) = T::through_spec(rt, Variant::Fused, x, y, None, (rows, cols)) {
+        return launched;
+    }
     let (x, y) = (x.ptr(), y.ptr());
     T::launch(rt, Pass::Fused { x, y }, rows, cols)
 }
@@ -431,6 +485,22 @@ mod tests {
         assert_eq!(fused_cost(rows, 1000, 2).exps, n as u64);
         let long = FUSED_ON_CHIP_COLS as usize + 1;
         assert_eq!(fused_cost(1, long, 2).exps, 2 * long as u64);
+    }
+
+    /// The registered f32 specs state the costs this module computes (the kernel crate cannot
+    /// call it), at each of their sizes, at one element, and past the fused kernel's on-chip
+    /// columns.
+    #[test]
+    fn the_specs_declare_these_costs() {
+        let long = FUSED_ON_CHIP_COLS as usize + 1;
+        for variant in [Variant::Fused] {
+            let spec = f32_spec(variant).unwrap();
+            let s = spec.shapes;
+            for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1], [3, long, 1]] {
+                let want = variant.cost(dims[0], dims[1], size_of::<f32>());
+                assert_eq!(crate::registry::cost(spec, dims), want, "{variant:?}");
+            }
+        }
     }
 
     #[test]
