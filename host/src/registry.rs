@@ -248,17 +248,56 @@ impl kernels::registry::Launcher for RuntimeLauncher<'_> {
 mod tests {
     use super::*;
 
+    /// The kernels a launcher was asked to launch, by name; it runs none.
+    struct Recorder(RefCell<Vec<&'static str>>);
+
+    impl kernels::registry::Launcher for Recorder {
+        fn launch(
+            &self,
+            kernel: &'static str,
+            _: Geometry,
+            _: &(dyn Fn() + Sync),
+            _: &[*mut std::ffi::c_void],
+            _: &[usize],
+        ) -> std::result::Result<(), kernels::registry::LaunchError> {
+            self.0.borrow_mut().push(kernel);
+            Ok(())
+        }
+    }
+
+    /// Each spec launches entries of every build; one that launches one kernel is named after it
+    /// (its row, `inspect` and the occupancy table name the same thing), one that launches
+    /// several (softmax_naive_f32) after none of them.
     #[test]
-    fn names_are_unique_and_each_is_an_entry_of_every_build() {
+    fn names_are_unique_and_each_launches_entries_of_every_build() {
         let mut names: Vec<&str> = all().iter().map(|s| s.name).collect();
         names.sort_unstable();
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "two registered kernels share a name");
-        for arch in crate::ptx::Arch::ALL {
-            let entries = crate::ptx::entry_points(arch.ptx());
-            for name in &names {
-                assert!(entries.contains(name), "{name} is not an entry of {arch:?}");
+        let rt = Runtime::emulator();
+        for spec in all() {
+            let dims = [1, 1, 1];
+            let up = upload(&rt, spec, dims, &inputs(spec, dims, 1)).unwrap();
+            let ptrs: Vec<_> = up.inputs.iter().map(DeviceBuffer::ptr).collect();
+            let scratch: Vec<_> = up.workspaces.iter().map(DeviceBuffer::ptr).collect();
+            let args = kernels::registry::Buffers {
+                inputs: &ptrs,
+                output: up.output.ptr(),
+                workspaces: &scratch,
+            };
+            let recorder = Recorder(RefCell::new(Vec::new()));
+            (spec.launch)(&recorder, &args, dims).unwrap();
+            let launched = recorder.0.into_inner();
+            match launched[..] {
+                [one] => assert_eq!(one, spec.name),
+                _ => assert!(launched.len() > 1 && !launched.contains(&spec.name)),
+            }
+            for arch in crate::ptx::Arch::ALL {
+                let entries = crate::ptx::entry_points(arch.ptx());
+                for name in &launched {
+                    assert!(entries.contains(name), "{name} is not an entry of {arch:?}");
+                }
             }
         }
     }

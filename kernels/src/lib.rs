@@ -43,7 +43,7 @@ pub mod registry;
 registry! {
     elementwise::{VECTOR_ADD_F32},
     transpose::{COPY_STRIDED, TRANSPOSE_NAIVE, TRANSPOSE_SHARED, TRANSPOSE_PADDED},
-    softmax::{SOFTMAX_FUSED_F32},
+    softmax::{SOFTMAX_NAIVE_F32, SOFTMAX_ONLINE_F32, SOFTMAX_FUSED_F32},
     scaffold_elementwise,
     scaffold_reduction,
     scaffold_tiled,

@@ -14,8 +14,8 @@
 //! scratch workspaces if the launch needs them) and up to three `u32` dimensions; a spec's launch
 //! may launch several kernels in order, and its cost states the exponentials the roofline's third
 //! roof times. Registered: the scaffold's four templates (`cargo xtask new`), `vector_add_f32`,
-//! `copy_strided`, the three transposes and `softmax_fused_f32`. Kernels of other element types
-//! (bf16, f16, tensor-core fragments) are declared by hand in `xtask/src/cases.rs` and its
+//! `copy_strided`, the three transposes and the three f32 softmaxes. Kernels of other element
+//! types (bf16, f16, tensor-core fragments) are declared by hand in `xtask/src/cases.rs` and its
 //! neighbours, as the project's other kernels still are.
 
 /// Declares the registered kernels, one line per kernel or per file:

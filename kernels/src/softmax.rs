@@ -675,6 +675,7 @@ const fn softmax_spec(
     name: &'static str,
     what: &'static str,
     launch: crate::registry::LaunchFn,
+    workspaces: fn(crate::registry::Dims) -> std::vec::Vec<usize>,
     cost: fn(crate::registry::Dims) -> crate::registry::Cost,
     occupancy: crate::registry::Occupancy,
 ) -> crate::registry::Spec {
@@ -699,7 +700,7 @@ const fn softmax_spec(
         // none.
         values_steer: true,
         output: |[rows, cols, _]| rows * cols,
-        workspaces: |_| std::vec![],
+        workspaces,
         launch,
         // From the definition, in f64; the spec's inputs are finite, so no special value arises
         // (tests/tests/softmax.rs tests those through `host::ops::softmax`).
@@ -736,25 +737,15 @@ pub const SOFTMAX_FUSED_F32: crate::registry::Spec = softmax_spec(
         let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (FUSED_THREADS, 1));
         crate::launch_registered!(launcher, geometry, softmax_fused_f32(x, y, cols))
     },
-    |[rows, cols, _]| {
-        let n = (rows * cols) as u64;
-        let read = (MAX_FLOPS + EXP_SUM_FLOPS) as u64;
-        if cols <= FUSED_ON_CHIP_COLS as usize {
+    |_| std::vec![],
+    |dims| {
+        let read = MAX_FLOPS + EXP_SUM_FLOPS;
+        if dims[1] <= FUSED_ON_CHIP_COLS as usize {
             // One exponential per element, kept in registers for the write.
-            crate::registry::Cost {
-                bytes_read: 4 * n,
-                bytes_written: 4 * n,
-                flops: (read + RESCALE_FLOPS as u64) * n,
-                exps: n,
-            }
+            sweeps_cost(dims, &[Sweep::new((1, 1), (0, 0), read + RESCALE_FLOPS, 1)])
         } else {
             // Taken again when the row is read the second time.
-            crate::registry::Cost {
-                bytes_read: 8 * n,
-                bytes_written: 4 * n,
-                flops: (read + NORMALISE_FLOPS as u64) * n,
-                exps: 2 * n,
-            }
+            sweeps_cost(dims, &[Sweep::new((2, 1), (0, 0), read + NORMALISE_FLOPS, 2)])
         }
     },
     crate::registry::Occupancy {
@@ -762,6 +753,149 @@ pub const SOFTMAX_FUSED_F32: crate::registry::Spec = softmax_spec(
         dynamic_shared: 0,
         in_flight_per_thread: Some(FUSED_ITEMS as u32 * 4),
     },
+);
+
+/// One kernel's traffic and arithmetic in an f32 softmax's cost, as `host::ops::softmax`'s cost
+/// models count it: whole-matrix sweeps read and written, f32 row statistics read and written
+/// per row, FLOPs and exponentials per element.
+#[cfg(not(target_arch = "nvptx64"))]
+#[derive(Clone, Copy)]
+struct Sweep {
+    matrix: (u64, u64),
+    stats: (u64, u64),
+    flops: u32,
+    exps: u32,
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl Sweep {
+    /// `(reads, writes)` of the matrix and of the row statistics, FLOPs and exponentials.
+    const fn new(matrix: (u64, u64), stats: (u64, u64), flops: u32, exps: u32) -> Self {
+        Self {
+            matrix,
+            stats,
+            flops,
+            exps,
+        }
+    }
+
+    /// The normalisation that ends naive and online: reads x, m and l, writes y.
+    const NORMALISE: Self = Self::new((1, 1), (2, 0), NORMALISE_FLOPS, 1);
+}
+
+/// The cost of `sweeps` over an f32 `rows x cols` matrix.
+#[cfg(not(target_arch = "nvptx64"))]
+fn sweeps_cost([rows, cols, _]: crate::registry::Dims, sweeps: &[Sweep]) -> crate::registry::Cost {
+    let (n, rows) = ((rows * cols) as u64, rows as u64);
+    let mut cost = crate::registry::Cost {
+        bytes_read: 0,
+        bytes_written: 0,
+        flops: 0,
+        exps: 0,
+    };
+    for s in sweeps {
+        cost.bytes_read += 4 * (s.matrix.0 * n + s.stats.0 * rows);
+        cost.bytes_written += 4 * (s.matrix.1 * n + s.stats.1 * rows);
+        cost.flops += u64::from(s.flops) * n;
+        cost.exps += u64::from(s.exps) * n;
+    }
+    cost
+}
+
+/// The naive and online kernels run one block of [`ROW_THREADS`] per row, each thread folding
+/// one element per step: one 4-byte load in flight.
+#[cfg(not(target_arch = "nvptx64"))]
+const ROW_OCCUPANCY: crate::registry::Occupancy = crate::registry::Occupancy {
+    threads: ROW_THREADS,
+    dynamic_shared: 0,
+    in_flight_per_thread: Some(4),
+};
+
+/// Naive and online pass each row's `(m, l)` from kernel to kernel: `row_max` and `row_sum`.
+#[cfg(not(target_arch = "nvptx64"))]
+const ROW_STATS: fn(crate::registry::Dims) -> std::vec::Vec<usize> =
+    |[rows, ..]| std::vec![rows, rows];
+
+/// What the naive and online kernels are launched with: `x`, the workspaces `row_max` and
+/// `row_sum`, one block of [`ROW_THREADS`] threads per row, and `cols`.
+#[cfg(not(target_arch = "nvptx64"))]
+fn row_args(
+    buffers: &crate::registry::Buffers,
+    [rows, cols, _]: crate::registry::Dims,
+) -> (
+    GlobalPtr<f32>,
+    GlobalPtr<f32>,
+    GlobalPtr<f32>,
+    crate::registry::Geometry,
+    u32,
+) {
+    let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (ROW_THREADS, 1));
+    let (row_max, row_sum) = (buffers.workspaces[0], buffers.workspaces[1]);
+    (buffers.inputs[0], row_max, row_sum, geometry, cols as u32)
+}
+
+/// The normalisation that ends naive and online: `y` from `x` and the row statistics.
+#[cfg(not(target_arch = "nvptx64"))]
+fn normalise(
+    launcher: &dyn crate::registry::Launcher,
+    buffers: &crate::registry::Buffers,
+    dims: crate::registry::Dims,
+) -> Result<(), crate::registry::LaunchError> {
+    let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims);
+    let y = buffers.output;
+    crate::launch_registered!(
+        launcher,
+        geometry,
+        softmax_normalise_f32(x, row_max, row_sum, y, cols)
+    )
+}
+
+/// Three kernels, the row's `(m, l)` left in the two workspaces between them.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const SOFTMAX_NAIVE_F32: crate::registry::Spec = softmax_spec(
+    "softmax_naive_f32",
+    "y = softmax of each row of x in three kernels: row max, row sum of exp(x - m), normalise",
+    |launcher, buffers, dims| {
+        let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims);
+        crate::launch_registered!(launcher, geometry, softmax_row_max_f32(x, row_max, cols))?;
+        crate::launch_registered!(
+            launcher,
+            geometry,
+            softmax_row_sum_exp_f32(x, row_max, row_sum, cols)
+        )?;
+        normalise(launcher, buffers, dims)
+    },
+    ROW_STATS,
+    |dims| {
+        // Pass 1 reads x and writes m; pass 2 reads x and m, writes l.
+        let max = Sweep::new((1, 0), (0, 1), MAX_FLOPS, 0);
+        let sum_exp = Sweep::new((1, 0), (1, 1), EXP_SUM_FLOPS, 1);
+        sweeps_cost(dims, &[max, sum_exp, Sweep::NORMALISE])
+    },
+    ROW_OCCUPANCY,
+);
+
+/// Two kernels: the online `(m, l)` pass, then the normalisation.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const SOFTMAX_ONLINE_F32: crate::registry::Spec = softmax_spec(
+    "softmax_online_f32",
+    "y = softmax of each row of x in two kernels: the online (m, l) pass, then normalise",
+    |launcher, buffers, dims| {
+        let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims);
+        crate::launch_registered!(
+            launcher,
+            geometry,
+            softmax_online_stats_f32(x, row_max, row_sum, cols)
+        )?;
+        normalise(launcher, buffers, dims)
+    },
+    ROW_STATS,
+    |dims| {
+        // Reads x, writes m and l.
+        let stats = Sweep::new((1, 0), (0, 2), ONLINE_FLOPS, 1);
+        sweeps_cost(dims, &[stats, Sweep::NORMALISE])
+    },
+    ROW_OCCUPANCY,
 );
 
 #[cfg(test)]

@@ -69,7 +69,15 @@ fn table(name: &str) -> Option<Launch> {
         "histogram_u32" => launch(kernels::histogram::THREADS, 0, None),
         // The row kernels fold one element per step into a running max or sum.
         "softmax_fused_bf16" => launch(FUSED_THREADS, 0, Some(FUSED_ITEMS as u32 * 2)),
-        n if n.starts_with("softmax_") && !n.starts_with("softmax_fused") => {
+        n if [
+            "softmax_row_max_",
+            "softmax_row_sum_exp_",
+            "softmax_normalise_",
+            "softmax_online_stats_",
+        ]
+        .iter()
+        .any(|pass| n.starts_with(pass)) =>
+        {
             launch(ROW_THREADS, 0, Some(elem(n)))
         }
         n if n.starts_with("gemm_") => {
