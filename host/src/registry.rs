@@ -31,7 +31,7 @@ pub fn cost(spec: &Spec, dims: Dims) -> Cost {
         bytes_read: c.bytes_read,
         bytes_written: c.bytes_written,
         flops: c.flops,
-        exps: 0,
+        exps: c.exps,
         unit: ComputeUnit::CudaCoreF32,
     }
 }
@@ -66,12 +66,13 @@ pub fn elements(n: usize) -> String {
     }
 }
 
-/// The spec's inputs at `dims`, uniform in [-1, 1] from `seed` (`reference::uniform`).
+/// The spec's inputs at `dims`, uniform in its `input_range` from `seed` (`reference::uniform`).
 pub fn inputs(spec: &Spec, dims: Dims, seed: u64) -> Vec<Vec<f32>> {
+    let (lo, hi) = spec.input_range;
     (spec.inputs)(dims)
         .into_iter()
         .enumerate()
-        .map(|(i, n)| crate::reference::uniform(n, seed.wrapping_add(i as u64), -1.0, 1.0))
+        .map(|(i, n)| crate::reference::uniform(n, seed.wrapping_add(i as u64), lo, hi))
         .collect()
 }
 
@@ -80,9 +81,12 @@ pub struct Uploaded {
     pub dims: Dims,
     pub inputs: Vec<DeviceBuffer<f32>>,
     pub output: DeviceBuffer<f32>,
+    /// The spec's scratch buffers, zeroed.
+    pub workspaces: Vec<DeviceBuffer<f32>>,
 }
 
-/// Uploads `inputs` (as [`inputs`] makes them) and allocates the output, after checking that
+/// Uploads `inputs` (as [`inputs`] makes them) and allocates the output and the workspaces,
+/// after checking that
 /// `dims` are what the spec launches: each at least 1 and at most `u32::MAX`, and the inputs
 /// the lengths the spec asks for.
 pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Result<Uploaded> {
@@ -107,28 +111,44 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
         dims,
         inputs: inputs.iter().map(|x| rt.upload(x)).collect::<Result<_>>()?,
         output: rt.alloc((spec.output)(dims))?,
+        workspaces: (spec.workspaces)(dims)
+            .into_iter()
+            .map(|n| rt.alloc(n))
+            .collect::<Result<_>>()?,
     })
 }
 
 /// Launches the spec's kernel on `buffers`: the emulator's counts, or `None` from a GPU.
 pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched> {
     let inputs: Vec<&DeviceBuffer<f32>> = buffers.inputs.iter().collect();
-    launch_on(rt, spec, &inputs, &buffers.output, buffers.dims)
+    let workspaces: Vec<&DeviceBuffer<f32>> = buffers.workspaces.iter().collect();
+    launch_on(
+        rt,
+        spec,
+        &inputs,
+        &buffers.output,
+        &workspaces,
+        buffers.dims,
+    )
 }
 
-/// Launches the spec's kernel on buffers its caller sized for `dims` (an op of `host::ops` that
-/// checked its arguments): the spec's launch is the kernel's one launch.
+/// Launches the spec's kernels on buffers its caller sized for `dims` (an op of `host::ops` that
+/// checked its arguments), the inputs and the workspaces in the spec's order. The spec's
+/// launch is the kernel's launch, or its kernels' in order: the op writes none of its own.
 pub fn launch_on(
     rt: &Runtime,
     spec: &Spec,
     inputs: &[&DeviceBuffer<f32>],
     output: &DeviceBuffer<f32>,
+    workspaces: &[&DeviceBuffer<f32>],
     dims: Dims,
 ) -> Result<Launched> {
     let ptrs: Vec<_> = inputs.iter().map(|b| b.ptr()).collect();
+    let scratch: Vec<_> = workspaces.iter().map(|b| b.ptr()).collect();
     let args = kernels::registry::Buffers {
         inputs: &ptrs,
         output: output.ptr(),
+        workspaces: &scratch,
     };
     let launcher = RuntimeLauncher {
         rt,
@@ -228,17 +248,56 @@ impl kernels::registry::Launcher for RuntimeLauncher<'_> {
 mod tests {
     use super::*;
 
+    /// The kernels a launcher was asked to launch, by name; it runs none.
+    struct Recorder(RefCell<Vec<&'static str>>);
+
+    impl kernels::registry::Launcher for Recorder {
+        fn launch(
+            &self,
+            kernel: &'static str,
+            _: Geometry,
+            _: &(dyn Fn() + Sync),
+            _: &[*mut std::ffi::c_void],
+            _: &[usize],
+        ) -> std::result::Result<(), kernels::registry::LaunchError> {
+            self.0.borrow_mut().push(kernel);
+            Ok(())
+        }
+    }
+
+    /// Each spec launches entries of every build; one that launches one kernel is named after it
+    /// (its row, `inspect` and the occupancy table name the same thing), one that launches
+    /// several (softmax_naive_f32) after none of them.
     #[test]
-    fn names_are_unique_and_each_is_an_entry_of_every_build() {
+    fn names_are_unique_and_each_launches_entries_of_every_build() {
         let mut names: Vec<&str> = all().iter().map(|s| s.name).collect();
         names.sort_unstable();
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "two registered kernels share a name");
-        for arch in crate::ptx::Arch::ALL {
-            let entries = crate::ptx::entry_points(arch.ptx());
-            for name in &names {
-                assert!(entries.contains(name), "{name} is not an entry of {arch:?}");
+        let rt = Runtime::emulator();
+        for spec in all() {
+            let dims = [1, 1, 1];
+            let up = upload(&rt, spec, dims, &inputs(spec, dims, 1)).unwrap();
+            let ptrs: Vec<_> = up.inputs.iter().map(DeviceBuffer::ptr).collect();
+            let scratch: Vec<_> = up.workspaces.iter().map(DeviceBuffer::ptr).collect();
+            let args = kernels::registry::Buffers {
+                inputs: &ptrs,
+                output: up.output.ptr(),
+                workspaces: &scratch,
+            };
+            let recorder = Recorder(RefCell::new(Vec::new()));
+            (spec.launch)(&recorder, &args, dims).unwrap();
+            let launched = recorder.0.into_inner();
+            match launched[..] {
+                [one] => assert_eq!(one, spec.name),
+                _ => assert!(launched.len() > 1 && !launched.contains(&spec.name)),
+            }
+            for arch in crate::ptx::Arch::ALL {
+                let entries = crate::ptx::entry_points(arch.ptx());
+                for name in &launched {
+                    assert!(entries.contains(name), "{name} is not an entry of {arch:?}");
+                }
             }
         }
     }

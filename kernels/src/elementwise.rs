@@ -92,7 +92,10 @@ pub const VECTOR_ADD_F32: crate::registry::Spec = {
             test_max: [5000, 1, 1],
         },
         inputs: |[n, ..]| std::vec![n, n],
+        input_range: (-1.0, 1.0),
+        values_steer: false,
         output: |[n, ..]| n,
+        workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
             let (a, b, c) = (buffers.inputs[0], buffers.inputs[1], buffers.output);
             let n = n as u32;
@@ -112,6 +115,7 @@ pub const VECTOR_ADD_F32: crate::registry::Spec = {
             bytes_read: 8 * n as u64,
             bytes_written: 4 * n as u64,
             flops: n as u64,
+            exps: 0,
         },
         // a[i] and b[i] are both loaded before the add.
         occupancy: Occupancy {

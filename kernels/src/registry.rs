@@ -10,10 +10,12 @@
 //! `ptxas`'s occupancy table, the device bundle's baselines and the property test
 //! `tests/tests/registered.rs` all read that one list ([`crate::REGISTRY`]).
 //!
-//! Registered kernels take f32 buffers (inputs uniform in [-1, 1], one output) and up to three
-//! `u32` dimensions, and are one launch: the scaffold's four templates (`cargo xtask new`),
-//! `vector_add_f32`, `copy_strided` and the three transposes. A kernel with several launches,
-//! workspaces or other element types is declared by hand in `xtask/src/cases.rs` and its
+//! Registered kernels take f32 buffers (inputs uniform in the spec's range, one output, and
+//! scratch workspaces if the launch needs them) and up to three `u32` dimensions; a spec's launch
+//! may launch several kernels in order, and its cost states the exponentials the roofline's third
+//! roof times. Registered: the scaffold's four templates (`cargo xtask new`), `vector_add_f32`,
+//! `copy_strided`, the three transposes and the three f32 softmaxes. Kernels of other element
+//! types (bf16, f16, tensor-core fragments) are declared by hand in `xtask/src/cases.rs` and its
 //! neighbours, as the project's other kernels still are.
 
 /// Declares the registered kernels, one line per kernel or per file:
@@ -139,6 +141,12 @@ mod host_side {
         pub bytes_read: u64,
         pub bytes_written: u64,
         pub flops: u64,
+        /// The exponentials (`ex2`, on the special function units): the roofline's third roof
+        /// reads them. 0 for a kernel that takes none, which is most; the roof is still drawn
+        /// for the kernels that do (softmax). Not checked against the emulator's count, which
+        /// differs by design (`kernels::softmax::exp_shifted` skips the exponential of a row's
+        /// maximum, the merges take their own): the model counts those, this is the work.
+        pub exps: u64,
     }
 
     /// How `cargo xtask ptxas`'s occupancy table launches the kernel: threads per block, dynamic
@@ -179,6 +187,9 @@ mod host_side {
         /// One per [`Spec::inputs`] length, in order.
         pub inputs: &'a [GlobalPtr<f32>],
         pub output: GlobalPtr<f32>,
+        /// One per [`Spec::workspaces`] length, in order: scratch the launch's kernels pass
+        /// between them.
+        pub workspaces: &'a [GlobalPtr<f32>],
     }
 
     /// What launches a kernel: the host's runtime (emulator, PTX backend or GPU) implements it.
@@ -214,18 +225,33 @@ mod host_side {
         /// The names of the used dimensions (`["n"]`, `["rows", "cols"]`).
         pub dims: &'static [&'static str],
         pub shapes: Shapes,
-        /// The length of each input buffer (f32, uniform in [-1, 1]).
+        /// The length of each input buffer (f32, uniform in [`Spec::input_range`]).
         pub inputs: fn(Dims) -> Vec<usize>,
+        /// The range the inputs are drawn from, uniformly: `(-1.0, 1.0)` unless the kernel's
+        /// values matter to what it is checked for (softmax's scores, `(-8.0, 8.0)`: rows of
+        /// probabilities far from uniform).
+        pub input_range: (f32, f32),
+        /// Whether the input values steer the kernel's branches (softmax skips the exponential of
+        /// a row's maximum): then the performance model's inputs vary as the check's do, else
+        /// they are zeros (hundreds of MB of random numbers cost seconds, and a copy's counts do
+        /// not depend on them).
+        pub values_steer: bool,
         /// The length of the output buffer (f32, zeroed before the launch).
         pub output: fn(Dims) -> usize,
-        /// Launches the kernel on `buffers` ([`launch_registered!`](crate::launch_registered)).
+        /// The length of each f32 scratch buffer the launch may use (softmax's row statistics,
+        /// between its kernels), in order; none for most. Zeroed when allocated, never checked,
+        /// and left as the last launch left them for the next (a timed launch repeats).
+        pub workspaces: fn(Dims) -> Vec<usize>,
+        /// Launches the kernel on `buffers` ([`launch_registered!`](crate::launch_registered)),
+        /// or its kernels in order, each with its own `launch_registered!`.
         pub launch: LaunchFn,
         /// The expected output, from the inputs, computed on the CPU (in f64 where it sums).
         pub reference: fn(&[&[f32]], Dims) -> Vec<f64>,
         /// The largest accepted `|output - reference|` per element (0: exact), for inputs in
-        /// [-1, 1]; say in a comment why it is enough and not more.
+        /// [`Spec::input_range`]; say in a comment why it is enough and not more.
         pub tolerance: fn(Dims) -> f64,
-        /// The bytes and FLOPs one launch moves and does: the emulator's counts must equal them.
+        /// The bytes, FLOPs and exponentials one launch moves and does: the emulator's counted
+        /// bytes must equal them, and its FLOPs agree (`suite::flops_agree`).
         pub cost: fn(Dims) -> Cost,
         pub occupancy: Occupancy,
         /// The vendor operation it is read against, or `None` (reported as "no vendor

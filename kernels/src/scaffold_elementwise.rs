@@ -47,7 +47,10 @@ pub const SPEC: crate::registry::Spec = {
             test_max: [5000, 1, 1],
         },
         inputs: |[n, ..]| std::vec![n],
+        input_range: (-1.0, 1.0),
+        values_steer: false,
         output: |[n, ..]| n,
+        workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
             let (x, y, n) = (buffers.inputs[0], buffers.output, n as u32);
             launch_registered!(
@@ -63,6 +66,7 @@ pub const SPEC: crate::registry::Spec = {
             bytes_read: 4 * n as u64,
             bytes_written: 4 * n as u64,
             flops: 2 * n as u64,
+            exps: 0,
         },
         // One 4-byte load in flight per thread before it waits.
         occupancy: Occupancy {

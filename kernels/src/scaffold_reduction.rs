@@ -65,7 +65,10 @@ pub const SPEC: crate::registry::Spec = {
             test_max: [5000, 1, 1],
         },
         inputs: |[n, ..]| std::vec![n],
+        input_range: (-1.0, 1.0),
+        values_steer: false,
         output: |[n, ..]| blocks(n),
+        workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
             let (x, sums, n) = (buffers.inputs[0], buffers.output, n as u32);
             launch_registered!(
@@ -90,6 +93,7 @@ pub const SPEC: crate::registry::Spec = {
             bytes_written: 4 * blocks(n) as u64,
             // THREADS - 1 additions per block, the zeros past the end included.
             flops: (THREADS as u64 - 1) * blocks(n) as u64,
+            exps: 0,
         },
         occupancy: Occupancy {
             threads: THREADS,

@@ -53,7 +53,10 @@ pub const SPEC: crate::registry::Spec = {
             test_max: [100, 100, 1],
         },
         inputs: |[rows, cols, _]| std::vec![rows * cols],
+        input_range: (-1.0, 1.0),
+        values_steer: false,
         output: |[rows, cols, _]| rows * cols,
+        workspaces: |_| std::vec![],
         launch: |launcher, buffers, [rows, cols, _]| {
             let (input, out) = (buffers.inputs[0], buffers.output);
             let (rows, cols) = (rows as u32, cols as u32);
@@ -75,6 +78,7 @@ pub const SPEC: crate::registry::Spec = {
             bytes_read: 4 * (rows * cols) as u64,
             bytes_written: 4 * (rows * cols) as u64,
             flops: 0,
+            exps: 0,
         },
         occupancy: Occupancy {
             threads: TILE * TILE,

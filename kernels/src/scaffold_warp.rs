@@ -59,7 +59,10 @@ pub const SPEC: crate::registry::Spec = {
             test_max: [5000, 1, 1],
         },
         inputs: |[n, ..]| std::vec![n],
+        input_range: (-1.0, 1.0),
+        values_steer: false,
         output: |[n, ..]| warps(n),
+        workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
             let (x, sums, n) = (buffers.inputs[0], buffers.output, n as u32);
             launch_registered!(
@@ -81,6 +84,7 @@ pub const SPEC: crate::registry::Spec = {
             bytes_read: 4 * n as u64,
             bytes_written: 4 * warps(n) as u64,
             flops: (WARP_SIZE as u64 - 1) * warps(n) as u64,
+            exps: 0,
         },
         occupancy: Occupancy {
             threads: THREADS,

@@ -648,6 +648,256 @@ softmax_kernels!(
     softmax_fused_bf16
 );
 
+/// The largest accepted relative error of an f32 softmax output, `|y - exact| <= F32_RTOL |exact|`
+/// (plus `f32::MIN_POSITIVE` absolute: `ex2.approx.ftz` flushes results below it to zero).
+///
+/// Per element the kernels compute `exp_approx(x - m) / l`. For `|x - m| <= 88` (beyond that the
+/// result is below 2^-126 and falls under the absolute term), rounding `x - m` and then
+/// `(x - m) log2 e` in f32 each change `exp` by up to `|x - m| 2^-24` relative, at most 1.1e-5
+/// together; `ex2.approx` adds ~2 ulp (2^-22, 2.4e-7). `l` is a sum of such terms (so the same
+/// relative error) plus its own roundings: about `cols / threads + 10` additions per term on the
+/// longest rows tested (~100, 6e-6), and in the online pass one rescale exponential each time a
+/// thread's running max moves, which for values in random order is ~ln(n) times (5 for the ~80
+/// elements per thread of the longest rows; a sorted row would need a tolerance growing with its
+/// length). So `y` is within ~2e-5 of exact; 3e-5 keeps a margin without hiding a wrong max, a
+/// wrong sum or a lost chunk, which are wrong by a factor, not by ulps. (The emulator's `exp2` is
+/// correctly rounded, so it is more accurate than the GPU; observed errors stay below 5e-6.)
+pub const F32_RTOL: f32 = 3e-5;
+
+// What the rest of the project needs of the f32 kernels here (docs/registry.md); the GPU build
+// never sees it. The bf16 kernels are launched by `host::ops::softmax` and their rows written in
+// `xtask/src/cases.rs`: a registered kernel takes f32.
+
+/// The shapes, inputs, reference and tolerance every f32 softmax shares: they differ in their
+/// launches and their costs (docs/softmax.md).
+#[cfg(not(target_arch = "nvptx64"))]
+const fn softmax_spec(
+    name: &'static str,
+    what: &'static str,
+    launch: crate::registry::LaunchFn,
+    workspaces: fn(crate::registry::Dims) -> std::vec::Vec<usize>,
+    cost: fn(crate::registry::Dims) -> crate::registry::Cost,
+    occupancy: crate::registry::Occupancy,
+) -> crate::registry::Spec {
+    use crate::registry::*;
+    Spec {
+        name,
+        what,
+        dims: &["rows", "cols"],
+        shapes: Shapes {
+            // The shape: 256 MiB each way, several times the L2.
+            gpu: [8192, 8192, 1],
+            // Columns that are no multiple of the block.
+            emulator: [64, 1000, 1],
+            // Past FUSED_ON_CHIP_COLS one draw in six: the fused kernel's second sweep.
+            test_max: [4, 10_000, 1],
+        },
+        inputs: |[rows, cols, _]| std::vec![rows * cols],
+        // Scores of a few units, as attention's are: rows far from uniform, whose small entries
+        // (down to e^-16) test the relative accuracy.
+        input_range: (-8.0, 8.0),
+        // `exp_shifted` skips the exponential of a row's maximum: on zeros the model would count
+        // none.
+        values_steer: true,
+        output: |[rows, cols, _]| rows * cols,
+        workspaces,
+        launch,
+        // From the definition, in f64; the spec's inputs are finite, so no special value arises
+        // (tests/tests/softmax.rs tests those through `host::ops::softmax`).
+        reference: |inputs, [_, cols, _]| {
+            let mut out = std::vec::Vec::with_capacity(inputs[0].len());
+            for row in inputs[0].chunks(cols) {
+                let m = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+                let e: std::vec::Vec<f64> =
+                    row.iter().map(|&x| (f64::from(x) - f64::from(m)).exp()).collect();
+                let l: f64 = e.iter().sum();
+                out.extend(e.iter().map(|e| e / l));
+            }
+            out
+        },
+        // Outputs are probabilities, at most 1: the relative bound is an absolute one.
+        tolerance: |_| f64::from(F32_RTOL) + f64::from(f32::MIN_POSITIVE),
+        cost,
+        occupancy,
+        baseline: Some(Baseline {
+            op: "softmax",
+            dims: &["rows", "cols"],
+        }),
+    }
+}
+
+/// One block of [`FUSED_THREADS`] per row; each thread loads its [`FUSED_ITEMS`] elements of a
+/// chunk before it waits on the first.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const SOFTMAX_FUSED_F32: crate::registry::Spec = softmax_spec(
+    "softmax_fused_f32",
+    "y = softmax of each row of x in one kernel: the row read once (twice past 8192 columns)",
+    |launcher, buffers, [rows, cols, _]| {
+        let (x, y, cols) = (buffers.inputs[0], buffers.output, cols as u32);
+        let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (FUSED_THREADS, 1));
+        crate::launch_registered!(launcher, geometry, softmax_fused_f32(x, y, cols))
+    },
+    |_| std::vec![],
+    |dims| {
+        let read = MAX_FLOPS + EXP_SUM_FLOPS;
+        if dims[1] <= FUSED_ON_CHIP_COLS as usize {
+            // One exponential per element, kept in registers for the write.
+            sweeps_cost(dims, &[Sweep::new((1, 1), (0, 0), read + RESCALE_FLOPS, 1)])
+        } else {
+            // Taken again when the row is read the second time.
+            sweeps_cost(dims, &[Sweep::new((2, 1), (0, 0), read + NORMALISE_FLOPS, 2)])
+        }
+    },
+    crate::registry::Occupancy {
+        threads: FUSED_THREADS,
+        dynamic_shared: 0,
+        in_flight_per_thread: Some(FUSED_ITEMS as u32 * 4),
+    },
+);
+
+/// One kernel's traffic and arithmetic in an f32 softmax's cost, as `host::ops::softmax`'s cost
+/// models count it: whole-matrix sweeps read and written, f32 row statistics read and written
+/// per row, FLOPs and exponentials per element.
+#[cfg(not(target_arch = "nvptx64"))]
+#[derive(Clone, Copy)]
+struct Sweep {
+    matrix: (u64, u64),
+    stats: (u64, u64),
+    flops: u32,
+    exps: u32,
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl Sweep {
+    /// `(reads, writes)` of the matrix and of the row statistics, FLOPs and exponentials.
+    const fn new(matrix: (u64, u64), stats: (u64, u64), flops: u32, exps: u32) -> Self {
+        Self {
+            matrix,
+            stats,
+            flops,
+            exps,
+        }
+    }
+
+    /// The normalisation that ends naive and online: reads x, m and l, writes y.
+    const NORMALISE: Self = Self::new((1, 1), (2, 0), NORMALISE_FLOPS, 1);
+}
+
+/// The cost of `sweeps` over an f32 `rows x cols` matrix.
+#[cfg(not(target_arch = "nvptx64"))]
+fn sweeps_cost([rows, cols, _]: crate::registry::Dims, sweeps: &[Sweep]) -> crate::registry::Cost {
+    let (n, rows) = ((rows * cols) as u64, rows as u64);
+    let mut cost = crate::registry::Cost {
+        bytes_read: 0,
+        bytes_written: 0,
+        flops: 0,
+        exps: 0,
+    };
+    for s in sweeps {
+        cost.bytes_read += 4 * (s.matrix.0 * n + s.stats.0 * rows);
+        cost.bytes_written += 4 * (s.matrix.1 * n + s.stats.1 * rows);
+        cost.flops += u64::from(s.flops) * n;
+        cost.exps += u64::from(s.exps) * n;
+    }
+    cost
+}
+
+/// The naive and online kernels run one block of [`ROW_THREADS`] per row, each thread folding
+/// one element per step: one 4-byte load in flight.
+#[cfg(not(target_arch = "nvptx64"))]
+const ROW_OCCUPANCY: crate::registry::Occupancy = crate::registry::Occupancy {
+    threads: ROW_THREADS,
+    dynamic_shared: 0,
+    in_flight_per_thread: Some(4),
+};
+
+/// Naive and online pass each row's `(m, l)` from kernel to kernel: `row_max` and `row_sum`.
+#[cfg(not(target_arch = "nvptx64"))]
+const ROW_STATS: fn(crate::registry::Dims) -> std::vec::Vec<usize> =
+    |[rows, ..]| std::vec![rows, rows];
+
+/// What the naive and online kernels are launched with: `x`, the workspaces `row_max` and
+/// `row_sum`, one block of [`ROW_THREADS`] threads per row, and `cols`.
+#[cfg(not(target_arch = "nvptx64"))]
+fn row_args(
+    buffers: &crate::registry::Buffers,
+    [rows, cols, _]: crate::registry::Dims,
+) -> (
+    GlobalPtr<f32>,
+    GlobalPtr<f32>,
+    GlobalPtr<f32>,
+    crate::registry::Geometry,
+    u32,
+) {
+    let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (ROW_THREADS, 1));
+    let (row_max, row_sum) = (buffers.workspaces[0], buffers.workspaces[1]);
+    (buffers.inputs[0], row_max, row_sum, geometry, cols as u32)
+}
+
+/// The normalisation that ends naive and online: `y` from `x` and the row statistics.
+#[cfg(not(target_arch = "nvptx64"))]
+fn normalise(
+    launcher: &dyn crate::registry::Launcher,
+    buffers: &crate::registry::Buffers,
+    dims: crate::registry::Dims,
+) -> Result<(), crate::registry::LaunchError> {
+    let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims);
+    let y = buffers.output;
+    crate::launch_registered!(
+        launcher,
+        geometry,
+        softmax_normalise_f32(x, row_max, row_sum, y, cols)
+    )
+}
+
+/// Three kernels, the row's `(m, l)` left in the two workspaces between them.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const SOFTMAX_NAIVE_F32: crate::registry::Spec = softmax_spec(
+    "softmax_naive_f32",
+    "y = softmax of each row of x in three kernels: row max, row sum of exp(x - m), normalise",
+    |launcher, buffers, dims| {
+        let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims);
+        crate::launch_registered!(launcher, geometry, softmax_row_max_f32(x, row_max, cols))?;
+        crate::launch_registered!(
+            launcher,
+            geometry,
+            softmax_row_sum_exp_f32(x, row_max, row_sum, cols)
+        )?;
+        normalise(launcher, buffers, dims)
+    },
+    ROW_STATS,
+    |dims| {
+        // Pass 1 reads x and writes m; pass 2 reads x and m, writes l.
+        let max = Sweep::new((1, 0), (0, 1), MAX_FLOPS, 0);
+        let sum_exp = Sweep::new((1, 0), (1, 1), EXP_SUM_FLOPS, 1);
+        sweeps_cost(dims, &[max, sum_exp, Sweep::NORMALISE])
+    },
+    ROW_OCCUPANCY,
+);
+
+/// Two kernels: the online `(m, l)` pass, then the normalisation.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const SOFTMAX_ONLINE_F32: crate::registry::Spec = softmax_spec(
+    "softmax_online_f32",
+    "y = softmax of each row of x in two kernels: the online (m, l) pass, then normalise",
+    |launcher, buffers, dims| {
+        let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims);
+        crate::launch_registered!(
+            launcher,
+            geometry,
+            softmax_online_stats_f32(x, row_max, row_sum, cols)
+        )?;
+        normalise(launcher, buffers, dims)
+    },
+    ROW_STATS,
+    |dims| {
+        // Reads x, writes m and l.
+        let stats = Sweep::new((1, 0), (0, 2), ONLINE_FLOPS, 1);
+        sweeps_cost(dims, &[stats, Sweep::NORMALISE])
+    },
+    ROW_OCCUPANCY,
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

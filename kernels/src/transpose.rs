@@ -129,7 +129,10 @@ const fn transpose_spec(
             test_max: [100, 100, 1],
         },
         inputs: |[rows, cols, _]| std::vec![rows * cols],
+        input_range: (-1.0, 1.0),
+        values_steer: false,
         output: |[rows, cols, _]| rows * cols,
+        workspaces: |_| std::vec![],
         launch,
         // From the definition, not from `tile_element`, which the kernels share: a copy, exact.
         reference: |inputs, [rows, cols, _]| {
@@ -146,6 +149,7 @@ const fn transpose_spec(
             bytes_read: 4 * (rows * cols) as u64,
             bytes_written: 4 * (rows * cols) as u64,
             flops: 0,
+            exps: 0,
         },
         occupancy: Occupancy {
             threads: (TILE * BLOCK_ROWS) as u32,
@@ -224,7 +228,10 @@ pub const COPY_STRIDED: crate::registry::Spec = {
         },
         // The first column of an `n x stride` row-major matrix.
         inputs: |[n, stride, _]| std::vec![n * stride],
+        input_range: (-1.0, 1.0),
+        values_steer: false,
         output: |[n, ..]| n,
+        workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, stride, _]| {
             let (src, dst) = (buffers.inputs[0], buffers.output);
             let (n, stride) = (n as u32, stride as u32);
@@ -245,6 +252,7 @@ pub const COPY_STRIDED: crate::registry::Spec = {
             bytes_read: 4 * n as u64,
             bytes_written: 4 * n as u64,
             flops: 0,
+            exps: 0,
         },
         // One 4-byte load in flight per thread before it waits.
         occupancy: Occupancy {

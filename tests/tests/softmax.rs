@@ -6,23 +6,12 @@ use half::bf16;
 use host::emu::LaunchCounters;
 use host::ops::softmax::{self, RowStats, SoftmaxElement, Variant};
 use host::{Error, Runtime, reference};
-use kernels::softmax::{FUSED_ON_CHIP_COLS, OnlineState, ROW_THREADS, Scalar, merge};
+use kernels::softmax::{F32_RTOL, FUSED_ON_CHIP_COLS, OnlineState, ROW_THREADS, Scalar, merge};
 use proptest::prelude::*;
 
-/// f32 outputs: `|got - want| <= F32_RTOL * |want| + F32_ATOL`.
-///
-/// Per element the kernels compute `exp_approx(x - m) / l`. For `|x - m| <= 88` (beyond that the
-/// result is below 2^-126 and falls under `F32_ATOL`), rounding `x - m` and then `(x - m) log2 e`
-/// in f32 each change `exp` by up to `|x - m| 2^-24` relative, at most 1.1e-5 together;
-/// `ex2.approx` adds ~2 ulp (2^-22, 2.4e-7). `l` is a sum of such terms (so the same relative
-/// error) plus its own roundings: about `cols / threads + 10` additions per term on the longest
-/// rows here (~100, 6e-6), and in the online pass one rescale exponential each time a thread's
-/// running max moves, which for values in random order is ~ln(n) times (5 for the ~80 elements
-/// per thread of the longest rows; a sorted row would need a tolerance growing with its length).
-/// So `y` is within ~2e-5 of exact; 3e-5 keeps a margin without hiding a wrong max, a wrong sum
-/// or a lost chunk, which are wrong by a factor, not by ulps. (The emulator's `exp2` is correctly
-/// rounded, so it is more accurate than the GPU; observed errors here stay below 5e-6.)
-const F32_RTOL: f32 = 3e-5;
+// f32 outputs: `|got - want| <= F32_RTOL * |want| + F32_ATOL`, with `kernels::softmax::F32_RTOL`
+// (its doc derives it; the registered f32 kernels' tolerance is the same).
+
 /// `ex2.approx.ftz` flushes results below 2^-126 to zero, so an output whose exact value is
 /// below that may come back as 0.
 const F32_ATOL: f32 = f32::MIN_POSITIVE;

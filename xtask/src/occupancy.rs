@@ -68,10 +68,18 @@ fn table(name: &str) -> Option<Launch> {
         // Latency-bound on its atomics and local memory, not a streaming kernel.
         "histogram_u32" => launch(kernels::histogram::THREADS, 0, None),
         // The row kernels fold one element per step into a running max or sum.
-        n if n.starts_with("softmax_fused") => {
-            launch(FUSED_THREADS, 0, Some(FUSED_ITEMS as u32 * elem(n)))
+        "softmax_fused_bf16" => launch(FUSED_THREADS, 0, Some(FUSED_ITEMS as u32 * 2)),
+        n if [
+            "softmax_row_max_",
+            "softmax_row_sum_exp_",
+            "softmax_normalise_",
+            "softmax_online_stats_",
+        ]
+        .iter()
+        .any(|pass| n.starts_with(pass)) =>
+        {
+            launch(ROW_THREADS, 0, Some(elem(n)))
         }
-        n if n.starts_with("softmax_") => launch(ROW_THREADS, 0, Some(elem(n))),
         n if n.starts_with("gemm_") => {
             let kernel = GemmKernel::ALL.into_iter().find(|k| k.name() == n)?;
             from_config(kernel.launch_config(1, 1))

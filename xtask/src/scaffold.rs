@@ -156,10 +156,14 @@ fn create(src: &Path, name: &str, template: Template, taken: &[String]) -> Resul
             "`{name}` exists: a kernel of that name is already in the PTX; pick another name"
         ));
     }
-    if lib
-        .lines()
-        .any(|l| l.trim_start().starts_with(&format!("pub mod {name};")))
-    {
+    // `pub mod NAME;`, or a line of the `registry!` block (`NAME,`, `NAME::{...},`).
+    let declares = |line: &str| {
+        let line = line.trim_start();
+        line.starts_with(&format!("pub mod {name};"))
+            || line.starts_with(&format!("{name}::"))
+            || line == format!("{name},")
+    };
+    if lib.lines().any(declares) {
         return Err(format!(
             "`{name}` exists: kernels/src/lib.rs declares a module of that name"
         ));
@@ -265,6 +269,7 @@ mod tests {
             ("prefix_scan_f32", "exists"),
             ("transpose_shared", "already in the PTX"),
             ("softmax", "declares a module"),
+            ("transpose", "declares a module"),
             ("Scan", "snake_case"),
             ("fn", "snake_case"),
             ("9lives", "snake_case"),

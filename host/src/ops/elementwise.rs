@@ -23,7 +23,7 @@ pub fn vector_add_f32(
     if len_u32("vector_add_f32", a.len())? == 0 {
         return Ok(None);
     }
-    crate::registry::launch_on(rt, &VECTOR_ADD_F32, &[a, b], c, [a.len(), 1, 1])
+    crate::registry::launch_on(rt, &VECTOR_ADD_F32, &[a, b], c, &[], [a.len(), 1, 1])
 }
 
 /// `c = a + b` for f16 vectors, added in f32 and rounded once.

@@ -14,7 +14,6 @@
 //! ```
 
 use half::bf16;
-use kernels::cuda::GlobalPtr;
 use kernels::softmax::{
     EXP_SUM_FLOPS, FUSED_ON_CHIP_COLS, FUSED_THREADS, MAX_FLOPS, NORMALISE_FLOPS, ONLINE_FLOPS,
     RESCALE_FLOPS, ROW_THREADS,
@@ -23,7 +22,6 @@ use kernels::softmax::{
 use super::{elements, len_u32};
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cost::{ComputeUnit, Cost, product, sum};
-use crate::emu::LaunchCounters;
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::LaunchConfig;
@@ -99,119 +97,94 @@ impl RowStats {
     }
 }
 
-/// The arguments of one softmax kernel launch, the same for every dtype.
-mod dispatch {
-    use kernels::cuda::GlobalPtr;
-
-    use crate::error::Result;
-    use crate::runtime::{Launched, Runtime};
-
-    pub enum Pass<T> {
-        RowMax {
-            x: GlobalPtr<T>,
-            row_max: GlobalPtr<f32>,
-        },
-        RowSumExp {
-            x: GlobalPtr<T>,
-            row_max: GlobalPtr<f32>,
-            row_sum: GlobalPtr<f32>,
-        },
-        Normalise {
-            x: GlobalPtr<T>,
-            row_max: GlobalPtr<f32>,
-            row_sum: GlobalPtr<f32>,
-            y: GlobalPtr<T>,
-        },
-        OnlineStats {
-            x: GlobalPtr<T>,
-            row_max: GlobalPtr<f32>,
-            row_sum: GlobalPtr<f32>,
-        },
-        Fused {
-            x: GlobalPtr<T>,
-            y: GlobalPtr<T>,
-        },
-    }
-
-    /// Launches the entry point of `pass` for this dtype (entry points are not generic).
-    pub trait Launch: Sized {
-        fn launch(rt: &Runtime, pass: Pass<Self>, rows: u32, cols: u32) -> Result<Launched>;
-    }
-}
-
-use dispatch::Pass;
-
 /// An element type the softmax kernels take: `f32` or `bf16` (computed in f32 either way).
-pub trait SoftmaxElement: Element + dispatch::Launch {}
-
-macro_rules! softmax_element {
-    ($t:ty, $row_max:ident, $row_sum_exp:ident, $normalise:ident, $online_stats:ident,
-     $fused:ident) => {
-        impl SoftmaxElement for $t {}
-
-        impl dispatch::Launch for $t {
-            fn launch(rt: &Runtime, pass: Pass<Self>, rows: u32, cols: u32) -> Result<Launched> {
-                // One block per row.
-                let per_row = LaunchConfig::linear(rows, ROW_THREADS);
-                match pass {
-                    Pass::RowMax { x, row_max } => {
-                        launch!(rt, per_row, softmax::$row_max(x, row_max, cols))
-                    }
-                    Pass::RowSumExp {
-                        x,
-                        row_max,
-                        row_sum,
-                    } => launch!(
-                        rt,
-                        per_row,
-                        softmax::$row_sum_exp(x, row_max, row_sum, cols)
-                    ),
-                    Pass::Normalise {
-                        x,
-                        row_max,
-                        row_sum,
-                        y,
-                    } => launch!(
-                        rt,
-                        per_row,
-                        softmax::$normalise(x, row_max, row_sum, y, cols)
-                    ),
-                    Pass::OnlineStats {
-                        x,
-                        row_max,
-                        row_sum,
-                    } => launch!(
-                        rt,
-                        per_row,
-                        softmax::$online_stats(x, row_max, row_sum, cols)
-                    ),
-                    Pass::Fused { x, y } => launch!(
-                        rt,
-                        LaunchConfig::linear(rows, FUSED_THREADS),
-                        softmax::$fused(x, y, cols)
-                    ),
-                }
-            }
-        }
-    };
+pub trait SoftmaxElement: Element {
+    /// Launches `variant` on buffers [`check_shape`] checked, `stats` the workspace of naive and
+    /// online (fused takes none): at f32 through the kernels' specs (`kernels::registry`,
+    /// docs/registry.md), which write its launches; at bf16 here.
+    fn launch_checked(
+        rt: &Runtime,
+        variant: Variant,
+        x: &DeviceBuffer<Self>,
+        y: &DeviceBuffer<Self>,
+        stats: Option<&RowStats>,
+        dims: (u32, u32),
+    ) -> Result<Launched>;
 }
 
-softmax_element!(
-    f32,
-    softmax_row_max_f32,
-    softmax_row_sum_exp_f32,
-    softmax_normalise_f32,
-    softmax_online_stats_f32,
-    softmax_fused_f32
-);
-softmax_element!(
-    bf16,
-    softmax_row_max_bf16,
-    softmax_row_sum_exp_bf16,
-    softmax_normalise_bf16,
-    softmax_online_stats_bf16,
-    softmax_fused_bf16
-);
+impl SoftmaxElement for f32 {
+    fn launch_checked(
+        rt: &Runtime,
+        variant: Variant,
+        x: &DeviceBuffer<f32>,
+        y: &DeviceBuffer<f32>,
+        stats: Option<&RowStats>,
+        (rows, cols): (u32, u32),
+    ) -> Result<Launched> {
+        let workspaces: Vec<&DeviceBuffer<f32>> =
+            stats.map_or_else(Vec::new, |s| vec![&s.max, &s.sum]);
+        let dims = [rows as usize, cols as usize, 1];
+        crate::registry::launch_on(rt, f32_spec(variant), &[x], y, &workspaces, dims)
+    }
+}
+
+/// The spec of `variant` at f32.
+fn f32_spec(variant: Variant) -> &'static crate::registry::Spec {
+    match variant {
+        Variant::Naive => &kernels::softmax::SOFTMAX_NAIVE_F32,
+        Variant::Online => &kernels::softmax::SOFTMAX_ONLINE_F32,
+        Variant::Fused => &kernels::softmax::SOFTMAX_FUSED_F32,
+    }
+}
+
+impl SoftmaxElement for bf16 {
+    fn launch_checked(
+        rt: &Runtime,
+        variant: Variant,
+        x: &DeviceBuffer<bf16>,
+        y: &DeviceBuffer<bf16>,
+        stats: Option<&RowStats>,
+        (rows, cols): (u32, u32),
+    ) -> Result<Launched> {
+        let (x, y) = (x.ptr(), y.ptr());
+        let (row_max, row_sum) = match (variant, stats) {
+            (Variant::Fused, _) => {
+                let fused = LaunchConfig::linear(rows, FUSED_THREADS);
+                return launch!(rt, fused, softmax::softmax_fused_bf16(x, y, cols));
+            }
+            (_, Some(stats)) => (stats.max.ptr(), stats.sum.ptr()),
+            (_, None) => {
+                return Err(Error::Config(format!(
+                    "softmax::{} needs its row statistics",
+                    variant.name()
+                )));
+            }
+        };
+        // One block per row.
+        let per_row = LaunchConfig::linear(rows, ROW_THREADS);
+        let stats_passes = if variant == Variant::Naive {
+            let max = launch!(rt, per_row, softmax::softmax_row_max_bf16(x, row_max, cols))?;
+            let sum = launch!(
+                rt,
+                per_row,
+                softmax::softmax_row_sum_exp_bf16(x, row_max, row_sum, cols)
+            )?;
+            super::then(max, sum)
+        } else {
+            launch!(
+                rt,
+                per_row,
+                softmax::softmax_online_stats_bf16(x, row_max, row_sum, cols)
+            )?
+        };
+        let normalise = launch!(
+            rt,
+            per_row,
+            softmax::softmax_normalise_bf16(x, row_max, row_sum, y, cols)
+        )?;
+        Ok(super::then(stats_passes, normalise))
+    }
+}
 
 /// Checks a `rows x cols` softmax's inputs: at least one column, `x` and `y` of `rows * cols`
 /// elements, `stats` (when used) of `rows`. Returns `(rows, cols)` as the kernels take them.
@@ -251,34 +224,22 @@ fn check_shape<T: Element>(
     Ok((len_u32(what, rows)?, len_u32(what, cols)?))
 }
 
-/// What naive and online share: the passes `stats_passes` returns leave `(m, l)` in `stats`, then
-/// the normalisation reads them with the row once more. Reports the launches' total counts.
+/// What naive and online share: passes that leave `(m, l)` in `stats`, then the normalisation,
+/// which reads them with the row once more. Reports the launches' total counts.
 fn stats_then_normalise<T: SoftmaxElement>(
-    what: &str,
+    variant: Variant,
     rt: &Runtime,
     x: &DeviceBuffer<T>,
     y: &mut DeviceBuffer<T>,
     stats: &mut RowStats,
     (rows, cols): (usize, usize),
-    stats_passes: impl FnOnce(GlobalPtr<T>, GlobalPtr<f32>, GlobalPtr<f32>) -> Vec<Pass<T>>,
 ) -> Result<Launched> {
-    let (rows, cols) = check_shape(what, x, y, Some(stats), rows, cols)?;
+    let what = format!("softmax::{}", variant.name());
+    let (rows, cols) = check_shape(&what, x, y, Some(stats), rows, cols)?;
     if rows == 0 {
         return Ok(None);
     }
-    let (x, y, row_max, row_sum) = (x.ptr(), y.ptr(), stats.max.ptr(), stats.sum.ptr());
-    let mut passes = stats_passes(x, row_max, row_sum);
-    passes.push(Pass::Normalise {
-        x,
-        row_max,
-        row_sum,
-        y,
-    });
-    let mut total = Some(LaunchCounters::default());
-    for pass in passes {
-        total = super::then(total, T::launch(rt, pass, rows, cols)?);
-    }
-    Ok(total)
+    T::launch_checked(rt, variant, x, y, Some(stats), (rows, cols))
 }
 
 /// Naive softmax: three kernels (row max, row sum of `exp(x - m)`, normalise), each reading the
@@ -291,25 +252,7 @@ pub fn naive<T: SoftmaxElement>(
     rows: usize,
     cols: usize,
 ) -> Result<Launched> {
-    let shape = (rows, cols);
-    stats_then_normalise(
-        "softmax::naive",
-        rt,
-        x,
-        y,
-        stats,
-        shape,
-        |x, row_max, row_sum| {
-            vec![
-                Pass::RowMax { x, row_max },
-                Pass::RowSumExp {
-                    x,
-                    row_max,
-                    row_sum,
-                },
-            ]
-        },
-    )
+    stats_then_normalise(Variant::Naive, rt, x, y, stats, (rows, cols))
 }
 
 /// Online softmax: one pass for `(m, l)` (Milakov and Gimelshein), one to normalise.
@@ -321,22 +264,7 @@ pub fn online<T: SoftmaxElement>(
     rows: usize,
     cols: usize,
 ) -> Result<Launched> {
-    let shape = (rows, cols);
-    stats_then_normalise(
-        "softmax::online",
-        rt,
-        x,
-        y,
-        stats,
-        shape,
-        |x, row_max, row_sum| {
-            vec![Pass::OnlineStats {
-                x,
-                row_max,
-                row_sum,
-            }]
-        },
-    )
+    stats_then_normalise(Variant::Online, rt, x, y, stats, (rows, cols))
 }
 
 /// Fused softmax: one kernel, the row kept on chip between its read and its write.
@@ -351,8 +279,7 @@ pub fn fused<T: SoftmaxElement>(
     if rows == 0 {
         return Ok(None);
     }
-    let (x, y) = (x.ptr(), y.ptr());
-    T::launch(rt, Pass::Fused { x, y }, rows, cols)
+    T::launch_checked(rt, Variant::Fused, x, y, None, (rows, cols))
 }
 
 /// One kernel's traffic and arithmetic: `reads` and `writes` whole-matrix sweeps of
@@ -431,6 +358,22 @@ mod tests {
         assert_eq!(fused_cost(rows, 1000, 2).exps, n as u64);
         let long = FUSED_ON_CHIP_COLS as usize + 1;
         assert_eq!(fused_cost(1, long, 2).exps, 2 * long as u64);
+    }
+
+    /// The registered f32 specs state the costs this module computes (the kernel crate cannot
+    /// call it), at each of their sizes, at one element, and past the fused kernel's on-chip
+    /// columns.
+    #[test]
+    fn the_specs_declare_these_costs() {
+        let long = FUSED_ON_CHIP_COLS as usize + 1;
+        for variant in Variant::ALL {
+            let spec = f32_spec(variant);
+            let s = spec.shapes;
+            for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1], [3, long, 1]] {
+                let want = variant.cost(dims[0], dims[1], size_of::<f32>());
+                assert_eq!(crate::registry::cost(spec, dims), want, "{variant:?}");
+            }
+        }
     }
 
     #[test]
