@@ -52,13 +52,13 @@ pub const SPEC: crate::registry::Spec = {
             emulator: [200, 300, 1],
             test_max: [100, 100, 1],
         },
-        inputs: |[rows, cols, _]| std::vec![rows * cols],
+        inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[rows, cols, _]| rows * cols,
+        output: |[rows, cols, _]| Buffer::f32(rows * cols),
         workspaces: |_| std::vec![],
         launch: |launcher, buffers, [rows, cols, _]| {
-            let (input, out) = (buffers.inputs[0], buffers.output);
+            let (input, out) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (rows, cols) = (rows as u32, cols as u32);
             let blocks = (cols.div_ceil(TILE), rows.div_ceil(TILE));
             launch_registered!(
