@@ -2,9 +2,10 @@
 //! project needs to run, check, time and report it (docs/registry.md).
 //!
 //! A registered kernel's file ends with a [`Spec`] (host only: the GPU build never sees it): the
-//! problem's dimensions at the GPU's, the emulator's and the tests' sizes, its inputs and output,
-//! how it is launched, its CPU reference and tolerance, its cost model, its occupancy launch and,
-//! optionally, the vendor operation it is read against. [`registry!`](crate::registry) in
+//! problem's dimensions at the GPU's sizes (one row of `cargo xtask run` each), the emulator's
+//! and the tests', its typed inputs and output, how it is launched, its CPU reference and
+//! tolerance, its cost model, its occupancy launch and, optionally, the vendor operation it is
+//! read against. [`registry!`](crate::registry) in
 //! `kernels/src/lib.rs` declares the module and lists its specs, one line per kernel's file
 //! (`SPEC`, or one spec per kernel named in braces), and `cargo xtask run`, `inspect`, `predict`,
 //! `ptxas`'s occupancy table, the device bundle's baselines and the property test
@@ -174,9 +175,10 @@ mod host_side {
     /// The problem at each of the project's three sizes.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct Shapes {
-        /// What `cargo xtask run` reports on a GPU (and models without one): realistic, several
-        /// times the L2.
-        pub gpu: Dims,
+        /// What `cargo xtask run` reports on a GPU (and models without one), one row per shape
+        /// in order: realistic, several times the L2. Usually one; a second where the kernel
+        /// behaves differently at another aspect (a softmax's tall rows).
+        pub gpu: &'static [Dims],
         /// What the emulator runs and checks (seconds on two cores); not a multiple of the block,
         /// so that the edges are exercised.
         pub emulator: Dims,

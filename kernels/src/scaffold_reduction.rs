@@ -60,7 +60,7 @@ pub const SPEC: crate::registry::Spec = {
         what: "the sum of each block of 256 elements",
         dims: &["n"],
         shapes: Shapes {
-            gpu: [1 << 26, 1, 1],
+            gpu: &[[1 << 26, 1, 1]],
             emulator: [(1 << 18) + 7, 1, 1],
             test_max: [5000, 1, 1],
         },

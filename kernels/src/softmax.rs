@@ -686,7 +686,7 @@ const fn softmax_spec(
         dims: &["rows", "cols"],
         shapes: Shapes {
             // The shape: 256 MiB each way, several times the L2.
-            gpu: [8192, 8192, 1],
+            gpu: &[[8192, 8192, 1]],
             // Columns that are no multiple of the block.
             emulator: [64, 1000, 1],
             // Past FUSED_ON_CHIP_COLS one draw in six: the fused kernel's second sweep.

@@ -123,7 +123,7 @@ const fn transpose_spec(
         what,
         dims: &["rows", "cols"],
         shapes: Shapes {
-            gpu: [8192, 8192, 1],
+            gpu: &[[8192, 8192, 1]],
             // Not multiples of the tile: the edge tiles are exercised.
             emulator: [200, 300, 1],
             test_max: [100, 100, 1],
@@ -222,7 +222,7 @@ pub const COPY_STRIDED: crate::registry::Spec = {
         shapes: Shapes {
             // Stride 8 floats = 32 bytes: every lane in its own sector, 8x the bytes of a
             // contiguous read moved for the same bytes used.
-            gpu: [1 << 24, 8, 1],
+            gpu: &[[1 << 24, 8, 1]],
             emulator: [1 << 16, 8, 1],
             test_max: [3000, 40, 1],
         },

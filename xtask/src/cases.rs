@@ -59,7 +59,8 @@ pub struct CaseSpec {
 /// (`kernels::registry`, docs/registry.md).
 enum Build {
     Here(for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>),
-    Registered(&'static registry::Spec),
+    /// The spec, and which of its GPU shapes ([`registry::Spec`]'s `shapes.gpu`) the row is.
+    Registered(&'static registry::Spec, usize),
 }
 
 impl CaseSpec {
@@ -67,7 +68,7 @@ impl CaseSpec {
     pub fn build<'a>(&self, rt: &'a Runtime, scale: Scale) -> host::Result<Case<'a>> {
         match self.build {
             Build::Here(build) => build(rt, scale),
-            Build::Registered(spec) => from_spec(rt, scale, spec),
+            Build::Registered(spec, shape) => from_spec(rt, scale, spec, shape),
         }
     }
 }
@@ -143,7 +144,7 @@ pub fn all() -> Vec<CaseSpec> {
     let rest: Vec<CaseSpec> = registry::all()
         .iter()
         .filter(|spec| !lessons.iter().any(|c| c.kernel == spec.name))
-        .map(|&spec| registered(spec))
+        .flat_map(|&spec| (0..spec.shapes.gpu.len()).map(|i| registered_at(spec, i)))
         .collect();
     lessons.into_iter().chain(rest).collect()
 }
@@ -182,11 +183,16 @@ pub fn left_out(rt: &Runtime, kernels: &[&str]) -> Option<String> {
     ))
 }
 
-/// A registered kernel's case, built from its spec.
+/// A registered kernel's case at its first GPU shape, built from its spec.
 const fn registered(spec: &'static registry::Spec) -> CaseSpec {
+    registered_at(spec, 0)
+}
+
+/// A registered kernel's case at its GPU shape `shape` (an index into `shapes.gpu`).
+const fn registered_at(spec: &'static registry::Spec, shape: usize) -> CaseSpec {
     CaseSpec {
         kernel: spec.name,
-        build: Build::Registered(spec),
+        build: Build::Registered(spec, shape),
     }
 }
 
@@ -364,12 +370,13 @@ fn from_spec<'a>(
     rt: &'a Runtime,
     scale: Scale,
     spec: &'static registry::Spec,
+    shape: usize,
 ) -> host::Result<Case<'a>> {
+    let gpu = spec.shapes.gpu[shape];
     let dims = match scale {
-        Scale::Gpu => spec.shapes.gpu,
+        Scale::Gpu => gpu,
         Scale::Emulator => spec.shapes.emulator,
     };
-    let gpu = spec.shapes.gpu;
     let range = spec.input_range;
     let inputs: Vec<Vec<f32>> = (spec.inputs)(dims)
         .into_iter()
@@ -1203,19 +1210,23 @@ fn decode_attention_case(
 mod tests {
     use super::*;
 
-    /// Each registered kernel is one case built from its spec, and no case written here has
-    /// its name: the registry and this file cannot both describe a kernel.
+    /// Each registered kernel is one case per GPU shape of its spec, in the spec's order, and
+    /// no case written here has its name: the registry and this file cannot both describe a
+    /// kernel.
     #[test]
-    fn each_registered_kernel_is_one_case_and_only_there() {
+    fn each_registered_kernel_is_one_case_per_gpu_shape_and_only_there() {
         let all = all();
         for spec in registry::all() {
-            let cases: Vec<&CaseSpec> = all.iter().filter(|c| c.kernel == spec.name).collect();
-            assert_eq!(cases.len(), 1, "{}", spec.name);
-            assert!(
-                matches!(cases[0].build, Build::Registered(_)),
-                "{}",
-                spec.name
-            );
+            let shapes: Vec<usize> = all
+                .iter()
+                .filter(|c| c.kernel == spec.name)
+                .map(|c| match c.build {
+                    Build::Registered(_, i) => i,
+                    Build::Here(_) => panic!("{} is also written here", spec.name),
+                })
+                .collect();
+            let want: Vec<usize> = (0..spec.shapes.gpu.len()).collect();
+            assert_eq!(shapes, want, "{}", spec.name);
         }
     }
 

@@ -85,19 +85,17 @@ pub fn copy_cost(n: usize) -> Cost {
 mod tests {
     use super::*;
 
-    /// The spec states the cost this module computes (the kernel crate cannot call it), at each
-    /// of its sizes and at one element.
+    /// Each spec states the cost this module computes at its element size (the kernel crate
+    /// cannot call it), at each of its sizes and at one element.
     #[test]
     fn the_spec_declares_this_cost() {
-        let s = VECTOR_ADD_F32.shapes;
-        for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1]] {
-            let want = vector_add_cost(dims[0], 4);
-            assert_eq!(crate::registry::cost(&VECTOR_ADD_F32, dims), want);
-        }
-        let s = VECTOR_ADD_F16.shapes;
-        for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1]] {
-            let want = vector_add_cost(dims[0], 2);
-            assert_eq!(crate::registry::cost(&VECTOR_ADD_F16, dims), want);
+        for (spec, bytes) in [(&VECTOR_ADD_F32, 4), (&VECTOR_ADD_F16, 2)] {
+            let s = spec.shapes;
+            let sizes = s.gpu.iter().copied();
+            for dims in sizes.chain([s.emulator, s.test_max, [1, 1, 1]]) {
+                let want = vector_add_cost(dims[0], bytes);
+                assert_eq!(crate::registry::cost(spec, dims), want, "{}", spec.name);
+            }
         }
     }
 }
