@@ -6,7 +6,9 @@
 
 use std::cell::RefCell;
 
-pub use kernels::registry::{Baseline, Cost as SpecCost, Dims, Geometry, Spec};
+use half::{bf16, f16};
+use kernels::registry::Untyped;
+pub use kernels::registry::{Baseline, Buffer, Cost as SpecCost, Dims, Elem, Geometry, Spec};
 
 use crate::buffer::DeviceBuffer;
 use crate::cost::{ComputeUnit, Cost};
@@ -51,7 +53,7 @@ pub fn describe(spec: &Spec, dims: Dims) -> String {
         }
         _ => {
             let parts: Vec<String> = used.iter().map(usize::to_string).collect();
-            format!("{} f32", parts.join(" x "))
+            format!("{} {}", parts.join(" x "), (spec.output)(dims).elem.name())
         }
     }
 }
@@ -66,29 +68,110 @@ pub fn elements(n: usize) -> String {
     }
 }
 
-/// The spec's inputs at `dims`, uniform in its `input_range` from `seed` (`reference::uniform`).
+/// `v` rounded to the nearest value of `elem`, widened back to f32: what a kernel reading a
+/// buffer of `elem` sees.
+pub fn round_to(elem: Elem, v: f32) -> f32 {
+    match elem {
+        Elem::F32 => v,
+        Elem::F16 => f16::from_f32(v).to_f32(),
+        Elem::Bf16 => bf16::from_f32(v).to_f32(),
+    }
+}
+
+/// The spec's inputs at `dims`, uniform in its `input_range` from `seed` (`reference::uniform`),
+/// each rounded to its buffer's element type.
 pub fn inputs(spec: &Spec, dims: Dims, seed: u64) -> Vec<Vec<f32>> {
     let (lo, hi) = spec.input_range;
     (spec.inputs)(dims)
         .into_iter()
         .enumerate()
-        .map(|(i, n)| crate::reference::uniform(n, seed.wrapping_add(i as u64), lo, hi))
+        .map(|(i, b)| {
+            let mut x = crate::reference::uniform(b.len, seed.wrapping_add(i as u64), lo, hi);
+            x.iter_mut().for_each(|v| *v = round_to(b.elem, *v));
+            x
+        })
         .collect()
 }
+
+/// A device buffer of one of the element types a spec declares.
+pub enum TypedBuffer {
+    F32(DeviceBuffer<f32>),
+    F16(DeviceBuffer<f16>),
+    Bf16(DeviceBuffer<bf16>),
+}
+
+impl TypedBuffer {
+    /// `values` as `elem` on the device, each rounded to nearest.
+    fn upload(rt: &Runtime, elem: Elem, values: &[f32]) -> Result<Self> {
+        Ok(match elem {
+            Elem::F32 => Self::F32(rt.upload(values)?),
+            Elem::F16 => {
+                Self::F16(rt.upload(&values.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>())?)
+            }
+            Elem::Bf16 => Self::Bf16(
+                rt.upload(
+                    &values
+                        .iter()
+                        .map(|&v| bf16::from_f32(v))
+                        .collect::<Vec<_>>(),
+                )?,
+            ),
+        })
+    }
+
+    /// `buffer.len` zeros of its type.
+    fn alloc(rt: &Runtime, buffer: Buffer) -> Result<Self> {
+        Ok(match buffer.elem {
+            Elem::F32 => Self::F32(rt.alloc(buffer.len)?),
+            Elem::F16 => Self::F16(rt.alloc(buffer.len)?),
+            Elem::Bf16 => Self::Bf16(rt.alloc(buffer.len)?),
+        })
+    }
+
+    /// The buffer's values, widened to f32 (exactly).
+    pub fn download(&self, rt: &Runtime) -> Result<Vec<f32>> {
+        Ok(match self {
+            Self::F32(b) => rt.download(b)?,
+            Self::F16(b) => rt.download(b)?.iter().map(|v| v.to_f32()).collect(),
+            Self::Bf16(b) => rt.download(b)?.iter().map(|v| v.to_f32()).collect(),
+        })
+    }
+
+    fn untyped(&self) -> Untyped {
+        match self {
+            Self::F32(b) => untyped(b),
+            Self::F16(b) => untyped(b),
+            Self::Bf16(b) => untyped(b),
+        }
+    }
+}
+
+/// A buffer of `T` as the kernel crate's [`Untyped`]: its address and its element type.
+fn untyped<T: SpecElement>(b: &DeviceBuffer<T>) -> Untyped {
+    Untyped {
+        ptr: b.ptr().cast::<u8>(),
+        elem: T::ELEM,
+    }
+}
+
+/// The element types a spec's buffers hold, as host buffers hold them (`half`'s f16 and bf16
+/// are the kernel crate's `F16` and `Bf16` on the host).
+pub trait SpecElement: kernels::registry::Element + crate::buffer::Element {}
+impl<T: kernels::registry::Element + crate::buffer::Element> SpecElement for T {}
 
 /// One launch's buffers on the device.
 pub struct Uploaded {
     pub dims: Dims,
-    pub inputs: Vec<DeviceBuffer<f32>>,
-    pub output: DeviceBuffer<f32>,
+    pub inputs: Vec<TypedBuffer>,
+    pub output: TypedBuffer,
     /// The spec's scratch buffers, zeroed.
     pub workspaces: Vec<DeviceBuffer<f32>>,
 }
 
-/// Uploads `inputs` (as [`inputs`] makes them) and allocates the output and the workspaces,
-/// after checking that
-/// `dims` are what the spec launches: each at least 1 and at most `u32::MAX`, and the inputs
-/// the lengths the spec asks for.
+/// Uploads `inputs` (as [`inputs`] makes them, each converted to its buffer's element type) and
+/// allocates the output and the workspaces, after checking that `dims` are what the spec
+/// launches: each at least 1 and at most `u32::MAX`, and the inputs the lengths the spec asks
+/// for.
 pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Result<Uploaded> {
     for (name, &d) in spec.dims.iter().zip(&dims) {
         if d == 0 || u32::try_from(d).is_err() {
@@ -99,7 +182,8 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
             )));
         }
     }
-    let lens = (spec.inputs)(dims);
+    let declared = (spec.inputs)(dims);
+    let lens: Vec<usize> = declared.iter().map(|b| b.len).collect();
     let got: Vec<usize> = inputs.iter().map(Vec::len).collect();
     if got != lens {
         return Err(Error::Shape(format!(
@@ -109,8 +193,12 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
     }
     Ok(Uploaded {
         dims,
-        inputs: inputs.iter().map(|x| rt.upload(x)).collect::<Result<_>>()?,
-        output: rt.alloc((spec.output)(dims))?,
+        inputs: declared
+            .iter()
+            .zip(inputs)
+            .map(|(b, x)| TypedBuffer::upload(rt, b.elem, x))
+            .collect::<Result<_>>()?,
+        output: TypedBuffer::alloc(rt, (spec.output)(dims))?,
         workspaces: (spec.workspaces)(dims)
             .into_iter()
             .map(|n| rt.alloc(n))
@@ -120,34 +208,62 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
 
 /// Launches the spec's kernel on `buffers`: the emulator's counts, or `None` from a GPU.
 pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched> {
-    let inputs: Vec<&DeviceBuffer<f32>> = buffers.inputs.iter().collect();
+    let inputs: Vec<Untyped> = buffers.inputs.iter().map(TypedBuffer::untyped).collect();
     let workspaces: Vec<&DeviceBuffer<f32>> = buffers.workspaces.iter().collect();
-    launch_on(
+    launch_untyped(
         rt,
         spec,
         &inputs,
-        &buffers.output,
+        buffers.output.untyped(),
         &workspaces,
         buffers.dims,
     )
 }
 
 /// Launches the spec's kernels on buffers its caller sized for `dims` (an op of `host::ops` that
-/// checked its arguments), the inputs and the workspaces in the spec's order. The spec's
-/// launch is the kernel's launch, or its kernels' in order: the op writes none of its own.
-pub fn launch_on(
+/// checked its arguments), the inputs and the workspaces in the spec's order; an error if their
+/// element type is not the spec's. The spec's launch is the kernel's launch, or its kernels' in
+/// order: the op writes none of its own.
+pub fn launch_on<T: SpecElement>(
     rt: &Runtime,
     spec: &Spec,
-    inputs: &[&DeviceBuffer<f32>],
-    output: &DeviceBuffer<f32>,
+    inputs: &[&DeviceBuffer<T>],
+    output: &DeviceBuffer<T>,
     workspaces: &[&DeviceBuffer<f32>],
     dims: Dims,
 ) -> Result<Launched> {
-    let ptrs: Vec<_> = inputs.iter().map(|b| b.ptr()).collect();
+    let inputs: Vec<Untyped> = inputs.iter().map(|b| untyped(*b)).collect();
+    launch_untyped(rt, spec, &inputs, untyped(output), workspaces, dims)
+}
+
+/// [`launch`] and [`launch_on`]: checks each buffer's element type against the spec's, then
+/// launches.
+fn launch_untyped(
+    rt: &Runtime,
+    spec: &Spec,
+    inputs: &[Untyped],
+    output: Untyped,
+    workspaces: &[&DeviceBuffer<f32>],
+    dims: Dims,
+) -> Result<Launched> {
+    let declared = (spec.inputs)(dims);
+    let given = inputs.iter().map(|b| b.elem).chain([output.elem]);
+    let wanted = declared
+        .iter()
+        .map(|b| b.elem)
+        .chain([(spec.output)(dims).elem]);
+    if !given.clone().eq(wanted.clone()) {
+        return Err(Error::Config(format!(
+            "{}: buffers of {} given, the spec declares {} (inputs, then the output)",
+            spec.name,
+            given.map(Elem::name).collect::<Vec<_>>().join(", "),
+            wanted.map(Elem::name).collect::<Vec<_>>().join(", ")
+        )));
+    }
     let scratch: Vec<_> = workspaces.iter().map(|b| b.ptr()).collect();
     let args = kernels::registry::Buffers {
-        inputs: &ptrs,
-        output: output.ptr(),
+        inputs,
+        output,
         workspaces: &scratch,
     };
     let launcher = RuntimeLauncher {
@@ -279,11 +395,11 @@ mod tests {
         for spec in all() {
             let dims = [1, 1, 1];
             let up = upload(&rt, spec, dims, &inputs(spec, dims, 1)).unwrap();
-            let ptrs: Vec<_> = up.inputs.iter().map(DeviceBuffer::ptr).collect();
+            let ptrs: Vec<_> = up.inputs.iter().map(TypedBuffer::untyped).collect();
             let scratch: Vec<_> = up.workspaces.iter().map(DeviceBuffer::ptr).collect();
             let args = kernels::registry::Buffers {
                 inputs: &ptrs,
-                output: up.output.ptr(),
+                output: up.output.untyped(),
                 workspaces: &scratch,
             };
             let recorder = Recorder(RefCell::new(Vec::new()));
@@ -317,6 +433,49 @@ mod tests {
         );
         got[2] = f32::NAN;
         assert!(check(spec, dims, &x, &got).is_err());
+    }
+
+    /// Device buffers of a type the spec does not declare are refused before any launch, and
+    /// so is a launch asking for a declared buffer as another type.
+    #[test]
+    fn a_buffer_of_another_element_type_is_refused() {
+        let rt = Runtime::emulator();
+        let spec = find("vector_add_f16").unwrap();
+        let x = rt.upload(&[1.0f32; 4]).unwrap();
+        let err = launch_on(&rt, spec, &[&x, &x], &x, &[], [4, 1, 1]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("f32, f32, f32 given, the spec declares f16, f16, f16"),
+            "{err}"
+        );
+        let up = upload(&rt, spec, [4, 1, 1], &inputs(spec, [4, 1, 1], 1)).unwrap();
+        let ptrs: Vec<_> = up.inputs.iter().map(TypedBuffer::untyped).collect();
+        let args = kernels::registry::Buffers {
+            inputs: &ptrs,
+            output: up.output.untyped(),
+            workspaces: &[],
+        };
+        let err = args.input::<f32>(1).err().unwrap().to_string();
+        assert_eq!(err, "input 1 is f16, the launch asks for it as f32");
+        assert!(args.input::<half::f16>(2).is_err());
+        assert!(args.output::<half::f16>().is_ok());
+    }
+
+    /// An f16 spec's inputs are f16 values, and its output is checked widened.
+    #[test]
+    fn inputs_are_rounded_to_their_type_and_the_output_widened() {
+        let rt = Runtime::emulator();
+        let spec = find("vector_add_f16").unwrap();
+        let dims = [1000, 1, 1];
+        let x = inputs(spec, dims, 3);
+        assert!(x.iter().flatten().all(|&v| f16::from_f32(v).to_f32() == v));
+        let up = upload(&rt, spec, dims, &x).unwrap();
+        launch(&rt, spec, &up).unwrap();
+        let got = up.output.download(&rt).unwrap();
+        assert!(check(spec, dims, &x, &got).unwrap().starts_with("exact"));
+        // The sum before its rounding to f16 is not what the kernel wrote.
+        let unrounded: Vec<f32> = x[0].iter().zip(&x[1]).map(|(a, b)| a + b).collect();
+        assert!(check(spec, dims, &x, &unrounded).is_err());
     }
 
     #[test]

@@ -78,54 +78,100 @@ kernel! {
 /// What the rest of the project needs of `vector_add_f32` (docs/registry.md); the GPU build never
 /// sees it.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const VECTOR_ADD_F32: crate::registry::Spec = {
-    use crate::launch_registered;
+pub const VECTOR_ADD_F32: crate::registry::Spec = vector_add_spec::<f32>(
+    "vector_add_f32",
+    "c[i] = a[i] + b[i]",
+    // 256 MiB per input, several times the L2.
+    &[[1 << 26, 1, 1]],
+    |launcher, buffers, [n, ..]| {
+        let (a, b) = (buffers.input::<f32>(0)?, buffers.input::<f32>(1)?);
+        let (c, n) = (buffers.output::<f32>()?, n as u32);
+        crate::launch_registered!(
+            launcher,
+            crate::registry::Geometry::for_elements(n, BLOCK_SIZE),
+            vector_add_f32(a, b, c, n)
+        )
+    },
+    // The same one f32 addition per element: exact.
+    |inputs, _| add_each(inputs, |a, b| a + b),
+);
+
+/// What the rest of the project needs of `vector_add_f16` (docs/registry.md); the GPU build never
+/// sees it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const VECTOR_ADD_F16: crate::registry::Spec = vector_add_spec::<F16>(
+    "vector_add_f16",
+    "c[i] = a[i] + b[i] in f16, added in f32 and rounded once",
+    // 256 MiB per input, as vector_add_f32's.
+    &[[1 << 27, 1, 1]],
+    |launcher, buffers, [n, ..]| {
+        let (a, b) = (buffers.input::<F16>(0)?, buffers.input::<F16>(1)?);
+        let (c, n) = (buffers.output::<F16>()?, n as u32);
+        crate::launch_registered!(
+            launcher,
+            crate::registry::Geometry::for_elements(n, BLOCK_SIZE),
+            vector_add_f16(a, b, c, n)
+        )
+    },
+    // The same f32 addition of two f16 values, rounded to f16 once: exact.
+    |inputs, _| add_each(inputs, |a, b| F16::from_f32(a + b).to_f32()),
+);
+
+/// The reference of an elementwise add: `add` on each pair, as the kernel computes and rounds
+/// it.
+#[cfg(not(target_arch = "nvptx64"))]
+fn add_each(inputs: &[&[f32]], add: fn(f32, f32) -> f32) -> std::vec::Vec<f64> {
+    let (a, b) = (inputs[0], inputs[1]);
+    a.iter().zip(b).map(|(&a, &b)| f64::from(add(a, b))).collect()
+}
+
+/// The spec of `c[i] = a[i] + b[i]` on buffers of `T`, launched by `launch` and checked against
+/// `reference`, exactly.
+#[cfg(not(target_arch = "nvptx64"))]
+const fn vector_add_spec<T: crate::registry::Element>(
+    name: &'static str,
+    what: &'static str,
+    gpu: &'static [crate::registry::Dims],
+    launch: crate::registry::LaunchFn,
+    reference: fn(&[&[f32]], crate::registry::Dims) -> std::vec::Vec<f64>,
+) -> crate::registry::Spec {
     use crate::registry::*;
     Spec {
-        name: "vector_add_f32",
-        what: "c[i] = a[i] + b[i]",
+        name,
+        what,
         dims: &["n"],
         shapes: Shapes {
-            gpu: [1 << 26, 1, 1],
+            gpu,
             // A multiple of the block: the property test draws the sizes that are not.
             emulator: [1 << 20, 1, 1],
             test_max: [5000, 1, 1],
         },
-        inputs: |[n, ..]| std::vec![n, n],
+        inputs: |[n, ..]| std::vec![Buffer { len: n, elem: T::ELEM }; 2],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[n, ..]| n,
+        output: |[n, ..]| Buffer { len: n, elem: T::ELEM },
         workspaces: |_| std::vec![],
-        launch: |launcher, buffers, [n, ..]| {
-            let (a, b, c) = (buffers.inputs[0], buffers.inputs[1], buffers.output);
-            let n = n as u32;
-            launch_registered!(
-                launcher,
-                Geometry::for_elements(n, BLOCK_SIZE),
-                vector_add_f32(a, b, c, n)
-            )
-        },
-        // The same one f32 addition per element: exact.
-        reference: |inputs, _| {
-            let (a, b) = (inputs[0], inputs[1]);
-            a.iter().zip(b).map(|(&a, &b)| f64::from(a + b)).collect()
-        },
+        launch,
+        reference,
         tolerance: |_| 0.0,
-        cost: |[n, ..]| Cost {
-            bytes_read: 8 * n as u64,
-            bytes_written: 4 * n as u64,
-            flops: n as u64,
-            exps: 0,
+        cost: |[n, ..]| {
+            let bytes = (n * T::ELEM.bytes()) as u64;
+            Cost {
+                bytes_read: 2 * bytes,
+                bytes_written: bytes,
+                flops: n as u64,
+                exps: 0,
+            }
         },
         // a[i] and b[i] are both loaded before the add.
         occupancy: Occupancy {
             threads: BLOCK_SIZE,
             dynamic_shared: 0,
-            in_flight_per_thread: Some(8),
+            in_flight_per_thread: Some(2 * T::ELEM.bytes() as u32),
         },
         baseline: Some(Baseline {
             op: "add",
             dims: &["n"],
         }),
     }
-};
+}

@@ -41,7 +41,7 @@ pub mod registry;
 // --template T` writes the file and the line); a file of several names each kernel's spec.
 #[cfg(not(kernels_exercises))]
 registry! {
-    elementwise::{VECTOR_ADD_F32},
+    elementwise::{VECTOR_ADD_F32, VECTOR_ADD_F16},
     transpose::{COPY_STRIDED, TRANSPOSE_NAIVE, TRANSPOSE_SHARED, TRANSPOSE_PADDED},
     softmax::{SOFTMAX_NAIVE_F32, SOFTMAX_ONLINE_F32, SOFTMAX_FUSED_F32},
     scaffold_elementwise,

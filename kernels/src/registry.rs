@@ -2,21 +2,24 @@
 //! project needs to run, check, time and report it (docs/registry.md).
 //!
 //! A registered kernel's file ends with a [`Spec`] (host only: the GPU build never sees it): the
-//! problem's dimensions at the GPU's, the emulator's and the tests' sizes, its inputs and output,
-//! how it is launched, its CPU reference and tolerance, its cost model, its occupancy launch and,
-//! optionally, the vendor operation it is read against. [`registry!`](crate::registry) in
+//! problem's dimensions at the GPU's sizes (one row of `cargo xtask run` each), the emulator's
+//! and the tests', its typed inputs and output, how it is launched, its CPU reference and
+//! tolerance, its cost model, its occupancy launch and, optionally, the vendor operation it is
+//! read against. [`registry!`](crate::registry) in
 //! `kernels/src/lib.rs` declares the module and lists its specs, one line per kernel's file
 //! (`SPEC`, or one spec per kernel named in braces), and `cargo xtask run`, `inspect`, `predict`,
 //! `ptxas`'s occupancy table, the device bundle's baselines and the property test
 //! `tests/tests/registered.rs` all read that one list ([`crate::REGISTRY`]).
 //!
-//! Registered kernels take f32 buffers (inputs uniform in the spec's range, one output, and
-//! scratch workspaces if the launch needs them) and up to three `u32` dimensions; a spec's launch
-//! may launch several kernels in order, and its cost states the exponentials the roofline's third
-//! roof times. Registered: the scaffold's four templates (`cargo xtask new`), `vector_add_f32`,
-//! `copy_strided`, the three transposes and the three f32 softmaxes. Kernels of other element
-//! types (bf16, f16, tensor-core fragments) are declared by hand in `xtask/src/cases.rs` and its
-//! neighbours, as the project's other kernels still are.
+//! Registered kernels take f32, f16 or bf16 buffers ([`Buffer`]: inputs uniform in the spec's
+//! range and rounded to their type, one output, widened to f32 for the check) and f32 scratch
+//! workspaces if the launch needs them, and up to three `u32` dimensions; the launch gets each
+//! pointer typed through [`Buffers::input`] and [`Buffers::output`], which refuse a type other
+//! than the declared one. A spec's launch may launch several kernels in order, and its cost
+//! states the exponentials the roofline's third roof times. Registered: the scaffold's four
+//! templates (`cargo xtask new`), `vector_add_f32`, `vector_add_f16`, `copy_strided`, the three
+//! transposes and the three f32 softmaxes. The project's other kernels (the bf16 softmaxes, the
+//! tensor-core kernels) are declared by hand in `xtask/src/cases.rs` and its neighbours.
 
 /// Declares the registered kernels, one line per kernel or per file:
 ///
@@ -91,8 +94,8 @@ mod host_side {
     use std::boxed::Box;
     use std::vec::Vec;
 
-    use crate::cuda::GlobalPtr;
     use crate::cuda::emu::Dim3;
+    use crate::cuda::{Bf16, F16, GlobalPtr};
 
     /// The problem's dimensions, named by [`Spec::dims`] (`["n"]`, `["rows", "cols"]`); the
     /// unnamed ones are 1. Each fits in a `u32` (the harness refuses larger ones).
@@ -172,9 +175,10 @@ mod host_side {
     /// The problem at each of the project's three sizes.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct Shapes {
-        /// What `cargo xtask run` reports on a GPU (and models without one): realistic, several
-        /// times the L2.
-        pub gpu: Dims,
+        /// What `cargo xtask run` reports on a GPU (and models without one), one row per shape
+        /// in order: realistic, several times the L2. Usually one; a second where the kernel
+        /// behaves differently at another aspect (a softmax's tall rows).
+        pub gpu: &'static [Dims],
         /// What the emulator runs and checks (seconds on two cores); not a multiple of the block,
         /// so that the edges are exercised.
         pub emulator: Dims,
@@ -182,14 +186,139 @@ mod host_side {
         pub test_max: Dims,
     }
 
+    /// The element type of a buffer: what the kernel reads or writes, one element at a time.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Elem {
+        F32,
+        F16,
+        Bf16,
+    }
+
+    impl Elem {
+        /// The bytes of one element.
+        pub const fn bytes(self) -> usize {
+            match self {
+                Self::F32 => 4,
+                Self::F16 | Self::Bf16 => 2,
+            }
+        }
+
+        /// Its name as rows and baselines write it: `f32`, `f16`, `bf16`.
+        pub const fn name(self) -> &'static str {
+            match self {
+                Self::F32 => "f32",
+                Self::F16 => "f16",
+                Self::Bf16 => "bf16",
+            }
+        }
+    }
+
+    /// A type a buffer's [`Elem`] names: `f32`, [`F16`] or [`Bf16`] (the kernels' own, which
+    /// are `half`'s on the host).
+    pub trait Element: Copy {
+        const ELEM: Elem;
+    }
+
+    impl Element for f32 {
+        const ELEM: Elem = Elem::F32;
+    }
+
+    impl Element for F16 {
+        const ELEM: Elem = Elem::F16;
+    }
+
+    impl Element for Bf16 {
+        const ELEM: Elem = Elem::Bf16;
+    }
+
+    /// One input or output of a launch: its length in elements and their type.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Buffer {
+        pub len: usize,
+        pub elem: Elem,
+    }
+
+    impl Buffer {
+        /// `len` f32 elements.
+        pub const fn f32(len: usize) -> Self {
+            Self {
+                len,
+                elem: Elem::F32,
+            }
+        }
+
+        /// `len` f16 elements.
+        pub const fn f16(len: usize) -> Self {
+            Self {
+                len,
+                elem: Elem::F16,
+            }
+        }
+
+        /// `len` bf16 elements.
+        pub const fn bf16(len: usize) -> Self {
+            Self {
+                len,
+                elem: Elem::Bf16,
+            }
+        }
+
+        /// Its size in bytes.
+        pub const fn bytes(self) -> usize {
+            self.len * self.elem.bytes()
+        }
+    }
+
+    /// A device buffer's address and the element type it holds: [`Buffers::input`] hands it
+    /// out typed, after checking the type.
+    #[derive(Clone, Copy)]
+    pub struct Untyped {
+        pub ptr: GlobalPtr<u8>,
+        pub elem: Elem,
+    }
+
+    impl Untyped {
+        fn typed<T: Element>(self, what: &str) -> Result<GlobalPtr<T>, LaunchError> {
+            if self.elem == T::ELEM {
+                Ok(self.ptr.cast::<T>())
+            } else {
+                Err(std::format!(
+                    "{what} is {}, the launch asks for it as {}",
+                    self.elem.name(),
+                    T::ELEM.name()
+                )
+                .into())
+            }
+        }
+    }
+
     /// The device buffers of one launch, as kernel arguments.
     pub struct Buffers<'a> {
-        /// One per [`Spec::inputs`] length, in order.
-        pub inputs: &'a [GlobalPtr<f32>],
-        pub output: GlobalPtr<f32>,
+        /// One per [`Spec::inputs`] entry, in order.
+        pub inputs: &'a [Untyped],
+        pub output: Untyped,
         /// One per [`Spec::workspaces`] length, in order: scratch the launch's kernels pass
         /// between them.
         pub workspaces: &'a [GlobalPtr<f32>],
+    }
+
+    impl Buffers<'_> {
+        /// Input `i` as a pointer to `T`: an error if the spec declares it of another type.
+        pub fn input<T: Element>(&self, i: usize) -> Result<GlobalPtr<T>, LaunchError> {
+            match self.inputs.get(i) {
+                Some(b) => b.typed(&std::format!("input {i}")),
+                None => Err(std::format!(
+                    "input {i} asked for, the spec declares {}",
+                    self.inputs.len()
+                )
+                .into()),
+            }
+        }
+
+        /// The output as a pointer to `T`: an error if the spec declares it of another type.
+        pub fn output<T: Element>(&self) -> Result<GlobalPtr<T>, LaunchError> {
+            self.output.typed("the output")
+        }
     }
 
     /// What launches a kernel: the host's runtime (emulator, PTX backend or GPU) implements it.
@@ -225,8 +354,10 @@ mod host_side {
         /// The names of the used dimensions (`["n"]`, `["rows", "cols"]`).
         pub dims: &'static [&'static str],
         pub shapes: Shapes,
-        /// The length of each input buffer (f32, uniform in [`Spec::input_range`]).
-        pub inputs: fn(Dims) -> Vec<usize>,
+        /// Each input buffer's length and element type (`Buffer::f32(n)`, `Buffer::bf16(n)`):
+        /// its values are drawn uniformly in [`Spec::input_range`] and rounded to that type,
+        /// and the reference receives them as f32, exactly what the kernel reads.
+        pub inputs: fn(Dims) -> Vec<Buffer>,
         /// The range the inputs are drawn from, uniformly: `(-1.0, 1.0)` unless the kernel's
         /// values matter to what it is checked for (softmax's scores, `(-8.0, 8.0)`: rows of
         /// probabilities far from uniform).
@@ -236,8 +367,9 @@ mod host_side {
         /// they are zeros (hundreds of MB of random numbers cost seconds, and a copy's counts do
         /// not depend on them).
         pub values_steer: bool,
-        /// The length of the output buffer (f32, zeroed before the launch).
-        pub output: fn(Dims) -> usize,
+        /// The output buffer's length and element type (zeroed before the launch); it is
+        /// widened to f32 before the check.
+        pub output: fn(Dims) -> Buffer,
         /// The length of each f32 scratch buffer the launch may use (softmax's row statistics,
         /// between its kernels), in order; none for most. Zeroed when allocated, never checked,
         /// and left as the last launch left them for the next (a timed launch repeats).

@@ -41,18 +41,18 @@ pub const SPEC: crate::registry::Spec = {
         what: "y[i] = 2 x[i] + 1",
         dims: &["n"],
         shapes: Shapes {
-            gpu: [1 << 26, 1, 1],
+            gpu: &[[1 << 26, 1, 1]],
             // Not a multiple of the block: the last block's guard is exercised.
             emulator: [(1 << 20) + 7, 1, 1],
             test_max: [5000, 1, 1],
         },
-        inputs: |[n, ..]| std::vec![n],
+        inputs: |[n, ..]| std::vec![Buffer::f32(n)],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[n, ..]| n,
+        output: |[n, ..]| Buffer::f32(n),
         workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
-            let (x, y, n) = (buffers.inputs[0], buffers.output, n as u32);
+            let (x, y, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
             launch_registered!(
                 launcher,
                 Geometry::for_elements(n, THREADS),

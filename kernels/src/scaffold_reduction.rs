@@ -60,17 +60,17 @@ pub const SPEC: crate::registry::Spec = {
         what: "the sum of each block of 256 elements",
         dims: &["n"],
         shapes: Shapes {
-            gpu: [1 << 26, 1, 1],
+            gpu: &[[1 << 26, 1, 1]],
             emulator: [(1 << 18) + 7, 1, 1],
             test_max: [5000, 1, 1],
         },
-        inputs: |[n, ..]| std::vec![n],
+        inputs: |[n, ..]| std::vec![Buffer::f32(n)],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[n, ..]| blocks(n),
+        output: |[n, ..]| Buffer::f32(blocks(n)),
         workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
-            let (x, sums, n) = (buffers.inputs[0], buffers.output, n as u32);
+            let (x, sums, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
             launch_registered!(
                 launcher,
                 Geometry::for_elements(n, THREADS),

@@ -47,18 +47,18 @@ pub const SPEC: crate::registry::Spec = {
         what: "out = input^T through a padded shared tile",
         dims: &["rows", "cols"],
         shapes: Shapes {
-            gpu: [8192, 8192, 1],
+            gpu: &[[8192, 8192, 1]],
             // Not multiples of the tile: the edge tiles are exercised.
             emulator: [200, 300, 1],
             test_max: [100, 100, 1],
         },
-        inputs: |[rows, cols, _]| std::vec![rows * cols],
+        inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[rows, cols, _]| rows * cols,
+        output: |[rows, cols, _]| Buffer::f32(rows * cols),
         workspaces: |_| std::vec![],
         launch: |launcher, buffers, [rows, cols, _]| {
-            let (input, out) = (buffers.inputs[0], buffers.output);
+            let (input, out) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (rows, cols) = (rows as u32, cols as u32);
             let blocks = (cols.div_ceil(TILE), rows.div_ceil(TILE));
             launch_registered!(

@@ -686,20 +686,20 @@ const fn softmax_spec(
         dims: &["rows", "cols"],
         shapes: Shapes {
             // The shape: 256 MiB each way, several times the L2.
-            gpu: [8192, 8192, 1],
+            gpu: &[[8192, 8192, 1]],
             // Columns that are no multiple of the block.
             emulator: [64, 1000, 1],
             // Past FUSED_ON_CHIP_COLS one draw in six: the fused kernel's second sweep.
             test_max: [4, 10_000, 1],
         },
-        inputs: |[rows, cols, _]| std::vec![rows * cols],
+        inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
         // Scores of a few units, as attention's are: rows far from uniform, whose small entries
         // (down to e^-16) test the relative accuracy.
         input_range: (-8.0, 8.0),
         // `exp_shifted` skips the exponential of a row's maximum: on zeros the model would count
         // none.
         values_steer: true,
-        output: |[rows, cols, _]| rows * cols,
+        output: |[rows, cols, _]| Buffer::f32(rows * cols),
         workspaces,
         launch,
         // From the definition, in f64; the spec's inputs are finite, so no special value arises
@@ -733,7 +733,7 @@ pub const SOFTMAX_FUSED_F32: crate::registry::Spec = softmax_spec(
     "softmax_fused_f32",
     "y = softmax of each row of x in one kernel: the row read once (twice past 8192 columns)",
     |launcher, buffers, [rows, cols, _]| {
-        let (x, y, cols) = (buffers.inputs[0], buffers.output, cols as u32);
+        let (x, y, cols) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, cols as u32);
         let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (FUSED_THREADS, 1));
         crate::launch_registered!(launcher, geometry, softmax_fused_f32(x, y, cols))
     },
@@ -816,22 +816,26 @@ const ROW_OCCUPANCY: crate::registry::Occupancy = crate::registry::Occupancy {
 const ROW_STATS: fn(crate::registry::Dims) -> std::vec::Vec<usize> =
     |[rows, ..]| std::vec![rows, rows];
 
+/// [`row_args`]: `x`, `row_max`, `row_sum`, the geometry and `cols`.
+#[cfg(not(target_arch = "nvptx64"))]
+type RowArgs = (
+    GlobalPtr<f32>,
+    GlobalPtr<f32>,
+    GlobalPtr<f32>,
+    crate::registry::Geometry,
+    u32,
+);
+
 /// What the naive and online kernels are launched with: `x`, the workspaces `row_max` and
 /// `row_sum`, one block of [`ROW_THREADS`] threads per row, and `cols`.
 #[cfg(not(target_arch = "nvptx64"))]
 fn row_args(
     buffers: &crate::registry::Buffers,
     [rows, cols, _]: crate::registry::Dims,
-) -> (
-    GlobalPtr<f32>,
-    GlobalPtr<f32>,
-    GlobalPtr<f32>,
-    crate::registry::Geometry,
-    u32,
-) {
+) -> Result<RowArgs, crate::registry::LaunchError> {
     let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (ROW_THREADS, 1));
     let (row_max, row_sum) = (buffers.workspaces[0], buffers.workspaces[1]);
-    (buffers.inputs[0], row_max, row_sum, geometry, cols as u32)
+    Ok((buffers.input::<f32>(0)?, row_max, row_sum, geometry, cols as u32))
 }
 
 /// The normalisation that ends naive and online: `y` from `x` and the row statistics.
@@ -841,8 +845,8 @@ fn normalise(
     buffers: &crate::registry::Buffers,
     dims: crate::registry::Dims,
 ) -> Result<(), crate::registry::LaunchError> {
-    let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims);
-    let y = buffers.output;
+    let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims)?;
+    let y = buffers.output::<f32>()?;
     crate::launch_registered!(
         launcher,
         geometry,
@@ -856,7 +860,7 @@ pub const SOFTMAX_NAIVE_F32: crate::registry::Spec = softmax_spec(
     "softmax_naive_f32",
     "y = softmax of each row of x in three kernels: row max, row sum of exp(x - m), normalise",
     |launcher, buffers, dims| {
-        let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims);
+        let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims)?;
         crate::launch_registered!(launcher, geometry, softmax_row_max_f32(x, row_max, cols))?;
         crate::launch_registered!(
             launcher,
@@ -881,7 +885,7 @@ pub const SOFTMAX_ONLINE_F32: crate::registry::Spec = softmax_spec(
     "softmax_online_f32",
     "y = softmax of each row of x in two kernels: the online (m, l) pass, then normalise",
     |launcher, buffers, dims| {
-        let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims);
+        let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims)?;
         crate::launch_registered!(
             launcher,
             geometry,

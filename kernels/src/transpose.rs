@@ -123,15 +123,15 @@ const fn transpose_spec(
         what,
         dims: &["rows", "cols"],
         shapes: Shapes {
-            gpu: [8192, 8192, 1],
+            gpu: &[[8192, 8192, 1]],
             // Not multiples of the tile: the edge tiles are exercised.
             emulator: [200, 300, 1],
             test_max: [100, 100, 1],
         },
-        inputs: |[rows, cols, _]| std::vec![rows * cols],
+        inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[rows, cols, _]| rows * cols,
+        output: |[rows, cols, _]| Buffer::f32(rows * cols),
         workspaces: |_| std::vec![],
         launch,
         // From the definition, not from `tile_element`, which the kernels share: a copy, exact.
@@ -169,7 +169,7 @@ const fn transpose_spec(
 macro_rules! tiled_launch {
     ($kernel:ident) => {
         |launcher, buffers, [rows, cols, _]| {
-            let (input, out) = (buffers.inputs[0], buffers.output);
+            let (input, out) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (rows, cols, tile) = (rows as u32, cols as u32, TILE as u32);
             let blocks = (cols.div_ceil(tile), rows.div_ceil(tile));
             let geometry = crate::registry::Geometry::grid_2d(blocks, (tile, BLOCK_ROWS as u32));
@@ -222,18 +222,18 @@ pub const COPY_STRIDED: crate::registry::Spec = {
         shapes: Shapes {
             // Stride 8 floats = 32 bytes: every lane in its own sector, 8x the bytes of a
             // contiguous read moved for the same bytes used.
-            gpu: [1 << 24, 8, 1],
+            gpu: &[[1 << 24, 8, 1]],
             emulator: [1 << 16, 8, 1],
             test_max: [3000, 40, 1],
         },
         // The first column of an `n x stride` row-major matrix.
-        inputs: |[n, stride, _]| std::vec![n * stride],
+        inputs: |[n, stride, _]| std::vec![Buffer::f32(n * stride)],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[n, ..]| n,
+        output: |[n, ..]| Buffer::f32(n),
         workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, stride, _]| {
-            let (src, dst) = (buffers.inputs[0], buffers.output);
+            let (src, dst) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (n, stride) = (n as u32, stride as u32);
             launch_registered!(
                 launcher,

@@ -15,7 +15,7 @@ fn check(spec: &Spec, dims: registry::Dims, seed: u64) -> Result<(), TestCaseErr
     let buffers = registry::upload(&rt, spec, dims, &inputs).unwrap();
     let counters = registry::launch(&rt, spec, &buffers)
         .map_err(|e| TestCaseError::fail(format!("{} at {dims:?}: {e}", spec.name)))?;
-    let got = rt.download(&buffers.output).unwrap();
+    let got = buffers.output.download(&rt).unwrap();
     registry::check(spec, dims, &inputs, &got)
         .map_err(|e| TestCaseError::fail(format!("at {dims:?}: {e}")))?;
     if let Some(c) = counters {

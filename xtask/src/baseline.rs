@@ -43,7 +43,6 @@ struct Entry {
 /// The mapping, longest prefix first where two overlap.
 const MAPPING: &[Entry] = &[
     entry("copy_words", "copy", &["n"], Some("u32")),
-    entry("vector_add_f16", "add", &["n"], None),
     // The f32 softmaxes are registered: their specs name their baseline.
     entry("softmax_naive_bf16", "softmax", &["rows", "cols"], None),
     entry("softmax_online_bf16", "softmax", &["rows", "cols"], None),
@@ -114,7 +113,7 @@ pub fn for_row(kernel: &str, shape: &str) -> Result<Baseline, String> {
             prefix: spec.name,
             op: Ok(b.op),
             dims: b.dims,
-            dtype: Some("f32"),
+            dtype: Some((spec.output)(spec.shapes.test_max).elem.name()),
         };
         return request(&entry, kernel, shape);
     }

@@ -59,7 +59,8 @@ pub struct CaseSpec {
 /// (`kernels::registry`, docs/registry.md).
 enum Build {
     Here(for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>),
-    Registered(&'static registry::Spec),
+    /// The spec, and which of its GPU shapes ([`registry::Spec`]'s `shapes.gpu`) the row is.
+    Registered(&'static registry::Spec, usize),
 }
 
 impl CaseSpec {
@@ -67,7 +68,7 @@ impl CaseSpec {
     pub fn build<'a>(&self, rt: &'a Runtime, scale: Scale) -> host::Result<Case<'a>> {
         match self.build {
             Build::Here(build) => build(rt, scale),
-            Build::Registered(spec) => from_spec(rt, scale, spec),
+            Build::Registered(spec, shape) => from_spec(rt, scale, spec, shape),
         }
     }
 }
@@ -79,7 +80,7 @@ pub fn all() -> Vec<CaseSpec> {
     let lessons: Vec<CaseSpec> = vec![
         case("copy_words", copy),
         registered(&kernels::elementwise::VECTOR_ADD_F32),
-        case("vector_add_f16", vector_add_f16),
+        registered(&kernels::elementwise::VECTOR_ADD_F16),
         registered(&kernels::transpose::COPY_STRIDED),
         registered(&kernels::transpose::TRANSPOSE_NAIVE),
         registered(&kernels::transpose::TRANSPOSE_SHARED),
@@ -143,7 +144,7 @@ pub fn all() -> Vec<CaseSpec> {
     let rest: Vec<CaseSpec> = registry::all()
         .iter()
         .filter(|spec| !lessons.iter().any(|c| c.kernel == spec.name))
-        .map(|&spec| registered(spec))
+        .flat_map(|&spec| (0..spec.shapes.gpu.len()).map(|i| registered_at(spec, i)))
         .collect();
     lessons.into_iter().chain(rest).collect()
 }
@@ -182,11 +183,16 @@ pub fn left_out(rt: &Runtime, kernels: &[&str]) -> Option<String> {
     ))
 }
 
-/// A registered kernel's case, built from its spec.
+/// A registered kernel's case at its first GPU shape, built from its spec.
 const fn registered(spec: &'static registry::Spec) -> CaseSpec {
+    registered_at(spec, 0)
+}
+
+/// A registered kernel's case at its GPU shape `shape` (an index into `shapes.gpu`).
+const fn registered_at(spec: &'static registry::Spec, shape: usize) -> CaseSpec {
     CaseSpec {
         kernel: spec.name,
-        build: Build::Registered(spec),
+        build: Build::Registered(spec, shape),
     }
 }
 
@@ -357,15 +363,6 @@ fn varied_in_as<T: host::Element>(
     out
 }
 
-fn exact(what: &str, got: &[f32], want: &[f32]) -> Result<String, String> {
-    let diff = reference::max_abs_diff(got, want);
-    if diff == 0.0 {
-        Ok(format!("exact ({} values)", got.len()))
-    } else {
-        Err(format!("{what}: max |error| {diff:e}, expected exact"))
-    }
-}
-
 /// A registered kernel's case (`kernels::registry`): its shape at `scale`, inputs uniform in its
 /// `input_range` (for the model, zeros, or [`varied_in_as`] where its values steer it), checked
 /// against its reference and tolerance.
@@ -373,22 +370,29 @@ fn from_spec<'a>(
     rt: &'a Runtime,
     scale: Scale,
     spec: &'static registry::Spec,
+    shape: usize,
 ) -> host::Result<Case<'a>> {
+    let gpu = spec.shapes.gpu[shape];
     let dims = match scale {
-        Scale::Gpu => spec.shapes.gpu,
+        Scale::Gpu => gpu,
         Scale::Emulator => spec.shapes.emulator,
     };
-    let gpu = spec.shapes.gpu;
     let range = spec.input_range;
     let inputs: Vec<Vec<f32>> = (spec.inputs)(dims)
         .into_iter()
         .enumerate()
-        .map(|(i, n)| {
+        .map(|(i, b)| {
             let seed = 41 + i as u64;
+            let round = |v| registry::round_to(b.elem, v);
             if spec.values_steer {
-                varied_in_as(n, seed, range, |v| v)
+                varied_in_as(b.len, seed, range, round)
             } else {
-                uniform(n, seed, range.0, range.1)
+                let mut x = uniform(b.len, seed, range.0, range.1);
+                // The model's zeros are exact in every type.
+                if b.elem != registry::Elem::F32 && !for_model() {
+                    x.iter_mut().for_each(|v| *v = round(*v));
+                }
+                x
             }
         })
         .collect();
@@ -405,7 +409,7 @@ fn from_spec<'a>(
             move |rt| registry::launch(rt, spec, &buffers)
         }),
         check: Box::new(move |rt| {
-            let got = rt.download(&buffers.output).map_err(|e| e.to_string())?;
+            let got = buffers.output.download(rt).map_err(|e| e.to_string())?;
             registry::check(spec, dims, &inputs, &got)
         }),
     })
@@ -448,46 +452,6 @@ fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
             } else {
                 Err("copy differs from its source".into())
             }
-        }),
-    })
-}
-
-fn vector_add_f16(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
-    let size = |s: Scale| s.pick(1 << 27, 1 << 20);
-    let n = size(scale);
-    let gpu = (
-        elements(size(Scale::Gpu)),
-        elementwise::vector_add_cost(size(Scale::Gpu), 2),
-    );
-    let (a_host, b_host) = (
-        uniform_as(n, 3, f16::from_f32),
-        uniform_as(n, 4, f16::from_f32),
-    );
-    let want: Vec<f32> = reference_of(|| {
-        reference::vector_add_f16(&a_host, &b_host)
-            .iter()
-            .map(|x| x.to_f32())
-            .collect()
-    });
-    let (a, b) = (rt.upload(&a_host)?, rt.upload(&b_host)?);
-    let c = Rc::new(RefCell::new(rt.alloc::<f16>(n)?));
-    Ok(Case {
-        kernel: "vector_add_f16",
-        shape: elements(n),
-        cost: elementwise::vector_add_cost(n, 2),
-        gpu,
-        launch: Box::new({
-            let c = c.clone();
-            move |rt| elementwise::vector_add_f16(rt, &a, &b, &mut c.borrow_mut())
-        }),
-        check: Box::new(move |rt| {
-            let got: Vec<f32> = rt
-                .download(&c.borrow())
-                .map_err(|e| e.to_string())?
-                .iter()
-                .map(|x| x.to_f32())
-                .collect();
-            exact("vector_add_f16", &got, &want)
         }),
     })
 }
@@ -1246,19 +1210,23 @@ fn decode_attention_case(
 mod tests {
     use super::*;
 
-    /// Each registered kernel is one case built from its spec, and no case written here has
-    /// its name: the registry and this file cannot both describe a kernel.
+    /// Each registered kernel is one case per GPU shape of its spec, in the spec's order, and
+    /// no case written here has its name: the registry and this file cannot both describe a
+    /// kernel.
     #[test]
-    fn each_registered_kernel_is_one_case_and_only_there() {
+    fn each_registered_kernel_is_one_case_per_gpu_shape_and_only_there() {
         let all = all();
         for spec in registry::all() {
-            let cases: Vec<&CaseSpec> = all.iter().filter(|c| c.kernel == spec.name).collect();
-            assert_eq!(cases.len(), 1, "{}", spec.name);
-            assert!(
-                matches!(cases[0].build, Build::Registered(_)),
-                "{}",
-                spec.name
-            );
+            let shapes: Vec<usize> = all
+                .iter()
+                .filter(|c| c.kernel == spec.name)
+                .map(|c| match c.build {
+                    Build::Registered(_, i) => i,
+                    Build::Here(_) => panic!("{} is also written here", spec.name),
+                })
+                .collect();
+            let want: Vec<usize> = (0..spec.shapes.gpu.len()).collect();
+            assert_eq!(shapes, want, "{}", spec.name);
         }
     }
 

@@ -58,7 +58,6 @@ fn table(name: &str) -> Option<Launch> {
     let elem = |name: &str| if name.ends_with("bf16") { 2 } else { 4 };
     let l = match name {
         // a[i] and b[i] are both loaded before the add.
-        "vector_add_f16" => launch(BLOCK_SIZE, 0, Some(4)),
         // One 16-byte load per grid-stride step.
         "copy_words" | "stream_read" => launch(BLOCK_SIZE, 0, Some(16)),
         "shared_read" | "shared_pointer_chase" => launch(kernels::hierarchy::BLOCK_SIZE, 0, None),

@@ -1,7 +1,7 @@
 //! Host side of `kernels::elementwise`.
 
 use half::f16;
-use kernels::elementwise::{BLOCK_SIZE, VECTOR_ADD_F32, split_words4};
+use kernels::elementwise::{BLOCK_SIZE, VECTOR_ADD_F16, VECTOR_ADD_F32, split_words4};
 
 use super::{len_u32, same_len};
 use crate::buffer::DeviceBuffer;
@@ -26,7 +26,8 @@ pub fn vector_add_f32(
     crate::registry::launch_on(rt, &VECTOR_ADD_F32, &[a, b], c, &[], [a.len(), 1, 1])
 }
 
-/// `c = a + b` for f16 vectors, added in f32 and rounded once.
+/// `c = a + b` for f16 vectors, added in f32 and rounded once, launched as the kernel's spec
+/// says (it is registered).
 pub fn vector_add_f16(
     rt: &Runtime,
     a: &DeviceBuffer<f16>,
@@ -34,16 +35,10 @@ pub fn vector_add_f16(
     c: &mut DeviceBuffer<f16>,
 ) -> Result<Launched> {
     same_len("vector_add_f16(a, b, c)", &[a.len(), b.len(), c.len()])?;
-    let n = len_u32("vector_add_f16", a.len())?;
-    if n == 0 {
+    if len_u32("vector_add_f16", a.len())? == 0 {
         return Ok(None);
     }
-    let (a, b, c) = (a.ptr(), b.ptr(), c.ptr());
-    launch!(
-        rt,
-        LaunchConfig::for_elements(n, BLOCK_SIZE),
-        elementwise::vector_add_f16(a, b, c, n)
-    )
+    crate::registry::launch_on(rt, &VECTOR_ADD_F16, &[a, b], c, &[], [a.len(), 1, 1])
 }
 
 /// Cost of an elementwise add of `n` elements of `elem_bytes` each: two reads and a write per
@@ -90,14 +85,17 @@ pub fn copy_cost(n: usize) -> Cost {
 mod tests {
     use super::*;
 
-    /// The spec states the cost this module computes (the kernel crate cannot call it), at each
-    /// of its sizes and at one element.
+    /// Each spec states the cost this module computes at its element size (the kernel crate
+    /// cannot call it), at each of its sizes and at one element.
     #[test]
     fn the_spec_declares_this_cost() {
-        let s = VECTOR_ADD_F32.shapes;
-        for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1]] {
-            let want = vector_add_cost(dims[0], 4);
-            assert_eq!(crate::registry::cost(&VECTOR_ADD_F32, dims), want);
+        for (spec, bytes) in [(&VECTOR_ADD_F32, 4), (&VECTOR_ADD_F16, 2)] {
+            let s = spec.shapes;
+            let sizes = s.gpu.iter().copied();
+            for dims in sizes.chain([s.emulator, s.test_max, [1, 1, 1]]) {
+                let want = vector_add_cost(dims[0], bytes);
+                assert_eq!(crate::registry::cost(spec, dims), want, "{}", spec.name);
+            }
         }
     }
 }

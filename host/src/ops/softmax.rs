@@ -369,7 +369,12 @@ mod tests {
         for variant in Variant::ALL {
             let spec = f32_spec(variant);
             let s = spec.shapes;
-            for dims in [s.gpu, s.emulator, s.test_max, [1, 1, 1], [3, long, 1]] {
+            for dims in
+                s.gpu
+                    .iter()
+                    .copied()
+                    .chain([s.emulator, s.test_max, [1, 1, 1], [3, long, 1]])
+            {
                 let want = variant.cost(dims[0], dims[1], size_of::<f32>());
                 assert_eq!(crate::registry::cost(spec, dims), want, "{variant:?}");
             }
