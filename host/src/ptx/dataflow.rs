@@ -26,15 +26,15 @@ use super::parse::{Function, Instruction, RegId};
 /// Whether each instruction of `function`, in [`Function::instructions`] order, is on products
 /// (the module's doc); `classes` gives each instruction's class, in the same order.
 pub fn on_products(function: &Function, classes: &[Class]) -> Vec<bool> {
-    let instructions: Vec<&Instruction> = function.instructions().collect();
-    debug_assert_eq!(instructions.len(), classes.len());
+    // Each instruction's (destinations, sources), read once: the passes below revisit them.
+    let ops: Vec<(Vec<RegId>, Vec<RegId>)> = function.instructions().map(operands).collect();
+    debug_assert_eq!(ops.len(), classes.len());
     let mut carries = vec![false; function.registers.len()];
     let carried = |carries: &[bool], r: &RegId| carries.get(r.0 as usize).copied() == Some(true);
     // Each pass marks at least one more register or ends: at most one pass per register.
     loop {
         let mut changed = false;
-        for (i, &class) in instructions.iter().zip(classes) {
-            let (dests, sources) = operands(i);
+        for ((dests, sources), &class) in ops.iter().zip(classes) {
             let writes_product = matches!(class, Class::Mma | Class::Wgmma);
             if writes_product || sources.iter().any(|r| carried(&carries, r)) {
                 for d in dests {
@@ -51,29 +51,30 @@ pub fn on_products(function: &Function, classes: &[Class]) -> Vec<bool> {
             break;
         }
     }
-    let mut on: Vec<bool> = instructions
+    let mut on: Vec<bool> = ops
         .iter()
         .zip(classes)
-        .map(|(i, &class)| !engine(class) && operands(i).1.iter().any(|r| carried(&carries, r)))
+        .map(|((_, sources), &class)| {
+            !engine(class) && sources.iter().any(|r| carried(&carries, r))
+        })
         .collect();
     // Then what only the softmax reads: an instruction whose every destination's every reader
     // is on products (a register with no reader counts for nothing either way).
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); function.registers.len()];
-    for (k, i) in instructions.iter().enumerate() {
-        for r in operands(i).1 {
+    for (k, (_, sources)) in ops.iter().enumerate() {
+        for r in sources {
             if let Some(list) = readers.get_mut(r.0 as usize) {
                 list.push(k);
             }
         }
     }
+    let read_by = |r: &RegId| readers.get(r.0 as usize).map_or(&[][..], Vec::as_slice);
     loop {
         let mut changed = false;
-        for (k, (i, &class)) in instructions.iter().zip(classes).enumerate() {
+        for (k, ((dests, _), &class)) in ops.iter().zip(classes).enumerate() {
             if on[k] || engine(class) {
                 continue;
             }
-            let dests = operands(i).0;
-            let read_by = |r: &RegId| readers.get(r.0 as usize).map_or(&[][..], Vec::as_slice);
             let only_softmax = dests.iter().any(|r| !read_by(r).is_empty())
                 && dests.iter().all(|r| read_by(r).iter().all(|&j| on[j]));
             if only_softmax {
