@@ -592,15 +592,11 @@ fn model_comparison(rows: &[&Value], emulator: Option<&Value>, ptx: Option<&Valu
                     "error": seconds / measured - 1.0,
                 })
             };
-            let mut row = json!({
-                "kernel": r["kernel"], "shape": r["shape"], "measured_seconds": measured,
-                "predicted_seconds": null,
-            });
-            if let Some(p) = prediction_for(emulator, r) {
-                row.as_object_mut()
-                    .unwrap()
-                    .extend(against(p).as_object().unwrap().clone());
-            }
+            let mut row = prediction_for(emulator, r)
+                .map_or_else(|| json!({"predicted_seconds": null}), against);
+            row["kernel"] = r["kernel"].clone();
+            row["shape"] = r["shape"].clone();
+            row["measured_seconds"] = json!(measured);
             if let Some(p) = prediction_for(ptx, r) {
                 row["ptx"] = against(p);
             }
