@@ -145,14 +145,9 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
         .into_iter()
         .map(|sample| {
             let exps = sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64;
-            let resources = resources
-                .iter()
-                .find(|(name, _)| name == sample.kernel)
-                .map(|(_, r)| *r)
-                .unwrap_or_default();
             SampledLaunchInput {
+                resources: predict::resources_of_kernel(&resources, sample.kernel),
                 sample,
-                resources,
                 warp_instructions: None,
                 on_products: None,
                 exps,

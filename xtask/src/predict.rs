@@ -341,11 +341,7 @@ fn sample_at_keys(
                 }
                 None => sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64,
             };
-            let resources = resources
-                .iter()
-                .find(|(name, _)| name == sample.kernel)
-                .map(|(_, r)| *r)
-                .unwrap_or_default();
+            let resources = resources_of_kernel(resources, sample.kernel);
             SampledLaunchInput {
                 sample,
                 resources,
@@ -575,6 +571,18 @@ pub(crate) fn exercise_resources(
         .iter()
         .map(|r| (r.name.clone(), resources_of(r)))
         .collect())
+}
+
+/// `kernel`'s resources in a list of them, or none known (occupancy then counts threads and
+/// shared memory only).
+pub(crate) fn resources_of_kernel(
+    list: &[(String, KernelResources)],
+    kernel: &str,
+) -> KernelResources {
+    list.iter()
+        .find(|(name, _)| name == kernel)
+        .map(|(_, r)| *r)
+        .unwrap_or_default()
 }
 
 fn resources_of(r: &ptxas::KernelReport) -> KernelResources {
