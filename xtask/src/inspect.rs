@@ -184,7 +184,8 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
     let mut total = 0u64;
     let mut ex2 = 0u64;
     for m in &mix {
-        let all: u64 = m.classes.iter().map(|(_, n)| n).sum();
+        let classes = m.classes();
+        let all: u64 = classes.iter().map(|(_, n)| n).sum();
         total += all;
         // The instructions on a tensor-core product's result: the softmax's share of the
         // issue in attention (host::ptx::dataflow, docs/model.md), a column where there are any.
@@ -193,7 +194,7 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
         if on_products > 0 {
             println!("  {:<24} {:>14} {:>7} {:>14}", "", "", "", "on products");
         }
-        for (class, n) in &m.classes {
+        for (class, n) in &classes {
             let on = if on_products > 0 {
                 format!(" {:>14}", m.on_products(Some(*class)))
             } else {

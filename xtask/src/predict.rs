@@ -327,12 +327,12 @@ fn sample_at_keys(
                 .and_then(|m| m.iter().find(|k| k.kernel == sample.kernel));
             // The mix counts per thread (a warp-wide instruction 32 times) over the sampled
             // blocks: to warp instructions over the grid.
-            let warp_instructions = kernel_mix
-                .map(|k| k.classes.iter().map(|(_, n)| *n as f64).sum::<f64>() / 32.0 * scale);
+            let warp_instructions =
+                kernel_mix.map(|k| k.per_instruction.iter().sum::<u64>() as f64 / 32.0 * scale);
             let on_products = kernel_mix.map(|k| k.on_products(None) as f64 / 32.0 * scale);
             let exps = match kernel_mix {
                 Some(k) => {
-                    k.classes
+                    k.classes()
                         .iter()
                         .filter(|(c, _)| *c == Class::Ex2)
                         .map(|(_, n)| *n as f64)

@@ -255,15 +255,8 @@ impl PtxDevice {
             .into_iter()
             .map(|(name, counts)| {
                 let kernel = self.program.kernel(name).expect("it ran");
-                let mut classes: HashMap<Class, u64> = HashMap::new();
-                for (i, &c) in counts.iter().enumerate() {
-                    *classes.entry(kernel.classes[i]).or_default() += c;
-                }
-                let mut classes: Vec<(Class, u64)> = classes.into_iter().collect();
-                classes.sort();
                 KernelMix {
                     kernel: name,
-                    classes,
                     instruction_classes: &kernel.classes,
                     on_products: &kernel.on_products,
                     per_instruction: counts,
@@ -362,8 +355,6 @@ impl PtxDevice {
 /// One kernel's dynamic instruction mix.
 pub struct KernelMix {
     pub kernel: &'static str,
-    /// Executions per class, in class order.
-    pub classes: Vec<(Class, u64)>,
     /// Per instruction, its class and whether it computes on a tensor-core product's result
     /// (`Kernel::classes`, `Kernel::on_products`).
     pub instruction_classes: &'static [Class],
@@ -375,6 +366,17 @@ pub struct KernelMix {
 }
 
 impl KernelMix {
+    /// Executions per class, in class order (the classes executed).
+    pub fn classes(&self) -> Vec<(Class, u64)> {
+        let mut classes: HashMap<Class, u64> = HashMap::new();
+        for (&class, &n) in self.instruction_classes.iter().zip(&self.per_instruction) {
+            *classes.entry(class).or_default() += n;
+        }
+        let mut classes: Vec<(Class, u64)> = classes.into_iter().collect();
+        classes.sort();
+        classes
+    }
+
     /// Executions of the instructions that compute on a tensor-core product's result, of
     /// `class` only where given.
     pub fn on_products(&self, class: Option<Class>) -> u64 {
