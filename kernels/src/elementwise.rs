@@ -82,7 +82,11 @@ pub const VECTOR_ADD_F32: crate::registry::Spec = vector_add_spec::<f32>(
     "vector_add_f32",
     "c[i] = a[i] + b[i]",
     // 256 MiB per input, several times the L2.
-    &[[1 << 26, 1, 1]],
+    &[crate::registry::RunShape {
+        gpu: [1 << 26, 1, 1],
+        // A multiple of the block: the property test draws the sizes that are not.
+        emulator: [1 << 20, 1, 1],
+    }],
     |launcher, buffers, [n, ..]| {
         let (a, b) = (buffers.input::<f32>(0)?, buffers.input::<f32>(1)?);
         let (c, n) = (buffers.output::<f32>()?, n as u32);
@@ -103,7 +107,10 @@ pub const VECTOR_ADD_F16: crate::registry::Spec = vector_add_spec::<F16>(
     "vector_add_f16",
     "c[i] = a[i] + b[i] in f16, added in f32 and rounded once",
     // 256 MiB per input, as vector_add_f32's.
-    &[[1 << 27, 1, 1]],
+    &[crate::registry::RunShape {
+        gpu: [1 << 27, 1, 1],
+        emulator: [1 << 20, 1, 1],
+    }],
     |launcher, buffers, [n, ..]| {
         let (a, b) = (buffers.input::<F16>(0)?, buffers.input::<F16>(1)?);
         let (c, n) = (buffers.output::<F16>()?, n as u32);
@@ -131,7 +138,7 @@ fn add_each(inputs: &[&[f32]], add: fn(f32, f32) -> f32) -> std::vec::Vec<f64> {
 const fn vector_add_spec<T: crate::registry::Element>(
     name: &'static str,
     what: &'static str,
-    gpu: &'static [crate::registry::Dims],
+    run: &'static [crate::registry::RunShape],
     launch: crate::registry::LaunchFn,
     reference: fn(&[&[f32]], crate::registry::Dims) -> std::vec::Vec<f64>,
 ) -> crate::registry::Spec {
@@ -141,15 +148,13 @@ const fn vector_add_spec<T: crate::registry::Element>(
         what,
         dims: &["n"],
         shapes: Shapes {
-            gpu,
-            // A multiple of the block: the property test draws the sizes that are not.
-            emulator: [1 << 20, 1, 1],
+            run,
             test_max: [5000, 1, 1],
         },
-        inputs: |[n, ..]| std::vec![Buffer { len: n, elem: T::ELEM }; 2],
+        inputs: |[n, ..]| std::vec![Buffer::of::<T>(n); 2],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[n, ..]| Buffer { len: n, elem: T::ELEM },
+        output: |[n, ..]| Buffer::of::<T>(n),
         workspaces: |_| std::vec![],
         launch,
         reference,

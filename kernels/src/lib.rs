@@ -43,7 +43,14 @@ pub mod registry;
 registry! {
     elementwise::{VECTOR_ADD_F32, VECTOR_ADD_F16},
     transpose::{COPY_STRIDED, TRANSPOSE_NAIVE, TRANSPOSE_SHARED, TRANSPOSE_PADDED},
-    softmax::{SOFTMAX_NAIVE_F32, SOFTMAX_ONLINE_F32, SOFTMAX_FUSED_F32},
+    softmax::{
+        SOFTMAX_NAIVE_F32,
+        SOFTMAX_ONLINE_F32,
+        SOFTMAX_FUSED_F32,
+        SOFTMAX_NAIVE_BF16,
+        SOFTMAX_ONLINE_BF16,
+        SOFTMAX_FUSED_BF16,
+    },
     scaffold_elementwise,
     scaffold_reduction,
     scaffold_tiled,

@@ -18,8 +18,9 @@
 //! than the declared one. A spec's launch may launch several kernels in order, and its cost
 //! states the exponentials the roofline's third roof times. Registered: the scaffold's four
 //! templates (`cargo xtask new`), `vector_add_f32`, `vector_add_f16`, `copy_strided`, the three
-//! transposes and the three f32 softmaxes. The project's other kernels (the bf16 softmaxes, the
-//! tensor-core kernels) are declared by hand in `xtask/src/cases.rs` and its neighbours.
+//! transposes and the six softmaxes (f32 and bf16). The project's other kernels (the GEMMs, the
+//! tensor-core and attention kernels, decode) are declared by hand in `xtask/src/cases.rs` and its
+//! neighbours.
 
 /// Declares the registered kernels, one line per kernel or per file:
 ///
@@ -175,15 +176,33 @@ mod host_side {
     /// The problem at each of the project's three sizes.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct Shapes {
-        /// What `cargo xtask run` reports on a GPU (and models without one), one row per shape
-        /// in order: realistic, several times the L2. Usually one; a second where the kernel
-        /// behaves differently at another aspect (a softmax's tall rows).
-        pub gpu: &'static [Dims],
-        /// What the emulator runs and checks (seconds on two cores); not a multiple of the block,
-        /// so that the edges are exercised.
-        pub emulator: Dims,
+        /// The rows of `cargo xtask run`, in order, each at a GPU's size and at the emulator's.
+        /// Usually one; a second where the kernel behaves differently at another aspect (a
+        /// softmax's tall rows, past what the fused kernel keeps on chip).
+        pub run: &'static [RunShape],
         /// The property test draws each dimension from 1 to this.
         pub test_max: Dims,
+    }
+
+    impl Shapes {
+        /// Every size the spec names: each row's GPU and emulator shapes, the test's largest
+        /// and one element (what a test of the spec's cost runs over).
+        pub fn every(&self) -> impl Iterator<Item = Dims> + '_ {
+            let rows = self.run.iter().flat_map(|r| [r.gpu, r.emulator]);
+            rows.chain([self.test_max, [1, 1, 1]])
+        }
+    }
+
+    /// One row of `cargo xtask run`: the problem at a GPU's size, and the smaller one the
+    /// emulator runs in its place, with the same behaviour to check.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct RunShape {
+        /// What a GPU runs (and the performance model predicts without one): realistic,
+        /// several times the L2.
+        pub gpu: Dims,
+        /// What the emulator runs and checks (seconds on two cores); not a multiple of the
+        /// block, so that the edges are exercised.
+        pub emulator: Dims,
     }
 
     /// The element type of a buffer: what the kernel reads or writes, one element at a time.
@@ -239,6 +258,11 @@ mod host_side {
     }
 
     impl Buffer {
+        /// `len` elements of `T`.
+        pub const fn of<T: Element>(len: usize) -> Self {
+            Self { len, elem: T::ELEM }
+        }
+
         /// `len` f32 elements.
         pub const fn f32(len: usize) -> Self {
             Self {

@@ -41,9 +41,11 @@ pub const SPEC: crate::registry::Spec = {
         what: "y[i] = 2 x[i] + 1",
         dims: &["n"],
         shapes: Shapes {
-            gpu: &[[1 << 26, 1, 1]],
-            // Not a multiple of the block: the last block's guard is exercised.
-            emulator: [(1 << 20) + 7, 1, 1],
+            run: &[RunShape {
+                gpu: [1 << 26, 1, 1],
+                // Not a multiple of the block: the last block's guard is exercised.
+                emulator: [(1 << 20) + 7, 1, 1],
+            }],
             test_max: [5000, 1, 1],
         },
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],

@@ -47,9 +47,11 @@ pub const SPEC: crate::registry::Spec = {
         what: "out = input^T through a padded shared tile",
         dims: &["rows", "cols"],
         shapes: Shapes {
-            gpu: &[[8192, 8192, 1]],
-            // Not multiples of the tile: the edge tiles are exercised.
-            emulator: [200, 300, 1],
+            run: &[RunShape {
+                gpu: [8192, 8192, 1],
+                // Not multiples of the tile: the edge tiles are exercised.
+                emulator: [200, 300, 1],
+            }],
             test_max: [100, 100, 1],
         },
         inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],

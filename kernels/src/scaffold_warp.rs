@@ -54,8 +54,10 @@ pub const SPEC: crate::registry::Spec = {
         what: "the sum of each warp's 32 elements",
         dims: &["n"],
         shapes: Shapes {
-            gpu: &[[1 << 26, 1, 1]],
-            emulator: [(1 << 18) + 7, 1, 1],
+            run: &[RunShape {
+                gpu: [1 << 26, 1, 1],
+                emulator: [(1 << 18) + 7, 1, 1],
+            }],
             test_max: [5000, 1, 1],
         },
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],

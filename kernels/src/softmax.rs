@@ -664,16 +664,35 @@ softmax_kernels!(
 /// correctly rounded, so it is more accurate than the GPU; observed errors stay below 5e-6.)
 pub const F32_RTOL: f32 = 3e-5;
 
-// What the rest of the project needs of the f32 kernels here (docs/registry.md); the GPU build
-// never sees it. The bf16 kernels are launched by `host::ops::softmax` and their rows written in
-// `xtask/src/cases.rs`: a registered kernel takes f32.
+// What the rest of the project needs of the kernels here (docs/registry.md); the GPU build never
+// sees it. Each flow is registered at each dtype by `softmax_specs!` below.
 
-/// The shapes, inputs, reference and tolerance every f32 softmax shares: they differ in their
-/// launches and their costs (docs/softmax.md).
+/// The largest accepted `|y - exact|` of a softmax output stored as `elem`, for outputs in
+/// [0, 1]: the f32 computation's error ([`F32_RTOL`] relative, `f32::MIN_POSITIVE` absolute),
+/// then, for a 16-bit output, one rounding to nearest, at most half an ulp: 2^-8 of the value
+/// for bf16's 8 significant bits, 2^-11 for f16's 11. A wrong maximum, sum or chunk is wrong by
+/// a factor, far above either.
 #[cfg(not(target_arch = "nvptx64"))]
-const fn softmax_spec(
+const fn tolerance(elem: crate::registry::Elem) -> f64 {
+    use crate::registry::Elem;
+    let rtol = F32_RTOL as f64;
+    let f32_error = rtol + f32::MIN_POSITIVE as f64;
+    let rounding = match elem {
+        Elem::F32 => 0.0,
+        Elem::Bf16 => 1.0 / 256.0,
+        Elem::F16 => 1.0 / 2048.0,
+    };
+    // Rounding a value already off by `rtol` of it: half an ulp of at most `1 + rtol`.
+    f32_error + rounding * (1.0 + rtol)
+}
+
+/// The row-softmax spec every flow and dtype shares: it differs in its launches and its costs
+/// (docs/softmax.md).
+#[cfg(not(target_arch = "nvptx64"))]
+const fn softmax_spec<T: crate::registry::Element>(
     name: &'static str,
     what: &'static str,
+    run: &'static [crate::registry::RunShape],
     launch: crate::registry::LaunchFn,
     workspaces: fn(crate::registry::Dims) -> std::vec::Vec<usize>,
     cost: fn(crate::registry::Dims) -> crate::registry::Cost,
@@ -685,25 +704,23 @@ const fn softmax_spec(
         what,
         dims: &["rows", "cols"],
         shapes: Shapes {
-            // The shape: 256 MiB each way, several times the L2.
-            gpu: &[[8192, 8192, 1]],
-            // Columns that are no multiple of the block.
-            emulator: [64, 1000, 1],
+            run,
             // Past FUSED_ON_CHIP_COLS one draw in six: the fused kernel's second sweep.
             test_max: [4, 10_000, 1],
         },
-        inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
+        inputs: |[rows, cols, _]| std::vec![Buffer::of::<T>(rows * cols)],
         // Scores of a few units, as attention's are: rows far from uniform, whose small entries
         // (down to e^-16) test the relative accuracy.
         input_range: (-8.0, 8.0),
         // `exp_shifted` skips the exponential of a row's maximum: on zeros the model would count
         // none.
         values_steer: true,
-        output: |[rows, cols, _]| Buffer::f32(rows * cols),
+        output: |[rows, cols, _]| Buffer::of::<T>(rows * cols),
         workspaces,
         launch,
-        // From the definition, in f64; the spec's inputs are finite, so no special value arises
-        // (tests/tests/softmax.rs tests those through `host::ops::softmax`).
+        // From the definition, in f64, on the values the kernel reads (the inputs rounded to
+        // `T`); the spec's inputs are finite, so no special value arises (tests/tests/softmax.rs
+        // tests those through `host::ops::softmax`).
         reference: |inputs, [_, cols, _]| {
             let mut out = std::vec::Vec::with_capacity(inputs[0].len());
             for row in inputs[0].chunks(cols) {
@@ -715,8 +732,7 @@ const fn softmax_spec(
             }
             out
         },
-        // Outputs are probabilities, at most 1: the relative bound is an absolute one.
-        tolerance: |_| f64::from(F32_RTOL) + f64::from(f32::MIN_POSITIVE),
+        tolerance: |_| tolerance(T::ELEM),
         cost,
         occupancy,
         baseline: Some(Baseline {
@@ -726,36 +742,24 @@ const fn softmax_spec(
     }
 }
 
-/// One block of [`FUSED_THREADS`] per row; each thread loads its [`FUSED_ITEMS`] elements of a
-/// chunk before it waits on the first.
+/// The square shape, 256 MiB each way in f32, several times the L2; on the emulator,
+/// columns that are no multiple of the block.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const SOFTMAX_FUSED_F32: crate::registry::Spec = softmax_spec(
-    "softmax_fused_f32",
-    "y = softmax of each row of x in one kernel: the row read once (twice past 8192 columns)",
-    |launcher, buffers, [rows, cols, _]| {
-        let (x, y, cols) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, cols as u32);
-        let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (FUSED_THREADS, 1));
-        crate::launch_registered!(launcher, geometry, softmax_fused_f32(x, y, cols))
-    },
-    |_| std::vec![],
-    |dims| {
-        let read = MAX_FLOPS + EXP_SUM_FLOPS;
-        if dims[1] <= FUSED_ON_CHIP_COLS as usize {
-            // One exponential per element, kept in registers for the write.
-            sweeps_cost(dims, &[Sweep::new((1, 1), (0, 0), read + RESCALE_FLOPS, 1)])
-        } else {
-            // Taken again when the row is read the second time.
-            sweeps_cost(dims, &[Sweep::new((2, 1), (0, 0), read + NORMALISE_FLOPS, 2)])
-        }
-    },
-    crate::registry::Occupancy {
-        threads: FUSED_THREADS,
-        dynamic_shared: 0,
-        in_flight_per_thread: Some(FUSED_ITEMS as u32 * 4),
-    },
-);
+const SQUARE: crate::registry::RunShape = crate::registry::RunShape {
+    gpu: [8192, 8192, 1],
+    emulator: [64, 1000, 1],
+};
 
-/// One kernel's traffic and arithmetic in an f32 softmax's cost, as `host::ops::softmax`'s cost
+/// Tall rows of 4096 (a block's half of the fused kernel's on-chip columns): four times the
+/// rows, each a launch's block. On the emulator, rows past [`FUSED_ON_CHIP_COLS`], which the
+/// fused kernel reads twice.
+#[cfg(not(target_arch = "nvptx64"))]
+const TALL: crate::registry::RunShape = crate::registry::RunShape {
+    gpu: [32768, 4096, 1],
+    emulator: [4, 9000, 1],
+};
+
+/// One kernel's traffic and arithmetic in a softmax's cost, as `host::ops::softmax`'s cost
 /// models count it: whole-matrix sweeps read and written, f32 row statistics read and written
 /// per row, FLOPs and exponentials per element.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -783,10 +787,14 @@ impl Sweep {
     const NORMALISE: Self = Self::new((1, 1), (2, 0), NORMALISE_FLOPS, 1);
 }
 
-/// The cost of `sweeps` over an f32 `rows x cols` matrix.
+/// The cost of `sweeps` over a `rows x cols` matrix of `T`.
 #[cfg(not(target_arch = "nvptx64"))]
-fn sweeps_cost([rows, cols, _]: crate::registry::Dims, sweeps: &[Sweep]) -> crate::registry::Cost {
+fn sweeps_cost<T: crate::registry::Element>(
+    [rows, cols, _]: crate::registry::Dims,
+    sweeps: &[Sweep],
+) -> crate::registry::Cost {
     let (n, rows) = ((rows * cols) as u64, rows as u64);
+    let elem = T::ELEM.bytes() as u64;
     let mut cost = crate::registry::Cost {
         bytes_read: 0,
         bytes_written: 0,
@@ -794,112 +802,187 @@ fn sweeps_cost([rows, cols, _]: crate::registry::Dims, sweeps: &[Sweep]) -> crat
         exps: 0,
     };
     for s in sweeps {
-        cost.bytes_read += 4 * (s.matrix.0 * n + s.stats.0 * rows);
-        cost.bytes_written += 4 * (s.matrix.1 * n + s.stats.1 * rows);
+        cost.bytes_read += elem * s.matrix.0 * n + 4 * s.stats.0 * rows;
+        cost.bytes_written += elem * s.matrix.1 * n + 4 * s.stats.1 * rows;
         cost.flops += u64::from(s.flops) * n;
         cost.exps += u64::from(s.exps) * n;
     }
     cost
 }
 
-/// The naive and online kernels run one block of [`ROW_THREADS`] per row, each thread folding
-/// one element per step: one 4-byte load in flight.
+/// The fused kernel: the row read once and kept in registers for the write, or, past
+/// [`FUSED_ON_CHIP_COLS`], read again and its exponentials taken again.
 #[cfg(not(target_arch = "nvptx64"))]
-const ROW_OCCUPANCY: crate::registry::Occupancy = crate::registry::Occupancy {
-    threads: ROW_THREADS,
-    dynamic_shared: 0,
-    in_flight_per_thread: Some(4),
-};
+fn fused_cost<T: crate::registry::Element>(dims: crate::registry::Dims) -> crate::registry::Cost {
+    let read = MAX_FLOPS + EXP_SUM_FLOPS;
+    if dims[1] <= FUSED_ON_CHIP_COLS as usize {
+        sweeps_cost::<T>(dims, &[Sweep::new((1, 1), (0, 0), read + RESCALE_FLOPS, 1)])
+    } else {
+        sweeps_cost::<T>(dims, &[Sweep::new((2, 1), (0, 0), read + NORMALISE_FLOPS, 2)])
+    }
+}
+
+/// Naive: pass 1 reads x and writes m; pass 2 reads x and m, writes l; then the normalisation.
+#[cfg(not(target_arch = "nvptx64"))]
+fn naive_cost<T: crate::registry::Element>(dims: crate::registry::Dims) -> crate::registry::Cost {
+    let max = Sweep::new((1, 0), (0, 1), MAX_FLOPS, 0);
+    let sum_exp = Sweep::new((1, 0), (1, 1), EXP_SUM_FLOPS, 1);
+    sweeps_cost::<T>(dims, &[max, sum_exp, Sweep::NORMALISE])
+}
+
+/// Online: one pass reads x and writes m and l; then the normalisation.
+#[cfg(not(target_arch = "nvptx64"))]
+fn online_cost<T: crate::registry::Element>(dims: crate::registry::Dims) -> crate::registry::Cost {
+    let stats = Sweep::new((1, 0), (0, 2), ONLINE_FLOPS, 1);
+    sweeps_cost::<T>(dims, &[stats, Sweep::NORMALISE])
+}
+
+/// One block of [`FUSED_THREADS`] per row; each thread loads its [`FUSED_ITEMS`] elements of a
+/// chunk before it waits on the first.
+#[cfg(not(target_arch = "nvptx64"))]
+const fn fused_occupancy<T: crate::registry::Element>() -> crate::registry::Occupancy {
+    crate::registry::Occupancy {
+        threads: FUSED_THREADS,
+        dynamic_shared: 0,
+        in_flight_per_thread: Some(FUSED_ITEMS as u32 * T::ELEM.bytes() as u32),
+    }
+}
+
+/// The naive and online kernels run one block of [`ROW_THREADS`] per row, each thread folding
+/// one element per step: one load in flight.
+#[cfg(not(target_arch = "nvptx64"))]
+const fn row_occupancy<T: crate::registry::Element>() -> crate::registry::Occupancy {
+    crate::registry::Occupancy {
+        threads: ROW_THREADS,
+        dynamic_shared: 0,
+        in_flight_per_thread: Some(T::ELEM.bytes() as u32),
+    }
+}
 
 /// Naive and online pass each row's `(m, l)` from kernel to kernel: `row_max` and `row_sum`.
 #[cfg(not(target_arch = "nvptx64"))]
 const ROW_STATS: fn(crate::registry::Dims) -> std::vec::Vec<usize> =
     |[rows, ..]| std::vec![rows, rows];
 
-/// [`row_args`]: `x`, `row_max`, `row_sum`, the geometry and `cols`.
+/// [`row_args`]: `x`, `row_max`, `row_sum`, `y`, the geometry and `cols`.
 #[cfg(not(target_arch = "nvptx64"))]
-type RowArgs = (
+type RowArgs<T> = (
+    GlobalPtr<T>,
     GlobalPtr<f32>,
     GlobalPtr<f32>,
-    GlobalPtr<f32>,
+    GlobalPtr<T>,
     crate::registry::Geometry,
     u32,
 );
 
 /// What the naive and online kernels are launched with: `x`, the workspaces `row_max` and
-/// `row_sum`, one block of [`ROW_THREADS`] threads per row, and `cols`.
+/// `row_sum`, the output `y`, one block of [`ROW_THREADS`] threads per row, and `cols`.
 #[cfg(not(target_arch = "nvptx64"))]
-fn row_args(
+fn row_args<T: crate::registry::Element>(
     buffers: &crate::registry::Buffers,
     [rows, cols, _]: crate::registry::Dims,
-) -> Result<RowArgs, crate::registry::LaunchError> {
+) -> Result<RowArgs<T>, crate::registry::LaunchError> {
     let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (ROW_THREADS, 1));
     let (row_max, row_sum) = (buffers.workspaces[0], buffers.workspaces[1]);
-    Ok((buffers.input::<f32>(0)?, row_max, row_sum, geometry, cols as u32))
+    let (x, y) = (buffers.input::<T>(0)?, buffers.output::<T>()?);
+    Ok((x, row_max, row_sum, y, geometry, cols as u32))
 }
 
-/// The normalisation that ends naive and online: `y` from `x` and the row statistics.
-#[cfg(not(target_arch = "nvptx64"))]
-fn normalise(
-    launcher: &dyn crate::registry::Launcher,
-    buffers: &crate::registry::Buffers,
-    dims: crate::registry::Dims,
-) -> Result<(), crate::registry::LaunchError> {
-    let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims)?;
-    let y = buffers.output::<f32>()?;
-    crate::launch_registered!(
-        launcher,
-        geometry,
-        softmax_normalise_f32(x, row_max, row_sum, y, cols)
-    )
+/// The three flows' specs at one dtype: the kernels' names differ, nothing else (PTX entry
+/// points cannot be generic, and `launch_registered!` names each one).
+macro_rules! softmax_specs {
+    ($t:ty, $run:expr, ($naive_spec:ident, $naive:literal), ($online_spec:ident, $online:literal),
+     ($fused_spec:ident, $fused:ident), $row_max:ident, $row_sum_exp:ident, $normalise:ident,
+     $online_stats:ident) => {
+        /// One kernel: the row read once, kept in registers between its read and its write.
+        #[cfg(not(target_arch = "nvptx64"))]
+        pub const $fused_spec: crate::registry::Spec = softmax_spec::<$t>(
+            stringify!($fused),
+            "y = softmax of each row of x in one kernel: the row read once (twice past 8192 columns)",
+            $run,
+            |launcher, buffers, [rows, cols, _]| {
+                let (x, y, cols) = (buffers.input::<$t>(0)?, buffers.output::<$t>()?, cols as u32);
+                let geometry =
+                    crate::registry::Geometry::grid_2d((rows as u32, 1), (FUSED_THREADS, 1));
+                crate::launch_registered!(launcher, geometry, $fused(x, y, cols))
+            },
+            |_| std::vec![],
+            fused_cost::<$t>,
+            fused_occupancy::<$t>(),
+        );
+
+        /// Three kernels, the row's `(m, l)` left in the two workspaces between them.
+        #[cfg(not(target_arch = "nvptx64"))]
+        pub const $naive_spec: crate::registry::Spec = softmax_spec::<$t>(
+            $naive,
+            "y = softmax of each row of x in three kernels: row max, row sum of exp(x - m), normalise",
+            $run,
+            |launcher, buffers, dims| {
+                let (x, row_max, row_sum, y, geometry, cols) = row_args::<$t>(buffers, dims)?;
+                crate::launch_registered!(launcher, geometry, $row_max(x, row_max, cols))?;
+                crate::launch_registered!(
+                    launcher,
+                    geometry,
+                    $row_sum_exp(x, row_max, row_sum, cols)
+                )?;
+                crate::launch_registered!(
+                    launcher,
+                    geometry,
+                    $normalise(x, row_max, row_sum, y, cols)
+                )
+            },
+            ROW_STATS,
+            naive_cost::<$t>,
+            row_occupancy::<$t>(),
+        );
+
+        /// Two kernels: the online `(m, l)` pass, then the normalisation.
+        #[cfg(not(target_arch = "nvptx64"))]
+        pub const $online_spec: crate::registry::Spec = softmax_spec::<$t>(
+            $online,
+            "y = softmax of each row of x in two kernels: the online (m, l) pass, then normalise",
+            $run,
+            |launcher, buffers, dims| {
+                let (x, row_max, row_sum, y, geometry, cols) = row_args::<$t>(buffers, dims)?;
+                crate::launch_registered!(
+                    launcher,
+                    geometry,
+                    $online_stats(x, row_max, row_sum, cols)
+                )?;
+                crate::launch_registered!(
+                    launcher,
+                    geometry,
+                    $normalise(x, row_max, row_sum, y, cols)
+                )
+            },
+            ROW_STATS,
+            online_cost::<$t>,
+            row_occupancy::<$t>(),
+        );
+    };
 }
 
-/// Three kernels, the row's `(m, l)` left in the two workspaces between them.
-#[cfg(not(target_arch = "nvptx64"))]
-pub const SOFTMAX_NAIVE_F32: crate::registry::Spec = softmax_spec(
-    "softmax_naive_f32",
-    "y = softmax of each row of x in three kernels: row max, row sum of exp(x - m), normalise",
-    |launcher, buffers, dims| {
-        let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims)?;
-        crate::launch_registered!(launcher, geometry, softmax_row_max_f32(x, row_max, cols))?;
-        crate::launch_registered!(
-            launcher,
-            geometry,
-            softmax_row_sum_exp_f32(x, row_max, row_sum, cols)
-        )?;
-        normalise(launcher, buffers, dims)
-    },
-    ROW_STATS,
-    |dims| {
-        // Pass 1 reads x and writes m; pass 2 reads x and m, writes l.
-        let max = Sweep::new((1, 0), (0, 1), MAX_FLOPS, 0);
-        let sum_exp = Sweep::new((1, 0), (1, 1), EXP_SUM_FLOPS, 1);
-        sweeps_cost(dims, &[max, sum_exp, Sweep::NORMALISE])
-    },
-    ROW_OCCUPANCY,
+softmax_specs!(
+    f32,
+    &[SQUARE],
+    (SOFTMAX_NAIVE_F32, "softmax_naive_f32"),
+    (SOFTMAX_ONLINE_F32, "softmax_online_f32"),
+    (SOFTMAX_FUSED_F32, softmax_fused_f32),
+    softmax_row_max_f32,
+    softmax_row_sum_exp_f32,
+    softmax_normalise_f32,
+    softmax_online_stats_f32
 );
-
-/// Two kernels: the online `(m, l)` pass, then the normalisation.
-#[cfg(not(target_arch = "nvptx64"))]
-pub const SOFTMAX_ONLINE_F32: crate::registry::Spec = softmax_spec(
-    "softmax_online_f32",
-    "y = softmax of each row of x in two kernels: the online (m, l) pass, then normalise",
-    |launcher, buffers, dims| {
-        let (x, row_max, row_sum, geometry, cols) = row_args(buffers, dims)?;
-        crate::launch_registered!(
-            launcher,
-            geometry,
-            softmax_online_stats_f32(x, row_max, row_sum, cols)
-        )?;
-        normalise(launcher, buffers, dims)
-    },
-    ROW_STATS,
-    |dims| {
-        // Reads x, writes m and l.
-        let stats = Sweep::new((1, 0), (0, 2), ONLINE_FLOPS, 1);
-        sweeps_cost(dims, &[stats, Sweep::NORMALISE])
-    },
-    ROW_OCCUPANCY,
+softmax_specs!(
+    Bf16,
+    &[SQUARE, TALL],
+    (SOFTMAX_NAIVE_BF16, "softmax_naive_bf16"),
+    (SOFTMAX_ONLINE_BF16, "softmax_online_bf16"),
+    (SOFTMAX_FUSED_BF16, softmax_fused_bf16),
+    softmax_row_max_bf16,
+    softmax_row_sum_exp_bf16,
+    softmax_normalise_bf16,
+    softmax_online_stats_bf16
 );
 
 #[cfg(test)]

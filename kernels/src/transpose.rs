@@ -123,9 +123,11 @@ const fn transpose_spec(
         what,
         dims: &["rows", "cols"],
         shapes: Shapes {
-            gpu: &[[8192, 8192, 1]],
-            // Not multiples of the tile: the edge tiles are exercised.
-            emulator: [200, 300, 1],
+            run: &[RunShape {
+                gpu: [8192, 8192, 1],
+                // Not multiples of the tile: the edge tiles are exercised.
+                emulator: [200, 300, 1],
+            }],
             test_max: [100, 100, 1],
         },
         inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
@@ -220,10 +222,12 @@ pub const COPY_STRIDED: crate::registry::Spec = {
         what: "dst[i] = src[i * stride]",
         dims: &["n", "stride"],
         shapes: Shapes {
-            // Stride 8 floats = 32 bytes: every lane in its own sector, 8x the bytes of a
-            // contiguous read moved for the same bytes used.
-            gpu: &[[1 << 24, 8, 1]],
-            emulator: [1 << 16, 8, 1],
+            run: &[RunShape {
+                // Stride 8 floats = 32 bytes: every lane in its own sector, 8x the bytes of a
+                // contiguous read moved for the same bytes used.
+                gpu: [1 << 24, 8, 1],
+                emulator: [1 << 16, 8, 1],
+            }],
             test_max: [3000, 40, 1],
         },
         // The first column of an `n x stride` row-major matrix.

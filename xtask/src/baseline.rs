@@ -43,10 +43,6 @@ struct Entry {
 /// The mapping, longest prefix first where two overlap.
 const MAPPING: &[Entry] = &[
     entry("copy_words", "copy", &["n"], Some("u32")),
-    // The f32 softmaxes are registered: their specs name their baseline.
-    entry("softmax_naive_bf16", "softmax", &["rows", "cols"], None),
-    entry("softmax_online_bf16", "softmax", &["rows", "cols"], None),
-    entry("softmax_fused_bf16", "softmax", &["rows", "cols"], None),
     entry("gemm", "matmul", &["m", "n", "k"], None),
     // `M=1: 4096 -> 14336 bf16`: M rows of K inputs to N outputs, X W^T (`F.linear`).
     entry("gemv", "linear", &["m", "k", "n"], None),

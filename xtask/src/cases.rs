@@ -9,7 +9,6 @@ use host::cost::Cost;
 use host::ops::attention::{self as attention_op, AttentionParams, AttentionShape, Traffic};
 use host::ops::elementwise;
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
-use host::ops::softmax::{RowStats, SoftmaxElement, Variant as Softmax};
 use host::reference;
 use host::registry::{self, elements};
 use host::runtime::Launched;
@@ -59,7 +58,7 @@ pub struct CaseSpec {
 /// (`kernels::registry`, docs/registry.md).
 enum Build {
     Here(for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>),
-    /// The spec, and which of its GPU shapes ([`registry::Spec`]'s `shapes.gpu`) the row is.
+    /// The spec, and which of its GPU shapes ([`registry::Spec`]'s `shapes.run`) the row is.
     Registered(&'static registry::Spec, usize),
 }
 
@@ -88,24 +87,13 @@ pub fn all() -> Vec<CaseSpec> {
         registered(&kernels::softmax::SOFTMAX_NAIVE_F32),
         registered(&kernels::softmax::SOFTMAX_ONLINE_F32),
         registered(&kernels::softmax::SOFTMAX_FUSED_F32),
-        case("softmax_naive_bf16", |rt, s| {
-            softmax::<bf16>(rt, s, Softmax::Naive, false)
-        }),
-        case("softmax_online_bf16", |rt, s| {
-            softmax::<bf16>(rt, s, Softmax::Online, false)
-        }),
-        case("softmax_fused_bf16", |rt, s| {
-            softmax::<bf16>(rt, s, Softmax::Fused, false)
-        }),
-        case("softmax_naive_bf16", |rt, s| {
-            softmax::<bf16>(rt, s, Softmax::Naive, true)
-        }),
-        case("softmax_online_bf16", |rt, s| {
-            softmax::<bf16>(rt, s, Softmax::Online, true)
-        }),
-        case("softmax_fused_bf16", |rt, s| {
-            softmax::<bf16>(rt, s, Softmax::Fused, true)
-        }),
+        registered(&kernels::softmax::SOFTMAX_NAIVE_BF16),
+        registered(&kernels::softmax::SOFTMAX_ONLINE_BF16),
+        registered(&kernels::softmax::SOFTMAX_FUSED_BF16),
+        // The tall rows, 32768 x 4096.
+        registered_at(&kernels::softmax::SOFTMAX_NAIVE_BF16, 1),
+        registered_at(&kernels::softmax::SOFTMAX_ONLINE_BF16, 1),
+        registered_at(&kernels::softmax::SOFTMAX_FUSED_BF16, 1),
         case("attention_naive_f32", |rt, s| {
             attention::<f32>(rt, s, Row::Naive, false)
         }),
@@ -144,7 +132,7 @@ pub fn all() -> Vec<CaseSpec> {
     let rest: Vec<CaseSpec> = registry::all()
         .iter()
         .filter(|spec| !lessons.iter().any(|c| c.kernel == spec.name))
-        .flat_map(|&spec| (0..spec.shapes.gpu.len()).map(|i| registered_at(spec, i)))
+        .flat_map(|&spec| (0..spec.shapes.run.len()).map(|i| registered_at(spec, i)))
         .collect();
     lessons.into_iter().chain(rest).collect()
 }
@@ -188,7 +176,7 @@ const fn registered(spec: &'static registry::Spec) -> CaseSpec {
     registered_at(spec, 0)
 }
 
-/// A registered kernel's case at its GPU shape `shape` (an index into `shapes.gpu`).
+/// A registered kernel's case at its GPU shape `shape` (an index into `shapes.run`).
 const fn registered_at(spec: &'static registry::Spec, shape: usize) -> CaseSpec {
     CaseSpec {
         kernel: spec.name,
@@ -372,10 +360,10 @@ fn from_spec<'a>(
     spec: &'static registry::Spec,
     shape: usize,
 ) -> host::Result<Case<'a>> {
-    let gpu = spec.shapes.gpu[shape];
+    let gpu = spec.shapes.run[shape].gpu;
     let dims = match scale {
         Scale::Gpu => gpu,
-        Scale::Emulator => spec.shapes.emulator,
+        Scale::Emulator => spec.shapes.run[shape].emulator,
     };
     let range = spec.input_range;
     let inputs: Vec<Vec<f32>> = (spec.inputs)(dims)
@@ -451,84 +439,6 @@ fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
                 Ok(format!("exact ({n} words)"))
             } else {
                 Err("copy differs from its source".into())
-            }
-        }),
-    })
-}
-
-/// An element type softmax runs on, with its reference and its tolerance.
-trait SoftmaxCase: SoftmaxElement {
-    const NAME: &'static str;
-    fn from_f32(v: f32) -> Self;
-    fn to_f32(self) -> f32;
-    fn reference(x: &[Self], cols: usize) -> Vec<Self>;
-    /// Largest accepted |kernel - reference| for probabilities in [0, 1]: one bf16 ulp at 1 (the
-    /// f32 kernels are registered: `kernels::softmax::F32_RTOL`).
-    const TOLERANCE: f32;
-}
-
-impl SoftmaxCase for bf16 {
-    const NAME: &'static str = "bf16";
-    fn from_f32(v: f32) -> Self {
-        bf16::from_f32(v)
-    }
-    fn to_f32(self) -> f32 {
-        bf16::to_f32(self)
-    }
-    fn reference(x: &[Self], cols: usize) -> Vec<Self> {
-        reference::softmax_bf16(x, cols)
-    }
-    const TOLERANCE: f32 = 1.0 / 128.0;
-}
-
-fn softmax<T: SoftmaxCase>(
-    rt: &Runtime,
-    scale: Scale,
-    variant: Softmax,
-    tall: bool,
-) -> host::Result<Case<'_>> {
-    // The shapes on a GPU: 8192 x 8192 and (tall) 32768 x 4096. On the emulator, columns
-    // that are no multiple of the block, and (tall) rows longer than the fused kernel keeps on chip.
-    let size = |s: Scale| match (s, tall) {
-        (Scale::Gpu, false) => (8192, 8192),
-        (Scale::Gpu, true) => (32768, 4096),
-        (Scale::Emulator, false) => (64, 1000),
-        (Scale::Emulator, true) => (4, 9000),
-    };
-    let (rows, cols) = size(scale);
-    let (gr, gc) = size(Scale::Gpu);
-    let gpu = (
-        format!("{gr} x {gc} {}", T::NAME),
-        variant.cost(gr, gc, size_of::<T>()),
-    );
-    let x: Vec<T> = varied_in_as(rows * cols, 7, (-8.0, 8.0), T::from_f32);
-    let want: Vec<f32> =
-        reference_of(|| T::reference(&x, cols).into_iter().map(T::to_f32).collect());
-    let dx = rt.upload(&x)?;
-    let y = Rc::new(RefCell::new(rt.alloc::<T>(rows * cols)?));
-    let mut stats = RowStats::new(rt, rows)?;
-    let kernel = format!("softmax_{}_{}", variant.name(), T::NAME);
-    Ok(Case {
-        kernel: Box::leak(kernel.into_boxed_str()),
-        shape: format!("{rows} x {cols} {}", T::NAME),
-        cost: variant.cost(rows, cols, size_of::<T>()),
-        gpu,
-        launch: Box::new({
-            let y = y.clone();
-            move |rt| variant.run(rt, &dx, &mut y.borrow_mut(), &mut stats, rows, cols)
-        }),
-        check: Box::new(move |rt| {
-            let got: Vec<f32> = rt
-                .download(&y.borrow())
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .map(T::to_f32)
-                .collect();
-            let diff = reference::max_abs_diff(&got, &want);
-            if diff <= T::TOLERANCE {
-                Ok(format!("max |error| {diff:.1e} <= {:.0e}", T::TOLERANCE))
-            } else {
-                Err(format!("max |error| {diff:e} > {:e}", T::TOLERANCE))
             }
         }),
     })
@@ -1225,7 +1135,7 @@ mod tests {
                     Build::Here(_) => panic!("{} is also written here", spec.name),
                 })
                 .collect();
-            let want: Vec<usize> = (0..spec.shapes.gpu.len()).collect();
+            let want: Vec<usize> = (0..spec.shapes.run.len()).collect();
             assert_eq!(shapes, want, "{}", spec.name);
         }
     }

@@ -54,7 +54,7 @@ pub fn launch_of(name: &str) -> Option<Launch> {
 /// crate's constants.
 fn table(name: &str) -> Option<Launch> {
     use kernels::elementwise::BLOCK_SIZE;
-    use kernels::softmax::{FUSED_ITEMS, FUSED_THREADS, ROW_THREADS};
+    use kernels::softmax::ROW_THREADS;
     let elem = |name: &str| if name.ends_with("bf16") { 2 } else { 4 };
     let l = match name {
         // a[i] and b[i] are both loaded before the add.
@@ -67,7 +67,6 @@ fn table(name: &str) -> Option<Launch> {
         // Latency-bound on its atomics and local memory, not a streaming kernel.
         "histogram_u32" => launch(kernels::histogram::THREADS, 0, None),
         // The row kernels fold one element per step into a running max or sum.
-        "softmax_fused_bf16" => launch(FUSED_THREADS, 0, Some(FUSED_ITEMS as u32 * 2)),
         n if [
             "softmax_row_max_",
             "softmax_row_sum_exp_",

@@ -90,9 +90,7 @@ mod tests {
     #[test]
     fn the_spec_declares_this_cost() {
         for (spec, bytes) in [(&VECTOR_ADD_F32, 4), (&VECTOR_ADD_F16, 2)] {
-            let s = spec.shapes;
-            let sizes = s.gpu.iter().copied();
-            for dims in sizes.chain([s.emulator, s.test_max, [1, 1, 1]]) {
+            for dims in spec.shapes.every() {
                 let want = vector_add_cost(dims[0], bytes);
                 assert_eq!(crate::registry::cost(spec, dims), want, "{}", spec.name);
             }

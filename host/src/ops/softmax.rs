@@ -15,16 +15,14 @@
 
 use half::bf16;
 use kernels::softmax::{
-    EXP_SUM_FLOPS, FUSED_ON_CHIP_COLS, FUSED_THREADS, MAX_FLOPS, NORMALISE_FLOPS, ONLINE_FLOPS,
-    RESCALE_FLOPS, ROW_THREADS,
+    EXP_SUM_FLOPS, FUSED_ON_CHIP_COLS, MAX_FLOPS, NORMALISE_FLOPS, ONLINE_FLOPS, RESCALE_FLOPS,
 };
 
 use super::{elements, len_u32};
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cost::{ComputeUnit, Cost, product, sum};
 use crate::error::{Error, Result};
-use crate::launch;
-use crate::launch::LaunchConfig;
+use crate::registry::{Spec, SpecElement};
 use crate::runtime::{Launched, Runtime};
 
 /// The three implementations.
@@ -97,93 +95,49 @@ impl RowStats {
     }
 }
 
-/// An element type the softmax kernels take: `f32` or `bf16` (computed in f32 either way).
-pub trait SoftmaxElement: Element {
-    /// Launches `variant` on buffers [`check_shape`] checked, `stats` the workspace of naive and
-    /// online (fused takes none): at f32 through the kernels' specs (`kernels::registry`,
-    /// docs/registry.md), which write its launches; at bf16 here.
-    fn launch_checked(
-        rt: &Runtime,
-        variant: Variant,
-        x: &DeviceBuffer<Self>,
-        y: &DeviceBuffer<Self>,
-        stats: Option<&RowStats>,
-        dims: (u32, u32),
-    ) -> Result<Launched>;
+/// An element type the softmax kernels take, `f32` or `bf16` (computed in f32 either way), with
+/// its kernels' specs (`kernels::registry`, docs/registry.md), which write their launches.
+pub trait SoftmaxElement: SpecElement {
+    /// The naive, online and fused flows' specs at this type, in [`Variant::ALL`]'s order.
+    const SPECS: [&'static Spec; 3];
 }
 
 impl SoftmaxElement for f32 {
-    fn launch_checked(
-        rt: &Runtime,
-        variant: Variant,
-        x: &DeviceBuffer<f32>,
-        y: &DeviceBuffer<f32>,
-        stats: Option<&RowStats>,
-        (rows, cols): (u32, u32),
-    ) -> Result<Launched> {
-        let workspaces: Vec<&DeviceBuffer<f32>> =
-            stats.map_or_else(Vec::new, |s| vec![&s.max, &s.sum]);
-        let dims = [rows as usize, cols as usize, 1];
-        crate::registry::launch_on(rt, f32_spec(variant), &[x], y, &workspaces, dims)
-    }
-}
-
-/// The spec of `variant` at f32.
-fn f32_spec(variant: Variant) -> &'static crate::registry::Spec {
-    match variant {
-        Variant::Naive => &kernels::softmax::SOFTMAX_NAIVE_F32,
-        Variant::Online => &kernels::softmax::SOFTMAX_ONLINE_F32,
-        Variant::Fused => &kernels::softmax::SOFTMAX_FUSED_F32,
-    }
+    const SPECS: [&'static Spec; 3] = [
+        &kernels::softmax::SOFTMAX_NAIVE_F32,
+        &kernels::softmax::SOFTMAX_ONLINE_F32,
+        &kernels::softmax::SOFTMAX_FUSED_F32,
+    ];
 }
 
 impl SoftmaxElement for bf16 {
-    fn launch_checked(
-        rt: &Runtime,
-        variant: Variant,
-        x: &DeviceBuffer<bf16>,
-        y: &DeviceBuffer<bf16>,
-        stats: Option<&RowStats>,
-        (rows, cols): (u32, u32),
-    ) -> Result<Launched> {
-        let (x, y) = (x.ptr(), y.ptr());
-        let (row_max, row_sum) = match (variant, stats) {
-            (Variant::Fused, _) => {
-                let fused = LaunchConfig::linear(rows, FUSED_THREADS);
-                return launch!(rt, fused, softmax::softmax_fused_bf16(x, y, cols));
-            }
-            (_, Some(stats)) => (stats.max.ptr(), stats.sum.ptr()),
-            (_, None) => {
-                return Err(Error::Config(format!(
-                    "softmax::{} needs its row statistics",
-                    variant.name()
-                )));
-            }
-        };
-        // One block per row.
-        let per_row = LaunchConfig::linear(rows, ROW_THREADS);
-        let stats_passes = if variant == Variant::Naive {
-            let max = launch!(rt, per_row, softmax::softmax_row_max_bf16(x, row_max, cols))?;
-            let sum = launch!(
-                rt,
-                per_row,
-                softmax::softmax_row_sum_exp_bf16(x, row_max, row_sum, cols)
-            )?;
-            super::then(max, sum)
-        } else {
-            launch!(
-                rt,
-                per_row,
-                softmax::softmax_online_stats_bf16(x, row_max, row_sum, cols)
-            )?
-        };
-        let normalise = launch!(
-            rt,
-            per_row,
-            softmax::softmax_normalise_bf16(x, row_max, row_sum, y, cols)
-        )?;
-        Ok(super::then(stats_passes, normalise))
+    const SPECS: [&'static Spec; 3] = [
+        &kernels::softmax::SOFTMAX_NAIVE_BF16,
+        &kernels::softmax::SOFTMAX_ONLINE_BF16,
+        &kernels::softmax::SOFTMAX_FUSED_BF16,
+    ];
+}
+
+impl Variant {
+    /// This variant's registered spec at element type `T`.
+    pub fn spec<T: SoftmaxElement>(self) -> &'static Spec {
+        T::SPECS[self as usize]
     }
+}
+
+/// Launches `variant` on buffers [`check_shape`] checked, `stats` the workspace of naive and
+/// online (fused takes none), through its spec.
+fn launch_checked<T: SoftmaxElement>(
+    rt: &Runtime,
+    variant: Variant,
+    x: &DeviceBuffer<T>,
+    y: &DeviceBuffer<T>,
+    stats: Option<&RowStats>,
+    (rows, cols): (u32, u32),
+) -> Result<Launched> {
+    let workspaces: Vec<&DeviceBuffer<f32>> = stats.map_or_else(Vec::new, |s| vec![&s.max, &s.sum]);
+    let dims = [rows as usize, cols as usize, 1];
+    crate::registry::launch_on(rt, variant.spec::<T>(), &[x], y, &workspaces, dims)
 }
 
 /// Checks a `rows x cols` softmax's inputs: at least one column, `x` and `y` of `rows * cols`
@@ -239,7 +193,7 @@ fn stats_then_normalise<T: SoftmaxElement>(
     if rows == 0 {
         return Ok(None);
     }
-    T::launch_checked(rt, variant, x, y, Some(stats), (rows, cols))
+    launch_checked(rt, variant, x, y, Some(stats), (rows, cols))
 }
 
 /// Naive softmax: three kernels (row max, row sum of `exp(x - m)`, normalise), each reading the
@@ -279,7 +233,7 @@ pub fn fused<T: SoftmaxElement>(
     if rows == 0 {
         return Ok(None);
     }
-    T::launch_checked(rt, Variant::Fused, x, y, None, (rows, cols))
+    launch_checked(rt, Variant::Fused, x, y, None, (rows, cols))
 }
 
 /// One kernel's traffic and arithmetic: `reads` and `writes` whole-matrix sweeps of
@@ -360,23 +314,18 @@ mod tests {
         assert_eq!(fused_cost(1, long, 2).exps, 2 * long as u64);
     }
 
-    /// The registered f32 specs state the costs this module computes (the kernel crate cannot
+    /// The registered specs (f32 and bf16) state the costs this module computes (the kernel crate cannot
     /// call it), at each of their sizes, at one element, and past the fused kernel's on-chip
     /// columns.
     #[test]
     fn the_specs_declare_these_costs() {
         let long = FUSED_ON_CHIP_COLS as usize + 1;
         for variant in Variant::ALL {
-            let spec = f32_spec(variant);
-            let s = spec.shapes;
-            for dims in
-                s.gpu
-                    .iter()
-                    .copied()
-                    .chain([s.emulator, s.test_max, [1, 1, 1], [3, long, 1]])
-            {
-                let want = variant.cost(dims[0], dims[1], size_of::<f32>());
-                assert_eq!(crate::registry::cost(spec, dims), want, "{variant:?}");
+            for (spec, bytes) in [(variant.spec::<f32>(), 4), (variant.spec::<bf16>(), 2)] {
+                for dims in spec.shapes.every().chain([[3, long, 1]]) {
+                    let want = variant.cost(dims[0], dims[1], bytes);
+                    assert_eq!(crate::registry::cost(spec, dims), want, "{}", spec.name);
+                }
             }
         }
     }

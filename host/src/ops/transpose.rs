@@ -128,24 +128,12 @@ mod tests {
     #[test]
     fn the_specs_declare_these_costs() {
         for variant in Variant::ALL {
-            let s = variant.spec().shapes;
-            for dims in s
-                .gpu
-                .iter()
-                .copied()
-                .chain([s.emulator, s.test_max, [1, 1, 1]])
-            {
+            for dims in variant.spec().shapes.every() {
                 let want = transpose_cost(dims[0], dims[1]);
                 assert_eq!(registry::cost(variant.spec(), dims), want, "{variant:?}");
             }
         }
-        let s = COPY_STRIDED.shapes;
-        for dims in s
-            .gpu
-            .iter()
-            .copied()
-            .chain([s.emulator, s.test_max, [1, 1, 1]])
-        {
+        for dims in COPY_STRIDED.shapes.every() {
             assert_eq!(registry::cost(&COPY_STRIDED, dims), copy_cost(dims[0]));
         }
     }
