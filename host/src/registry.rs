@@ -26,7 +26,9 @@ pub fn find(name: &str) -> Option<&'static Spec> {
     all().iter().copied().find(|s| s.name == name)
 }
 
-/// The spec's cost model at `dims`, as the roofline reads it (f32 on the CUDA cores).
+/// The spec's cost model at `dims`, as the roofline reads it (f32 on the CUDA cores): every
+/// byte the kernel requests, its re-reads included, which is what the emulator counts and what
+/// a modelled row (with no L2) reads.
 pub fn cost(spec: &Spec, dims: Dims) -> Cost {
     let c = (spec.cost)(dims);
     Cost {
@@ -38,12 +40,35 @@ pub fn cost(spec: &Spec, dims: Dims) -> Cost {
     }
 }
 
+/// [`cost`] without the re-reads that a GPU's L2 may serve (`Cost::rereads`): the compulsory
+/// traffic, which a GPU's measurement is read against.
+pub fn compulsory_cost(spec: &Spec, dims: Dims) -> Cost {
+    Cost {
+        bytes_read: (spec.cost)(dims).compulsory_read(),
+        ..cost(spec, dims)
+    }
+}
+
+/// `dims` at a GPU's size as a modelled row's shape: [`describe`]'s, with `(no L2)` where the
+/// cost has re-reads, which the modelled figure takes all from HBM.
+pub fn describe_modelled(spec: &Spec, dims: Dims) -> String {
+    let shape = describe(spec, dims);
+    if (spec.cost)(dims).rereads > 0 {
+        format!("{shape} (no L2)")
+    } else {
+        shape
+    }
+}
+
 /// `dims` as a row's shape: `1048583 elements`, `200 x 300 f32`. A first dimension named `n`
-/// counts elements, and the others are its parameters: `16M elements at stride 8`.
+/// counts elements, and the others are its parameters: `16M elements at stride 8`. A matrix
+/// product's (`m`, `n`, `k`) of equal sides is a cube, as the GEMM lessons name their sizes:
+/// `4096^3`.
 pub fn describe(spec: &Spec, dims: Dims) -> String {
     let used = &dims[..spec.dims.len().clamp(1, 3)];
     match (spec.dims, used) {
         (_, [n]) => elements(*n),
+        (["m", "n", "k"], [m, n, k]) if m == n && n == k => format!("{m}^3"),
         (["n", params @ ..], [n, values @ ..]) => {
             let mut text = elements(*n);
             for (name, v) in params.iter().zip(values) {
@@ -217,13 +242,15 @@ pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched>
         buffers.output.untyped(),
         &workspaces,
         buffers.dims,
+        false,
     )
 }
 
 /// Launches the spec's kernels on buffers its caller sized for `dims` (an op of `host::ops` that
 /// checked its arguments), the inputs and the workspaces in the spec's order; an error if their
 /// element type is not the spec's. The spec's launch is the kernel's launch, or its kernels' in
-/// order: the op writes none of its own.
+/// order: the op writes none of its own. `accumulate`: add to the output's contents
+/// (`C = A B + C`), which only a spec that `accumulates` does; the others refuse it.
 pub fn launch_on<T: SpecElement>(
     rt: &Runtime,
     spec: &Spec,
@@ -231,9 +258,17 @@ pub fn launch_on<T: SpecElement>(
     output: &DeviceBuffer<T>,
     workspaces: &[&DeviceBuffer<f32>],
     dims: Dims,
+    accumulate: bool,
 ) -> Result<Launched> {
+    if accumulate && !spec.accumulates {
+        return Err(Error::Config(format!(
+            "{}: asked to add to its output, which its spec does not (`accumulates: false`)",
+            spec.name
+        )));
+    }
     let inputs: Vec<Untyped> = inputs.iter().map(|b| untyped(*b)).collect();
-    launch_untyped(rt, spec, &inputs, untyped(output), workspaces, dims)
+    let output = untyped(output);
+    launch_untyped(rt, spec, &inputs, output, workspaces, dims, accumulate)
 }
 
 /// [`launch`] and [`launch_on`]: checks each buffer's element type against the spec's, then
@@ -245,6 +280,7 @@ fn launch_untyped(
     output: Untyped,
     workspaces: &[&DeviceBuffer<f32>],
     dims: Dims,
+    accumulate: bool,
 ) -> Result<Launched> {
     let declared = (spec.inputs)(dims);
     let given = inputs.iter().map(|b| b.elem).chain([output.elem]);
@@ -265,6 +301,7 @@ fn launch_untyped(
         inputs,
         output,
         workspaces: &scratch,
+        accumulate,
     };
     let launcher = RuntimeLauncher {
         rt,
@@ -279,40 +316,90 @@ fn launch_untyped(
     }
 }
 
-/// Compares `got` with the spec's reference for `inputs`: a one-line summary, or the first
-/// element out of tolerance (a NaN where the reference has a number is out of it).
+/// Every row of the spec's output at `dims` ([`Spec`]'s `rows`): what the emulator's shapes and
+/// the tests check.
+pub fn all_rows(spec: &Spec, dims: Dims) -> Vec<usize> {
+    (0..(spec.rows)(dims)).collect()
+}
+
+/// The rows checked at a GPU shape: [`all_rows`], or as many as the spec's `gpu_rows_checked`
+/// says, spread evenly from the first to the last.
+pub fn gpu_rows(spec: &Spec, dims: Dims) -> Vec<usize> {
+    let rows = (spec.rows)(dims);
+    match spec.shapes.gpu_rows_checked {
+        Some(k) if k < rows && k >= 2 => (0..k).map(|i| i * (rows - 1) / (k - 1)).collect(),
+        _ => all_rows(spec, dims),
+    }
+}
+
+/// Compares the listed `rows` of `got` (the whole output) with the spec's reference for
+/// `inputs`: a one-line summary, or the first element out of tolerance (a NaN where the
+/// reference has a number is out of it). The tolerance is absolute, or a multiple of each
+/// element's magnitude where the reference states magnitudes.
 pub fn check(
     spec: &Spec,
     dims: Dims,
     inputs: &[Vec<f32>],
     got: &[f32],
+    rows: &[usize],
 ) -> std::result::Result<String, String> {
     let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-    let want = (spec.reference)(&refs, dims);
+    let want = (spec.reference)(&refs, dims, rows);
     let tolerance = (spec.tolerance)(dims);
-    if want.len() != got.len() {
+    let total = (spec.rows)(dims);
+    let row_len = got.len() / total.max(1);
+    if row_len * total != got.len() || want.values.len() != rows.len() * row_len {
         return Err(format!(
-            "{}: the reference has {} values, the output {}",
+            "{}: {} rows of the reference hold {} values, the output {} in {total} rows",
             spec.name,
-            want.len(),
-            got.len()
+            rows.len(),
+            want.values.len(),
+            got.len(),
         ));
     }
+    if want
+        .magnitudes
+        .as_ref()
+        .is_some_and(|m| m.len() != want.values.len())
+    {
+        return Err(format!(
+            "{}: the reference states a magnitude for some values, not each",
+            spec.name
+        ));
+    }
+    let got_rows = rows
+        .iter()
+        .flat_map(|&r| (r * row_len..(r + 1) * row_len).map(move |i| (i, got[i])));
     let mut worst = 0.0f64;
-    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+    for (e, (i, g)) in got_rows.enumerate() {
+        let (w, magnitude) = (
+            want.values[e],
+            want.magnitudes.as_ref().map_or(1.0, |m| m[e]),
+        );
         let err = (f64::from(g) - w).abs();
-        if err.is_nan() || err > tolerance {
+        if err.is_nan() || err > tolerance * magnitude {
+            let bound = match want.magnitudes {
+                None => format!("tolerance {tolerance:e}"),
+                Some(_) => format!("tolerance {tolerance:e} x magnitude {magnitude:e}"),
+            };
             return Err(format!(
-                "{}: element {i} is {g:e}, the reference says {w:e} (|error| {err:e} > tolerance {tolerance:e})",
+                "{}: element {i} is {g:e}, the reference says {w:e} (|error| {err:e} > {bound})",
                 spec.name
             ));
         }
-        worst = worst.max(err);
+        if err > 0.0 {
+            worst = worst.max(err / magnitude);
+        }
     }
-    Ok(if tolerance == 0.0 {
-        format!("exact ({} values)", got.len())
+    let sampled = if rows.len() < total {
+        format!("{} of {total} rows: ", rows.len())
     } else {
-        format!("max |error| {worst:.1e} <= {tolerance:.1e}")
+        String::new()
+    };
+    Ok(match want.magnitudes {
+        _ if tolerance == 0.0 => format!("{sampled}exact ({} values)", want.values.len()),
+        None => format!("{sampled}max |error| {worst:.1e} <= {tolerance:.1e}"),
+        Some(_) => format!("{sampled}max |error| {worst:.1e} x magnitude <= {tolerance:.1e}"),
     })
 }
 
@@ -401,6 +488,7 @@ mod tests {
                 inputs: &ptrs,
                 output: up.output.untyped(),
                 workspaces: &scratch,
+                accumulate: false,
             };
             let recorder = Recorder(RefCell::new(Vec::new()));
             (spec.launch)(&recorder, &args, dims).unwrap();
@@ -424,15 +512,19 @@ mod tests {
         let dims = [3, 1, 1];
         let x = inputs(spec, dims, 1);
         let mut got: Vec<f32> = x[0].iter().map(|v| 2.0 * v + 1.0).collect();
-        assert!(check(spec, dims, &x, &got).unwrap().starts_with("exact"));
+        assert!(
+            check(spec, dims, &x, &got, &[0])
+                .unwrap()
+                .starts_with("exact")
+        );
         got[2] += 1e-3;
-        let err = check(spec, dims, &x, &got).unwrap_err();
+        let err = check(spec, dims, &x, &got, &[0]).unwrap_err();
         assert!(
             err.contains("element 2") && err.contains("tolerance 0e0"),
             "{err}"
         );
         got[2] = f32::NAN;
-        assert!(check(spec, dims, &x, &got).is_err());
+        assert!(check(spec, dims, &x, &got, &[0]).is_err());
     }
 
     /// Device buffers of a type the spec does not declare are refused before any launch, and
@@ -442,7 +534,7 @@ mod tests {
         let rt = Runtime::emulator();
         let spec = find("vector_add_f16").unwrap();
         let x = rt.upload(&[1.0f32; 4]).unwrap();
-        let err = launch_on(&rt, spec, &[&x, &x], &x, &[], [4, 1, 1]).unwrap_err();
+        let err = launch_on(&rt, spec, &[&x, &x], &x, &[], [4, 1, 1], false).unwrap_err();
         assert!(
             err.to_string()
                 .contains("f32, f32, f32 given, the spec declares f16, f16, f16"),
@@ -454,6 +546,7 @@ mod tests {
             inputs: &ptrs,
             output: up.output.untyped(),
             workspaces: &[],
+            accumulate: false,
         };
         let err = args.input::<f32>(1).err().unwrap().to_string();
         assert_eq!(err, "input 1 is f16, the launch asks for it as f32");
@@ -472,10 +565,14 @@ mod tests {
         let up = upload(&rt, spec, dims, &x).unwrap();
         launch(&rt, spec, &up).unwrap();
         let got = up.output.download(&rt).unwrap();
-        assert!(check(spec, dims, &x, &got).unwrap().starts_with("exact"));
+        assert!(
+            check(spec, dims, &x, &got, &[0])
+                .unwrap()
+                .starts_with("exact")
+        );
         // The sum before its rounding to f16 is not what the kernel wrote.
         let unrounded: Vec<f32> = x[0].iter().zip(&x[1]).map(|(a, b)| a + b).collect();
-        assert!(check(spec, dims, &x, &unrounded).is_err());
+        assert!(check(spec, dims, &x, &unrounded, &[0]).is_err());
     }
 
     #[test]

@@ -97,7 +97,7 @@ pub const VECTOR_ADD_F32: crate::registry::Spec = vector_add_spec::<f32>(
         )
     },
     // The same one f32 addition per element: exact.
-    |inputs, _| add_each(inputs, |a, b| a + b),
+    |inputs, _, _| add_each(inputs, |a, b| a + b),
 );
 
 /// What the rest of the project needs of `vector_add_f16` (docs/registry.md); the GPU build never
@@ -121,15 +121,16 @@ pub const VECTOR_ADD_F16: crate::registry::Spec = vector_add_spec::<F16>(
         )
     },
     // The same f32 addition of two f16 values, rounded to f16 once: exact.
-    |inputs, _| add_each(inputs, |a, b| F16::from_f32(a + b).to_f32()),
+    |inputs, _, _| add_each(inputs, |a, b| F16::from_f32(a + b).to_f32()),
 );
 
-/// The reference of an elementwise add: `add` on each pair, as the kernel computes and rounds
-/// it.
+/// The reference of an elementwise add (its output's one row): `add` on each pair, as the kernel
+/// computes and rounds it.
 #[cfg(not(target_arch = "nvptx64"))]
-fn add_each(inputs: &[&[f32]], add: fn(f32, f32) -> f32) -> std::vec::Vec<f64> {
+fn add_each(inputs: &[&[f32]], add: fn(f32, f32) -> f32) -> crate::registry::Expected {
     let (a, b) = (inputs[0], inputs[1]);
-    a.iter().zip(b).map(|(&a, &b)| f64::from(add(a, b))).collect()
+    let values: std::vec::Vec<f64> = a.iter().zip(b).map(|(&a, &b)| f64::from(add(a, b))).collect();
+    values.into()
 }
 
 /// The spec of `c[i] = a[i] + b[i]` on buffers of `T`, launched by `launch` and checked against
@@ -140,7 +141,7 @@ const fn vector_add_spec<T: crate::registry::Element>(
     what: &'static str,
     run: &'static [crate::registry::RunShape],
     launch: crate::registry::LaunchFn,
-    reference: fn(&[&[f32]], crate::registry::Dims) -> std::vec::Vec<f64>,
+    reference: fn(&[&[f32]], crate::registry::Dims, &[usize]) -> crate::registry::Expected,
 ) -> crate::registry::Spec {
     use crate::registry::*;
     Spec {
@@ -150,11 +151,13 @@ const fn vector_add_spec<T: crate::registry::Element>(
         shapes: Shapes {
             run,
             test_max: [5000, 1, 1],
+            gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::of::<T>(n); 2],
         input_range: (-1.0, 1.0),
         values_steer: false,
         output: |[n, ..]| Buffer::of::<T>(n),
+        rows: |_| 1,
         workspaces: |_| std::vec![],
         launch,
         reference,
@@ -166,9 +169,11 @@ const fn vector_add_spec<T: crate::registry::Element>(
                 bytes_written: bytes,
                 flops: n as u64,
                 exps: 0,
+                rereads: 0,
             }
         },
         // a[i] and b[i] are both loaded before the add.
+        accumulates: false,
         occupancy: Occupancy {
             threads: BLOCK_SIZE,
             dynamic_shared: 0,

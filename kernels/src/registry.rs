@@ -151,6 +151,19 @@ mod host_side {
         /// differs by design (`kernels::softmax::exp_shifted` skips the exponential of a row's
         /// maximum, the merges take their own): the model counts those, this is the work.
         pub exps: u64,
+        /// Of `bytes_read`, those read again because of a tiling (a GEMM's strips of A and B,
+        /// once per block column and block row), which a GPU's L2 may serve: the emulator counts
+        /// them, a modelled row takes them all from HBM (its shape says `(no L2)`), and a GPU's
+        /// measurement is read against the bytes without them, the compulsory traffic. 0 for a
+        /// kernel that reads each byte once.
+        pub rereads: u64,
+    }
+
+    impl Cost {
+        /// The bytes read without the re-reads: A and B once, for a GEMM.
+        pub const fn compulsory_read(&self) -> u64 {
+            self.bytes_read - self.rereads
+        }
     }
 
     /// How `cargo xtask ptxas`'s occupancy table launches the kernel: threads per block, dynamic
@@ -182,6 +195,11 @@ mod host_side {
         pub run: &'static [RunShape],
         /// The property test draws each dimension from 1 to this.
         pub test_max: Dims,
+        /// At a GPU shape, how many of the output's rows ([`Spec::rows`]) are checked, spread
+        /// over it (the first and the last among them), where the reference of every row would
+        /// take minutes on a CPU (a 4096^3 GEMM's: 16). `None`: every row. The emulator's
+        /// shapes and the test's are checked at every row.
+        pub gpu_rows_checked: Option<usize>,
     }
 
     impl Shapes {
@@ -324,6 +342,11 @@ mod host_side {
         /// One per [`Spec::workspaces`] length, in order: scratch the launch's kernels pass
         /// between them.
         pub workspaces: &'a [GlobalPtr<f32>],
+        /// Whether the launch adds its result to the output's contents (`C = A B + C`) instead
+        /// of overwriting them: only for a spec that [`Spec::accumulates`] (the harness refuses
+        /// it to the others). The harness's own launches (`cargo xtask run`, the property test)
+        /// overwrite a zeroed output, which the reference and the cost describe.
+        pub accumulate: bool,
     }
 
     impl Buffers<'_> {
@@ -363,6 +386,28 @@ mod host_side {
     /// [`Spec::launch`]: launches the kernel on `buffers` at the dimensions given.
     pub type LaunchFn = fn(&dyn Launcher, &Buffers, Dims) -> Result<(), LaunchError>;
 
+    /// What the reference expects of the rows of the output it was asked for.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Expected {
+        /// Each element's expected value, row after row.
+        pub values: Vec<f64>,
+        /// Each element's magnitude, which [`Spec::tolerance`] is a multiple of: the size a
+        /// floating-point sum's rounding errors scale with (a GEMM's `sum_k |a_ik b_kj|`, not
+        /// the sum, which cancellation may make small). `None`: 1 for every element, the
+        /// tolerance an absolute bound.
+        pub magnitudes: Option<Vec<f64>>,
+    }
+
+    impl From<Vec<f64>> for Expected {
+        /// Values whose tolerance is absolute.
+        fn from(values: Vec<f64>) -> Self {
+            Self {
+                values,
+                magnitudes: None,
+            }
+        }
+    }
+
     /// A kernel argument as the driver wants it: a pointer to its bytes.
     #[doc(hidden)]
     pub fn param<T>(value: &T) -> *mut core::ffi::c_void {
@@ -394,6 +439,10 @@ mod host_side {
         /// The output buffer's length and element type (zeroed before the launch); it is
         /// widened to f32 before the check.
         pub output: fn(Dims) -> Buffer,
+        /// The output's rows, of equal length, which the reference computes one by one: a
+        /// matrix's rows, 1 for a vector. A GPU shape's check may cover only some of them
+        /// ([`Shapes::gpu_rows_checked`]).
+        pub rows: fn(Dims) -> usize,
         /// The length of each f32 scratch buffer the launch may use (softmax's row statistics,
         /// between its kernels), in order; none for most. Zeroed when allocated, never checked,
         /// and left as the last launch left them for the next (a timed launch repeats).
@@ -401,14 +450,20 @@ mod host_side {
         /// Launches the kernel on `buffers` ([`launch_registered!`](crate::launch_registered)),
         /// or its kernels in order, each with its own `launch_registered!`.
         pub launch: LaunchFn,
-        /// The expected output, from the inputs, computed on the CPU (in f64 where it sums).
-        pub reference: fn(&[&[f32]], Dims) -> Vec<f64>,
+        /// The expected output's rows listed (indices into [`Spec::rows`], in order), from the
+        /// inputs, computed on the CPU (in f64 where it sums), with each element's magnitude
+        /// where the tolerance is relative to it ([`Expected`]).
+        pub reference: fn(&[&[f32]], Dims, &[usize]) -> Expected,
         /// The largest accepted `|output - reference|` per element (0: exact), for inputs in
-        /// [`Spec::input_range`]; say in a comment why it is enough and not more.
+        /// [`Spec::input_range`], in units of the element's magnitude where the reference states
+        /// one; say in a comment why it is enough and not more.
         pub tolerance: fn(Dims) -> f64,
         /// The bytes, FLOPs and exponentials one launch moves and does: the emulator's counted
         /// bytes must equal them, and its FLOPs agree (`suite::flops_agree`).
         pub cost: fn(Dims) -> Cost,
+        /// Whether the launch can add to its output's contents ([`Buffers::accumulate`]: a
+        /// GEMM's `C = A B + C`, which `host::ops::gemm` offers); false for most.
+        pub accumulates: bool,
         pub occupancy: Occupancy,
         /// The vendor operation it is read against, or `None` (reported as "no vendor
         /// baseline", never an error).

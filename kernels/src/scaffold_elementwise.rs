@@ -47,11 +47,13 @@ pub const SPEC: crate::registry::Spec = {
                 emulator: [(1 << 20) + 7, 1, 1],
             }],
             test_max: [5000, 1, 1],
+            gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],
         input_range: (-1.0, 1.0),
         values_steer: false,
         output: |[n, ..]| Buffer::f32(n),
+        rows: |_| 1,
         workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
             let (x, y, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
@@ -62,15 +64,20 @@ pub const SPEC: crate::registry::Spec = {
             )
         },
         // The same two f32 operations in the same order (Rust never fuses them): exact.
-        reference: |inputs, _| inputs[0].iter().map(|&v| f64::from(2.0 * v + 1.0)).collect(),
+        reference: |inputs, _, _| {
+            let values: std::vec::Vec<f64> = inputs[0].iter().map(|&v| f64::from(2.0 * v + 1.0)).collect();
+            values.into()
+        },
         tolerance: |_| 0.0,
         cost: |[n, ..]| Cost {
             bytes_read: 4 * n as u64,
             bytes_written: 4 * n as u64,
             flops: 2 * n as u64,
             exps: 0,
+            rereads: 0,
         },
         // One 4-byte load in flight per thread before it waits.
+        accumulates: false,
         occupancy: Occupancy {
             threads: THREADS,
             dynamic_shared: 0,

@@ -65,11 +65,13 @@ pub const SPEC: crate::registry::Spec = {
                 emulator: [(1 << 18) + 7, 1, 1],
             }],
             test_max: [5000, 1, 1],
+            gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],
         input_range: (-1.0, 1.0),
         values_steer: false,
         output: |[n, ..]| Buffer::f32(blocks(n)),
+        rows: |_| 1,
         workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
             let (x, sums, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
@@ -79,13 +81,14 @@ pub const SPEC: crate::registry::Spec = {
                 scaffold_reduction(x, sums, n)
             )
         },
-        reference: |inputs, [n, ..]| {
-            (0..blocks(n))
+        reference: |inputs, [n, ..], _| {
+            let sums: std::vec::Vec<f64> = (0..blocks(n))
                 .map(|b| {
                     let chunk = &inputs[0][b * THREADS as usize..n.min((b + 1) * THREADS as usize)];
                     chunk.iter().map(|&v| f64::from(v)).sum()
                 })
-                .collect()
+                .collect();
+            sums.into()
         },
         // A tree of depth log2(256) = 8 over |x| <= 1: each f32 addition errs by at most u times
         // its result, so the sum by at most 8 u sum|x| <= 8 u 256 (u = 2^-24), with 1% slack.
@@ -96,7 +99,9 @@ pub const SPEC: crate::registry::Spec = {
             // THREADS - 1 additions per block, the zeros past the end included.
             flops: (THREADS as u64 - 1) * blocks(n) as u64,
             exps: 0,
+            rereads: 0,
         },
+        accumulates: false,
         occupancy: Occupancy {
             threads: THREADS,
             dynamic_shared: 0,

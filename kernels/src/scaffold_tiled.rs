@@ -53,11 +53,13 @@ pub const SPEC: crate::registry::Spec = {
                 emulator: [200, 300, 1],
             }],
             test_max: [100, 100, 1],
+            gpu_rows_checked: None,
         },
         inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
         input_range: (-1.0, 1.0),
         values_steer: false,
         output: |[rows, cols, _]| Buffer::f32(rows * cols),
+        rows: |[_, cols, _]| cols,
         workspaces: |_| std::vec![],
         launch: |launcher, buffers, [rows, cols, _]| {
             let (input, out) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
@@ -69,11 +71,10 @@ pub const SPEC: crate::registry::Spec = {
                 scaffold_tiled(input, out, rows, cols)
             )
         },
-        // A copy: exact.
-        reference: |inputs, [rows, cols, _]| {
-            (0..rows * cols)
-                .map(|o| f64::from(inputs[0][(o % rows) * cols + o / rows]))
-                .collect()
+        // A copy: exact. Row `c` of the output is column `c` of the input.
+        reference: |inputs, [rows, cols, _], out_rows| {
+            let column = |c: usize| (0..rows).map(move |r| f64::from(inputs[0][r * cols + c]));
+            out_rows.iter().flat_map(|&c| column(c)).collect::<std::vec::Vec<f64>>().into()
         },
         tolerance: |_| 0.0,
         cost: |[rows, cols, _]| Cost {
@@ -81,7 +82,9 @@ pub const SPEC: crate::registry::Spec = {
             bytes_written: 4 * (rows * cols) as u64,
             flops: 0,
             exps: 0,
+            rereads: 0,
         },
+        accumulates: false,
         occupancy: Occupancy {
             threads: TILE * TILE,
             dynamic_shared: 0,

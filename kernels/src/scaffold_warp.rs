@@ -59,11 +59,13 @@ pub const SPEC: crate::registry::Spec = {
                 emulator: [(1 << 18) + 7, 1, 1],
             }],
             test_max: [5000, 1, 1],
+            gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],
         input_range: (-1.0, 1.0),
         values_steer: false,
         output: |[n, ..]| Buffer::f32(warps(n)),
+        rows: |_| 1,
         workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
             let (x, sums, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
@@ -73,11 +75,12 @@ pub const SPEC: crate::registry::Spec = {
                 scaffold_warp(x, sums, n)
             )
         },
-        reference: |inputs, [n, ..]| {
-            inputs[0][..n]
+        reference: |inputs, [n, ..], _| {
+            let sums: std::vec::Vec<f64> = inputs[0][..n]
                 .chunks(WARP_SIZE as usize)
                 .map(|c| c.iter().map(|&v| f64::from(v)).sum())
-                .collect()
+                .collect();
+            sums.into()
         },
         // A butterfly of depth 5 over |x| <= 1: at most 5 u sum|x| <= 5 u 32 (u = 2^-24), with
         // 1% slack.
@@ -87,7 +90,9 @@ pub const SPEC: crate::registry::Spec = {
             bytes_written: 4 * warps(n) as u64,
             flops: (WARP_SIZE as u64 - 1) * warps(n) as u64,
             exps: 0,
+            rereads: 0,
         },
+        accumulates: false,
         occupancy: Occupancy {
             threads: THREADS,
             dynamic_shared: 0,

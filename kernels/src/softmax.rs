@@ -707,6 +707,7 @@ const fn softmax_spec<T: crate::registry::Element>(
             run,
             // Past FUSED_ON_CHIP_COLS one draw in six: the fused kernel's second sweep.
             test_max: [4, 10_000, 1],
+            gpu_rows_checked: None,
         },
         inputs: |[rows, cols, _]| std::vec![Buffer::of::<T>(rows * cols)],
         // Scores of a few units, as attention's are: rows far from uniform, whose small entries
@@ -716,24 +717,26 @@ const fn softmax_spec<T: crate::registry::Element>(
         // none.
         values_steer: true,
         output: |[rows, cols, _]| Buffer::of::<T>(rows * cols),
+        rows: |[rows, ..]| rows,
         workspaces,
         launch,
         // From the definition, in f64, on the values the kernel reads (the inputs rounded to
         // `T`); the spec's inputs are finite, so no special value arises (tests/tests/softmax.rs
         // tests those through `host::ops::softmax`).
-        reference: |inputs, [_, cols, _]| {
-            let mut out = std::vec::Vec::with_capacity(inputs[0].len());
-            for row in inputs[0].chunks(cols) {
+        reference: |inputs, [_, cols, _], rows| {
+            let mut out = std::vec::Vec::with_capacity(rows.len() * cols);
+            for row in rows.iter().map(|&r| &inputs[0][r * cols..(r + 1) * cols]) {
                 let m = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
                 let e: std::vec::Vec<f64> =
                     row.iter().map(|&x| (f64::from(x) - f64::from(m)).exp()).collect();
                 let l: f64 = e.iter().sum();
                 out.extend(e.iter().map(|e| e / l));
             }
-            out
+            out.into()
         },
         tolerance: |_| tolerance(T::ELEM),
         cost,
+        accumulates: false,
         occupancy,
         baseline: Some(Baseline {
             op: "softmax",
@@ -800,6 +803,7 @@ fn sweeps_cost<T: crate::registry::Element>(
         bytes_written: 0,
         flops: 0,
         exps: 0,
+        rereads: 0,
     };
     for s in sweeps {
         cost.bytes_read += elem * s.matrix.0 * n + 4 * s.stats.0 * rows;

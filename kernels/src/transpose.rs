@@ -129,22 +129,20 @@ const fn transpose_spec(
                 emulator: [200, 300, 1],
             }],
             test_max: [100, 100, 1],
+            gpu_rows_checked: None,
         },
         inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
         input_range: (-1.0, 1.0),
         values_steer: false,
         output: |[rows, cols, _]| Buffer::f32(rows * cols),
+        rows: |[_, cols, _]| cols,
         workspaces: |_| std::vec![],
         launch,
         // From the definition, not from `tile_element`, which the kernels share: a copy, exact.
-        reference: |inputs, [rows, cols, _]| {
-            let mut out = std::vec![0.0; rows * cols];
-            for r in 0..rows {
-                for c in 0..cols {
-                    out[c * rows + r] = f64::from(inputs[0][r * cols + c]);
-                }
-            }
-            out
+        // Row `c` of the output is column `c` of the input.
+        reference: |inputs, [rows, cols, _], out_rows| {
+            let column = |c: usize| (0..rows).map(move |r| f64::from(inputs[0][r * cols + c]));
+            out_rows.iter().flat_map(|&c| column(c)).collect::<std::vec::Vec<f64>>().into()
         },
         tolerance: |_| 0.0,
         cost: |[rows, cols, _]| Cost {
@@ -152,7 +150,9 @@ const fn transpose_spec(
             bytes_written: 4 * (rows * cols) as u64,
             flops: 0,
             exps: 0,
+            rereads: 0,
         },
+        accumulates: false,
         occupancy: Occupancy {
             threads: (TILE * BLOCK_ROWS) as u32,
             dynamic_shared: 0,
@@ -229,12 +229,14 @@ pub const COPY_STRIDED: crate::registry::Spec = {
                 emulator: [1 << 16, 8, 1],
             }],
             test_max: [3000, 40, 1],
+            gpu_rows_checked: None,
         },
         // The first column of an `n x stride` row-major matrix.
         inputs: |[n, stride, _]| std::vec![Buffer::f32(n * stride)],
         input_range: (-1.0, 1.0),
         values_steer: false,
         output: |[n, ..]| Buffer::f32(n),
+        rows: |_| 1,
         workspaces: |_| std::vec![],
         launch: |launcher, buffers, [n, stride, _]| {
             let (src, dst) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
@@ -246,8 +248,9 @@ pub const COPY_STRIDED: crate::registry::Spec = {
             )
         },
         // A copy: exact.
-        reference: |inputs, [n, stride, _]| {
-            (0..n).map(|i| f64::from(inputs[0][i * stride])).collect()
+        reference: |inputs, [n, stride, _], _| {
+            let values: std::vec::Vec<f64> = (0..n).map(|i| f64::from(inputs[0][i * stride])).collect();
+            values.into()
         },
         tolerance: |_| 0.0,
         // The bytes it uses, a copy's: the sectors a wide stride moves beside them are what
@@ -257,8 +260,10 @@ pub const COPY_STRIDED: crate::registry::Spec = {
             bytes_written: 4 * n as u64,
             flops: 0,
             exps: 0,
+            rereads: 0,
         },
         // One 4-byte load in flight per thread before it waits.
+        accumulates: false,
         occupancy: Occupancy {
             threads: BLOCK_SIZE,
             dynamic_shared: 0,

@@ -137,7 +137,7 @@ fn launch_checked<T: SoftmaxElement>(
 ) -> Result<Launched> {
     let workspaces: Vec<&DeviceBuffer<f32>> = stats.map_or_else(Vec::new, |s| vec![&s.max, &s.sum]);
     let dims = [rows as usize, cols as usize, 1];
-    crate::registry::launch_on(rt, variant.spec::<T>(), &[x], y, &workspaces, dims)
+    crate::registry::launch_on(rt, variant.spec::<T>(), &[x], y, &workspaces, dims, false)
 }
 
 /// Checks a `rows x cols` softmax's inputs: at least one column, `x` and `y` of `rows * cols`

@@ -66,7 +66,15 @@ pub fn transpose(
     // The grid's limits, checked here to name the user's dimension; the spec launches it.
     grid_blocks("transpose", ("cols", cols), TILE, GridAxis::X)?;
     grid_blocks("transpose", ("rows", rows), TILE, GridAxis::Y)?;
-    registry::launch_on(rt, variant.spec(), &[input], out, &[], [rows, cols, 1])
+    registry::launch_on(
+        rt,
+        variant.spec(),
+        &[input],
+        out,
+        &[],
+        [rows, cols, 1],
+        false,
+    )
 }
 
 /// Every variant's cost: each element read once and written once.
@@ -115,7 +123,7 @@ pub fn copy_strided(
     }
     len_u32("copy_strided", n)?;
     len_u32("copy_strided stride", stride)?;
-    registry::launch_on(rt, &COPY_STRIDED, &[src], dst, &[], [n, stride, 1])
+    registry::launch_on(rt, &COPY_STRIDED, &[src], dst, &[], [n, stride, 1], false)
 }
 
 #[cfg(test)]
