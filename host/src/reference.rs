@@ -1,5 +1,7 @@
 //! CPU references, in one place for tests and xtask: rayon-parallel, written for clarity, and
-//! independent of the kernels (no shared code path), so that agreement means something.
+//! independent of the kernels (no shared code path), so that agreement means something. A
+//! registered kernel's reference is its spec's, written beside it in the kernel crate's host-only
+//! part (`kernels::gemm::reference_row`, which [`gemm_rows`] runs), no kernel's code either.
 
 use half::{bf16, f16};
 use rayon::prelude::*;
@@ -177,20 +179,14 @@ pub fn softmax_bf16(x: &[bf16], cols: usize) -> Vec<bf16> {
     softmax_rows(x, cols, |v| v.to_f64(), bf16_nearest)
 }
 
-/// One element of a GEMM reference: the value, and the size that its rounding errors scale with.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GemmEntry {
-    /// `sum_k A[i][k] B[k][j] (+ C[i][j])`, accumulated in f64. Each product of two f32 values is
-    /// exact in f64 and each of the K additions rounds at 2^-53, far below any f32 tolerance.
-    pub value: f64,
-    /// `sum_k |A[i][k] B[k][j]| (+ |C[i][j]|)`: a sum of n terms computed in floating point is off
-    /// by at most about `n u` times this (u the unit roundoff), whatever the order of additions.
-    pub magnitude: f64,
-}
+/// One element of a GEMM reference: the value, and the size its rounding errors scale with
+/// (the kernel crate's, which the registered GEMMs' references compute).
+pub use kernels::gemm::GemmEntry;
 
 /// `C = A B (+ C)` for row-major A (m x k), B (k x n) and C (m x n), only for the rows listed
 /// (all of them for a full check; a few for matrices too large to multiply on the CPU), row by
-/// row in parallel. Returns `rows.len() * n` entries, row after row.
+/// row in parallel ([`kernels::gemm::reference_row`]). Returns `rows.len() * n` entries, row after
+/// row.
 pub fn gemm_rows(
     a: &[f32],
     b: &[f32],
@@ -198,26 +194,9 @@ pub fn gemm_rows(
     (n, k): (usize, usize),
     rows: &[usize],
 ) -> Vec<GemmEntry> {
-    // B transposed, so that each dot product runs along two contiguous rows.
-    let b_t: Vec<f32> = (0..n * k).map(|x| b[(x % k) * n + x / k]).collect();
+    let b_t = kernels::gemm::transposed(b, (n, k));
     rows.par_iter()
-        .flat_map_iter(|&i| {
-            let a_row = &a[i * k..(i + 1) * k];
-            let b_t = &b_t;
-            (0..n).map(move |j| {
-                let b_col = &b_t[j * k..(j + 1) * k];
-                let c0 = c.map_or(0.0, |c| f64::from(c[i * n + j]));
-                let (value, magnitude) =
-                    a_row
-                        .iter()
-                        .zip(b_col)
-                        .fold((c0, c0.abs()), |(v, s), (&x, &y)| {
-                            let p = f64::from(x) * f64::from(y);
-                            (v + p, s + p.abs())
-                        });
-                GemmEntry { value, magnitude }
-            })
-        })
+        .flat_map_iter(|&i| kernels::gemm::reference_row(a, &b_t, c, (n, k), i))
         .collect()
 }
 

@@ -585,6 +585,82 @@ mod tests {
         assert!(err.to_string().contains("[3]"), "{err}");
     }
 
+    /// A GEMM's tolerance is a multiple of each element's magnitude `sum_k |a_ik b_kj|`: an
+    /// error within it passes, one just past it fails and says so.
+    #[test]
+    fn a_relative_tolerance_scales_with_each_elements_magnitude() {
+        let spec = find("gemm_tiled_f32").unwrap();
+        let dims = [3, 4, 5];
+        let x = inputs(spec, dims, 2);
+        let all = all_rows(spec, dims);
+        let want = (spec.reference)(&[&x[0], &x[1]], dims, &all);
+        let magnitudes = want.magnitudes.clone().unwrap();
+        let bound = (spec.tolerance)(dims) * magnitudes[7];
+        let mut got: Vec<f32> = want.values.iter().map(|&v| v as f32).collect();
+        assert!(
+            check(spec, dims, &x, &got, &all)
+                .unwrap()
+                .contains("x magnitude")
+        );
+        got[7] = (want.values[7] + 2.0 * bound) as f32;
+        let err = check(spec, dims, &x, &got, &all).unwrap_err();
+        assert!(
+            err.contains("element 7") && err.contains("x magnitude"),
+            "{err}"
+        );
+        // Checked on row 0 alone, element 7 (row 1) is not looked at.
+        assert!(
+            check(spec, dims, &x, &got, &[0])
+                .unwrap()
+                .starts_with("1 of 3 rows")
+        );
+    }
+
+    /// At a GPU shape a GEMM checks 16 rows from the first to the last; a spec that says
+    /// nothing checks every row.
+    #[test]
+    fn a_gpu_shape_checks_the_rows_its_spec_says() {
+        let gemm = find("gemm_naive_f32").unwrap();
+        let rows = gpu_rows(gemm, [4096, 4096, 4096]);
+        assert_eq!((rows.len(), rows[0], rows[15]), (16, 0, 4095));
+        assert_eq!(gpu_rows(gemm, [10, 4, 4]), all_rows(gemm, [10, 4, 4]));
+        let transpose = find("transpose_naive").unwrap();
+        assert_eq!(gpu_rows(transpose, [8192, 8192, 1]).len(), 8192);
+    }
+
+    /// A GEMM's re-reads are in its requested bytes (what the emulator counts), not in the
+    /// compulsory ones, and its modelled shape says that it takes them from HBM.
+    #[test]
+    fn rereads_are_requested_not_compulsory() {
+        let spec = find("gemm_tiled_f32").unwrap();
+        let dims = [4096, 4096, 4096];
+        let (requested, compulsory) = (cost(spec, dims), compulsory_cost(spec, dims));
+        let a_and_b = 2 * 4 * 4096 * 4096;
+        assert_eq!(compulsory.bytes_read, a_and_b);
+        assert_eq!(requested.bytes_read, a_and_b * 4096 / 32);
+        assert_eq!(describe(spec, dims), "4096^3");
+        assert_eq!(describe_modelled(spec, dims), "4096^3 (no L2)");
+        assert_eq!(describe(spec, [64, 32, 16]), "64 x 32 x 16 f32");
+        let copy = find("copy_strided").unwrap();
+        assert_eq!(compulsory_cost(copy, [64, 8, 1]), cost(copy, [64, 8, 1]));
+        assert!(!describe_modelled(copy, [64, 8, 1]).contains("no L2"));
+    }
+
+    /// Only a spec that accumulates is asked to add to its output.
+    #[test]
+    fn a_spec_that_does_not_accumulate_refuses_to() {
+        let rt = Runtime::emulator();
+        let x = rt.upload(&[1.0f32; 4]).unwrap();
+        let spec = find("vector_add_f32").unwrap();
+        let err = launch_on(&rt, spec, &[&x, &x], &x, &[], [4, 1, 1], true).unwrap_err();
+        assert!(err.to_string().contains("accumulates: false"), "{err}");
+        let gemm = find("gemm_naive_f32").unwrap();
+        let c = rt.upload(&[1.0f32; 4]).unwrap();
+        launch_on(&rt, gemm, &[&x, &x], &c, &[], [2, 2, 2], true).unwrap();
+        // 1 + (1 x 1 + 1 x 1): C added to.
+        assert_eq!(rt.download(&c).unwrap(), [3.0; 4]);
+    }
+
     #[test]
     fn shapes_read_as_the_run_table_writes_them() {
         let (e, t) = (

@@ -28,8 +28,6 @@ pub mod cuda;
 #[cfg(not(kernels_exercises))]
 pub mod decode;
 #[cfg(not(kernels_exercises))]
-pub mod gemm;
-#[cfg(not(kernels_exercises))]
 pub mod hierarchy;
 #[cfg(not(kernels_exercises))]
 pub mod histogram;
@@ -43,6 +41,7 @@ pub mod registry;
 registry! {
     elementwise::{VECTOR_ADD_F32, VECTOR_ADD_F16},
     transpose::{COPY_STRIDED, TRANSPOSE_NAIVE, TRANSPOSE_SHARED, TRANSPOSE_PADDED},
+    gemm::{GEMM_NAIVE_F32, GEMM_TILED_F32, GEMM_REGISTER_BLOCKED_F32},
     softmax::{
         SOFTMAX_NAIVE_F32,
         SOFTMAX_ONLINE_F32,

@@ -756,21 +756,17 @@ fn attention<T: AttentionCase>(
     })
 }
 
-/// The GEMM sweep, square sizes M = N = K: on a GPU up to 4096^3 (the benchmark size), on
-/// the emulator 64^3, 128^3 and 512^3: at 512^3 the tiled kernel walks 16 K tiles and the
-/// tensor-core ones 8, so every stage of their pipelines is refilled (at 128^3 they saw 2), and
-/// the whole run stays within seconds on two cores.
-const GEMM_SIZES: [(usize, usize); 3] = [(1024, 64), (2048, 128), (4096, 512)];
-
-/// Every GEMM step at every size of the sweep, size by size so that each size reads as the
-/// progression from step 1 to step 5.
+/// Every GEMM step at every size of the sweep (`kernels::gemm::RUN`), size by size so that each
+/// size reads as the progression from step 1 to step 5: steps 1 to 3 are registered, each size
+/// a row of their spec; steps 4 and 5 are written here.
 fn gemm_cases() -> Vec<CaseSpec> {
+    use kernels::gemm::{GEMM_NAIVE_F32, GEMM_REGISTER_BLOCKED_F32, GEMM_TILED_F32};
     macro_rules! at_size {
         ($size:literal) => {
             [
-                case(GemmKernel::ALL[0].name(), gemm_case::<0, $size>),
-                case(GemmKernel::ALL[1].name(), gemm_case::<1, $size>),
-                case(GemmKernel::ALL[2].name(), gemm_case::<2, $size>),
+                registered_at(&GEMM_NAIVE_F32, $size),
+                registered_at(&GEMM_TILED_F32, $size),
+                registered_at(&GEMM_REGISTER_BLOCKED_F32, $size),
                 case(GemmKernel::ALL[3].name(), gemm_case::<3, $size>),
                 case(GemmKernel::ALL[4].name(), gemm_case::<4, $size>),
                 case(GemmKernel::ALL[5].name(), gemm_case::<5, $size>),
@@ -778,7 +774,7 @@ fn gemm_cases() -> Vec<CaseSpec> {
             ]
         };
     }
-    const _: () = assert!(GemmKernel::ALL.len() == 7 && GEMM_SIZES.len() == 3);
+    const _: () = assert!(GemmKernel::ALL.len() == 7 && kernels::gemm::RUN.len() == 3);
     [at_size!(0), at_size!(1), at_size!(2)]
         .into_iter()
         .flatten()
@@ -795,20 +791,22 @@ fn gemm_check_rows(m: usize, scale: Scale) -> Vec<usize> {
     }
 }
 
-/// Step `KERNEL` of the GEMM sequence at size `SIZE` of the sweep, `C = A B`.
+/// Step `KERNEL` (4 or 5) of the GEMM sequence at size `SIZE` of the sweep, `C = A B`.
 ///
-/// Two costs, from `GemmKernel::cost`. Every byte the kernel requests (the compulsory traffic
-/// plus the re-reads its tiling causes) is what the emulator counts, so it is the cost checked
-/// at the emulator's size; it is also what the modelled figure at the GPU size uses, labelled
-/// "no L2": the roofline of a GPU without L2 reuse, where each step's larger tile shows as a
-/// higher intensity. A GPU measurement is read against the compulsory traffic (A, B read once, C
-/// written), the true roofline, since L2 serves many of the re-reads (docs/gemm.md).
+/// Two costs, from `GemmKernel::cost`, as a registered spec's re-reads give them to steps 1 to 3
+/// ([`from_spec`]). Every byte the kernel requests (the compulsory traffic plus the re-reads its
+/// tiling causes) is what the emulator counts, so it is the cost checked at the emulator's size;
+/// it is also what the modelled figure at the GPU size uses, labelled "no L2": the roofline of a
+/// GPU without L2 reuse, where each step's larger tile shows as a higher intensity. A GPU
+/// measurement is read against the compulsory traffic (A, B read once, C written), the true
+/// roofline, since L2 serves many of the re-reads (docs/gemm.md).
 fn gemm_case<const KERNEL: usize, const SIZE: usize>(
     rt: &Runtime,
     scale: Scale,
 ) -> host::Result<Case<'_>> {
     let kernel = GemmKernel::ALL[KERNEL];
-    let size = |s: Scale| s.pick(GEMM_SIZES[SIZE].0, GEMM_SIZES[SIZE].1);
+    let run = kernels::gemm::RUN[SIZE];
+    let size = |s: Scale| s.pick(run.gpu[0], run.emulator[0]);
     let s = size(scale);
     let shape = GemmShape::new(s, s, s);
     let model = kernel.cost(shape, Epilogue::Overwrite);

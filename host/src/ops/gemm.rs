@@ -9,16 +9,15 @@
 use half::{bf16, f16};
 use kernels::cuda::tma::TmaSwizzle;
 use kernels::gemm::{
-    self as k, NAIVE_BLOCK, REGISTER_BLOCKED, REGISTER_BLOCKED_THREADS, TC_ROW_MULTIPLE,
-    TC_SHARED_BYTES, TC_THREADS, TENSOR_CORE, TILED, Tile, WG_BOX_COLS, WG_SHARED_BYTES,
-    WG_THREADS, WGMMA,
+    self as k, NAIVE_BLOCK, REGISTER_BLOCKED, TC_ROW_MULTIPLE, TC_SHARED_BYTES, TC_THREADS,
+    TENSOR_CORE, TILED, Tile, WG_BOX_COLS, WG_SHARED_BYTES, WG_THREADS, WGMMA,
 };
 
 use crate::buffer::DeviceBuffer;
 use crate::cost::{ComputeUnit, Cost, product, sum};
 use crate::error::{Error, Result};
 use crate::launch;
-use crate::launch::{LaunchConfig, dim3};
+use crate::launch::LaunchConfig;
 use crate::runtime::{Launched, Runtime};
 use crate::tensor_map::TensorMap2d;
 
@@ -137,7 +136,7 @@ impl GemmKernel {
     /// thread shares what it read.
     pub fn reuse_tile(self) -> Tile {
         match self {
-            GemmKernel::Naive => Tile { m: 1, n: 1, k: 1 },
+            GemmKernel::Naive => k::NAIVE_REUSE,
             GemmKernel::Tiled => TILED,
             GemmKernel::RegisterBlocked => REGISTER_BLOCKED,
             GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => TENSOR_CORE,
@@ -174,20 +173,29 @@ impl GemmKernel {
     /// How far an element of C may be from the exact result, as a multiple of the reference's
     /// magnitude `sum_k |a_ik b_kj| (+ |c_ij|)` ([`GemmEntry`](crate::reference::GemmEntry)).
     ///
-    /// - f32 kernels: each element is K fused multiply-adds in sequence (one rounding each) and,
-    ///   when accumulating, one more addition: at most K + 1 roundings of unit roundoff
-    ///   u = 2^-24, so the error is at most `gamma_(K+1) = (K+1) u / (1 - (K+1) u)` times the
-    ///   magnitude, whatever the values (the factor 1.01 covers the denominator up to K ~ 10^5).
+    /// - f32 kernels: [`kernels::gemm::f32_error_bound`], `gamma_(K+1)`: K fused multiply-adds
+    ///   and an accumulation's addition, one rounding each (their registered specs' tolerance).
     /// - tensor cores: products of bf16/f16 values are exact in f32; the emulator rounds once per
     ///   `mma` (K / 16 roundings). NVIDIA does not specify the hardware's accumulation, which has
     ///   been measured to truncate rather than round (Fasi et al., "Numerical behavior of NVIDIA
     ///   tensor cores", 2021), at most doubling each rounding's error: hence twice the f32 bound.
     pub fn error_bound(self, k: usize) -> f64 {
-        let gamma = 1.01 * (k + 1) as f64 * f64::from(f32::EPSILON) / 2.0;
+        let gamma = k::f32_error_bound(k);
         if self.is_tensor_core() {
             2.0 * gamma
         } else {
             gamma
+        }
+    }
+
+    /// The registered spec (`kernels::registry`) of steps 1 to 3, through which they launch;
+    /// `None` for steps 4 and 5, which are not registered (docs/registry.md).
+    pub fn spec(self) -> Option<&'static kernels::registry::Spec> {
+        match self {
+            GemmKernel::Naive => Some(&k::GEMM_NAIVE_F32),
+            GemmKernel::Tiled => Some(&k::GEMM_TILED_F32),
+            GemmKernel::RegisterBlocked => Some(&k::GEMM_REGISTER_BLOCKED_F32),
+            _ => None,
         }
     }
 
@@ -249,73 +257,39 @@ impl GemmKernel {
     /// core's K and N multiples of 8) and only inside the matrices, so each block column reads
     /// exactly `m k` elements of A and each block row exactly `k n` of B.
     pub fn cost(self, shape: GemmShape, epilogue: Epilogue) -> GemmCost {
+        // The kernel crate's model (the registered steps' cost), plus C read once when
+        // accumulating (none when C is empty: no block is launched).
         let GemmShape { m, n, k } = shape;
-        if m == 0 || n == 0 {
-            // No block is launched: nothing is read or written.
-            return GemmCost {
-                compulsory: Cost {
-                    bytes_read: 0,
-                    bytes_written: 0,
-                    flops: 0,
-                    exps: 0,
-                    unit: self.unit(),
-                },
-                reread_bytes: 0,
-            };
-        }
-        let e = self.input_bytes() as u64;
-        let t = self.reuse_tile();
-        let (blocks_m, blocks_n) = (
-            m.div_ceil(t.m as usize) as u64,
-            n.div_ceil(t.n as usize) as u64,
-        );
-        let (m64, n64, k64) = (m as u64, n as u64, k as u64);
-        let (a, b, c) = (
-            product(&[m64, k64, e]),
-            product(&[k64, n64, e]),
-            product(&[m64, n64, 4]),
-        );
+        let c = k::tiled_cost(self.reuse_tile(), self.input_bytes() as u64, [m, n, k]);
         let c_read = match epilogue {
             Epilogue::Overwrite => 0,
-            Epilogue::Accumulate => c,
+            Epilogue::Accumulate => c.bytes_written,
         };
         GemmCost {
             compulsory: Cost {
-                bytes_read: sum(&[a, b, c_read]),
-                bytes_written: c,
-                flops: shape.flops(),
+                bytes_read: sum(&[c.compulsory_read(), c_read]),
+                bytes_written: c.bytes_written,
+                flops: c.flops,
                 exps: 0,
                 unit: self.unit(),
             },
-            reread_bytes: sum(&[product(&[a, blocks_n - 1]), product(&[b, blocks_m - 1])]),
+            reread_bytes: c.rereads,
         }
     }
 
-    /// The launch configuration: grid from the kernel crate's tile constants.
+    /// The launch configuration: grid from the kernel crate's tile constants (steps 1 to 3: their
+    /// registered specs' geometry).
     pub fn launch_config(self, m: u32, n: u32) -> LaunchConfig {
         let t = self.reuse_tile();
+        let of = |g: kernels::registry::Geometry| LaunchConfig {
+            grid: g.grid,
+            block: g.block,
+            shared_mem_bytes: g.dynamic_shared,
+        };
         match self {
-            GemmKernel::Naive => LaunchConfig {
-                grid: dim3(n.div_ceil(NAIVE_BLOCK), m.div_ceil(NAIVE_BLOCK), 1),
-                block: dim3(NAIVE_BLOCK, NAIVE_BLOCK, 1),
-                shared_mem_bytes: 0,
-            },
-            GemmKernel::Tiled => {
-                let (blocks_m, blocks_n) = t.blocks(m, n);
-                LaunchConfig {
-                    grid: dim3(blocks_n, blocks_m, 1),
-                    block: dim3(TILED.n, TILED.m, 1),
-                    shared_mem_bytes: 0,
-                }
-            }
-            GemmKernel::RegisterBlocked => {
-                let (blocks_m, blocks_n) = t.blocks(m, n);
-                LaunchConfig {
-                    grid: dim3(blocks_n, blocks_m, 1),
-                    block: dim3(REGISTER_BLOCKED_THREADS, 1, 1),
-                    shared_mem_bytes: 0,
-                }
-            }
+            GemmKernel::Naive => of(k::naive_geometry(m, n)),
+            GemmKernel::Tiled => of(k::tiled_geometry(m, n)),
+            GemmKernel::RegisterBlocked => of(k::register_blocked_geometry(m, n)),
             GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => {
                 // One dimension: the kernel maps its block index to a tile with `raster`.
                 let (blocks_m, blocks_n) = t.blocks(m, n);
@@ -400,9 +374,22 @@ impl GemmKernel {
 }
 
 /// Defines the host function of one GEMM kernel: validate the buffers against the shape, then
-/// launch with the grid of [`GemmKernel::launch_config`]. One definition, so that the five cannot
-/// drift apart.
+/// launch: steps 1 to 3 (f32) through their registered spec ([`registered`]), step 4 with the
+/// grid of [`GemmKernel::launch_config`]. One definition, so that the five cannot drift apart.
 macro_rules! gemm_op {
+    ($(#[$doc:meta])* $name:ident, $variant:ident, f32) => {
+        $(#[$doc])*
+        pub fn $name(
+            rt: &Runtime,
+            a: &DeviceBuffer<f32>,
+            b: &DeviceBuffer<f32>,
+            c: &mut DeviceBuffer<f32>,
+            shape: GemmShape,
+            epilogue: Epilogue,
+        ) -> Result<Launched> {
+            registered(rt, GemmKernel::$variant, (a, b, c), shape, epilogue)
+        }
+    };
     ($(#[$doc:meta])* $name:ident, $variant:ident, $input:ty) => {
         $(#[$doc])*
         pub fn $name(
@@ -421,6 +408,24 @@ macro_rules! gemm_op {
             launch!(rt, cfg, gemm::$name(a, b, c, m, n, k, accumulate))
         }
     };
+}
+
+/// Steps 1 to 3: validate, then launch the kernel's registered spec on the buffers, its launch the
+/// kernel's only one (C added to when accumulating: the spec `accumulates`).
+fn registered(
+    rt: &Runtime,
+    kernel: GemmKernel,
+    (a, b, c): (&DeviceBuffer<f32>, &DeviceBuffer<f32>, &DeviceBuffer<f32>),
+    shape: GemmShape,
+    epilogue: Epilogue,
+) -> Result<Launched> {
+    let Some((_, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
+        return Ok(None);
+    };
+    let spec = kernel.spec().expect("steps 1 to 3 are registered");
+    let dims = [m, n, k].map(|d| d as usize);
+    let accumulate = epilogue == Epilogue::Accumulate;
+    crate::registry::launch_on(rt, spec, &[a, b], c, &[], dims, accumulate)
 }
 
 gemm_op!(

@@ -330,3 +330,257 @@ pub unsafe fn store4_c(
         }
     }
 }
+
+// ---- What the rest of the project needs of steps 1 to 3 (docs/registry.md) ---------------------
+//
+// The GPU build never sees it. Steps 4 and 5 are not registered: step 4 takes bf16/f16 inputs to
+// an f32 output, needs K and N multiples of 8 and runs on the tensor cores, and step 5 launches
+// on TMA tensor maps that the host builds (docs/registry.md, "What a registered kernel is not").
+
+/// The GEMM sweep, square sizes M = N = K: on a GPU up to 4096^3 (the benchmark size), on
+/// the emulator 64^3, 128^3 and 512^3: at 512^3 the tiled kernel walks 16 K tiles and the
+/// tensor-core ones 8, so every stage of their pipelines is refilled (at 128^3 they saw 2), and
+/// the whole run stays within seconds on two cores. Every step's rows, size by size.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const RUN: &[crate::registry::RunShape] = &[
+    crate::registry::RunShape {
+        gpu: [1024, 1024, 1024],
+        emulator: [64, 64, 64],
+    },
+    crate::registry::RunShape {
+        gpu: [2048, 2048, 2048],
+        emulator: [128, 128, 128],
+    },
+    crate::registry::RunShape {
+        gpu: [4096, 4096, 4096],
+        emulator: [512, 512, 512],
+    },
+];
+
+/// The "tile" of step 1 whose strips of A and B are read once: one element, each thread reading
+/// its own row of A and column of B.
+pub const NAIVE_REUSE: Tile = Tile { m: 1, n: 1, k: 1 };
+
+/// One element of a GEMM reference: the value, and the size that its rounding errors scale with.
+#[cfg(not(target_arch = "nvptx64"))]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmEntry {
+    /// `sum_k A[i][k] B[k][j] (+ C[i][j])`, accumulated in f64. Each product of two f32 values is
+    /// exact in f64 and each of the K additions rounds at 2^-53, far below any f32 tolerance.
+    pub value: f64,
+    /// `sum_k |A[i][k] B[k][j]| (+ |C[i][j]|)`: a sum of n terms computed in floating point is off
+    /// by at most about `n u` times this (u the unit roundoff), whatever the order of additions.
+    pub magnitude: f64,
+}
+
+/// `b` (`k` x `n`, row-major) transposed, so that each of a GEMM reference's dot products runs
+/// along two contiguous rows ([`reference_row`]).
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn transposed(b: &[f32], (n, k): (usize, usize)) -> std::vec::Vec<f32> {
+    (0..n * k).map(|x| b[(x % k) * n + x / k]).collect()
+}
+
+/// Row `i` of `C = A B (+ C)` in f64, for row-major A (m x k), B given [`transposed`] and C
+/// (m x n): `n` entries.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn reference_row<'a>(
+    a: &'a [f32],
+    b_t: &'a [f32],
+    c: Option<&'a [f32]>,
+    (n, k): (usize, usize),
+    i: usize,
+) -> impl Iterator<Item = GemmEntry> + 'a {
+    let a_row = &a[i * k..(i + 1) * k];
+    (0..n).map(move |j| {
+        let b_col = &b_t[j * k..(j + 1) * k];
+        let c0 = c.map_or(0.0, |c| f64::from(c[i * n + j]));
+        let (value, magnitude) = a_row
+            .iter()
+            .zip(b_col)
+            .fold((c0, c0.abs()), |(v, s), (&x, &y)| {
+                let p = f64::from(x) * f64::from(y);
+                (v + p, s + p.abs())
+            });
+        GemmEntry { value, magnitude }
+    })
+}
+
+/// How far an element of C computed by an f32 step may be from the exact result, as a multiple
+/// of its magnitude `sum_k |a_ik b_kj| (+ |c_ij|)` ([`GemmEntry`]): each element is K fused
+/// multiply-adds in sequence (one rounding each) and, when accumulating, one more addition: at
+/// most K + 1 roundings of unit roundoff u = 2^-24, so the error is at most
+/// `gamma_(K+1) = (K+1) u / (1 - (K+1) u)` times the magnitude, whatever the values (the factor
+/// 1.01 covers the denominator up to K ~ 10^5). A wrong element is off by whole terms, each
+/// about the magnitude over K: far above it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn f32_error_bound(k: usize) -> f64 {
+    1.01 * (k + 1) as f64 * f64::from(f32::EPSILON) / 2.0
+}
+
+/// The cost of a tiled GEMM `C = A B` with inputs of `input_bytes` each: A and B read once and
+/// C written once (the compulsory traffic), and, as re-reads, each of the `ceil(N / tile.n)`
+/// block columns reading all of A again and each of the `ceil(M / tile.m)` block rows all of B.
+/// The kernels load A and B element by element (or 16-byte chunk by chunk) and only inside the
+/// matrices, so these are exactly the bytes they request. An empty C launches no block: 0.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn tiled_cost(tile: Tile, input_bytes: u64, [m, n, k]: crate::registry::Dims) -> crate::registry::Cost {
+    if m == 0 || n == 0 {
+        return crate::registry::Cost {
+            bytes_read: 0,
+            bytes_written: 0,
+            flops: 0,
+            exps: 0,
+            rereads: 0,
+        };
+    }
+    let (m, n, k) = (m as u64, n as u64, k as u64);
+    let (blocks_m, blocks_n) = (m.div_ceil(u64::from(tile.m)), n.div_ceil(u64::from(tile.n)));
+    let (a, b) = (
+        m.saturating_mul(k).saturating_mul(input_bytes),
+        k.saturating_mul(n).saturating_mul(input_bytes),
+    );
+    let rereads = a
+        .saturating_mul(blocks_n - 1)
+        .saturating_add(b.saturating_mul(blocks_m - 1));
+    crate::registry::Cost {
+        bytes_read: a.saturating_add(b).saturating_add(rereads),
+        bytes_written: m.saturating_mul(n).saturating_mul(4),
+        flops: 2u64.saturating_mul(m).saturating_mul(n).saturating_mul(k),
+        exps: 0,
+        rereads,
+    }
+}
+
+/// Step 1's launch: blocks of 16 x 16 threads, one element of C each, x along N.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const fn naive_geometry(m: u32, n: u32) -> crate::registry::Geometry {
+    crate::registry::Geometry::grid_2d(
+        (n.div_ceil(NAIVE_BLOCK), m.div_ceil(NAIVE_BLOCK)),
+        (NAIVE_BLOCK, NAIVE_BLOCK),
+    )
+}
+
+/// Step 2's launch: a block of 32 x 32 threads per 32 x 32 tile of C, x along N.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const fn tiled_geometry(m: u32, n: u32) -> crate::registry::Geometry {
+    let (blocks_m, blocks_n) = TILED.blocks(m, n);
+    crate::registry::Geometry::grid_2d((blocks_n, blocks_m), (TILED.n, TILED.m))
+}
+
+/// Step 3's launch: a block of 256 threads per 128 x 128 tile of C, x along N.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const fn register_blocked_geometry(m: u32, n: u32) -> crate::registry::Geometry {
+    let (blocks_m, blocks_n) = REGISTER_BLOCKED.blocks(m, n);
+    crate::registry::Geometry::grid_2d((blocks_n, blocks_m), (REGISTER_BLOCKED_THREADS, 1))
+}
+
+/// An f32 step's [`Spec::launch`](crate::registry::Spec::launch): its kernel on A, B and C at
+/// `m x n x k`, on the grid of `$geometry`, adding to C where the launch accumulates.
+#[cfg(not(target_arch = "nvptx64"))]
+macro_rules! f32_launch {
+    ($kernel:ident, $geometry:ident) => {
+        |launcher, buffers, [m, n, k]| {
+            let (a, b) = (buffers.input::<f32>(0)?, buffers.input::<f32>(1)?);
+            let c = buffers.output::<f32>()?;
+            let (m, n, k) = (m as u32, n as u32, k as u32);
+            let accumulate = u32::from(buffers.accumulate);
+            crate::launch_registered!(
+                launcher,
+                $geometry(m, n),
+                $kernel(a, b, c, m, n, k, accumulate)
+            )
+        }
+    };
+}
+
+/// The spec every f32 step shares: `C = A B` on row-major f32 matrices, A `m x k`, B `k x n`;
+/// the steps differ in their kernel, their launch and the tile whose strips they read once.
+#[cfg(not(target_arch = "nvptx64"))]
+const fn f32_spec(
+    name: &'static str,
+    what: &'static str,
+    launch: crate::registry::LaunchFn,
+    cost: fn(crate::registry::Dims) -> crate::registry::Cost,
+    threads: u32,
+) -> crate::registry::Spec {
+    use crate::registry::*;
+    Spec {
+        name,
+        what,
+        dims: &["m", "n", "k"],
+        shapes: Shapes {
+            run: RUN,
+            // Past the register-blocked kernel's 128 x 128 tile in M and N, and past the tiled
+            // kernel's 32-deep K step, one draw in a few; at most 200 x 200 x 48 keeps the three
+            // steps' draws to a fraction of a second each on the emulator.
+            test_max: [200, 200, 48],
+            // The f64 reference of a whole 4096^3 product takes minutes on a CPU.
+            gpu_rows_checked: Some(16),
+        },
+        inputs: |[m, n, k]| std::vec![Buffer::f32(m * k), Buffer::f32(k * n)],
+        input_range: (-1.0, 1.0),
+        values_steer: false,
+        output: |[m, n, _]| Buffer::f32(m * n),
+        rows: |[m, ..]| m,
+        workspaces: |_| std::vec![],
+        launch,
+        // From the definition, in f64, with each element's magnitude `sum_k |a_ik b_kj|`, which
+        // the tolerance multiplies.
+        reference: |inputs, [_, n, k], rows| {
+            let b_t = transposed(inputs[1], (n, k));
+            let (values, magnitudes) = rows
+                .iter()
+                .flat_map(|&i| reference_row(inputs[0], &b_t, None, (n, k), i))
+                .map(|e| (e.value, e.magnitude))
+                .unzip();
+            Expected {
+                values,
+                magnitudes: Some(magnitudes),
+            }
+        },
+        // In units of the magnitude: [`f32_error_bound`], a rounding-error bound of K fused
+        // multiply-adds in f32 (one rounding more than an overwrite makes: an accumulation's).
+        tolerance: |[_, _, k]| f32_error_bound(k),
+        cost,
+        accumulates: true,
+        occupancy: Occupancy {
+            threads,
+            dynamic_shared: 0,
+            in_flight_per_thread: None,
+        },
+        baseline: Some(Baseline {
+            op: "matmul",
+            dims: &["m", "n", "k"],
+        }),
+    }
+}
+
+/// Step 1 (docs/gemm.md).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const GEMM_NAIVE_F32: crate::registry::Spec = f32_spec(
+    "gemm_naive_f32",
+    "C = A B in f32, one thread per element of C",
+    f32_launch!(gemm_naive_f32, naive_geometry),
+    |dims| tiled_cost(NAIVE_REUSE, 4, dims),
+    NAIVE_BLOCK * NAIVE_BLOCK,
+);
+
+/// Step 2.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const GEMM_TILED_F32: crate::registry::Spec = f32_spec(
+    "gemm_tiled_f32",
+    "C = A B in f32 through 32 x 32 shared-memory tiles",
+    f32_launch!(gemm_tiled_f32, tiled_geometry),
+    |dims| tiled_cost(TILED, 4, dims),
+    TILED.m * TILED.n,
+);
+
+/// Step 3.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const GEMM_REGISTER_BLOCKED_F32: crate::registry::Spec = f32_spec(
+    "gemm_register_blocked_f32",
+    "C = A B in f32, 128 x 128 block tiles, 8 x 8 per thread in registers",
+    f32_launch!(gemm_register_blocked_f32, register_blocked_geometry),
+    |dims| tiled_cost(REGISTER_BLOCKED, 4, dims),
+    REGISTER_BLOCKED_THREADS,
+);
