@@ -18,9 +18,9 @@
 //! than the declared one. A spec's launch may launch several kernels in order, and its cost
 //! states the exponentials the roofline's third roof times. Registered: the scaffold's four
 //! templates (`cargo xtask new`), `vector_add_f32`, `vector_add_f16`, `copy_strided`, the three
-//! transposes and the six softmaxes (f32 and bf16). The project's other kernels (the GEMMs, the
-//! tensor-core and attention kernels, decode) are declared by hand in `xtask/src/cases.rs` and its
-//! neighbours.
+//! transposes, the six softmaxes (f32 and bf16) and GEMM steps 1 to 3 (f32). The project's other
+//! kernels (GEMM steps 4 and 5, the attention kernels, decode) are declared by hand in
+//! `xtask/src/cases.rs` and its neighbours.
 
 /// Declares the registered kernels, one line per kernel or per file:
 ///

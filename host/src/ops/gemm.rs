@@ -2,8 +2,10 @@
 //! and f16).
 //!
 //! Every matrix is **row-major**: A is M x K, B is K x N, C is M x N, element (i, j) of an R x C
-//! matrix at `i * C + j`. Each function validates the buffers against the shape, computes the
-//! grid from the kernel crate's tile constants, and launches. [`GemmKernel::cost`] is the cost
+//! matrix at `i * C + j`. Each function validates the buffers against the shape and launches:
+//! steps 1 to 3 through their registered specs (`kernels::gemm::GEMM_NAIVE_F32`, ...,
+//! docs/registry.md), whose launch is the kernel's only one, steps 4 and 5 with the grid from the
+//! kernel crate's tile constants. [`GemmKernel::cost`] is the cost
 //! model of each, with the re-reads its tiling causes stated as a term of their own.
 
 use half::{bf16, f16};
@@ -374,23 +376,11 @@ impl GemmKernel {
 }
 
 /// Defines the host function of one GEMM kernel: validate the buffers against the shape, then
-/// launch: steps 1 to 3 (f32) through their registered spec ([`registered`]), step 4 with the
-/// grid of [`GemmKernel::launch_config`]. One definition, so that the five cannot drift apart.
+/// launch, as its last word says: `registered`, steps 1 to 3 (f32) through their registered spec
+/// ([`registered`]); `launch`, step 4 with the grid of [`GemmKernel::launch_config`]. One
+/// definition, so that the five cannot drift apart.
 macro_rules! gemm_op {
-    ($(#[$doc:meta])* $name:ident, $variant:ident, f32) => {
-        $(#[$doc])*
-        pub fn $name(
-            rt: &Runtime,
-            a: &DeviceBuffer<f32>,
-            b: &DeviceBuffer<f32>,
-            c: &mut DeviceBuffer<f32>,
-            shape: GemmShape,
-            epilogue: Epilogue,
-        ) -> Result<Launched> {
-            registered(rt, GemmKernel::$variant, (a, b, c), shape, epilogue)
-        }
-    };
-    ($(#[$doc:meta])* $name:ident, $variant:ident, $input:ty) => {
+    ($(#[$doc:meta])* $name:ident, $variant:ident, $input:ty, $how:ident) => {
         $(#[$doc])*
         pub fn $name(
             rt: &Runtime,
@@ -400,14 +390,19 @@ macro_rules! gemm_op {
             shape: GemmShape,
             epilogue: Epilogue,
         ) -> Result<Launched> {
-            let kernel = GemmKernel::$variant;
-            let Some((cfg, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
-                return Ok(None);
-            };
-            let (a, b, c, accumulate) = (a.ptr(), b.ptr(), c.ptr(), epilogue.flag());
-            launch!(rt, cfg, gemm::$name(a, b, c, m, n, k, accumulate))
+            gemm_op!(@$how $name, GemmKernel::$variant, (rt, a, b, c, shape, epilogue))
         }
     };
+    (@registered $name:ident, $kernel:expr, ($rt:ident, $a:ident, $b:ident, $c:ident, $shape:ident, $epilogue:ident)) => {
+        registered($rt, $kernel, ($a, $b, $c), $shape, $epilogue)
+    };
+    (@launch $name:ident, $kernel:expr, ($rt:ident, $a:ident, $b:ident, $c:ident, $shape:ident, $epilogue:ident)) => {{
+        let Some((cfg, m, n, k)) = $kernel.validate($shape, ($a.len(), $b.len(), $c.len()))? else {
+            return Ok(None);
+        };
+        let (a, b, c, accumulate) = ($a.ptr(), $b.ptr(), $c.ptr(), $epilogue.flag());
+        launch!($rt, cfg, gemm::$name(a, b, c, m, n, k, accumulate))
+    }};
 }
 
 /// Steps 1 to 3: validate, then launch the kernel's registered spec on the buffers, its launch the
@@ -430,24 +425,24 @@ fn registered(
 
 gemm_op!(
     /// Step 1, `C = A B (+ C)` in f32 with one thread per element of C.
-    gemm_naive_f32, Naive, f32
+    gemm_naive_f32, Naive, f32, registered
 );
 gemm_op!(
     /// Step 2, `C = A B (+ C)` in f32 with 32 x 32 tiles in shared memory.
-    gemm_tiled_f32, Tiled, f32
+    gemm_tiled_f32, Tiled, f32, registered
 );
 gemm_op!(
     /// Step 3, `C = A B (+ C)` in f32 with 128 x 128 block tiles and 8 x 8 register tiles.
-    gemm_register_blocked_f32, RegisterBlocked, f32
+    gemm_register_blocked_f32, RegisterBlocked, f32, registered
 );
 gemm_op!(
     /// Step 4, `C = A B (+ C)` on the tensor cores: A and B bf16, C f32. K and N must be
     /// multiples of 8 (the error says so otherwise); M is free.
-    gemm_tensor_core_bf16, TensorCoreBf16, bf16
+    gemm_tensor_core_bf16, TensorCoreBf16, bf16, launch
 );
 gemm_op!(
     /// Step 4 with f16 inputs.
-    gemm_tensor_core_f16, TensorCoreF16, f16
+    gemm_tensor_core_f16, TensorCoreF16, f16, launch
 );
 
 /// Step 5, `C = A B (+ C)` with TMA and wgmma on Hopper: A and B bf16, C f32. K and N must be
