@@ -170,6 +170,7 @@ const fn vector_add_spec<T: crate::registry::Element>(
                 flops: n as u64,
                 exps: 0,
                 rereads: 0,
+                resident_rereads: 0,
             }
         },
         // a[i] and b[i] are both loaded before the add.

@@ -26,8 +26,6 @@ extern crate std;
 pub mod attention;
 pub mod cuda;
 #[cfg(not(kernels_exercises))]
-pub mod decode;
-#[cfg(not(kernels_exercises))]
 pub mod hierarchy;
 #[cfg(not(kernels_exercises))]
 pub mod histogram;
@@ -42,6 +40,7 @@ registry! {
     elementwise::{VECTOR_ADD_F32, VECTOR_ADD_F16},
     transpose::{COPY_STRIDED, TRANSPOSE_NAIVE, TRANSPOSE_SHARED, TRANSPOSE_PADDED},
     gemm::{GEMM_NAIVE_F32, GEMM_TILED_F32, GEMM_REGISTER_BLOCKED_F32},
+    decode::{GEMV_BF16},
     softmax::{
         SOFTMAX_NAIVE_F32,
         SOFTMAX_ONLINE_F32,

@@ -157,12 +157,24 @@ mod host_side {
         /// measurement is read against the bytes without them, the compulsory traffic. 0 for a
         /// kernel that reads each byte once.
         pub rereads: u64,
+        /// Of `bytes_read`, the re-reads of a buffer small enough that a GPU's L2 keeps it for
+        /// the whole launch (the GEMV's X, at most 448 KiB, read by every block): the emulator
+        /// counts them; a modelled row and a GPU's measurement take the buffer from HBM once.
+        /// 0 for most.
+        pub resident_rereads: u64,
     }
 
     impl Cost {
-        /// The bytes read without the re-reads: A and B once, for a GEMM.
+        /// The bytes read without the re-reads: A and B once, for a GEMM; W and X once, for
+        /// the GEMV.
         pub const fn compulsory_read(&self) -> u64 {
-            self.bytes_read - self.rereads
+            self.bytes_read - self.rereads - self.resident_rereads
+        }
+
+        /// The bytes a modelled row reads: every byte requested but the re-reads of a buffer L2
+        /// keeps ([`Cost::resident_rereads`]).
+        pub const fn modelled_read(&self) -> u64 {
+            self.bytes_read - self.resident_rereads
         }
     }
 
@@ -394,7 +406,9 @@ mod host_side {
         /// Each element's magnitude, which [`Spec::tolerance`] is a multiple of: the size a
         /// floating-point sum's rounding errors scale with (a GEMM's `sum_k |a_ik b_kj|`, not
         /// the sum, which cancellation may make small). `None`: 1 for every element, the
-        /// tolerance an absolute bound.
+        /// tolerance an absolute bound. A spec whose bound is no single multiple of one size
+        /// states each element's bound here, with a tolerance of 1 (the GEMV's: its sum's
+        /// error scales with the magnitude, its bf16 rounding with the value).
         pub magnitudes: Option<Vec<f64>>,
     }
 

@@ -75,6 +75,7 @@ pub const SPEC: crate::registry::Spec = {
             flops: 2 * n as u64,
             exps: 0,
             rereads: 0,
+            resident_rereads: 0,
         },
         // One 4-byte load in flight per thread before it waits.
         accumulates: false,

@@ -100,6 +100,7 @@ pub const SPEC: crate::registry::Spec = {
             flops: (THREADS as u64 - 1) * blocks(n) as u64,
             exps: 0,
             rereads: 0,
+            resident_rereads: 0,
         },
         accumulates: false,
         occupancy: Occupancy {

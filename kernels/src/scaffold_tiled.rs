@@ -83,6 +83,7 @@ pub const SPEC: crate::registry::Spec = {
             flops: 0,
             exps: 0,
             rereads: 0,
+            resident_rereads: 0,
         },
         accumulates: false,
         occupancy: Occupancy {

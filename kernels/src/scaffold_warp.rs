@@ -91,6 +91,7 @@ pub const SPEC: crate::registry::Spec = {
             flops: (WARP_SIZE as u64 - 1) * warps(n) as u64,
             exps: 0,
             rereads: 0,
+            resident_rereads: 0,
         },
         accumulates: false,
         occupancy: Occupancy {

@@ -804,6 +804,7 @@ fn sweeps_cost<T: crate::registry::Element>(
         flops: 0,
         exps: 0,
         rereads: 0,
+        resident_rereads: 0,
     };
     for s in sweeps {
         cost.bytes_read += elem * s.matrix.0 * n + 4 * s.stats.0 * rows;

@@ -151,6 +151,7 @@ const fn transpose_spec(
             flops: 0,
             exps: 0,
             rereads: 0,
+            resident_rereads: 0,
         },
         accumulates: false,
         occupancy: Occupancy {
@@ -261,6 +262,7 @@ pub const COPY_STRIDED: crate::registry::Spec = {
             flops: 0,
             exps: 0,
             rereads: 0,
+            resident_rereads: 0,
         },
         // One 4-byte load in flight per thread before it waits.
         accumulates: false,

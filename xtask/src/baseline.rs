@@ -46,8 +46,6 @@ const MAPPING: &[Entry] = &[
     // Steps 4 and 5; steps 1 to 3 are registered, their specs' baseline `matmul` too.
     entry("gemm_tensor_core", "matmul", &["m", "n", "k"], None),
     entry("gemm_wgmma", "matmul", &["m", "n", "k"], None),
-    // `M=1: 4096 -> 14336 bf16`: M rows of K inputs to N outputs, X W^T (`F.linear`).
-    entry("gemv", "linear", &["m", "k", "n"], None),
     // `1x32q/8kv ctx [131072] (pages of 16)`: one query token per head, GQA (`sdpa_decode`).
     entry(
         "decode_attention_paged",

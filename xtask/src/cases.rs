@@ -406,7 +406,7 @@ fn from_spec<'a>(
         cost,
         gpu: (
             registry::describe_modelled(spec, gpu),
-            registry::cost(spec, gpu),
+            registry::modelled_cost(spec, gpu),
         ),
         launch: Box::new({
             let buffers = buffers.clone();
@@ -878,9 +878,9 @@ fn attention_tolerance(shape: &AttentionShape, scale: f32, half_u: f64) -> f64 {
 /// keys.
 fn decode_cases() -> Vec<CaseSpec> {
     vec![
-        case("gemv_bf16", |rt, s| gemv_case(rt, s, 1, (4096, 14336))),
-        case("gemv_bf16", |rt, s| gemv_case(rt, s, 1, (14336, 4096))),
-        case("gemv_bf16", |rt, s| gemv_case(rt, s, 16, (4096, 14336))),
+        registered_at(&kernels::decode::GEMV_BF16, 0),
+        registered_at(&kernels::decode::GEMV_BF16, 1),
+        registered_at(&kernels::decode::GEMV_BF16, 2),
         case("decode_attention_bf16", |rt, s| {
             DecodeCase::contiguous(rt, s, 4096).build()
         }),
@@ -894,72 +894,6 @@ fn decode_cases() -> Vec<CaseSpec> {
             DecodeCase::contiguous(rt, s, 131072).paged(16).build()
         }),
     ]
-}
-
-/// `Y = X W^T`, `m` rows of X, W `n x k` (`(k, n)` at GPU scale). On the emulator: K = 1000 and
-/// N = 301 (not a multiple of the block's 4 rows). The cost checked against the emulator's counts
-/// is every byte requested (X once per block); the modelled figure at the GPU shape uses the
-/// compulsory bytes (W and X once), since X (8 KiB at batch 1) stays in L2 for every block.
-fn gemv_case(
-    rt: &Runtime,
-    scale: Scale,
-    m: usize,
-    (gk, gn): (usize, usize),
-) -> host::Result<Case<'_>> {
-    use host::ops::decode;
-    let (k, n) = match scale {
-        Scale::Gpu => (gk, gn),
-        Scale::Emulator => (1000, 301),
-    };
-    let shape = GemmShape::new(m, n, k);
-    let cost = match scale {
-        Scale::Gpu => decode::gemv_cost(shape).compulsory,
-        Scale::Emulator => decode::gemv_cost(shape).requested(),
-    };
-    let gpu = (
-        format!("M={m}: {gk} -> {gn} bf16"),
-        decode::gemv_cost(GemmShape::new(m, gn, gk)).compulsory,
-    );
-    let (w, x) = (
-        uniform_as(n * k, 21, bf16::from_f32),
-        uniform_as(m * k, 22, bf16::from_f32),
-    );
-    // The reference for the first row of X (at the GPU shape, 14336 dot products of 4096).
-    let widen = |v: &[bf16]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
-    let want = reference_of(|| reference::gemv(&widen(&x[..k]), &widen(&w), (1, n, k)));
-    let (wd, xd) = (rt.upload(&w)?, rt.upload(&x)?);
-    let y = Rc::new(RefCell::new(rt.alloc::<bf16>(m * n)?));
-    Ok(Case {
-        kernel: "gemv_bf16",
-        shape: format!("M={m}: {k} -> {n} bf16"),
-        cost,
-        gpu,
-        launch: Box::new({
-            let y = y.clone();
-            move |rt| decode::gemv(rt, &wd, &xd, &mut y.borrow_mut(), shape)
-        }),
-        check: Box::new(move |rt| {
-            let got = widen(&rt.download(&y.borrow()).map_err(|e| e.to_string())?[..n]);
-            // The bound of tests/tests/decode.rs: f32 accumulation, then one bf16 rounding.
-            let gamma = 1.01 * (k + 13) as f64 * f64::from(f32::EPSILON) / 2.0;
-            let worst = got
-                .iter()
-                .zip(&want)
-                .map(|(&g, e)| {
-                    let bound = gamma * e.magnitude + (e.value.abs() + gamma * e.magnitude) / 256.0;
-                    (f64::from(g) - e.value).abs() / bound
-                })
-                .fold(0.0f64, |m, r| if r.is_nan() { f64::NAN } else { m.max(r) });
-            if worst <= 1.0 {
-                Ok(format!(
-                    "row 0: within {:.0}% of the rounding bound",
-                    100.0 * worst
-                ))
-            } else {
-                Err(format!("row 0: {worst:.2} x the rounding bound"))
-            }
-        }),
-    })
 }
 
 /// A decode-attention case: the context at GPU scale, and the page size for a paged cache.

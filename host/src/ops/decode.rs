@@ -19,7 +19,7 @@ use kernels::decode::attention::{
     BLOCK_KEYS_PER_STEP, FLOPS_PER_KEY, GROUP_TILES, HEAD_DIM, MAX_GROUP, MAX_SPLITS, MERGE_FLOPS,
     MERGE_THREADS, THREADS as SPLIT_THREADS,
 };
-use kernels::decode::gemv::{M_TILES, MAX_M, ROWS_PER_BLOCK, THREADS as GEMV_THREADS};
+use kernels::decode::gemv::{GEMV_BF16, MAX_M};
 
 use super::attention::Traffic;
 use super::gemm::{GemmCost, GemmShape};
@@ -71,53 +71,38 @@ pub fn gemv(
     if m == 0 || n == 0 {
         return Ok(None);
     }
-    let (m, n, k) = (m as u32, n as u32, k as u32);
-    let cfg = LaunchConfig::linear(n.div_ceil(ROWS_PER_BLOCK as u32), GEMV_THREADS);
-    let (w, x, y) = (w.ptr(), x.ptr(), y.ptr());
-    // The smallest row tile that holds M (its accumulators are sized at compile time).
-    let tile = M_TILES.into_iter().find(|&t| m <= t).expect("m <= MAX_M");
-    match tile {
-        1 => launch!(rt, cfg, decode::gemv_bf16_m1(w, x, y, m, n, k)),
-        2 => launch!(rt, cfg, decode::gemv_bf16_m2(w, x, y, m, n, k)),
-        4 => launch!(rt, cfg, decode::gemv_bf16_m4(w, x, y, m, n, k)),
-        8 => launch!(rt, cfg, decode::gemv_bf16_m8(w, x, y, m, n, k)),
-        _ => launch!(rt, cfg, decode::gemv_bf16_m16(w, x, y, m, n, k)),
-    }
+    // The registered kernel's launch (`kernels::decode::gemv::GEMV_BF16`): the smallest row tile
+    // that holds M. K = 0 launches too: every output is an empty sum, 0.
+    crate::registry::launch_on(rt, &GEMV_BF16, &[w, x], y, &[], [m, k, n], false)
 }
 
-/// The GEMV's cost model: W read exactly once, X once, Y written once, `2 m n k` FLOPs on CUDA
-/// cores (compulsory); every block but one reads X again (re-reads, from L2 on a GPU: X is at
-/// most a few hundred KiB).
+/// The GEMV's cost model, its registered spec's (`kernels::decode::gemv::GEMV_BF16`): W read
+/// exactly once, X once, Y written once, `2 m n k` FLOPs on CUDA cores (compulsory); every
+/// block but one reads X again (re-reads, from L2 on a GPU: X is at most a few hundred KiB). An
+/// empty Y launches nothing: 0.
 pub fn gemv_cost(shape: GemmShape) -> GemmCost {
     let GemmShape { m, n, k } = shape;
-    let (m, n, k) = (m as u64, n as u64, k as u64);
-    let blocks = if m == 0 {
-        0
+    let c = if m == 0 || n == 0 {
+        kernels::registry::Cost {
+            bytes_read: 0,
+            bytes_written: 0,
+            flops: 0,
+            exps: 0,
+            rereads: 0,
+            resident_rereads: 0,
+        }
     } else {
-        n.div_ceil(ROWS_PER_BLOCK as u64)
+        (GEMV_BF16.cost)([m, k, n])
     };
-    let x = product(&[m, k, BF16]);
     GemmCost {
         compulsory: Cost {
-            bytes_read: if blocks == 0 {
-                0
-            } else {
-                sum(&[product(&[n, k, BF16]), x])
-            },
-            bytes_written: if blocks == 0 {
-                0
-            } else {
-                product(&[m, n, BF16])
-            },
-            flops: if blocks == 0 {
-                0
-            } else {
-                product(&[2, m, n, k])
-            },
+            bytes_read: c.compulsory_read(),
+            bytes_written: c.bytes_written,
+            flops: c.flops,
             exps: 0,
             unit: ComputeUnit::CudaCoreF32,
         },
-        reread_bytes: product(&[blocks.saturating_sub(1), x]),
+        reread_bytes: c.resident_rereads,
     }
 }
 

@@ -263,6 +263,125 @@ gemv_kernels!(
     gemv_bf16_m16 = 16
 );
 
+// What the rest of the project needs (docs/registry.md); the GPU build never sees it.
+
+/// The bound on each element of `Y`, which the registry's check takes with a tolerance of 1:
+/// the f32 sum's error, at most `K + 13` roundings (per lane, five shuffles, eight warps) of
+/// `2^-24` times the magnitude `sum_k |x_k w_k|` (the factor 1.01 covers `gamma`'s
+/// denominator), then one rounding of the result to bf16, at most `2^-8` of it. A wrong
+/// element is off by whole terms.
+#[cfg(not(target_arch = "nvptx64"))]
+fn bound(k: usize, value: f64, magnitude: f64) -> f64 {
+    let gamma = 1.01 * (k + 13) as f64 * f64::from(f32::EPSILON) / 2.0;
+    gamma * magnitude + (value.abs() + gamma * magnitude) / 256.0
+}
+
+/// `Y = X W^T` at `[m, k, n]`: the smallest row tile that holds `m` (its accumulators are sized
+/// at compile time), on `ceil(n / ROWS_PER_BLOCK)` blocks.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const GEMV_BF16: crate::registry::Spec = {
+    use crate::launch_registered;
+    use crate::registry::*;
+    Spec {
+        name: "gemv_bf16",
+        what: "Y = X W^T in bf16 (f32 accumulation) for M <= 16 rows of X: W streamed once",
+        dims: &["m", "k", "n"],
+        shapes: Shapes {
+            // Llama-3-8B's MLP projections at batch 1, up (4096 -> 14336) and down, and the up
+            // projection at batch 16, where X's re-reads from L2 and the registers per thread
+            // (one block an SM) start to tell (docs/decode.md). On the emulator, N not a
+            // multiple of the block's 4 rows.
+            run: &[
+                RunShape {
+                    gpu: [1, 4096, 14336],
+                    emulator: [1, 1000, 301],
+                },
+                RunShape {
+                    gpu: [1, 14336, 4096],
+                    emulator: [1, 1000, 301],
+                },
+                RunShape {
+                    gpu: [16, 4096, 14336],
+                    emulator: [16, 1000, 301],
+                },
+            ],
+            // Every row tile, K of both paths (a multiple of 8 one draw in eight), N past a
+            // block's rows.
+            test_max: [MAX_M as usize, 300, 40],
+            // The reference of row 0 of X, as the GPU row always checked: the first and the
+            // last at batch 16.
+            gpu_rows_checked: Some(2),
+        },
+        inputs: |[m, k, n]| std::vec![Buffer::bf16(n * k), Buffer::bf16(m * k)],
+        input_range: (-1.0, 1.0),
+        values_steer: false,
+        output: |[m, _, n]| Buffer::bf16(m * n),
+        rows: |[m, ..]| m,
+        workspaces: |_| std::vec![],
+        launch: |launcher, buffers, [m, k, n]| {
+            let (w, x) = (buffers.input::<Bf16>(0)?, buffers.input::<Bf16>(1)?);
+            let y = buffers.output::<Bf16>()?;
+            let (m, n, k) = (m as u32, n as u32, k as u32);
+            let geometry =
+                Geometry::grid_2d((n.div_ceil(ROWS_PER_BLOCK as u32), 1), (THREADS, 1));
+            match M_TILES.into_iter().find(|&t| m <= t) {
+                Some(1) => launch_registered!(launcher, geometry, gemv_bf16_m1(w, x, y, m, n, k)),
+                Some(2) => launch_registered!(launcher, geometry, gemv_bf16_m2(w, x, y, m, n, k)),
+                Some(4) => launch_registered!(launcher, geometry, gemv_bf16_m4(w, x, y, m, n, k)),
+                Some(8) => launch_registered!(launcher, geometry, gemv_bf16_m8(w, x, y, m, n, k)),
+                Some(_) => launch_registered!(launcher, geometry, gemv_bf16_m16(w, x, y, m, n, k)),
+                None => Err(std::format!(
+                    "gemv_bf16: M = {m} rows of X; the GEMV takes at most {MAX_M} (a batch that large is a GEMM)"
+                )
+                .into()),
+            }
+        },
+        // Row i of Y from row i of X and every row of W (`W` is `B` transposed), in f64, each
+        // element with its bound ([`bound`]).
+        reference: |inputs, [_, k, n], rows| {
+            let (w, x) = (inputs[0], inputs[1]);
+            let (values, bounds) = rows
+                .iter()
+                .flat_map(|&i| crate::gemm::reference_row(x, w, None, (n, k), i))
+                .map(|e| (e.value, bound(k, e.value, e.magnitude)))
+                .unzip();
+            Expected {
+                values,
+                magnitudes: Some(bounds),
+            }
+        },
+        // Each element's bound is stated with it.
+        tolerance: |_| 1.0,
+        // W once and X once per block: every block reads all of X (from L2 on a GPU, where it
+        // stays: at most 448 KiB) and Y is written once. 2 FLOPs per weight and row of X.
+        cost: |[m, k, n]| {
+            let (m, k, n) = (m as u64, k as u64, n as u64);
+            let blocks = n.div_ceil(ROWS_PER_BLOCK as u64);
+            let x = 2 * m * k;
+            let resident_rereads = x * blocks.saturating_sub(1);
+            Cost {
+                bytes_read: 2 * n * k + x + resident_rereads,
+                bytes_written: 2 * m * n,
+                flops: u64::from(FMA_FLOPS) * m * n * k,
+                exps: 0,
+                rereads: 0,
+                resident_rereads,
+            }
+        },
+        accumulates: false,
+        // ROWS_PER_BLOCK 16-byte loads of W issued before any is used.
+        occupancy: Occupancy {
+            threads: THREADS,
+            dynamic_shared: 0,
+            in_flight_per_thread: Some(ROWS_PER_BLOCK as u32 * 16),
+        },
+        baseline: Some(Baseline {
+            op: "linear",
+            dims: &["m", "k", "n"],
+        }),
+    }
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

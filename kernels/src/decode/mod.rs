@@ -20,6 +20,10 @@
 pub mod attention;
 pub mod gemv;
 
+/// The registered decode kernels' specs (`kernels/src/lib.rs`'s `registry!` names them here).
+#[cfg(not(target_arch = "nvptx64"))]
+pub use gemv::GEMV_BF16;
+
 pub use attention::{
     decode_attention_merge_bf16, decode_attention_paged_bf16_g1, decode_attention_paged_bf16_g2,
     decode_attention_paged_bf16_g4, decode_attention_paged_bf16_g8, decode_attention_split_bf16_g1,

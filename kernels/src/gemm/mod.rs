@@ -431,6 +431,7 @@ pub fn tiled_cost(tile: Tile, input_bytes: u64, [m, n, k]: crate::registry::Dims
             flops: 0,
             exps: 0,
             rereads: 0,
+            resident_rereads: 0,
         };
     }
     let (m, n, k) = (m as u64, n as u64, k as u64);
@@ -448,6 +449,7 @@ pub fn tiled_cost(tile: Tile, input_bytes: u64, [m, n, k]: crate::registry::Dims
         flops: 2u64.saturating_mul(m).saturating_mul(n).saturating_mul(k),
         exps: 0,
         rereads,
+        resident_rereads: 0,
     }
 }
 
