@@ -53,6 +53,7 @@ pub const SPEC: crate::registry::Spec = {
                 emulator: [200, 300, 1],
             }],
             test_max: [100, 100, 1],
+            multiple: [1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
@@ -84,6 +85,7 @@ pub const SPEC: crate::registry::Spec = {
             exps: 0,
             rereads: 0,
         },
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: TILE * TILE,

@@ -59,6 +59,7 @@ pub const SPEC: crate::registry::Spec = {
                 emulator: [(1 << 18) + 7, 1, 1],
             }],
             test_max: [5000, 1, 1],
+            multiple: [1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],
@@ -92,6 +93,7 @@ pub const SPEC: crate::registry::Spec = {
             exps: 0,
             rereads: 0,
         },
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: THREADS,
