@@ -8,7 +8,7 @@ use std::cell::RefCell;
 
 use half::{bf16, f16};
 use kernels::registry::Untyped;
-pub use kernels::registry::{Baseline, Buffer, Cost as SpecCost, Dims, Elem, Geometry, Spec};
+pub use kernels::registry::{Baseline, Buffer, Cost as SpecCost, Dims, Elem, Geometry, Spec, Unit};
 
 use crate::buffer::DeviceBuffer;
 use crate::cost::{ComputeUnit, Cost};
@@ -26,7 +26,7 @@ pub fn find(name: &str) -> Option<&'static Spec> {
     all().iter().copied().find(|s| s.name == name)
 }
 
-/// The spec's cost model at `dims`, as the roofline reads it (f32 on the CUDA cores): every
+/// The spec's cost model at `dims`, as the roofline reads it (on the spec's compute unit): every
 /// byte the kernel requests, its re-reads included, which is what the emulator counts and what
 /// a modelled row (with no L2) reads.
 pub fn cost(spec: &Spec, dims: Dims) -> Cost {
@@ -36,7 +36,10 @@ pub fn cost(spec: &Spec, dims: Dims) -> Cost {
         bytes_written: c.bytes_written,
         flops: c.flops,
         exps: c.exps,
-        unit: ComputeUnit::CudaCoreF32,
+        unit: match spec.unit {
+            Unit::CudaCoreF32 => ComputeUnit::CudaCoreF32,
+            Unit::TensorCore16 => ComputeUnit::TensorCore16,
+        },
     }
 }
 
@@ -208,15 +211,21 @@ pub struct Uploaded {
 
 /// Uploads `inputs` (as [`inputs`] makes them, each converted to its buffer's element type) and
 /// allocates the output and the workspaces, after checking that `dims` are what the spec
-/// launches: each at least 1 and at most `u32::MAX`, and the inputs the lengths the spec asks
-/// for.
+/// launches: each at least 1 and at most `u32::MAX`, a multiple of the spec's `multiple`, and
+/// the inputs the lengths the spec asks for.
 pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Result<Uploaded> {
-    for (name, &d) in spec.dims.iter().zip(&dims) {
+    for ((name, &d), &multiple) in spec.dims.iter().zip(&dims).zip(&spec.shapes.multiple) {
         if d == 0 || u32::try_from(d).is_err() {
             return Err(Error::Shape(format!(
                 "{}: {name} = {d}; a registered kernel's dimensions are 1 to {}",
                 spec.name,
                 u32::MAX
+            )));
+        }
+        if !d.is_multiple_of(multiple) {
+            return Err(Error::Shape(format!(
+                "{}: {name} = {d}, the spec takes multiples of {multiple}",
+                spec.name
             )));
         }
     }
@@ -264,11 +273,11 @@ pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched>
 /// element type is not the spec's. The spec's launch is the kernel's launch, or its kernels' in
 /// order: the op writes none of its own. `accumulate`: add to the output's contents
 /// (`C = A B + C`), which only a spec that `accumulates` does; the others refuse it.
-pub fn launch_on<T: SpecElement>(
+pub fn launch_on<I: SpecElement, O: SpecElement>(
     rt: &Runtime,
     spec: &Spec,
-    inputs: &[&DeviceBuffer<T>],
-    output: &DeviceBuffer<T>,
+    inputs: &[&DeviceBuffer<I>],
+    output: &DeviceBuffer<O>,
     workspaces: &[&DeviceBuffer<f32>],
     dims: Dims,
     accumulate: bool,
@@ -493,7 +502,7 @@ mod tests {
         assert_eq!(names.len(), before, "two registered kernels share a name");
         let rt = Runtime::emulator();
         for spec in all() {
-            let dims = [1, 1, 1];
+            let dims = spec.shapes.multiple;
             let up = upload(&rt, spec, dims, &inputs(spec, dims, 1)).unwrap();
             let ptrs: Vec<_> = up.inputs.iter().map(TypedBuffer::untyped).collect();
             let scratch: Vec<_> = up.workspaces.iter().map(DeviceBuffer::ptr).collect();
@@ -600,6 +609,17 @@ mod tests {
         let spec = find("scaffold_tiled").unwrap();
         let err = upload(&rt, spec, [0, 5, 1], &[vec![]]).err().unwrap();
         assert!(err.to_string().contains("rows = 0"), "{err}");
+        // Every dimension of a spec is a multiple of its `multiple`, which the test draws.
+        for spec in all() {
+            let m = spec.shapes.multiple;
+            for dims in spec.shapes.every() {
+                assert!(
+                    (0..3).all(|i| dims[i] % m[i] == 0),
+                    "{}: {dims:?}",
+                    spec.name
+                );
+            }
+        }
         let err = upload(&rt, spec, [2, 2, 1], &[vec![0.0; 3]]).err().unwrap();
         assert!(err.to_string().contains("[3]"), "{err}");
     }

@@ -151,6 +151,7 @@ const fn vector_add_spec<T: crate::registry::Element>(
         shapes: Shapes {
             run,
             test_max: [5000, 1, 1],
+            multiple: [1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::of::<T>(n); 2],
@@ -174,6 +175,7 @@ const fn vector_add_spec<T: crate::registry::Element>(
             }
         },
         // a[i] and b[i] are both loaded before the add.
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: BLOCK_SIZE,

@@ -39,7 +39,13 @@ pub mod registry;
 registry! {
     elementwise::{VECTOR_ADD_F32, VECTOR_ADD_F16},
     transpose::{COPY_STRIDED, TRANSPOSE_NAIVE, TRANSPOSE_SHARED, TRANSPOSE_PADDED},
-    gemm::{GEMM_NAIVE_F32, GEMM_TILED_F32, GEMM_REGISTER_BLOCKED_F32},
+    gemm::{
+        GEMM_NAIVE_F32,
+        GEMM_TILED_F32,
+        GEMM_REGISTER_BLOCKED_F32,
+        GEMM_TENSOR_CORE_BF16,
+        GEMM_TENSOR_CORE_F16,
+    },
     decode::{GEMV_BF16},
     softmax::{
         SOFTMAX_NAIVE_F32,

@@ -12,14 +12,15 @@
 //! `tests/tests/registered.rs` all read that one list ([`crate::REGISTRY`]).
 //!
 //! Registered kernels take f32, f16 or bf16 buffers ([`Buffer`]: inputs uniform in the spec's
-//! range and rounded to their type, one output, widened to f32 for the check) and f32 scratch
+//! range and rounded to their type, one output, of their type or another, widened to f32 for the
+//! check) and f32 scratch
 //! workspaces if the launch needs them, and up to three `u32` dimensions; the launch gets each
 //! pointer typed through [`Buffers::input`] and [`Buffers::output`], which refuse a type other
 //! than the declared one. A spec's launch may launch several kernels in order, and its cost
 //! states the exponentials the roofline's third roof times. Registered: the scaffold's four
 //! templates (`cargo xtask new`), `vector_add_f32`, `vector_add_f16`, `copy_strided`, the three
-//! transposes, the six softmaxes (f32 and bf16) and GEMM steps 1 to 3 (f32). The project's other
-//! kernels (GEMM steps 4 and 5, the attention kernels, decode) are declared by hand in
+//! transposes, the six softmaxes (f32 and bf16) and GEMM steps 1 to 4. The project's other
+//! kernels (GEMM step 5, the attention kernels, decode) are declared by hand in
 //! `xtask/src/cases.rs` and its neighbours.
 
 /// Declares the registered kernels, one line per kernel or per file:
@@ -178,6 +179,15 @@ mod host_side {
         }
     }
 
+    /// Where a kernel's FLOPs run, which sets the roofline's compute roof.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Unit {
+        /// f32 on the CUDA cores (most kernels, 16-bit ones that compute in f32 included).
+        CudaCoreF32,
+        /// 16-bit inputs on the tensor cores, f32 accumulation (`mma.sync` on bf16 or f16).
+        TensorCore16,
+    }
+
     /// How `cargo xtask ptxas`'s occupancy table launches the kernel: threads per block, dynamic
     /// shared memory, and, for a kernel that streams HBM, the bytes of global loads each thread
     /// has in flight before it waits on the first.
@@ -207,6 +217,11 @@ mod host_side {
         pub run: &'static [RunShape],
         /// The property test draws each dimension from 1 to this.
         pub test_max: Dims,
+        /// Each dimension a multiple of this (1: any): the tensor-core GEMM's K and N, 8, so
+        /// that its rows start on the 16-byte boundaries `cp.async` needs. The property test
+        /// draws multiples (`test_max` and every run shape are), and the harness refuses other
+        /// dimensions.
+        pub multiple: Dims,
         /// At a GPU shape, how many of the output's rows ([`Spec::rows`]) are checked, spread
         /// over it (the first and the last among them), where the reference of every row would
         /// take minutes on a CPU (a 4096^3 GEMM's: 16). `None`: every row. The emulator's
@@ -216,10 +231,11 @@ mod host_side {
 
     impl Shapes {
         /// Every size the spec names: each row's GPU and emulator shapes, the test's largest
-        /// and one element (what a test of the spec's cost runs over).
+        /// and the smallest, one element or one of each multiple (what a test of the spec's
+        /// cost runs over).
         pub fn every(&self) -> impl Iterator<Item = Dims> + '_ {
             let rows = self.run.iter().flat_map(|r| [r.gpu, r.emulator]);
-            rows.chain([self.test_max, [1, 1, 1]])
+            rows.chain([self.test_max, self.multiple])
         }
     }
 
@@ -475,6 +491,8 @@ mod host_side {
         /// The bytes, FLOPs and exponentials one launch moves and does: the emulator's counted
         /// bytes must equal them, and its FLOPs agree (`suite::flops_agree`).
         pub cost: fn(Dims) -> Cost,
+        /// Where its FLOPs run: the roofline's compute roof.
+        pub unit: Unit,
         /// Whether the launch can add to its output's contents ([`Buffers::accumulate`]: a
         /// GEMM's `C = A B + C`, which `host::ops::gemm` offers); false for most.
         pub accumulates: bool,

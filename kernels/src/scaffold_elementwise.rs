@@ -47,6 +47,7 @@ pub const SPEC: crate::registry::Spec = {
                 emulator: [(1 << 20) + 7, 1, 1],
             }],
             test_max: [5000, 1, 1],
+            multiple: [1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],
@@ -78,6 +79,7 @@ pub const SPEC: crate::registry::Spec = {
             resident_rereads: 0,
         },
         // One 4-byte load in flight per thread before it waits.
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: THREADS,

@@ -65,6 +65,7 @@ pub const SPEC: crate::registry::Spec = {
                 emulator: [(1 << 18) + 7, 1, 1],
             }],
             test_max: [5000, 1, 1],
+            multiple: [1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],
@@ -102,6 +103,7 @@ pub const SPEC: crate::registry::Spec = {
             rereads: 0,
             resident_rereads: 0,
         },
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: THREADS,

@@ -53,6 +53,7 @@ pub const SPEC: crate::registry::Spec = {
                 emulator: [200, 300, 1],
             }],
             test_max: [100, 100, 1],
+            multiple: [1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
@@ -85,6 +86,7 @@ pub const SPEC: crate::registry::Spec = {
             rereads: 0,
             resident_rereads: 0,
         },
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: TILE * TILE,

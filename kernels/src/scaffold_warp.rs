@@ -59,6 +59,7 @@ pub const SPEC: crate::registry::Spec = {
                 emulator: [(1 << 18) + 7, 1, 1],
             }],
             test_max: [5000, 1, 1],
+            multiple: [1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],
@@ -93,6 +94,7 @@ pub const SPEC: crate::registry::Spec = {
             rereads: 0,
             resident_rereads: 0,
         },
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: THREADS,

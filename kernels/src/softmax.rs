@@ -707,6 +707,7 @@ const fn softmax_spec<T: crate::registry::Element>(
             run,
             // Past FUSED_ON_CHIP_COLS one draw in six: the fused kernel's second sweep.
             test_max: [4, 10_000, 1],
+            multiple: [1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[rows, cols, _]| std::vec![Buffer::of::<T>(rows * cols)],
@@ -736,6 +737,7 @@ const fn softmax_spec<T: crate::registry::Element>(
         },
         tolerance: |_| tolerance(T::ELEM),
         cost,
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy,
         baseline: Some(Baseline {

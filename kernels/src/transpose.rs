@@ -129,6 +129,7 @@ const fn transpose_spec(
                 emulator: [200, 300, 1],
             }],
             test_max: [100, 100, 1],
+            multiple: [1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
@@ -153,6 +154,7 @@ const fn transpose_spec(
             rereads: 0,
             resident_rereads: 0,
         },
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: (TILE * BLOCK_ROWS) as u32,
@@ -230,6 +232,7 @@ pub const COPY_STRIDED: crate::registry::Spec = {
                 emulator: [1 << 16, 8, 1],
             }],
             test_max: [3000, 40, 1],
+            multiple: [1, 1, 1],
             gpu_rows_checked: None,
         },
         // The first column of an `n x stride` row-major matrix.
@@ -265,6 +268,7 @@ pub const COPY_STRIDED: crate::registry::Spec = {
             resident_rereads: 0,
         },
         // One 4-byte load in flight per thread before it waits.
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: BLOCK_SIZE,

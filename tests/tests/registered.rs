@@ -39,12 +39,14 @@ fn check(spec: &Spec, dims: registry::Dims, seed: u64) -> Result<(), TestCaseErr
     Ok(())
 }
 
-/// Dimensions from 1 to `max` in each used axis (the others 1), drawn from `unit` in [0, 1).
+/// Dimensions from 1 to `max` in each used axis (the others 1), drawn from `unit` in [0, 1),
+/// each rounded up to the spec's multiple (`max` is one).
 fn dims_within(spec: &Spec, unit: [f64; 3]) -> registry::Dims {
     let mut dims = [1; 3];
     for (axis, d) in dims.iter_mut().enumerate().take(spec.dims.len()) {
         let max = spec.shapes.test_max[axis];
-        *d = 1 + (unit[axis] * max as f64) as usize % max;
+        *d = (1 + (unit[axis] * max as f64) as usize % max)
+            .next_multiple_of(spec.shapes.multiple[axis]);
     }
     dims
 }
@@ -63,14 +65,18 @@ proptest! {
     }
 }
 
-/// One element and one block exactly: the edges the random sizes may miss.
+/// One element (or the spec's smallest multiple) and one block exactly: the edges the random
+/// sizes may miss.
 #[test]
 fn the_smallest_and_the_block_sized_problems_pass() {
     for spec in registry::all() {
         for dims in [[1, 1, 1], [256, 256, 1]] {
             let mut d = [1; 3];
             for (axis, v) in d.iter_mut().enumerate().take(spec.dims.len()) {
-                *v = dims[axis].min(spec.shapes.test_max[axis]);
+                let multiple = spec.shapes.multiple[axis];
+                *v = dims[axis]
+                    .min(spec.shapes.test_max[axis])
+                    .next_multiple_of(multiple);
             }
             check(spec, d, 7).unwrap();
         }

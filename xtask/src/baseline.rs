@@ -43,8 +43,7 @@ struct Entry {
 /// The mapping, longest prefix first where two overlap.
 const MAPPING: &[Entry] = &[
     entry("copy_words", "copy", &["n"], Some("u32")),
-    // Steps 4 and 5; steps 1 to 3 are registered, their specs' baseline `matmul` too.
-    entry("gemm_tensor_core", "matmul", &["m", "n", "k"], None),
+    // Step 5; steps 1 to 4 are registered, their specs' baseline `matmul` too.
     entry("gemm_wgmma", "matmul", &["m", "n", "k"], None),
     // `1x32q/8kv ctx [131072] (pages of 16)`: one query token per head, GQA (`sdpa_decode`).
     entry(

@@ -757,18 +757,21 @@ fn attention<T: AttentionCase>(
 }
 
 /// Every GEMM step at every size of the sweep (`kernels::gemm::RUN`), size by size so that each
-/// size reads as the progression from step 1 to step 5: steps 1 to 3 are registered, each size
-/// a row of their spec; steps 4 and 5 are written here.
+/// size reads as the progression from step 1 to step 5: steps 1 to 4 are registered, each size
+/// a row of their spec; step 5 is written here.
 fn gemm_cases() -> Vec<CaseSpec> {
-    use kernels::gemm::{GEMM_NAIVE_F32, GEMM_REGISTER_BLOCKED_F32, GEMM_TILED_F32};
+    use kernels::gemm::{
+        GEMM_NAIVE_F32, GEMM_REGISTER_BLOCKED_F32, GEMM_TENSOR_CORE_BF16, GEMM_TENSOR_CORE_F16,
+        GEMM_TILED_F32,
+    };
     macro_rules! at_size {
         ($size:literal) => {
             [
                 registered_at(&GEMM_NAIVE_F32, $size),
                 registered_at(&GEMM_TILED_F32, $size),
                 registered_at(&GEMM_REGISTER_BLOCKED_F32, $size),
-                case(GemmKernel::ALL[3].name(), gemm_case::<3, $size>),
-                case(GemmKernel::ALL[4].name(), gemm_case::<4, $size>),
+                registered_at(&GEMM_TENSOR_CORE_BF16, $size),
+                registered_at(&GEMM_TENSOR_CORE_F16, $size),
                 case(GemmKernel::ALL[5].name(), gemm_case::<5, $size>),
                 case(GemmKernel::ALL[6].name(), gemm_case::<6, $size>),
             ]
@@ -791,10 +794,10 @@ fn gemm_check_rows(m: usize, scale: Scale) -> Vec<usize> {
     }
 }
 
-/// Step `KERNEL` (4 or 5) of the GEMM sequence at size `SIZE` of the sweep, `C = A B`.
+/// Step 5 (`KERNEL` 5 or 6 of `GemmKernel::ALL`) at size `SIZE` of the sweep, `C = A B`.
 ///
 /// Two costs, from `GemmKernel::cost`, as a registered spec's re-reads give them to steps 1 to 3
-/// ([`from_spec`]). Every byte the kernel requests (the compulsory traffic plus the re-reads its
+/// ([`from_spec`]) and step 4. Every byte the kernel requests (the compulsory traffic plus the re-reads its
 /// tiling causes) is what the emulator counts, so it is the cost checked at the emulator's size;
 /// it is also what the modelled figure at the GPU size uses, labelled "no L2": the roofline of a
 /// GPU without L2 reuse, where each step's larger tile shows as a higher intensity. A GPU

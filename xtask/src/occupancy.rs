@@ -78,7 +78,7 @@ fn table(name: &str) -> Option<Launch> {
         {
             launch(ROW_THREADS, 0, Some(elem(n)))
         }
-        // Steps 4 and 5; steps 1 to 3 are registered.
+        // Step 5; steps 1 to 4 are registered.
         n if n.starts_with("gemm_") => {
             let kernel = GemmKernel::ALL
                 .into_iter()

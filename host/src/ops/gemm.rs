@@ -3,16 +3,16 @@
 //!
 //! Every matrix is **row-major**: A is M x K, B is K x N, C is M x N, element (i, j) of an R x C
 //! matrix at `i * C + j`. Each function validates the buffers against the shape and launches:
-//! steps 1 to 3 through their registered specs (`kernels::gemm::GEMM_NAIVE_F32`, ...,
-//! docs/registry.md), whose launch is the kernel's only one, steps 4 and 5 with the grid from the
-//! kernel crate's tile constants. [`GemmKernel::cost`] is the cost
+//! steps 1 to 4 through their registered specs (`kernels::gemm::GEMM_NAIVE_F32`, ...,
+//! docs/registry.md), whose launch is the kernel's only one, step 5 with the grid from the
+//! kernel crate's tile constants and its tensor maps. [`GemmKernel::cost`] is the cost
 //! model of each, with the re-reads its tiling causes stated as a term of their own.
 
 use half::{bf16, f16};
 use kernels::cuda::tma::TmaSwizzle;
 use kernels::gemm::{
-    self as k, NAIVE_BLOCK, REGISTER_BLOCKED, TC_ROW_MULTIPLE, TC_SHARED_BYTES, TC_THREADS,
-    TENSOR_CORE, TILED, Tile, WG_BOX_COLS, WG_SHARED_BYTES, WG_THREADS, WGMMA,
+    self as k, NAIVE_BLOCK, REGISTER_BLOCKED, TC_ROW_MULTIPLE, TENSOR_CORE, TILED, Tile,
+    WG_BOX_COLS, WG_SHARED_BYTES, WG_THREADS, WGMMA,
 };
 
 use crate::buffer::DeviceBuffer;
@@ -177,27 +177,26 @@ impl GemmKernel {
     ///
     /// - f32 kernels: [`kernels::gemm::f32_error_bound`], `gamma_(K+1)`: K fused multiply-adds
     ///   and an accumulation's addition, one rounding each (their registered specs' tolerance).
-    /// - tensor cores: products of bf16/f16 values are exact in f32; the emulator rounds once per
-    ///   `mma` (K / 16 roundings). NVIDIA does not specify the hardware's accumulation, which has
-    ///   been measured to truncate rather than round (Fasi et al., "Numerical behavior of NVIDIA
-    ///   tensor cores", 2021), at most doubling each rounding's error: hence twice the f32 bound.
+    /// - tensor cores: [`kernels::gemm::tensor_core_error_bound`], twice that (the hardware's
+    ///   accumulation may truncate).
     pub fn error_bound(self, k: usize) -> f64 {
-        let gamma = k::f32_error_bound(k);
         if self.is_tensor_core() {
-            2.0 * gamma
+            k::tensor_core_error_bound(k)
         } else {
-            gamma
+            k::f32_error_bound(k)
         }
     }
 
-    /// The registered spec (`kernels::registry`) of steps 1 to 3, through which they launch;
-    /// `None` for steps 4 and 5, which are not registered (docs/registry.md).
+    /// The registered spec (`kernels::registry`) of steps 1 to 4, through which they launch;
+    /// `None` for step 5, which is not registered (docs/registry.md).
     pub fn spec(self) -> Option<&'static kernels::registry::Spec> {
         match self {
             GemmKernel::Naive => Some(&k::GEMM_NAIVE_F32),
             GemmKernel::Tiled => Some(&k::GEMM_TILED_F32),
             GemmKernel::RegisterBlocked => Some(&k::GEMM_REGISTER_BLOCKED_F32),
-            _ => None,
+            GemmKernel::TensorCoreBf16 => Some(&k::GEMM_TENSOR_CORE_BF16),
+            GemmKernel::TensorCoreF16 => Some(&k::GEMM_TENSOR_CORE_F16),
+            GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => None,
         }
     }
 
@@ -228,12 +227,7 @@ impl GemmKernel {
         if !self.is_tensor_core() {
             return shape.flops();
         }
-        if shape.m == 0 || shape.n == 0 {
-            return 0;
-        }
-        let t = self.reuse_tile();
-        let padded = |x: usize, tile: u32| x.next_multiple_of(tile as usize) as u64;
-        2 * padded(shape.m, t.m) * padded(shape.n, t.n) * padded(shape.k, t.k)
+        k::padded_flops(self.reuse_tile(), [shape.m, shape.n, shape.k])
     }
 
     /// Where the FLOPs run.
@@ -293,10 +287,7 @@ impl GemmKernel {
             GemmKernel::Tiled => of(k::tiled_geometry(m, n)),
             GemmKernel::RegisterBlocked => of(k::register_blocked_geometry(m, n)),
             GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => {
-                // One dimension: the kernel maps its block index to a tile with `raster`.
-                let (blocks_m, blocks_n) = t.blocks(m, n);
-                LaunchConfig::linear(blocks_m * blocks_n, TC_THREADS)
-                    .with_shared_mem(TC_SHARED_BYTES)
+                of(k::tensor_core_geometry(m, n))
             }
             GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => {
                 let (blocks_m, blocks_n) = t.blocks(m, n);
@@ -376,11 +367,10 @@ impl GemmKernel {
 }
 
 /// Defines the host function of one GEMM kernel: validate the buffers against the shape, then
-/// launch, as its last word says: `registered`, steps 1 to 3 (f32) through their registered spec
-/// ([`registered`]); `launch`, step 4 with the grid of [`GemmKernel::launch_config`]. One
-/// definition, so that the five cannot drift apart.
+/// launch through its registered spec ([`registered`]). One definition, so that the five cannot
+/// drift apart.
 macro_rules! gemm_op {
-    ($(#[$doc:meta])* $name:ident, $variant:ident, $input:ty, $how:ident) => {
+    ($(#[$doc:meta])* $name:ident, $variant:ident, $input:ty) => {
         $(#[$doc])*
         pub fn $name(
             rt: &Runtime,
@@ -390,34 +380,24 @@ macro_rules! gemm_op {
             shape: GemmShape,
             epilogue: Epilogue,
         ) -> Result<Launched> {
-            gemm_op!(@$how $name, GemmKernel::$variant, (rt, a, b, c, shape, epilogue))
+            registered(rt, GemmKernel::$variant, (a, b, c), shape, epilogue)
         }
     };
-    (@registered $name:ident, $kernel:expr, ($rt:ident, $a:ident, $b:ident, $c:ident, $shape:ident, $epilogue:ident)) => {
-        registered($rt, $kernel, ($a, $b, $c), $shape, $epilogue)
-    };
-    (@launch $name:ident, $kernel:expr, ($rt:ident, $a:ident, $b:ident, $c:ident, $shape:ident, $epilogue:ident)) => {{
-        let Some((cfg, m, n, k)) = $kernel.validate($shape, ($a.len(), $b.len(), $c.len()))? else {
-            return Ok(None);
-        };
-        let (a, b, c, accumulate) = ($a.ptr(), $b.ptr(), $c.ptr(), $epilogue.flag());
-        launch!($rt, cfg, gemm::$name(a, b, c, m, n, k, accumulate))
-    }};
 }
 
-/// Steps 1 to 3: validate, then launch the kernel's registered spec on the buffers, its launch the
+/// Steps 1 to 4: validate, then launch the kernel's registered spec on the buffers, its launch the
 /// kernel's only one (C added to when accumulating: the spec `accumulates`).
-fn registered(
+fn registered<T: crate::registry::SpecElement>(
     rt: &Runtime,
     kernel: GemmKernel,
-    (a, b, c): (&DeviceBuffer<f32>, &DeviceBuffer<f32>, &DeviceBuffer<f32>),
+    (a, b, c): (&DeviceBuffer<T>, &DeviceBuffer<T>, &DeviceBuffer<f32>),
     shape: GemmShape,
     epilogue: Epilogue,
 ) -> Result<Launched> {
     let Some((_, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
         return Ok(None);
     };
-    let spec = kernel.spec().expect("steps 1 to 3 are registered");
+    let spec = kernel.spec().expect("steps 1 to 4 are registered");
     let dims = [m, n, k].map(|d| d as usize);
     let accumulate = epilogue == Epilogue::Accumulate;
     crate::registry::launch_on(rt, spec, &[a, b], c, &[], dims, accumulate)
@@ -425,24 +405,24 @@ fn registered(
 
 gemm_op!(
     /// Step 1, `C = A B (+ C)` in f32 with one thread per element of C.
-    gemm_naive_f32, Naive, f32, registered
+    gemm_naive_f32, Naive, f32
 );
 gemm_op!(
     /// Step 2, `C = A B (+ C)` in f32 with 32 x 32 tiles in shared memory.
-    gemm_tiled_f32, Tiled, f32, registered
+    gemm_tiled_f32, Tiled, f32
 );
 gemm_op!(
     /// Step 3, `C = A B (+ C)` in f32 with 128 x 128 block tiles and 8 x 8 register tiles.
-    gemm_register_blocked_f32, RegisterBlocked, f32, registered
+    gemm_register_blocked_f32, RegisterBlocked, f32
 );
 gemm_op!(
     /// Step 4, `C = A B (+ C)` on the tensor cores: A and B bf16, C f32. K and N must be
     /// multiples of 8 (the error says so otherwise); M is free.
-    gemm_tensor_core_bf16, TensorCoreBf16, bf16, launch
+    gemm_tensor_core_bf16, TensorCoreBf16, bf16
 );
 gemm_op!(
     /// Step 4 with f16 inputs.
-    gemm_tensor_core_f16, TensorCoreF16, f16, launch
+    gemm_tensor_core_f16, TensorCoreF16, f16
 );
 
 /// Step 5, `C = A B (+ C)` with TMA and wgmma on Hopper: A and B bf16, C f32. K and N must be

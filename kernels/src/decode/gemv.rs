@@ -308,6 +308,7 @@ pub const GEMV_BF16: crate::registry::Spec = {
             // Every row tile, K of both paths (a multiple of 8 one draw in eight), N past a
             // block's rows.
             test_max: [MAX_M as usize, 300, 40],
+            multiple: [1, 1, 1],
             // The reference of row 0 of X, as the GPU row always checked: the first and the
             // last at batch 16.
             gpu_rows_checked: Some(2),
@@ -368,6 +369,7 @@ pub const GEMV_BF16: crate::registry::Spec = {
                 resident_rereads,
             }
         },
+        unit: Unit::CudaCoreF32,
         accumulates: false,
         // ROWS_PER_BLOCK 16-byte loads of W issued before any is used.
         occupancy: Occupancy {

@@ -331,11 +331,14 @@ pub unsafe fn store4_c(
     }
 }
 
-// ---- What the rest of the project needs of steps 1 to 3 (docs/registry.md) ---------------------
+// ---- What the rest of the project needs of steps 1 to 4 (docs/registry.md) ---------------------
 //
-// The GPU build never sees it. Steps 4 and 5 are not registered: step 4 takes bf16/f16 inputs to
-// an f32 output, needs K and N multiples of 8 and runs on the tensor cores, and step 5 launches
-// on TMA tensor maps that the host builds (docs/registry.md, "What a registered kernel is not").
+// The GPU build never sees it. Step 5 is not registered: it launches on TMA tensor maps that the
+// host builds for each pair of operands, and runs only on sm_90a (docs/registry.md, "What a
+// registered kernel is not").
+
+#[cfg(not(target_arch = "nvptx64"))]
+use crate::cuda::{Bf16, F16};
 
 /// The GEMM sweep, square sizes M = N = K: on a GPU up to 4096^3 (the issue's benchmark size), on
 /// the emulator 64^3, 128^3 and 512^3: at 512^3 the tiled kernel walks 16 K tiles and the
@@ -417,6 +420,29 @@ pub fn f32_error_bound(k: usize) -> f64 {
     1.01 * (k + 1) as f64 * f64::from(f32::EPSILON) / 2.0
 }
 
+/// [`f32_error_bound`] for the tensor cores (steps 4 and 5): products of bf16/f16 values are
+/// exact in f32; the emulator rounds once per `mma` (K / 16 roundings). NVIDIA does not specify
+/// the hardware's accumulation, which has been measured to truncate rather than round (Fasi et
+/// al., "Numerical behavior of NVIDIA tensor cores", 2021), at most doubling each rounding's
+/// error: hence twice the f32 bound.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn tensor_core_error_bound(k: usize) -> f64 {
+    2.0 * f32_error_bound(k)
+}
+
+/// The FLOPs a tensor-core step executes at `m x n x k`: every `mma` of a block runs for every K
+/// tile, the padding of partial tiles included, `2 (tiles of M x tile.m) (tiles of N x tile.n)
+/// (tiles of K x tile.k)`: the useful `2 m n k` where the tile divides the shape (every run
+/// shape), more at the edges. 0 for an empty C (no block).
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn padded_flops(tile: Tile, [m, n, k]: crate::registry::Dims) -> u64 {
+    if m == 0 || n == 0 {
+        return 0;
+    }
+    let padded = |x: usize, t: u32| x.next_multiple_of(t as usize) as u64;
+    2 * padded(m, tile.m) * padded(n, tile.n) * padded(k, tile.k)
+}
+
 /// The cost of a tiled GEMM `C = A B` with inputs of `input_bytes` each: A and B read once and
 /// C written once (the compulsory traffic), and, as re-reads, each of the `ceil(N / tile.n)`
 /// block columns reading all of A again and each of the `ceil(M / tile.m)` block rows all of B.
@@ -476,13 +502,26 @@ pub const fn register_blocked_geometry(m: u32, n: u32) -> crate::registry::Geome
     crate::registry::Geometry::grid_2d((blocks_n, blocks_m), (REGISTER_BLOCKED_THREADS, 1))
 }
 
-/// An f32 step's [`Spec::launch`](crate::registry::Spec::launch): its kernel on A, B and C at
-/// `m x n x k`, on the grid of `$geometry`, adding to C where the launch accumulates.
+/// Step 4's launch: `ceil(M / 128) * ceil(N / 128)` blocks in one dimension (the kernel maps
+/// its block index to a tile with [`raster`]), 256 threads each, [`TC_SHARED_BYTES`] of dynamic
+/// shared memory (over the 48 KiB default: the runtime opts in).
 #[cfg(not(target_arch = "nvptx64"))]
-macro_rules! f32_launch {
-    ($kernel:ident, $geometry:ident) => {
+pub const fn tensor_core_geometry(m: u32, n: u32) -> crate::registry::Geometry {
+    let (blocks_m, blocks_n) = TENSOR_CORE.blocks(m, n);
+    crate::registry::Geometry {
+        dynamic_shared: TC_SHARED_BYTES,
+        ..crate::registry::Geometry::grid_2d((blocks_m * blocks_n, 1), (TC_THREADS, 1))
+    }
+}
+
+/// A step's [`Spec::launch`](crate::registry::Spec::launch): its kernel on A and B of `$input`
+/// and C (f32) at `m x n x k`, on the grid of `$geometry`, adding to C where the launch
+/// accumulates.
+#[cfg(not(target_arch = "nvptx64"))]
+macro_rules! gemm_launch {
+    ($kernel:ident, $geometry:ident, $input:ty) => {
         |launcher, buffers, [m, n, k]| {
-            let (a, b) = (buffers.input::<f32>(0)?, buffers.input::<f32>(1)?);
+            let (a, b) = (buffers.input::<$input>(0)?, buffers.input::<$input>(1)?);
             let c = buffers.output::<f32>()?;
             let (m, n, k) = (m as u32, n as u32, k as u32);
             let accumulate = u32::from(buffers.accumulate);
@@ -495,15 +534,65 @@ macro_rules! f32_launch {
     };
 }
 
-/// The spec every f32 step shares: `C = A B` on row-major f32 matrices, A `m x k`, B `k x n`;
-/// the steps differ in their kernel, their launch and the tile whose strips they read once.
+/// What the steps' specs differ in beside their kernel, launch and cost.
 #[cfg(not(target_arch = "nvptx64"))]
-const fn f32_spec(
+struct Step {
+    unit: crate::registry::Unit,
+    test_max: crate::registry::Dims,
+    multiple: crate::registry::Dims,
+    tolerance: fn(crate::registry::Dims) -> f64,
+    occupancy: crate::registry::Occupancy,
+}
+
+/// Steps 1 to 3: f32 on the CUDA cores, any shape, `threads` per block and no dynamic shared
+/// memory.
+#[cfg(not(target_arch = "nvptx64"))]
+const fn f32_step(threads: u32) -> Step {
+    Step {
+        unit: crate::registry::Unit::CudaCoreF32,
+        // Past the register-blocked kernel's 128 x 128 tile in M and N, and past the tiled
+        // kernel's 32-deep K step, one draw in a few; at most 200 x 200 x 48 keeps the three
+        // steps' draws to a fraction of a second each on the emulator.
+        test_max: [200, 200, 48],
+        multiple: [1, 1, 1],
+        // In units of the magnitude: [`f32_error_bound`], a rounding-error bound of K fused
+        // multiply-adds in f32 (one rounding more than an overwrite makes: an accumulation's).
+        tolerance: |[_, _, k]| f32_error_bound(k),
+        occupancy: crate::registry::Occupancy {
+            threads,
+            dynamic_shared: 0,
+            in_flight_per_thread: None,
+        },
+    }
+}
+
+/// Step 4: bf16 or f16 on the tensor cores.
+#[cfg(not(target_arch = "nvptx64"))]
+const TENSOR_CORE_STEP: Step = Step {
+    unit: crate::registry::Unit::TensorCore16,
+    // Past the 128 x 128 block tile in M and N, and up to three 64-deep K tiles (the pipeline's
+    // three stages filled); K and N multiples of 8 ([`TC_ROW_MULTIPLE`]), M free.
+    test_max: [200, 200, 136],
+    multiple: [1, TC_ROW_MULTIPLE as usize, TC_ROW_MULTIPLE as usize],
+    // In units of the magnitude: [`tensor_core_error_bound`].
+    tolerance: |[_, _, k]| tensor_core_error_bound(k),
+    occupancy: crate::registry::Occupancy {
+        threads: TC_THREADS,
+        dynamic_shared: TC_SHARED_BYTES,
+        in_flight_per_thread: None,
+    },
+};
+
+/// The spec every step shares: `C = A B` on row-major matrices, A `m x k` and B `k x n` of `T`
+/// (rounded to it by the harness), C f32; the steps differ in their kernel, their launch, the
+/// tile whose strips they read once (their cost) and their [`Step`].
+#[cfg(not(target_arch = "nvptx64"))]
+const fn gemm_spec<T: crate::registry::Element>(
     name: &'static str,
     what: &'static str,
     launch: crate::registry::LaunchFn,
     cost: fn(crate::registry::Dims) -> crate::registry::Cost,
-    threads: u32,
+    step: Step,
 ) -> crate::registry::Spec {
     use crate::registry::*;
     Spec {
@@ -512,22 +601,20 @@ const fn f32_spec(
         dims: &["m", "n", "k"],
         shapes: Shapes {
             run: RUN,
-            // Past the register-blocked kernel's 128 x 128 tile in M and N, and past the tiled
-            // kernel's 32-deep K step, one draw in a few; at most 200 x 200 x 48 keeps the three
-            // steps' draws to a fraction of a second each on the emulator.
-            test_max: [200, 200, 48],
+            test_max: step.test_max,
+            multiple: step.multiple,
             // The f64 reference of a whole 4096^3 product takes minutes on a CPU.
             gpu_rows_checked: Some(16),
         },
-        inputs: |[m, n, k]| std::vec![Buffer::f32(m * k), Buffer::f32(k * n)],
+        inputs: |[m, n, k]| std::vec![Buffer::of::<T>(m * k), Buffer::of::<T>(k * n)],
         input_range: (-1.0, 1.0),
         values_steer: false,
         output: |[m, n, _]| Buffer::f32(m * n),
         rows: |[m, ..]| m,
         workspaces: |_| std::vec![],
         launch,
-        // From the definition, in f64, with each element's magnitude `sum_k |a_ik b_kj|`, which
-        // the tolerance multiplies.
+        // From the definition, in f64, on the values the kernel reads, with each element's
+        // magnitude `sum_k |a_ik b_kj|`, which the tolerance multiplies.
         reference: |inputs, [_, n, k], rows| {
             let b_t = transposed(inputs[1], (n, k));
             let (values, magnitudes) = rows
@@ -540,16 +627,11 @@ const fn f32_spec(
                 magnitudes: Some(magnitudes),
             }
         },
-        // In units of the magnitude: [`f32_error_bound`], a rounding-error bound of K fused
-        // multiply-adds in f32 (one rounding more than an overwrite makes: an accumulation's).
-        tolerance: |[_, _, k]| f32_error_bound(k),
+        tolerance: step.tolerance,
         cost,
+        unit: step.unit,
         accumulates: true,
-        occupancy: Occupancy {
-            threads,
-            dynamic_shared: 0,
-            in_flight_per_thread: None,
-        },
+        occupancy: step.occupancy,
         baseline: Some(Baseline {
             op: "matmul",
             dims: &["m", "n", "k"],
@@ -559,30 +641,61 @@ const fn f32_spec(
 
 /// Step 1 (docs/gemm.md).
 #[cfg(not(target_arch = "nvptx64"))]
-pub const GEMM_NAIVE_F32: crate::registry::Spec = f32_spec(
+pub const GEMM_NAIVE_F32: crate::registry::Spec = gemm_spec::<f32>(
     "gemm_naive_f32",
     "C = A B in f32, one thread per element of C",
-    f32_launch!(gemm_naive_f32, naive_geometry),
+    gemm_launch!(gemm_naive_f32, naive_geometry, f32),
     |dims| tiled_cost(NAIVE_REUSE, 4, dims),
-    NAIVE_BLOCK * NAIVE_BLOCK,
+    f32_step(NAIVE_BLOCK * NAIVE_BLOCK),
 );
 
 /// Step 2.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const GEMM_TILED_F32: crate::registry::Spec = f32_spec(
+pub const GEMM_TILED_F32: crate::registry::Spec = gemm_spec::<f32>(
     "gemm_tiled_f32",
     "C = A B in f32 through 32 x 32 shared-memory tiles",
-    f32_launch!(gemm_tiled_f32, tiled_geometry),
+    gemm_launch!(gemm_tiled_f32, tiled_geometry, f32),
     |dims| tiled_cost(TILED, 4, dims),
-    TILED.m * TILED.n,
+    f32_step(TILED.m * TILED.n),
 );
 
 /// Step 3.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const GEMM_REGISTER_BLOCKED_F32: crate::registry::Spec = f32_spec(
+pub const GEMM_REGISTER_BLOCKED_F32: crate::registry::Spec = gemm_spec::<f32>(
     "gemm_register_blocked_f32",
     "C = A B in f32, 128 x 128 block tiles, 8 x 8 per thread in registers",
-    f32_launch!(gemm_register_blocked_f32, register_blocked_geometry),
+    gemm_launch!(gemm_register_blocked_f32, register_blocked_geometry, f32),
     |dims| tiled_cost(REGISTER_BLOCKED, 4, dims),
-    REGISTER_BLOCKED_THREADS,
+    f32_step(REGISTER_BLOCKED_THREADS),
+);
+
+/// Step 4's cost: its tiles' traffic with 2-byte inputs, and the FLOPs its `mma`s execute,
+/// padding included ([`padded_flops`]): the emulator counts those, and at every run shape they
+/// are the useful `2 m n k`.
+#[cfg(not(target_arch = "nvptx64"))]
+fn tensor_core_cost(dims: crate::registry::Dims) -> crate::registry::Cost {
+    crate::registry::Cost {
+        flops: padded_flops(TENSOR_CORE, dims),
+        ..tiled_cost(TENSOR_CORE, 2, dims)
+    }
+}
+
+/// Step 4 in bf16.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const GEMM_TENSOR_CORE_BF16: crate::registry::Spec = gemm_spec::<Bf16>(
+    "gemm_tensor_core_bf16",
+    "C = A B, bf16 in, f32 out, on the tensor cores (mma.sync, cp.async pipeline)",
+    gemm_launch!(gemm_tensor_core_bf16, tensor_core_geometry, Bf16),
+    tensor_core_cost,
+    TENSOR_CORE_STEP,
+);
+
+/// Step 4 in f16.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const GEMM_TENSOR_CORE_F16: crate::registry::Spec = gemm_spec::<F16>(
+    "gemm_tensor_core_f16",
+    "C = A B, f16 in, f32 out, on the tensor cores (mma.sync, cp.async pipeline)",
+    gemm_launch!(gemm_tensor_core_f16, tensor_core_geometry, F16),
+    tensor_core_cost,
+    TENSOR_CORE_STEP,
 );
