@@ -392,6 +392,9 @@ pub fn check(
     let got_rows = rows
         .iter()
         .flat_map(|&r| (r * row_len..(r + 1) * row_len).map(move |i| (i, got[i])));
+    // A reference that states each element's bound as its magnitude, with a tolerance of 1
+    // (`kernels::registry::Expected`): the messages say "bound".
+    let states_bounds = want.magnitudes.is_some() && tolerance == 1.0;
     let mut worst = 0.0f64;
     for (e, (i, g)) in got_rows.enumerate() {
         let (w, magnitude) = (
@@ -402,6 +405,7 @@ pub fn check(
         if err.is_nan() || err > tolerance * magnitude {
             let bound = match want.magnitudes {
                 None => format!("tolerance {tolerance:e}"),
+                Some(_) if states_bounds => format!("its bound {magnitude:e}"),
                 Some(_) => format!("tolerance {tolerance:e} x magnitude {magnitude:e}"),
             };
             return Err(format!(
@@ -421,6 +425,10 @@ pub fn check(
     Ok(match want.magnitudes {
         _ if tolerance == 0.0 => format!("{sampled}exact ({} values)", want.values.len()),
         None => format!("{sampled}max |error| {worst:.1e} <= {tolerance:.1e}"),
+        Some(_) if states_bounds => format!(
+            "{sampled}max |error| {:.0}% of each element's bound",
+            100.0 * worst
+        ),
         Some(_) => format!("{sampled}max |error| {worst:.1e} x magnitude <= {tolerance:.1e}"),
     })
 }
@@ -655,6 +663,34 @@ mod tests {
         );
     }
 
+    /// The GEMV states each element's bound (its sum's error scales with the magnitude, its
+    /// bf16 rounding with the value): within it the check says how close, past it the element
+    /// and its bound. The bound is the value's bf16 half-ulp and more: a wrong term is not.
+    #[test]
+    fn a_reference_may_state_each_elements_bound() {
+        let spec = find("gemv_bf16").unwrap();
+        let dims = [2, 40, 5];
+        let x = inputs(spec, dims, 3);
+        let all = all_rows(spec, dims);
+        let want = (spec.reference)(&[&x[0], &x[1]], dims, &all);
+        let bounds = want.magnitudes.clone().unwrap();
+        for (v, b) in want.values.iter().zip(&bounds) {
+            assert!(
+                *b >= v.abs() / 256.0 && *b < v.abs() / 256.0 + 1e-4,
+                "{v} {b}"
+            );
+        }
+        let mut got: Vec<f32> = want.values.iter().map(|&v| v as f32).collect();
+        let ok = check(spec, dims, &x, &got, &all).unwrap();
+        assert!(ok.contains("of each element's bound"), "{ok}");
+        got[6] = (want.values[6] + 1.5 * bounds[6]) as f32;
+        let err = check(spec, dims, &x, &got, &all).unwrap_err();
+        assert!(
+            err.contains("element 6") && err.contains("its bound"),
+            "{err}"
+        );
+    }
+
     /// At a GPU shape a GEMM checks 16 rows from the first to the last; a spec that says
     /// nothing checks every row.
     #[test]
@@ -683,6 +719,16 @@ mod tests {
         let copy = find("copy_strided").unwrap();
         assert_eq!(compulsory_cost(copy, [64, 8, 1]), cost(copy, [64, 8, 1]));
         assert!(!describe_modelled(copy, [64, 8, 1]).contains("no L2"));
+        assert_eq!(modelled_cost(spec, dims), requested);
+        // The GEMV's X (8 KiB at M = 1) is read by each of its 3584 blocks, from an L2 that
+        // keeps it: the emulator counts every read, a modelled row and a GPU one.
+        let gemv = find("gemv_bf16").unwrap();
+        let dims = [1, 4096, 14336];
+        let (w, x) = (2 * 4096 * 14336, 2 * 4096);
+        assert_eq!(cost(gemv, dims).bytes_read, w + x * 3584);
+        assert_eq!(modelled_cost(gemv, dims).bytes_read, w + x);
+        assert_eq!(compulsory_cost(gemv, dims).bytes_read, w + x);
+        assert_eq!(describe_modelled(gemv, dims), "M=1: 4096 -> 14336 bf16");
     }
 
     /// Only a spec that accumulates is asked to add to its output.
