@@ -169,13 +169,15 @@ mod host_side {
         /// The bytes read without the re-reads: A and B once, for a GEMM; W and X once, for
         /// the GEMV.
         pub const fn compulsory_read(&self) -> u64 {
-            self.bytes_read - self.rereads - self.resident_rereads
+            self.bytes_read
+                .saturating_sub(self.rereads)
+                .saturating_sub(self.resident_rereads)
         }
 
         /// The bytes a modelled row reads: every byte requested but the re-reads of a buffer L2
         /// keeps ([`Cost::resident_rereads`]).
         pub const fn modelled_read(&self) -> u64 {
-            self.bytes_read - self.resident_rereads
+            self.bytes_read.saturating_sub(self.resident_rereads)
         }
     }
 

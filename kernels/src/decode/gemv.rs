@@ -358,12 +358,20 @@ pub const GEMV_BF16: crate::registry::Spec = {
         cost: |[m, k, n]| {
             let (m, k, n) = (m as u64, k as u64, n as u64);
             let blocks = n.div_ceil(ROWS_PER_BLOCK as u64);
-            let x = 2 * m * k;
-            let resident_rereads = x * blocks.saturating_sub(1);
+            // Saturating: a shape too large to count reads as u64::MAX, never wraps.
+            let x = 2u64.saturating_mul(m).saturating_mul(k);
+            let resident_rereads = x.saturating_mul(blocks.saturating_sub(1));
             Cost {
-                bytes_read: 2 * n * k + x + resident_rereads,
-                bytes_written: 2 * m * n,
-                flops: u64::from(FMA_FLOPS) * m * n * k,
+                bytes_read: 2u64
+                    .saturating_mul(n)
+                    .saturating_mul(k)
+                    .saturating_add(x)
+                    .saturating_add(resident_rereads),
+                bytes_written: 2u64.saturating_mul(m).saturating_mul(n),
+                flops: u64::from(FMA_FLOPS)
+                    .saturating_mul(m)
+                    .saturating_mul(n)
+                    .saturating_mul(k),
                 exps: 0,
                 rereads: 0,
                 resident_rereads,
