@@ -820,7 +820,7 @@ fn sweeps_cost<T: crate::registry::Element>(
 /// The fused kernel: the row read once and kept in registers for the write, or, past
 /// [`FUSED_ON_CHIP_COLS`], read again and its exponentials taken again.
 #[cfg(not(target_arch = "nvptx64"))]
-fn fused_cost<T: crate::registry::Element>(dims: crate::registry::Dims) -> crate::registry::Cost {
+pub(crate) fn fused_cost<T: crate::registry::Element>(dims: crate::registry::Dims) -> crate::registry::Cost {
     let read = MAX_FLOPS + EXP_SUM_FLOPS;
     if dims[1] <= FUSED_ON_CHIP_COLS as usize {
         sweeps_cost::<T>(dims, &[Sweep::new((1, 1), (0, 0), read + RESCALE_FLOPS, 1)])
