@@ -77,13 +77,29 @@ pub fn describe_modelled(spec: &Spec, dims: Dims) -> String {
 /// product's (`m`, `n`, `k`) of equal sides is a cube, as the GEMM lessons name their sizes:
 /// `4096^3`.
 pub fn describe(spec: &Spec, dims: Dims) -> String {
-    let used = &dims[..spec.dims.len().clamp(1, 3)];
+    let used = &dims[..spec.dims.len().clamp(1, 5)];
     match (spec.dims, used) {
         (_, [n]) => elements(*n),
         (["m", "n", "k"], [m, n, k]) if m == n && n == k => format!("{m}^3"),
         // A projection of M rows of K features to N (the GEMV's `Y = X W^T`).
         (["m", "k", "n"], [m, k, n]) => {
             format!("M={m}: {k} -> {n} {}", (spec.output)(dims).elem.name())
+        }
+        // Attention: `4x16x4096x128 bf16`, self-attention's one sequence length; ` causal` for a
+        // masked spec (named `_causal`), as the rows and the vendor baseline read it.
+        (["batch", "heads", "n_q", "n_kv", "d"], [b, h, q, kv, d]) => {
+            let keys = if q == kv {
+                String::new()
+            } else {
+                format!(" over {kv} keys")
+            };
+            let mask = if spec.name.ends_with("_causal") {
+                " causal"
+            } else {
+                ""
+            };
+            let elem = (spec.output)(dims).elem.name();
+            format!("{b}x{h}x{q}x{d}{keys} {elem}{mask}")
         }
         (["n", params @ ..], [n, values @ ..]) => {
             let mut text = elements(*n);
@@ -265,6 +281,7 @@ pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched>
         &workspaces,
         buffers.dims,
         false,
+        &spec.launch,
     )
 }
 
@@ -290,11 +307,55 @@ pub fn launch_on<I: SpecElement, O: SpecElement>(
     }
     let inputs: Vec<Untyped> = inputs.iter().map(|b| untyped(*b)).collect();
     let output = untyped(output);
-    launch_untyped(rt, spec, &inputs, output, workspaces, dims, accumulate)
+    launch_untyped(
+        rt,
+        spec,
+        &inputs,
+        output,
+        workspaces,
+        dims,
+        accumulate,
+        &spec.launch,
+    )
 }
 
-/// [`launch`] and [`launch_on`]: checks each buffer's element type against the spec's, then
-/// launches.
+/// [`launch_on`] for an op whose arguments the spec fixes and its caller chooses (attention's
+/// softmax scale and mask): `launch` takes the spec's place, a launch function of the kernel
+/// crate that the spec's own launch calls with its values (`kernels::attention::launch_fused`).
+/// The buffers are checked against the spec's as [`launch_on`] checks them.
+pub fn launch_with<I: SpecElement, O: SpecElement>(
+    rt: &Runtime,
+    spec: &Spec,
+    inputs: &[&DeviceBuffer<I>],
+    output: &DeviceBuffer<O>,
+    workspaces: &[&DeviceBuffer<f32>],
+    dims: Dims,
+    launch: &LaunchWith,
+) -> Result<Launched> {
+    let inputs: Vec<Untyped> = inputs.iter().map(|b| untyped(*b)).collect();
+    launch_untyped(
+        rt,
+        spec,
+        &inputs,
+        untyped(output),
+        workspaces,
+        dims,
+        false,
+        launch,
+    )
+}
+
+/// A launch in place of a spec's ([`launch_with`]).
+pub type LaunchWith<'a> = dyn Fn(
+        &dyn kernels::registry::Launcher,
+        &kernels::registry::Buffers,
+        Dims,
+    ) -> std::result::Result<(), kernels::registry::LaunchError>
+    + 'a;
+
+/// [`launch`], [`launch_on`] and [`launch_with`]: checks each buffer's element type against the
+/// spec's, then launches with `launch` (the spec's, but for [`launch_with`]).
+#[allow(clippy::too_many_arguments)]
 fn launch_untyped(
     rt: &Runtime,
     spec: &Spec,
@@ -303,6 +364,7 @@ fn launch_untyped(
     workspaces: &[&DeviceBuffer<f32>],
     dims: Dims,
     accumulate: bool,
+    launch: &LaunchWith,
 ) -> Result<Launched> {
     let declared = (spec.inputs)(dims);
     let given = inputs.iter().map(|b| b.elem).chain([output.elem]);
@@ -329,7 +391,7 @@ fn launch_untyped(
         rt,
         counters: RefCell::new(None),
     };
-    match (spec.launch)(&launcher, &args, dims) {
+    match launch(&launcher, &args, dims) {
         Ok(()) => Ok(launcher.counters.into_inner().flatten()),
         Err(e) => Err(match e.downcast::<Error>() {
             Ok(e) => *e,
@@ -525,9 +587,13 @@ mod tests {
             let launched = recorder.0.into_inner();
             match launched[..] {
                 // Its kernel, or one of a family it picks from by the dimensions (the GEMV's
-                // row tiles, `gemv_bf16_m1` to `_m16`).
+                // row tiles, `gemv_bf16_m1` to `_m16`), or, for a row the lessons name
+                // (`attention_fused_f32`, which launches `flash_attention_f32_d128`), a kernel
+                // that is no spec's name, whose occupancy row is its own.
                 [one] => assert!(
-                    one == spec.name || one.starts_with(&format!("{}_", spec.name)),
+                    one == spec.name
+                        || one.starts_with(&format!("{}_", spec.name))
+                        || find(one).is_none(),
                     "{} launches {one}",
                     spec.name
                 ),
@@ -545,7 +611,7 @@ mod tests {
     #[test]
     fn a_wrong_output_names_the_element_and_the_tolerance() {
         let spec = find("scaffold_elementwise").unwrap();
-        let dims = [3, 1, 1];
+        let dims = [3, 1, 1, 1, 1];
         let x = inputs(spec, dims, 1);
         let mut got: Vec<f32> = x[0].iter().map(|v| 2.0 * v + 1.0).collect();
         assert!(
@@ -570,13 +636,19 @@ mod tests {
         let rt = Runtime::emulator();
         let spec = find("vector_add_f16").unwrap();
         let x = rt.upload(&[1.0f32; 4]).unwrap();
-        let err = launch_on(&rt, spec, &[&x, &x], &x, &[], [4, 1, 1], false).unwrap_err();
+        let err = launch_on(&rt, spec, &[&x, &x], &x, &[], [4, 1, 1, 1, 1], false).unwrap_err();
         assert!(
             err.to_string()
                 .contains("f32, f32, f32 given, the spec declares f16, f16, f16"),
             "{err}"
         );
-        let up = upload(&rt, spec, [4, 1, 1], &inputs(spec, [4, 1, 1], 1)).unwrap();
+        let up = upload(
+            &rt,
+            spec,
+            [4, 1, 1, 1, 1],
+            &inputs(spec, [4, 1, 1, 1, 1], 1),
+        )
+        .unwrap();
         let ptrs: Vec<_> = up.inputs.iter().map(TypedBuffer::untyped).collect();
         let args = kernels::registry::Buffers {
             inputs: &ptrs,
@@ -595,7 +667,7 @@ mod tests {
     fn inputs_are_rounded_to_their_type_and_the_output_widened() {
         let rt = Runtime::emulator();
         let spec = find("vector_add_f16").unwrap();
-        let dims = [1000, 1, 1];
+        let dims = [1000, 1, 1, 1, 1];
         let x = inputs(spec, dims, 3);
         assert!(x.iter().flatten().all(|&v| f16::from_f32(v).to_f32() == v));
         let up = upload(&rt, spec, dims, &x).unwrap();
@@ -615,20 +687,22 @@ mod tests {
     fn a_dimension_of_zero_or_past_u32_is_refused() {
         let rt = Runtime::emulator();
         let spec = find("scaffold_tiled").unwrap();
-        let err = upload(&rt, spec, [0, 5, 1], &[vec![]]).err().unwrap();
+        let err = upload(&rt, spec, [0, 5, 1, 1, 1], &[vec![]]).err().unwrap();
         assert!(err.to_string().contains("rows = 0"), "{err}");
         // Every dimension of a spec is a multiple of its `multiple`, which the test draws.
         for spec in all() {
             let m = spec.shapes.multiple;
             for dims in spec.shapes.every() {
                 assert!(
-                    (0..3).all(|i| dims[i] % m[i] == 0),
+                    dims.iter().zip(m).all(|(d, m)| d % m == 0),
                     "{}: {dims:?}",
                     spec.name
                 );
             }
         }
-        let err = upload(&rt, spec, [2, 2, 1], &[vec![0.0; 3]]).err().unwrap();
+        let err = upload(&rt, spec, [2, 2, 1, 1, 1], &[vec![0.0; 3]])
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("[3]"), "{err}");
     }
 
@@ -637,7 +711,7 @@ mod tests {
     #[test]
     fn a_relative_tolerance_scales_with_each_elements_magnitude() {
         let spec = find("gemm_tiled_f32").unwrap();
-        let dims = [3, 4, 5];
+        let dims = [3, 4, 5, 1, 1];
         let x = inputs(spec, dims, 2);
         let all = all_rows(spec, dims);
         let want = (spec.reference)(&[&x[0], &x[1]], dims, &all);
@@ -669,7 +743,7 @@ mod tests {
     #[test]
     fn a_reference_may_state_each_elements_bound() {
         let spec = find("gemv_bf16").unwrap();
-        let dims = [2, 40, 5];
+        let dims = [2, 40, 5, 1, 1];
         let x = inputs(spec, dims, 3);
         let all = all_rows(spec, dims);
         let want = (spec.reference)(&[&x[0], &x[1]], dims, &all);
@@ -696,11 +770,14 @@ mod tests {
     #[test]
     fn a_gpu_shape_checks_the_rows_its_spec_says() {
         let gemm = find("gemm_naive_f32").unwrap();
-        let rows = gpu_rows(gemm, [4096, 4096, 4096]);
+        let rows = gpu_rows(gemm, [4096, 4096, 4096, 1, 1]);
         assert_eq!((rows.len(), rows[0], rows[15]), (16, 0, 4095));
-        assert_eq!(gpu_rows(gemm, [10, 4, 4]), all_rows(gemm, [10, 4, 4]));
+        assert_eq!(
+            gpu_rows(gemm, [10, 4, 4, 1, 1]),
+            all_rows(gemm, [10, 4, 4, 1, 1])
+        );
         let transpose = find("transpose_naive").unwrap();
-        assert_eq!(gpu_rows(transpose, [8192, 8192, 1]).len(), 8192);
+        assert_eq!(gpu_rows(transpose, [8192, 8192, 1, 1, 1]).len(), 8192);
     }
 
     /// A GEMM's re-reads are in its requested bytes (what the emulator counts), not in the
@@ -708,22 +785,25 @@ mod tests {
     #[test]
     fn rereads_are_requested_not_compulsory() {
         let spec = find("gemm_tiled_f32").unwrap();
-        let dims = [4096, 4096, 4096];
+        let dims = [4096, 4096, 4096, 1, 1];
         let (requested, compulsory) = (cost(spec, dims), compulsory_cost(spec, dims));
         let a_and_b = 2 * 4 * 4096 * 4096;
         assert_eq!(compulsory.bytes_read, a_and_b);
         assert_eq!(requested.bytes_read, a_and_b * 4096 / 32);
         assert_eq!(describe(spec, dims), "4096^3");
         assert_eq!(describe_modelled(spec, dims), "4096^3 (no L2)");
-        assert_eq!(describe(spec, [64, 32, 16]), "64 x 32 x 16 f32");
+        assert_eq!(describe(spec, [64, 32, 16, 1, 1]), "64 x 32 x 16 f32");
         let copy = find("copy_strided").unwrap();
-        assert_eq!(compulsory_cost(copy, [64, 8, 1]), cost(copy, [64, 8, 1]));
-        assert!(!describe_modelled(copy, [64, 8, 1]).contains("no L2"));
+        assert_eq!(
+            compulsory_cost(copy, [64, 8, 1, 1, 1]),
+            cost(copy, [64, 8, 1, 1, 1])
+        );
+        assert!(!describe_modelled(copy, [64, 8, 1, 1, 1]).contains("no L2"));
         assert_eq!(modelled_cost(spec, dims), requested);
         // The GEMV's X (8 KiB at M = 1) is read by each of its 3584 blocks, from an L2 that
         // keeps it: the emulator counts every read, a modelled row and a GPU one.
         let gemv = find("gemv_bf16").unwrap();
-        let dims = [1, 4096, 14336];
+        let dims = [1, 4096, 14336, 1, 1];
         let (w, x) = (2 * 4096 * 14336, 2 * 4096);
         assert_eq!(cost(gemv, dims).bytes_read, w + x * 3584);
         assert_eq!(modelled_cost(gemv, dims).bytes_read, w + x);
@@ -737,11 +817,11 @@ mod tests {
         let rt = Runtime::emulator();
         let x = rt.upload(&[1.0f32; 4]).unwrap();
         let spec = find("vector_add_f32").unwrap();
-        let err = launch_on(&rt, spec, &[&x, &x], &x, &[], [4, 1, 1], true).unwrap_err();
+        let err = launch_on(&rt, spec, &[&x, &x], &x, &[], [4, 1, 1, 1, 1], true).unwrap_err();
         assert!(err.to_string().contains("accumulates: false"), "{err}");
         let gemm = find("gemm_naive_f32").unwrap();
         let c = rt.upload(&[1.0f32; 4]).unwrap();
-        launch_on(&rt, gemm, &[&x, &x], &c, &[], [2, 2, 2], true).unwrap();
+        launch_on(&rt, gemm, &[&x, &x], &c, &[], [2, 2, 2, 1, 1], true).unwrap();
         // 1 + (1 x 1 + 1 x 1): C added to.
         assert_eq!(rt.download(&c).unwrap(), [3.0; 4]);
     }
@@ -752,12 +832,12 @@ mod tests {
             find("scaffold_elementwise").unwrap(),
             find("scaffold_tiled").unwrap(),
         );
-        assert_eq!(describe(e, [1 << 26, 1, 1]), "64M elements");
-        assert_eq!(describe(e, [1000, 1, 1]), "1000 elements");
-        assert_eq!(describe(t, [200, 300, 1]), "200 x 300 f32");
+        assert_eq!(describe(e, [1 << 26, 1, 1, 1, 1]), "64M elements");
+        assert_eq!(describe(e, [1000, 1, 1, 1, 1]), "1000 elements");
+        assert_eq!(describe(t, [200, 300, 1, 1, 1]), "200 x 300 f32");
         let strided = find("copy_strided").unwrap();
         assert_eq!(
-            describe(strided, [1 << 24, 8, 1]),
+            describe(strided, [1 << 24, 8, 1, 1, 1]),
             "16M elements at stride 8"
         );
     }

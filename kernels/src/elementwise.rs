@@ -83,9 +83,9 @@ pub const VECTOR_ADD_F32: crate::registry::Spec = vector_add_spec::<f32>(
     "c[i] = a[i] + b[i]",
     // 256 MiB per input, several times the L2.
     &[crate::registry::RunShape {
-        gpu: [1 << 26, 1, 1],
+        gpu: [1 << 26, 1, 1, 1, 1],
         // A multiple of the block: the property test draws the sizes that are not.
-        emulator: [1 << 20, 1, 1],
+        emulator: [1 << 20, 1, 1, 1, 1],
     }],
     |launcher, buffers, [n, ..]| {
         let (a, b) = (buffers.input::<f32>(0)?, buffers.input::<f32>(1)?);
@@ -108,8 +108,8 @@ pub const VECTOR_ADD_F16: crate::registry::Spec = vector_add_spec::<F16>(
     "c[i] = a[i] + b[i] in f16, added in f32 and rounded once",
     // 256 MiB per input, as vector_add_f32's.
     &[crate::registry::RunShape {
-        gpu: [1 << 27, 1, 1],
-        emulator: [1 << 20, 1, 1],
+        gpu: [1 << 27, 1, 1, 1, 1],
+        emulator: [1 << 20, 1, 1, 1, 1],
     }],
     |launcher, buffers, [n, ..]| {
         let (a, b) = (buffers.input::<F16>(0)?, buffers.input::<F16>(1)?);
@@ -150,8 +150,8 @@ const fn vector_add_spec<T: crate::registry::Element>(
         dims: &["n"],
         shapes: Shapes {
             run,
-            test_max: [5000, 1, 1],
-            multiple: [1, 1, 1],
+            test_max: [5000, 1, 1, 1, 1],
+            multiple: [1, 1, 1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::of::<T>(n); 2],

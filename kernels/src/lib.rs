@@ -22,8 +22,6 @@ extern crate std;
 // and `--cfg kernels_exercises="stubs"` (or `="solutions"`) into the exercises' own PTX modules,
 // which hold the exercises alone: the project's modules (and `cargo xtask ptxas`) never see a
 // learner's stub.
-#[cfg(not(kernels_exercises))]
-pub mod attention;
 pub mod cuda;
 #[cfg(not(kernels_exercises))]
 pub mod hierarchy;
@@ -47,6 +45,15 @@ registry! {
         GEMM_TENSOR_CORE_F16,
     },
     decode::{GEMV_BF16},
+    attention::{
+        ATTENTION_NAIVE_F32,
+        ATTENTION_FUSED_F32,
+        ATTENTION_FUSED_BF16,
+        ATTENTION_FUSED_F16,
+        ATTENTION_NAIVE_F32_CAUSAL,
+        ATTENTION_FUSED_BF16_CAUSAL,
+        ATTENTION_FUSED_BF16_FMA_EXP,
+    },
     softmax::{
         SOFTMAX_NAIVE_F32,
         SOFTMAX_ONLINE_F32,

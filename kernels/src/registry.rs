@@ -14,13 +14,13 @@
 //! Registered kernels take f32, f16 or bf16 buffers ([`Buffer`]: inputs uniform in the spec's
 //! range and rounded to their type, one output, of their type or another, widened to f32 for the
 //! check) and f32 scratch
-//! workspaces if the launch needs them, and up to three `u32` dimensions; the launch gets each
+//! workspaces if the launch needs them, and up to five `u32` dimensions; the launch gets each
 //! pointer typed through [`Buffers::input`] and [`Buffers::output`], which refuse a type other
 //! than the declared one. A spec's launch may launch several kernels in order, and its cost
 //! states the exponentials the roofline's third roof times. Registered: the scaffold's four
 //! templates (`cargo xtask new`), `vector_add_f32`, `vector_add_f16`, `copy_strided`, the three
-//! transposes, the six softmaxes (f32 and bf16), GEMM steps 1 to 4 and the GEMV. The project's
-//! other kernels (GEMM step 5, the attention kernels, decode attention) are declared by hand in
+//! transposes, the six softmaxes (f32 and bf16), GEMM steps 1 to 4, the GEMV and seven attention rows. The project's
+//! other kernels (GEMM step 5, attention on wgmma, decode attention) are declared by hand in
 //! `xtask/src/cases.rs` and its neighbours.
 
 /// Declares the registered kernels, one line per kernel or per file:
@@ -99,9 +99,11 @@ mod host_side {
     use crate::cuda::emu::Dim3;
     use crate::cuda::{Bf16, F16, GlobalPtr};
 
-    /// The problem's dimensions, named by [`Spec::dims`] (`["n"]`, `["rows", "cols"]`); the
-    /// unnamed ones are 1. Each fits in a `u32` (the harness refuses larger ones).
-    pub type Dims = [usize; 3];
+    /// The problem's dimensions, named by [`Spec::dims`] (`["n"]`, `["rows", "cols"]`,
+    /// attention's `["batch", "heads", "n_q", "n_kv", "d"]`); the unnamed ones are 1. Each fits
+    /// in a `u32` (the harness refuses larger ones). A spec's closures destructure what they
+    /// use and leave the rest to `..` (`|[rows, cols, ..]|`).
+    pub type Dims = [usize; 5];
 
     /// What a launch failed with: the host runtime's own error, boxed.
     pub type LaunchError = Box<dyn std::error::Error + Send + Sync>;

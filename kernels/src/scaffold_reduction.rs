@@ -61,11 +61,11 @@ pub const SPEC: crate::registry::Spec = {
         dims: &["n"],
         shapes: Shapes {
             run: &[RunShape {
-                gpu: [1 << 26, 1, 1],
-                emulator: [(1 << 18) + 7, 1, 1],
+                gpu: [1 << 26, 1, 1, 1, 1],
+                emulator: [(1 << 18) + 7, 1, 1, 1, 1],
             }],
-            test_max: [5000, 1, 1],
-            multiple: [1, 1, 1],
+            test_max: [5000, 1, 1, 1, 1],
+            multiple: [1, 1, 1, 1, 1],
             gpu_rows_checked: None,
         },
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],

@@ -48,21 +48,21 @@ pub const SPEC: crate::registry::Spec = {
         dims: &["rows", "cols"],
         shapes: Shapes {
             run: &[RunShape {
-                gpu: [8192, 8192, 1],
+                gpu: [8192, 8192, 1, 1, 1],
                 // Not multiples of the tile: the edge tiles are exercised.
-                emulator: [200, 300, 1],
+                emulator: [200, 300, 1, 1, 1],
             }],
-            test_max: [100, 100, 1],
-            multiple: [1, 1, 1],
+            test_max: [100, 100, 1, 1, 1],
+            multiple: [1, 1, 1, 1, 1],
             gpu_rows_checked: None,
         },
-        inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
+        inputs: |[rows, cols, ..]| std::vec![Buffer::f32(rows * cols)],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[rows, cols, _]| Buffer::f32(rows * cols),
-        rows: |[_, cols, _]| cols,
+        output: |[rows, cols, ..]| Buffer::f32(rows * cols),
+        rows: |[_, cols, ..]| cols,
         workspaces: |_| std::vec![],
-        launch: |launcher, buffers, [rows, cols, _]| {
+        launch: |launcher, buffers, [rows, cols, ..]| {
             let (input, out) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (rows, cols) = (rows as u32, cols as u32);
             let blocks = (cols.div_ceil(TILE), rows.div_ceil(TILE));
@@ -73,12 +73,12 @@ pub const SPEC: crate::registry::Spec = {
             )
         },
         // A copy: exact. Row `c` of the output is column `c` of the input.
-        reference: |inputs, [rows, cols, _], out_rows| {
+        reference: |inputs, [rows, cols, ..], out_rows| {
             let column = |c: usize| (0..rows).map(move |r| f64::from(inputs[0][r * cols + c]));
             out_rows.iter().flat_map(|&c| column(c)).collect::<std::vec::Vec<f64>>().into()
         },
         tolerance: |_| 0.0,
-        cost: |[rows, cols, _]| Cost {
+        cost: |[rows, cols, ..]| Cost {
             bytes_read: 4 * (rows * cols) as u64,
             bytes_written: 4 * (rows * cols) as u64,
             flops: 0,

@@ -706,25 +706,25 @@ const fn softmax_spec<T: crate::registry::Element>(
         shapes: Shapes {
             run,
             // Past FUSED_ON_CHIP_COLS one draw in six: the fused kernel's second sweep.
-            test_max: [4, 10_000, 1],
-            multiple: [1, 1, 1],
+            test_max: [4, 10_000, 1, 1, 1],
+            multiple: [1, 1, 1, 1, 1],
             gpu_rows_checked: None,
         },
-        inputs: |[rows, cols, _]| std::vec![Buffer::of::<T>(rows * cols)],
+        inputs: |[rows, cols, ..]| std::vec![Buffer::of::<T>(rows * cols)],
         // Scores of a few units, as attention's are: rows far from uniform, whose small entries
         // (down to e^-16) test the relative accuracy.
         input_range: (-8.0, 8.0),
         // `exp_shifted` skips the exponential of a row's maximum: on zeros the model would count
         // none.
         values_steer: true,
-        output: |[rows, cols, _]| Buffer::of::<T>(rows * cols),
+        output: |[rows, cols, ..]| Buffer::of::<T>(rows * cols),
         rows: |[rows, ..]| rows,
         workspaces,
         launch,
         // From the definition, in f64, on the values the kernel reads (the inputs rounded to
         // `T`); the spec's inputs are finite, so no special value arises (tests/tests/softmax.rs
         // tests those through `host::ops::softmax`).
-        reference: |inputs, [_, cols, _], rows| {
+        reference: |inputs, [_, cols, ..], rows| {
             let mut out = std::vec::Vec::with_capacity(rows.len() * cols);
             for row in rows.iter().map(|&r| &inputs[0][r * cols..(r + 1) * cols]) {
                 let m = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
@@ -751,8 +751,8 @@ const fn softmax_spec<T: crate::registry::Element>(
 /// columns that are no multiple of the block.
 #[cfg(not(target_arch = "nvptx64"))]
 const SQUARE: crate::registry::RunShape = crate::registry::RunShape {
-    gpu: [8192, 8192, 1],
-    emulator: [64, 1000, 1],
+    gpu: [8192, 8192, 1, 1, 1],
+    emulator: [64, 1000, 1, 1, 1],
 };
 
 /// Tall rows of 4096 (a block's half of the fused kernel's on-chip columns): four times the
@@ -760,8 +760,8 @@ const SQUARE: crate::registry::RunShape = crate::registry::RunShape {
 /// fused kernel reads twice.
 #[cfg(not(target_arch = "nvptx64"))]
 const TALL: crate::registry::RunShape = crate::registry::RunShape {
-    gpu: [32768, 4096, 1],
-    emulator: [4, 9000, 1],
+    gpu: [32768, 4096, 1, 1, 1],
+    emulator: [4, 9000, 1, 1, 1],
 };
 
 /// One kernel's traffic and arithmetic in a softmax's cost, as `host::ops::softmax`'s cost
@@ -795,7 +795,7 @@ impl Sweep {
 /// The cost of `sweeps` over a `rows x cols` matrix of `T`.
 #[cfg(not(target_arch = "nvptx64"))]
 fn sweeps_cost<T: crate::registry::Element>(
-    [rows, cols, _]: crate::registry::Dims,
+    [rows, cols, ..]: crate::registry::Dims,
     sweeps: &[Sweep],
 ) -> crate::registry::Cost {
     let (n, rows) = ((rows * cols) as u64, rows as u64);
@@ -820,7 +820,7 @@ fn sweeps_cost<T: crate::registry::Element>(
 /// The fused kernel: the row read once and kept in registers for the write, or, past
 /// [`FUSED_ON_CHIP_COLS`], read again and its exponentials taken again.
 #[cfg(not(target_arch = "nvptx64"))]
-fn fused_cost<T: crate::registry::Element>(dims: crate::registry::Dims) -> crate::registry::Cost {
+pub(crate) fn fused_cost<T: crate::registry::Element>(dims: crate::registry::Dims) -> crate::registry::Cost {
     let read = MAX_FLOPS + EXP_SUM_FLOPS;
     if dims[1] <= FUSED_ON_CHIP_COLS as usize {
         sweeps_cost::<T>(dims, &[Sweep::new((1, 1), (0, 0), read + RESCALE_FLOPS, 1)])
@@ -887,7 +887,7 @@ type RowArgs<T> = (
 #[cfg(not(target_arch = "nvptx64"))]
 fn row_args<T: crate::registry::Element>(
     buffers: &crate::registry::Buffers,
-    [rows, cols, _]: crate::registry::Dims,
+    [rows, cols, ..]: crate::registry::Dims,
 ) -> Result<RowArgs<T>, crate::registry::LaunchError> {
     let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (ROW_THREADS, 1));
     let (row_max, row_sum) = (buffers.workspaces[0], buffers.workspaces[1]);
@@ -907,7 +907,7 @@ macro_rules! softmax_specs {
             stringify!($fused),
             "y = softmax of each row of x in one kernel: the row read once (twice past 8192 columns)",
             $run,
-            |launcher, buffers, [rows, cols, _]| {
+            |launcher, buffers, [rows, cols, ..]| {
                 let (x, y, cols) = (buffers.input::<$t>(0)?, buffers.output::<$t>()?, cols as u32);
                 let geometry =
                     crate::registry::Geometry::grid_2d((rows as u32, 1), (FUSED_THREADS, 1));

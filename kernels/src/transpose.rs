@@ -124,29 +124,29 @@ const fn transpose_spec(
         dims: &["rows", "cols"],
         shapes: Shapes {
             run: &[RunShape {
-                gpu: [8192, 8192, 1],
+                gpu: [8192, 8192, 1, 1, 1],
                 // Not multiples of the tile: the edge tiles are exercised.
-                emulator: [200, 300, 1],
+                emulator: [200, 300, 1, 1, 1],
             }],
-            test_max: [100, 100, 1],
-            multiple: [1, 1, 1],
+            test_max: [100, 100, 1, 1, 1],
+            multiple: [1, 1, 1, 1, 1],
             gpu_rows_checked: None,
         },
-        inputs: |[rows, cols, _]| std::vec![Buffer::f32(rows * cols)],
+        inputs: |[rows, cols, ..]| std::vec![Buffer::f32(rows * cols)],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[rows, cols, _]| Buffer::f32(rows * cols),
-        rows: |[_, cols, _]| cols,
+        output: |[rows, cols, ..]| Buffer::f32(rows * cols),
+        rows: |[_, cols, ..]| cols,
         workspaces: |_| std::vec![],
         launch,
         // From the definition, not from `tile_element`, which the kernels share: a copy, exact.
         // Row `c` of the output is column `c` of the input.
-        reference: |inputs, [rows, cols, _], out_rows| {
+        reference: |inputs, [rows, cols, ..], out_rows| {
             let column = |c: usize| (0..rows).map(move |r| f64::from(inputs[0][r * cols + c]));
             out_rows.iter().flat_map(|&c| column(c)).collect::<std::vec::Vec<f64>>().into()
         },
         tolerance: |_| 0.0,
-        cost: |[rows, cols, _]| Cost {
+        cost: |[rows, cols, ..]| Cost {
             bytes_read: 4 * (rows * cols) as u64,
             bytes_written: 4 * (rows * cols) as u64,
             flops: 0,
@@ -173,7 +173,7 @@ const fn transpose_spec(
 #[cfg(not(target_arch = "nvptx64"))]
 macro_rules! tiled_launch {
     ($kernel:ident) => {
-        |launcher, buffers, [rows, cols, _]| {
+        |launcher, buffers, [rows, cols, ..]| {
             let (input, out) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (rows, cols, tile) = (rows as u32, cols as u32, TILE as u32);
             let blocks = (cols.div_ceil(tile), rows.div_ceil(tile));
@@ -228,21 +228,21 @@ pub const COPY_STRIDED: crate::registry::Spec = {
             run: &[RunShape {
                 // Stride 8 floats = 32 bytes: every lane in its own sector, 8x the bytes of a
                 // contiguous read moved for the same bytes used.
-                gpu: [1 << 24, 8, 1],
-                emulator: [1 << 16, 8, 1],
+                gpu: [1 << 24, 8, 1, 1, 1],
+                emulator: [1 << 16, 8, 1, 1, 1],
             }],
-            test_max: [3000, 40, 1],
-            multiple: [1, 1, 1],
+            test_max: [3000, 40, 1, 1, 1],
+            multiple: [1, 1, 1, 1, 1],
             gpu_rows_checked: None,
         },
         // The first column of an `n x stride` row-major matrix.
-        inputs: |[n, stride, _]| std::vec![Buffer::f32(n * stride)],
+        inputs: |[n, stride, ..]| std::vec![Buffer::f32(n * stride)],
         input_range: (-1.0, 1.0),
         values_steer: false,
         output: |[n, ..]| Buffer::f32(n),
         rows: |_| 1,
         workspaces: |_| std::vec![],
-        launch: |launcher, buffers, [n, stride, _]| {
+        launch: |launcher, buffers, [n, stride, ..]| {
             let (src, dst) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (n, stride) = (n as u32, stride as u32);
             launch_registered!(
@@ -252,7 +252,7 @@ pub const COPY_STRIDED: crate::registry::Spec = {
             )
         },
         // A copy: exact.
-        reference: |inputs, [n, stride, _], _| {
+        reference: |inputs, [n, stride, ..], _| {
             let values: std::vec::Vec<f64> = (0..n).map(|i| f64::from(inputs[0][i * stride])).collect();
             values.into()
         },

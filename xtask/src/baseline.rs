@@ -58,17 +58,12 @@ const MAPPING: &[Entry] = &[
         &["batch", "q_heads", "kv_heads", "ctx"],
         None,
     ),
-    // The Hopper kernel against PyTorch's fastest attention on Hopper: the cuDNN and the
+    // The Hopper kernel (the other attention rows are registered, their specs' baseline `sdpa`)
+    // against PyTorch's fastest attention on Hopper: the cuDNN and the
     // FlashAttention backends both measured, the faster one the baseline (`sdpa_hopper`).
     entry(
         "attention_wgmma",
         "sdpa_hopper",
-        &["batch", "heads", "seq", "head_dim"],
-        None,
-    ),
-    entry(
-        "attention",
-        "sdpa",
         &["batch", "heads", "seq", "head_dim"],
         None,
     ),

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use half::{bf16, f16};
 use host::cost::Cost;
-use host::ops::attention::{self as attention_op, AttentionParams, AttentionShape, Traffic};
+use host::ops::attention::{self as attention_op, AttentionParams, AttentionShape};
 use host::ops::elementwise;
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::reference;
@@ -94,36 +94,22 @@ pub fn all() -> Vec<CaseSpec> {
         registered_at(&kernels::softmax::SOFTMAX_NAIVE_BF16, 1),
         registered_at(&kernels::softmax::SOFTMAX_ONLINE_BF16, 1),
         registered_at(&kernels::softmax::SOFTMAX_FUSED_BF16, 1),
-        case("attention_naive_f32", |rt, s| {
-            attention::<f32>(rt, s, Row::Naive, false)
-        }),
-        case("attention_fused_f32", |rt, s| {
-            attention::<f32>(rt, s, Row::Fused, false)
-        }),
-        case("attention_fused_bf16", |rt, s| {
-            attention::<bf16>(rt, s, Row::Fused, false)
-        }),
-        case("attention_fused_f16", |rt, s| {
-            attention::<f16>(rt, s, Row::Fused, false)
-        }),
-        case("attention_naive_f32_causal", |rt, s| {
-            attention::<f32>(rt, s, Row::Naive, true)
-        }),
-        case("attention_fused_bf16_causal", |rt, s| {
-            attention::<bf16>(rt, s, Row::Fused, true)
-        }),
+        registered(&kernels::attention::ATTENTION_NAIVE_F32),
+        registered(&kernels::attention::ATTENTION_FUSED_F32),
+        registered(&kernels::attention::ATTENTION_FUSED_BF16),
+        registered(&kernels::attention::ATTENTION_FUSED_F16),
+        registered(&kernels::attention::ATTENTION_NAIVE_F32_CAUSAL),
+        registered(&kernels::attention::ATTENTION_FUSED_BF16_CAUSAL),
         case("attention_wgmma_bf16", |rt, s| {
-            attention::<bf16>(rt, s, Row::Wgmma, false)
+            attention_wgmma::<bf16>(rt, s, false)
         }),
         case("attention_wgmma_f16", |rt, s| {
-            attention::<f16>(rt, s, Row::Wgmma, false)
+            attention_wgmma::<f16>(rt, s, false)
         }),
         case("attention_wgmma_bf16_causal", |rt, s| {
-            attention::<bf16>(rt, s, Row::Wgmma, true)
+            attention_wgmma::<bf16>(rt, s, true)
         }),
-        case("attention_fused_bf16_fma_exp", |rt, s| {
-            attention::<bf16>(rt, s, Row::FusedFmaExp, false)
-        }),
+        registered(&kernels::attention::ATTENTION_FUSED_BF16_FMA_EXP),
     ]
     .into_iter()
     .chain(gemm_cases())
@@ -366,7 +352,16 @@ fn from_spec<'a>(
     spec: &'static registry::Spec,
     shape: usize,
 ) -> host::Result<Case<'a>> {
-    let gpu = spec.shapes.run[shape].gpu;
+    // The row's GPU shape names the modelled figure; the model may sample it at fewer keys
+    // ([`build_for_model_at_keys`]: the dimension `n_kv`), the queries unchanged.
+    let row = spec.shapes.run[shape].gpu;
+    let mut gpu = row;
+    if let Some(keys) = MODEL_KEYS.with(std::cell::Cell::get) {
+        let axis = spec.dims.iter().position(|d| *d == "n_kv").ok_or_else(|| {
+            host::Error::Shape(format!("{}: no dimension n_kv to sample", spec.name))
+        })?;
+        gpu[axis] = keys;
+    }
     let dims = match scale {
         Scale::Gpu => gpu,
         Scale::Emulator => spec.shapes.run[shape].emulator,
@@ -405,7 +400,7 @@ fn from_spec<'a>(
         shape: registry::describe(spec, dims),
         cost,
         gpu: (
-            registry::describe_modelled(spec, gpu),
+            registry::describe_modelled(spec, row),
             registry::modelled_cost(spec, gpu),
         ),
         launch: Box::new({
@@ -460,226 +455,73 @@ fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
     })
 }
 
-use attention_op::{FlashElement, WgmmaMaps};
+use attention_op::{WgmmaFlashElement, WgmmaMaps};
 
-/// Which attention kernel a row runs: the naive flow, the fused kernel (`flash_f32` or
-/// `flash_mma`), the fused kernel on Hopper's wgmma (`flash_wgmma`, 16-bit types only), or the
-/// fused bf16 kernel at d = 64 with half of its exponentials computed by an FMA polynomial
-/// (`attention::fused_bf16_fma_exp`, FlashAttention-4's trick).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Row {
-    Naive,
-    Fused,
-    Wgmma,
-    FusedFmaExp,
-}
-
-impl Row {
-    /// The row's kernel name around the element type and mask: (flow, suffix).
-    fn name(self) -> (&'static str, &'static str) {
-        match self {
-            Row::Naive => ("naive", ""),
-            Row::Fused => ("fused", ""),
-            Row::Wgmma => ("wgmma", ""),
-            Row::FusedFmaExp => ("fused", "_fma_exp"),
-        }
-    }
-
-    /// The head dimension of the row's shapes: the FMA-exponential kernel is built for d = 64.
-    fn head_dim(self) -> usize {
-        match self {
-            Row::FusedFmaExp => 64,
-            Row::Naive | Row::Fused | Row::Wgmma => 128,
-        }
-    }
-
-    /// The sequence length of the row's emulator shape, a multiple of no tile or fragment (the
-    /// last tile holds 6 rows, part of an 8-wide `mma` fragment). The fused kernels run N = 1030,
-    /// enough to walk their whole key loop: 65 K/V tiles of `flash_f32`'s 16 keys, 17 of
-    /// `flash_mma`'s 64 through its 2-stage ring, 9 of `flash_wgmma`'s 128, so its ring goes round
-    /// 5 times: the producer waits for the consumers to release a stage and the mbarriers' phase
-    /// parity alternates (at N = 200 it saw 2 tiles, round 0 only, where every wait on an empty
-    /// stage passes at once).
-    /// The naive flow stays at N = 200: its two kernels are shared-memory-tiled matrix products
-    /// with no pipeline, which at 200 already walk 4 x 4 output tiles of 64 and 13 key tiles of
-    /// 16, while at 1030 its O(N^2) round trips of S and P through HBM would cost the emulator
-    /// about twice all the fused rows together (about 10 s of each run on two cores, 15 s on the
-    /// PTX backend).
-    fn emulator_n(self) -> usize {
-        match self {
-            Row::Naive => 200,
-            Row::Fused | Row::Wgmma | Row::FusedFmaExp => 1030,
-        }
-    }
-}
-
-/// An element type attention runs on: f32 (naive, or fused on CUDA cores) or a 16-bit type
-/// (fused on tensor cores).
-trait AttentionCase: FlashElement {
-    const NAME: &'static str;
-    /// Unit roundoff of the output (0 for f32: no rounding beyond the arithmetic's).
-    const HALF_U: f64;
+/// A 16-bit element type of the Hopper kernel.
+trait WgmmaCase: WgmmaFlashElement + kernels::registry::Element {
     fn from_f32(v: f32) -> Self;
     fn to_f32(self) -> f32;
-    /// The error of a row whose kernel does not exist in this element type.
-    fn absent(kernel: &str) -> host::Result<Launched> {
-        Err(host::Error::Shape(format!(
-            "no {kernel} attention in {}",
-            Self::NAME
-        )))
-    }
-    /// The naive flow, which exists in f32 only.
-    fn naive(
-        _rt: &Runtime,
-        _qkv: &[DeviceBuffer<Self>; 3],
-        _o: &mut DeviceBuffer<Self>,
-        _workspace: &mut attention_op::NaiveWorkspace,
-        _shape: &AttentionShape,
-        _params: &AttentionParams,
-    ) -> host::Result<Launched> {
-        Self::absent("naive")
-    }
-    /// The fused kernel with half of its exponentials on the FMA units, which exists in bf16
-    /// only.
-    fn fused_fma_exp(
-        _rt: &Runtime,
-        _qkv: &[DeviceBuffer<Self>; 3],
-        _o: &mut DeviceBuffer<Self>,
-        _lse: &mut DeviceBuffer<f32>,
-        _shape: &AttentionShape,
-        _params: &AttentionParams,
-    ) -> host::Result<Launched> {
-        Self::absent("FMA-exponential")
-    }
-    /// The fused kernel on wgmma, which exists in bf16 and f16 only.
-    #[allow(clippy::too_many_arguments)]
-    fn wgmma(
-        _rt: &Runtime,
-        _maps: &WgmmaMaps,
-        _qkv: &[DeviceBuffer<Self>; 3],
-        _o: &mut DeviceBuffer<Self>,
-        _lse: &mut DeviceBuffer<f32>,
-        _shape: &AttentionShape,
-        _params: &AttentionParams,
-    ) -> host::Result<Launched> {
-        Self::absent("wgmma")
-    }
 }
 
-impl AttentionCase for f32 {
-    const NAME: &'static str = "f32";
-    const HALF_U: f64 = 0.0;
+impl WgmmaCase for bf16 {
     fn from_f32(v: f32) -> Self {
-        v
+        bf16::from_f32(v)
     }
     fn to_f32(self) -> f32 {
-        self
-    }
-    fn naive(
-        rt: &Runtime,
-        [q, k, v]: &[DeviceBuffer<Self>; 3],
-        o: &mut DeviceBuffer<Self>,
-        workspace: &mut attention_op::NaiveWorkspace,
-        shape: &AttentionShape,
-        params: &AttentionParams,
-    ) -> host::Result<Launched> {
-        attention_op::naive(rt, q, k, v, o, workspace, shape, params)
+        bf16::to_f32(self)
     }
 }
 
-macro_rules! half_attention_case {
-    ($t:ty, $name:literal, $u:expr, { $($more:item)* }) => {
-        impl AttentionCase for $t {
-            const NAME: &'static str = $name;
-            const HALF_U: f64 = $u;
-            fn from_f32(v: f32) -> Self {
-                <$t>::from_f32(v)
-            }
-            fn to_f32(self) -> f32 {
-                <$t>::to_f32(self)
-            }
-            $($more)*
-            fn wgmma(
-                rt: &Runtime,
-                maps: &WgmmaMaps,
-                [q, k, v]: &[DeviceBuffer<Self>; 3],
-                o: &mut DeviceBuffer<Self>,
-                lse: &mut DeviceBuffer<f32>,
-                shape: &AttentionShape,
-                params: &AttentionParams,
-            ) -> host::Result<Launched> {
-                attention_op::fused_wgmma_with(rt, maps, [q, k, v], o, lse, shape, params)
-            }
-        }
-    };
-}
-half_attention_case!(bf16, "bf16", 1.0 / 256.0, {
-    fn fused_fma_exp(
-        rt: &Runtime,
-        [q, k, v]: &[DeviceBuffer<Self>; 3],
-        o: &mut DeviceBuffer<Self>,
-        lse: &mut DeviceBuffer<f32>,
-        shape: &AttentionShape,
-        params: &AttentionParams,
-    ) -> host::Result<Launched> {
-        attention_op::fused_bf16_fma_exp(rt, q, k, v, o, lse, shape, params)
+impl WgmmaCase for f16 {
+    fn from_f32(v: f32) -> Self {
+        f16::from_f32(v)
     }
-});
-half_attention_case!(f16, "f16", 1.0 / 2048.0, {});
-
-/// The row's traffic model for element type `T`.
-fn attention_traffic<T: AttentionCase>(row: Row, shape: &AttentionShape, causal: bool) -> Traffic {
-    match row {
-        Row::Naive => attention_op::naive_traffic(shape),
-        Row::Fused => attention_op::fused_traffic::<T>(shape, causal),
-        Row::Wgmma => attention_op::fused_wgmma_traffic(shape, causal, size_of::<T>()),
-        Row::FusedFmaExp => attention_op::fused_fma_exp_traffic(shape, causal),
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
     }
 }
 
-/// Attention at the shape on a GPU (batch 4, 16 heads, N = 4096, d = 128); on the
-/// emulator 2 heads of N = 1030 for the fused kernels, 200 for the naive flow (a multiple of no
-/// tile: [`Row::emulator_n`]). Q, K, V uniform in [-1, 1].
+/// Attention on Hopper's wgmma (`flash_wgmma`, 16-bit types only), at the registered attention
+/// rows' shapes (batch 4, 16 heads, N = 4096, d = 128 on a GPU; 2 heads of N = 1030 on the
+/// emulator, enough for 9 of its 128-key tiles, so its ring goes round 5 times: the producer
+/// waits for the consumers to release a stage and the mbarriers' phase parity alternates).
+/// Written here, not registered: it launches on TMA tensor maps the host builds for its Q, K
+/// and V, and runs only on sm_90a (docs/registry.md). Q, K, V uniform in [-1, 1].
 ///
 /// The cost the emulator's counts are checked against is the flow's whole traffic, re-reads
-/// included; the roofline figures use its compulsory traffic (each input read once, each
-/// output and intermediate written once and read once), since on a GPU the L2 serves most
-/// re-reads of a tile (docs/attention.md).
-fn attention<T: AttentionCase>(
+/// included; the roofline figures use its compulsory traffic (docs/attention.md).
+fn attention_wgmma<T: WgmmaCase>(
     rt: &Runtime,
     scale: Scale,
-    row: Row,
     causal: bool,
 ) -> host::Result<Case<'_>> {
-    let shape_at = |s: Scale| match s {
-        Scale::Gpu => AttentionShape::new(4, 16, ATTENTION_KEYS, row.head_dim()).with_n_kv(
-            MODEL_KEYS
-                .with(std::cell::Cell::get)
-                .unwrap_or(ATTENTION_KEYS),
-        ),
-        Scale::Emulator => AttentionShape::new(1, 2, row.emulator_n(), row.head_dim()),
+    let run = kernels::attention::ATTENTION_FUSED_BF16.shapes.run[0];
+    let shape_at = |s: Scale| {
+        let [batch, heads, n, _, d] = match s {
+            Scale::Gpu => run.gpu,
+            Scale::Emulator => run.emulator,
+        };
+        let shape = AttentionShape::new(batch, heads, n, d);
+        match s {
+            Scale::Gpu => shape.with_n_kv(MODEL_KEYS.with(std::cell::Cell::get).unwrap_or(n)),
+            Scale::Emulator => shape,
+        }
     };
     let (shape, gpu_shape) = (shape_at(scale), shape_at(Scale::Gpu));
+    let elem = T::ELEM.name();
     let describe = |s: &AttentionShape| {
         let mask = if causal { " causal" } else { "" };
         format!(
-            "{}x{}x{}x{} {}{mask}",
-            s.batch,
-            s.heads,
-            s.n_q,
-            s.head_dim,
-            T::NAME
+            "{}x{}x{}x{} {elem}{mask}",
+            s.batch, s.heads, s.n_q, s.head_dim
         )
     };
-    let traffic = attention_traffic::<T>(row, &shape, causal);
+    let traffic = |s: &AttentionShape| attention_op::fused_wgmma_traffic(s, causal, size_of::<T>());
     let cost = match scale {
-        Scale::Emulator => traffic.total(),
-        Scale::Gpu => traffic.compulsory,
+        Scale::Emulator => traffic(&shape).total(),
+        Scale::Gpu => traffic(&shape).compulsory,
     };
-    let gpu = (
-        describe(&gpu_shape),
-        attention_traffic::<T>(row, &gpu_shape, causal).compulsory,
-    );
+    let gpu = (describe(&gpu_shape), traffic(&gpu_shape).compulsory);
     let params = AttentionParams::standard(shape.head_dim, causal);
     // Q and K make the scores, which steer the softmax; V's values steer nothing.
     let input = |n, seed| varied_in_as(n, seed, (-1.0, 1.0), T::from_f32);
@@ -700,24 +542,16 @@ fn attention<T: AttentionCase>(
         );
         reference::attention(&hq, &hk, &hv, &head, params.scale, causal).o
     });
-    let tolerance = attention_tolerance(&head, params.scale, T::HALF_U);
+    // The registered rows' bound (`kernels::attention::error_bound`), rounded to `T`.
+    let half_u = kernels::attention::half_u(T::ELEM);
+    let tolerance = kernels::attention::error_bound(head.n_kv, head.head_dim, params.scale, half_u);
     let qkv = [rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?];
     let o = Rc::new(RefCell::new(rt.alloc::<T>(shape.q_elems())?));
     let mut lse = rt.alloc::<f32>(shape.lse_elems())?;
-    // Allocated here, outside the timed launches.
-    let mut workspace = match row {
-        Row::Naive => Some(attention_op::NaiveWorkspace::new(rt, &shape)?),
-        Row::Fused | Row::Wgmma | Row::FusedFmaExp => None,
-    };
     // The Hopper kernel's tensor maps, built once (a driver call per head and tensor).
-    let maps = match row {
-        Row::Wgmma => Some(WgmmaMaps::new(rt, [&qkv[0], &qkv[1], &qkv[2]], &shape)?),
-        Row::Naive | Row::Fused | Row::FusedFmaExp => None,
-    };
-    let (flow, suffix) = row.name();
+    let maps = WgmmaMaps::new(rt, [&qkv[0], &qkv[1], &qkv[2]], &shape)?;
     let kernel = format!(
-        "attention_{flow}_{}{}{suffix}",
-        T::NAME,
+        "attention_wgmma_{elem}{}",
         if causal { "_causal" } else { "" }
     );
     Ok(Case {
@@ -730,14 +564,7 @@ fn attention<T: AttentionCase>(
             move |rt| {
                 let [q, k, v] = &qkv;
                 let o = &mut o.borrow_mut();
-                match (&mut workspace, &maps) {
-                    (Some(ws), _) => T::naive(rt, &qkv, o, ws, &shape, &params),
-                    (None, Some(maps)) => T::wgmma(rt, maps, &qkv, o, &mut lse, &shape, &params),
-                    (None, None) if row == Row::FusedFmaExp => {
-                        T::fused_fma_exp(rt, &qkv, o, &mut lse, &shape, &params)
-                    }
-                    (None, None) => attention_op::fused(rt, q, k, v, o, &mut lse, &shape, &params),
-                }
+                attention_op::fused_wgmma_with(rt, &maps, [q, k, v], o, &mut lse, &shape, &params)
             }
         }),
         check: Box::new(move |rt| {
@@ -863,16 +690,6 @@ fn gemm_case<const KERNEL: usize, const SIZE: usize>(
             }
         }),
     })
-}
-
-/// The error bound of tests/tests/attention.rs for inputs in [-1, 1] (so `sum_c |q_c k_c| <= d`
-/// and `max|v| <= 1`): `2 delta + (4 (n_kv + d) + 32) u + 2 u_h` with
-/// `delta = (d + 2) u scale d`.
-fn attention_tolerance(shape: &AttentionShape, scale: f32, half_u: f64) -> f64 {
-    let u = f64::from(f32::EPSILON) / 2.0;
-    let d = shape.head_dim as f64;
-    let delta = (d + 2.0) * u * f64::from(scale) * d;
-    2.0 * delta + (4.0 * (shape.n_kv as f64 + d) + 32.0) * u + 2.0 * half_u
 }
 
 /// The decode kernels at Llama-3-8B's shapes (docs/decode.md): the GEMV at batch 1 on the up

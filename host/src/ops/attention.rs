@@ -6,15 +6,16 @@
 
 use half::{bf16, f16};
 use kernels::attention::{
-    HEAD_DIMS, flash_f32, flash_mma, flash_wgmma, kv_end, kv_rows_loaded, naive as naive_kernels,
-    visible_keys,
+    ATTENTION_FUSED_BF16, ATTENTION_FUSED_BF16_FMA_EXP, ATTENTION_FUSED_F16, ATTENTION_FUSED_F32,
+    ATTENTION_NAIVE_F32, ATTENTION_NAIVE_F32_CAUSAL, FlashKernel, HEAD_DIMS, flash_wgmma,
+    naive as naive_kernels,
 };
 use kernels::cuda::tma::TmaSwizzle;
+use kernels::registry::{Dims, Spec};
 
-use super::{GridAxis, elements, grid_blocks, softmax};
+use super::{GridAxis, elements, grid_blocks};
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cost::{ComputeUnit, Cost, product, sum};
-use crate::emu::LaunchCounters;
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::launch::{LaunchConfig, dim3};
@@ -200,37 +201,38 @@ fn validate(
 }
 
 /// An element type of the fused kernels: f32 (`kernels::attention::flash_f32`, CUDA cores), or
-/// bf16 and f16 (`kernels::attention::flash_mma`, tensor cores with f32 accumulation). Each
-/// names its kernel's block shape, so that the launch and the traffic model come from the
-/// kernel crate's own constants.
-pub trait FlashElement: Element {
-    /// Query rows per block.
-    const BR: usize;
-    /// Keys per K/V tile.
-    const BC: usize;
-    /// Threads per block.
-    const THREADS: usize;
-    /// Where the kernel's FLOPs run.
-    const UNIT: ComputeUnit;
-    /// Dynamic shared memory for head dimension `d`.
-    fn shared_bytes(d: usize) -> usize;
-    /// Launches the kernel for this type and `d` (64 or 128); the arguments are checked.
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn launch_flash(
-        rt: &Runtime,
-        cfg: LaunchConfig,
-        d: usize,
-        q: &DeviceBuffer<Self>,
-        k: &DeviceBuffer<Self>,
-        v: &DeviceBuffer<Self>,
-        o: &mut DeviceBuffer<Self>,
-        lse: &mut DeviceBuffer<f32>,
-        args: (u32, u32, f32, u32),
-    ) -> Result<Launched>;
+/// bf16 and f16 (`kernels::attention::flash_mma`, tensor cores with f32 accumulation). Its
+/// kernel's block shape and launch are the kernel crate's ([`FlashKernel`]); its spec is the
+/// row of `cargo xtask run` that the op launches through.
+pub trait FlashElement: Element + FlashKernel + crate::registry::SpecElement {
+    /// The non-causal row's spec (`attention_fused_f32`, `_bf16`, `_f16`).
+    const SPEC: &'static Spec;
 }
 
-/// `launch!` of the d = 64 or the d = 128 entry point of a fused kernel, with the same
+impl FlashElement for f32 {
+    const SPEC: &'static Spec = &ATTENTION_FUSED_F32;
+}
+
+impl FlashElement for bf16 {
+    const SPEC: &'static Spec = &ATTENTION_FUSED_BF16;
+}
+
+impl FlashElement for f16 {
+    const SPEC: &'static Spec = &ATTENTION_FUSED_F16;
+}
+
+/// The registry's dimensions of `shape`: `[batch, heads, n_q, n_kv, head_dim]`.
+pub fn dims(shape: &AttentionShape) -> Dims {
+    [
+        shape.batch,
+        shape.heads,
+        shape.n_q,
+        shape.n_kv,
+        shape.head_dim,
+    ]
+}
+
+/// `launch!` of the d = 64 or the d = 128 entry point of the Hopper kernel, with the same
 /// arguments (identifiers, as `launch!` takes them).
 macro_rules! launch_head_dim {
     ($rt:expr, $cfg:expr, $d:expr, $d64:ident, $d128:ident, ($($arg:ident),*)) => {
@@ -241,62 +243,6 @@ macro_rules! launch_head_dim {
         }
     };
 }
-
-macro_rules! flash_element {
-    ($t:ty, $kernels:ident, $unit:ident, $d64:ident, $d128:ident) => {
-        impl FlashElement for $t {
-            const BR: usize = $kernels::BR;
-            const BC: usize = $kernels::BC;
-            const THREADS: usize = $kernels::THREADS;
-            const UNIT: ComputeUnit = ComputeUnit::$unit;
-            fn shared_bytes(d: usize) -> usize {
-                $kernels::shared_bytes(d)
-            }
-            fn launch_flash(
-                rt: &Runtime,
-                cfg: LaunchConfig,
-                d: usize,
-                q: &DeviceBuffer<Self>,
-                k: &DeviceBuffer<Self>,
-                v: &DeviceBuffer<Self>,
-                o: &mut DeviceBuffer<Self>,
-                lse: &mut DeviceBuffer<f32>,
-                (n_q, n_kv, scale, causal): (u32, u32, f32, u32),
-            ) -> Result<Launched> {
-                let (q, k, v, o, lse) = (q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr());
-                launch_head_dim!(
-                    rt,
-                    cfg,
-                    d,
-                    $d64,
-                    $d128,
-                    (q, k, v, o, lse, n_q, n_kv, scale, causal)
-                )
-            }
-        }
-    };
-}
-flash_element!(
-    f32,
-    flash_f32,
-    CudaCoreF32,
-    flash_attention_f32_d64,
-    flash_attention_f32_d128
-);
-flash_element!(
-    bf16,
-    flash_mma,
-    TensorCore16,
-    flash_attention_bf16_d64,
-    flash_attention_bf16_d128
-);
-flash_element!(
-    f16,
-    flash_mma,
-    TensorCore16,
-    flash_attention_f16_d64,
-    flash_attention_f16_d128
-);
 
 /// A fused attention op for element type `T`, [`fused`] or [`fused_wgmma`]: the tests run both
 /// kernels through one function.
@@ -325,11 +271,19 @@ pub fn fused<T: FlashElement>(
     params: &AttentionParams,
 ) -> Result<Launched> {
     let lens = [q.len(), k.len(), v.len(), o.len(), lse.len()];
-    let Some(args) = fused_args("attention::fused", shape, params, lens)? else {
+    if fused_args("attention::fused", shape, params, lens)?.is_none() {
         return Ok(None);
-    };
-    let cfg = fused_config::<T>(shape);
-    T::launch_flash(rt, cfg, shape.head_dim, q, k, v, o, lse, args)
+    }
+    let scale_mask = (params.scale, params.causal);
+    crate::registry::launch_with(
+        rt,
+        T::SPEC,
+        &[q, k, v],
+        o,
+        &[lse],
+        dims(shape),
+        &|l, b, d| kernels::attention::launch_fused::<T>(l, b, d, scale_mask, false),
+    )
 }
 
 /// The fused kernel's arguments `(n_q, n_kv, scale, causal)` after checking the buffers' lengths
@@ -376,16 +330,14 @@ pub fn fused_bf16_fma_exp(
         )));
     }
     let lens = [q.len(), k.len(), v.len(), o.len(), lse.len()];
-    let Some((n_q, n_kv, scale, causal)) = fused_args(op, shape, params, lens)? else {
+    if fused_args(op, shape, params, lens)?.is_none() {
         return Ok(None);
-    };
-    let cfg = fused_config::<bf16>(shape);
-    let (q, k, v, o, lse) = (q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr());
-    launch!(
-        rt,
-        cfg,
-        attention::flash_attention_bf16_poly_d64(q, k, v, o, lse, n_q, n_kv, scale, causal)
-    )
+    }
+    let spec = &ATTENTION_FUSED_BF16_FMA_EXP;
+    let scale_mask = (params.scale, params.causal);
+    crate::registry::launch_with(rt, spec, &[q, k, v], o, &[lse], dims(shape), &|l, b, d| {
+        kernels::attention::launch_fused::<bf16>(l, b, d, scale_mask, true)
+    })
 }
 
 /// [`fused_bf16_fma_exp`]'s traffic: the bf16 kernel's, with half of its exponentials moved to
@@ -395,6 +347,20 @@ pub fn fused_fma_exp_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
     let mut t = fused_traffic::<bf16>(shape, causal);
     t.compulsory.exps /= 2;
     t
+}
+
+/// A kernel-crate cost as the chapter's [`Traffic`]: the re-reads a GPU's L2 serves apart.
+fn traffic(cost: kernels::registry::Cost, unit: ComputeUnit) -> Traffic {
+    Traffic {
+        compulsory: Cost {
+            bytes_read: cost.compulsory_read(),
+            bytes_written: cost.bytes_written,
+            flops: cost.flops,
+            exps: cost.exps,
+            unit,
+        },
+        re_read_bytes: cost.rereads + cost.resident_rereads,
+    }
 }
 
 /// The 16-bit element types of the Hopper kernel (`kernels::attention::flash_wgmma`: TMA,
@@ -579,7 +545,8 @@ fn fused_wgmma_args(
 /// the zero-filled rows past its end cost no bytes).
 pub fn fused_wgmma_traffic(shape: &AttentionShape, causal: bool, elem_bytes: usize) -> Traffic {
     let tiles = (flash_wgmma::BR, flash_wgmma::BC);
-    flash_traffic(shape, causal, tiles, elem_bytes, ComputeUnit::TensorCore16)
+    let cost = kernels::attention::flash_cost(dims(shape), causal, tiles, elem_bytes);
+    traffic(cost, ComputeUnit::TensorCore16)
 }
 
 /// The naive flow's intermediates in HBM: S and P, `n_q x n_kv` f32 per head each (O(N^2), what
@@ -637,38 +604,35 @@ pub fn naive(
         return Ok(None);
     }
     let NaiveWorkspace { s, p } = workspace;
-    let steps = [
-        scores(rt, q, k, s, shape, params)?,
-        softmax::fused(rt, s, p, shape.bh() * shape.n_q, shape.n_kv)?,
-        probabilities_times_values(rt, p, v, o, shape, params)?,
-    ];
-    // The emulator's counts of the three launches, summed (a GPU reports none).
-    Ok(steps
-        .into_iter()
-        .try_fold(LaunchCounters::default(), |mut total, step| {
-            total.add(&step?);
-            Some(total)
-        }))
+    let spec = if params.causal {
+        &ATTENTION_NAIVE_F32_CAUSAL
+    } else {
+        &ATTENTION_NAIVE_F32
+    };
+    let scale_mask = (params.scale, params.causal);
+    crate::registry::launch_with(rt, spec, &[q, k, v], o, &[s, p], dims(shape), &|l, b, d| {
+        kernels::attention::launch_naive(l, b, d, scale_mask)
+    })
 }
 
 /// The fused kernel's launch for element type `T`: one block of `T::THREADS` per `T::BR` queries
 /// of each head, with the dynamic shared memory of its Q, K and V tiles.
 pub fn fused_config<T: FlashElement>(shape: &AttentionShape) -> LaunchConfig {
+    config(kernels::attention::fused_geometry::<T>(dims(shape)))
+}
+
+/// A kernel-crate geometry as a launch configuration.
+fn config(g: kernels::registry::Geometry) -> LaunchConfig {
     LaunchConfig {
-        grid: dim3(shape.n_q.div_ceil(T::BR) as u32, shape.bh() as u32, 1),
-        block: dim3(T::THREADS as u32, 1, 1),
-        shared_mem_bytes: T::shared_bytes(shape.head_dim) as u32,
+        grid: g.grid,
+        block: g.block,
+        shared_mem_bytes: g.dynamic_shared,
     }
 }
 
 /// Both naive kernels: blocks of `THREADS x THREADS` threads, static shared memory only.
 pub fn naive_config(x: usize, y: usize, z: usize) -> LaunchConfig {
-    let threads = naive_kernels::THREADS as u32;
-    LaunchConfig {
-        grid: dim3(x as u32, y as u32, z as u32),
-        block: dim3(threads, threads, 1),
-        shared_mem_bytes: 0,
-    }
+    config(kernels::attention::naive_geometry((x, y, z)))
 }
 
 /// Naive step 1: `S = scale Q K^T` (masked scores `-inf`), `s` being `batch x heads x n_q x n_kv`.
@@ -774,70 +738,35 @@ impl Traffic {
     }
 }
 
-/// A step that reads `reads` bytes in all, of which `once` are its inputs read once.
-fn with_re_reads(compulsory: Cost, reads: u64) -> Traffic {
-    Traffic {
-        re_read_bytes: reads - compulsory.bytes_read,
-        compulsory,
-    }
-}
-
 /// Naive step 1 ([`scores`]): reads Q and K, writes S (`n_q x n_kv` per head); each 64-row
-/// tile of Q is read once per 64-key tile of K and vice versa, so Q is read `ceil(n_kv / 64)`
-/// times and K `ceil(n_q / 64)` times. FLOPs: `2 d` per pair, masked or not (the kernel
-/// computes every product and then masks).
+/// tile of Q is read once per 64-key tile of K and vice versa (`kernels::attention::scores_cost`).
 pub fn scores_traffic(shape: &AttentionShape) -> Traffic {
-    let tile = naive_kernels::OUT_TILE;
-    let (q, k) = (f32_bytes(shape.q_elems()), f32_bytes(shape.kv_elems()));
-    let reads = sum(&[
-        product(&[q, shape.n_kv.div_ceil(tile) as u64]),
-        product(&[k, shape.n_q.div_ceil(tile) as u64]),
-    ]);
-    let compulsory = Cost {
-        bytes_read: sum(&[q, k]),
-        bytes_written: f32_bytes(shape.score_elems()),
-        flops: naive_flops(shape) / 2,
-        exps: 0,
-        unit: ComputeUnit::CudaCoreF32,
-    };
-    with_re_reads(compulsory, reads)
+    traffic(
+        kernels::attention::scores_cost(dims(shape)),
+        ComputeUnit::CudaCoreF32,
+    )
 }
 
-/// Naive step 3 ([`probabilities_times_values`]): reads P once (a block computes whole rows of
-/// O), V once per 64-row query tile, writes O. FLOPs: `2 d` per pair (masked keys' zeros
-/// included).
+/// Naive step 3 ([`probabilities_times_values`]): reads P once, V once per 64-row query tile,
+/// writes O (`kernels::attention::pv_cost`).
 pub fn pv_traffic(shape: &AttentionShape) -> Traffic {
-    let (p, v) = (f32_bytes(shape.score_elems()), f32_bytes(shape.kv_elems()));
-    let reads = sum(&[
-        p,
-        product(&[v, shape.n_q.div_ceil(naive_kernels::OUT_TILE) as u64]),
-    ]);
-    let compulsory = Cost {
-        bytes_read: sum(&[p, v]),
-        bytes_written: f32_bytes(shape.q_elems()),
-        flops: naive_flops(shape) / 2,
-        exps: 0,
-        unit: ComputeUnit::CudaCoreF32,
-    };
-    with_re_reads(compulsory, reads)
+    traffic(
+        kernels::attention::pv_cost(dims(shape)),
+        ComputeUnit::CudaCoreF32,
+    )
 }
 
-/// The naive flow's traffic: its three steps'. Compulsory: Q, K, V read, S written and read, P
-/// written and read, O written (and the softmax's FLOPs on top of the attention's); re-reads:
-/// Q, K and V once more per extra tile in the two products, and S once more where a row is too
-/// long for the softmax to keep on chip. The mask changes none of it: the naive kernels compute
-/// every score and every product with P, and mask by writing `-inf` (see [`naive_flops`]).
+/// The naive flow's traffic, its spec's cost: its three steps'. Compulsory: Q, K, V read, S
+/// written and read, P written and read, O written (and the softmax's FLOPs on top of the
+/// attention's); re-reads: Q, K and V once more per extra tile in the two products, and S once
+/// more where a row is too long for the softmax to keep on chip. The mask changes none of it:
+/// the naive kernels compute every score and every product with P, and mask by writing `-inf`
+/// (see [`naive_flops`]).
 pub fn naive_traffic(shape: &AttentionShape) -> Traffic {
-    let softmax = softmax::fused_cost(shape.lse_elems(), shape.n_kv, F32);
-    let s_bytes = f32_bytes(shape.score_elems());
-    let softmax = Traffic {
-        compulsory: Cost {
-            bytes_read: s_bytes,
-            ..softmax
-        },
-        re_read_bytes: softmax.bytes_read.saturating_sub(s_bytes),
-    };
-    scores_traffic(shape).plus(softmax).plus(pv_traffic(shape))
+    traffic(
+        kernels::attention::naive_cost(dims(shape)),
+        ComputeUnit::CudaCoreF32,
+    )
 }
 
 /// The two products' FLOPs as the naive kernels execute them: `4 d` for every (query, key)
@@ -845,60 +774,25 @@ pub fn naive_traffic(shape: &AttentionShape) -> Traffic {
 /// flow (skipping the 64 x 64 tiles above the diagonal) would save about half:
 /// `1 - (n + 1) / (2 n)` of them for `n_q = n_kv = n`.
 pub fn naive_flops(shape: &AttentionShape) -> u64 {
-    product(&[
-        4,
-        shape.head_dim as u64,
-        shape.n_q as u64,
-        shape.n_kv as u64,
-        shape.bh() as u64,
-    ])
+    kernels::attention::naive_flops(dims(shape))
 }
 
 /// `4 d` FLOPs per (query, key) pair the mask lets through: `4 n^2 d` per head, about half that
 /// when causal (`2 n (n + 1) d` exactly).
 pub fn attention_flops(shape: &AttentionShape, causal: bool) -> u64 {
-    let pairs: u64 = (0..shape.n_q)
-        .map(|i| visible_keys(i, shape.n_q, shape.n_kv, causal) as u64)
-        .sum();
-    product(&[4, shape.head_dim as u64, pairs, shape.bh() as u64])
+    kernels::attention::attention_flops(dims(shape), causal)
 }
 
-/// The fused kernel's traffic for element type `T`: Q, K, V read once, O and LSE written once
-/// (compulsory); and each query tile of `T::BR` rows re-reads the K and V tiles it needs (all of
-/// them, or up to its diagonal when causal), `(tiles - 1)` extra copies of K and V per head.
-/// (The FLOPs are the attention's; the emulator counts the f32 kernel's the same way, and the
-/// tensor-core kernel's as every `mma` it issues, masked or not.)
+/// The fused kernel's traffic for element type `T` (`kernels::attention::flash_cost`, which its
+/// specs' costs are): Q, K, V read once, O and LSE written once (compulsory); and each query
+/// tile of `T::BR` rows re-reads the K and V tiles it needs (all of them, or up to its diagonal
+/// when causal), `(tiles - 1)` extra copies of K and V per head. (The FLOPs are the attention's;
+/// the emulator counts the f32 kernel's the same way, and the tensor-core kernel's as every
+/// `mma` it issues, masked or not.)
 pub fn fused_traffic<T: FlashElement>(shape: &AttentionShape, causal: bool) -> Traffic {
-    flash_traffic(shape, causal, (T::BR, T::BC), size_of::<T>(), T::UNIT)
-}
-
-fn flash_traffic(
-    shape: &AttentionShape,
-    causal: bool,
-    (br, bc): (usize, usize),
-    elem_bytes: usize,
-    unit: ComputeUnit,
-) -> Traffic {
-    let (bh, n_q, n_kv, d) = (shape.bh(), shape.n_q, shape.n_kv, shape.head_dim);
-    let (bh, n_q64) = (bh as u64, n_q as u64);
-    let row = product(&[d as u64, elem_bytes as u64]);
-    let kv_rows: u64 = (0..n_q.div_ceil(br))
-        .map(|b| kv_rows_loaded(kv_end(b * br, br, n_q, n_kv, causal), bc, n_kv) as u64)
-        .sum();
-    let compulsory_kv = if n_q > 0 { n_kv as u64 } else { 0 };
-    let flops = attention_flops(shape, causal);
-    Traffic {
-        compulsory: Cost {
-            bytes_read: product(&[bh, sum(&[n_q64, product(&[2, compulsory_kv])]), row]),
-            bytes_written: product(&[bh, sum(&[product(&[n_q64, row]), f32_bytes(n_q)])]),
-            flops,
-            // One exponential per visible score; the per-row rescale (one per row per key
-            // tile) and the masked scores of diagonal tiles are left out, as in the FLOPs.
-            exps: flops / product(&[4, d as u64]).max(1),
-            unit,
-        },
-        re_read_bytes: product(&[bh, 2, kv_rows.saturating_sub(compulsory_kv), row]),
-    }
+    let cost = kernels::attention::flash_cost(dims(shape), causal, (T::BR, T::BC), size_of::<T>());
+    let unit = crate::registry::cost(T::SPEC, dims(shape)).unit;
+    traffic(cost, unit)
 }
 
 /// Device memory each flow needs for `shape` in f32: Q, K, V, O for both; the naive flow adds
@@ -966,6 +860,7 @@ pub fn max_sequence_len(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::softmax;
 
     #[test]
     fn naive_memory_is_quadratic_and_fused_linear() {

@@ -73,7 +73,7 @@ pub fn gemv(
     }
     // The registered kernel's launch (`kernels::decode::gemv::GEMV_BF16`): the smallest row tile
     // that holds M. K = 0 launches too: every output is an empty sum, 0.
-    crate::registry::launch_on(rt, &GEMV_BF16, &[w, x], y, &[], [m, k, n], false)
+    crate::registry::launch_on(rt, &GEMV_BF16, &[w, x], y, &[], [m, k, n, 1, 1], false)
 }
 
 /// The GEMV's cost model, its registered spec's (`kernels::decode::gemv::GEMV_BF16`): W read
@@ -92,7 +92,7 @@ pub fn gemv_cost(shape: GemmShape) -> GemmCost {
             resident_rereads: 0,
         }
     } else {
-        (GEMV_BF16.cost)([m, k, n])
+        (GEMV_BF16.cost)([m, k, n, 1, 1])
     };
     GemmCost {
         compulsory: Cost {

@@ -23,7 +23,15 @@ pub fn vector_add_f32(
     if len_u32("vector_add_f32", a.len())? == 0 {
         return Ok(None);
     }
-    crate::registry::launch_on(rt, &VECTOR_ADD_F32, &[a, b], c, &[], [a.len(), 1, 1], false)
+    crate::registry::launch_on(
+        rt,
+        &VECTOR_ADD_F32,
+        &[a, b],
+        c,
+        &[],
+        [a.len(), 1, 1, 1, 1],
+        false,
+    )
 }
 
 /// `c = a + b` for f16 vectors, added in f32 and rounded once, launched as the kernel's spec
@@ -38,7 +46,15 @@ pub fn vector_add_f16(
     if len_u32("vector_add_f16", a.len())? == 0 {
         return Ok(None);
     }
-    crate::registry::launch_on(rt, &VECTOR_ADD_F16, &[a, b], c, &[], [a.len(), 1, 1], false)
+    crate::registry::launch_on(
+        rt,
+        &VECTOR_ADD_F16,
+        &[a, b],
+        c,
+        &[],
+        [a.len(), 1, 1, 1, 1],
+        false,
+    )
 }
 
 /// Cost of an elementwise add of `n` elements of `elem_bytes` each: two reads and a write per

@@ -227,7 +227,7 @@ impl GemmKernel {
         if !self.is_tensor_core() {
             return shape.flops();
         }
-        k::padded_flops(self.reuse_tile(), [shape.m, shape.n, shape.k])
+        k::padded_flops(self.reuse_tile(), [shape.m, shape.n, shape.k, 1, 1])
     }
 
     /// Where the FLOPs run.
@@ -256,7 +256,11 @@ impl GemmKernel {
         // The kernel crate's model (the registered steps' cost), plus C read once when
         // accumulating (none when C is empty: no block is launched).
         let GemmShape { m, n, k } = shape;
-        let c = k::tiled_cost(self.reuse_tile(), self.input_bytes() as u64, [m, n, k]);
+        let c = k::tiled_cost(
+            self.reuse_tile(),
+            self.input_bytes() as u64,
+            [m, n, k, 1, 1],
+        );
         let c_read = match epilogue {
             Epilogue::Overwrite => 0,
             Epilogue::Accumulate => c.bytes_written,
@@ -398,7 +402,7 @@ fn registered<T: crate::registry::SpecElement>(
         return Ok(None);
     };
     let spec = kernel.spec().expect("steps 1 to 4 are registered");
-    let dims = [m, n, k].map(|d| d as usize);
+    let dims = [m, n, k, 1, 1].map(|d| d as usize);
     let accumulate = epilogue == Epilogue::Accumulate;
     crate::registry::launch_on(rt, spec, &[a, b], c, &[], dims, accumulate)
 }

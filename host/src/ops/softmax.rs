@@ -136,7 +136,7 @@ fn launch_checked<T: SoftmaxElement>(
     (rows, cols): (u32, u32),
 ) -> Result<Launched> {
     let workspaces: Vec<&DeviceBuffer<f32>> = stats.map_or_else(Vec::new, |s| vec![&s.max, &s.sum]);
-    let dims = [rows as usize, cols as usize, 1];
+    let dims = [rows as usize, cols as usize, 1, 1, 1];
     crate::registry::launch_on(rt, variant.spec::<T>(), &[x], y, &workspaces, dims, false)
 }
 
@@ -322,7 +322,7 @@ mod tests {
         let long = FUSED_ON_CHIP_COLS as usize + 1;
         for variant in Variant::ALL {
             for (spec, bytes) in [(variant.spec::<f32>(), 4), (variant.spec::<bf16>(), 2)] {
-                for dims in spec.shapes.every().chain([[3, long, 1]]) {
+                for dims in spec.shapes.every().chain([[3, long, 1, 1, 1]]) {
                     let want = variant.cost(dims[0], dims[1], bytes);
                     assert_eq!(crate::registry::cost(spec, dims), want, "{}", spec.name);
                 }

@@ -72,7 +72,7 @@ pub fn transpose(
         &[input],
         out,
         &[],
-        [rows, cols, 1],
+        [rows, cols, 1, 1, 1],
         false,
     )
 }
@@ -123,7 +123,15 @@ pub fn copy_strided(
     }
     len_u32("copy_strided", n)?;
     len_u32("copy_strided stride", stride)?;
-    registry::launch_on(rt, &COPY_STRIDED, &[src], dst, &[], [n, stride, 1], false)
+    registry::launch_on(
+        rt,
+        &COPY_STRIDED,
+        &[src],
+        dst,
+        &[],
+        [n, stride, 1, 1, 1],
+        false,
+    )
 }
 
 #[cfg(test)]

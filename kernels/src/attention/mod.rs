@@ -43,6 +43,11 @@ pub mod flash_f32;
 pub mod flash_mma;
 pub mod flash_wgmma;
 pub mod naive;
+#[cfg(not(target_arch = "nvptx64"))]
+mod spec;
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub use spec::*;
 
 use crate::cuda::GlobalPtr;
 

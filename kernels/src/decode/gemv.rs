@@ -293,33 +293,33 @@ pub const GEMV_BF16: crate::registry::Spec = {
             // multiple of the block's 4 rows.
             run: &[
                 RunShape {
-                    gpu: [1, 4096, 14336],
-                    emulator: [1, 1000, 301],
+                    gpu: [1, 4096, 14336, 1, 1],
+                    emulator: [1, 1000, 301, 1, 1],
                 },
                 RunShape {
-                    gpu: [1, 14336, 4096],
-                    emulator: [1, 1000, 301],
+                    gpu: [1, 14336, 4096, 1, 1],
+                    emulator: [1, 1000, 301, 1, 1],
                 },
                 RunShape {
-                    gpu: [16, 4096, 14336],
-                    emulator: [16, 1000, 301],
+                    gpu: [16, 4096, 14336, 1, 1],
+                    emulator: [16, 1000, 301, 1, 1],
                 },
             ],
             // Every row tile, K of both paths (a multiple of 8 one draw in eight), N past a
             // block's rows.
-            test_max: [MAX_M as usize, 300, 40],
-            multiple: [1, 1, 1],
+            test_max: [MAX_M as usize, 300, 40, 1, 1],
+            multiple: [1, 1, 1, 1, 1],
             // The reference of row 0 of X, as the GPU row always checked: the first and the
             // last at batch 16.
             gpu_rows_checked: Some(2),
         },
-        inputs: |[m, k, n]| std::vec![Buffer::bf16(n * k), Buffer::bf16(m * k)],
+        inputs: |[m, k, n, ..]| std::vec![Buffer::bf16(n * k), Buffer::bf16(m * k)],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[m, _, n]| Buffer::bf16(m * n),
+        output: |[m, _, n, ..]| Buffer::bf16(m * n),
         rows: |[m, ..]| m,
         workspaces: |_| std::vec![],
-        launch: |launcher, buffers, [m, k, n]| {
+        launch: |launcher, buffers, [m, k, n, ..]| {
             let (w, x) = (buffers.input::<Bf16>(0)?, buffers.input::<Bf16>(1)?);
             let y = buffers.output::<Bf16>()?;
             let (m, n, k) = (m as u32, n as u32, k as u32);
@@ -339,7 +339,7 @@ pub const GEMV_BF16: crate::registry::Spec = {
         },
         // Row i of Y from row i of X and every row of W (`W` is `B` transposed), in f64, each
         // element with its bound ([`bound`]).
-        reference: |inputs, [_, k, n], rows| {
+        reference: |inputs, [_, k, n, ..], rows| {
             let (w, x) = (inputs[0], inputs[1]);
             let (values, bounds) = rows
                 .iter()
@@ -355,7 +355,7 @@ pub const GEMV_BF16: crate::registry::Spec = {
         tolerance: |_| 1.0,
         // W once and X once per block: every block reads all of X (from L2 on a GPU, where it
         // stays: at most 448 KiB) and Y is written once. 2 FLOPs per weight and row of X.
-        cost: |[m, k, n]| {
+        cost: |[m, k, n, ..]| {
             let (m, k, n) = (m as u64, k as u64, n as u64);
             let blocks = n.div_ceil(ROWS_PER_BLOCK as u64);
             // Saturating: a shape too large to count reads as u64::MAX, never wraps.

@@ -347,16 +347,16 @@ use crate::cuda::{Bf16, F16};
 #[cfg(not(target_arch = "nvptx64"))]
 pub const RUN: &[crate::registry::RunShape] = &[
     crate::registry::RunShape {
-        gpu: [1024, 1024, 1024],
-        emulator: [64, 64, 64],
+        gpu: [1024, 1024, 1024, 1, 1],
+        emulator: [64, 64, 64, 1, 1],
     },
     crate::registry::RunShape {
-        gpu: [2048, 2048, 2048],
-        emulator: [128, 128, 128],
+        gpu: [2048, 2048, 2048, 1, 1],
+        emulator: [128, 128, 128, 1, 1],
     },
     crate::registry::RunShape {
-        gpu: [4096, 4096, 4096],
-        emulator: [512, 512, 512],
+        gpu: [4096, 4096, 4096, 1, 1],
+        emulator: [512, 512, 512, 1, 1],
     },
 ];
 
@@ -435,7 +435,7 @@ pub fn tensor_core_error_bound(k: usize) -> f64 {
 /// (tiles of K x tile.k)`: the useful `2 m n k` where the tile divides the shape (every run
 /// shape), more at the edges. 0 for an empty C (no block).
 #[cfg(not(target_arch = "nvptx64"))]
-pub fn padded_flops(tile: Tile, [m, n, k]: crate::registry::Dims) -> u64 {
+pub fn padded_flops(tile: Tile, [m, n, k, ..]: crate::registry::Dims) -> u64 {
     if m == 0 || n == 0 {
         return 0;
     }
@@ -449,7 +449,7 @@ pub fn padded_flops(tile: Tile, [m, n, k]: crate::registry::Dims) -> u64 {
 /// The kernels load A and B element by element (or 16-byte chunk by chunk) and only inside the
 /// matrices, so these are exactly the bytes they request. An empty C launches no block: 0.
 #[cfg(not(target_arch = "nvptx64"))]
-pub fn tiled_cost(tile: Tile, input_bytes: u64, [m, n, k]: crate::registry::Dims) -> crate::registry::Cost {
+pub fn tiled_cost(tile: Tile, input_bytes: u64, [m, n, k, ..]: crate::registry::Dims) -> crate::registry::Cost {
     if m == 0 || n == 0 {
         return crate::registry::Cost {
             bytes_read: 0,
@@ -520,7 +520,7 @@ pub const fn tensor_core_geometry(m: u32, n: u32) -> crate::registry::Geometry {
 #[cfg(not(target_arch = "nvptx64"))]
 macro_rules! gemm_launch {
     ($kernel:ident, $geometry:ident, $input:ty) => {
-        |launcher, buffers, [m, n, k]| {
+        |launcher, buffers, [m, n, k, ..]| {
             let (a, b) = (buffers.input::<$input>(0)?, buffers.input::<$input>(1)?);
             let c = buffers.output::<f32>()?;
             let (m, n, k) = (m as u32, n as u32, k as u32);
@@ -553,11 +553,11 @@ const fn f32_step(threads: u32) -> Step {
         // Past the register-blocked kernel's 128 x 128 tile in M and N, and past the tiled
         // kernel's 32-deep K step, one draw in a few; at most 200 x 200 x 48 keeps the three
         // steps' draws to a fraction of a second each on the emulator.
-        test_max: [200, 200, 48],
-        multiple: [1, 1, 1],
+        test_max: [200, 200, 48, 1, 1],
+        multiple: [1, 1, 1, 1, 1],
         // In units of the magnitude: [`f32_error_bound`], a rounding-error bound of K fused
         // multiply-adds in f32 (one rounding more than an overwrite makes: an accumulation's).
-        tolerance: |[_, _, k]| f32_error_bound(k),
+        tolerance: |[_, _, k, ..]| f32_error_bound(k),
         occupancy: crate::registry::Occupancy {
             threads,
             dynamic_shared: 0,
@@ -572,10 +572,10 @@ const TENSOR_CORE_STEP: Step = Step {
     unit: crate::registry::Unit::TensorCore16,
     // Past the 128 x 128 block tile in M and N, and up to three 64-deep K tiles (the pipeline's
     // three stages filled); K and N multiples of 8 ([`TC_ROW_MULTIPLE`]), M free.
-    test_max: [200, 200, 136],
-    multiple: [1, TC_ROW_MULTIPLE as usize, TC_ROW_MULTIPLE as usize],
+    test_max: [200, 200, 136, 1, 1],
+    multiple: [1, TC_ROW_MULTIPLE as usize, TC_ROW_MULTIPLE as usize, 1, 1],
     // In units of the magnitude: [`tensor_core_error_bound`].
-    tolerance: |[_, _, k]| tensor_core_error_bound(k),
+    tolerance: |[_, _, k, ..]| tensor_core_error_bound(k),
     occupancy: crate::registry::Occupancy {
         threads: TC_THREADS,
         dynamic_shared: TC_SHARED_BYTES,
@@ -606,16 +606,16 @@ const fn gemm_spec<T: crate::registry::Element>(
             // The f64 reference of a whole 4096^3 product takes minutes on a CPU.
             gpu_rows_checked: Some(16),
         },
-        inputs: |[m, n, k]| std::vec![Buffer::of::<T>(m * k), Buffer::of::<T>(k * n)],
+        inputs: |[m, n, k, ..]| std::vec![Buffer::of::<T>(m * k), Buffer::of::<T>(k * n)],
         input_range: (-1.0, 1.0),
         values_steer: false,
-        output: |[m, n, _]| Buffer::f32(m * n),
+        output: |[m, n, ..]| Buffer::f32(m * n),
         rows: |[m, ..]| m,
         workspaces: |_| std::vec![],
         launch,
         // From the definition, in f64, on the values the kernel reads, with each element's
         // magnitude `sum_k |a_ik b_kj|`, which the tolerance multiplies.
-        reference: |inputs, [_, n, k], rows| {
+        reference: |inputs, [_, n, k, ..], rows| {
             let b_t = transposed(inputs[1], (n, k));
             let (values, magnitudes) = rows
                 .iter()

@@ -1,0 +1,557 @@
+//! The attention rows' specs (docs/registry.md): the naive flow in f32, the fused kernel in
+//! f32 (CUDA cores), bf16 and f16 (tensor cores), the causal naive and bf16 rows, and the bf16
+//! kernel with half of its exponentials on the FMA units. The Hopper kernel's rows
+//! (`flash_wgmma`) are not here: they launch on TMA tensor maps the host builds
+//! (`xtask/src/cases.rs`).
+//!
+//! Dimensions `["batch", "heads", "n_q", "n_kv", "d"]`: the rows of `cargo xtask run` are
+//! self-attention (`n_q == n_kv`, written `4x16x4096x128 bf16`); the property test draws the
+//! query and key lengths apart (cross-attention, and causal rows that see no key), and the
+//! performance model samples the keys alone (`cases::affine_keys`). `d` is a multiple of 64,
+//! the head dimensions the kernels are built for (`HEAD_DIMS`). The launch functions take the
+//! softmax scale and the mask, which `host::ops::attention` passes as its caller asks; a spec's
+//! own launch passes the transformer's scale and its row's mask.
+
+use std::vec::Vec;
+
+use super::{flash_f32, flash_mma, is_visible, kv_end, kv_rows_loaded, naive, visible_keys};
+use crate::cuda::emu::Dim3;
+use crate::cuda::{Bf16, F16, GlobalPtr};
+use crate::registry::*;
+
+/// The dimensions' names, in [`Dims`] order.
+pub const DIMS: &[&str] = &["batch", "heads", "n_q", "n_kv", "d"];
+
+/// `1 / sqrt(d)`, the transformer's softmax scale.
+pub fn standard_scale(d: usize) -> f32 {
+    1.0 / (d as f32).sqrt()
+}
+
+/// The largest error of an output element, for inputs in [-1, 1] (so `sum_c |q_c k_c| <= d` and
+/// `max |v| <= 1`), as tests/tests/attention.rs derives it: `2 delta + (4 (n_kv + d) + 32) u +
+/// 2 u_h`, with `delta = (d + 2) u scale d` the f32 error of a score, `u` f32's unit roundoff
+/// and `u_h` the output's (0 for f32; the 16-bit kernels also round P to it before `P V`).
+pub fn error_bound(n_kv: usize, d: usize, scale: f32, half_u: f64) -> f64 {
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let d = d as f64;
+    let delta = (d + 2.0) * u * f64::from(scale) * d;
+    2.0 * delta + (4.0 * (n_kv as f64 + d) + 32.0) * u + 2.0 * half_u
+}
+
+/// The unit roundoff of an element type: what rounding to it adds (0 for f32).
+pub const fn half_u(elem: Elem) -> f64 {
+    match elem {
+        Elem::F32 => 0.0,
+        Elem::Bf16 => 1.0 / 256.0,
+        Elem::F16 => 1.0 / 2048.0,
+    }
+}
+
+/// `4 d` FLOPs per (query, key) pair the mask lets through, over every head.
+pub fn attention_flops([batch, heads, n_q, n_kv, d]: Dims, causal: bool) -> u64 {
+    let pairs: u64 = (0..n_q)
+        .map(|i| visible_keys(i, n_q, n_kv, causal) as u64)
+        .sum();
+    4 * d as u64 * pairs * (batch * heads) as u64
+}
+
+/// The naive flow's two products' FLOPs: `4 d` per pair, masked or not (its kernels compute
+/// every score and every product with P, and mask by writing `-inf`).
+pub fn naive_flops([batch, heads, n_q, n_kv, d]: Dims) -> u64 {
+    4 * (d * n_q * n_kv * batch * heads) as u64
+}
+
+const F32: u64 = 4;
+
+/// Elements of Q (and O), of K (and V), and of S (and P): `(q, kv, s)`.
+const fn elems([batch, heads, n_q, n_kv, d]: Dims) -> (usize, usize, usize) {
+    let bh = batch * heads;
+    (bh * n_q * d, bh * n_kv * d, bh * n_q * n_kv)
+}
+
+/// A cost whose bytes read beyond `once` (its inputs read once) are tile re-reads that a GPU's
+/// L2 serves ([`Cost::resident_rereads`]: the blocks of one head run together and share its
+/// tiles), as the attention chapter reads them (docs/attention.md).
+const fn with_rereads(once: u64, reads: u64, bytes_written: u64, flops: u64, exps: u64) -> Cost {
+    Cost {
+        bytes_read: reads,
+        bytes_written,
+        flops,
+        exps,
+        rereads: 0,
+        resident_rereads: reads - once,
+    }
+}
+
+/// Two costs, one launch after the other.
+const fn plus(a: Cost, b: Cost) -> Cost {
+    Cost {
+        bytes_read: a.bytes_read + b.bytes_read,
+        bytes_written: a.bytes_written + b.bytes_written,
+        flops: a.flops + b.flops,
+        exps: a.exps + b.exps,
+        rereads: a.rereads + b.rereads,
+        resident_rereads: a.resident_rereads + b.resident_rereads,
+    }
+}
+
+/// Naive step 1 (`attention_scores_f32`): reads Q and K, writes S; each 64-row tile of Q is
+/// read once per 64-key tile of K and vice versa. FLOPs: `2 d` per pair, masked or not.
+pub fn scores_cost(dims: Dims) -> Cost {
+    let [_, _, n_q, n_kv, _] = dims;
+    let tile = naive::OUT_TILE;
+    let (q, kv, s) = elems(dims);
+    let (q, k) = (F32 * q as u64, F32 * kv as u64);
+    let reads = q * n_kv.div_ceil(tile) as u64 + k * n_q.div_ceil(tile) as u64;
+    with_rereads(q + k, reads, F32 * s as u64, naive_flops(dims) / 2, 0)
+}
+
+/// Naive step 3 (`attention_pv_f32_d*`): reads P once (a block computes whole rows of O), V once
+/// per 64-row query tile, writes O. FLOPs: `2 d` per pair (masked keys' zeros included).
+pub fn pv_cost(dims: Dims) -> Cost {
+    let n_q = dims[2];
+    let (q, kv, s) = elems(dims);
+    let (p, v) = (F32 * s as u64, F32 * kv as u64);
+    let reads = p + v * n_q.div_ceil(naive::OUT_TILE) as u64;
+    with_rereads(p + v, reads, F32 * q as u64, naive_flops(dims) / 2, 0)
+}
+
+/// The naive flow: [`scores_cost`], the softmax chapter's fused row softmax on the `batch x
+/// heads x n_q` rows of S (which reads a row twice where it is too long to keep on chip: a
+/// re-read), and [`pv_cost`]. The mask changes none of it.
+pub fn naive_cost(dims: Dims) -> Cost {
+    let [batch, heads, n_q, n_kv, _] = dims;
+    let softmax = crate::softmax::fused_cost::<f32>([batch * heads * n_q, n_kv, 1, 1, 1]);
+    let s = F32 * elems(dims).2 as u64;
+    let softmax = Cost {
+        resident_rereads: softmax.bytes_read - s,
+        ..softmax
+    };
+    plus(plus(scores_cost(dims), softmax), pv_cost(dims))
+}
+
+/// A fused kernel's cost with tiles of `br` queries and `bc` keys of `elem_bytes` each: Q, K, V
+/// read once, O and the f32 log-sum-exp written once; each query tile re-reads the K and V
+/// tiles it needs (all of them, or up to its diagonal when causal). The FLOPs are the
+/// attention's, one exponential per visible score (the per-row rescales and the masked scores
+/// of diagonal tiles are left out, as in the FLOPs).
+pub fn flash_cost(dims: Dims, causal: bool, (br, bc): (usize, usize), elem_bytes: usize) -> Cost {
+    let [batch, heads, n_q, n_kv, d] = dims;
+    let bh = (batch * heads) as u64;
+    let row = (d * elem_bytes) as u64;
+    let kv_rows: u64 = (0..n_q.div_ceil(br))
+        .map(|b| kv_rows_loaded(kv_end(b * br, br, n_q, n_kv, causal), bc, n_kv) as u64)
+        .sum();
+    let compulsory_kv = if n_q > 0 { n_kv as u64 } else { 0 };
+    let flops = attention_flops(dims, causal);
+    let once = bh * (n_q as u64 + 2 * compulsory_kv) * row;
+    let rereads = bh * 2 * kv_rows.saturating_sub(compulsory_kv) * row;
+    with_rereads(
+        once,
+        once + rereads,
+        bh * (n_q as u64 * row + F32 * n_q as u64),
+        flops,
+        flops / (4 * d as u64).max(1),
+    )
+}
+
+/// An element type of the fused kernels: f32 (`flash_f32`, CUDA cores), bf16 and f16
+/// (`flash_mma`, tensor cores with f32 accumulation), each with its kernel's tiles.
+pub trait FlashKernel: Element {
+    /// Query rows per block, keys per K/V tile, threads per block.
+    const BR: usize;
+    const BC: usize;
+    const THREADS: usize;
+    const UNIT: Unit;
+    /// Dynamic shared memory at each of [`super::HEAD_DIMS`], 64 and 128.
+    const SHARED_BYTES: [usize; 2];
+    /// Dynamic shared memory for head dimension `d`.
+    fn shared_bytes(d: usize) -> usize;
+    /// Launches the kernel for `d` (64 or 128); `fma_exp`: the bf16 kernel at d = 64 with half
+    /// of its exponentials on the FMA units (an error for any other).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        launcher: &dyn Launcher,
+        geometry: Geometry,
+        d: usize,
+        fma_exp: bool,
+        qkvo: [GlobalPtr<Self>; 4],
+        lse: GlobalPtr<f32>,
+        args: (u32, u32, f32, u32),
+    ) -> Result<(), LaunchError>;
+}
+
+macro_rules! flash_kernel {
+    ($t:ty, $kernels:ident, $unit:ident, $d64:ident, $d128:ident, $fma:expr) => {
+        impl FlashKernel for $t {
+            const BR: usize = $kernels::BR;
+            const BC: usize = $kernels::BC;
+            const THREADS: usize = $kernels::THREADS;
+            const UNIT: Unit = Unit::$unit;
+            const SHARED_BYTES: [usize; 2] = [$kernels::shared_bytes(64), $kernels::shared_bytes(128)];
+            fn shared_bytes(d: usize) -> usize {
+                $kernels::shared_bytes(d)
+            }
+            fn launch(
+                launcher: &dyn Launcher,
+                geometry: Geometry,
+                d: usize,
+                fma_exp: bool,
+                [q, k, v, o]: [GlobalPtr<Self>; 4],
+                lse: GlobalPtr<f32>,
+                (n_q, n_kv, scale, causal): (u32, u32, f32, u32),
+            ) -> Result<(), LaunchError> {
+                use $kernels::{$d64, $d128};
+                match (d, fma_exp) {
+                    (64, false) => crate::launch_registered!(
+                        launcher,
+                        geometry,
+                        $d64(q, k, v, o, lse, n_q, n_kv, scale, causal)
+                    ),
+                    (128, false) => crate::launch_registered!(
+                        launcher,
+                        geometry,
+                        $d128(q, k, v, o, lse, n_q, n_kv, scale, causal)
+                    ),
+                    (64, true) => ($fma)(launcher, geometry, [q, k, v, o], lse, (n_q, n_kv, scale, causal)),
+                    _ => Err(std::format!(
+                        "no fused attention kernel for d = {d}{}",
+                        if fma_exp { " with FMA exponentials" } else { "" }
+                    )
+                    .into()),
+                }
+            }
+        }
+    };
+}
+
+/// The FMA-exponential kernel exists in bf16 only.
+fn no_fma_exp<T>(
+    _: &dyn Launcher,
+    _: Geometry,
+    _: [GlobalPtr<T>; 4],
+    _: GlobalPtr<f32>,
+    _: (u32, u32, f32, u32),
+) -> Result<(), LaunchError> {
+    Err("the FMA-exponential kernel exists in bf16 only".into())
+}
+
+fn bf16_fma_exp(
+    launcher: &dyn Launcher,
+    geometry: Geometry,
+    [q, k, v, o]: [GlobalPtr<Bf16>; 4],
+    lse: GlobalPtr<f32>,
+    (n_q, n_kv, scale, causal): (u32, u32, f32, u32),
+) -> Result<(), LaunchError> {
+    use flash_mma::flash_attention_bf16_poly_d64;
+    crate::launch_registered!(
+        launcher,
+        geometry,
+        flash_attention_bf16_poly_d64(q, k, v, o, lse, n_q, n_kv, scale, causal)
+    )
+}
+
+flash_kernel!(f32, flash_f32, CudaCoreF32, flash_attention_f32_d64, flash_attention_f32_d128, no_fma_exp);
+flash_kernel!(Bf16, flash_mma, TensorCore16, flash_attention_bf16_d64, flash_attention_bf16_d128, bf16_fma_exp);
+flash_kernel!(F16, flash_mma, TensorCore16, flash_attention_f16_d64, flash_attention_f16_d128, no_fma_exp);
+
+/// A grid of `blocks` blocks of `threads` threads and `shared` bytes of dynamic shared memory.
+const fn geometry(blocks: (usize, usize, usize), threads: (usize, usize), shared: usize) -> Geometry {
+    Geometry {
+        grid: Dim3 {
+            x: blocks.0 as u32,
+            y: blocks.1 as u32,
+            z: blocks.2 as u32,
+        },
+        block: Dim3 {
+            x: threads.0 as u32,
+            y: threads.1 as u32,
+            z: 1,
+        },
+        dynamic_shared: shared as u32,
+    }
+}
+
+/// The fused kernel's launch for `T`: one block of `T::THREADS` per `T::BR` queries of each head,
+/// with the dynamic shared memory of its tiles.
+pub fn fused_geometry<T: FlashKernel>([batch, heads, n_q, _, d]: Dims) -> Geometry {
+    geometry(
+        (n_q.div_ceil(T::BR), batch * heads, 1),
+        (T::THREADS, 1),
+        T::shared_bytes(d),
+    )
+}
+
+/// The naive kernels' blocks, `16 x 16` threads, static shared memory only, on a grid of
+/// `blocks`.
+pub const fn naive_geometry(blocks: (usize, usize, usize)) -> Geometry {
+    geometry(blocks, (naive::THREADS, naive::THREADS), 0)
+}
+
+/// `dims`' sequence lengths and the scale and mask as the kernels take them.
+fn args([_, _, n_q, n_kv, _]: Dims, scale: f32, causal: bool) -> (u32, u32, f32, u32) {
+    (n_q as u32, n_kv as u32, scale, u32::from(causal))
+}
+
+/// The fused kernel (`fma_exp`: its FMA-exponential variant) on Q, K, V (inputs 0 to 2), O (the
+/// output) and the log-sum-exp (workspace 0, f32, one per query row).
+pub fn launch_fused<T: FlashKernel>(
+    launcher: &dyn Launcher,
+    buffers: &Buffers,
+    dims: Dims,
+    (scale, causal): (f32, bool),
+    fma_exp: bool,
+) -> Result<(), LaunchError> {
+    let qkvo = [
+        buffers.input::<T>(0)?,
+        buffers.input::<T>(1)?,
+        buffers.input::<T>(2)?,
+        buffers.output::<T>()?,
+    ];
+    let lse = buffers.workspaces[0];
+    let geometry = fused_geometry::<T>(dims);
+    T::launch(launcher, geometry, dims[4], fma_exp, qkvo, lse, args(dims, scale, causal))
+}
+
+/// The naive flow's three launches on Q, K, V (inputs 0 to 2) and O (the output), S and P in
+/// workspaces 0 and 1 (f32, `n_q x n_kv` per head): `S = scale Q K^T` (masked scores `-inf`),
+/// P = the row softmax of S (the softmax chapter's fused kernel, launched through its spec),
+/// `O = P V`.
+pub fn launch_naive(
+    launcher: &dyn Launcher,
+    buffers: &Buffers,
+    dims: Dims,
+    (scale, causal): (f32, bool),
+) -> Result<(), LaunchError> {
+    use naive::{attention_pv_f32_d64, attention_pv_f32_d128, attention_scores_f32};
+    let [batch, heads, n_q, n_kv, d] = dims;
+    let (q, k, v, o) = (
+        buffers.input::<f32>(0)?,
+        buffers.input::<f32>(1)?,
+        buffers.input::<f32>(2)?,
+        buffers.output::<f32>()?,
+    );
+    let (s, p) = (buffers.workspaces[0], buffers.workspaces[1]);
+    let (n_q32, n_kv32, scale, causal) = args(dims, scale, causal);
+    let d32 = d as u32;
+    let (bh, tile) = (batch * heads, naive::OUT_TILE);
+    let scores = naive_geometry((n_kv.div_ceil(tile), n_q.div_ceil(tile), bh));
+    crate::launch_registered!(
+        launcher,
+        scores,
+        attention_scores_f32(q, k, s, n_q32, n_kv32, d32, scale, causal)
+    )?;
+    let softmax = Buffers {
+        inputs: &[Untyped {
+            ptr: s.cast::<u8>(),
+            elem: Elem::F32,
+        }],
+        output: Untyped {
+            ptr: p.cast::<u8>(),
+            elem: Elem::F32,
+        },
+        workspaces: &[],
+        accumulate: false,
+    };
+    let rows = [bh * n_q, n_kv, 1, 1, 1];
+    (crate::softmax::SOFTMAX_FUSED_F32.launch)(launcher, &softmax, rows)?;
+    let pv = naive_geometry((n_q.div_ceil(tile), bh, 1));
+    let (n_q, n_kv) = (n_q32, n_kv32);
+    match d {
+        64 => crate::launch_registered!(launcher, pv, attention_pv_f32_d64(p, v, o, n_q, n_kv)),
+        128 => crate::launch_registered!(launcher, pv, attention_pv_f32_d128(p, v, o, n_q, n_kv)),
+        _ => Err(std::format!("no naive attention kernel for d = {d}").into()),
+    }
+}
+
+/// Output rows `rows` (of `batch x heads x n_q`, each `d` long) from the definition, in f64:
+/// each query row against its head's keys, `-inf` where masked; a row that sees no key is zeros.
+/// The spec's inputs are finite, so no special value arises (tests/tests/attention_special.rs
+/// tests those through `host::ops::attention`).
+fn reference<const CAUSAL: bool>(inputs: &[&[f32]], dims: Dims, rows: &[usize]) -> Expected {
+    let [_, _, n_q, n_kv, d] = dims;
+    let scale = f64::from(standard_scale(d));
+    let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
+    let mut out = Vec::with_capacity(rows.len() * d);
+    for &row in rows {
+        let (h, i) = (row / n_q, row % n_q);
+        let q_i = &q[row * d..][..d];
+        let keys = (0..n_kv).filter(|&j| is_visible(i, j, n_q, n_kv, CAUSAL));
+        let s: Vec<(usize, f64)> = keys
+            .map(|j| {
+                let k_j = &k[(h * n_kv + j) * d..][..d];
+                let dot: f64 = q_i
+                    .iter()
+                    .zip(k_j)
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum();
+                (j, scale * dot)
+            })
+            .collect();
+        let m = s.iter().fold(f64::NEG_INFINITY, |m, x| m.max(x.1));
+        let l: f64 = s.iter().map(|x| (x.1 - m).exp()).sum();
+        let mut o = std::vec![0.0f64; d];
+        for &(j, s_j) in &s {
+            let p = (s_j - m).exp() / l;
+            for (o_c, v_c) in o.iter_mut().zip(&v[(h * n_kv + j) * d..][..d]) {
+                *o_c += p * f64::from(*v_c);
+            }
+        }
+        out.extend(o);
+    }
+    out.into()
+}
+
+/// Which kernels a spec launches.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Naive,
+    Fused,
+    FusedFmaExp,
+}
+
+/// Self-attention at the shape on a GPU (batch 4, 16 heads, N = 4096, d = 128), and on
+/// the emulator 2 heads of `n`, a multiple of no tile or fragment (the last tile holds 6 rows,
+/// part of an 8-wide `mma` fragment). The fused kernels run N = 1030, enough to walk their whole
+/// key loop: 65 K/V tiles of `flash_f32`'s 16 keys, 17 of `flash_mma`'s 64 through its 2-stage
+/// ring. The naive flow stays at N = 200: its two kernels are shared-memory-tiled matrix
+/// products with no pipeline, which at 200 already walk 4 x 4 output tiles of 64 and 13 key
+/// tiles of 16, while at 1030 its O(N^2) round trips of S and P through HBM would cost the
+/// emulator about twice all the fused rows together.
+const fn run_shape(n: usize, d: usize) -> RunShape {
+    RunShape {
+        gpu: [4, 16, 4096, 4096, d],
+        emulator: [1, 2, n, n, d],
+    }
+}
+
+const NAIVE_RUN: &[RunShape] = &[run_shape(200, 128)];
+const FUSED_RUN: &[RunShape] = &[run_shape(1030, 128)];
+/// The FMA-exponential kernel is built for d = 64.
+const FMA_EXP_RUN: &[RunShape] = &[run_shape(1030, 64)];
+
+/// The spec of one attention row: `T` its element type, `FLOW` its kernels (0 naive, 1 fused,
+/// 2 fused with FMA exponentials), `CAUSAL` its mask.
+const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
+    name: &'static str,
+    what: &'static str,
+) -> Spec {
+    let flow = match FLOW {
+        0 => Flow::Naive,
+        1 => Flow::Fused,
+        _ => Flow::FusedFmaExp,
+    };
+    let (run, max_d) = match flow {
+        Flow::Naive => (NAIVE_RUN, 128),
+        Flow::Fused => (FUSED_RUN, 128),
+        Flow::FusedFmaExp => (FMA_EXP_RUN, 64),
+    };
+    let occupancy = match flow {
+        Flow::Naive => naive_geometry((1, 1, 1)),
+        Flow::Fused | Flow::FusedFmaExp => {
+            geometry((1, 1, 1), (T::THREADS, 1), T::SHARED_BYTES[max_d / 64 - 1])
+        }
+    };
+    Spec {
+        name,
+        what,
+        dims: DIMS,
+        shapes: Shapes {
+            run,
+            // Two query and key tiles past the first of every kernel (64 rows), so that a
+            // causal draw of more queries than keys has whole tiles that see no key.
+            test_max: [2, 2, 150, 150, max_d],
+            multiple: [1, 1, 1, 1, 64],
+            // At the GPU shape: 16 query rows over the 64 heads, each against its head's 4096
+            // keys in f64.
+            gpu_rows_checked: Some(16),
+        },
+        inputs: |[batch, heads, n_q, n_kv, d]| {
+            let (q, kv) = (batch * heads * n_q * d, batch * heads * n_kv * d);
+            std::vec![Buffer::of::<T>(q), Buffer::of::<T>(kv), Buffer::of::<T>(kv)]
+        },
+        input_range: (-1.0, 1.0),
+        // Q and K make the scores, whose row maxima skip their exponentials
+        // (`kernels::softmax::exp2_shifted`): on zeros the model would count none.
+        values_steer: true,
+        output: |[batch, heads, n_q, _, d]| Buffer::of::<T>(batch * heads * n_q * d),
+        rows: |[batch, heads, n_q, ..]| batch * heads * n_q,
+        workspaces: match flow {
+            // S and P, f32, `n_q x n_kv` per head.
+            Flow::Naive => |dims| std::vec![elems(dims).2; 2],
+            // The log-sum-exp, f32, one per query row.
+            Flow::Fused | Flow::FusedFmaExp => |[batch, heads, n_q, ..]| std::vec![batch * heads * n_q],
+        },
+        launch: match flow {
+            Flow::Naive => |l, b, dims| launch_naive(l, b, dims, (standard_scale(dims[4]), CAUSAL)),
+            Flow::Fused => |l, b, dims| launch_fused::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL), false),
+            Flow::FusedFmaExp => {
+                |l, b, dims| launch_fused::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL), true)
+            }
+        },
+        reference: reference::<CAUSAL>,
+        tolerance: |[_, _, _, n_kv, d]| error_bound(n_kv, d, standard_scale(d), half_u(T::ELEM)),
+        cost: match flow {
+            Flow::Naive => naive_cost,
+            Flow::Fused => |dims| flash_cost(dims, CAUSAL, (T::BR, T::BC), T::ELEM.bytes()),
+            // Half of the exponentials (every other 8-key piece) on the FMA units, whose FMAs
+            // run beside the tensor cores and are not counted in the FLOPs.
+            Flow::FusedFmaExp => |dims| {
+                let c = flash_cost(dims, CAUSAL, (T::BR, T::BC), T::ELEM.bytes());
+                Cost { exps: c.exps / 2, ..c }
+            },
+        },
+        unit: match flow {
+            Flow::Naive => Unit::CudaCoreF32,
+            Flow::Fused | Flow::FusedFmaExp => T::UNIT,
+        },
+        accumulates: false,
+        occupancy: Occupancy {
+            threads: occupancy.block.x * occupancy.block.y,
+            dynamic_shared: occupancy.dynamic_shared,
+            in_flight_per_thread: None,
+        },
+        baseline: Some(Baseline {
+            op: "sdpa",
+            dims: &["batch", "heads", "seq", "head_dim"],
+        }),
+    }
+}
+
+/// S and P through HBM: three kernels.
+pub const ATTENTION_NAIVE_F32: Spec = attention_spec::<f32, 0, false>(
+    "attention_naive_f32",
+    "O = softmax(Q K^T / sqrt(d)) V in three kernels: S to HBM, P = softmax(S) to HBM, P V",
+);
+/// FlashAttention's forward pass on the CUDA cores: S and P stay on chip.
+pub const ATTENTION_FUSED_F32: Spec = attention_spec::<f32, 1, false>(
+    "attention_fused_f32",
+    "O = softmax(Q K^T / sqrt(d)) V in one kernel, f32 on the CUDA cores",
+);
+/// The same on `mma.sync` tensor cores, bf16.
+pub const ATTENTION_FUSED_BF16: Spec = attention_spec::<Bf16, 1, false>(
+    "attention_fused_bf16",
+    "O = softmax(Q K^T / sqrt(d)) V in one kernel, bf16 on the tensor cores",
+);
+/// The same on `mma.sync` tensor cores, f16.
+pub const ATTENTION_FUSED_F16: Spec = attention_spec::<F16, 1, false>(
+    "attention_fused_f16",
+    "O = softmax(Q K^T / sqrt(d)) V in one kernel, f16 on the tensor cores",
+);
+/// The naive flow with the causal mask (every product still computed: docs/attention.md).
+pub const ATTENTION_NAIVE_F32_CAUSAL: Spec = attention_spec::<f32, 0, true>(
+    "attention_naive_f32_causal",
+    "causal attention in three kernels, every score computed and the masked ones written -inf",
+);
+/// The bf16 kernel with the causal mask: tiles above the diagonal skipped.
+pub const ATTENTION_FUSED_BF16_CAUSAL: Spec = attention_spec::<Bf16, 1, true>(
+    "attention_fused_bf16_causal",
+    "causal attention in one kernel, bf16 on the tensor cores, the tiles past the diagonal skipped",
+);
+/// The bf16 kernel at d = 64 with half of its exponentials on the FMA units (FlashAttention-4's
+/// trick).
+pub const ATTENTION_FUSED_BF16_FMA_EXP: Spec = attention_spec::<Bf16, 2, false>(
+    "attention_fused_bf16_fma_exp",
+    "the bf16 fused kernel at d = 64, every other 8-key piece's exponentials on the FMA units",
+);
