@@ -223,12 +223,14 @@ pub struct Uploaded {
     pub output: TypedBuffer,
     /// The spec's scratch buffers, zeroed.
     pub workspaces: Vec<DeviceBuffer<f32>>,
+    /// The spec's index inputs, as its `indices` computes them from the dimensions.
+    pub indices: Vec<DeviceBuffer<u32>>,
 }
 
 /// Uploads `inputs` (as [`inputs`] makes them, each converted to its buffer's element type) and
-/// allocates the output and the workspaces, after checking that `dims` are what the spec
-/// launches: each at least 1 and at most `u32::MAX`, a multiple of the spec's `multiple`, and
-/// the inputs the lengths the spec asks for.
+/// the spec's index inputs, and allocates the output and the workspaces, after checking that
+/// `dims` are what the spec launches: each at least 1 and at most `u32::MAX`, a multiple of the
+/// spec's `multiple`, and the inputs the lengths the spec asks for.
 pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Result<Uploaded> {
     for ((name, &d), &multiple) in spec.dims.iter().zip(&dims).zip(&spec.shapes.multiple) {
         if d == 0 || u32::try_from(d).is_err() {
@@ -266,6 +268,10 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
             .into_iter()
             .map(|n| rt.alloc(n))
             .collect::<Result<_>>()?,
+        indices: (spec.indices)(dims)
+            .iter()
+            .map(|x| rt.upload(x))
+            .collect::<Result<_>>()?,
     })
 }
 
@@ -273,12 +279,13 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
 pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched> {
     let inputs: Vec<Untyped> = buffers.inputs.iter().map(TypedBuffer::untyped).collect();
     let workspaces: Vec<&DeviceBuffer<f32>> = buffers.workspaces.iter().collect();
+    let indices: Vec<&DeviceBuffer<u32>> = buffers.indices.iter().collect();
     launch_untyped(
         rt,
         spec,
         &inputs,
         buffers.output.untyped(),
-        &workspaces,
+        (&workspaces, &indices),
         buffers.dims,
         false,
         &spec.launch,
@@ -312,7 +319,7 @@ pub fn launch_on<I: SpecElement, O: SpecElement>(
         spec,
         &inputs,
         output,
-        workspaces,
+        (workspaces, &[]),
         dims,
         accumulate,
         &spec.launch,
@@ -322,13 +329,16 @@ pub fn launch_on<I: SpecElement, O: SpecElement>(
 /// [`launch_on`] for an op whose arguments the spec fixes and its caller chooses (attention's
 /// softmax scale and mask): `launch` takes the spec's place, a launch function of the kernel
 /// crate that the spec's own launch calls with its values (`kernels::attention::launch_fused`).
-/// The buffers are checked against the spec's as [`launch_on`] checks them.
+/// The buffers are checked against the spec's as [`launch_on`] checks them; `indices` are the
+/// op's own index inputs, in the spec's order (`kernels::registry::Spec::indices`).
+#[allow(clippy::too_many_arguments)]
 pub fn launch_with<I: SpecElement, O: SpecElement>(
     rt: &Runtime,
     spec: &Spec,
     inputs: &[&DeviceBuffer<I>],
     output: &DeviceBuffer<O>,
     workspaces: &[&DeviceBuffer<f32>],
+    indices: &[&DeviceBuffer<u32>],
     dims: Dims,
     launch: &LaunchWith,
 ) -> Result<Launched> {
@@ -338,7 +348,7 @@ pub fn launch_with<I: SpecElement, O: SpecElement>(
         spec,
         &inputs,
         untyped(output),
-        workspaces,
+        (workspaces, indices),
         dims,
         false,
         launch,
@@ -354,14 +364,15 @@ pub type LaunchWith<'a> = dyn Fn(
     + 'a;
 
 /// [`launch`], [`launch_on`] and [`launch_with`]: checks each buffer's element type against the
-/// spec's, then launches with `launch` (the spec's, but for [`launch_with`]).
+/// spec's, then launches with `launch` (the spec's, but for [`launch_with`]) on the inputs, the
+/// output, the workspaces and the index inputs.
 #[allow(clippy::too_many_arguments)]
 fn launch_untyped(
     rt: &Runtime,
     spec: &Spec,
     inputs: &[Untyped],
     output: Untyped,
-    workspaces: &[&DeviceBuffer<f32>],
+    (workspaces, indices): (&[&DeviceBuffer<f32>], &[&DeviceBuffer<u32>]),
     dims: Dims,
     accumulate: bool,
     launch: &LaunchWith,
@@ -381,10 +392,12 @@ fn launch_untyped(
         )));
     }
     let scratch: Vec<_> = workspaces.iter().map(|b| b.ptr()).collect();
+    let indices: Vec<_> = indices.iter().map(|b| b.ptr()).collect();
     let args = kernels::registry::Buffers {
         inputs,
         output,
         workspaces: &scratch,
+        indices: &indices,
         accumulate,
     };
     let launcher = RuntimeLauncher {
@@ -576,10 +589,12 @@ mod tests {
             let up = upload(&rt, spec, dims, &inputs(spec, dims, 1)).unwrap();
             let ptrs: Vec<_> = up.inputs.iter().map(TypedBuffer::untyped).collect();
             let scratch: Vec<_> = up.workspaces.iter().map(DeviceBuffer::ptr).collect();
+            let indices: Vec<_> = up.indices.iter().map(DeviceBuffer::ptr).collect();
             let args = kernels::registry::Buffers {
                 inputs: &ptrs,
                 output: up.output.untyped(),
                 workspaces: &scratch,
+                indices: &indices,
                 accumulate: false,
             };
             let recorder = Recorder(RefCell::new(Vec::new()));
@@ -654,6 +669,7 @@ mod tests {
             inputs: &ptrs,
             output: up.output.untyped(),
             workspaces: &[],
+            indices: &[],
             accumulate: false,
         };
         let err = args.input::<f32>(1).err().unwrap().to_string();

@@ -160,6 +160,7 @@ const fn vector_add_spec<T: crate::registry::Element>(
         output: |[n, ..]| Buffer::of::<T>(n),
         rows: |_| 1,
         workspaces: |_| std::vec![],
+        indices: |_| std::vec![],
         launch,
         reference,
         tolerance: |_| 0.0,

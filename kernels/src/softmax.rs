@@ -720,6 +720,7 @@ const fn softmax_spec<T: crate::registry::Element>(
         output: |[rows, cols, ..]| Buffer::of::<T>(rows * cols),
         rows: |[rows, ..]| rows,
         workspaces,
+        indices: |_| std::vec![],
         launch,
         // From the definition, in f64, on the values the kernel reads (the inputs rounded to
         // `T`); the spec's inputs are finite, so no special value arises (tests/tests/softmax.rs

@@ -83,18 +83,6 @@ const fn with_rereads(once: u64, reads: u64, bytes_written: u64, flops: u64, exp
     }
 }
 
-/// Two costs, one launch after the other.
-const fn plus(a: Cost, b: Cost) -> Cost {
-    Cost {
-        bytes_read: a.bytes_read + b.bytes_read,
-        bytes_written: a.bytes_written + b.bytes_written,
-        flops: a.flops + b.flops,
-        exps: a.exps + b.exps,
-        rereads: a.rereads + b.rereads,
-        resident_rereads: a.resident_rereads + b.resident_rereads,
-    }
-}
-
 /// Naive step 1 (`attention_scores_f32`): reads Q and K, writes S; each 64-row tile of Q is
 /// read once per 64-key tile of K and vice versa. FLOPs: `2 d` per pair, masked or not.
 pub fn scores_cost(dims: Dims) -> Cost {
@@ -127,7 +115,7 @@ pub fn naive_cost(dims: Dims) -> Cost {
         resident_rereads: softmax.bytes_read - s,
         ..softmax
     };
-    plus(plus(scores_cost(dims), softmax), pv_cost(dims))
+    scores_cost(dims).plus(softmax).plus(pv_cost(dims))
 }
 
 /// A fused kernel's cost with tiles of `br` queries and `bc` keys of `elem_bytes` each: Q, K, V
@@ -352,6 +340,7 @@ pub fn launch_naive(
             elem: Elem::F32,
         },
         workspaces: &[],
+        indices: &[],
         accumulate: false,
     };
     let rows = [bh * n_q, n_kv, 1, 1, 1];
@@ -483,6 +472,7 @@ const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
             // The log-sum-exp, f32, one per query row.
             Flow::Fused | Flow::FusedFmaExp => |[batch, heads, n_q, ..]| std::vec![batch * heads * n_q],
         },
+        indices: |_| std::vec![],
         launch: match flow {
             Flow::Naive => |l, b, dims| launch_naive(l, b, dims, (standard_scale(dims[4]), CAUSAL)),
             Flow::Fused => |l, b, dims| launch_fused::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL), false),
