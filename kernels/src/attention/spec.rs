@@ -365,31 +365,42 @@ fn reference<const CAUSAL: bool>(inputs: &[&[f32]], dims: Dims, rows: &[usize]) 
     let mut out = Vec::with_capacity(rows.len() * d);
     for &row in rows {
         let (h, i) = (row / n_q, row % n_q);
-        let q_i = &q[row * d..][..d];
+        let at = |j: usize| (h * n_kv + j) * d;
         let keys = (0..n_kv).filter(|&j| is_visible(i, j, n_q, n_kv, CAUSAL));
-        let s: Vec<(usize, f64)> = keys
-            .map(|j| {
-                let k_j = &k[(h * n_kv + j) * d..][..d];
-                let dot: f64 = q_i
-                    .iter()
-                    .zip(k_j)
-                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
-                    .sum();
-                (j, scale * dot)
-            })
-            .collect();
-        let m = s.iter().fold(f64::NEG_INFINITY, |m, x| m.max(x.1));
-        let l: f64 = s.iter().map(|x| (x.1 - m).exp()).sum();
-        let mut o = std::vec![0.0f64; d];
-        for &(j, s_j) in &s {
-            let p = (s_j - m).exp() / l;
-            for (o_c, v_c) in o.iter_mut().zip(&v[(h * n_kv + j) * d..][..d]) {
-                *o_c += p * f64::from(*v_c);
-            }
-        }
-        out.extend(o);
+        let keys = keys.map(|j| (&k[at(j)..][..d], &v[at(j)..][..d]));
+        out.extend(attend_row(&q[row * d..][..d], keys, scale));
     }
     out.into()
+}
+
+/// One query row `q` against its keys and values (`(k_j, v_j)` rows, as long as `q`), from the
+/// definition in f64: `sum_j softmax_j(scale q . k_j) v_j`, zeros where there is no key. The
+/// attention rows' references and decode attention's (`crate::decode::attention`) share it.
+pub fn attend_row<'a>(
+    q: &[f32],
+    keys: impl Iterator<Item = (&'a [f32], &'a [f32])>,
+    scale: f64,
+) -> Vec<f64> {
+    let s: Vec<(f64, &[f32])> = keys
+        .map(|(k_j, v_j)| {
+            let dot: f64 = q
+                .iter()
+                .zip(k_j)
+                .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                .sum();
+            (scale * dot, v_j)
+        })
+        .collect();
+    let m = s.iter().fold(f64::NEG_INFINITY, |m, x| m.max(x.0));
+    let l: f64 = s.iter().map(|x| (x.0 - m).exp()).sum();
+    let mut o = std::vec![0.0f64; q.len()];
+    for &(s_j, v_j) in &s {
+        let p = (s_j - m).exp() / l;
+        for (o_c, v_c) in o.iter_mut().zip(v_j) {
+            *o_c += p * f64::from(*v_c);
+        }
+    }
+    o
 }
 
 /// Which kernels a spec launches.
