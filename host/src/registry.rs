@@ -101,6 +101,16 @@ pub fn describe(spec: &Spec, dims: Dims) -> String {
             let elem = (spec.output)(dims).elem.name();
             format!("{b}x{h}x{q}x{d}{keys} {elem}{mask}")
         }
+        // Decode attention: `1x32q/8kv ctx [4096]`, the query and KV heads and each sequence's
+        // keys (`kernels::decode::attention::context_lengths`), ` pages of 16` on a paged cache.
+        (["batch", "kv_heads", "group", "ctx", paged @ ..], [b, kv, g, _, page @ ..]) => {
+            let lens = kernels::decode::attention::context_lengths(dims);
+            let mut text = format!("{b}x{}q/{kv}kv ctx {lens:?}", g * kv);
+            if let ([_], [page]) = (paged, page) {
+                text.push_str(&format!(" pages of {page}"));
+            }
+            text
+        }
         (["n", params @ ..], [n, values @ ..]) => {
             let mut text = elements(*n);
             for (name, v) in params.iter().zip(values) {
@@ -327,10 +337,11 @@ pub fn launch_on<I: SpecElement, O: SpecElement>(
 }
 
 /// [`launch_on`] for an op whose arguments the spec fixes and its caller chooses (attention's
-/// softmax scale and mask): `launch` takes the spec's place, a launch function of the kernel
-/// crate that the spec's own launch calls with its values (`kernels::attention::launch_fused`).
-/// The buffers are checked against the spec's as [`launch_on`] checks them; `indices` are the
-/// op's own index inputs, in the spec's order (`kernels::registry::Spec::indices`).
+/// softmax scale and mask, decode attention's lengths and splits): `launch` takes the spec's
+/// place, a launch function of the kernel crate that the spec's own launch calls with its
+/// values (`kernels::attention::launch_fused`). The buffers are checked against the spec's as
+/// [`launch_on`] checks them; `indices` are the op's own index inputs, in the spec's order
+/// (`kernels::registry::Spec::indices`: decode attention's lengths and page table).
 #[allow(clippy::too_many_arguments)]
 pub fn launch_with<I: SpecElement, O: SpecElement>(
     rt: &Runtime,
@@ -842,6 +853,48 @@ mod tests {
         assert_eq!(rt.download(&c).unwrap(), [3.0; 4]);
     }
 
+    /// A spec's index inputs are uploaded as its rule computes them from the dimensions (decode
+    /// attention's lengths and page table); a launch given fewer says which one it asked for.
+    #[test]
+    fn index_inputs_follow_from_the_dimensions() {
+        let rt = Runtime::emulator();
+        let spec = find("decode_attention_paged_bf16").unwrap();
+        let dims = [2, 2, 4, 300, 16];
+        let up = upload(&rt, spec, dims, &inputs(spec, dims, 1)).unwrap();
+        let got: Vec<Vec<u32>> = up.indices.iter().map(|b| rt.download(b).unwrap()).collect();
+        assert_eq!(got, (spec.indices)(dims));
+        assert_eq!(got[0], [300, 77]);
+        let (
+            [
+                TypedBuffer::Bf16(q),
+                TypedBuffer::Bf16(k),
+                TypedBuffer::Bf16(v),
+            ],
+            TypedBuffer::Bf16(o),
+        ) = (&up.inputs[..], &up.output)
+        else {
+            panic!("decode attention's buffers are bf16");
+        };
+        let workspaces: Vec<&DeviceBuffer<f32>> = up.workspaces.iter().collect();
+        let lengths_only = [&up.indices[0]];
+        let err = launch_with(
+            &rt,
+            spec,
+            &[q, k, v],
+            o,
+            &workspaces,
+            &lengths_only,
+            dims,
+            &|l, b, d| (spec.launch)(l, b, d),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("index input 1 asked for, the launch has 1"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn shapes_read_as_the_run_table_writes_them() {
         let (e, t) = (
@@ -855,6 +908,16 @@ mod tests {
         assert_eq!(
             describe(strided, [1 << 24, 8, 1, 1, 1]),
             "16M elements at stride 8"
+        );
+        let decode = find("decode_attention_paged_bf16").unwrap();
+        assert_eq!(
+            describe(decode, [2, 2, 4, 300, 16]),
+            "2x8q/2kv ctx [300, 77] pages of 16"
+        );
+        let contiguous = find("decode_attention_bf16").unwrap();
+        assert_eq!(
+            describe(contiguous, [1, 8, 4, 4096, 1]),
+            "1x32q/8kv ctx [4096]"
         );
     }
 }

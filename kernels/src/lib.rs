@@ -44,7 +44,7 @@ registry! {
         GEMM_TENSOR_CORE_BF16,
         GEMM_TENSOR_CORE_F16,
     },
-    decode::{GEMV_BF16},
+    decode::{GEMV_BF16, DECODE_ATTENTION_BF16, DECODE_ATTENTION_PAGED_BF16},
     attention::{
         ATTENTION_NAIVE_F32,
         ATTENTION_FUSED_F32,

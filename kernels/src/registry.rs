@@ -20,8 +20,9 @@
 //! order, and its cost states the exponentials the roofline's third roof times. Registered: the
 //! scaffold's four templates (`cargo xtask new`), `vector_add_f32`, `vector_add_f16`,
 //! `copy_strided`, the three transposes, the six softmaxes (f32 and bf16), GEMM steps 1 to 4,
-//! the GEMV and seven attention rows. The project's other kernels (GEMM step 5, attention on
-//! wgmma, decode attention) are declared by hand in `xtask/src/cases.rs` and its neighbours.
+//! the GEMV, seven attention rows and split-KV decode attention (contiguous and paged). The
+//! project's other kernels (GEMM step 5, attention on wgmma) are declared by hand in
+//! `xtask/src/cases.rs` and its neighbours.
 
 /// Declares the registered kernels, one line per kernel or per file:
 ///

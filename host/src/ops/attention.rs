@@ -358,7 +358,7 @@ pub fn fused_fma_exp_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
 }
 
 /// A kernel-crate cost as the chapter's [`Traffic`]: the re-reads a GPU's L2 serves apart.
-fn traffic(cost: kernels::registry::Cost, unit: ComputeUnit) -> Traffic {
+pub(crate) fn traffic(cost: kernels::registry::Cost, unit: ComputeUnit) -> Traffic {
     Traffic {
         compulsory: Cost {
             bytes_read: cost.compulsory_read(),
