@@ -142,6 +142,7 @@ pub fn round_to(elem: Elem, v: f32) -> f32 {
         Elem::F32 => v,
         Elem::F16 => f16::from_f32(v).to_f32(),
         Elem::Bf16 => bf16::from_f32(v).to_f32(),
+        Elem::U32 => v.floor().max(0.0),
     }
 }
 
@@ -165,6 +166,7 @@ pub enum TypedBuffer {
     F32(DeviceBuffer<f32>),
     F16(DeviceBuffer<f16>),
     Bf16(DeviceBuffer<bf16>),
+    U32(DeviceBuffer<u32>),
 }
 
 impl TypedBuffer {
@@ -183,6 +185,10 @@ impl TypedBuffer {
                         .collect::<Vec<_>>(),
                 )?,
             ),
+            // Whole numbers below 2^24 ([`round_to`]): `as` converts them exactly.
+            Elem::U32 => {
+                Self::U32(rt.upload(&values.iter().map(|&v| v as u32).collect::<Vec<_>>())?)
+            }
         })
     }
 
@@ -192,15 +198,18 @@ impl TypedBuffer {
             Elem::F32 => Self::F32(rt.alloc(buffer.len)?),
             Elem::F16 => Self::F16(rt.alloc(buffer.len)?),
             Elem::Bf16 => Self::Bf16(rt.alloc(buffer.len)?),
+            Elem::U32 => Self::U32(rt.alloc(buffer.len)?),
         })
     }
 
-    /// The buffer's values, widened to f32 (exactly).
+    /// The buffer's values, widened to f32 (exactly; words up to 2^24, past which a kernel's
+    /// output of words is not what its inputs were, and no f32 tells the difference).
     pub fn download(&self, rt: &Runtime) -> Result<Vec<f32>> {
         Ok(match self {
             Self::F32(b) => rt.download(b)?,
             Self::F16(b) => rt.download(b)?.iter().map(|v| v.to_f32()).collect(),
             Self::Bf16(b) => rt.download(b)?.iter().map(|v| v.to_f32()).collect(),
+            Self::U32(b) => rt.download(b)?.iter().map(|&v| v as f32).collect(),
         })
     }
 
@@ -209,6 +218,7 @@ impl TypedBuffer {
             Self::F32(b) => untyped(b),
             Self::F16(b) => untyped(b),
             Self::Bf16(b) => untyped(b),
+            Self::U32(b) => untyped(b),
         }
     }
 }
@@ -687,6 +697,43 @@ mod tests {
         assert_eq!(err, "input 1 is f16, the launch asks for it as f32");
         assert!(args.input::<half::f16>(2).is_err());
         assert!(args.output::<half::f16>().is_ok());
+    }
+
+    /// Words are drawn as whole numbers that f32 holds exactly, from every spec that declares
+    /// them, and a copy of them checks exact; a word off by one does not.
+    #[test]
+    fn words_are_whole_numbers_f32_holds_exactly() {
+        let (lo, hi) = kernels::registry::U32_EXACT_IN_F32;
+        for spec in all() {
+            let dims = spec.shapes.test_max;
+            let words = (spec.inputs)(dims)
+                .into_iter()
+                .chain([(spec.output)(dims)])
+                .any(|b| b.elem == Elem::U32);
+            if words {
+                let (a, b) = spec.input_range;
+                assert!(lo <= a && b <= hi, "{}: {a} to {b}", spec.name);
+            }
+        }
+        let rt = Runtime::emulator();
+        let spec = find("copy_words").unwrap();
+        let dims = [1000, 1, 1, 1, 1];
+        let x = inputs(spec, dims, 5);
+        assert!(
+            x[0].iter()
+                .all(|&v| v.fract() == 0.0 && (lo..=hi).contains(&v))
+        );
+        let up = upload(&rt, spec, dims, &x).unwrap();
+        launch(&rt, spec, &up).unwrap();
+        let mut got = up.output.download(&rt).unwrap();
+        assert_eq!(got, x[0]);
+        assert!(
+            check(spec, dims, &x, &got, &[0])
+                .unwrap()
+                .starts_with("exact")
+        );
+        got[999] += 1.0;
+        assert!(check(spec, dims, &x, &got, &[0]).is_err());
     }
 
     /// An f16 spec's inputs are f16 values, and its output is checked widened.

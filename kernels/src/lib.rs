@@ -35,7 +35,7 @@ pub mod registry;
 // --template T` writes the file and the line); a file of several names each kernel's spec.
 #[cfg(not(kernels_exercises))]
 registry! {
-    elementwise::{VECTOR_ADD_F32, VECTOR_ADD_F16},
+    elementwise::{COPY_WORDS, VECTOR_ADD_F32, VECTOR_ADD_F16},
     transpose::{COPY_STRIDED, TRANSPOSE_NAIVE, TRANSPOSE_SHARED, TRANSPOSE_PADDED},
     gemm::{
         GEMM_NAIVE_F32,

@@ -275,29 +275,50 @@ mod host_side {
         F32,
         F16,
         Bf16,
+        /// Words whose bits the kernel moves and never computes with (`copy_words`): whole
+        /// numbers, drawn from the spec's range rounded down, which stays within
+        /// [`U32_EXACT_IN_F32`] so that the reference and the check, which read every value as
+        /// f32, hold each exactly.
+        U32,
     }
+
+    /// The whole numbers f32 holds exactly, 0 to 2^24: the range a spec draws its
+    /// [`Elem::U32`] buffers from stays within them.
+    pub const U32_EXACT_IN_F32: (f32, f32) = (0.0, 16_777_216.0);
 
     impl Elem {
         /// The bytes of one element.
         pub const fn bytes(self) -> usize {
             match self {
-                Self::F32 => 4,
+                Self::F32 | Self::U32 => 4,
                 Self::F16 | Self::Bf16 => 2,
             }
         }
 
-        /// Its name as rows and baselines write it: `f32`, `f16`, `bf16`.
+        /// Its unit roundoff: the relative error of rounding a value to it, half an ulp of 1
+        /// (0 for f32, whose rounding a kernel's f32 arithmetic already counts, and for words,
+        /// which are never rounded).
+        pub const fn unit_roundoff(self) -> f64 {
+            match self {
+                Self::F32 | Self::U32 => 0.0,
+                Self::Bf16 => 1.0 / 256.0,
+                Self::F16 => 1.0 / 2048.0,
+            }
+        }
+
+        /// Its name as rows and baselines write it: `f32`, `f16`, `bf16`, `u32`.
         pub const fn name(self) -> &'static str {
             match self {
                 Self::F32 => "f32",
                 Self::F16 => "f16",
                 Self::Bf16 => "bf16",
+                Self::U32 => "u32",
             }
         }
     }
 
-    /// A type a buffer's [`Elem`] names: `f32`, [`F16`] or [`Bf16`] (the kernels' own, which
-    /// are `half`'s on the host).
+    /// A type a buffer's [`Elem`] names: `f32`, [`F16`], [`Bf16`] (the kernels' own, which
+    /// are `half`'s on the host) or `u32`.
     pub trait Element: Copy {
         const ELEM: Elem;
     }
@@ -312,6 +333,10 @@ mod host_side {
 
     impl Element for Bf16 {
         const ELEM: Elem = Elem::Bf16;
+    }
+
+    impl Element for u32 {
+        const ELEM: Elem = Elem::U32;
     }
 
     /// One input or output of a launch: its length in elements and their type.
@@ -492,7 +517,7 @@ mod host_side {
         pub inputs: fn(Dims) -> Vec<Buffer>,
         /// The range the inputs are drawn from, uniformly: `(-1.0, 1.0)` unless the kernel's
         /// values matter to what it is checked for (softmax's scores, `(-8.0, 8.0)`: rows of
-        /// probabilities far from uniform).
+        /// probabilities far from uniform); [`U32_EXACT_IN_F32`] for words (`copy_words`).
         pub input_range: (f32, f32),
         /// Whether the input values steer the kernel's branches (softmax skips the exponential of
         /// a row's maximum): then the performance model's inputs vary as the check's do, else

@@ -42,7 +42,6 @@ struct Entry {
 
 /// The mapping, longest prefix first where two overlap.
 const MAPPING: &[Entry] = &[
-    entry("copy_words", "copy", &["n"], Some("u32")),
     // Step 5; steps 1 to 4 are registered, their specs' baseline `matmul` too.
     entry("gemm_wgmma", "matmul", &["m", "n", "k"], None),
     // The Hopper kernel (the other attention rows are registered, their specs' baseline `sdpa`)

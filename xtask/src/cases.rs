@@ -5,14 +5,13 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use half::{bf16, f16};
+use host::Runtime;
 use host::cost::Cost;
 use host::ops::attention::{self as attention_op, AttentionParams, AttentionShape};
-use host::ops::elementwise;
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::reference;
-use host::registry::{self, elements};
+use host::registry;
 use host::runtime::Launched;
-use host::{DeviceBuffer, Runtime};
 
 /// How big the problems are: realistic on a GPU (several times the L2, hundreds of MB), small
 /// enough for the emulator on two cores.
@@ -77,7 +76,7 @@ impl CaseSpec {
 /// of the `registry!` block.
 pub fn all() -> Vec<CaseSpec> {
     let lessons: Vec<CaseSpec> = vec![
-        case("copy_words", copy),
+        registered(&kernels::elementwise::COPY_WORDS),
         registered(&kernels::elementwise::VECTOR_ADD_F32),
         registered(&kernels::elementwise::VECTOR_ADD_F16),
         registered(&kernels::transpose::COPY_STRIDED),
@@ -414,47 +413,6 @@ fn from_spec<'a>(
     })
 }
 
-fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
-    // 256 Mi words = 1 GiB each way on a GPU; a word count that is not a multiple of 4 exercises
-    // the kernel's scalar tail.
-    let size = |s: Scale| s.pick(1 << 28, (1 << 20) + 3);
-    let n = size(scale);
-    let gpu = (
-        elements(size(Scale::Gpu)),
-        elementwise::copy_cost(size(Scale::Gpu)),
-    );
-    // Distinct words, so that a copy to the wrong place shows; zeros for the model (1 GiB of
-    // words would cost seconds to write, and the model reads no value).
-    let src_host: Vec<u32> = if for_model() {
-        host::buffer::zeroed_vec(n)
-    } else {
-        (0..n as u32)
-            .map(|i| i.wrapping_mul(2_654_435_761))
-            .collect()
-    };
-    let src = rt.upload(&src_host)?;
-    let dst: DeviceBuffer<u32> = rt.alloc(n)?;
-    let dst = Rc::new(RefCell::new(dst));
-    Ok(Case {
-        kernel: "copy_words",
-        shape: elements(n),
-        cost: elementwise::copy_cost(n),
-        gpu,
-        launch: Box::new({
-            let dst = dst.clone();
-            move |rt| elementwise::copy(rt, &src, &mut dst.borrow_mut())
-        }),
-        check: Box::new(move |rt| {
-            let got = rt.download(&dst.borrow()).map_err(|e| e.to_string())?;
-            if got == src_host {
-                Ok(format!("exact ({n} words)"))
-            } else {
-                Err("copy differs from its source".into())
-            }
-        }),
-    })
-}
-
 use attention_op::{WgmmaFlashElement, WgmmaMaps};
 
 /// A 16-bit element type of the Hopper kernel.
@@ -543,7 +501,7 @@ fn attention_wgmma<T: WgmmaCase>(
         reference::attention(&hq, &hk, &hv, &head, params.scale, causal).o
     });
     // The registered rows' bound (`kernels::attention::error_bound`), rounded to `T`.
-    let half_u = kernels::attention::half_u(T::ELEM);
+    let half_u = T::ELEM.unit_roundoff();
     let tolerance = kernels::attention::error_bound(head.n_kv, head.head_dim, params.scale, half_u);
     let qkv = [rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?];
     let o = Rc::new(RefCell::new(rt.alloc::<T>(shape.q_elems())?));

@@ -59,7 +59,7 @@ fn table(name: &str) -> Option<Launch> {
     let l = match name {
         // a[i] and b[i] are both loaded before the add.
         // One 16-byte load per grid-stride step.
-        "copy_words" | "stream_read" => launch(BLOCK_SIZE, 0, Some(16)),
+        "stream_read" => launch(BLOCK_SIZE, 0, Some(16)),
         "shared_read" | "shared_pointer_chase" => launch(kernels::hierarchy::BLOCK_SIZE, 0, None),
         "pointer_chase" => launch(kernels::hierarchy::CHASE_THREADS, 0, None),
         // Stores only: nothing loaded, nothing to keep in flight but the stores themselves.

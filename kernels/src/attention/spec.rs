@@ -38,15 +38,6 @@ pub fn error_bound(n_kv: usize, d: usize, scale: f32, half_u: f64) -> f64 {
     2.0 * delta + (4.0 * (n_kv as f64 + d) + 32.0) * u + 2.0 * half_u
 }
 
-/// The unit roundoff of an element type: what rounding to it adds (0 for f32).
-pub const fn half_u(elem: Elem) -> f64 {
-    match elem {
-        Elem::F32 => 0.0,
-        Elem::Bf16 => 1.0 / 256.0,
-        Elem::F16 => 1.0 / 2048.0,
-    }
-}
-
 /// `4 d` FLOPs per (query, key) pair the mask lets through, over every head.
 pub fn attention_flops([batch, heads, n_q, n_kv, d]: Dims, causal: bool) -> u64 {
     let pairs: u64 = (0..n_q)
@@ -492,7 +483,7 @@ const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
             }
         },
         reference: reference::<CAUSAL>,
-        tolerance: |[_, _, _, n_kv, d]| error_bound(n_kv, d, standard_scale(d), half_u(T::ELEM)),
+        tolerance: |[_, _, _, n_kv, d]| error_bound(n_kv, d, standard_scale(d), T::ELEM.unit_roundoff()),
         cost: match flow {
             Flow::Naive => naive_cost,
             Flow::Fused => |dims| flash_cost(dims, CAUSAL, (T::BR, T::BC), T::ELEM.bytes()),

@@ -967,7 +967,7 @@ mod spec {
         let u = f64::from(f32::EPSILON) / 2.0;
         crate::attention::error_bound(n, HEAD_DIM, scale, 0.0)
             + 4.0 * f64::from(MAX_SPLITS) * u
-            + crate::attention::half_u(Elem::Bf16)
+            + Elem::Bf16.unit_roundoff()
     }
 
     /// Rows `rows` of `o` (`b * q_heads + hq`) from the definition, in f64: each query row against
