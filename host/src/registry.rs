@@ -101,6 +101,16 @@ pub fn describe(spec: &Spec, dims: Dims) -> String {
             let elem = (spec.output)(dims).elem.name();
             format!("{b}x{h}x{q}x{d}{keys} {elem}{mask}")
         }
+        // Decode attention: `1x32q/8kv ctx [4096]`, the query and KV heads and each sequence's
+        // keys (`kernels::decode::attention::context_lengths`), ` pages of 16` on a paged cache.
+        (["batch", "kv_heads", "group", "ctx", paged @ ..], [b, kv, g, _, page @ ..]) => {
+            let lens = kernels::decode::attention::context_lengths(dims);
+            let mut text = format!("{b}x{}q/{kv}kv ctx {lens:?}", g * kv);
+            if let ([_], [page]) = (paged, page) {
+                text.push_str(&format!(" pages of {page}"));
+            }
+            text
+        }
         (["n", params @ ..], [n, values @ ..]) => {
             let mut text = elements(*n);
             for (name, v) in params.iter().zip(values) {
@@ -132,6 +142,7 @@ pub fn round_to(elem: Elem, v: f32) -> f32 {
         Elem::F32 => v,
         Elem::F16 => f16::from_f32(v).to_f32(),
         Elem::Bf16 => bf16::from_f32(v).to_f32(),
+        Elem::U32 => v.floor().max(0.0),
     }
 }
 
@@ -155,6 +166,7 @@ pub enum TypedBuffer {
     F32(DeviceBuffer<f32>),
     F16(DeviceBuffer<f16>),
     Bf16(DeviceBuffer<bf16>),
+    U32(DeviceBuffer<u32>),
 }
 
 impl TypedBuffer {
@@ -173,6 +185,10 @@ impl TypedBuffer {
                         .collect::<Vec<_>>(),
                 )?,
             ),
+            // Whole numbers below 2^24 ([`round_to`]): `as` converts them exactly.
+            Elem::U32 => {
+                Self::U32(rt.upload(&values.iter().map(|&v| v as u32).collect::<Vec<_>>())?)
+            }
         })
     }
 
@@ -182,15 +198,18 @@ impl TypedBuffer {
             Elem::F32 => Self::F32(rt.alloc(buffer.len)?),
             Elem::F16 => Self::F16(rt.alloc(buffer.len)?),
             Elem::Bf16 => Self::Bf16(rt.alloc(buffer.len)?),
+            Elem::U32 => Self::U32(rt.alloc(buffer.len)?),
         })
     }
 
-    /// The buffer's values, widened to f32 (exactly).
+    /// The buffer's values, widened to f32 (exactly; words up to 2^24, past which a kernel's
+    /// output of words is not what its inputs were, and no f32 tells the difference).
     pub fn download(&self, rt: &Runtime) -> Result<Vec<f32>> {
         Ok(match self {
             Self::F32(b) => rt.download(b)?,
             Self::F16(b) => rt.download(b)?.iter().map(|v| v.to_f32()).collect(),
             Self::Bf16(b) => rt.download(b)?.iter().map(|v| v.to_f32()).collect(),
+            Self::U32(b) => rt.download(b)?.iter().map(|&v| v as f32).collect(),
         })
     }
 
@@ -199,6 +218,7 @@ impl TypedBuffer {
             Self::F32(b) => untyped(b),
             Self::F16(b) => untyped(b),
             Self::Bf16(b) => untyped(b),
+            Self::U32(b) => untyped(b),
         }
     }
 }
@@ -223,12 +243,14 @@ pub struct Uploaded {
     pub output: TypedBuffer,
     /// The spec's scratch buffers, zeroed.
     pub workspaces: Vec<DeviceBuffer<f32>>,
+    /// The spec's index inputs, as its `indices` computes them from the dimensions.
+    pub indices: Vec<DeviceBuffer<u32>>,
 }
 
 /// Uploads `inputs` (as [`inputs`] makes them, each converted to its buffer's element type) and
-/// allocates the output and the workspaces, after checking that `dims` are what the spec
-/// launches: each at least 1 and at most `u32::MAX`, a multiple of the spec's `multiple`, and
-/// the inputs the lengths the spec asks for.
+/// the spec's index inputs, and allocates the output and the workspaces, after checking that
+/// `dims` are what the spec launches: each at least 1 and at most `u32::MAX`, a multiple of the
+/// spec's `multiple`, and the inputs the lengths the spec asks for.
 pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Result<Uploaded> {
     for ((name, &d), &multiple) in spec.dims.iter().zip(&dims).zip(&spec.shapes.multiple) {
         if d == 0 || u32::try_from(d).is_err() {
@@ -266,6 +288,10 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
             .into_iter()
             .map(|n| rt.alloc(n))
             .collect::<Result<_>>()?,
+        indices: (spec.indices)(dims)
+            .iter()
+            .map(|x| rt.upload(x))
+            .collect::<Result<_>>()?,
     })
 }
 
@@ -273,12 +299,13 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
 pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched> {
     let inputs: Vec<Untyped> = buffers.inputs.iter().map(TypedBuffer::untyped).collect();
     let workspaces: Vec<&DeviceBuffer<f32>> = buffers.workspaces.iter().collect();
+    let indices: Vec<&DeviceBuffer<u32>> = buffers.indices.iter().collect();
     launch_untyped(
         rt,
         spec,
         &inputs,
         buffers.output.untyped(),
-        &workspaces,
+        (&workspaces, &indices),
         buffers.dims,
         false,
         &spec.launch,
@@ -312,7 +339,7 @@ pub fn launch_on<I: SpecElement, O: SpecElement>(
         spec,
         &inputs,
         output,
-        workspaces,
+        (workspaces, &[]),
         dims,
         accumulate,
         &spec.launch,
@@ -320,15 +347,19 @@ pub fn launch_on<I: SpecElement, O: SpecElement>(
 }
 
 /// [`launch_on`] for an op whose arguments the spec fixes and its caller chooses (attention's
-/// softmax scale and mask): `launch` takes the spec's place, a launch function of the kernel
-/// crate that the spec's own launch calls with its values (`kernels::attention::launch_fused`).
-/// The buffers are checked against the spec's as [`launch_on`] checks them.
+/// softmax scale and mask, decode attention's lengths and splits): `launch` takes the spec's
+/// place, a launch function of the kernel crate that the spec's own launch calls with its
+/// values (`kernels::attention::launch_fused`). The buffers are checked against the spec's as
+/// [`launch_on`] checks them; `indices` are the op's own index inputs, in the spec's order
+/// (`kernels::registry::Spec::indices`: decode attention's lengths and page table).
+#[allow(clippy::too_many_arguments)]
 pub fn launch_with<I: SpecElement, O: SpecElement>(
     rt: &Runtime,
     spec: &Spec,
     inputs: &[&DeviceBuffer<I>],
     output: &DeviceBuffer<O>,
     workspaces: &[&DeviceBuffer<f32>],
+    indices: &[&DeviceBuffer<u32>],
     dims: Dims,
     launch: &LaunchWith,
 ) -> Result<Launched> {
@@ -338,7 +369,7 @@ pub fn launch_with<I: SpecElement, O: SpecElement>(
         spec,
         &inputs,
         untyped(output),
-        workspaces,
+        (workspaces, indices),
         dims,
         false,
         launch,
@@ -354,14 +385,15 @@ pub type LaunchWith<'a> = dyn Fn(
     + 'a;
 
 /// [`launch`], [`launch_on`] and [`launch_with`]: checks each buffer's element type against the
-/// spec's, then launches with `launch` (the spec's, but for [`launch_with`]).
+/// spec's, then launches with `launch` (the spec's, but for [`launch_with`]) on the inputs, the
+/// output, the workspaces and the index inputs.
 #[allow(clippy::too_many_arguments)]
 fn launch_untyped(
     rt: &Runtime,
     spec: &Spec,
     inputs: &[Untyped],
     output: Untyped,
-    workspaces: &[&DeviceBuffer<f32>],
+    (workspaces, indices): (&[&DeviceBuffer<f32>], &[&DeviceBuffer<u32>]),
     dims: Dims,
     accumulate: bool,
     launch: &LaunchWith,
@@ -381,10 +413,12 @@ fn launch_untyped(
         )));
     }
     let scratch: Vec<_> = workspaces.iter().map(|b| b.ptr()).collect();
+    let indices: Vec<_> = indices.iter().map(|b| b.ptr()).collect();
     let args = kernels::registry::Buffers {
         inputs,
         output,
         workspaces: &scratch,
+        indices: &indices,
         accumulate,
     };
     let launcher = RuntimeLauncher {
@@ -576,10 +610,12 @@ mod tests {
             let up = upload(&rt, spec, dims, &inputs(spec, dims, 1)).unwrap();
             let ptrs: Vec<_> = up.inputs.iter().map(TypedBuffer::untyped).collect();
             let scratch: Vec<_> = up.workspaces.iter().map(DeviceBuffer::ptr).collect();
+            let indices: Vec<_> = up.indices.iter().map(DeviceBuffer::ptr).collect();
             let args = kernels::registry::Buffers {
                 inputs: &ptrs,
                 output: up.output.untyped(),
                 workspaces: &scratch,
+                indices: &indices,
                 accumulate: false,
             };
             let recorder = Recorder(RefCell::new(Vec::new()));
@@ -654,12 +690,50 @@ mod tests {
             inputs: &ptrs,
             output: up.output.untyped(),
             workspaces: &[],
+            indices: &[],
             accumulate: false,
         };
         let err = args.input::<f32>(1).err().unwrap().to_string();
         assert_eq!(err, "input 1 is f16, the launch asks for it as f32");
         assert!(args.input::<half::f16>(2).is_err());
         assert!(args.output::<half::f16>().is_ok());
+    }
+
+    /// Words are drawn as whole numbers that f32 holds exactly, from every spec that declares
+    /// them, and a copy of them checks exact; a word off by one does not.
+    #[test]
+    fn words_are_whole_numbers_f32_holds_exactly() {
+        let (lo, hi) = kernels::registry::U32_EXACT_IN_F32;
+        for spec in all() {
+            let dims = spec.shapes.test_max;
+            let words = (spec.inputs)(dims)
+                .into_iter()
+                .chain([(spec.output)(dims)])
+                .any(|b| b.elem == Elem::U32);
+            if words {
+                let (a, b) = spec.input_range;
+                assert!(lo <= a && b <= hi, "{}: {a} to {b}", spec.name);
+            }
+        }
+        let rt = Runtime::emulator();
+        let spec = find("copy_words").unwrap();
+        let dims = [1000, 1, 1, 1, 1];
+        let x = inputs(spec, dims, 5);
+        assert!(
+            x[0].iter()
+                .all(|&v| v.fract() == 0.0 && (lo..=hi).contains(&v))
+        );
+        let up = upload(&rt, spec, dims, &x).unwrap();
+        launch(&rt, spec, &up).unwrap();
+        let mut got = up.output.download(&rt).unwrap();
+        assert_eq!(got, x[0]);
+        assert!(
+            check(spec, dims, &x, &got, &[0])
+                .unwrap()
+                .starts_with("exact")
+        );
+        got[999] += 1.0;
+        assert!(check(spec, dims, &x, &got, &[0]).is_err());
     }
 
     /// An f16 spec's inputs are f16 values, and its output is checked widened.
@@ -826,6 +900,48 @@ mod tests {
         assert_eq!(rt.download(&c).unwrap(), [3.0; 4]);
     }
 
+    /// A spec's index inputs are uploaded as its rule computes them from the dimensions (decode
+    /// attention's lengths and page table); a launch given fewer says which one it asked for.
+    #[test]
+    fn index_inputs_follow_from_the_dimensions() {
+        let rt = Runtime::emulator();
+        let spec = find("decode_attention_paged_bf16").unwrap();
+        let dims = [2, 2, 4, 300, 16];
+        let up = upload(&rt, spec, dims, &inputs(spec, dims, 1)).unwrap();
+        let got: Vec<Vec<u32>> = up.indices.iter().map(|b| rt.download(b).unwrap()).collect();
+        assert_eq!(got, (spec.indices)(dims));
+        assert_eq!(got[0], [300, 77]);
+        let (
+            [
+                TypedBuffer::Bf16(q),
+                TypedBuffer::Bf16(k),
+                TypedBuffer::Bf16(v),
+            ],
+            TypedBuffer::Bf16(o),
+        ) = (&up.inputs[..], &up.output)
+        else {
+            panic!("decode attention's buffers are bf16");
+        };
+        let workspaces: Vec<&DeviceBuffer<f32>> = up.workspaces.iter().collect();
+        let lengths_only = [&up.indices[0]];
+        let err = launch_with(
+            &rt,
+            spec,
+            &[q, k, v],
+            o,
+            &workspaces,
+            &lengths_only,
+            dims,
+            &|l, b, d| (spec.launch)(l, b, d),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("index input 1 asked for, the launch has 1"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn shapes_read_as_the_run_table_writes_them() {
         let (e, t) = (
@@ -839,6 +955,16 @@ mod tests {
         assert_eq!(
             describe(strided, [1 << 24, 8, 1, 1, 1]),
             "16M elements at stride 8"
+        );
+        let decode = find("decode_attention_paged_bf16").unwrap();
+        assert_eq!(
+            describe(decode, [2, 2, 4, 300, 16]),
+            "2x8q/2kv ctx [300, 77] pages of 16"
+        );
+        let contiguous = find("decode_attention_bf16").unwrap();
+        assert_eq!(
+            describe(contiguous, [1, 8, 4, 4096, 1]),
+            "1x32q/8kv ctx [4096]"
         );
     }
 }

@@ -75,6 +75,74 @@ kernel! {
     }
 }
 
+/// What the rest of the project needs of `copy_words` (docs/registry.md); the GPU build never
+/// sees it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const COPY_WORDS: crate::registry::Spec = {
+    use crate::registry::*;
+    Spec {
+        name: "copy_words",
+        what: "dst[i] = src[i], 4-byte words moved 16 bytes at a time",
+        dims: &["n"],
+        shapes: Shapes {
+            // 256 Mi words, 1 GiB each way on a GPU; on the emulator a count that is not a
+            // multiple of 4, so that the scalar tail runs.
+            run: &[RunShape {
+                gpu: [1 << 28, 1, 1, 1, 1],
+                emulator: [(1 << 20) + 3, 1, 1, 1, 1],
+            }],
+            test_max: [5000, 1, 1, 1, 1],
+            multiple: [1, 1, 1, 1, 1],
+            gpu_rows_checked: None,
+        },
+        inputs: |[n, ..]| std::vec![Buffer::of::<u32>(n)],
+        // Words of every size up to 2^24, nearly all distinct: a word copied to the wrong
+        // place shows.
+        input_range: U32_EXACT_IN_F32,
+        values_steer: false,
+        output: |[n, ..]| Buffer::of::<u32>(n),
+        rows: |_| 1,
+        workspaces: |_| std::vec![],
+        indices: |_| std::vec![],
+        launch: |launcher, buffers, [n, ..]| {
+            let (src, dst, n) = (buffers.input::<u32>(0)?, buffers.output::<u32>()?, n as u32);
+            // A thread per 16-byte word, or per tail word if there are more of those (n < 4).
+            let (wide, tail) = split_words4(n);
+            crate::launch_registered!(
+                launcher,
+                Geometry::for_elements(wide.max(tail), BLOCK_SIZE),
+                copy_words(src, dst, n)
+            )
+        },
+        // A copy: exactly its input.
+        reference: |inputs, _, _| {
+            let values: std::vec::Vec<f64> = inputs[0].iter().map(|&w| f64::from(w)).collect();
+            values.into()
+        },
+        tolerance: |_| 0.0,
+        cost: |[n, ..]| Cost {
+            bytes_read: 4u64.saturating_mul(n as u64),
+            bytes_written: 4u64.saturating_mul(n as u64),
+            flops: 0,
+            exps: 0,
+            rereads: 0,
+            resident_rereads: 0,
+        },
+        unit: Unit::CudaCoreF32,
+        accumulates: false,
+        // One 16-byte load per grid-stride step.
+        occupancy: Occupancy {
+            threads: BLOCK_SIZE,
+            dynamic_shared: 0,
+            in_flight_per_thread: Some(16),
+        },
+        baseline: Some(Baseline {
+            op: "copy",
+            dims: &["n"],
+        }),
+    }
+};
+
 /// What the rest of the project needs of `vector_add_f32` (docs/registry.md); the GPU build never
 /// sees it.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -160,6 +228,7 @@ const fn vector_add_spec<T: crate::registry::Element>(
         output: |[n, ..]| Buffer::of::<T>(n),
         rows: |_| 1,
         workspaces: |_| std::vec![],
+        indices: |_| std::vec![],
         launch,
         reference,
         tolerance: |_| 0.0,

@@ -35,7 +35,7 @@ pub mod registry;
 // --template T` writes the file and the line); a file of several names each kernel's spec.
 #[cfg(not(kernels_exercises))]
 registry! {
-    elementwise::{VECTOR_ADD_F32, VECTOR_ADD_F16},
+    elementwise::{COPY_WORDS, VECTOR_ADD_F32, VECTOR_ADD_F16},
     transpose::{COPY_STRIDED, TRANSPOSE_NAIVE, TRANSPOSE_SHARED, TRANSPOSE_PADDED},
     gemm::{
         GEMM_NAIVE_F32,
@@ -44,7 +44,7 @@ registry! {
         GEMM_TENSOR_CORE_BF16,
         GEMM_TENSOR_CORE_F16,
     },
-    decode::{GEMV_BF16},
+    decode::{GEMV_BF16, DECODE_ATTENTION_BF16, DECODE_ATTENTION_PAGED_BF16},
     attention::{
         ATTENTION_NAIVE_F32,
         ATTENTION_FUSED_F32,

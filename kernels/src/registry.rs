@@ -13,14 +13,15 @@
 //!
 //! Registered kernels take f32, f16 or bf16 buffers ([`Buffer`]: inputs uniform in the spec's
 //! range and rounded to their type, one output, of their type or another, widened to f32 for the
-//! check) and f32 scratch
-//! workspaces if the launch needs them, and up to five `u32` dimensions; the launch gets each
+//! check), f32 scratch workspaces if the launch needs them, u32 index inputs computed from the
+//! dimensions ([`Spec::indices`]), and up to five `u32` dimensions; the launch gets each
 //! pointer typed through [`Buffers::input`] and [`Buffers::output`], which refuse a type other
-//! than the declared one. A spec's launch may launch several kernels in order, and its cost
-//! states the exponentials the roofline's third roof times. Registered: the scaffold's four
-//! templates (`cargo xtask new`), `vector_add_f32`, `vector_add_f16`, `copy_strided`, the three
-//! transposes, the six softmaxes (f32 and bf16), GEMM steps 1 to 4, the GEMV and seven attention rows. The project's
-//! other kernels (GEMM step 5, attention on wgmma, decode attention) are declared by hand in
+//! than the declared one, and [`Buffers::index`]. A spec's launch may launch several kernels in
+//! order, and its cost states the exponentials the roofline's third roof times. Registered: the
+//! scaffold's four templates (`cargo xtask new`), `vector_add_f32`, `vector_add_f16`,
+//! `copy_strided`, the three transposes, the six softmaxes (f32 and bf16), GEMM steps 1 to 4,
+//! the GEMV, seven attention rows and split-KV decode attention (contiguous and paged). The
+//! project's other kernels (GEMM step 5, attention on wgmma) are declared by hand in
 //! `xtask/src/cases.rs` and its neighbours.
 
 /// Declares the registered kernels, one line per kernel or per file:
@@ -181,6 +182,19 @@ mod host_side {
         pub const fn modelled_read(&self) -> u64 {
             self.bytes_read.saturating_sub(self.resident_rereads)
         }
+
+        /// This launch's cost and then `other`'s: each count added, saturating (a shape too
+        /// large to count reads as `u64::MAX`, never wraps).
+        pub const fn plus(self, other: Cost) -> Cost {
+            Cost {
+                bytes_read: self.bytes_read.saturating_add(other.bytes_read),
+                bytes_written: self.bytes_written.saturating_add(other.bytes_written),
+                flops: self.flops.saturating_add(other.flops),
+                exps: self.exps.saturating_add(other.exps),
+                rereads: self.rereads.saturating_add(other.rereads),
+                resident_rereads: self.resident_rereads.saturating_add(other.resident_rereads),
+            }
+        }
     }
 
     /// Where a kernel's FLOPs run, which sets the roofline's compute roof.
@@ -261,29 +275,50 @@ mod host_side {
         F32,
         F16,
         Bf16,
+        /// Words whose bits the kernel moves and never computes with (`copy_words`): whole
+        /// numbers, drawn from the spec's range rounded down, which stays within
+        /// [`U32_EXACT_IN_F32`] so that the reference and the check, which read every value as
+        /// f32, hold each exactly.
+        U32,
     }
+
+    /// The whole numbers f32 holds exactly, 0 to 2^24: the range a spec draws its
+    /// [`Elem::U32`] buffers from stays within them.
+    pub const U32_EXACT_IN_F32: (f32, f32) = (0.0, 16_777_216.0);
 
     impl Elem {
         /// The bytes of one element.
         pub const fn bytes(self) -> usize {
             match self {
-                Self::F32 => 4,
+                Self::F32 | Self::U32 => 4,
                 Self::F16 | Self::Bf16 => 2,
             }
         }
 
-        /// Its name as rows and baselines write it: `f32`, `f16`, `bf16`.
+        /// Its unit roundoff: the relative error of rounding a value to it, half an ulp of 1
+        /// (0 for f32, whose rounding a kernel's f32 arithmetic already counts, and for words,
+        /// which are never rounded).
+        pub const fn unit_roundoff(self) -> f64 {
+            match self {
+                Self::F32 | Self::U32 => 0.0,
+                Self::Bf16 => 1.0 / 256.0,
+                Self::F16 => 1.0 / 2048.0,
+            }
+        }
+
+        /// Its name as rows and baselines write it: `f32`, `f16`, `bf16`, `u32`.
         pub const fn name(self) -> &'static str {
             match self {
                 Self::F32 => "f32",
                 Self::F16 => "f16",
                 Self::Bf16 => "bf16",
+                Self::U32 => "u32",
             }
         }
     }
 
-    /// A type a buffer's [`Elem`] names: `f32`, [`F16`] or [`Bf16`] (the kernels' own, which
-    /// are `half`'s on the host).
+    /// A type a buffer's [`Elem`] names: `f32`, [`F16`], [`Bf16`] (the kernels' own, which
+    /// are `half`'s on the host) or `u32`.
     pub trait Element: Copy {
         const ELEM: Elem;
     }
@@ -298,6 +333,10 @@ mod host_side {
 
     impl Element for Bf16 {
         const ELEM: Elem = Elem::Bf16;
+    }
+
+    impl Element for u32 {
+        const ELEM: Elem = Elem::U32;
     }
 
     /// One input or output of a launch: its length in elements and their type.
@@ -374,6 +413,10 @@ mod host_side {
         /// One per [`Spec::workspaces`] length, in order: scratch the launch's kernels pass
         /// between them.
         pub workspaces: &'a [GlobalPtr<f32>],
+        /// One per [`Spec::indices`] list, in order: the u32 inputs that say where to read
+        /// (decode attention's sequence lengths, its page table). Read through
+        /// [`Buffers::index`].
+        pub indices: &'a [GlobalPtr<u32>],
         /// Whether the launch adds its result to the output's contents (`C = A B + C`) instead
         /// of overwriting them: only for a spec that [`Spec::accumulates`] (the harness refuses
         /// it to the others). The harness's own launches (`cargo xtask run`, the property test)
@@ -397,6 +440,17 @@ mod host_side {
         /// The output as a pointer to `T`: an error if the spec declares it of another type.
         pub fn output<T: Element>(&self) -> Result<GlobalPtr<T>, LaunchError> {
             self.output.typed("the output")
+        }
+
+        /// Index input `i` ([`Spec::indices`]): an error if the launch was given fewer.
+        pub fn index(&self, i: usize) -> Result<GlobalPtr<u32>, LaunchError> {
+            self.indices.get(i).copied().ok_or_else(|| {
+                std::format!(
+                    "index input {i} asked for, the launch has {}",
+                    self.indices.len()
+                )
+                .into()
+            })
         }
     }
 
@@ -463,7 +517,7 @@ mod host_side {
         pub inputs: fn(Dims) -> Vec<Buffer>,
         /// The range the inputs are drawn from, uniformly: `(-1.0, 1.0)` unless the kernel's
         /// values matter to what it is checked for (softmax's scores, `(-8.0, 8.0)`: rows of
-        /// probabilities far from uniform).
+        /// probabilities far from uniform); [`U32_EXACT_IN_F32`] for words (`copy_words`).
         pub input_range: (f32, f32),
         /// Whether the input values steer the kernel's branches (softmax skips the exponential of
         /// a row's maximum): then the performance model's inputs vary as the check's do, else
@@ -481,6 +535,13 @@ mod host_side {
         /// between its kernels), in order; none for most. Zeroed when allocated, never checked,
         /// and left as the last launch left them for the next (a timed launch repeats).
         pub workspaces: fn(Dims) -> Vec<usize>,
+        /// The u32 inputs the kernel indexes with, computed from the dimensions rather than
+        /// drawn (decode attention's per-sequence lengths and page table): random numbers
+        /// would be out of range, and a rule of the dimensions varies them with each draw of
+        /// the property test. Uploaded as they are ([`Buffers::index`] hands them to the
+        /// launch); the reference calls the same function for them, typed, where the drawn
+        /// inputs reach it as f32. None for most.
+        pub indices: fn(Dims) -> Vec<Vec<u32>>,
         /// Launches the kernel on `buffers` ([`launch_registered!`](crate::launch_registered)),
         /// or its kernels in order, each with its own `launch_registered!`.
         pub launch: LaunchFn,

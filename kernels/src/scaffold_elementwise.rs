@@ -56,6 +56,7 @@ pub const SPEC: crate::registry::Spec = {
         output: |[n, ..]| Buffer::f32(n),
         rows: |_| 1,
         workspaces: |_| std::vec![],
+        indices: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
             let (x, y, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
             launch_registered!(

@@ -74,6 +74,7 @@ pub const SPEC: crate::registry::Spec = {
         output: |[n, ..]| Buffer::f32(blocks(n)),
         rows: |_| 1,
         workspaces: |_| std::vec![],
+        indices: |_| std::vec![],
         launch: |launcher, buffers, [n, ..]| {
             let (x, sums, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
             launch_registered!(

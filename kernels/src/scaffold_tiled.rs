@@ -62,6 +62,7 @@ pub const SPEC: crate::registry::Spec = {
         output: |[rows, cols, ..]| Buffer::f32(rows * cols),
         rows: |[_, cols, ..]| cols,
         workspaces: |_| std::vec![],
+        indices: |_| std::vec![],
         launch: |launcher, buffers, [rows, cols, ..]| {
             let (input, out) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (rows, cols) = (rows as u32, cols as u32);

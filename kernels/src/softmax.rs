@@ -674,14 +674,9 @@ pub const F32_RTOL: f32 = 3e-5;
 /// a factor, far above either.
 #[cfg(not(target_arch = "nvptx64"))]
 const fn tolerance(elem: crate::registry::Elem) -> f64 {
-    use crate::registry::Elem;
     let rtol = F32_RTOL as f64;
     let f32_error = rtol + f32::MIN_POSITIVE as f64;
-    let rounding = match elem {
-        Elem::F32 => 0.0,
-        Elem::Bf16 => 1.0 / 256.0,
-        Elem::F16 => 1.0 / 2048.0,
-    };
+    let rounding = elem.unit_roundoff();
     // Rounding a value already off by `rtol` of it: half an ulp of at most `1 + rtol`.
     f32_error + rounding * (1.0 + rtol)
 }
@@ -720,6 +715,7 @@ const fn softmax_spec<T: crate::registry::Element>(
         output: |[rows, cols, ..]| Buffer::of::<T>(rows * cols),
         rows: |[rows, ..]| rows,
         workspaces,
+        indices: |_| std::vec![],
         launch,
         // From the definition, in f64, on the values the kernel reads (the inputs rounded to
         // `T`); the spec's inputs are finite, so no special value arises (tests/tests/softmax.rs

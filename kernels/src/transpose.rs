@@ -138,6 +138,7 @@ const fn transpose_spec(
         output: |[rows, cols, ..]| Buffer::f32(rows * cols),
         rows: |[_, cols, ..]| cols,
         workspaces: |_| std::vec![],
+        indices: |_| std::vec![],
         launch,
         // From the definition, not from `tile_element`, which the kernels share: a copy, exact.
         // Row `c` of the output is column `c` of the input.
@@ -242,6 +243,7 @@ pub const COPY_STRIDED: crate::registry::Spec = {
         output: |[n, ..]| Buffer::f32(n),
         rows: |_| 1,
         workspaces: |_| std::vec![],
+        indices: |_| std::vec![],
         launch: |launcher, buffers, [n, stride, ..]| {
             let (src, dst) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (n, stride) = (n as u32, stride as u32);

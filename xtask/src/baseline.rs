@@ -42,22 +42,8 @@ struct Entry {
 
 /// The mapping, longest prefix first where two overlap.
 const MAPPING: &[Entry] = &[
-    entry("copy_words", "copy", &["n"], Some("u32")),
     // Step 5; steps 1 to 4 are registered, their specs' baseline `matmul` too.
     entry("gemm_wgmma", "matmul", &["m", "n", "k"], None),
-    // `1x32q/8kv ctx [131072] (pages of 16)`: one query token per head, GQA (`sdpa_decode`).
-    entry(
-        "decode_attention_paged",
-        "sdpa_decode",
-        &["batch", "q_heads", "kv_heads", "ctx", "page"],
-        None,
-    ),
-    entry(
-        "decode_attention",
-        "sdpa_decode",
-        &["batch", "q_heads", "kv_heads", "ctx"],
-        None,
-    ),
     // The Hopper kernel (the other attention rows are registered, their specs' baseline `sdpa`)
     // against PyTorch's fastest attention on Hopper: the cuDNN and the
     // FlashAttention backends both measured, the faster one the baseline (`sdpa_hopper`).
@@ -260,6 +246,16 @@ mod tests {
                 "gemv_bf16",
                 "M=1: 4096 -> 14336 bf16",
                 "linear bf16 m=1 k=4096 n=14336",
+            ),
+            (
+                "decode_attention_bf16",
+                "1x32q/8kv ctx [4096]",
+                "sdpa_decode bf16 batch=1 q_heads=32 kv_heads=8 ctx=4096",
+            ),
+            (
+                "decode_attention_paged_bf16",
+                "1x32q/8kv ctx [131072] pages of 16",
+                "sdpa_decode bf16 batch=1 q_heads=32 kv_heads=8 ctx=131072 page=16",
             ),
         ];
         for (kernel, shape, key) in cases {

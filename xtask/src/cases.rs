@@ -5,14 +5,13 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use half::{bf16, f16};
+use host::Runtime;
 use host::cost::Cost;
 use host::ops::attention::{self as attention_op, AttentionParams, AttentionShape};
-use host::ops::elementwise;
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::reference;
-use host::registry::{self, elements};
+use host::registry;
 use host::runtime::Launched;
-use host::{DeviceBuffer, Runtime};
 
 /// How big the problems are: realistic on a GPU (several times the L2, hundreds of MB), small
 /// enough for the emulator on two cores.
@@ -77,7 +76,7 @@ impl CaseSpec {
 /// of the `registry!` block.
 pub fn all() -> Vec<CaseSpec> {
     let lessons: Vec<CaseSpec> = vec![
-        case("copy_words", copy),
+        registered(&kernels::elementwise::COPY_WORDS),
         registered(&kernels::elementwise::VECTOR_ADD_F32),
         registered(&kernels::elementwise::VECTOR_ADD_F16),
         registered(&kernels::transpose::COPY_STRIDED),
@@ -414,47 +413,6 @@ fn from_spec<'a>(
     })
 }
 
-fn copy(rt: &Runtime, scale: Scale) -> host::Result<Case<'_>> {
-    // 256 Mi words = 1 GiB each way on a GPU; a word count that is not a multiple of 4 exercises
-    // the kernel's scalar tail.
-    let size = |s: Scale| s.pick(1 << 28, (1 << 20) + 3);
-    let n = size(scale);
-    let gpu = (
-        elements(size(Scale::Gpu)),
-        elementwise::copy_cost(size(Scale::Gpu)),
-    );
-    // Distinct words, so that a copy to the wrong place shows; zeros for the model (1 GiB of
-    // words would cost seconds to write, and the model reads no value).
-    let src_host: Vec<u32> = if for_model() {
-        host::buffer::zeroed_vec(n)
-    } else {
-        (0..n as u32)
-            .map(|i| i.wrapping_mul(2_654_435_761))
-            .collect()
-    };
-    let src = rt.upload(&src_host)?;
-    let dst: DeviceBuffer<u32> = rt.alloc(n)?;
-    let dst = Rc::new(RefCell::new(dst));
-    Ok(Case {
-        kernel: "copy_words",
-        shape: elements(n),
-        cost: elementwise::copy_cost(n),
-        gpu,
-        launch: Box::new({
-            let dst = dst.clone();
-            move |rt| elementwise::copy(rt, &src, &mut dst.borrow_mut())
-        }),
-        check: Box::new(move |rt| {
-            let got = rt.download(&dst.borrow()).map_err(|e| e.to_string())?;
-            if got == src_host {
-                Ok(format!("exact ({n} words)"))
-            } else {
-                Err("copy differs from its source".into())
-            }
-        }),
-    })
-}
-
 use attention_op::{WgmmaFlashElement, WgmmaMaps};
 
 /// A 16-bit element type of the Hopper kernel.
@@ -543,7 +501,7 @@ fn attention_wgmma<T: WgmmaCase>(
         reference::attention(&hq, &hk, &hv, &head, params.scale, causal).o
     });
     // The registered rows' bound (`kernels::attention::error_bound`), rounded to `T`.
-    let half_u = kernels::attention::half_u(T::ELEM);
+    let half_u = T::ELEM.unit_roundoff();
     let tolerance = kernels::attention::error_bound(head.n_kv, head.head_dim, params.scale, half_u);
     let qkv = [rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?];
     let o = Rc::new(RefCell::new(rt.alloc::<T>(shape.q_elems())?));
@@ -695,193 +653,17 @@ fn gemm_case<const KERNEL: usize, const SIZE: usize>(
 /// The decode kernels at Llama-3-8B's shapes (docs/decode.md): the GEMV at batch 1 on the up
 /// projection (K = 4096, N = 14336) and the down projection (K = 14336, N = 4096), a skinny
 /// batch of 16, and split-KV attention (32 query heads, 8 KV heads of 128) at 4k, 32k and 128k
-/// keys.
+/// keys, and at 128k on a paged cache.
 fn decode_cases() -> Vec<CaseSpec> {
     vec![
         registered_at(&kernels::decode::GEMV_BF16, 0),
         registered_at(&kernels::decode::GEMV_BF16, 1),
         registered_at(&kernels::decode::GEMV_BF16, 2),
-        case("decode_attention_bf16", |rt, s| {
-            DecodeCase::contiguous(rt, s, 4096).build()
-        }),
-        case("decode_attention_bf16", |rt, s| {
-            DecodeCase::contiguous(rt, s, 32768).build()
-        }),
-        case("decode_attention_bf16", |rt, s| {
-            DecodeCase::contiguous(rt, s, 131072).build()
-        }),
-        case("decode_attention_paged_bf16", |rt, s| {
-            DecodeCase::contiguous(rt, s, 131072).paged(16).build()
-        }),
+        registered_at(&kernels::decode::DECODE_ATTENTION_BF16, 0),
+        registered_at(&kernels::decode::DECODE_ATTENTION_BF16, 1),
+        registered_at(&kernels::decode::DECODE_ATTENTION_BF16, 2),
+        registered(&kernels::decode::DECODE_ATTENTION_PAGED_BF16),
     ]
-}
-
-/// A decode-attention case: the context at GPU scale, and the page size for a paged cache.
-struct DecodeCase<'a> {
-    rt: &'a Runtime,
-    scale: Scale,
-    ctx: u32,
-    page: Option<usize>,
-}
-
-impl<'a> DecodeCase<'a> {
-    fn contiguous(rt: &'a Runtime, scale: Scale, ctx: u32) -> Self {
-        Self {
-            rt,
-            scale,
-            ctx,
-            page: None,
-        }
-    }
-
-    /// The same with the cache in pages of `page` positions, placed in the pool in reverse order.
-    fn paged(self, page: usize) -> Self {
-        Self {
-            page: Some(page),
-            ..self
-        }
-    }
-
-    fn build(self) -> host::Result<Case<'a>> {
-        decode_attention_case(self.rt, self.scale, self.ctx, self.page)
-    }
-}
-
-/// Split-KV decode attention, one query token per head. At GPU scale Llama-3-8B's attention
-/// (batch 1, 32 query heads, 8 KV heads, d = 128) at `ctx` keys; on the emulator two sequences of
-/// 300 and 77 keys (not multiples of the chunk) with 8 query heads on 2 KV heads.
-fn decode_attention_case(
-    rt: &Runtime,
-    scale: Scale,
-    ctx: u32,
-    page: Option<usize>,
-) -> host::Result<Case<'_>> {
-    use host::ops::decode::{self, DecodeShape, DecodeWorkspace, PagedKv};
-    let (shape, lens) = match scale {
-        Scale::Gpu => (DecodeShape::new(1, 32, 8, ctx as usize), vec![ctx]),
-        Scale::Emulator => (DecodeShape::new(2, 8, 2, 320), vec![300, 77]),
-    };
-    let gpu_shape = DecodeShape::new(1, 32, 8, ctx as usize);
-    let traffic = |shape: &DecodeShape, lens: &[u32]| {
-        let splits = decode::auto_splits(shape, lens.iter().copied().max().unwrap_or(0) as usize);
-        match page {
-            None => decode::attention_traffic(shape, lens, splits).total(),
-            Some(page) => decode::paged_traffic(shape, lens, splits, page).total(),
-        }
-    };
-    let describe = |s: &DecodeShape, lens: &[u32]| {
-        format!("{}x{}q/{}kv ctx {:?}", s.batch, s.q_heads, s.kv_heads, lens)
-    };
-    let gpu = (describe(&gpu_shape, &[ctx]), traffic(&gpu_shape, &[ctx]));
-    // Q and K make the scores, which steer the softmax; V's values steer nothing.
-    let input = |n, seed| varied_in_as(n, seed, (-1.0, 1.0), bf16::from_f32);
-    let (q, k, v) = (
-        input(shape.q_elems(), 31),
-        input(shape.kv_elems(), 32),
-        uniform_as(shape.kv_elems(), 33, bf16::from_f32),
-    );
-    let scale_qk = 1.0 / (kernels::decode::attention::HEAD_DIM as f32).sqrt();
-    // The reference for the first sequence's first KV head (its group of query heads).
-    let head = DecodeShape::new(1, shape.group(), 1, shape.max_ctx);
-    let widen = |x: &[bf16]| x.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
-    let d = kernels::decode::attention::HEAD_DIM;
-    let want = reference_of(|| {
-        reference::decode_attention(
-            [
-                &widen(&q[..head.q_elems()]),
-                &widen(&k[..head.kv_elems()]),
-                &widen(&v[..head.kv_elems()]),
-            ],
-            &head,
-            &lens[..1],
-            scale_qk,
-        )
-        .o
-    });
-    let mut ws = DecodeWorkspace::new(rt, &shape, &lens, None)?;
-    // Paged: the cache's positions in pages, the pages in the pool in reverse order (max_ctx is
-    // a multiple of the page size at both scales).
-    let paged = match page {
-        None => None,
-        Some(page) => {
-            let per_seq = shape.max_ctx / page;
-            let pages = shape.batch * per_seq;
-            let table: Vec<u32> = (0..pages as u32).rev().collect();
-            let layout = (&table[..], per_seq, page, pages);
-            let pool = |c: &[bf16]| decode::paginate(c, &shape, &lens, layout, bf16::ZERO);
-            Some((
-                PagedKv::new(rt, &table, per_seq, page, pages)?,
-                pool(&k),
-                pool(&v),
-            ))
-        }
-    };
-    let (k, v) = match &paged {
-        None => (k, v),
-        Some((_, kp, vp)) => (kp.clone(), vp.clone()),
-    };
-    let paged = paged.map(|(table, _, _)| table);
-    let (qd, kd, vd) = (rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?);
-    let o = Rc::new(RefCell::new(rt.alloc::<bf16>(shape.q_elems())?));
-    let mut lse = rt.alloc::<f32>(shape.rows())?;
-    let n = lens[0] as usize;
-    let kernel = match page {
-        None => "decode_attention_bf16",
-        Some(_) => "decode_attention_paged_bf16",
-    };
-    let describe = |s: &DecodeShape, lens: &[u32]| match page {
-        None => describe(s, lens),
-        Some(page) => format!("{} pages of {page}", describe(s, lens)),
-    };
-    let gpu = (describe(&gpu_shape, &[ctx]), gpu.1);
-    Ok(Case {
-        kernel,
-        shape: describe(&shape, &lens),
-        cost: traffic(&shape, &lens),
-        gpu,
-        launch: Box::new({
-            let o = o.clone();
-            move |rt| {
-                let o = &mut o.borrow_mut();
-                match &paged {
-                    None => {
-                        decode::attention(rt, &qd, &kd, &vd, o, &mut lse, &shape, &mut ws, scale_qk)
-                    }
-                    Some(table) => decode::attention_paged(
-                        rt,
-                        &qd,
-                        [&kd, &vd],
-                        table,
-                        o,
-                        &mut lse,
-                        &shape,
-                        &mut ws,
-                        scale_qk,
-                    ),
-                }
-            }
-        }),
-        check: Box::new(move |rt| {
-            let got = rt.download(&o.borrow()).map_err(|e| e.to_string())?;
-            let err = got[..want.len()]
-                .iter()
-                .zip(&want)
-                .map(|(g, w)| (f64::from(g.to_f32()) - w).abs())
-                .fold(0.0f64, |m, e| if e.is_nan() { f64::NAN } else { m.max(e) });
-            // The bound of tests/tests/decode.rs for inputs in [-1, 1] (|q . k| <= d), splits
-            // at most 1024, outputs at most 1 in size, then rounded to bf16.
-            let u = f64::from(f32::EPSILON) / 2.0;
-            let delta = (d + 2) as f64 * u * f64::from(scale_qk) * d as f64;
-            let tolerance = 2.0 * delta + (4 * (n + d) + 32 + 4 * 1024) as f64 * u + 1.0 / 256.0;
-            if err <= tolerance {
-                Ok(format!(
-                    "head group 0: max |error| {err:.1e} <= {tolerance:.1e}"
-                ))
-            } else {
-                Err(format!("head group 0: max |error| {err:e} > {tolerance:e}"))
-            }
-        }),
-    })
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ fn table(name: &str) -> Option<Launch> {
     let l = match name {
         // a[i] and b[i] are both loaded before the add.
         // One 16-byte load per grid-stride step.
-        "copy_words" | "stream_read" => launch(BLOCK_SIZE, 0, Some(16)),
+        "stream_read" => launch(BLOCK_SIZE, 0, Some(16)),
         "shared_read" | "shared_pointer_chase" => launch(kernels::hierarchy::BLOCK_SIZE, 0, None),
         "pointer_chase" => launch(kernels::hierarchy::CHASE_THREADS, 0, None),
         // Stores only: nothing loaded, nothing to keep in flight but the stores themselves.
@@ -108,12 +108,13 @@ fn table(name: &str) -> Option<Launch> {
             0,
             Some(kernels::decode::gemv::ROWS_PER_BLOCK as u32 * 16),
         ),
-        // KEYS_PER_STEP keys' 16-byte pieces of K and V are loaded before any is used.
-        n if n.starts_with("decode_attention_split_")
-            || n.starts_with("decode_attention_paged_") =>
+        // Pass 1 of the registered decode attention rows, one entry per group tile: as their
+        // spec launches it (its `occupancy`). Pass 2, the merge, has a launch of its own.
+        n if n.starts_with("decode_attention_split_bf16_g")
+            || n.starts_with("decode_attention_paged_bf16_g") =>
         {
-            use kernels::decode::attention::{KEYS_PER_STEP, THREADS};
-            launch(THREADS, 0, Some(KEYS_PER_STEP * 2 * 16))
+            let o = kernels::decode::DECODE_ATTENTION_BF16.occupancy;
+            launch(o.threads, o.dynamic_shared, o.in_flight_per_thread)
         }
         "decode_attention_merge_bf16" => launch(kernels::decode::attention::MERGE_THREADS, 0, None),
         _ => return None,

@@ -281,6 +281,7 @@ pub fn fused<T: FlashElement>(
         &[q, k, v],
         o,
         &[lse],
+        &[],
         dims(shape),
         &|l, b, d| kernels::attention::launch_fused::<T>(l, b, d, scale_mask, false),
     )
@@ -335,9 +336,16 @@ pub fn fused_bf16_fma_exp(
     }
     let spec = &ATTENTION_FUSED_BF16_FMA_EXP;
     let scale_mask = (params.scale, params.causal);
-    crate::registry::launch_with(rt, spec, &[q, k, v], o, &[lse], dims(shape), &|l, b, d| {
-        kernels::attention::launch_fused::<bf16>(l, b, d, scale_mask, true)
-    })
+    crate::registry::launch_with(
+        rt,
+        spec,
+        &[q, k, v],
+        o,
+        &[lse],
+        &[],
+        dims(shape),
+        &|l, b, d| kernels::attention::launch_fused::<bf16>(l, b, d, scale_mask, true),
+    )
 }
 
 /// [`fused_bf16_fma_exp`]'s traffic: the bf16 kernel's, with half of its exponentials moved to
@@ -350,7 +358,7 @@ pub fn fused_fma_exp_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
 }
 
 /// A kernel-crate cost as the chapter's [`Traffic`]: the re-reads a GPU's L2 serves apart.
-fn traffic(cost: kernels::registry::Cost, unit: ComputeUnit) -> Traffic {
+pub(crate) fn traffic(cost: kernels::registry::Cost, unit: ComputeUnit) -> Traffic {
     Traffic {
         compulsory: Cost {
             bytes_read: cost.compulsory_read(),
@@ -610,9 +618,16 @@ pub fn naive(
         &ATTENTION_NAIVE_F32
     };
     let scale_mask = (params.scale, params.causal);
-    crate::registry::launch_with(rt, spec, &[q, k, v], o, &[s, p], dims(shape), &|l, b, d| {
-        kernels::attention::launch_naive(l, b, d, scale_mask)
-    })
+    crate::registry::launch_with(
+        rt,
+        spec,
+        &[q, k, v],
+        o,
+        &[s, p],
+        &[],
+        dims(shape),
+        &|l, b, d| kernels::attention::launch_naive(l, b, d, scale_mask),
+    )
 }
 
 /// The fused kernel's launch for element type `T`: one block of `T::THREADS` per `T::BR` queries

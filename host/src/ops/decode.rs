@@ -16,23 +16,22 @@
 
 use half::bf16;
 use kernels::decode::attention::{
-    BLOCK_KEYS_PER_STEP, FLOPS_PER_KEY, GROUP_TILES, HEAD_DIM, MAX_GROUP, MAX_SPLITS, MERGE_FLOPS,
-    MERGE_THREADS, THREADS as SPLIT_THREADS,
+    self as kernel, DECODE_ATTENTION_BF16, DECODE_ATTENTION_PAGED_BF16, HEAD_DIM, Layout,
+    MAX_GROUP, MAX_SPLITS, MERGE_THREADS, Step,
+};
+pub use kernels::decode::attention::{
+    DecodeShape, MIN_CHUNK, SPLIT_TARGET_BLOCKS, auto_splits, chunk_len, kv_bytes,
 };
 use kernels::decode::gemv::{GEMV_BF16, MAX_M};
 
-use super::attention::Traffic;
+use super::attention::{Traffic, traffic};
 use super::gemm::{GemmCost, GemmShape};
-use super::then;
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost, product, product_usize, sum};
+use crate::cost::{ComputeUnit, Cost, product_usize};
 use crate::error::{Error, Result};
 use crate::launch;
-use crate::launch::{LaunchConfig, dim3};
+use crate::launch::LaunchConfig;
 use crate::runtime::{Launched, Runtime};
-
-const BF16: u64 = 2;
-const F32: u64 = 4;
 
 /// `Y = X W^T` with `W` `n x k` (row-major, one output feature per row), `X` `m x k`, `Y`
 /// `m x n`, all bf16, f32 accumulation; `1 <= m <= 16`, any `n` and `k`. See
@@ -104,78 +103,6 @@ pub fn gemv_cost(shape: GemmShape) -> GemmCost {
         },
         reread_bytes: c.resident_rereads,
     }
-}
-
-/// The shape of one decode-attention step. The head dimension is
-/// [`HEAD_DIM`](kernels::decode::attention::HEAD_DIM) = 128.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DecodeShape {
-    /// Sequences decoded together.
-    pub batch: usize,
-    /// Query heads per sequence.
-    pub q_heads: usize,
-    /// KV heads per sequence (`q_heads` a multiple of it).
-    pub kv_heads: usize,
-    /// Positions the cache holds per (sequence, KV head); each sequence uses its first `ctx[b]`.
-    pub max_ctx: usize,
-}
-
-impl DecodeShape {
-    /// `batch` sequences of `q_heads` query and `kv_heads` KV heads, room for `max_ctx` keys.
-    pub const fn new(batch: usize, q_heads: usize, kv_heads: usize, max_ctx: usize) -> Self {
-        Self {
-            batch,
-            q_heads,
-            kv_heads,
-            max_ctx,
-        }
-    }
-
-    /// Query heads per KV head.
-    pub fn group(&self) -> usize {
-        self.q_heads / self.kv_heads.max(1)
-    }
-
-    /// (sequence, query head) pairs: rows of Q and O.
-    pub fn rows(&self) -> usize {
-        self.batch.saturating_mul(self.q_heads)
-    }
-
-    /// Elements of Q (and O).
-    pub fn q_elems(&self) -> usize {
-        self.rows().saturating_mul(HEAD_DIM)
-    }
-
-    /// Elements of K (and V): the whole cache, `batch x kv_heads x max_ctx x 128`.
-    pub fn kv_elems(&self) -> usize {
-        product_usize(&[self.batch, self.kv_heads, self.max_ctx, HEAD_DIM])
-    }
-}
-
-/// Splits per (sequence, KV head) the host picks: enough blocks for [`SPLIT_TARGET_BLOCKS`], but
-/// chunks of at least [`MIN_CHUNK`] keys (so the partials stay a few percent of the cache bytes).
-pub fn auto_splits(shape: &DecodeShape, longest: usize) -> u32 {
-    let heads = (shape.batch * shape.kv_heads).max(1);
-    let for_blocks = SPLIT_TARGET_BLOCKS.div_ceil(heads);
-    let for_chunks = longest.div_ceil(MIN_CHUNK).max(1);
-    for_blocks.min(for_chunks).clamp(1, MAX_SPLITS as usize) as u32
-}
-
-/// Blocks the automatic split aims for: 4 per SM of a 132-SM H100 or H200, so that even a
-/// batch of one sequence keeps every SM streaming the cache.
-pub const SPLIT_TARGET_BLOCKS: usize = 4 * 132;
-/// The shortest chunk of keys the automatic split makes: a partial costs `(D + 2) x 4` bytes
-/// written and read per query head, against `2 x D x 2` bytes of K and V per key per KV head.
-pub const MIN_CHUNK: usize = 256;
-
-/// Keys per split for sequences of at most `longest` keys in `splits` splits: whole steps of the
-/// kernel's loop ([`BLOCK_KEYS_PER_STEP`]), and at least one.
-pub fn chunk_len(longest: usize, splits: u32) -> u32 {
-    let step = BLOCK_KEYS_PER_STEP as usize;
-    longest
-        .div_ceil(splits as usize)
-        .next_multiple_of(step)
-        .max(step) as u32
 }
 
 /// What decode attention keeps on the device between its two kernels, and the sequence lengths.
@@ -273,7 +200,8 @@ fn check_heads(what: &str, shape: &DecodeShape) -> Result<()> {
 }
 
 /// Split-KV decode attention: `o` (bf16, `batch x q_heads x 128`) and `lse` (`batch x q_heads`)
-/// for one query token per head, two launches (see `kernels::decode::attention`).
+/// for one query token per head, two launches (see `kernels::decode::attention`), through the
+/// registered spec's launch (`DECODE_ATTENTION_BF16`) with the workspace's lengths and splits.
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     rt: &Runtime,
@@ -286,37 +214,8 @@ pub fn attention(
     ws: &mut DecodeWorkspace,
     scale: f32,
 ) -> Result<Launched> {
-    let what = "decode::attention";
-    let kv = [k.len(), v.len()].map(|len| (len, shape.kv_elems()));
-    let Some((cfg, tile)) = prepare(what, q, kv, (&*o, &*lse), shape, ws)? else {
-        return Ok(None);
-    };
-    let (kv_heads, group, max_ctx) = (
-        shape.kv_heads as u32,
-        shape.group() as u32,
-        shape.max_ctx as u32,
-    );
-    let (q, k, v, ctx, chunk) = (q.ptr(), k.ptr(), v.ptr(), ws.ctx.ptr(), ws.chunk);
-    let (part_m, part_l, part_o) = (ws.part_m.ptr(), ws.part_l.ptr(), ws.part_o.ptr());
-    macro_rules! split {
-        ($kernel:ident) => {
-            launch!(
-                rt,
-                cfg,
-                decode::$kernel(
-                    q, k, v, ctx, part_m, part_l, part_o, kv_heads, group, max_ctx, chunk, scale
-                )
-            )
-        };
-    }
-    let first = match tile {
-        1 => split!(decode_attention_split_bf16_g1),
-        2 => split!(decode_attention_split_bf16_g2),
-        4 => split!(decode_attention_split_bf16_g4),
-        _ => split!(decode_attention_split_bf16_g8),
-    }?;
-    let second = merge_partials(rt, ws, o, lse, shape.rows())?;
-    Ok(then(first, second))
+    let (what, io) = ("decode::attention", (&*o, &*lse));
+    launch_step(rt, what, q, [k, v], None, io, shape, ws, scale)
 }
 
 /// A paged KV cache's block table, on the device, checked against the page pool.
@@ -427,57 +326,70 @@ pub fn attention_paged(
             paged.table.len()
         )));
     }
-    let kv = [k.len(), v.len()].map(|len| (len, paged.kv_elems(shape.kv_heads)));
-    let Some((cfg, tile)) = prepare(what, q, kv, (&*o, &*lse), shape, ws)? else {
+    let io = (&*o, &*lse);
+    launch_step(rt, what, q, [k, v], Some(paged), io, shape, ws, scale)
+}
+
+/// Both layouts' two launches, after [`prepare`]'s checks: through the registered spec's launch
+/// (`kernels::decode::attention`'s `DECODE_ATTENTION_BF16`, or `_PAGED_BF16` on `paged`'s
+/// table), with the workspace's lengths and splits. Its dimensions (`batch, kv_heads, group,
+/// ctx, page`, `ctx` the longest sequence) are what the spec's buffers are checked against.
+#[allow(clippy::too_many_arguments)]
+fn launch_step(
+    rt: &Runtime,
+    what: &str,
+    q: &DeviceBuffer<bf16>,
+    [k, v]: [&DeviceBuffer<bf16>; 2],
+    paged: Option<&PagedKv>,
+    (o, lse): (&DeviceBuffer<bf16>, &DeviceBuffer<f32>),
+    shape: &DecodeShape,
+    ws: &DecodeWorkspace,
+    scale: f32,
+) -> Result<Launched> {
+    let want = paged.map_or(shape.kv_elems(), |p| p.kv_elems(shape.kv_heads));
+    let kv = [k.len(), v.len()].map(|len| (len, want));
+    if !prepare(what, q, kv, (o, lse), shape, ws)? {
         return Ok(None);
-    };
-    let (kv_heads, group) = (shape.kv_heads as u32, shape.group() as u32);
-    let (pages_per_seq, page_size) = (paged.pages_per_seq as u32, paged.page_size as u32);
-    let (q, k, v, ctx, table, chunk) = (
-        q.ptr(),
-        k.ptr(),
-        v.ptr(),
-        ws.ctx.ptr(),
-        paged.table.ptr(),
-        ws.chunk,
-    );
-    let (part_m, part_l, part_o) = (ws.part_m.ptr(), ws.part_l.ptr(), ws.part_o.ptr());
-    macro_rules! split {
-        ($kernel:ident) => {
-            launch!(
-                rt,
-                cfg,
-                decode::$kernel(
-                    q,
-                    k,
-                    v,
-                    ctx,
-                    table,
-                    part_m,
-                    part_l,
-                    part_o,
-                    kv_heads,
-                    group,
-                    pages_per_seq,
-                    page_size,
-                    chunk,
-                    scale
-                )
-            )
-        };
     }
-    let first = match tile {
-        1 => split!(decode_attention_paged_bf16_g1),
-        2 => split!(decode_attention_paged_bf16_g2),
-        4 => split!(decode_attention_paged_bf16_g4),
-        _ => split!(decode_attention_paged_bf16_g8),
-    }?;
-    let second = merge_partials(rt, ws, o, lse, shape.rows())?;
-    Ok(then(first, second))
+    let (spec, layout, page, indices) = match paged {
+        None => {
+            let max_ctx = shape.max_ctx as u32;
+            let layout = Layout::Contiguous { max_ctx };
+            (&DECODE_ATTENTION_BF16, layout, 1, vec![&ws.ctx])
+        }
+        Some(p) => {
+            let layout = Layout::Paged {
+                pages_per_seq: p.pages_per_seq as u32,
+                page_size: p.page_size as u32,
+            };
+            let indices = vec![&ws.ctx, &p.table];
+            (&DECODE_ATTENTION_PAGED_BF16, layout, p.page_size, indices)
+        }
+    };
+    let step = Step {
+        batch: shape.batch as u32,
+        kv_heads: shape.kv_heads as u32,
+        group: shape.group() as u32,
+        layout,
+        splits: ws.splits,
+        chunk: ws.chunk,
+        scale,
+    };
+    let longest = ws.ctx_lens.iter().copied().max().unwrap_or(0) as usize;
+    crate::registry::launch_with(
+        rt,
+        spec,
+        &[q, k, v],
+        o,
+        &[&ws.part_m, &ws.part_l, &ws.part_o, lse],
+        &indices,
+        [shape.batch, shape.kv_heads, shape.group(), longest, page],
+        &|l, b, _| kernel::launch(l, b, &step),
+    )
 }
 
 /// What both layouts check before pass 1: heads, `q` and the outputs, K and V (`(len, wanted)`),
-/// the workspace against the shape. The launch and the group tile, or `None` for an empty batch.
+/// the workspace against the shape. False for an empty batch, which launches nothing.
 fn prepare(
     what: &str,
     q: &DeviceBuffer<bf16>,
@@ -485,7 +397,7 @@ fn prepare(
     (o, lse): (&DeviceBuffer<bf16>, &DeviceBuffer<f32>),
     shape: &DecodeShape,
     ws: &DecodeWorkspace,
-) -> Result<Option<(LaunchConfig, u32)>> {
+) -> Result<bool> {
     check_heads(what, shape)?;
     let [(k, want_k), (v, want_v)] = kv;
     for (name, len, want) in [
@@ -508,22 +420,7 @@ fn prepare(
         )));
     }
     check_outputs(what, o, lse, shape.rows())?;
-    if shape.batch == 0 {
-        return Ok(None);
-    }
-    let cfg = LaunchConfig {
-        grid: dim3(ws.splits, shape.kv_heads as u32, shape.batch as u32),
-        block: dim3(SPLIT_THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    // The smallest group tile that holds the group (its per-head registers are sized at compile
-    // time).
-    let group = shape.group() as u32;
-    let tile = GROUP_TILES
-        .into_iter()
-        .find(|&t| group <= t)
-        .expect("group <= MAX_GROUP");
-    Ok(Some((cfg, tile)))
+    Ok(shape.batch > 0)
 }
 
 fn check_outputs(
@@ -543,7 +440,8 @@ fn check_outputs(
 }
 
 /// The second kernel alone: merges the `ws.splits` partials of each of `rows` heads already in
-/// `ws` into `o` and `lse`. [`attention`] calls it; the tests call it on partials of their own.
+/// `ws` into `o` and `lse`. The tests call it on partials of their own; [`attention`] launches
+/// it after pass 1, through the spec's launch.
 pub fn merge_partials(
     rt: &Runtime,
     ws: &DecodeWorkspace,
@@ -581,22 +479,16 @@ pub fn merge_partials(
     )
 }
 
-/// Pass 2's traffic for `rows` heads of `splits` partials: each partial (`m`, `l` and 128 f32 of
-/// `o`) read once, `o` (bf16) and `lse` written; 2 FLOPs per (partial, dimension).
+/// Pass 2's traffic for `rows` heads of `splits` partials, the kernel crate's `merge_cost`:
+/// each partial (`m`, `l` and 128 f32 of `o`) read once, `o` (bf16) and `lse` written; 2 FLOPs
+/// per (partial, dimension).
 pub fn merge_cost(rows: usize, splits: u32) -> Cost {
-    let (rows, splits) = (rows as u64, u64::from(splits));
-    let d = HEAD_DIM as u64;
-    Cost {
-        bytes_read: product(&[rows, splits, 2 + d, F32]),
-        bytes_written: product(&[rows, d * BF16 + F32]),
-        flops: product(&[rows, splits, d, u64::from(MERGE_FLOPS)]),
-        // One rescaling factor exp(m_s - m) per partial.
-        exps: product(&[rows, splits]),
-        unit: ComputeUnit::CudaCoreF32,
-    }
+    let merge = kernel::merge_cost(rows, splits);
+    traffic(merge, ComputeUnit::CudaCoreF32).compulsory
 }
 
-/// Both passes' traffic, split as the attention chapter splits it.
+/// Both passes' traffic, split as the attention chapter splits it: the kernel crate's `cost`
+/// (`kernels::decode::attention`), which the registered rows state.
 ///
 /// Compulsory: K and V of the `ctx[b]` keys of every (sequence, KV head) read **once** (the
 /// group's query heads share each byte), Q read once, each sequence length once, the partials
@@ -604,31 +496,7 @@ pub fn merge_cost(rows: usize, splits: u32) -> Cost {
 /// merge's. Re-reads: Q once more per additional split (every block of a (sequence, KV head)
 /// loads the group's query rows), and each sequence length by every thread of every block.
 pub fn attention_traffic(shape: &DecodeShape, ctx_lens: &[u32], splits: u32) -> Traffic {
-    let d = HEAD_DIM as u64;
-    let (batch, kv_heads, splits) = (shape.batch as u64, shape.kv_heads as u64, u64::from(splits));
-    let keys = total_keys(ctx_lens);
-    let rows = shape.rows() as u64;
-    let q = product(&[rows, d, BF16]);
-    let ctx = product(&[batch, F32]);
-    let partials = product(&[rows, splits, 2 + d, F32]);
-    let merge = merge_cost(shape.rows(), splits as u32);
-    let scores = product(&[keys, shape.group() as u64, kv_heads]);
-    let split = Cost {
-        bytes_read: sum(&[product(&[keys, kv_heads, 2, d, BF16]), q, ctx]),
-        bytes_written: partials,
-        flops: product(&[scores, u64::from(FLOPS_PER_KEY)]),
-        // One exponential per score, as the attention chapter's model counts them.
-        exps: scores,
-        unit: ComputeUnit::CudaCoreF32,
-    };
-    let ctx_readers = product(&[kv_heads, splits, u64::from(SPLIT_THREADS)]);
-    Traffic {
-        compulsory: split.plus(merge),
-        re_read_bytes: sum(&[
-            product(&[splits.saturating_sub(1), q]),
-            product(&[ctx_readers.saturating_sub(1), ctx]),
-        ]),
-    }
+    split_traffic(kernel::cost(shape, ctx_lens, splits, None))
 }
 
 /// [`attention_traffic`] on a paged cache of `page_size` positions a page: the same, plus the
@@ -640,40 +508,15 @@ pub fn paged_traffic(
     splits: u32,
     page_size: usize,
 ) -> Traffic {
-    let keys = total_keys(ctx_lens);
-    let entries: u64 = ctx_lens
-        .iter()
-        .map(|&c| (c as usize).div_ceil(page_size.max(1)) as u64)
-        .sum();
-    let lookups = product(&[keys, shape.kv_heads as u64]);
-    let table = Traffic {
-        compulsory: Cost {
-            bytes_read: product(&[entries, F32]),
-            bytes_written: 0,
-            flops: 0,
-            exps: 0,
-            unit: ComputeUnit::CudaCoreF32,
-        },
-        re_read_bytes: product(&[lookups - entries.min(lookups), F32]),
-    };
-    attention_traffic(shape, ctx_lens, splits).plus(table)
+    split_traffic(kernel::cost(shape, ctx_lens, splits, Some(page_size)))
 }
 
-/// Bytes of K and V one step reads: `sum_b ctx[b] x kv_heads x 2 x 128 x 2`.
-pub fn kv_bytes(shape: &DecodeShape, ctx_lens: &[u32]) -> u64 {
-    product(&[
-        total_keys(ctx_lens),
-        shape.kv_heads as u64,
-        2,
-        HEAD_DIM as u64,
-        BF16,
-    ])
-}
-
-/// `sum_b ctx[b]`: keys of one step over the batch (a `u64` sum of `u32`s cannot overflow for
-/// any slice that fits in memory).
-fn total_keys(ctx_lens: &[u32]) -> u64 {
-    ctx_lens.iter().map(|&c| u64::from(c)).sum()
+/// The kernel crate's compulsory cost and re-read bytes as a [`Traffic`].
+fn split_traffic((compulsory, re_read_bytes): (kernels::registry::Cost, u64)) -> Traffic {
+    Traffic {
+        re_read_bytes,
+        ..traffic(compulsory, ComputeUnit::CudaCoreF32)
+    }
 }
 
 #[cfg(test)]
@@ -688,18 +531,6 @@ mod tests {
         assert_eq!(c.compulsory.bytes_written, 14336 * 2);
         assert_eq!(c.reread_bytes, (14336 / 4 - 1) * 4096 * 2);
         assert!((c.compulsory.intensity() - 1.0).abs() < 1e-3);
-    }
-
-    #[test]
-    fn splits_fill_the_gpu_without_tiny_chunks() {
-        let llama = DecodeShape::new(1, 32, 8, 131072);
-        assert_eq!(auto_splits(&llama, 131072), 66); // 528 blocks over 8 heads
-        assert_eq!(auto_splits(&llama, 4096), 16); // chunks of 256 keys
-        assert_eq!(auto_splits(&llama, 1), 1);
-        assert_eq!(auto_splits(&DecodeShape::new(64, 32, 8, 4096), 4096), 2);
-        assert_eq!(chunk_len(1000, 4), 256);
-        assert_eq!(chunk_len(0, 1), BLOCK_KEYS_PER_STEP);
-        assert!(chunk_len(4097, 16) as usize * 16 >= 4097);
     }
 
     #[test]

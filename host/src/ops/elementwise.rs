@@ -1,14 +1,12 @@
 //! Host side of `kernels::elementwise`.
 
 use half::f16;
-use kernels::elementwise::{BLOCK_SIZE, VECTOR_ADD_F16, VECTOR_ADD_F32, split_words4};
+use kernels::elementwise::{COPY_WORDS, VECTOR_ADD_F16, VECTOR_ADD_F32};
 
 use super::{len_u32, same_len};
 use crate::buffer::DeviceBuffer;
 use crate::cost::{ComputeUnit, Cost, product};
 use crate::error::Result;
-use crate::launch;
-use crate::launch::LaunchConfig;
 use crate::runtime::{Launched, Runtime};
 
 /// `c = a + b` for f32 vectors, launched as the kernel's spec says (it is registered,
@@ -69,21 +67,26 @@ pub fn vector_add_cost(n: usize, elem_bytes: usize) -> Cost {
     }
 }
 
-/// `dst = src`, 4-byte words, device to device.
+/// `dst = src`, 4-byte words, device to device, launched as the kernel's spec says (it is
+/// registered).
 pub fn copy(
     rt: &Runtime,
     src: &DeviceBuffer<u32>,
     dst: &mut DeviceBuffer<u32>,
 ) -> Result<Launched> {
     same_len("copy(src, dst)", &[src.len(), dst.len()])?;
-    let n = len_u32("copy", src.len())?;
-    if n == 0 {
+    if len_u32("copy", src.len())? == 0 {
         return Ok(None);
     }
-    let (wide, tail) = split_words4(n);
-    let cfg = LaunchConfig::for_elements(wide.max(tail), BLOCK_SIZE);
-    let (src, dst) = (src.ptr(), dst.ptr());
-    launch!(rt, cfg, elementwise::copy_words(src, dst, n))
+    crate::registry::launch_on(
+        rt,
+        &COPY_WORDS,
+        &[src],
+        dst,
+        &[],
+        [src.len(), 1, 1, 1, 1],
+        false,
+    )
 }
 
 /// Cost of copying `n` words: each byte read once and written once, no arithmetic.
@@ -110,6 +113,9 @@ mod tests {
                 let want = vector_add_cost(dims[0], bytes);
                 assert_eq!(crate::registry::cost(spec, dims), want, "{}", spec.name);
             }
+        }
+        for dims in COPY_WORDS.shapes.every() {
+            assert_eq!(crate::registry::cost(&COPY_WORDS, dims), copy_cost(dims[0]));
         }
     }
 }

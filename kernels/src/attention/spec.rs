@@ -38,15 +38,6 @@ pub fn error_bound(n_kv: usize, d: usize, scale: f32, half_u: f64) -> f64 {
     2.0 * delta + (4.0 * (n_kv as f64 + d) + 32.0) * u + 2.0 * half_u
 }
 
-/// The unit roundoff of an element type: what rounding to it adds (0 for f32).
-pub const fn half_u(elem: Elem) -> f64 {
-    match elem {
-        Elem::F32 => 0.0,
-        Elem::Bf16 => 1.0 / 256.0,
-        Elem::F16 => 1.0 / 2048.0,
-    }
-}
-
 /// `4 d` FLOPs per (query, key) pair the mask lets through, over every head.
 pub fn attention_flops([batch, heads, n_q, n_kv, d]: Dims, causal: bool) -> u64 {
     let pairs: u64 = (0..n_q)
@@ -83,18 +74,6 @@ const fn with_rereads(once: u64, reads: u64, bytes_written: u64, flops: u64, exp
     }
 }
 
-/// Two costs, one launch after the other.
-const fn plus(a: Cost, b: Cost) -> Cost {
-    Cost {
-        bytes_read: a.bytes_read + b.bytes_read,
-        bytes_written: a.bytes_written + b.bytes_written,
-        flops: a.flops + b.flops,
-        exps: a.exps + b.exps,
-        rereads: a.rereads + b.rereads,
-        resident_rereads: a.resident_rereads + b.resident_rereads,
-    }
-}
-
 /// Naive step 1 (`attention_scores_f32`): reads Q and K, writes S; each 64-row tile of Q is
 /// read once per 64-key tile of K and vice versa. FLOPs: `2 d` per pair, masked or not.
 pub fn scores_cost(dims: Dims) -> Cost {
@@ -127,7 +106,7 @@ pub fn naive_cost(dims: Dims) -> Cost {
         resident_rereads: softmax.bytes_read - s,
         ..softmax
     };
-    plus(plus(scores_cost(dims), softmax), pv_cost(dims))
+    scores_cost(dims).plus(softmax).plus(pv_cost(dims))
 }
 
 /// A fused kernel's cost with tiles of `br` queries and `bc` keys of `elem_bytes` each: Q, K, V
@@ -352,6 +331,7 @@ pub fn launch_naive(
             elem: Elem::F32,
         },
         workspaces: &[],
+        indices: &[],
         accumulate: false,
     };
     let rows = [bh * n_q, n_kv, 1, 1, 1];
@@ -376,31 +356,42 @@ fn reference<const CAUSAL: bool>(inputs: &[&[f32]], dims: Dims, rows: &[usize]) 
     let mut out = Vec::with_capacity(rows.len() * d);
     for &row in rows {
         let (h, i) = (row / n_q, row % n_q);
-        let q_i = &q[row * d..][..d];
+        let at = |j: usize| (h * n_kv + j) * d;
         let keys = (0..n_kv).filter(|&j| is_visible(i, j, n_q, n_kv, CAUSAL));
-        let s: Vec<(usize, f64)> = keys
-            .map(|j| {
-                let k_j = &k[(h * n_kv + j) * d..][..d];
-                let dot: f64 = q_i
-                    .iter()
-                    .zip(k_j)
-                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
-                    .sum();
-                (j, scale * dot)
-            })
-            .collect();
-        let m = s.iter().fold(f64::NEG_INFINITY, |m, x| m.max(x.1));
-        let l: f64 = s.iter().map(|x| (x.1 - m).exp()).sum();
-        let mut o = std::vec![0.0f64; d];
-        for &(j, s_j) in &s {
-            let p = (s_j - m).exp() / l;
-            for (o_c, v_c) in o.iter_mut().zip(&v[(h * n_kv + j) * d..][..d]) {
-                *o_c += p * f64::from(*v_c);
-            }
-        }
-        out.extend(o);
+        let keys = keys.map(|j| (&k[at(j)..][..d], &v[at(j)..][..d]));
+        out.extend(attend_row(&q[row * d..][..d], keys, scale));
     }
     out.into()
+}
+
+/// One query row `q` against its keys and values (`(k_j, v_j)` rows, as long as `q`), from the
+/// definition in f64: `sum_j softmax_j(scale q . k_j) v_j`, zeros where there is no key. The
+/// attention rows' references and decode attention's (`crate::decode::attention`) share it.
+pub fn attend_row<'a>(
+    q: &[f32],
+    keys: impl Iterator<Item = (&'a [f32], &'a [f32])>,
+    scale: f64,
+) -> Vec<f64> {
+    let s: Vec<(f64, &[f32])> = keys
+        .map(|(k_j, v_j)| {
+            let dot: f64 = q
+                .iter()
+                .zip(k_j)
+                .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                .sum();
+            (scale * dot, v_j)
+        })
+        .collect();
+    let m = s.iter().fold(f64::NEG_INFINITY, |m, x| m.max(x.0));
+    let l: f64 = s.iter().map(|x| (x.0 - m).exp()).sum();
+    let mut o = std::vec![0.0f64; q.len()];
+    for &(s_j, v_j) in &s {
+        let p = (s_j - m).exp() / l;
+        for (o_c, v_c) in o.iter_mut().zip(v_j) {
+            *o_c += p * f64::from(*v_c);
+        }
+    }
+    o
 }
 
 /// Which kernels a spec launches.
@@ -483,6 +474,7 @@ const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
             // The log-sum-exp, f32, one per query row.
             Flow::Fused | Flow::FusedFmaExp => |[batch, heads, n_q, ..]| std::vec![batch * heads * n_q],
         },
+        indices: |_| std::vec![],
         launch: match flow {
             Flow::Naive => |l, b, dims| launch_naive(l, b, dims, (standard_scale(dims[4]), CAUSAL)),
             Flow::Fused => |l, b, dims| launch_fused::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL), false),
@@ -491,7 +483,7 @@ const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
             }
         },
         reference: reference::<CAUSAL>,
-        tolerance: |[_, _, _, n_kv, d]| error_bound(n_kv, d, standard_scale(d), half_u(T::ELEM)),
+        tolerance: |[_, _, _, n_kv, d]| error_bound(n_kv, d, standard_scale(d), T::ELEM.unit_roundoff()),
         cost: match flow {
             Flow::Naive => naive_cost,
             Flow::Fused => |dims| flash_cost(dims, CAUSAL, (T::BR, T::BC), T::ELEM.bytes()),

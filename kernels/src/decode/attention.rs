@@ -571,6 +571,537 @@ kernel! {
     }
 }
 
+#[cfg(not(target_arch = "nvptx64"))]
+pub use spec::*;
+
+/// The two registered rows, `decode_attention_bf16` and `decode_attention_paged_bf16`
+/// (docs/registry.md), with what `host::ops::decode` shares with them: the shape of a step, the
+/// host's choice of splits, the launch of both passes, the cost model and the error bound.
+#[cfg(not(target_arch = "nvptx64"))]
+mod spec {
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::cuda::emu::Dim3;
+    use crate::registry::*;
+
+    /// The shape of one decode-attention step. The head dimension is [`HEAD_DIM`].
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct DecodeShape {
+        /// Sequences decoded together.
+        pub batch: usize,
+        /// Query heads per sequence.
+        pub q_heads: usize,
+        /// KV heads per sequence (`q_heads` a multiple of it).
+        pub kv_heads: usize,
+        /// Positions the cache holds per (sequence, KV head); each sequence uses its first
+        /// `ctx[b]`.
+        pub max_ctx: usize,
+    }
+
+    impl DecodeShape {
+        /// `batch` sequences of `q_heads` query and `kv_heads` KV heads, room for `max_ctx` keys.
+        pub const fn new(batch: usize, q_heads: usize, kv_heads: usize, max_ctx: usize) -> Self {
+            Self {
+                batch,
+                q_heads,
+                kv_heads,
+                max_ctx,
+            }
+        }
+
+        /// Query heads per KV head.
+        pub fn group(&self) -> usize {
+            self.q_heads / self.kv_heads.max(1)
+        }
+
+        /// (sequence, query head) pairs: rows of Q and O.
+        pub fn rows(&self) -> usize {
+            self.batch.saturating_mul(self.q_heads)
+        }
+
+        /// Elements of Q (and O).
+        pub fn q_elems(&self) -> usize {
+            self.rows().saturating_mul(HEAD_DIM)
+        }
+
+        /// Elements of K (and V): the whole cache, `batch x kv_heads x max_ctx x 128` (a paged
+        /// pool of as many positions holds as many).
+        pub fn kv_elems(&self) -> usize {
+            (self.batch.saturating_mul(self.kv_heads))
+                .saturating_mul(self.max_ctx)
+                .saturating_mul(HEAD_DIM)
+        }
+    }
+
+    /// Blocks the automatic split aims for: 4 per SM of a 132-SM H100 or H200, so that even a
+    /// batch of one sequence keeps every SM streaming the cache.
+    pub const SPLIT_TARGET_BLOCKS: usize = 4 * 132;
+    /// The shortest chunk of keys the automatic split makes: a partial costs `(D + 2) x 4` bytes
+    /// written and read per query head, against `2 x D x 2` bytes of K and V per key per KV head.
+    pub const MIN_CHUNK: usize = 256;
+
+    /// Splits per (sequence, KV head) the host picks: enough blocks for [`SPLIT_TARGET_BLOCKS`],
+    /// but chunks of at least [`MIN_CHUNK`] keys (so the partials stay a few percent of the
+    /// cache bytes).
+    pub fn auto_splits(shape: &DecodeShape, longest: usize) -> u32 {
+        let heads = (shape.batch * shape.kv_heads).max(1);
+        let for_blocks = SPLIT_TARGET_BLOCKS.div_ceil(heads);
+        let for_chunks = longest.div_ceil(MIN_CHUNK).max(1);
+        for_blocks.min(for_chunks).clamp(1, MAX_SPLITS as usize) as u32
+    }
+
+    /// Keys per split for sequences of at most `longest` keys in `splits` splits: whole steps of
+    /// the kernel's loop ([`BLOCK_KEYS_PER_STEP`]), and at least one.
+    pub fn chunk_len(longest: usize, splits: u32) -> u32 {
+        let step = BLOCK_KEYS_PER_STEP as usize;
+        longest
+            .div_ceil(splits as usize)
+            .next_multiple_of(step)
+            .max(step) as u32
+    }
+
+    /// How pass 1 finds the keys: a contiguous cache of `max_ctx` positions per (sequence, KV
+    /// head), or a paged one ([`Paged`]: the table is index input 1).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Layout {
+        Contiguous { max_ctx: u32 },
+        Paged { pages_per_seq: u32, page_size: u32 },
+    }
+
+    /// What one step's two launches take besides their buffers: the heads, the cache's layout,
+    /// the splits and their chunk of keys, the softmax scale. The spec's rows choose them from
+    /// the dimensions ([`Step::of`]); `host::ops::decode` from its caller's shape and workspace.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct Step {
+        pub batch: u32,
+        pub kv_heads: u32,
+        /// Query heads per KV head, 1 to [`MAX_GROUP`].
+        pub group: u32,
+        pub layout: Layout,
+        /// Splits per (sequence, KV head), 1 to [`MAX_SPLITS`], of `chunk` keys each.
+        pub splits: u32,
+        pub chunk: u32,
+        pub scale: f32,
+    }
+
+    impl Step {
+        /// A registered row's step at `dims`: [`shape`]'s cache (a paged one, `paged`, in pages
+        /// of `page`), the host's automatic splits of its longest sequence, `ctx`, and the
+        /// transformer's scale `1 / sqrt(128)`.
+        pub fn of(dims: Dims, paged: bool) -> Self {
+            let [batch, kv_heads, group, ctx, page] = dims;
+            let shape = shape(dims);
+            let splits = auto_splits(&shape, ctx);
+            let max_ctx = shape.max_ctx as u32;
+            Self {
+                batch: batch as u32,
+                kv_heads: kv_heads as u32,
+                group: group as u32,
+                layout: if paged {
+                    Layout::Paged {
+                        pages_per_seq: max_ctx / page as u32,
+                        page_size: page as u32,
+                    }
+                } else {
+                    Layout::Contiguous { max_ctx }
+                },
+                splits,
+                chunk: chunk_len(ctx, splits),
+                scale: crate::attention::standard_scale(HEAD_DIM),
+            }
+        }
+    }
+
+    /// Pass 1 on the group tile that holds `step.group` (its per-head registers are sized at
+    /// compile time), then pass 2: Q, K and V are inputs 0 to 2 (K and V the cache, or the paged
+    /// pool), O the output; the partials `(m, l, o)` workspaces 0 to 2 and the log-sum-exp
+    /// workspace 3 (f32); the sequence lengths index input 0, a paged cache's table index input 1.
+    pub fn launch(
+        launcher: &dyn Launcher,
+        buffers: &Buffers,
+        step: &Step,
+    ) -> Result<(), LaunchError> {
+        use crate::launch_registered;
+        let (q, k, v) = (
+            buffers.input::<Bf16>(0)?,
+            buffers.input::<Bf16>(1)?,
+            buffers.input::<Bf16>(2)?,
+        );
+        let o = buffers.output::<Bf16>()?;
+        let &[part_m, part_l, part_o, lse] = buffers.workspaces else {
+            return Err("decode attention takes four workspaces: m, l, o and the lse".into());
+        };
+        let ctx = buffers.index(0)?;
+        let Step {
+            batch,
+            kv_heads,
+            group,
+            splits,
+            chunk,
+            scale,
+            ..
+        } = *step;
+        let geometry = Geometry {
+            grid: Dim3 {
+                x: splits,
+                y: kv_heads,
+                z: batch,
+            },
+            block: Dim3 {
+                x: THREADS,
+                y: 1,
+                z: 1,
+            },
+            dynamic_shared: 0,
+        };
+        let tile = GROUP_TILES.into_iter().find(|&t| group <= t);
+        // One pass-1 entry per group tile: the same arguments for each.
+        macro_rules! by_tile {
+            ($g1:ident, $g2:ident, $g4:ident, $g8:ident, $args:tt) => {
+                match tile {
+                    Some(1) => launch_registered!(launcher, geometry, $g1 $args),
+                    Some(2) => launch_registered!(launcher, geometry, $g2 $args),
+                    Some(4) => launch_registered!(launcher, geometry, $g4 $args),
+                    Some(_) => launch_registered!(launcher, geometry, $g8 $args),
+                    None => Err(std::format!(
+                        "{group} query heads per KV head; the kernel keeps at most {MAX_GROUP} in registers"
+                    )
+                    .into()),
+                }
+            };
+        }
+        match step.layout {
+            Layout::Contiguous { max_ctx } => by_tile!(
+                decode_attention_split_bf16_g1,
+                decode_attention_split_bf16_g2,
+                decode_attention_split_bf16_g4,
+                decode_attention_split_bf16_g8,
+                (q, k, v, ctx, part_m, part_l, part_o, kv_heads, group, max_ctx, chunk, scale)
+            ),
+            Layout::Paged {
+                pages_per_seq,
+                page_size,
+            } => {
+                let table = buffers.index(1)?;
+                by_tile!(
+                    decode_attention_paged_bf16_g1,
+                    decode_attention_paged_bf16_g2,
+                    decode_attention_paged_bf16_g4,
+                    decode_attention_paged_bf16_g8,
+                    (
+                        q,
+                        k,
+                        v,
+                        ctx,
+                        table,
+                        part_m,
+                        part_l,
+                        part_o,
+                        kv_heads,
+                        group,
+                        pages_per_seq,
+                        page_size,
+                        chunk,
+                        scale
+                    )
+                )
+            }
+        }?;
+        let rows = (batch.checked_mul(kv_heads))
+            .and_then(|r| r.checked_mul(group))
+            .ok_or_else(|| std::format!("{batch} x {kv_heads} x {group} heads: past 2^32 blocks"))?;
+        let merge = Geometry::grid_2d((rows, 1), (MERGE_THREADS, 1));
+        launch_registered!(
+            launcher,
+            merge,
+            decode_attention_merge_bf16(part_m, part_l, part_o, o, lse, splits)
+        )
+    }
+
+    /// The contiguous row's dimensions: `batch` sequences of `kv_heads` KV heads, each shared
+    /// by `group` query heads (so that every draw of the property test is a GQA shape the
+    /// kernels take, which `q_heads` drawn apart would not be), the longest sequence `ctx` keys.
+    pub const DIMS: &[&str] = &["batch", "kv_heads", "group", "ctx"];
+    /// The paged row's: the same, in pages of `page` positions.
+    pub const PAGED_DIMS: &[&str] = &["batch", "kv_heads", "group", "ctx", "page"];
+
+    /// The stride of [`context_lengths`]: a prime, a multiple of no chunk or page.
+    pub const LENGTH_STRIDE: usize = 223;
+
+    /// The sequences' lengths at `dims` (index input 0), a rule of `batch` and `ctx` where a
+    /// serving batch would have lengths of its own: sequence `b` holds `(ctx - 223 b) mod
+    /// (ctx + 1)` keys. The first holds `ctx` (a GPU row's one sequence), the others step down
+    /// by [`LENGTH_STRIDE`] and wrap, so that the property test's draws have uneven lengths,
+    /// some short, some empty, and the emulator's `[300, 77]`, neither a multiple of a chunk.
+    pub fn context_lengths([batch, _, _, ctx, _]: Dims) -> Vec<u32> {
+        (0..batch)
+            .map(|b| {
+                let step = (b as u64 * LENGTH_STRIDE as u64) % (ctx as u64 + 1);
+                (ctx as u64 - step) as u32
+            })
+            .collect()
+    }
+
+    /// The shape of the rows' cache at `dims`: positions for `ctx` keys rounded up to 64 (and
+    /// to a whole number of pages), so that the emulator's cache (320 positions) holds some past
+    /// every sequence, which no block may read.
+    pub fn shape([batch, kv_heads, group, ctx, page]: Dims) -> DecodeShape {
+        let max_ctx = ctx.next_multiple_of(64).next_multiple_of(page.max(1));
+        DecodeShape::new(batch, kv_heads * group, kv_heads, max_ctx)
+    }
+
+    /// The paged row's block table at `dims` (index input 1): each sequence's pages, the pool's
+    /// pages in reverse order (sequence 0's first page is the pool's last), so that no key's
+    /// page is where a contiguous cache would have it.
+    pub fn page_table(dims: Dims) -> Vec<u32> {
+        let s = shape(dims);
+        let pages = (s.batch * s.max_ctx / dims[4]) as u32;
+        (0..pages).rev().collect()
+    }
+
+    const BF16: u64 = 2;
+    const F32: u64 = 4;
+
+    /// The product of `factors`, saturating at `u64::MAX`: a shape too large to count never
+    /// wraps.
+    fn product(factors: &[u64]) -> u64 {
+        factors.iter().fold(1, |acc, &f| acc.saturating_mul(f))
+    }
+
+    /// `sum_b ctx[b]`: keys of one step over the batch (a `u64` sum of `u32`s cannot overflow
+    /// for any slice that fits in memory).
+    fn total_keys(ctx_lens: &[u32]) -> u64 {
+        ctx_lens.iter().map(|&c| u64::from(c)).sum()
+    }
+
+    /// Bytes of K and V one step reads: `sum_b ctx[b] x kv_heads x 2 x 128 x 2`.
+    pub fn kv_bytes(shape: &DecodeShape, ctx_lens: &[u32]) -> u64 {
+        let (keys, kv_heads) = (total_keys(ctx_lens), shape.kv_heads as u64);
+        product(&[keys, kv_heads, 2, HEAD_DIM as u64, BF16])
+    }
+
+    /// Pass 2's cost for `rows` heads of `splits` partials: each partial (`m`, `l` and 128 f32
+    /// of `o`) read once, `o` (bf16) and `lse` written; 2 FLOPs per (partial, dimension), one
+    /// rescaling exponential per partial.
+    pub fn merge_cost(rows: usize, splits: u32) -> Cost {
+        let (rows, splits) = (rows as u64, u64::from(splits));
+        let d = HEAD_DIM as u64;
+        Cost {
+            bytes_read: product(&[rows, splits, 2 + d, F32]),
+            bytes_written: product(&[rows, d * BF16 + F32]),
+            flops: product(&[rows, splits, d, u64::from(MERGE_FLOPS)]),
+            exps: product(&[rows, splits]),
+            rereads: 0,
+            resident_rereads: 0,
+        }
+    }
+
+    /// Both passes' cost, as the attention chapter splits it: the compulsory cost, and the bytes
+    /// read again, from buffers small enough for L2 to keep; together, every byte requested,
+    /// what the emulator counts. Apart, not inside the bytes read as
+    /// [`Cost::resident_rereads`]: at a shape too large to count, where the sum saturates, the
+    /// compulsory bytes would be lost.
+    ///
+    /// Compulsory: K and V of the `ctx[b]` keys of every (sequence, KV head) read **once** (the
+    /// group's query heads share each byte), Q read once, each sequence length once, the
+    /// partials written once and read once, `o` and `lse` written, and, paged (`page`
+    /// positions a page), each table entry in use read once; `4 d` FLOPs per (query head, key)
+    /// and one exponential, plus the merge's. Read again: Q once more per additional split
+    /// (every block of a (sequence, KV head) loads the group's query rows), each sequence
+    /// length by every thread of every block, a table entry by one lane per (key, KV head).
+    pub fn cost(
+        shape: &DecodeShape,
+        ctx_lens: &[u32],
+        splits: u32,
+        page: Option<usize>,
+    ) -> (Cost, u64) {
+        let d = HEAD_DIM as u64;
+        let (batch, kv_heads) = (shape.batch as u64, shape.kv_heads as u64);
+        let keys = total_keys(ctx_lens);
+        let rows = shape.rows() as u64;
+        let q = product(&[rows, d, BF16]);
+        let ctx = product(&[batch, F32]);
+        let scores = product(&[keys, shape.group() as u64, kv_heads]);
+        let entries: u64 = match page {
+            None => 0,
+            Some(page) => ctx_lens
+                .iter()
+                .map(|&c| (c as usize).div_ceil(page.max(1)) as u64)
+                .sum(),
+        };
+        let split = Cost {
+            bytes_read: kv_bytes(shape, ctx_lens)
+                .saturating_add(q)
+                .saturating_add(ctx)
+                .saturating_add(product(&[entries, F32])),
+            bytes_written: product(&[rows, u64::from(splits), 2 + d, F32]),
+            flops: product(&[scores, u64::from(FLOPS_PER_KEY)]),
+            // One exponential per score, as the attention chapter's model counts them.
+            exps: scores,
+            rereads: 0,
+            resident_rereads: 0,
+        };
+        let lookups = if page.is_some() {
+            product(&[keys, kv_heads])
+        } else {
+            0
+        };
+        let ctx_readers = product(&[kv_heads, u64::from(splits), u64::from(THREADS)]);
+        let again = [
+            product(&[u64::from(splits).saturating_sub(1), q]),
+            product(&[ctx_readers.saturating_sub(1), ctx]),
+            product(&[lookups - entries.min(lookups), F32]),
+        ];
+        let again = again.iter().fold(0u64, |a, &b| a.saturating_add(b));
+        (split.plus(merge_cost(shape.rows(), splits)), again)
+    }
+
+    /// The largest error of an element of `o` with `n` keys, for inputs in [-1, 1]: the
+    /// attention rows' bound (`crate::attention::error_bound`: `|q . k| <= d`, sums over keys
+    /// and dims in f32) plus `4 u` per split for the merge's rescale and sum, at the most splits
+    /// the merge takes ([`MAX_SPLITS`]), plus the rounding of `o` (at most 1) to bf16: the bound
+    /// of tests/tests/decode.rs.
+    pub fn error_bound(n: usize) -> f64 {
+        let scale = crate::attention::standard_scale(HEAD_DIM);
+        let u = f64::from(f32::EPSILON) / 2.0;
+        crate::attention::error_bound(n, HEAD_DIM, scale, 0.0)
+            + 4.0 * f64::from(MAX_SPLITS) * u
+            + Elem::Bf16.unit_roundoff()
+    }
+
+    /// Rows `rows` of `o` (`b * q_heads + hq`) from the definition, in f64: each query row against
+    /// the first `ctx[b]` keys of KV head `hq / group`, where the layout (`PAGED`: the table's)
+    /// puts them; a sequence of no key gives zeros.
+    fn reference<const PAGED: bool>(inputs: &[&[f32]], dims: Dims, rows: &[usize]) -> Expected {
+        let s = shape(dims);
+        let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
+        let lens = context_lengths(dims);
+        let table = if PAGED { page_table(dims) } else { Vec::new() };
+        let (d, page) = (HEAD_DIM, dims[4]);
+        let scale = f64::from(crate::attention::standard_scale(d));
+        let mut out = Vec::with_capacity(rows.len() * d);
+        for &row in rows {
+            let (b, hq) = (row / s.q_heads, row % s.q_heads);
+            let h = hq / s.group();
+            let at = |j: usize| match PAGED {
+                false => kv_row(b, h, j, (s.kv_heads, s.max_ctx)),
+                true => {
+                    let p = table[b * (s.max_ctx / page) + j / page] as usize;
+                    paged_row(p, h, j % page, (s.kv_heads, page))
+                }
+            };
+            let keys = (0..lens[b] as usize).map(|j| (&k[at(j)..][..d], &v[at(j)..][..d]));
+            out.extend(crate::attention::attend_row(&q[row * d..][..d], keys, scale));
+        }
+        out.into()
+    }
+
+    /// Llama-3-8B's attention at batch 1 (32 query heads on 8 KV heads of 128) at 4k, 32k and
+    /// 128k keys; on the emulator two sequences, of 300 and 77 keys (no multiple of the chunk),
+    /// with 8 query heads on 2 KV heads.
+    const fn run_shape(ctx: usize, page: usize) -> RunShape {
+        RunShape {
+            gpu: [1, 8, 4, ctx, page],
+            emulator: [2, 2, 4, 300, page],
+        }
+    }
+
+    const CONTIGUOUS_RUN: &[RunShape] = &[
+        run_shape(4096, 1),
+        run_shape(32768, 1),
+        run_shape(131072, 1),
+    ];
+    /// The paged row: pages of 16 positions (vLLM's default).
+    const PAGED_RUN: &[RunShape] = &[run_shape(131072, 16)];
+
+    /// The spec of a row on a contiguous cache, or (`PAGED`) on a paged one.
+    const fn decode_spec<const PAGED: bool>(name: &'static str, what: &'static str) -> Spec {
+        Spec {
+            name,
+            what,
+            dims: if PAGED { PAGED_DIMS } else { DIMS },
+            shapes: Shapes {
+                run: if PAGED { PAGED_RUN } else { CONTIGUOUS_RUN },
+                // Every group tile and groups between them, sequences past a chunk of 256 keys
+                // (two splits), pages of up to 16.
+                test_max: [3, 2, MAX_GROUP, 300, if PAGED { 16 } else { 1 }],
+                multiple: [1, 1, 1, 1, 1],
+                // Every row: 32 at a GPU shape, each against its sequence's keys in f64.
+                gpu_rows_checked: None,
+            },
+            inputs: |dims| {
+                let s = shape(dims);
+                std::vec![
+                    Buffer::bf16(s.q_elems()),
+                    Buffer::bf16(s.kv_elems()),
+                    Buffer::bf16(s.kv_elems())
+                ]
+            },
+            input_range: (-1.0, 1.0),
+            // Q and K make the scores, whose maxima skip their exponentials
+            // (`kernels::softmax::exp_shifted`): on zeros the model would count none.
+            values_steer: true,
+            output: |dims| Buffer::bf16(shape(dims).q_elems()),
+            rows: |dims| shape(dims).rows(),
+            // The partials' m, l and o of each (row, split), and the log-sum-exp of each row:
+            // f32, never checked (the check covers o).
+            workspaces: |dims| {
+                let s = shape(dims);
+                let partials = s.rows() * Step::of(dims, PAGED).splits as usize;
+                std::vec![partials, partials, partials * HEAD_DIM, s.rows()]
+            },
+            indices: |dims| match PAGED {
+                false => std::vec![context_lengths(dims)],
+                true => std::vec![context_lengths(dims), page_table(dims)],
+            },
+            launch: |launcher, buffers, dims| launch(launcher, buffers, &Step::of(dims, PAGED)),
+            reference: reference::<PAGED>,
+            // The longest sequence's: the bound grows with the keys.
+            tolerance: |dims| error_bound(dims[3]),
+            // Every byte requested, the re-reads of Q, the lengths and the table counted as
+            // HBM reads (1.1% of the bytes at 4k keys, 0.15% at 128k), as the rows written in
+            // xtask/src/cases.rs counted them; `Cost::resident_rereads` would read them from L2.
+            cost: |dims| {
+                let splits = Step::of(dims, PAGED).splits;
+                let page = PAGED.then_some(dims[4]);
+                let (c, again) = cost(&shape(dims), &context_lengths(dims), splits, page);
+                Cost {
+                    bytes_read: c.bytes_read.saturating_add(again),
+                    ..c
+                }
+            },
+            unit: Unit::CudaCoreF32,
+            accumulates: false,
+            // Pass 1's: KEYS_PER_STEP keys' 16-byte pieces of K and V loaded before any is used.
+            occupancy: Occupancy {
+                threads: THREADS,
+                dynamic_shared: 0,
+                in_flight_per_thread: Some(KEYS_PER_STEP * 2 * 16),
+            },
+            baseline: Some(Baseline {
+                op: "sdpa_decode",
+                dims: if PAGED {
+                    &["batch", "q_heads", "kv_heads", "ctx", "page"]
+                } else {
+                    &["batch", "q_heads", "kv_heads", "ctx"]
+                },
+            }),
+        }
+    }
+
+    /// Split-KV decode attention on a contiguous cache.
+    pub const DECODE_ATTENTION_BF16: Spec = decode_spec::<false>(
+        "decode_attention_bf16",
+        "one query token per head against its sequence's KV cache, split along the keys, the partials merged by a second kernel",
+    );
+    /// The same on a paged cache (vLLM's PagedAttention layout).
+    pub const DECODE_ATTENTION_PAGED_BF16: Spec = decode_spec::<true>(
+        "decode_attention_paged_bf16",
+        "split-KV decode attention on a paged KV cache: each key's page looked up in a block table",
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -592,6 +1123,43 @@ mod tests {
         );
         assert_eq!(split_keys(0, 256, 0), (0, 0));
         assert_eq!(split_keys(3, u32::MAX, 7), (7, 7));
+    }
+
+    #[test]
+    fn splits_fill_the_gpu_without_tiny_chunks() {
+        let llama = DecodeShape::new(1, 32, 8, 131072);
+        assert_eq!(auto_splits(&llama, 131072), 66); // 528 blocks over 8 heads
+        assert_eq!(auto_splits(&llama, 4096), 16); // chunks of 256 keys
+        assert_eq!(auto_splits(&llama, 1), 1);
+        assert_eq!(auto_splits(&DecodeShape::new(64, 32, 8, 4096), 4096), 2);
+        assert_eq!(chunk_len(1000, 4), 256);
+        assert_eq!(chunk_len(0, 1), BLOCK_KEYS_PER_STEP);
+        assert!(chunk_len(4097, 16) as usize * 16 >= 4097);
+    }
+
+    /// The rows' rules: a GPU row's one sequence of `ctx` keys in a cache of as many, the
+    /// emulator's two of 300 and 77 in a cache of 320 (20 pages of 16, in reverse order), in two
+    /// splits of 160 keys; and lengths from `ctx` down to 0 as the property test draws them.
+    #[test]
+    fn the_rows_lengths_cache_and_table_follow_from_the_dimensions() {
+        let gpu = [1, 8, 4, 131072, 16];
+        assert_eq!(context_lengths(gpu), [131072]);
+        assert_eq!(shape(gpu), DecodeShape::new(1, 32, 8, 131072));
+        let emulator = [2, 2, 4, 300, 16];
+        assert_eq!(context_lengths(emulator), [300, 77]);
+        assert_eq!(shape(emulator), DecodeShape::new(2, 8, 2, 320));
+        let table = page_table(emulator);
+        assert_eq!((table.len(), table[0], table[39]), (40, 39, 0));
+        let step = Step::of(emulator, true);
+        assert_eq!((step.splits, step.chunk), (2, 160));
+        let paged = Layout::Paged {
+            pages_per_seq: 20,
+            page_size: 16,
+        };
+        assert_eq!(step.layout, paged);
+        assert_eq!(context_lengths([3, 1, 1, 2, 1]), [2, 1, 0]);
+        let lens = context_lengths([3, 1, 1, 200, 1]);
+        assert!(lens.iter().all(|&l| l <= 200) && lens[1] != lens[2], "{lens:?}");
     }
 
     #[test]

@@ -319,6 +319,7 @@ pub const GEMV_BF16: crate::registry::Spec = {
         output: |[m, _, n, ..]| Buffer::bf16(m * n),
         rows: |[m, ..]| m,
         workspaces: |_| std::vec![],
+        indices: |_| std::vec![],
         launch: |launcher, buffers, [m, k, n, ..]| {
             let (w, x) = (buffers.input::<Bf16>(0)?, buffers.input::<Bf16>(1)?);
             let y = buffers.output::<Bf16>()?;

@@ -22,6 +22,8 @@ pub mod gemv;
 
 /// The registered decode kernels' specs (`kernels/src/lib.rs`'s `registry!` names them here).
 #[cfg(not(target_arch = "nvptx64"))]
+pub use attention::{DECODE_ATTENTION_BF16, DECODE_ATTENTION_PAGED_BF16};
+#[cfg(not(target_arch = "nvptx64"))]
 pub use gemv::GEMV_BF16;
 
 pub use attention::{

@@ -612,6 +612,7 @@ const fn gemm_spec<T: crate::registry::Element>(
         output: |[m, n, ..]| Buffer::f32(m * n),
         rows: |[m, ..]| m,
         workspaces: |_| std::vec![],
+        indices: |_| std::vec![],
         launch,
         // From the definition, in f64, on the values the kernel reads, with each element's
         // magnitude `sum_k |a_ik b_kj|`, which the tolerance multiplies.
