@@ -124,9 +124,7 @@ pub const COPY_WORDS: crate::registry::Spec = {
             bytes_read: 4u64.saturating_mul(n as u64),
             bytes_written: 4u64.saturating_mul(n as u64),
             flops: 0,
-            exps: 0,
-            rereads: 0,
-            resident_rereads: 0,
+            ..Cost::NONE
         },
         unit: Unit::CudaCoreF32,
         accumulates: false,
@@ -238,9 +236,7 @@ const fn vector_add_spec<T: crate::registry::Element>(
                 bytes_read: 2 * bytes,
                 bytes_written: bytes,
                 flops: n as u64,
-                exps: 0,
-                rereads: 0,
-                resident_rereads: 0,
+                ..Cost::NONE
             }
         },
         // a[i] and b[i] are both loaded before the add.

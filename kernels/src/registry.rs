@@ -169,6 +169,18 @@ mod host_side {
     }
 
     impl Cost {
+        /// Nothing moved, nothing computed: what a cost leaves its other counts at
+        /// (`Cost { bytes_read, bytes_written, flops, ..Cost::NONE }`: most kernels take no
+        /// exponential and read each byte once), and what a sum of launches starts from.
+        pub const NONE: Cost = Cost {
+            bytes_read: 0,
+            bytes_written: 0,
+            flops: 0,
+            exps: 0,
+            rereads: 0,
+            resident_rereads: 0,
+        };
+
         /// The bytes read without the re-reads: A and B once, for a GEMM; W and X once, for
         /// the GEMV.
         pub const fn compulsory_read(&self) -> u64 {

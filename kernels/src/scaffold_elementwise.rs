@@ -75,9 +75,7 @@ pub const SPEC: crate::registry::Spec = {
             bytes_read: 4 * n as u64,
             bytes_written: 4 * n as u64,
             flops: 2 * n as u64,
-            exps: 0,
-            rereads: 0,
-            resident_rereads: 0,
+            ..Cost::NONE
         },
         // One 4-byte load in flight per thread before it waits.
         unit: Unit::CudaCoreF32,

@@ -83,9 +83,7 @@ pub const SPEC: crate::registry::Spec = {
             bytes_read: 4 * (rows * cols) as u64,
             bytes_written: 4 * (rows * cols) as u64,
             flops: 0,
-            exps: 0,
-            rereads: 0,
-            resident_rereads: 0,
+            ..Cost::NONE
         },
         unit: Unit::CudaCoreF32,
         accumulates: false,

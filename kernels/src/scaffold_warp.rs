@@ -91,9 +91,7 @@ pub const SPEC: crate::registry::Spec = {
             bytes_read: 4 * n as u64,
             bytes_written: 4 * warps(n) as u64,
             flops: (WARP_SIZE as u64 - 1) * warps(n) as u64,
-            exps: 0,
-            rereads: 0,
-            resident_rereads: 0,
+            ..Cost::NONE
         },
         unit: Unit::CudaCoreF32,
         accumulates: false,

@@ -796,14 +796,7 @@ fn sweeps_cost<T: crate::registry::Element>(
 ) -> crate::registry::Cost {
     let (n, rows) = ((rows * cols) as u64, rows as u64);
     let elem = T::ELEM.bytes() as u64;
-    let mut cost = crate::registry::Cost {
-        bytes_read: 0,
-        bytes_written: 0,
-        flops: 0,
-        exps: 0,
-        rereads: 0,
-        resident_rereads: 0,
-    };
+    let mut cost = crate::registry::Cost::NONE;
     for s in sweeps {
         cost.bytes_read += elem * s.matrix.0 * n + 4 * s.stats.0 * rows;
         cost.bytes_written += elem * s.matrix.1 * n + 4 * s.stats.1 * rows;

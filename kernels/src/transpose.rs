@@ -151,9 +151,7 @@ const fn transpose_spec(
             bytes_read: 4 * (rows * cols) as u64,
             bytes_written: 4 * (rows * cols) as u64,
             flops: 0,
-            exps: 0,
-            rereads: 0,
-            resident_rereads: 0,
+            ..Cost::NONE
         },
         unit: Unit::CudaCoreF32,
         accumulates: false,
@@ -265,9 +263,7 @@ pub const COPY_STRIDED: crate::registry::Spec = {
             bytes_read: 4 * n as u64,
             bytes_written: 4 * n as u64,
             flops: 0,
-            exps: 0,
-            rereads: 0,
-            resident_rereads: 0,
+            ..Cost::NONE
         },
         // One 4-byte load in flight per thread before it waits.
         unit: Unit::CudaCoreF32,

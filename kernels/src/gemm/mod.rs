@@ -451,14 +451,7 @@ pub fn padded_flops(tile: Tile, [m, n, k, ..]: crate::registry::Dims) -> u64 {
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn tiled_cost(tile: Tile, input_bytes: u64, [m, n, k, ..]: crate::registry::Dims) -> crate::registry::Cost {
     if m == 0 || n == 0 {
-        return crate::registry::Cost {
-            bytes_read: 0,
-            bytes_written: 0,
-            flops: 0,
-            exps: 0,
-            rereads: 0,
-            resident_rereads: 0,
-        };
+        return crate::registry::Cost::NONE;
     }
     let (m, n, k) = (m as u64, n as u64, k as u64);
     let (blocks_m, blocks_n) = (m.div_ceil(u64::from(tile.m)), n.div_ceil(u64::from(tile.n)));
