@@ -56,8 +56,25 @@ fn table(name: &str) -> Option<Launch> {
     use kernels::elementwise::BLOCK_SIZE;
     use kernels::softmax::ROW_THREADS;
     let elem = |name: &str| if name.ends_with("bf16") { 2 } else { 4 };
+    // The entries a registered spec picks from by its dimensions, as the spec launches them
+    // (its `occupancy`): the GEMV's row tiles, and pass 1 of decode attention, one entry per
+    // group tile (pass 2, the merge, has a launch of its own, below).
+    let picked_by_a_spec = [
+        ("gemv_bf16_m", &kernels::decode::GEMV_BF16),
+        (
+            "decode_attention_split_bf16_g",
+            &kernels::decode::DECODE_ATTENTION_BF16,
+        ),
+        (
+            "decode_attention_paged_bf16_g",
+            &kernels::decode::DECODE_ATTENTION_PAGED_BF16,
+        ),
+    ];
+    if let Some((_, spec)) = picked_by_a_spec.iter().find(|(p, _)| name.starts_with(p)) {
+        let o = spec.occupancy;
+        return Some(launch(o.threads, o.dynamic_shared, o.in_flight_per_thread));
+    }
     let l = match name {
-        // a[i] and b[i] are both loaded before the add.
         // One 16-byte load per grid-stride step.
         "stream_read" => launch(BLOCK_SIZE, 0, Some(16)),
         "shared_read" | "shared_pointer_chase" => launch(kernels::hierarchy::BLOCK_SIZE, 0, None),
@@ -101,20 +118,6 @@ fn table(name: &str) -> Option<Launch> {
             } else {
                 attention::fused_config::<bf16>(&shape)
             })
-        }
-        // ROWS_PER_BLOCK rows' 16-byte loads are issued before any is used.
-        n if n.starts_with("gemv_bf16_m") => launch(
-            kernels::decode::gemv::THREADS,
-            0,
-            Some(kernels::decode::gemv::ROWS_PER_BLOCK as u32 * 16),
-        ),
-        // Pass 1 of the registered decode attention rows, one entry per group tile: as their
-        // spec launches it (its `occupancy`). Pass 2, the merge, has a launch of its own.
-        n if n.starts_with("decode_attention_split_bf16_g")
-            || n.starts_with("decode_attention_paged_bf16_g") =>
-        {
-            let o = kernels::decode::DECODE_ATTENTION_BF16.occupancy;
-            launch(o.threads, o.dynamic_shared, o.in_flight_per_thread)
         }
         "decode_attention_merge_bf16" => launch(kernels::decode::attention::MERGE_THREADS, 0, None),
         _ => return None,
