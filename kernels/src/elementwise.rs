@@ -75,6 +75,18 @@ kernel! {
     }
 }
 
+/// The cost of copying `n` 4-byte words: each read once and written once, no arithmetic
+/// (`copy_words`'s, and `copy_strided`'s, which uses the same bytes).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const fn words_copied(n: usize) -> crate::registry::Cost {
+    let bytes = 4u64.saturating_mul(n as u64);
+    crate::registry::Cost {
+        bytes_read: bytes,
+        bytes_written: bytes,
+        ..crate::registry::Cost::NONE
+    }
+}
+
 /// What the rest of the project needs of `copy_words` (docs/registry.md); the GPU build never
 /// sees it.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -120,12 +132,7 @@ pub const COPY_WORDS: crate::registry::Spec = {
             values.into()
         },
         tolerance: |_| 0.0,
-        cost: |[n, ..]| Cost {
-            bytes_read: 4u64.saturating_mul(n as u64),
-            bytes_written: 4u64.saturating_mul(n as u64),
-            flops: 0,
-            ..Cost::NONE
-        },
+        cost: |[n, ..]| words_copied(n),
         unit: Unit::CudaCoreF32,
         accumulates: false,
         // One 16-byte load per grid-stride step.

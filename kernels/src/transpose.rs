@@ -259,12 +259,7 @@ pub const COPY_STRIDED: crate::registry::Spec = {
         tolerance: |_| 0.0,
         // The bytes it uses, a copy's: the sectors a wide stride moves beside them are what
         // `cargo xtask inspect copy_strided` shows and the model predicts from.
-        cost: |[n, ..]| Cost {
-            bytes_read: 4 * n as u64,
-            bytes_written: 4 * n as u64,
-            flops: 0,
-            ..Cost::NONE
-        },
+        cost: |[n, ..]| crate::elementwise::words_copied(n),
         // One 4-byte load in flight per thread before it waits.
         unit: Unit::CudaCoreF32,
         accumulates: false,

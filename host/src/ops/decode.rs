@@ -82,14 +82,7 @@ pub fn gemv(
 pub fn gemv_cost(shape: GemmShape) -> GemmCost {
     let GemmShape { m, n, k } = shape;
     let c = if m == 0 || n == 0 {
-        kernels::registry::Cost {
-            bytes_read: 0,
-            bytes_written: 0,
-            flops: 0,
-            exps: 0,
-            rereads: 0,
-            resident_rereads: 0,
-        }
+        kernels::registry::Cost::NONE
     } else {
         (GEMV_BF16.cost)([m, k, n, 1, 1])
     };
