@@ -4,7 +4,7 @@
 //! rustc_codegen_nvvm). That backend needs a nightly compiler, pinned in
 //! `kernels/rust-toolchain.toml`, while everything else builds with stable; so this script runs
 //! the pinned nightly's rustc directly on `kernels/src/lib.rs` (the kernel crate has no
-//! dependencies on the GPU target), once per architecture, and `host/src/ptx.rs` embeds the
+//! dependencies on the GPU target), once per architecture, and `host/src/embedded.rs` embeds the
 //! results with `include_str!`.
 
 use std::env;

@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
 use crate::runtime::{Backend, Runtime};
+use crate::{Error, Result};
 
 /// The distribution of one kernel's run times.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

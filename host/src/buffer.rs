@@ -1,14 +1,15 @@
 //! Typed device buffers: HBM on a GPU, checked host memory in the emulator.
 
-use std::alloc::{Layout, alloc_zeroed, dealloc};
-use std::ptr::NonNull;
+use std::alloc::{Layout, alloc_zeroed};
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, ValidAsZeroBits};
 use kernels::cuda::GlobalPtr;
 
-use crate::emu::Emulator;
-use crate::error::{Error, Result};
+use emu::{Allocation, Emulator};
+
+use crate::Result;
 
 /// A type that can live in a device buffer and be passed to kernels: a plain integer or float,
 /// with no padding and every bit pattern a valid value, which is what lets the emulator view a
@@ -95,24 +96,9 @@ pub(crate) fn copy_changed_pages(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// The device allocations' alignment: `cudaMalloc` returns 256-byte aligned addresses, and the
-/// emulator does the same so that vectorised kernels see the same alignment on both.
-const ALIGN: usize = 256;
-
-/// From this size on an emulated buffer is mapped straight from the kernel, whose pages are
-/// zero until touched: the zeroing costs nothing up front and untouched pages no memory. (The
-/// allocator zeroes eagerly at the 256-byte alignment: it cannot use calloc.)
-const MAP_BYTES: usize = 1 << 20;
-
 pub(crate) enum Storage<T: Element> {
-    Emulated {
-        ptr: NonNull<T>,
-        /// The allocator's layout (for a mapping, its size).
-        layout: Layout,
-        /// Mapped from the kernel (`MAP_BYTES` and more) rather than allocated.
-        mapped: bool,
-        emu: Arc<Emulator>,
-    },
+    /// Global memory of the emulator.
+    Emulated(Allocation, PhantomData<T>),
     Cuda(CudaSlice<T>),
 }
 
@@ -122,81 +108,19 @@ pub struct DeviceBuffer<T: Element> {
     pub(crate) storage: Storage<T>,
 }
 
-// SAFETY: the emulated storage is a uniquely owned allocation, like a Vec.
-unsafe impl<T: Element> Send for DeviceBuffer<T> {}
-// SAFETY: shared access only reads through the pointer or hands it to a kernel launch.
-unsafe impl<T: Element> Sync for DeviceBuffer<T> {}
-
 impl<T: Element> DeviceBuffer<T> {
-    /// A zeroed buffer of `len` elements in host memory, or `OutOfMemory` when the host does not
-    /// have that much available (refused up front rather than found by the OOM killer later).
+    /// A zeroed buffer of `len` elements in the emulator's memory, or `OutOfMemory` when the
+    /// host does not have that much available.
     pub(crate) fn emulated(emu: &Arc<Emulator>, len: usize) -> Result<Self> {
-        let what = || format!("a buffer of {len} x {}", std::any::type_name::<T>());
-        let free = emu.free_memory();
-        let size = len
-            .checked_mul(size_of::<T>())
-            .filter(|&b| b as u64 <= free)
-            .ok_or_else(|| Error::OutOfMemory {
-                what: what(),
-                needed: (len as u128 * size_of::<T>() as u128).min(u64::MAX as u128) as u64,
-                free,
-            })?;
-        // The red zone after the buffer: allocated, never registered, so that a kernel's
-        // access just past the end is out of bounds rather than in the next buffer.
-        let bytes = size.max(1) + crate::emu::GLOBAL_RED_ZONE;
-        let layout = Layout::from_size_align(bytes, ALIGN.max(align_of::<T>())).map_err(|_| {
-            Error::OutOfMemory {
-                what: what(),
-                needed: bytes as u64,
-                free,
-            }
-        })?;
-        let mapped = bytes >= MAP_BYTES;
-        let raw = if mapped {
-            // SAFETY: an anonymous private mapping; the kernel returns page-aligned memory
-            // (page >= ALIGN) that reads as zero, a valid T (ValidAsZeroBits).
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    bytes,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                std::ptr::null_mut()
-            } else {
-                // 2 MiB pages where the kernel has them: a buffer filled at a GPU shape (hundreds
-                // of MB) takes a fault every 2 MiB rather than every 4 KiB. Advice only: a
-                // refusal changes nothing.
-                // SAFETY: the range is the mapping just made.
-                unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
-                p.cast::<u8>()
-            }
-        } else {
-            // SAFETY: non-zero size; zeroed bytes are a valid T (ValidAsZeroBits).
-            unsafe { alloc_zeroed(layout) }
-        };
-        let ptr = NonNull::new(raw.cast::<T>()).ok_or_else(|| Error::OutOfMemory {
-            what: what(),
-            needed: bytes as u64,
-            free,
-        })?;
         let elem = std::any::type_name::<T>()
             .rsplit("::")
             .next()
             .unwrap_or("?");
-        emu.register(ptr.as_ptr() as usize, size, (elem, size_of::<T>()), mapped);
+        let what = || format!("a buffer of {len} x {}", std::any::type_name::<T>());
+        let memory = Allocation::zeroed(emu, len, (elem, size_of::<T>()), align_of::<T>(), what)?;
         Ok(Self {
             len,
-            storage: Storage::Emulated {
-                ptr,
-                layout,
-                mapped,
-                emu: emu.clone(),
-            },
+            storage: Storage::Emulated(memory, PhantomData),
         })
     }
 
@@ -230,7 +154,7 @@ impl<T: Element> DeviceBuffer<T> {
     /// The device address, as a kernel argument.
     pub fn ptr(&self) -> GlobalPtr<T> {
         match &self.storage {
-            Storage::Emulated { ptr, .. } => GlobalPtr::from_raw(ptr.as_ptr()),
+            Storage::Emulated(memory, _) => GlobalPtr::from_raw(memory.as_ptr().cast()),
             Storage::Cuda(slice) => {
                 let (addr, _sync) = slice.device_ptr(slice.stream());
                 GlobalPtr::from_raw(addr as usize as *mut T)
@@ -243,8 +167,8 @@ impl<T: Element> DeviceBuffer<T> {
         match &self.storage {
             // SAFETY: `len` initialised elements; no launch runs while `&self` is borrowed here,
             // since launches are synchronous in the emulator.
-            Storage::Emulated { ptr, .. } => {
-                Some(unsafe { std::slice::from_raw_parts(ptr.as_ptr(), self.len) })
+            Storage::Emulated(memory, _) => {
+                Some(unsafe { std::slice::from_raw_parts(memory.as_ptr().cast(), self.len) })
             }
             Storage::Cuda(_) => None,
         }
@@ -253,31 +177,10 @@ impl<T: Element> DeviceBuffer<T> {
     pub(crate) fn host_slice_mut(&mut self) -> Option<&mut [T]> {
         match &mut self.storage {
             // SAFETY: as for `host_slice`, with unique access through `&mut self`.
-            Storage::Emulated { ptr, .. } => {
-                Some(unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), self.len) })
+            Storage::Emulated(memory, _) => {
+                Some(unsafe { std::slice::from_raw_parts_mut(memory.as_ptr().cast(), self.len) })
             }
             Storage::Cuda(_) => None,
-        }
-    }
-}
-
-impl<T: Element> Drop for DeviceBuffer<T> {
-    fn drop(&mut self) {
-        if let Storage::Emulated {
-            ptr,
-            layout,
-            mapped,
-            emu,
-        } = &self.storage
-        {
-            emu.unregister(ptr.as_ptr() as usize, *mapped);
-            if *mapped {
-                // SAFETY: mapped in `emulated` with this size.
-                unsafe { libc::munmap(ptr.as_ptr().cast(), layout.size()) };
-            } else {
-                // SAFETY: allocated in `emulated` with this layout.
-                unsafe { dealloc(ptr.as_ptr().cast(), *layout) };
-            }
         }
     }
 }

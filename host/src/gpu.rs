@@ -10,9 +10,9 @@ use cudarc::driver::sys::{self, CUdevice_attribute as Attr};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
 
 use crate::buffer::{DeviceBuffer, Element, Storage};
-use crate::error::{Error, Result};
-use crate::launch::{DeviceLimits, LaunchConfig, dim3};
-use crate::ptx::Arch;
+use crate::embedded::Arch;
+use crate::{Error, Result};
+use emu::{DeviceLimits, LaunchConfig, dim3};
 
 /// Shared memory a block gets without opting in (`cudaFuncAttributeMaxDynamicSharedMemorySize`).
 const DEFAULT_SHARED_MEM: u32 = 48 * 1024;
@@ -137,8 +137,7 @@ impl Gpu {
         };
         let name = ctx.name().map_err(driver("cuDeviceGetName"))?;
         // `KERNELS_PTX` names a (hand-edited) PTX file to load instead of the embedded build.
-        let text = match std::env::var_os(crate::ptx::exec::PTX_FILE_VAR).filter(|p| !p.is_empty())
-        {
+        let text = match std::env::var_os(crate::embedded::PTX_FILE_VAR).filter(|p| !p.is_empty()) {
             Some(path) => std::fs::read_to_string(&path).map_err(|e| {
                 Error::Ptx(format!(
                     "cannot read {}: {e}",

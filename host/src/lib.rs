@@ -1,5 +1,7 @@
 //! The host side: loads the kernels' PTX, manages device buffers in HBM, launches kernels and
-//! times them, on a CUDA GPU or on the CPU emulator, behind one API.
+//! times them, on a CUDA GPU, on the CPU emulator (crate `emu`) or on the PTX interpreter
+//! (crate `ptx`), behind one API; and the kernel catalogue above it: the registry harness, the
+//! operations (`ops`), their CPU references and the exercises.
 //!
 //! ```
 //! use host::{Runtime, ops};
@@ -13,23 +15,15 @@
 
 pub mod bench;
 pub mod buffer;
-pub mod cost;
-pub mod emu;
-pub mod error;
+pub mod embedded;
 pub mod exercises;
 pub mod gpu;
-pub mod launch;
-pub mod model;
-pub mod occupancy;
 pub mod ops;
-pub mod ptx;
 pub mod reference;
 pub mod registry;
 pub mod runtime;
-pub mod specs;
 pub mod tensor_map;
 
 pub use buffer::{DeviceBuffer, Element};
-pub use error::{Error, Result};
-pub use launch::{LaunchConfig, dim3};
+pub use emu::{Error, LaunchConfig, Result, dim3};
 pub use runtime::Runtime;

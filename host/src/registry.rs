@@ -11,10 +11,10 @@ use kernels::registry::Untyped;
 pub use kernels::registry::{Baseline, Buffer, Cost as SpecCost, Dims, Elem, Geometry, Spec, Unit};
 
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost};
-use crate::error::{Error, Result};
-use crate::launch::LaunchConfig;
 use crate::runtime::{Backend, Launched, Runtime, before_launch};
+use crate::{Error, Result};
+use emu::LaunchConfig;
+use perf::cost::{ComputeUnit, Cost};
 
 /// Every registered kernel, in the order of `kernels/src/lib.rs`'s `registry!` block.
 pub fn all() -> &'static [&'static Spec] {
@@ -635,8 +635,8 @@ mod tests {
                 ),
                 _ => assert!(launched.len() > 1 && !launched.contains(&spec.name)),
             }
-            for arch in crate::ptx::Arch::ALL {
-                let entries = crate::ptx::entry_points(arch.ptx());
+            for arch in crate::embedded::Arch::ALL {
+                let entries = crate::embedded::entry_points(arch.ptx());
                 for name in &launched {
                     assert!(entries.contains(name), "{name} is not an entry of {arch:?}");
                 }

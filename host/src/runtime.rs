@@ -5,11 +5,11 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use crate::buffer::{DeviceBuffer, Element};
-use crate::emu::{Emulator, LaunchCounters};
-use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::launch::DeviceLimits;
-use crate::ptx::exec::{Program, PtxDevice};
+use crate::{Error, Result};
+use emu::DeviceLimits;
+use emu::{Emulator, LaunchCounters};
+use ptx::exec::{Program, PtxDevice};
 
 /// Where kernels run.
 pub enum Backend {
@@ -40,7 +40,7 @@ pub struct LaunchRecord {
     /// The PTX entry point.
     pub kernel: &'static str,
     /// `<<<grid, block, shared>>>`.
-    pub config: crate::launch::LaunchConfig,
+    pub config: emu::LaunchConfig,
 }
 
 impl std::fmt::Display for LaunchRecord {
@@ -72,7 +72,7 @@ pub fn take_launches() -> Vec<LaunchRecord> {
 /// Called by [`launch!`] before each launch: remembers it, and fails it if the process has a
 /// (injected) sticky fault.
 #[doc(hidden)]
-pub fn before_launch(kernel: &'static str, config: &crate::launch::LaunchConfig) -> Result<()> {
+pub fn before_launch(kernel: &'static str, config: &emu::LaunchConfig) -> Result<()> {
     let record = LaunchRecord {
         kernel,
         config: *config,
@@ -112,7 +112,7 @@ impl Runtime {
     /// The PTX backend on the module the environment names (`KERNELS_PTX`, else the embedded
     /// build for `KERNELS_PTX_ARCH`, default sm_90).
     pub fn ptx_from_env() -> Result<Self> {
-        Ok(Self::ptx(Program::from_env()?))
+        Ok(Self::ptx(crate::embedded::program_from_env()?))
     }
 
     /// CUDA device `ordinal`, or an error that says in one sentence why there is none.
@@ -166,8 +166,8 @@ impl Runtime {
         if let (Backend::Emulator(_), Some(path)) = (&rt.backend, ptx_file_from_env()) {
             return Err(Error::Config(format!(
                 "{}={path}: the source emulator runs the kernels' Rust, not PTX, so the file would not be used; set {BACKEND_VAR}=ptx to run it on the emulator (or unset {})",
-                crate::ptx::exec::PTX_FILE_VAR,
-                crate::ptx::exec::PTX_FILE_VAR
+                crate::embedded::PTX_FILE_VAR,
+                crate::embedded::PTX_FILE_VAR
             )));
         }
         Ok(rt)
@@ -188,7 +188,7 @@ impl Runtime {
     /// an sm_90a module (`KERNELS_PTX_ARCH=sm_90a`: the sm_80 and sm_90 builds have trap stubs in
     /// their place).
     pub fn has_wgmma(&self) -> bool {
-        let sm90a = crate::ptx::Arch::Sm90a;
+        let sm90a = crate::embedded::Arch::Sm90a;
         match &self.backend {
             Backend::Emulator(_) => true,
             Backend::Cuda(gpu) => gpu.arch() == sm90a,
@@ -298,7 +298,7 @@ impl Runtime {
 
 /// `KERNELS_PTX`, when set to something.
 fn ptx_file_from_env() -> Option<String> {
-    std::env::var_os(crate::ptx::exec::PTX_FILE_VAR)
+    std::env::var_os(crate::embedded::PTX_FILE_VAR)
         .filter(|p| !p.is_empty())
         .map(|p| p.to_string_lossy().into_owned())
 }
@@ -313,9 +313,9 @@ fn check_injected_fault() -> Result<()> {
         .find_map(|p| target.strip_prefix(p))
         .unwrap_or(&target);
     let known = |k: &str| {
-        crate::ptx::Arch::ALL
+        crate::embedded::Arch::ALL
             .iter()
-            .any(|a| crate::ptx::entry_points(a.ptx()).contains(&k))
+            .any(|a| crate::embedded::entry_points(a.ptx()).contains(&k))
     };
     if target.is_empty() || known(kernel) {
         return Ok(());
@@ -382,7 +382,7 @@ pub fn param<T>(value: &T) -> *mut c_void {
 macro_rules! launch {
     ($rt:expr, $cfg:expr, $module:ident :: $kernel:ident ( $($arg:ident),* $(,)? )) => {{
         let rt: &$crate::runtime::Runtime = $rt;
-        let cfg: $crate::launch::LaunchConfig = $cfg;
+        let cfg: $crate::LaunchConfig = $cfg;
         let recorded = $crate::runtime::before_launch(stringify!($kernel), &cfg);
         match rt.backend() {
             _ if recorded.is_err() => recorded.map(|()| None),

@@ -9,9 +9,9 @@ use kernels::cuda::GlobalPtr;
 use kernels::cuda::tma::{EmuTensorMap, TensorMap, TmaSwizzle};
 
 use crate::buffer::{DeviceBuffer, Element};
-use crate::emu::validate_map;
-use crate::error::{Error, Result};
 use crate::runtime::{Backend, Runtime};
+use crate::{Error, Result};
+use emu::validate_map;
 
 /// A two-dimensional tiled tensor map in device memory.
 pub struct TensorMap2d {

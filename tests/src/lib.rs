@@ -1,7 +1,7 @@
 //! Shared helpers for the test suite.
 
+use emu::{EmuError, EmuErrorKind, Emulator};
 use host::Runtime;
-use host::emu::{EmuError, EmuErrorKind, Emulator};
 use host::runtime::Backend;
 
 /// The runtime the suite runs on: `KERNELS_BACKEND` picks it (default: a GPU when one is

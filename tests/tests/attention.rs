@@ -14,8 +14,8 @@
 //! `2^-8` for bf16, `2^-11` for f16): `2 u_h max|v|` more for O; its inputs are rounded to 16
 //! bits before the reference sees them, so that input rounding is no error of the kernel's.
 
+use emu::LaunchCounters;
 use half::{bf16, f16};
-use host::emu::LaunchCounters;
 use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement, FusedOp, Traffic};
 use host::reference::{self, AttentionOutput};
 use proptest::prelude::*;

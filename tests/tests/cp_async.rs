@@ -1,10 +1,10 @@
-//! `cp.async` in the emulator (host/src/emu/async_copy.rs), with small kernels written for the
+//! `cp.async` in the emulator (emu/src/async_copy.rs), with small kernels written for the
 //! purpose: the copy completes only when its thread waits for its group (a barrier completes
 //! nothing), bytes in flight may not be touched, `wait_group N` leaves exactly the N newest groups
 //! in flight, short copies zero-fill, and completed copies are checked and counted like loads.
 
-use host::emu::{EmuErrorKind, MemorySpace};
-use host::launch::LaunchConfig;
+use emu::LaunchConfig;
+use emu::{EmuErrorKind, MemorySpace};
 use kernels::cuda::GlobalPtr;
 use kernels::cuda::emu::Access;
 use kernels::cuda::pipeline::{

@@ -13,8 +13,8 @@
 //!   max_j sum_c |q_c k_jc|`, weights by `exp(+-2 delta)`, sums over keys and dims `(4 (n + d) +
 //!   32) u`), plus `4 u` per split for the merge's rescale and sum, plus the bf16 rounding.
 
+use emu::LaunchCounters;
 use half::bf16;
-use host::emu::LaunchCounters;
 use host::ops::decode::{self, DecodeShape, DecodeWorkspace};
 use host::ops::gemm::GemmShape;
 use host::{Error, Runtime, reference};

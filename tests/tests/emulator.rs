@@ -2,9 +2,9 @@
 //! deliberately broken kernel and the errors that name them, warp shuffles and the tensor-core
 //! fragment layouts lane by lane, determinism, and launch limits.
 
+use emu::{EmuErrorKind, MemorySpace};
+use emu::{LaunchConfig, dim3};
 use half::bf16;
-use host::emu::{EmuErrorKind, MemorySpace};
-use host::launch::{LaunchConfig, dim3};
 use kernels::cuda::emu::Access;
 use kernels::cuda::mma::{MmaInput, ldmatrix_x4, mma_m16n8k16};
 use kernels::cuda::thread::{sync_threads, thread_idx_x};

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use host::emu::EmuErrorKind;
-use host::launch::LaunchConfig;
+use emu::EmuErrorKind;
+use emu::LaunchConfig;
 use kernels::cuda::GlobalPtr;
 use kernels::cuda::thread::{sync_threads, thread_idx_x};
 use kernels::kernel;

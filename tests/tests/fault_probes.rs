@@ -15,23 +15,23 @@ use std::hint::black_box;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use host::cost::Cost;
-use host::emu::{EmuErrorKind, WATCHDOG_EXIT_CODE};
-use host::launch::LaunchConfig;
+use emu::LaunchConfig;
+use emu::{EmuErrorKind, WATCHDOG_EXIT_CODE};
 use host::ops::attention::{self, AttentionShape, Flow};
 use host::ops::decode::{self, DecodeShape};
 use host::ops::elementwise::{copy_cost, vector_add_cost};
 use host::ops::gemm::{Epilogue, GemmKernel, GemmShape};
 use host::ops::softmax::{fused_cost, naive_cost, online_cost};
 use host::ops::transpose::transpose_cost;
-use host::ptx::exec::Program;
 use kernels::cuda::GlobalPtr;
 use kernels::cuda::emu::SiteKind;
 use kernels::cuda::mbarrier::{mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init};
 use kernels::cuda::shared::dynamic_shared_mem;
 use kernels::cuda::thread::thread_idx_x;
 use kernels::kernel;
+use perf::cost::Cost;
 use proptest::prelude::*;
+use ptx::exec::Program;
 use suite::{emu_error, emulator};
 
 /// Set in the child process a test starts (the child runs one test of this binary).
@@ -291,7 +291,7 @@ fn a_stride_of_zero_is_refused_as_such() {
 
 #[test]
 fn wgmma_on_a_module_without_it_is_not_called_a_missing_gpu() {
-    let rt = host::Runtime::ptx(Program::embedded(host::ptx::Arch::Sm80));
+    let rt = host::Runtime::ptx(host::embedded::program(host::embedded::Arch::Sm80));
     let shape = GemmShape::new(64, 128, 64);
     let a = rt.upload(&vec![half::bf16::ZERO; 64 * 64]).unwrap();
     let b = rt.upload(&vec![half::bf16::ZERO; 64 * 128]).unwrap();

@@ -4,14 +4,14 @@
 //! no NVRTC), run on the PTX backend against the project's CPU references and counters, and with
 //! bugs planted in them reported as the emulator reports them in the project's own kernels.
 
-use host::emu::{EmuErrorKind, LaunchCounters, MemorySpace};
+use emu::{EmuErrorKind, LaunchCounters, MemorySpace};
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax::{RowStats, Variant as Softmax};
 use host::ops::transpose::{self, Variant};
 use host::ops::{elementwise, softmax};
-use host::ptx::exec::Program;
 use host::runtime::{Backend, param};
 use host::{LaunchConfig, Runtime, reference};
+use ptx::exec::Program;
 
 /// NVRTC's option levels, as `generate.py` names the files.
 const LEVELS: [&str; 6] = ["default", "G", "lineinfo", "fastmath", "nofma", "Ofc"];

@@ -4,8 +4,8 @@
 //! the PTX checked to still hold those three, so that a compiler that inlined or promoted them
 //! away would be noticed rather than leave the PTX backend's paths untested.
 
+use host::embedded::{Arch, entry_body};
 use host::ops::histogram;
-use host::ptx::{Arch, entry_body};
 use host::reference::histogram_top_bits;
 use kernels::histogram::{BIN_BITS, BINS};
 use proptest::prelude::*;

@@ -1,4 +1,4 @@
-//! Hopper's asynchronous instructions in the emulator (host/src/emu/hopper.rs, wgmma.rs), with
+//! Hopper's asynchronous instructions in the emulator (emu/src/hopper.rs, wgmma.rs), with
 //! small kernels written for the purpose, and the layouts they rely on checked against the PTX
 //! ISA's own definitions, derived here independently of the kernels' helpers and of the
 //! emulator:
@@ -11,8 +11,8 @@
 //! - the matrix descriptor's bit fields, the canonical shared-memory layouts (the ISA's worked
 //!   examples, evaluated as CuTe layouts), and the accumulator fragment (CUTLASS's `CLayout_64xN`).
 
-use host::emu::{Descriptor, EmuErrorKind};
-use host::launch::LaunchConfig;
+use emu::LaunchConfig;
+use emu::{Descriptor, EmuErrorKind};
 use kernels::cuda::emu::Access;
 use kernels::cuda::mbarrier::{
     fence_mbarrier_init, fence_proxy_async, mbarrier_arrive, mbarrier_arrive_expect_tx,
@@ -515,7 +515,7 @@ fn clayout(t: usize, r: usize) -> (usize, usize) {
 
 /// What one `wgmma_tile` launch gave: its result, A, B, and the accumulators written out.
 type WgmmaRun = (
-    host::Result<host::emu::LaunchCounters>,
+    host::Result<emu::LaunchCounters>,
     Vec<f32>,
     Vec<f32>,
     Vec<f32>,

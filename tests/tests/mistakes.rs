@@ -3,8 +3,8 @@
 //! line is marked `// <- the mistake`, and the report must point at it) and, where it helps, the
 //! chapter. docs/exercises.md pastes these reports; the last test keeps the pastes current.
 
-use host::emu::EmuErrorKind;
-use host::launch::LaunchConfig;
+use emu::EmuErrorKind;
+use emu::LaunchConfig;
 use kernels::cuda::thread::{block_idx_x, index_1d, sync_threads, thread_idx_x};
 use kernels::cuda::warp::{WARP_SIZE, shuffle_down};
 use kernels::cuda::{GlobalPtr, SharedPtr};
@@ -33,11 +33,11 @@ fn at_line(n: usize) -> String {
 
 /// The emulator's report of one launch of a planted kernel: `blocks` blocks of `threads`.
 fn report(
-    emu: &host::emu::Emulator,
+    emu: &emu::Emulator,
     name: &'static str,
     (blocks, threads): (u32, u32),
     kernel: impl Fn() + Sync,
-) -> host::emu::EmuError {
+) -> emu::EmuError {
     emu_error(emu.launch(name, &LaunchConfig::linear(blocks, threads), kernel))
 }
 
@@ -66,7 +66,7 @@ kernel! {
 }
 
 /// The report of `sum_without_the_first_barrier`.
-fn sum_without_the_first_barrier_report() -> host::emu::EmuError {
+fn sum_without_the_first_barrier_report() -> emu::EmuError {
     let (rt, emu) = suite::emulator();
     let (x, p) = (buffer(&rt, 256), buffer(&rt, 1));
     let (x, p) = (x.ptr(), p.ptr());
@@ -110,7 +110,7 @@ kernel! {
 }
 
 /// The report of `sum_with_the_barrier_in_the_if`.
-fn sum_with_the_barrier_in_the_if_report() -> host::emu::EmuError {
+fn sum_with_the_barrier_in_the_if_report() -> emu::EmuError {
     let (rt, emu) = suite::emulator();
     let (x, p) = (buffer(&rt, 256), buffer(&rt, 1));
     let (x, p) = (x.ptr(), p.ptr());
@@ -155,7 +155,7 @@ kernel! {
 }
 
 /// The report of `stencil_with_a_short_tile`.
-fn stencil_with_a_short_tile_report() -> host::emu::EmuError {
+fn stencil_with_a_short_tile_report() -> emu::EmuError {
     let (rt, emu) = suite::emulator();
     let (x, out) = (buffer(&rt, 256), buffer(&rt, 256));
     let (x, out) = (x.ptr(), out.ptr());
@@ -202,7 +202,7 @@ kernel! {
 }
 
 /// The report of `dot_with_half_a_mask`.
-fn dot_with_half_a_mask_report() -> host::emu::EmuError {
+fn dot_with_half_a_mask_report() -> emu::EmuError {
     let (rt, emu) = suite::emulator();
     let (x, p) = (buffer(&rt, 32), buffer(&rt, 1));
     let (x, p) = (x.ptr(), p.ptr());
@@ -238,7 +238,7 @@ kernel! {
 }
 
 /// The report of `every_block_adds_to_one_total`.
-fn every_block_adds_to_one_total_report() -> host::emu::EmuError {
+fn every_block_adds_to_one_total_report() -> emu::EmuError {
     let (rt, emu) = suite::emulator();
     let (x, total) = (buffer(&rt, 2), buffer(&rt, 1));
     let (x, total) = (x.ptr(), total.ptr());
@@ -301,7 +301,7 @@ kernel! {
 }
 
 /// The report of `tiles_without_the_second_barrier`.
-fn tiles_without_the_second_barrier_report() -> host::emu::EmuError {
+fn tiles_without_the_second_barrier_report() -> emu::EmuError {
     let (rt, emu) = suite::emulator();
     let (x, total) = (buffer(&rt, 512), buffer(&rt, 1));
     let (x, total) = (x.ptr(), total.ptr());
@@ -346,7 +346,7 @@ kernel! {
 }
 
 /// The report of `key_tiles_without_the_guard`: 17 keys, two tiles.
-fn key_tiles_without_the_guard_report() -> host::emu::EmuError {
+fn key_tiles_without_the_guard_report() -> emu::EmuError {
     let (rt, emu) = suite::emulator();
     let k = buffer(&rt, 17 * ATT_D);
     let k = k.ptr();
@@ -366,7 +366,7 @@ fn a_partial_last_tile_loaded_without_a_guard_names_the_buffer_and_the_element()
         matches!(
             err.kind,
             EmuErrorKind::OutOfBounds {
-                space: host::emu::MemorySpace::Global,
+                space: emu::MemorySpace::Global,
                 ..
             }
         ),

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use host::emu::EmuErrorKind;
-use host::launch::LaunchConfig;
+use emu::EmuErrorKind;
+use emu::LaunchConfig;
 use kernels::cuda::GlobalPtr;
 use kernels::cuda::thread::block_idx_x;
 use kernels::kernel;

@@ -18,19 +18,19 @@
 
 use std::path::PathBuf;
 
+use emu::{EmuErrorKind, LaunchCounters, MemorySpace};
 use half::{bf16, f16};
-use host::emu::{EmuErrorKind, LaunchCounters, MemorySpace};
+use host::embedded::Arch;
 use host::ops::attention::{
     self, AttentionParams, AttentionShape, FlashElement, FusedOp, NaiveWorkspace,
 };
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax::{RowStats, SoftmaxElement, Variant as Softmax};
 use host::ops::{elementwise, hierarchy, transpose};
-use host::ptx::Arch;
-use host::ptx::exec::Program;
 use host::runtime::Launched;
 use host::{Element, Runtime, reference};
 use kernels::cuda::emu::SiteKind;
+use ptx::exec::Program;
 
 /// What one run of an op gives: its output, as bits, and what the launches counted.
 type Run = (Vec<u64>, LaunchCounters);
@@ -77,7 +77,7 @@ fn bits<T: Bits>(rt: &Runtime, buf: &host::DeviceBuffer<T>) -> Vec<u64> {
 #[track_caller]
 fn same(what: &str, arch: Arch, op: impl Fn(&Runtime) -> host::Result<Run>) {
     let source = op(&Runtime::emulator()).unwrap_or_else(|e| panic!("{what} (source): {e}"));
-    let ptx = op(&Runtime::ptx(Program::embedded(arch)))
+    let ptx = op(&Runtime::ptx(host::embedded::program(arch)))
         .unwrap_or_else(|e| panic!("{what} ({}): {e}", arch.name()));
     let (s, p) = (&source.1, &ptx.1);
     let first_diff = source.0.iter().zip(&ptx.0).position(|(a, b)| a != b);
@@ -254,7 +254,7 @@ fn step_5_is_refused_on_the_sm80_and_sm90_modules() {
     let shape = GemmShape::new(64, 64, 64);
     let a = vec![1.0f32; shape.m * shape.k];
     for arch in [Arch::Sm80, Arch::Sm90] {
-        let rt = Runtime::ptx(Program::embedded(arch));
+        let rt = Runtime::ptx(host::embedded::program(arch));
         let kernel = GemmKernel::WgmmaBf16;
         assert!(!kernel.runs_on(&rt), "{}", arch.name());
         let operands = GemmOperands::upload(&rt, kernel, &a, &a).unwrap();
@@ -295,7 +295,7 @@ fn a_wgmma_without_its_mbarrier_wait_is_reported_at_its_ptx_line() {
 
 /// The shared pieces of the hand-edited step-5 tests: `edited` (gemm_wgmma_bf16's PTX with one
 /// change) run on a 64 x 64 x 64 GEMM, which must fail with an emulator error.
-fn wgmma_gemm_error(name: &str, edited: &str) -> host::emu::EmuError {
+fn wgmma_gemm_error(name: &str, edited: &str) -> emu::EmuError {
     let rt = Runtime::ptx(ptx_file(name, edited));
     let kernel = GemmKernel::WgmmaBf16;
     let shape = GemmShape::new(64, 64, 64);
@@ -532,7 +532,7 @@ fn a_write_of_p_between_wgmma_fence_and_its_wgmma_is_reported() {
 fn wgmma_attention_is_refused_on_the_sm80_and_sm90_modules() {
     let shape = AttentionShape::new(1, 1, 64, 64);
     for arch in [Arch::Sm80, Arch::Sm90] {
-        let rt = Runtime::ptx(Program::embedded(arch));
+        let rt = Runtime::ptx(host::embedded::program(arch));
         let buf = |n| rt.alloc::<bf16>(n).unwrap();
         let (q, k, v, mut o) = (buf(4096), buf(4096), buf(4096), buf(4096));
         let mut lse = rt.alloc::<f32>(64).unwrap();

@@ -7,12 +7,12 @@
 
 use std::path::Path;
 
-use host::emu::EmuErrorKind;
-use host::ptx::exec::Program;
+use emu::EmuErrorKind;
 use host::runtime::{Backend, param};
 use host::{LaunchConfig, Runtime};
 use kernels::cuda::emu::SiteKind;
 use kernels::softmax::ROW_THREADS;
+use ptx::exec::Program;
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

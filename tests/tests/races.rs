@@ -2,8 +2,8 @@
 //! (nothing orders two blocks), within a block (a barrier orders), and `__syncwarp` between the
 //! lanes of its mask, in shared and in global memory.
 
-use host::emu::EmuErrorKind;
-use host::launch::LaunchConfig;
+use emu::EmuErrorKind;
+use emu::LaunchConfig;
 use kernels::cuda::GlobalPtr;
 use kernels::cuda::emu::Access;
 use kernels::cuda::thread::{block_idx_x, sync_threads, thread_idx_x};
@@ -15,7 +15,7 @@ use suite::emu_error;
 type Side = (u32, u32, Access);
 
 /// A global race's address and offset, and its two sides, the earlier block first.
-fn global_race(err: &host::emu::EmuError) -> ((usize, usize), [Side; 2]) {
+fn global_race(err: &emu::EmuError) -> ((usize, usize), [Side; 2]) {
     let EmuErrorKind::GlobalRace {
         addr,
         offset,
@@ -36,7 +36,7 @@ fn global_race(err: &host::emu::EmuError) -> ((usize, usize), [Side; 2]) {
 }
 
 /// An emulator with the global race check on, whatever `KERNELS_EMU_GLOBAL_RACES` says.
-fn emulator() -> (host::Runtime, std::sync::Arc<host::emu::Emulator>) {
+fn emulator() -> (host::Runtime, std::sync::Arc<emu::Emulator>) {
     let (rt, emu) = suite::emulator();
     emu.set_global_race_check(true);
     (rt, emu)

@@ -2,8 +2,8 @@
 //! the defined results on special values; the laws of the online state's merge; and the cost
 //! models against the emulator's counters.
 
+use emu::LaunchCounters;
 use half::bf16;
-use host::emu::LaunchCounters;
 use host::ops::softmax::{self, RowStats, SoftmaxElement, Variant};
 use host::{Error, Runtime, reference};
 use kernels::softmax::{F32_RTOL, FUSED_ON_CHIP_COLS, OnlineState, ROW_THREADS, Scalar, merge};

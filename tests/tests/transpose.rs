@@ -2,7 +2,7 @@
 //! conflicts, checked number by number. Their outputs against the CPU reference and their bytes
 //! against the cost model are `registered.rs`'s: they are registered kernels.
 
-use host::emu::{Profile, SiteStats};
+use emu::{Profile, SiteStats};
 use host::ops::transpose::{self, Variant};
 use host::reference;
 use suite::{counting, runtime};

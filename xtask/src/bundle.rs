@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use host::ptx::Arch;
+use host::embedded::Arch;
 
 use crate::ptxas::target_dir;
 

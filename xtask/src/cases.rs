@@ -6,12 +6,12 @@ use std::rc::Rc;
 
 use half::{bf16, f16};
 use host::Runtime;
-use host::cost::Cost;
 use host::ops::attention::{self as attention_op, AttentionParams, AttentionShape};
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::reference;
 use host::registry;
 use host::runtime::Launched;
+use perf::cost::Cost;
 
 /// How big the problems are: realistic on a GPU (several times the L2, hundreds of MB), small
 /// enough for the emulator on two cores.

@@ -3,12 +3,12 @@
 //! Llama-3-8B as the context grows, both from the kernels' own cost models, MODELLED at the
 //! roofline bound of the chosen device.
 
-use host::cost::{ComputeUnit, Cost, Roofline};
 use host::ops::decode::{self, DecodeShape};
 use host::ops::gemm::{Epilogue, GemmKernel, GemmShape};
-use host::specs::GpuSpec;
 use kernels::decode::gemv::MAX_M;
 use kernels::gemm::TENSOR_CORE;
+use perf::cost::{ComputeUnit, Cost, Roofline};
+use perf::specs::GpuSpec;
 
 use crate::run::duration;
 

@@ -181,7 +181,7 @@ fn output_of(args: &str) -> Option<String> {
             )
         }
         Command::Hierarchy(_) => {
-            crate::hierarchy::no_gpu_text(host::specs::GpuSpec::find("h100").unwrap())
+            crate::hierarchy::no_gpu_text(perf::specs::GpuSpec::find("h100").unwrap())
         }
         Command::Exercise(a) => crate::exercise::render(a).unwrap().0,
         Command::Ptxas(_) | Command::Run(_) => return None,

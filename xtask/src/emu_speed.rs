@@ -29,9 +29,9 @@
 //! (`--size quick --only 'transpose_shared 200'` and the like for one small launch: `--only`
 //! matches the kernel name or the name and shape as printed.)
 
+use emu::LaunchConfig;
+use emu::{Emulator, LaunchCounters};
 use half::bf16;
-use host::emu::{Emulator, LaunchCounters};
-use host::launch::LaunchConfig;
 use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement};
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax;
@@ -127,7 +127,7 @@ pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
     println!(
         "\nrealistic shapes ({} set), {backend} on {} OS threads, every check on, {} run(s) each:",
         args.size,
-        host::emu::os_threads(),
+        emu::os_threads(),
         args.runs
     );
     print_header();
@@ -266,7 +266,7 @@ fn small_launches(
     // Printed before the first line `--only` keeps.
     let mut heading = Some(format!(
         "\nsmall launches, {backend} on {} OS threads, every check on, median of {runs} runs:",
-        host::emu::os_threads(),
+        emu::os_threads(),
     ));
     let mut head = || {
         if let Some(h) = heading.take() {

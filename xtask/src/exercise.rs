@@ -4,8 +4,8 @@
 //! then the time the performance model predicts at the GPU shape against the exercise's target.
 
 use host::exercises::{self, Exercise, ExerciseRuntime, Failure, Which};
-use host::model::Machine;
 use host::runtime::Backend;
+use perf::model::Machine;
 
 use crate::predict::{self, Sampled, SampledLaunchInput};
 
@@ -130,7 +130,7 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
     let Backend::Emulator(emu) = ert.runtime().backend() else {
         unreachable!("an emulator runtime")
     };
-    emu.set_sampling(Some(host::emu::sample::WHOLE_PLAN), None);
+    emu.set_sampling(Some(emu::sample::WHOLE_PLAN), None);
     let cost = (e.launch)(&ert, e.gpu_shape);
     emu.set_sampling(None, None);
     let cost = cost.map_err(|err| err.to_string())?;

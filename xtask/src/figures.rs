@@ -2,20 +2,20 @@
 //! kernels and the emulator use, so a picture cannot drift from the code:
 //!
 //! - `mma-fragments.svg`: which lane and register of `mma.m16n8k16` holds each element of A, B
-//!   and C (the emulator's reading of the PTX ISA, `host::emu::fragments`);
+//!   and C (the emulator's reading of the PTX ISA, `emu::fragments`);
 //! - `ldmatrix-x4.svg`: `ldmatrix.x4` without and with `.trans` (the kernels' row addresses,
 //!   `kernels::gemm::ldmatrix_x4_lane`, and the emulator's destinations);
 //! - `banks-transpose.svg`, `banks-tiles.svg`: the shared-memory banks a warp's access touches
 //!   in the transpose tile (pitch 32 against 33), the tensor-core GEMM's tile (with and without
 //!   `kernels::gemm::swizzle`) and the attention kernel's padded tile;
 //! - `raster.svg`: the order in which blocks walk C, row by row against `kernels::gemm::raster`;
-//! - `pyramid.svg`: the memory pyramid of an H100 to scale (`host::specs`);
+//! - `pyramid.svg`: the memory pyramid of an H100 to scale (`perf::specs`);
 //! - `online-softmax.svg`: the online-softmax recurrence (`trace-softmax`'s `online_trace`);
 //! - `flash-tiling.svg`: one query tile of the tensor-core FlashAttention kernel over time, which
 //!   tiles sit in HBM, shared memory and registers at each step (`kernels::attention`'s tile
 //!   sizes, stages and causal `kv_end`);
 //! - `toolchain.svg`: one Rust source, its two compilations and the three ways it runs (the
-//!   embedded PTX modules' own entry points, `host::ptx`, and the pinned nightly);
+//!   embedded PTX modules' own entry points, `host::embedded`, and the pinned nightly);
 //! - `decode-bytes.svg`: the bytes one decode step of Llama-3-8B reads, weights against KV cache,
 //!   as the context grows (the decode kernels' cost models, `xtask::decode::token_steps`);
 //! - `wgmma-pipeline.svg`: GEMM step 5's mbarrier ring over time, each K tile's stage and phase
@@ -28,9 +28,9 @@
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use host::emu::fragments;
-use host::specs::GpuSpec;
+use emu::fragments;
 use kernels::gemm::{ELEMS_PER_CHUNK, TC_GROUP_M, ldmatrix_x4_lane, raster, swizzled};
+use perf::specs::GpuSpec;
 
 /// `cargo xtask figures`: writes every figure into `docs/img/`.
 #[derive(clap::Args)]
@@ -254,7 +254,7 @@ fn mma_fragments() -> String {
             (lane, format!("T{lane}"), format!("c{reg}"))
         },
     );
-    svg.text(10.0, 438.0, 11.0, "start", "Drawn by cargo xtask figures from host::emu::fragments, the emulator's reading of the PTX ISA's fragment figures.");
+    svg.text(10.0, 438.0, 11.0, "start", "Drawn by cargo xtask figures from emu::fragments, the emulator's reading of the PTX ISA's fragment figures.");
     svg.finish()
 }
 
@@ -319,7 +319,7 @@ fn ldmatrix_x4() -> String {
         456.0,
         11.0,
         "start",
-        "host::emu::fragments::ldmatrix. Drawn by cargo xtask figures.",
+        "emu::fragments::ldmatrix. Drawn by cargo xtask figures.",
     );
     svg.finish()
 }
@@ -646,7 +646,7 @@ fn pyramid() -> String {
         (10.0, 14.0),
         &rated,
     );
-    svg.text(10.0, 250.0, 11.0, "start", "From host::specs (shared memory: 128 B per clock per SM x SMs x boost clock; no vendor figure for the register file or L2 bandwidth). cargo xtask figures.");
+    svg.text(10.0, 250.0, 11.0, "start", "From perf::specs (shared memory: 128 B per clock per SM x SMs x boost clock; no vendor figure for the register file or L2 bandwidth). cargo xtask figures.");
     svg.finish()
 }
 
@@ -704,7 +704,7 @@ fn wrap(words: &[String], width: usize) -> Vec<String> {
 }
 
 fn toolchain() -> String {
-    use host::ptx::{Arch, entry_body, entry_points};
+    use host::embedded::{Arch, entry_body, entry_points};
     let entries = |a: Arch| entry_points(a.ptx());
     // Every build has the same entries; a Hopper-only kernel's body is wgmma and TMA in sm_90a
     // and a trap elsewhere.
@@ -795,7 +795,7 @@ fn toolchain() -> String {
         ),
         (
             "PTX backend (KERNELS_BACKEND=ptx)",
-            "host/src/ptx parses and runs the PTX itself",
+            "the ptx crate parses and runs the PTX itself",
         ),
     ];
     for (i, (head, note)) in runs.iter().enumerate() {
@@ -858,7 +858,7 @@ fn toolchain() -> String {
         350.0,
         11.0,
         "start",
-        "Hopper-only kernels read from the embedded modules (host::ptx::Arch::ptx), the nightly from kernels/rust-toolchain.toml. cargo xtask figures.",
+        "Hopper-only kernels read from the embedded modules (host::embedded::Arch::ptx), the nightly from kernels/rust-toolchain.toml. cargo xtask figures.",
     );
     svg.finish()
 }
@@ -949,7 +949,7 @@ fn decode_bytes() -> String {
         y + 26.0,
         11.0,
         "start",
-        "Bytes from the GEMV and split-KV attention cost models; time = bytes / HBM bandwidth (host::specs). cargo xtask figures.",
+        "Bytes from the GEMV and split-KV attention cost models; time = bytes / HBM bandwidth (perf::specs). cargo xtask figures.",
     );
     svg.finish()
 }
@@ -1303,7 +1303,7 @@ mod tests {
     #[test]
     fn the_toolchain_picture_embeds_no_kernel_count() {
         let svg = toolchain();
-        let n = host::ptx::entry_points(host::ptx::Arch::Sm90.ptx()).len();
+        let n = host::embedded::entry_points(host::embedded::Arch::Sm90.ptx()).len();
         assert!(
             !svg.contains(&format!(">{n} ")) && !svg.contains(&format!(": {n} ")),
             "{svg}"

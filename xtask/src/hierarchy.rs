@@ -2,13 +2,13 @@
 //! project's own kernels, beside the vendor's (or the teaching material's) figure.
 
 use host::bench::{BenchConfig, time_gpu};
-use host::occupancy::HBM_LATENCY_CYCLES;
 use host::ops::hierarchy;
 use host::reference;
 use host::runtime::Backend;
-use host::specs::GpuSpec;
 use host::{DeviceBuffer, Runtime};
 use kernels::hierarchy::SHARED_WORDS;
+use perf::occupancy::HBM_LATENCY_CYCLES;
+use perf::specs::GpuSpec;
 use serde::Serialize;
 
 use crate::plot;

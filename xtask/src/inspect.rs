@@ -5,11 +5,10 @@
 
 use std::time::Instant;
 
+use emu::Profile;
 use host::Runtime;
-use host::emu::Profile;
-use host::ptx::decode::Class;
-use host::ptx::exec::Program;
 use host::runtime::Backend;
+use ptx::decode::Class;
 
 use crate::cases::{self, Scale};
 use crate::ptxas;
@@ -45,8 +44,8 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
             names.join(", ")
         ));
     };
-    let machine = host::model::Machine::find(&args.device).ok_or_else(|| {
-        let known: Vec<_> = host::model::Machine::all()
+    let machine = perf::model::Machine::find(&args.device).ok_or_else(|| {
+        let known: Vec<_> = perf::model::Machine::all()
             .iter()
             .map(|m| m.spec.key)
             .collect();
@@ -70,11 +69,11 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
 /// The model's breakdown at the GPU shape: what the pipes would take on `machine`.
 fn prediction(
     spec: &cases::CaseSpec,
-    machine: &host::model::Machine,
+    machine: &perf::model::Machine,
     ptx: bool,
 ) -> Result<(), String> {
     let program = if ptx {
-        Some(Program::from_env().map_err(|e| e.to_string())?)
+        Some(host::embedded::program_from_env().map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -138,7 +137,7 @@ fn source_profile(spec: &cases::CaseSpec, json: bool) -> Result<(), String> {
         counters.barriers,
         counters.warp_collectives
     );
-    match ptxas::reports(host::ptx::Arch::Sm90) {
+    match ptxas::reports(host::embedded::Arch::Sm90) {
         Ok(reports) => {
             for r in reports
                 .iter()
@@ -162,7 +161,7 @@ fn source_profile(spec: &cases::CaseSpec, json: bool) -> Result<(), String> {
 /// One launch of `spec` on the PTX backend: per kernel, the instructions executed per class,
 /// the hottest instructions, and the ratios the chapters reason with.
 fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
-    let program = Program::from_env().map_err(|e| e.to_string())?;
+    let program = host::embedded::program_from_env().map_err(|e| e.to_string())?;
     let rt = Runtime::ptx(program);
     let Backend::Ptx(device) = rt.backend() else {
         unreachable!()
@@ -188,7 +187,7 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
         let all: u64 = classes.iter().map(|(_, n)| n).sum();
         total += all;
         // The instructions on a tensor-core product's result: the softmax's share of the
-        // issue in attention (host::ptx::dataflow, docs/model.md), a column where there are any.
+        // issue in attention (ptx::dataflow, docs/model.md), a column where there are any.
         let on_products = m.on_products(None);
         println!("{}: {all} instructions", m.kernel);
         if on_products > 0 {
@@ -300,7 +299,7 @@ where the memory pipeline's time goes, per site (its share of the kernel's):
 ",
     );
     for (kernel, sites) in &profile.kernels {
-        let cycles = |s: &host::emu::SiteStats| {
+        let cycles = |s: &emu::SiteStats| {
             if s.space == "global" {
                 s.l1_quarters as f64 / 4.0
             } else {
@@ -372,8 +371,8 @@ pub(crate) fn profile_text(profile: &Profile) -> String {
 pub(crate) struct Profiled {
     pub kernel: &'static str,
     pub shape: String,
-    pub cost: host::cost::Cost,
-    pub counters: host::emu::LaunchCounters,
+    pub cost: perf::cost::Cost,
+    pub counters: emu::LaunchCounters,
     pub profile: Profile,
     /// Wall seconds of the plain and the profiled run.
     pub plain: f64,
@@ -413,7 +412,7 @@ pub(crate) fn profile_kernel(rt: &Runtime, spec: &cases::CaseSpec) -> Result<Pro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use host::emu::SiteStats;
+    use emu::SiteStats;
 
     /// A coalesced global read (one line a request: one clock of the data path) and a 32-way
     /// conflicted shared read (32 wavefronts: 32 clocks), as many requests each: half the issue

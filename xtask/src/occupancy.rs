@@ -1,18 +1,18 @@
 //! Occupancy in `cargo xtask ptxas`: for every kernel, from ptxas's registers and static shared
 //! memory and the block it is launched with, the blocks and warps one SM holds and the resource
 //! that limits them; for the memory-bound kernels, the bytes their resident warps keep in flight
-//! against what Little's law asks for HBM bandwidth (`host::occupancy`).
+//! against what Little's law asks for HBM bandwidth (`perf::occupancy`).
 //!
 //! The launches come from the ops' own launch functions and the kernel crate's constants, so a
 //! block size is defined once, where the kernel is launched.
 
 use half::bf16;
-use host::occupancy::{self, BlockResources, HBM_LATENCY_CYCLES, SmLimits};
+use host::embedded::Arch;
 use host::ops::attention::{self, AttentionShape};
 use host::ops::gemm::GemmKernel;
-use host::ptx::Arch;
-use host::specs::GpuSpec;
 use kernels::attention::HEAD_DIMS;
+use perf::occupancy::{self, BlockResources, HBM_LATENCY_CYCLES, SmLimits};
+use perf::specs::GpuSpec;
 
 use crate::ptxas::KernelReport;
 
@@ -34,7 +34,7 @@ fn launch(threads: u32, dynamic_shared: u32, in_flight: Option<u32>) -> Launch {
     }
 }
 
-fn from_config(cfg: host::launch::LaunchConfig) -> Launch {
+fn from_config(cfg: emu::LaunchConfig) -> Launch {
     launch(cfg.block.volume() as u32, cfg.shared_mem_bytes, None)
 }
 
@@ -209,7 +209,7 @@ mod tests {
     #[test]
     fn every_kernel_has_its_launch() {
         for arch in Arch::ALL {
-            for name in host::ptx::entry_points(arch.ptx()) {
+            for name in host::embedded::entry_points(arch.ptx()) {
                 assert!(
                     launch_of(name).is_some(),
                     "{name}: add its launch to xtask/src/occupancy.rs"

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use host::cost::ComputeUnit;
-use host::specs::GpuSpec;
+use perf::cost::ComputeUnit;
+use perf::specs::GpuSpec;
 use plotters::prelude::*;
 
 /// One kernel on the roofline chart.
@@ -297,7 +297,7 @@ pub struct PipeRow {
 
 /// The limiter whose bar is drawn in two parts, and its second part's colour: the phases' own,
 /// lighter.
-const PHASES: &str = host::model::Limiter::Phases.name();
+const PHASES: &str = perf::model::Limiter::Phases.name();
 const SOFTMAX_PART: RGBColor = RGBColor(200, 160, 215);
 
 /// The resources in the chart's order and colours: memory levels from DRAM inwards, then the
@@ -557,7 +557,7 @@ mod tests {
     /// limiter is outlined.
     #[test]
     fn the_pipe_chart_colours_every_limiter_and_outlines_the_one_that_sets_the_time() {
-        for l in host::model::Limiter::ALL {
+        for l in perf::model::Limiter::ALL {
             assert!(
                 PIPES.iter().any(|(name, _)| *name == l.name()),
                 "{}",
@@ -614,7 +614,7 @@ mod tests {
     /// the bound.
     #[test]
     fn the_chart_labels_every_point_and_marks_the_bounds() {
-        let spec = host::specs::GpuSpec::find("h100").unwrap();
+        let spec = perf::specs::GpuSpec::find("h100").unwrap();
         let point = |label: &str, intensity: f64, at: f64, bound: Option<f64>| RooflinePoint {
             label: label.to_string(),
             intensity,

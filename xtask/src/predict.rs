@@ -1,4 +1,4 @@
-//! `cargo xtask predict <kernel>`: the performance model (`host::model`) on one kernel at its GPU
+//! `cargo xtask predict <kernel>`: the performance model (`perf::model`) on one kernel at its GPU
 //! shape: a sample of the full-size launch's blocks runs on the emulator (or, with `--ptx`, on
 //! the PTX backend, which also counts every instruction), and the model turns the counts into a
 //! time and a limiter per launch on each device. `cargo xtask run` prints the same prediction
@@ -7,13 +7,13 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use emu::sample::SampledLaunch;
 use host::Runtime;
-use host::emu::sample::SampledLaunch;
-use host::model::{self, KernelResources, LaunchInput, Machine, Prediction};
-use host::ptx::Arch;
-use host::ptx::decode::Class;
-use host::ptx::exec::Program;
+use host::embedded::Arch;
 use host::runtime::Backend;
+use perf::model::{self, KernelResources, LaunchInput, Machine, Prediction};
+use ptx::decode::Class;
+use ptx::exec::Program;
 
 use crate::cases::{self, CaseSpec};
 use crate::ptxas;
@@ -68,7 +68,7 @@ pub fn run(args: &PredictArgs) -> Result<(), String> {
             .collect::<Result<_, _>>()?
     };
     let program = if args.ptx {
-        Some(Program::from_env().map_err(|e| e.to_string())?)
+        Some(host::embedded::program_from_env().map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -201,10 +201,10 @@ pub(crate) fn breakdown(p: &Prediction) -> String {
 /// One launch of a sampled case, with what the model needs besides the sample.
 #[derive(Clone)]
 pub(crate) struct SampledLaunchInput {
-    pub sample: host::emu::sample::SampledLaunch,
+    pub sample: emu::sample::SampledLaunch,
     pub resources: KernelResources,
     pub warp_instructions: Option<f64>,
-    /// Of those, the ones on a tensor-core product's result (`host::ptx::dataflow`).
+    /// Of those, the ones on a tensor-core product's result (`ptx::dataflow`).
     pub on_products: Option<f64>,
     pub exps: f64,
 }
@@ -299,7 +299,7 @@ fn sample_at_keys(
         return Ok(Err(case.gpu.0.clone()));
     }
     emu.set_sampling(
-        Some(limits.blocks.unwrap_or(host::emu::sample::WHOLE_PLAN)),
+        Some(limits.blocks.unwrap_or(emu::sample::WHOLE_PLAN)),
         limits.budget,
     );
     emu.set_sampling_skip(limits.skip);
@@ -435,7 +435,7 @@ fn extend_launch(
     affine: cases::AffineKeys,
 ) -> Result<SampledLaunchInput, String> {
     let (short, keys) = (affine.short, affine.keys);
-    let line = host::emu::sample::along_line(short, keys);
+    let line = emu::sample::along_line(short, keys);
     Ok(SampledLaunchInput {
         sample: SampledLaunch::extended(&la.sample, &lb.sample, short, keys)?,
         resources: la.resources,
@@ -566,7 +566,8 @@ pub(crate) fn exercise_resources(
     solutions: bool,
 ) -> Result<Vec<(String, KernelResources)>, String> {
     let name = if solutions { "solutions" } else { "exercises" };
-    let reports = ptxas::module_reports(name, host::ptx::exercises_ptx(solutions), Arch::Sm90)?;
+    let reports =
+        ptxas::module_reports(name, host::embedded::exercises_ptx(solutions), Arch::Sm90)?;
     Ok(reports
         .iter()
         .map(|r| (r.name.clone(), resources_of(r)))
@@ -608,7 +609,7 @@ const ROW_BUDGET: u64 = 12_000_000;
 pub(crate) fn within_budget(
     spec: &CaseSpec,
     shape: &str,
-    gpu: &host::specs::GpuSpec,
+    gpu: &perf::specs::GpuSpec,
     program: Option<&'static Program>,
 ) -> Result<Prediction, String> {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -616,7 +617,7 @@ pub(crate) fn within_budget(
     let machine = Machine::find(gpu.key).ok_or_else(|| format!("no model of {}", gpu.name))?;
     if cases::needs_wgmma(spec.kernel) && !machine.has_wgmma {
         // Known before any block runs: nothing to sample.
-        return Err(host::model::no_wgmma(&machine));
+        return Err(perf::model::no_wgmma(&machine));
     }
     let later = format!(
         "cargo xtask predict {} --shape '{shape}'{}",
@@ -652,7 +653,7 @@ pub(crate) fn within_budget(
     let too_long = |what: &str| {
         format!("its sample makes more than {ROW_BUDGET} device calls even {what}: {later}")
     };
-    let whole_plan = budget(host::emu::sample::WHOLE_PLAN);
+    let whole_plan = budget(emu::sample::WHOLE_PLAN);
     if let Some(affine) = cases::affine_keys(spec, program.is_some()) {
         // Two short samples extended along the keys stand for the anchor at the GPU shape,
         // exactly (`extending_along_the_keys_agrees_with_a_direct_sample`) and at a fraction of
@@ -665,7 +666,7 @@ pub(crate) fn within_budget(
     let Some(anchor) = spend(sample(spec, program, Some(shape), budget(1)))? else {
         return Err(too_long("with one block"));
     };
-    let plan = host::emu::sample::WHOLE_PLAN as u64;
+    let plan = emu::sample::WHOLE_PLAN as u64;
     if anchor.work_spent.saturating_mul(plan) <= ROW_BUDGET
         && let Some(whole) = spend(sample(spec, program, Some(shape), whole_plan))?
     {
@@ -682,12 +683,12 @@ mod tests {
     //! one the chapter calls faster to be faster, for the reason the chapter gives. On the PTX
     //! backend when `KERNELS_BACKEND=ptx` (the sm_90a kernels only from the sm_90a module).
     use super::*;
-    use host::model::Limiter;
+    use perf::model::Limiter;
 
     /// The PTX module under test when `KERNELS_BACKEND=ptx`, else none (the source emulator).
     fn program_from_env() -> Option<&'static Program> {
         (std::env::var(host::runtime::BACKEND_VAR).as_deref() == Ok("ptx"))
-            .then(|| Program::from_env().expect("the PTX module loads"))
+            .then(|| host::embedded::program_from_env().expect("the PTX module loads"))
     }
 
     /// The prediction for `kernel`'s case at `shape` on the H100, or `None` where this backend
@@ -958,7 +959,7 @@ mod tests {
             for m in Machine::all().iter().filter(|m| !m.has_wgmma) {
                 let e = within_budget(spec, "no such shape", m.spec, None).unwrap_err();
                 assert!(
-                    e.contains(host::model::NO_WGMMA),
+                    e.contains(perf::model::NO_WGMMA),
                     "{kernel} on {}: {e}",
                     m.spec.name
                 );

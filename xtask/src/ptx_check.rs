@@ -10,7 +10,7 @@
 //! That is the bug rustc's MIR JumpThreading once put in four softmax kernels
 //! (tests/fixtures/ptx/softmax_normalise_f32-duplicated-barrier.ptx; docs/toolchain.md).
 //!
-//! The analysis, per entry, over the PTX that `host::ptx::parse` reads:
+//! The analysis, per entry, over the PTX that `ptx::parse` reads:
 //! 1. **CFG**: basic blocks split at labels and after `bra`/`ret`/`exit`/`trap`, plus one virtual
 //!    exit block; `@p bra` has two successors, `@p ret` goes to the exit or falls through.
 //! 2. **Post-dominators** of every block (Cooper, Harvey and Kennedy's iterative algorithm on the
@@ -53,7 +53,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use host::ptx::parse::{self, Function, Instruction, Module, Operand, RegId, Statement};
+use ptx::parse::{self, Function, Instruction, Module, Operand, RegId, Statement};
 
 /// A kernel's stated reason to execute one kind of convergent instruction under a lane-varying
 /// branch.
@@ -245,7 +245,7 @@ pub fn check_module(module: &Module, allowed: &[Allowance]) -> Result<Report, St
 
 /// `cargo xtask ptxas`'s step: checks the embedded PTX of `arch`, prints one summary line, or one
 /// line per finding and an error.
-pub fn run(arch: host::ptx::Arch) -> Result<(), String> {
+pub fn run(arch: host::embedded::Arch) -> Result<(), String> {
     let report = check_text(arch.ptx(), ALLOWED)?;
     for (finding, reason) in &report.allowed {
         println!("allowed: {finding}; reason: {reason}");
@@ -762,7 +762,7 @@ fn post_dominators(blocks: &[Block]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use host::ptx::Arch;
+    use host::embedded::Arch;
 
     /// A one-kernel module around `body`, with a parameter, a shared cell and registers.
     fn module(body: &str) -> String {

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use host::ptx::Arch;
+use host::embedded::Arch;
 
 /// A tool shipped in a PyPI wheel: the package, and the tool's path inside the wheel.
 struct WheelTool {
@@ -138,7 +138,7 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
         .expect("clap checked the value");
     crate::ptx_check::run(arch)?;
     let reports = reports(arch)?;
-    let expected = host::ptx::entry_points(arch.ptx());
+    let expected = host::embedded::entry_points(arch.ptx());
     println!("ptxas -arch={} on {} kernels", arch.name(), reports.len());
     println!(
         "{:<34} {:>5} {:>10} {:>7} {:>12} {:>11}",

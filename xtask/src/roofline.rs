@@ -1,7 +1,7 @@
 //! `cargo xtask roofline`: place any operation of a transformer on the roofline of a GPU.
 //!
 //! For an operation it counts the FLOPs and the bytes that must cross the HBM boundary, then
-//! reads them against a GPU of `host::specs` with `host::cost::Roofline`: intensity (FLOP/B),
+//! reads them against a GPU of `perf::specs` with `perf::cost::Roofline`: intensity (FLOP/B),
 //! which roof bounds it, and the time at that bound. Every figure is modelled from vendor
 //! numbers; nothing is measured. docs/roofline-examples.md reproduces the teaching material's worked
 //! examples with these commands.
@@ -13,8 +13,8 @@ mod report;
 mod workloads;
 
 use clap::{Args, Subcommand, ValueEnum};
-use host::cost::{Bound, Cost, Roofline};
-use host::specs::{GPUS, GpuSpec};
+use perf::cost::{Bound, Cost, Roofline};
+use perf::specs::{GPUS, GpuSpec};
 
 use costs::Dtype;
 use report::{Field, Report, Section, Value, field};

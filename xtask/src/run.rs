@@ -6,10 +6,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use host::bench::{self, BenchConfig, Timing};
-use host::cost::{Bound, Roofline};
-use host::specs::GpuSpec;
 use host::{Runtime, runtime::Backend};
 use indicatif::{ProgressBar, ProgressStyle};
+use perf::cost::{Bound, Roofline};
+use perf::specs::GpuSpec;
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::{self, Baseline};
@@ -81,7 +81,7 @@ struct Row {
     measured: bool,
     timing: Option<Timing>,
     roofline: Roofline,
-    cost: host::cost::Cost,
+    cost: perf::cost::Cost,
     /// The emulator's counts for one run (emulator only).
     counters: Option<serde_json::Value>,
     /// Seconds the emulator took on this machine's CPUs (emulator only).
@@ -95,7 +95,7 @@ struct Row {
     /// The performance model's prediction at the GPU shape on the run's device (the source
     /// emulator's and the PTX backend's runs), or why there is none.
     #[serde(default)]
-    predicted: Option<Result<host::model::Prediction, String>>,
+    predicted: Option<Result<perf::model::Prediction, String>>,
 }
 
 #[derive(Serialize)]
@@ -366,8 +366,8 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
 
 /// A predicted row for the per-pipe chart: each resource's time summed over the row's launches,
 /// over the predicted time.
-fn pipe_row(r: &Row, p: &host::model::Prediction) -> plot::PipeRow {
-    let fractions = host::model::Limiter::ALL
+fn pipe_row(r: &Row, p: &perf::model::Prediction) -> plot::PipeRow {
+    let fractions = perf::model::Limiter::ALL
         .iter()
         .map(|&limiter| {
             let seconds: f64 = p
@@ -650,9 +650,9 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
 }
 
 fn unknown_device(name: &str) -> String {
-    let known: Vec<_> = host::specs::GPUS
+    let known: Vec<_> = perf::specs::GPUS
         .iter()
-        .chain([&host::specs::RTX_A6000])
+        .chain([&perf::specs::RTX_A6000])
         .map(|g| g.key)
         .collect();
     format!("unknown device `{name}`; known: {}", known.join(", "))
@@ -773,7 +773,7 @@ fn print_table(rows: &[Row], measured: bool) {
         };
         let (predicted, limiter) = match &r.predicted {
             Some(Ok(p)) => (duration(p.seconds), p.limiter.name().to_string()),
-            Some(Err(e)) if e.contains(host::model::NO_WGMMA) => {
+            Some(Err(e)) if e.contains(perf::model::NO_WGMMA) => {
                 ("-".to_string(), "(needs wgmma)".to_string())
             }
             Some(Err(_)) => ("-".to_string(), "(not predicted)".to_string()),
@@ -798,7 +798,7 @@ fn print_table(rows: &[Row], measured: bool) {
 
 /// `cargo xtask emu-speed`: the emulator's throughput on this machine.
 pub fn emu_speed() -> Result<(), String> {
-    let program = host::ptx::exec::Program::from_env().map_err(|e| e.to_string())?;
+    let program = host::embedded::program_from_env().map_err(|e| e.to_string())?;
     for rt in [Runtime::emulator(), Runtime::ptx(program)] {
         let (name, emu) = match rt.backend() {
             Backend::Ptx(p) => (

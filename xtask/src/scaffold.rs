@@ -125,9 +125,9 @@ pub fn run(args: &NewArgs) -> Result<(), String> {
 
 /// Names a new kernel may not take: every PTX entry point and every registered kernel.
 fn taken_names() -> Vec<String> {
-    let mut names: Vec<String> = host::ptx::Arch::ALL
+    let mut names: Vec<String> = host::embedded::Arch::ALL
         .iter()
-        .flat_map(|a| host::ptx::entry_points(a.ptx()))
+        .flat_map(|a| host::embedded::entry_points(a.ptx()))
         .map(str::to_string)
         .collect();
     names.extend(host::registry::all().iter().map(|s| s.name.to_string()));

@@ -10,11 +10,11 @@ use super::{
     Checked, Exercise, ExerciseRuntime, F32_U, Failure, Shape, Target, Want, check_traffic,
     compare, launch_exercise, sum_tolerance,
 };
-use crate::cost::{ComputeUnit, Cost};
-use crate::error::Result;
-use crate::launch::{LaunchConfig, dim3};
-use crate::model::Limiter;
+use crate::Result;
 use crate::reference::uniform;
+use emu::{LaunchConfig, dim3};
+use perf::cost::{ComputeUnit, Cost};
+use perf::model::Limiter;
 
 type Outcome = std::result::Result<Checked, Failure>;
 

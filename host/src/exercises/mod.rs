@@ -13,11 +13,11 @@ mod list;
 
 use std::sync::OnceLock;
 
-use crate::cost::Cost;
-use crate::error::Result;
-use crate::model::Limiter;
-use crate::ptx::exec::Program;
+use crate::Result;
 use crate::runtime::{Launched, Runtime};
+use perf::cost::Cost;
+use perf::model::Limiter;
+use ptx::exec::Program;
 
 pub use list::all;
 
@@ -50,7 +50,7 @@ impl ExerciseRuntime {
     pub fn from_env(which: Which) -> Result<Self> {
         let module = (
             program(which)?,
-            crate::ptx::exercises_ptx(which == Which::Solution),
+            crate::embedded::exercises_ptx(which == Which::Solution),
         );
         Ok(Self {
             rt: Runtime::from_env_with(Some(module))?,
@@ -94,7 +94,8 @@ fn program(which: Which) -> Result<&'static Program> {
                 "embedded {} sm_80",
                 if solutions { "solutions" } else { "exercises" }
             );
-            Program::load(crate::ptx::exercises_ptx(solutions), origin).map_err(|e| e.to_string())
+            Program::load(crate::embedded::exercises_ptx(solutions), origin)
+                .map_err(|e| e.to_string())
         })
         .clone()
         .map_err(crate::Error::Ptx)
@@ -105,7 +106,7 @@ fn program(which: Which) -> Result<&'static Program> {
 macro_rules! launch_exercise {
     ($ert:expr, $cfg:expr, $kernel:ident ( $($arg:ident),* $(,)? )) => {{
         let ert: &$crate::exercises::ExerciseRuntime = $ert;
-        let cfg: $crate::launch::LaunchConfig = $cfg;
+        let cfg: $crate::LaunchConfig = $cfg;
         match ert.which() {
             $crate::exercises::Which::Stub => {
                 $crate::launch!(ert.runtime(), cfg, exercises::$kernel($($arg),*))
@@ -118,7 +119,7 @@ macro_rules! launch_exercise {
 }
 pub(crate) use launch_exercise;
 
-/// A performance target: on `device` (a `host::model::Machine` key), the resource the model
+/// A performance target: on `device` (a `perf::model::Machine` key), the resource the model
 /// should find limiting and the least fraction of the roofline bound (the cost model's time at
 /// the device's roofs over the predicted time) the kernel should reach. Predicted, never
 /// measured: the model's figures are MODELLED.

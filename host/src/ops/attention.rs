@@ -15,12 +15,12 @@ use kernels::registry::{Dims, Spec};
 
 use super::{GridAxis, elements, grid_blocks};
 use crate::buffer::{DeviceBuffer, Element};
-use crate::cost::{ComputeUnit, Cost, product, sum};
-use crate::error::{Error, Result};
 use crate::launch;
-use crate::launch::{LaunchConfig, dim3};
 use crate::runtime::{Launched, Runtime};
 use crate::tensor_map::TensorMaps2d;
+use crate::{Error, Result};
+use emu::{LaunchConfig, dim3};
+use perf::cost::{ComputeUnit, Cost, product, sum};
 
 const F32: usize = size_of::<f32>();
 

@@ -27,11 +27,11 @@ use kernels::decode::gemv::{GEMV_BF16, MAX_M};
 use super::attention::{Traffic, traffic};
 use super::gemm::{GemmCost, GemmShape};
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost, product_usize};
-use crate::error::{Error, Result};
 use crate::launch;
-use crate::launch::LaunchConfig;
 use crate::runtime::{Launched, Runtime};
+use crate::{Error, Result};
+use emu::LaunchConfig;
+use perf::cost::{ComputeUnit, Cost, product_usize};
 
 /// `Y = X W^T` with `W` `n x k` (row-major, one output feature per row), `X` `m x k`, `Y`
 /// `m x n`, all bf16, f32 accumulation; `1 <= m <= 16`, any `n` and `k`. See

@@ -4,10 +4,10 @@ use half::f16;
 use kernels::elementwise::{COPY_WORDS, VECTOR_ADD_F16, VECTOR_ADD_F32};
 
 use super::{len_u32, same_len};
+use crate::Result;
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost, product};
-use crate::error::Result;
 use crate::runtime::{Launched, Runtime};
+use perf::cost::{ComputeUnit, Cost, product};
 
 /// `c = a + b` for f32 vectors, launched as the kernel's spec says (it is registered,
 /// docs/registry.md).

@@ -16,12 +16,12 @@ use kernels::gemm::{
 };
 
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost, product, sum};
-use crate::error::{Error, Result};
 use crate::launch;
-use crate::launch::LaunchConfig;
 use crate::runtime::{Launched, Runtime};
 use crate::tensor_map::TensorMap2d;
+use crate::{Error, Result};
+use emu::LaunchConfig;
+use perf::cost::{ComputeUnit, Cost, product, sum};
 
 use super::{GridAxis, elements, grid_blocks};
 
@@ -697,8 +697,8 @@ mod tests {
     /// each step requests fewer bytes for the same FLOPs, so its no-L2-reuse bound only improves.
     #[test]
     fn modelled_figures_at_4096_improve_step_by_step() {
-        use crate::cost::Roofline;
-        use crate::specs::GpuSpec;
+        use perf::cost::Roofline;
+        use perf::specs::GpuSpec;
         let shape = GemmShape::new(4096, 4096, 4096);
         let h100 = GpuSpec::find("h100").unwrap();
         let mut last = f64::INFINITY;

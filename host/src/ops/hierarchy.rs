@@ -5,11 +5,11 @@ use kernels::hierarchy::{BLOCK_SIZE, CHASE_THREADS, SHARED_WORDS, STORE_TILE};
 
 use super::len_u32;
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost, product};
-use crate::error::{Error, Result};
 use crate::launch;
-use crate::launch::LaunchConfig;
 use crate::runtime::{Launched, Runtime};
+use crate::{Error, Result};
+use emu::LaunchConfig;
+use perf::cost::{ComputeUnit, Cost, product};
 
 /// Most blocks a streaming launch uses: enough to fill every SM of any current GPU many times
 /// over; beyond it the grid-stride loop takes over.

@@ -5,10 +5,10 @@ use kernels::histogram::{BINS, THREADS};
 
 use super::len_u32;
 use crate::buffer::DeviceBuffer;
-use crate::error::{Error, Result};
 use crate::launch;
-use crate::launch::LaunchConfig;
 use crate::runtime::{Launched, Runtime};
+use crate::{Error, Result};
+use emu::LaunchConfig;
 
 /// Most blocks a launch uses: each block sends its [`BINS`] counts to HBM once, so more blocks
 /// than the GPU holds at a time only add global atomics; the grid-stride loop covers the rest.

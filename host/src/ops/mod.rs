@@ -11,8 +11,8 @@ pub mod histogram;
 pub mod softmax;
 pub mod transpose;
 
-use crate::error::{Error, Result};
-use crate::launch::DeviceLimits;
+use crate::{Error, Result};
+use emu::DeviceLimits;
 
 /// The element count of a shape, `dims` multiplied (each named as the user gave it, e.g.
 /// `[("M", m), ("K", k)]`), or an error naming them when the product overflows the address

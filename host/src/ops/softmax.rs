@@ -20,10 +20,10 @@ use kernels::softmax::{
 
 use super::{elements, len_u32};
 use crate::buffer::{DeviceBuffer, Element};
-use crate::cost::{ComputeUnit, Cost, product, sum};
-use crate::error::{Error, Result};
 use crate::registry::{Spec, SpecElement};
 use crate::runtime::{Launched, Runtime};
+use crate::{Error, Result};
+use perf::cost::{ComputeUnit, Cost, product, sum};
 
 /// The three implementations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

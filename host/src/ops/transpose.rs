@@ -5,10 +5,10 @@ use kernels::transpose::{COPY_STRIDED, TILE, TRANSPOSE_NAIVE, TRANSPOSE_PADDED, 
 
 use super::{GridAxis, elements, grid_blocks, len_u32};
 use crate::buffer::DeviceBuffer;
-use crate::cost::{ComputeUnit, Cost, product};
-use crate::error::{Error, Result};
 use crate::registry::{self, Spec};
 use crate::runtime::{Launched, Runtime};
+use crate::{Error, Result};
+use perf::cost::{ComputeUnit, Cost, product};
 
 /// Which transpose kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

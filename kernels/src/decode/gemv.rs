@@ -24,7 +24,7 @@
 //! # Bytes in flight
 //!
 //! Little's law: to sustain a bandwidth `B` against a latency `L`, `B x L` bytes must be on their
-//! way at every moment. An H200 streams 4.8 TB/s (host/src/specs.rs); an HBM access takes about
+//! way at every moment. An H200 streams 4.8 TB/s (perf/src/specs.rs); an HBM access takes about
 //! 600 cycles on an idle GPU (docs/pyramid.md, 0.3 us at 2 GHz) and roughly 0.6 to 0.8 us on a
 //! saturated one, so 3 to 4 MB must be in flight, 22 to 29 KiB per SM of its 132 (an H100 at
 //! 3.35 TB/s: 15 to 20 KiB; `cargo xtask hierarchy` measures the latency on a GPU). Each thread issues its [`ROWS_PER_BLOCK`] 16-byte loads of `W`

@@ -1,6 +1,6 @@
 //! The cost of each operation the teaching material prices: FLOPs and the bytes that cross the
 //! HBM boundary, as a [`Cost`]. Pure functions on sizes; the roofline itself (time, bound) is
-//! `host::cost::Roofline`, never recomputed here.
+//! `perf::cost::Roofline`, never recomputed here.
 //!
 //! Conventions, the teaching material's:
 //! - a matmul `[M, K] x [K, N]` does `2·M·K·N` FLOPs and moves `A` and `B` in and `C` out once;
@@ -10,8 +10,8 @@
 //! - exponentials are counted apart (they have their own roof, the special function units'):
 //!   one per softmax element, so one per attention score.
 
-use host::cost::{Bound, ComputeUnit, Cost, Roofline};
-use host::specs::GpuSpec;
+use perf::cost::{Bound, ComputeUnit, Cost, Roofline};
+use perf::specs::GpuSpec;
 
 /// Element type: how many bytes a number takes, and which units multiply it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

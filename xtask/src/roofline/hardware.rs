@@ -1,8 +1,8 @@
 //! The GPUs themselves: the spec table with ridge points, the memory pyramid, two GPUs side by
 //! side, and one matmul tile's trip through an SM.
 
-use host::cost::{ComputeUnit, Cost};
-use host::specs::GpuSpec;
+use perf::cost::{ComputeUnit, Cost};
+use perf::specs::GpuSpec;
 
 use super::report::{self, Report, Section, Value, field};
 use super::{Ctx, costs, gpu_name, positive};

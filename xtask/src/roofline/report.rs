@@ -136,7 +136,7 @@ pub struct Report {
 }
 
 /// Every figure is computed from vendor datasheet numbers, never measured; say so on each report.
-pub const PROVENANCE: &str = "modelled from vendor figures in host/src/specs.rs, not measured";
+pub const PROVENANCE: &str = "modelled from vendor figures in perf/src/specs.rs, not measured";
 
 impl Report {
     /// The aligned plain-text rendering.

@@ -28,9 +28,9 @@ use serde::{Deserialize, Serialize};
 
 pub use machine::{Machine, SOURCES};
 
-use crate::emu::sample::{self, SampledLaunch};
-use crate::launch::Dim3;
 use crate::occupancy::{self, BlockResources};
+use emu::Dim3;
+use emu::sample::{self, SampledLaunch};
 
 /// What limits a launch: the resource whose time is the longest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,7 +231,7 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
     let blocks = s.grid_blocks() as f64;
     let per_grid = |f: &dyn Fn(&sample::SampledBlock) -> f64| s.mean(f) * blocks;
     let t = |f: fn(&sample::BlockTraffic) -> u64| per_grid(&|b| f(&b.traffic) as f64);
-    let c = |f: fn(&crate::emu::LaunchCounters) -> u64| per_grid(&|b| f(&b.counters) as f64);
+    let c = |f: fn(&emu::LaunchCounters) -> u64| per_grid(&|b| f(&b.counters) as f64);
 
     let wgmma_flops = c(|k| k.wgmma_flops);
     if wgmma_flops > 0.0 && !machine.has_wgmma {
@@ -540,12 +540,12 @@ fn latency_seconds(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, HashMap, VecDeque};
+    use std::collections::{HashMap, VecDeque};
 
     use super::*;
-    use crate::emu::LaunchCounters;
-    use crate::emu::sample::{BlockTraffic, SampledBlock};
-    use crate::launch::{LaunchConfig, dim3};
+    use emu::LaunchCounters;
+    use emu::sample::{BlockTraffic, SampledBlock};
+    use emu::{LaunchConfig, dim3};
 
     fn h100() -> Machine {
         Machine::find("h100").unwrap()
@@ -950,88 +950,5 @@ mod tests {
         assert!(nested(&[1, 2, 3], &[0, 1, 2, 3, 4]));
         assert!(!nested(&[1, 5], &[0, 1, 2, 3, 4]));
         assert!(nested(&[], &[0]));
-    }
-
-    /// `Emulator::set_sampling_skip`: the named kernel's launches run no block (their outputs
-    /// stay as they were) but keep their configuration in the samples, and every other launch
-    /// is sampled as before.
-    #[test]
-    fn a_skipped_kernel_runs_no_block_and_the_others_are_sampled() {
-        use crate::ops::transpose::{Variant, transpose};
-        let rt = crate::Runtime::emulator();
-        let crate::runtime::Backend::Emulator(emu) = rt.backend() else {
-            unreachable!()
-        };
-        let (rows, cols) = (64, 96);
-        let input = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
-        let mut out = rt.alloc::<f32>(rows * cols).unwrap();
-        emu.set_sampling(Some(sample::WHOLE_PLAN), None);
-        emu.set_sampling_skip(Some("transpose_padded"));
-        transpose(&rt, Variant::Padded, &input, rows, cols, &mut out).unwrap();
-        let untouched = rt.download(&out).unwrap().iter().all(|&x| x == 0.0);
-        transpose(&rt, Variant::Naive, &input, rows, cols, &mut out).unwrap();
-        emu.set_sampling_skip(None);
-        emu.set_sampling(None, None);
-        let samples = emu.take_samples();
-        assert!(untouched, "a skipped launch wrote its output");
-        assert_eq!(samples.len(), 2);
-        assert_eq!(samples[0].kernel, "transpose_padded");
-        assert!(samples[0].blocks.is_empty());
-        assert_eq!(samples[0].grid_blocks(), samples[1].grid_blocks());
-        assert_eq!(samples[1].kernel, "transpose_naive");
-        assert!(!samples[1].blocks.is_empty());
-        assert!(rt.download(&out).unwrap().contains(&1.0));
-    }
-
-    /// The sample's per-block counts against the same launch with every block emulated: a
-    /// transpose of a shape that is not a multiple of its tile (edge blocks on both sides).
-    #[test]
-    fn a_sampled_transpose_estimates_the_whole_launch() {
-        use crate::ops::transpose::{Variant, transpose};
-        let rt = crate::Runtime::emulator();
-        let crate::runtime::Backend::Emulator(emu) = rt.backend() else {
-            unreachable!()
-        };
-        let (rows, cols) = (200, 300);
-        let input = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
-        let mut out = rt.alloc::<f32>(rows * cols).unwrap();
-        let mut run = |blocks: usize| {
-            emu.set_sampling(Some(blocks), None);
-            transpose(&rt, Variant::Padded, &input, rows, cols, &mut out).unwrap();
-            emu.set_sampling(None, None);
-            emu.take_samples().remove(0)
-        };
-        let (sampled, every) = (run(sample::WHOLE_PLAN), run(sample::EVERY_BLOCK));
-        assert!(sampled.blocks.len() < every.blocks.len());
-        let m = h100();
-        let total = |s: &SampledLaunch, f: fn(&BlockTraffic) -> u64| {
-            s.mean(|b| f(&b.traffic) as f64) * s.grid_blocks() as f64
-        };
-        let sum = |f: fn(&BlockTraffic) -> u64| {
-            every.blocks.iter().map(|b| f(&b.traffic)).sum::<u64>() as f64
-        };
-        for f in [
-            (|t: &BlockTraffic| t.load_sectors) as fn(&BlockTraffic) -> u64,
-            |t| t.store_sectors,
-            |t| t.shared_wavefronts,
-        ] {
-            let (est, exact) = (total(&sampled, f), sum(f));
-            assert!((est - exact).abs() <= 0.02 * exact, "{est} vs {exact}");
-        }
-        // Each element read once and written once: what every block touches, in whole sectors.
-        let exact: BTreeMap<usize, std::collections::BTreeSet<u64>> =
-            every.blocks.iter().fold(BTreeMap::new(), |mut acc, b| {
-                for (side, sets) in [(0, &b.traffic.loaded), (1, &b.traffic.stored)] {
-                    for (&a, s) in sets {
-                        acc.entry(2 * a + side)
-                            .or_default()
-                            .extend(s.iter().copied());
-                    }
-                }
-                acc
-            });
-        let exact: f64 = exact.values().map(|s| s.len() as f64 * 32.0).sum();
-        let est = dram_bytes(&m, &sampled, 8);
-        assert!((est - exact).abs() <= 0.02 * exact, "{est} vs {exact}");
     }
 }

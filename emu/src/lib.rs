@@ -8,8 +8,8 @@
 //!   barrier; a shuffle, `ldmatrix` or `mma` completes when every lane of its mask has arrived.
 //!   Because the order is fixed, a run gives the same result every time (docs/emulator.md says
 //!   why coroutines rather than OS threads).
-//! - **Memory**: global memory is host memory behind the same [`DeviceBuffer`] type the GPU uses;
-//!   every access is checked against the live buffers and counted. Shared memory is a per-block
+//! - **Memory**: global memory is host memory ([`Allocation`], which the runtime's device
+//!   buffers hold); every access is checked against the live allocations and counted. Shared memory is a per-block
 //!   arena with a shadow that records, per 4-byte word (per byte where a narrower access split
 //!   the word), who wrote and read it since the last barrier.
 //!   `cp.async` copies stay in flight, per thread and per commit group, until the thread waits
@@ -22,7 +22,10 @@
 //! mask executes, a thread that runs past the watchdog's budget without waiting, and a thread that
 //! overflows its stack (`faults.rs`).
 //!
-//! [`DeviceBuffer`]: crate::buffer::DeviceBuffer
+//! The crate knows nothing of the runtime above it or of PTX: it takes a launch (a kernel
+//! function, a [`LaunchConfig`], the device's [`DeviceLimits`]) and returns what it counted or
+//! the bug it found. The PTX interpreter (crate `ptx`) runs on its scheduler; the performance
+//! model (crate `perf`) reads its samples ([`sample`]).
 
 mod async_copy;
 mod block;
@@ -31,6 +34,9 @@ mod faults;
 pub mod fragments;
 mod global;
 mod hopper;
+pub mod launch;
+mod launch_error;
+mod memory;
 mod monitor;
 mod order;
 mod profile;
@@ -48,16 +54,16 @@ use rayon::prelude::*;
 
 pub use error::{EmuError, EmuErrorKind, MemorySpace, Overrun, ThreadAccess};
 pub use hopper::validate_map;
+pub use launch::{DeviceLimits, Dim3, LaunchConfig, dim3};
+pub use launch_error::{Error, Result};
+pub use memory::Allocation;
 pub use monitor::WATCHDOG_EXIT_CODE;
 pub use profile::{Profile, SiteStats};
 pub use wgmma::Descriptor;
 
-use crate::error::{Error, Result};
-use crate::launch::{DeviceLimits, Dim3, LaunchConfig};
-
 /// Bytes of a block's shared window: every generic address from the window's base
 /// ([`kernels::cuda::emu::Gpu::dynamic_shared`]) up to this many bytes past it is shared memory.
-pub(crate) const SHARED_WINDOW: usize = shared::CAPACITY;
+pub const SHARED_WINDOW: usize = shared::CAPACITY;
 
 /// What one launch did, counted access by access.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -223,10 +229,10 @@ struct Region {
     elem: (&'static str, usize),
 }
 
-/// Bytes the emulator leaves unallocated after every global buffer (`buffer.rs`), so that an
+/// Bytes the emulator leaves unallocated after every global allocation (`memory.rs`), so that an
 /// access just past one's end lands in no other allocation and is reported as out of bounds
 /// (with [`nearest_allocation`]), never as a race in a neighbour.
-pub(crate) const GLOBAL_RED_ZONE: usize = 256;
+const GLOBAL_RED_ZONE: usize = 256;
 
 /// The allocation whose red zone `[addr, addr + bytes)` starts in (`regions` sorted by start).
 fn nearest_allocation(regions: &[Region], addr: usize, bytes: usize) -> Option<error::Overrun> {

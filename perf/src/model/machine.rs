@@ -146,7 +146,7 @@ pub const SOURCES: &[(&str, &str, &str, &str)] = &[
     (
         "SMs, clocks, HBM bandwidth, L2 size, tensor/f32/ex2 peaks",
         "all",
-        "host/src/specs.rs",
+        "perf/src/specs.rs",
         "NVIDIA datasheets and architecture whitepapers (each row's comment there)",
     ),
     (

@@ -1,6 +1,6 @@
 //! Launch configurations and the device limits they are checked against before launch.
 
-use crate::error::Error;
+use crate::Error;
 pub use kernels::cuda::emu::Dim3;
 
 /// `<<<grid, block, shared_mem_bytes>>>`.

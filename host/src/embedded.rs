@@ -1,12 +1,13 @@
 //! The kernels' PTX, built by `host/build.rs` and embedded in the binary, one per architecture,
-//! and the PTX backend that runs it on the emulator: [`parse`] reads a module, [`decode`] turns
-//! an entry into slot-indexed operations, [`exec`] interprets them thread by thread on the
-//! emulator's block scheduler (`KERNELS_BACKEND=ptx`; docs/emulator.md, "Two backends").
+//! and the choice of which module the PTX backend (crate `ptx`) runs: the embedded build of
+//! `KERNELS_PTX_ARCH`, or the file `KERNELS_PTX` names (docs/emulator.md, "Two backends").
 
-pub mod dataflow;
-pub mod decode;
-pub mod exec;
-pub mod parse;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use ptx::exec::Program;
+
+use crate::{Error, Result};
 
 // Statics, not constants: a `const` or an `include_str!` in a function body is copied into every
 // codegen unit that uses it (the binary held twenty copies of these 1.8 MB texts); a static has
@@ -68,6 +69,47 @@ impl Arch {
             _ => None,
         }
     }
+}
+
+/// The environment variable that names a PTX file to load instead of the embedded module.
+pub const PTX_FILE_VAR: &str = "KERNELS_PTX";
+/// The environment variable that picks the embedded module's architecture for the PTX backend.
+pub const PTX_ARCH_VAR: &str = "KERNELS_PTX_ARCH";
+
+/// The embedded module of `arch`, decoded once per process.
+pub fn program(arch: Arch) -> &'static Program {
+    static CACHE: [OnceLock<&'static Program>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let i = Arch::ALL.iter().position(|a| *a == arch).unwrap();
+    CACHE[i].get_or_init(|| {
+        Program::load(arch.ptx(), format!("embedded {}", arch.name()))
+            .expect("the embedded PTX parses (tested)")
+    })
+}
+
+/// The module the environment names: the file in `KERNELS_PTX` if set, else the embedded
+/// build for `KERNELS_PTX_ARCH` (default sm_90).
+pub fn program_from_env() -> Result<&'static Program> {
+    if let Some(path) = std::env::var_os(PTX_FILE_VAR).filter(|p| !p.is_empty()) {
+        return Program::file(Path::new(&path));
+    }
+    Ok(program(arch_from_env()?))
+}
+
+/// The architecture `KERNELS_PTX_ARCH` names (default sm_90).
+pub fn arch_from_env() -> Result<Arch> {
+    let name = std::env::var(PTX_ARCH_VAR).unwrap_or_default();
+    if name.is_empty() {
+        return Ok(Arch::Sm90);
+    }
+    Arch::ALL
+        .into_iter()
+        .find(|a| a.name() == name)
+        .ok_or_else(|| {
+            Error::Ptx(format!(
+                "{PTX_ARCH_VAR}={name}: expected sm_80, sm_90 or sm_90a"
+            ))
+        })
 }
 
 /// The names of every kernel entry point (`.entry`) in a PTX text, in order.

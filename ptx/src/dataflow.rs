@@ -118,7 +118,7 @@ fn operands(i: &Instruction) -> (Vec<RegId>, Vec<RegId>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ptx::parse;
+    use crate::parse;
 
     /// Classes by opcode, as the PTX ISA groups them (independent of the decoder's table):
     /// enough for the snippets below.
@@ -216,37 +216,6 @@ bar.sync 0;";
             assert!(text.starts_with(start), "{text} is not {start}");
             assert_eq!(*flag, expected, "{text}");
         }
-    }
-
-    /// On the project's own kernels, in every embedded module: each `ex2` of a kernel with
-    /// tensor-core products (attention) exponentiates a score, so each is on products, and
-    /// every instruction that is has a product upstream: a kernel without `mma` or `wgmma`
-    /// (softmax on its own, the f32 attention, the GEMMs on the CUDA cores) has none on
-    /// products, and the tensor cores' and engines' own instructions never are.
-    #[test]
-    fn every_exponential_of_attention_is_on_its_products_and_nothing_else_is_without_them() {
-        use crate::ptx::{Arch, exec::Program};
-        let mut attention = 0;
-        for arch in Arch::ALL {
-            for (name, kernel) in Program::embedded(arch).entries() {
-                let Ok(k) = kernel else { continue };
-                let has = |c: Class| k.classes.contains(&c);
-                let products = has(Class::Mma) || has(Class::Wgmma);
-                for (i, (&class, &on)) in k.classes.iter().zip(&k.on_products).enumerate() {
-                    let at = || format!("{name} ({}), {}", arch.name(), k.sites[i].text);
-                    assert!(!(on && engine(class)), "{}", at());
-                    assert!(!on || products, "{}", at());
-                    if products && class == Class::Ex2 {
-                        assert!(on, "{}", at());
-                    }
-                }
-                if products && has(Class::Ex2) {
-                    attention += 1;
-                }
-            }
-        }
-        // The mma.sync attention kernels on three modules, the wgmma ones on sm_90a.
-        assert!(attention >= 9, "{attention}");
     }
 
     /// A score-dependent branch is on products (its guard is a score's compare), and so is what

@@ -1,6 +1,8 @@
-//! Every way a launch can fail, as one error type with one-sentence messages.
+//! Every way a launch can fail, as one error type with one-sentence messages: the vocabulary
+//! every backend reports in (the runtime's driver, the emulator, the PTX interpreter). It lives
+//! here, in the lowest crate that raises one, so that no backend depends on another's types.
 
-use crate::emu::EmuError;
+use crate::EmuError;
 
 /// An error from the runtime: no device, a refused launch, a bad shape, or a kernel bug that the
 /// emulator caught.
