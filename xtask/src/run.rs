@@ -782,7 +782,7 @@ fn wide_first_line(rt: &Runtime, spec: &GpuSpec, runs: usize) -> String {
 
 /// `text` broken between words into lines of at most `width` characters (a longer word keeps
 /// its own line).
-fn wrap(text: &str, width: usize) -> String {
+pub(crate) fn wrap(text: &str, width: usize) -> String {
     let mut lines: Vec<String> = Vec::new();
     for word in text.split(' ') {
         match lines.last_mut() {
