@@ -10,7 +10,7 @@ use kernels::gemm::TENSOR_CORE;
 use perf::cost::{ComputeUnit, Cost, Roofline};
 use perf::specs::GpuSpec;
 
-use crate::run::duration;
+use crate::run::{NARROW, duration, wrap};
 
 /// Llama-3-8B: hidden 4096, MLP 14336, 32 layers, 32 query and 8 KV heads of 128, vocabulary
 /// 128256. Its weight matrices as the GEMV sees them, `(K, N)` per layer, then the LM head.
@@ -46,10 +46,11 @@ fn filled_seconds(cost: &Cost, spec: &GpuSpec, blocks: u64) -> (f64, f64) {
 /// computes whole 128-row tiles), and the time at the roofline bound stretched by the SMs left
 /// without a block.
 fn crossover(spec: &GpuSpec, k: usize, n: usize) {
-    println!(
-        "\nGEMV against the tensor-core GEMM, [M, {k}] x [{k}, {n}] bf16, MODELLED on {} (roofline bound of each kernel's cost model; time / SM fill when it has fewer blocks than the {} SMs):",
+    let title = format!(
+        "GEMV against the tensor-core GEMM, [M, {k}] x [{k}, {n}] bf16, MODELLED on {} (roofline bound of each kernel's cost model; time / SM fill when it has fewer blocks than the {} SMs):",
         spec.name, spec.sms
     );
+    println!("\n{}", wrap(&title, NARROW));
     println!(
         "{:>5} {:>12} {:>12} {:>9} {:>12} {:>12} {:>12} {:>9} {:>12}  faster",
         "M",
@@ -95,9 +96,10 @@ fn crossover(spec: &GpuSpec, k: usize, n: usize) {
         m *= 2;
     }
     let ridge = spec.ridge(ComputeUnit::CudaCoreF32);
-    println!(
+    let note = format!(
         "* the GEMV takes M <= {MAX_M}; beyond, its cost model only. Its f32 FMAs turn it compute-bound near M = {ridge:.0} (the CUDA-core ridge, FLOP/B = M); the whole matmul turns compute-bound on the tensor cores much later: cargo xtask roofline crossover --k {k} --n {n}"
     );
+    println!("{}", wrap(&note, NARROW));
 }
 
 /// One generated token of Llama-3-8B at batch 1 and context `context`, from the kernels' cost
@@ -140,10 +142,11 @@ pub fn token_steps(spec: &GpuSpec) -> Vec<TokenStep> {
 /// The bytes one generated token of Llama-3-8B reads at batch 1, weights against the KV cache,
 /// as the context grows ([`token_steps`]).
 fn bytes_per_token(spec: &GpuSpec) {
-    println!(
-        "\nLlama-3-8B, one generated token at batch 1 (32 layers; GEMV for every projection and the LM head, split-KV attention over the cache), MODELLED on {} from the kernels' cost models:",
+    let title = format!(
+        "Llama-3-8B, one generated token at batch 1 (32 layers; GEMV for every projection and the LM head, split-KV attention over the cache), MODELLED on {} from the kernels' cost models:",
         spec.name
     );
+    println!("\n{}", wrap(&title, NARROW));
     println!(
         "{:>8} {:>12} {:>12} {:>9} {:>12} {:>12}",
         "context", "weights", "KV cache", "KV share", "per token", "tokens/s"

@@ -21,6 +21,8 @@ mod baseline;
 mod bundle;
 mod cases;
 mod decode;
+#[cfg(test)]
+mod doc_lint;
 mod doc_outputs;
 mod emu_speed;
 mod exercise;

@@ -565,8 +565,8 @@ fn single_cost_report(
 }
 
 // ---------------------------------------------------------------------------------------------
-// The teaching material's worked numbers (/work/shared/seeds/), each within the rounding the
-// text states; docs/roofline-examples.md lists the same numbers with the commands.
+// The teaching material's worked numbers (the three texts docs/roofline-examples.md names), each
+// within the rounding the text states; docs/roofline-examples.md lists them with the commands.
 
 #[cfg(test)]
 mod tests {

@@ -46,6 +46,10 @@ pub struct RunArgs {
     /// Seconds one case may take before its process is stopped and the case reported as hung.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     case_timeout: u64,
+    /// Every column (time at the bound, GB/s, TFLOP/s, FLOP/B, % of roofline) and each check in
+    /// full, one line a row however long; the default table fits 120 columns.
+    #[arg(long)]
+    wide: bool,
 }
 
 /// The cases of a run, executed in a child process of `cargo xtask run` (hidden subcommand
@@ -161,25 +165,16 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     if selected.is_empty() {
         return Err(no_kernel_left(args, &all, &named, &rt));
     }
-    match rt.backend() {
-        Backend::Emulator(_) => println!(
-            "No GPU: {}. Running every kernel on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
-            no_gpu_reason(),
-            spec.name
-        ),
-        Backend::Ptx(ptx) => println!(
-            "No GPU: {}. Running every kernel's PTX ({}) on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
-            no_gpu_reason(),
-            ptx.program().origin,
-            spec.name
-        ),
-        Backend::Cuda(gpu) => println!(
-            "GPU: {} ({}), measured with CUDA events, median of {} runs after 3 warm-ups, L2 flushed between runs; roofline of {}.",
-            gpu.name(),
-            gpu.arch().name(),
-            args.runs,
-            spec.name
-        ),
+    if args.wide {
+        println!("{}", wide_first_line(&rt, spec, args.runs));
+    } else {
+        println!("{}", wrap(&first_line(&rt, spec, args.runs), NARROW));
+        if !rt.is_gpu() {
+            println!(
+                "{}",
+                wrap(&format!("(No GPU: {}.)", no_gpu_reason()), NARROW)
+            );
+        }
     }
     let left_out: Vec<&str> = named
         .iter()
@@ -253,7 +248,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     report.complete = true;
     write(&report)?;
     bar.finish_and_clear();
-    print_table(&report.rows, is_gpu);
+    print!("{}", table(&report.rows, is_gpu, args.wide));
     for failure in &report.failures {
         println!("{}", failure_lines(failure));
     }
@@ -742,7 +737,160 @@ pub(crate) fn duration(s: f64) -> String {
     }
 }
 
-fn print_table(rows: &[Row], measured: bool) {
+/// The widest line of the default table (and of the lines around it): a terminal's width.
+pub const NARROW: usize = 120;
+
+/// The run's first line: in one sentence, what runs where and what the times are.
+fn first_line(rt: &Runtime, spec: &GpuSpec, runs: usize) -> String {
+    match rt.backend() {
+        Backend::Emulator(_) => format!(
+            "Every kernel runs on the CPU emulator at a small size, checked against its CPU reference; the times are MODELLED for {} at the GPU shapes shown.",
+            spec.name
+        ),
+        Backend::Ptx(ptx) => format!(
+            "Every kernel's PTX ({}) runs on the CPU emulator at a small size, checked against its CPU reference; the times are MODELLED for {} at the GPU shapes shown.",
+            ptx.program().origin,
+            spec.name
+        ),
+        Backend::Cuda(_) => wide_first_line(rt, spec, runs),
+    }
+}
+
+/// The first line of `--wide`: the backend, why there is no GPU, and every column's meaning.
+fn wide_first_line(rt: &Runtime, spec: &GpuSpec, runs: usize) -> String {
+    match rt.backend() {
+        Backend::Emulator(_) => format!(
+            "No GPU: {}. Running every kernel on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
+            no_gpu_reason(),
+            spec.name
+        ),
+        Backend::Ptx(ptx) => format!(
+            "No GPU: {}. Running every kernel's PTX ({}) on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
+            no_gpu_reason(),
+            ptx.program().origin,
+            spec.name
+        ),
+        Backend::Cuda(gpu) => format!(
+            "GPU: {} ({}), measured with CUDA events, median of {} runs after 3 warm-ups, L2 flushed between runs; roofline of {}.",
+            gpu.name(),
+            gpu.arch().name(),
+            runs,
+            spec.name
+        ),
+    }
+}
+
+/// `text` broken between words into lines of at most `width` characters (a longer word keeps
+/// its own line).
+pub(crate) fn wrap(text: &str, width: usize) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split(' ') {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 1 + word.chars().count() <= width => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines.join("\n")
+}
+
+/// The run's table: the default one (at most [`NARROW`] columns) or `--wide`'s.
+fn table(rows: &[Row], measured: bool, wide: bool) -> String {
+    if wide {
+        wide_table(rows, measured)
+    } else {
+        narrow_table(rows, measured)
+    }
+}
+
+/// The default table: kernel, shape, the roofline's time at the GPU shape and what bounds it,
+/// then the model's prediction and limiter (modelled) or the measured time and its share of the
+/// roofline (on a GPU), then `ok` or `FAILED`, a failed row followed by its failure on a line of
+/// its own, cut to fit. Each column is as wide as its widest entry; `--wide` and the JSON keep
+/// the rest.
+fn narrow_table(rows: &[Row], measured: bool) -> String {
+    let cells: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            let f = &r.roofline;
+            let (time, detail) = if measured {
+                (
+                    duration(f.seconds),
+                    format!("{:.1}%", 100.0 * f.fraction_of_roofline),
+                )
+            } else {
+                match &r.predicted {
+                    Some(Ok(p)) => (duration(p.seconds), p.limiter.name().to_string()),
+                    Some(Err(e)) if e.contains(perf::model::NO_WGMMA) => {
+                        ("-".to_string(), "(needs wgmma)".to_string())
+                    }
+                    Some(Err(_)) => ("-".to_string(), "(not predicted)".to_string()),
+                    None => ("-".to_string(), String::new()),
+                }
+            };
+            [
+                r.kernel.clone(),
+                r.shape.clone(),
+                duration(f.bound_seconds),
+                Bound::name(f.bound).to_string(),
+                time,
+                detail,
+            ]
+        })
+        .collect();
+    let titles = if measured {
+        ["kernel", "shape", "bound", "", "measured", "% of bound"]
+    } else {
+        ["kernel", "shape", "bound", "", "predicted", "limiter"]
+    };
+    let width = |i: usize| {
+        cells
+            .iter()
+            .map(|c| c[i].chars().count())
+            .chain([titles[i].chars().count()])
+            .max()
+            .unwrap()
+    };
+    let w: Vec<usize> = (0..6).map(width).collect();
+    let line = |c: [&str; 6], check: &str| {
+        let text = format!(
+            "{:<w0$} {:<w1$} {:>w2$} {:<w3$} {:>w4$} {:<w5$} {check}",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            c[5],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4],
+            w5 = w[5]
+        );
+        text.trim_end().to_string() + "\n"
+    };
+    let mut out = line(titles, "check");
+    for (r, c) in rows.iter().zip(&cells) {
+        let c_ref: [&str; 6] = std::array::from_fn(|i| c[i].as_str());
+        out += &line(c_ref, if r.check.is_ok() { "ok" } else { "FAILED" });
+        if let Err(e) = &r.check {
+            let full = format!("    {e}");
+            out += &if full.chars().count() <= NARROW {
+                full
+            } else {
+                full.chars().take(NARROW - 1).collect::<String>() + "…"
+            };
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn wide_table(rows: &[Row], measured: bool) -> String {
+    let mut out = String::new();
     let tag = if measured { "" } else { " (modelled)" };
     // As wide as the longest kernel name, so that the shape column stays aligned.
     let w = rows
@@ -751,8 +899,8 @@ fn print_table(rows: &[Row], measured: bool) {
         .max()
         .unwrap_or(0)
         .max(27);
-    println!(
-        "{:<w$} {:<28} {:>12} {:>11} {:>12} {:>8} {:>7} {:>10} {:>12} {:<17}  check",
+    out += &format!(
+        "{:<w$} {:<28} {:>12} {:>11} {:>12} {:>8} {:>7} {:>10} {:>12} {:<17}  check\n",
         "kernel",
         "shape",
         format!("time{tag}"),
@@ -779,8 +927,8 @@ fn print_table(rows: &[Row], measured: bool) {
             Some(Err(_)) => ("-".to_string(), "(not predicted)".to_string()),
             None => ("-".to_string(), String::new()),
         };
-        println!(
-            "{:<w$} {:<28} {:>12} {:>11.0} {:>12.3} {:>8.3} {:>7} {:>9.1}% {:>12} {:<17}  {}",
+        out += &format!(
+            "{:<w$} {:<28} {:>12} {:>11.0} {:>12.3} {:>8.3} {:>7} {:>9.1}% {:>12} {:<17}  {}\n",
             r.kernel,
             r.shape,
             duration(f.seconds),
@@ -794,6 +942,7 @@ fn print_table(rows: &[Row], measured: bool) {
             check
         );
     }
+    out
 }
 
 /// `cargo xtask emu-speed`: the emulator's throughput on this machine.
@@ -1033,5 +1182,91 @@ fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
                 s / f
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every case's row at its GPU shape, as the emulator's run would make it: a prediction with
+    /// each limiter in turn, and every third row failed with a long message.
+    fn rows() -> Vec<Row> {
+        let rt = Runtime::emulator();
+        let spec = GpuSpec::find("h100").unwrap();
+        let limiters = perf::model::Limiter::ALL;
+        cases::all()
+            .iter()
+            .filter_map(|c| c.build(&rt, Scale::Emulator).ok())
+            .enumerate()
+            .map(|(i, case)| Row {
+                kernel: case.kernel.to_string(),
+                shape: case.gpu.0.clone(),
+                measured: false,
+                timing: None,
+                roofline: Roofline::modelled(&case.gpu.1, spec),
+                cost: case.gpu.1,
+                counters: None,
+                emulator_seconds: None,
+                check: if i % 3 == 2 {
+                    Err("counted 123456789 B read / 987654321 B written, cost model says 123456788 / 987654321; and more words than any terminal holds".repeat(2))
+                } else {
+                    Ok("exact (1048576 values); HBM bytes = cost model".to_string())
+                },
+                launches: Vec::new(),
+                baseline: Err("none".to_string()),
+                predicted: Some(match i % (limiters.len() + 1) {
+                    0 => Err("over the run's budget".to_string()),
+                    k => Ok(perf::model::Prediction {
+                        device: "h100".to_string(),
+                        seconds: 12.345e-3,
+                        limiter: limiters[k - 1],
+                        launches: Vec::new(),
+                        extended_from: None,
+                    }),
+                }),
+            })
+            .collect()
+    }
+
+    /// The default table fits a terminal of [`NARROW`] columns, modelled or measured, failures
+    /// included; `--wide` is the one that does not.
+    #[test]
+    fn the_default_table_fits_120_columns() {
+        let rows = rows();
+        assert!(rows.len() >= 40, "only {} cases built", rows.len());
+        for measured in [false, true] {
+            let text = table(&rows, measured, false);
+            let widest = text.lines().map(|l| l.chars().count()).max().unwrap();
+            assert!(
+                widest <= NARROW,
+                "a line of {widest} characters (measured: {measured}):\n{text}"
+            );
+            let failed = rows.iter().filter(|r| r.check.is_err()).count();
+            assert_eq!(text.lines().count(), 1 + rows.len() + failed, "{text}");
+            assert!(text.contains("\n    counted 123456789 B read"), "{text}");
+        }
+        println!("{}", table(&rows, false, false));
+        let wide = table(&rows, false, true);
+        assert!(wide.lines().any(|l| l.chars().count() > NARROW));
+        assert!(wide.contains("ok: exact (1048576 values)"));
+    }
+
+    #[test]
+    fn the_first_line_wraps_between_words() {
+        let text = "a sentence that is longer than its width, in words";
+        assert_eq!(
+            wrap(text, 20),
+            "a sentence that is\nlonger than its\nwidth, in words"
+        );
+        assert_eq!(wrap("short", 20), "short");
+        let rt = Runtime::emulator();
+        let line = first_line(&rt, GpuSpec::find("h100").unwrap(), 20);
+        assert!(line.chars().count() <= 2 * NARROW, "{line}");
+        assert!(
+            wrap(&line, NARROW)
+                .lines()
+                .all(|l| l.chars().count() <= NARROW)
+        );
     }
 }
