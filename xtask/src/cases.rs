@@ -13,19 +13,43 @@ use host::registry;
 use host::runtime::Launched;
 use perf::cost::Cost;
 
-/// How big the problems are: realistic on a GPU (several times the L2, hundreds of MB), small
-/// enough for the emulator on two cores.
+/// How big the problems are, and what the case is built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scale {
+    /// Realistic on a GPU: several times the L2, hundreds of MB.
     Gpu,
+    /// Small enough for the emulator on two cores.
     Emulator,
+    /// The GPU's shape, for the performance model (`crate::predict`). No CPU reference is
+    /// computed, since the model runs a sample of the launch's blocks and never checks the
+    /// output ([`reference_of`]), and most inputs are zeros ([`uniform`]): the requests,
+    /// sectors, wavefronts and instructions of a copy, a transpose or a GEMM do not depend on
+    /// the values, and hundreds of MB of random numbers would cost seconds per row. Scores do
+    /// steer softmax and attention, whose exponentials are skipped where a score equals its
+    /// row's maximum (all of them, were the inputs zeros): their inputs vary
+    /// ([`varied_in_as`]). `keys`, for a case [`affine_keys`] names, replaces the GPU shape's
+    /// keys per head (the queries, and so the shape's name, unchanged).
+    Model { keys: Option<usize> },
 }
 
 impl Scale {
     fn pick(self, gpu: usize, emulator: usize) -> usize {
         match self {
-            Scale::Gpu => gpu,
+            Scale::Gpu | Scale::Model { .. } => gpu,
             Scale::Emulator => emulator,
+        }
+    }
+
+    /// Whether the case is built for the performance model.
+    fn for_model(self) -> bool {
+        matches!(self, Scale::Model { .. })
+    }
+
+    /// The keys per head the model samples an attention case at, in place of its GPU shape's.
+    fn model_keys(self) -> Option<usize> {
+        match self {
+            Scale::Model { keys } => keys,
+            _ => None,
         }
     }
 }
@@ -179,13 +203,6 @@ const fn case(
     }
 }
 
-std::thread_local! {
-    /// Whether cases are being built for the performance model ([`build_for_model`]).
-    static FOR_MODEL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// Keys per head the attention cases take instead of their GPU shape's ([`build_for_model_at_keys`]).
-    static MODEL_KEYS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
-}
-
 /// Keys per head of the attention cases at GPU scale.
 const ATTENTION_KEYS: usize = 4096;
 
@@ -245,46 +262,14 @@ pub fn affine_keys(spec: &CaseSpec, ptx: bool) -> Option<AffineKeys> {
 /// The naive flow's P V kernel at the GPU shape's head dimension (128).
 const NAIVE_CAUSAL_PV: &str = "attention_pv_f32_d128";
 
-/// [`build_for_model`] with `keys` keys per head in place of the GPU shape's (the queries, and
-/// so the shape's name, unchanged), for a case [`affine_keys`] names.
-pub fn build_for_model_at_keys<'a>(
-    spec: &CaseSpec,
-    rt: &'a Runtime,
-    keys: usize,
-) -> host::Result<Case<'a>> {
-    MODEL_KEYS.with(|k| k.set(Some(keys)));
-    let case = build_for_model(spec, rt);
-    MODEL_KEYS.with(|k| k.set(None));
-    case
-}
-
-/// Builds `spec`'s case at the GPU's shape for the performance model (`crate::predict`): no CPU
-/// reference is computed, since the model runs a sample of the launch's blocks and never checks
-/// the output ([`reference_of`]), and most inputs are zeros ([`uniform`]): the requests, sectors,
-/// wavefronts and instructions of a copy, a transpose or a GEMM do not depend on the values,
-/// and hundreds of MB of random numbers would cost seconds per row. Scores do steer softmax
-/// and attention, whose exponentials are skipped where a score equals its row's maximum (all
-/// of them, were the inputs zeros): their inputs vary ([`varied_in_as`]).
-pub fn build_for_model<'a>(spec: &CaseSpec, rt: &'a Runtime) -> host::Result<Case<'a>> {
-    FOR_MODEL.with(|m| m.set(true));
-    let case = spec.build(rt, Scale::Gpu);
-    FOR_MODEL.with(|m| m.set(false));
-    case
-}
-
-/// Whether the case being built is for the model ([`build_for_model`]).
-fn for_model() -> bool {
-    FOR_MODEL.with(std::cell::Cell::get)
-}
-
 /// The CPU reference `f` computes, or nothing when the case is built for the model.
-fn reference_of<T: Default>(f: impl FnOnce() -> T) -> T {
-    if for_model() { T::default() } else { f() }
+fn reference_of<T: Default>(scale: Scale, f: impl FnOnce() -> T) -> T {
+    if scale.for_model() { T::default() } else { f() }
 }
 
 /// `n` inputs uniform in [lo, hi] (`reference::uniform`, seeded); zeros for the model.
-fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
-    if for_model() {
+fn uniform(scale: Scale, n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    if scale.for_model() {
         vec![0.0; n]
     } else {
         reference::uniform(n, seed, lo, hi)
@@ -294,11 +279,19 @@ fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
 /// `n` inputs uniform in [-1, 1] ([`uniform`]), each converted by `to`; for the model, zero
 /// bits that no page holds yet (`host::buffer::zeroed_vec`): converting hundreds of MB of zeros
 /// would write every page.
-fn uniform_as<T: host::Element>(n: usize, seed: u64, to: impl Fn(f32) -> T) -> Vec<T> {
-    if for_model() {
+fn uniform_as<T: host::Element>(
+    scale: Scale,
+    n: usize,
+    seed: u64,
+    to: impl Fn(f32) -> T,
+) -> Vec<T> {
+    if scale.for_model() {
         host::buffer::zeroed_vec(n)
     } else {
-        uniform(n, seed, -1.0, 1.0).into_iter().map(to).collect()
+        uniform(scale, n, seed, -1.0, 1.0)
+            .into_iter()
+            .map(to)
+            .collect()
     }
 }
 
@@ -308,13 +301,17 @@ fn uniform_as<T: host::Element>(n: usize, seed: u64, to: impl Fn(f32) -> T) -> V
 /// exponential at all): [`uniform`]'s for a check, and for the model a cheap hash of the index
 /// that varies as they do (the model needs them to differ, not to be random).
 fn varied_in_as<T: host::Element>(
+    scale: Scale,
     n: usize,
     seed: u64,
     (lo, hi): (f32, f32),
     to: impl Fn(f32) -> T,
 ) -> Vec<T> {
-    if !for_model() {
-        return uniform(n, seed, lo, hi).into_iter().map(to).collect();
+    if !scale.for_model() {
+        return uniform(scale, n, seed, lo, hi)
+            .into_iter()
+            .map(to)
+            .collect();
     }
     // Knuth's multiplicative hash: 24 well-mixed bits an element, no state between them, over
     // a period of 64 Ki elements repeated (copying is ten times cheaper than converting). A
@@ -352,17 +349,17 @@ fn from_spec<'a>(
     shape: usize,
 ) -> host::Result<Case<'a>> {
     // The row's GPU shape names the modelled figure; the model may sample it at fewer keys
-    // ([`build_for_model_at_keys`]: the dimension `n_kv`), the queries unchanged.
+    // (`Scale::Model`'s keys: the dimension `n_kv`), the queries unchanged.
     let row = spec.shapes.run[shape].gpu;
     let mut gpu = row;
-    if let Some(keys) = MODEL_KEYS.with(std::cell::Cell::get) {
+    if let Some(keys) = scale.model_keys() {
         let axis = spec.dims.iter().position(|d| *d == "n_kv").ok_or_else(|| {
             host::Error::Shape(format!("{}: no dimension n_kv to sample", spec.name))
         })?;
         gpu[axis] = keys;
     }
     let dims = match scale {
-        Scale::Gpu => gpu,
+        Scale::Gpu | Scale::Model { .. } => gpu,
         Scale::Emulator => spec.shapes.run[shape].emulator,
     };
     let range = spec.input_range;
@@ -373,11 +370,11 @@ fn from_spec<'a>(
             let seed = 41 + i as u64;
             let round = |v| registry::round_to(b.elem, v);
             if spec.values_steer {
-                varied_in_as(b.len, seed, range, round)
+                varied_in_as(scale, b.len, seed, range, round)
             } else {
-                let mut x = uniform(b.len, seed, range.0, range.1);
+                let mut x = uniform(scale, b.len, seed, range.0, range.1);
                 // The model's zeros are exact in every type.
-                if b.elem != registry::Elem::F32 && !for_model() {
+                if b.elem != registry::Elem::F32 && !scale.for_model() {
                     x.iter_mut().for_each(|v| *v = round(*v));
                 }
                 x
@@ -386,9 +383,9 @@ fn from_spec<'a>(
         .collect();
     let buffers = Rc::new(registry::upload(rt, spec, dims, &inputs)?);
     // Nothing to compare with when the case is built for the model.
-    let inputs = reference_of(|| inputs);
+    let inputs = reference_of(scale, || inputs);
     let (cost, rows) = match scale {
-        Scale::Gpu => (
+        Scale::Gpu | Scale::Model { .. } => (
             registry::compulsory_cost(spec, dims),
             registry::gpu_rows(spec, dims),
         ),
@@ -456,16 +453,18 @@ fn attention_wgmma<T: WgmmaCase>(
     let run = kernels::attention::ATTENTION_FUSED_BF16.shapes.run[0];
     let shape_at = |s: Scale| {
         let [batch, heads, n, _, d] = match s {
-            Scale::Gpu => run.gpu,
+            Scale::Gpu | Scale::Model { .. } => run.gpu,
             Scale::Emulator => run.emulator,
         };
         let shape = AttentionShape::new(batch, heads, n, d);
         match s {
-            Scale::Gpu => shape.with_n_kv(MODEL_KEYS.with(std::cell::Cell::get).unwrap_or(n)),
+            Scale::Gpu | Scale::Model { .. } => shape.with_n_kv(s.model_keys().unwrap_or(n)),
             Scale::Emulator => shape,
         }
     };
-    let (shape, gpu_shape) = (shape_at(scale), shape_at(Scale::Gpu));
+    // The modelled figure's shape: the GPU's, at the keys the model samples where it does.
+    let gpu_scale = if scale.for_model() { scale } else { Scale::Gpu };
+    let (shape, gpu_shape) = (shape_at(scale), shape_at(gpu_scale));
     let elem = T::ELEM.name();
     let describe = |s: &AttentionShape| {
         let mask = if causal { " causal" } else { "" };
@@ -477,22 +476,22 @@ fn attention_wgmma<T: WgmmaCase>(
     let traffic = |s: &AttentionShape| attention_op::fused_wgmma_traffic(s, causal, size_of::<T>());
     let cost = match scale {
         Scale::Emulator => traffic(&shape).total(),
-        Scale::Gpu => traffic(&shape).compulsory,
+        Scale::Gpu | Scale::Model { .. } => traffic(&shape).compulsory,
     };
     let gpu = (describe(&gpu_shape), traffic(&gpu_shape).compulsory);
     let params = AttentionParams::standard(shape.head_dim, causal);
     // Q and K make the scores, which steer the softmax; V's values steer nothing.
-    let input = |n, seed| varied_in_as(n, seed, (-1.0, 1.0), T::from_f32);
+    let input = |n, seed| varied_in_as(scale, n, seed, (-1.0, 1.0), T::from_f32);
     let (q, k, v) = (
         input(shape.q_elems(), 1),
         input(shape.kv_elems(), 2),
-        uniform_as(shape.kv_elems(), 3, T::from_f32),
+        uniform_as(scale, shape.kv_elems(), 3, T::from_f32),
     );
     // The reference for the first head only: at the GPU shape all 64 heads in f64 would take
     // minutes of CPU; every head runs the same code.
     let head = AttentionShape::new(1, 1, shape.n_q, shape.head_dim).with_n_kv(shape.n_kv);
     let widen = |x: &[T], n: usize| x[..n].iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
-    let want = reference_of(|| {
+    let want = reference_of(scale, || {
         let (hq, hk, hv) = (
             widen(&q, head.q_elems()),
             widen(&k, head.kv_elems()),
@@ -575,7 +574,7 @@ fn gemm_cases() -> Vec<CaseSpec> {
 fn gemm_check_rows(m: usize, scale: Scale) -> Vec<usize> {
     match scale {
         Scale::Emulator => (0..m).collect(),
-        Scale::Gpu => (0..16).map(|i| i * (m - 1) / 15).collect(),
+        Scale::Gpu | Scale::Model { .. } => (0..16).map(|i| i * (m - 1) / 15).collect(),
     }
 }
 
@@ -599,7 +598,7 @@ fn gemm_case<const KERNEL: usize, const SIZE: usize>(
     let shape = GemmShape::new(s, s, s);
     let model = kernel.cost(shape, Epilogue::Overwrite);
     let cost = match scale {
-        Scale::Gpu => model.compulsory,
+        Scale::Gpu | Scale::Model { .. } => model.compulsory,
         Scale::Emulator => model.requested(),
     };
     let g = size(Scale::Gpu);
@@ -609,10 +608,12 @@ fn gemm_case<const KERNEL: usize, const SIZE: usize>(
             .cost(GemmShape::new(g, g, g), Epilogue::Overwrite)
             .requested(),
     );
-    let input = |seed| uniform_as(s * s, seed, |x| kernel.representable(x));
+    let input = |seed| uniform_as(scale, s * s, seed, |x| kernel.representable(x));
     let (a_host, b_host) = (input(11), input(12));
     let rows = gemm_check_rows(s, scale);
-    let want = reference_of(|| reference::gemm_rows(&a_host, &b_host, None, (s, s), &rows));
+    let want = reference_of(scale, || {
+        reference::gemm_rows(&a_host, &b_host, None, (s, s), &rows)
+    });
     let operands = GemmOperands::upload(rt, kernel, &a_host, &b_host)?;
     let c = Rc::new(RefCell::new(rt.alloc::<f32>(s * s)?));
     Ok(Case {

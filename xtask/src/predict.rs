@@ -15,7 +15,7 @@ use perf::model::{self, KernelResources, LaunchInput, Machine, Prediction};
 use ptx::decode::Class;
 use ptx::exec::Program;
 
-use crate::cases::{self, CaseSpec};
+use crate::cases::{self, CaseSpec, Scale};
 use crate::ptxas;
 
 #[derive(clap::Args)]
@@ -266,7 +266,7 @@ pub(crate) fn sample(
     sample_at_keys(spec, program, shape, limits, None)
 }
 
-/// [`sample`] with `keys` keys per head in place of the case's (`cases::build_for_model_at_keys`).
+/// [`sample`] with `keys` keys per head in place of the case's (`cases::Scale::Model`).
 fn sample_at_keys(
     spec: &CaseSpec,
     program: Option<&'static Program>,
@@ -290,11 +290,9 @@ fn sample_at_keys(
         ));
     }
     let start = Instant::now();
-    let mut case = match keys {
-        None => cases::build_for_model(spec, &rt),
-        Some(keys) => cases::build_for_model_at_keys(spec, &rt, keys),
-    }
-    .map_err(|e| e.to_string())?;
+    let mut case = spec
+        .build(&rt, Scale::Model { keys })
+        .map_err(|e| e.to_string())?;
     if shape.is_some_and(|want| !case.gpu.0.contains(want)) {
         return Ok(Err(case.gpu.0.clone()));
     }

@@ -218,7 +218,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         device: &args.device,
         backend: child_backend(is_gpu),
         scale: match scale {
-            Scale::Gpu => ScaleArg::Gpu,
+            Scale::Gpu | Scale::Model { .. } => ScaleArg::Gpu,
             Scale::Emulator => ScaleArg::Emulator,
         },
         runs: args.runs,
