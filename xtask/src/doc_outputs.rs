@@ -29,7 +29,8 @@ pub struct DocPastesArgs {
     #[arg(long = "output", value_name = "ARGS=FILE", required = true)]
     outputs: Vec<String>,
     /// `COMMITTED=DRAWN`: a picture in docs/img and the one the run just drew; their texts
-    /// (which kernels, shapes and resources they show) must be the same set.
+    /// (which kernels, shapes and resources they show) must be the same set, and every marker
+    /// and label at the same place.
     #[arg(long = "figure", value_name = "COMMITTED=DRAWN")]
     figures: Vec<String>,
 }
@@ -48,7 +49,33 @@ fn svg_texts(svg: &str) -> std::collections::BTreeSet<String> {
     texts
 }
 
-/// A committed picture shows what the drawn one shows: the same labels.
+/// Where an SVG puts its markers and labels, in drawing order: each `<circle>`'s centre and each
+/// `<text>`'s anchor with its content (plotters writes the content on the line after the tag).
+fn svg_positions(svg: &str) -> Vec<(String, f64, f64)> {
+    let attr = |line: &str, name: &str| -> f64 {
+        line.split(&format!(" {name}=\"")[..])
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let mut out = Vec::new();
+    let mut lines = svg.lines();
+    while let Some(line) = lines.next() {
+        if line.starts_with("<circle") {
+            out.push(("marker".to_string(), attr(line, "cx"), attr(line, "cy")));
+        } else if line.starts_with("<text")
+            && let Some(content) = lines.next()
+        {
+            out.push((content.trim().to_string(), attr(line, "x"), attr(line, "y")));
+        }
+    }
+    out
+}
+
+/// A committed picture shows what the drawn one shows: the same labels, and every marker and
+/// label where the drawn one has it (within a pixel: the chart is drawn from the model's
+/// predictions, which are deterministic, so a point that moved is a prediction that changed).
 fn check_figure(spec: &str) -> Result<(), String> {
     let (committed, drawn) = spec
         .split_once('=')
@@ -56,15 +83,35 @@ fn check_figure(spec: &str) -> Result<(), String> {
     let read = |f: &str| {
         std::fs::read_to_string(f).map_err(|e| format!("--figure {spec}: cannot read {f}: {e}"))
     };
-    let (old, new) = (svg_texts(&read(committed)?), svg_texts(&read(drawn)?));
-    if old == new {
-        return Ok(());
+    let (old_svg, new_svg) = (read(committed)?, read(drawn)?);
+    let (old, new) = (svg_texts(&old_svg), svg_texts(&new_svg));
+    if old != new {
+        let missing: Vec<_> = new.difference(&old).cloned().collect();
+        let extra: Vec<_> = old.difference(&new).cloned().collect();
+        return Err(format!(
+            "{committed} is stale: it lacks {missing:?} and shows {extra:?}, which {drawn} does not; copy {drawn} over it"
+        ));
     }
-    let missing: Vec<_> = new.difference(&old).cloned().collect();
-    let extra: Vec<_> = old.difference(&new).cloned().collect();
-    Err(format!(
-        "{committed} is stale: it lacks {missing:?} and shows {extra:?}, which {drawn} does not; copy {drawn} over it"
-    ))
+    let (old, new) = (svg_positions(&old_svg), svg_positions(&new_svg));
+    let moved = old.iter().zip(&new).find(|((a, ax, ay), (b, bx, by))| {
+        a != b || !((ax - bx).abs() <= 1.0 && (ay - by).abs() <= 1.0)
+    });
+    if old.len() != new.len() || moved.is_some() {
+        let what = match moved {
+            Some(((a, ax, ay), (_, bx, by))) => {
+                format!("{a:?} is at ({ax}, {ay}) where {drawn} draws it at ({bx}, {by})")
+            }
+            None => format!(
+                "it has {} markers and labels, {drawn} {}",
+                old.len(),
+                new.len()
+            ),
+        };
+        return Err(format!(
+            "{committed} is stale: {what}; copy {drawn} over it"
+        ));
+    }
+    Ok(())
 }
 
 /// `cargo xtask doc-pastes`: the pastes of `run` and `ptxas` against the saved outputs.
@@ -402,14 +449,15 @@ mod figure_tests {
     use super::*;
 
     /// A committed picture that lacks a kernel the run draws (or shows one it no longer draws) is
-    /// stale; the same labels at other positions are not.
+    /// stale, and so is one whose marker or label sits elsewhere than the run draws it.
     #[test]
-    fn a_picture_with_other_labels_than_the_run_draws_is_stale() {
-        let svg = |labels: &[&str], x: u32| {
-            labels
+    fn a_picture_with_other_labels_or_positions_than_the_run_draws_is_stale() {
+        let svg = |labels: &[&str], x: u32, marker: u32| {
+            let texts: String = labels
                 .iter()
                 .map(|l| format!("<text x=\"{x}\" y=\"1\">\n{l}\n</text>\n"))
-                .collect::<String>()
+                .collect();
+            format!("<circle cx=\"{marker}\" cy=\"40\" r=\"5\"/>\n{texts}")
         };
         let dir = std::env::temp_dir().join(format!("figure-check-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -418,15 +466,21 @@ mod figure_tests {
             std::fs::write(&path, text).unwrap();
             path.display().to_string()
         };
-        let drawn = write("drawn.svg", svg(&["copy_words", "gemm_tiled_f32"], 10));
-        let moved = write("moved.svg", svg(&["gemm_tiled_f32", "copy_words"], 99));
-        let old = write("old.svg", svg(&["copy_words"], 10));
-        assert!(check_figure(&format!("{moved}={drawn}")).is_ok());
+        let drawn = write("drawn.svg", svg(&["copy_words", "gemm_tiled_f32"], 10, 100));
+        let same = write("same.svg", svg(&["copy_words", "gemm_tiled_f32"], 10, 100));
+        let old = write("old.svg", svg(&["copy_words"], 10, 100));
+        let label_moved = write("label.svg", svg(&["copy_words", "gemm_tiled_f32"], 99, 100));
+        let point_moved = write("point.svg", svg(&["copy_words", "gemm_tiled_f32"], 10, 130));
+        assert!(check_figure(&format!("{same}={drawn}")).is_ok());
         let why = check_figure(&format!("{old}={drawn}")).unwrap_err();
         assert!(
             why.contains("stale") && why.contains("gemm_tiled_f32"),
             "{why}"
         );
+        let why = check_figure(&format!("{label_moved}={drawn}")).unwrap_err();
+        assert!(why.contains("\"copy_words\" is at (99, 1)"), "{why}");
+        let why = check_figure(&format!("{point_moved}={drawn}")).unwrap_err();
+        assert!(why.contains("\"marker\" is at (130, 40)"), "{why}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -282,23 +282,35 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         .map(|r| {
             // A modelled row sits at the model's prediction where it has one, with its bound
             // above it; a measured row at its measurement.
-            let predicted = match &r.predicted {
-                Some(Ok(p)) if !r.measured && p.seconds > 0.0 => {
-                    Some(r.cost.flops as f64 / p.seconds)
-                }
-                _ => None,
-            };
-            let bound = r.cost.flops as f64 / r.roofline.bound_seconds.max(f64::MIN_POSITIVE);
-            plot::RooflinePoint {
-                label: r.kernel.clone(),
-                intensity: r.roofline.intensity,
-                flops_per_second: predicted.unwrap_or(r.roofline.flops_per_second),
-                bound: (r.measured || predicted.is_some()).then_some(bound),
-                unit: r.cost.unit,
-                measured: r.measured,
+            let flops = r.cost.flops as f64;
+            let bound = flops / r.roofline.bound_seconds.max(f64::MIN_POSITIVE);
+            match &r.predicted {
+                Some(Ok(p)) if !r.measured && p.seconds > 0.0 => predicted_point(r, p, spec),
+                _ => plot::RooflinePoint {
+                    label: r.kernel.clone(),
+                    intensity: r.roofline.intensity,
+                    flops_per_second: r.roofline.flops_per_second,
+                    bound: r.measured.then_some(bound),
+                    unit: r.cost.unit,
+                    measured: r.measured,
+                },
             }
         })
         .collect();
+    // A modelled point above its own roof would be a prediction faster than the model's own
+    // DRAM or compute time: a bug in the model or in the placement, never a picture to draw.
+    if let Some(p) = points
+        .iter()
+        .find(|p| !p.measured && p.bound.is_some_and(|b| p.flops_per_second > b * 1.001))
+    {
+        return Err(format!(
+            "{}: predicted {:.3e} FLOP/s, above its roof ({:.3e}) at intensity {:.3}",
+            p.label,
+            p.flops_per_second,
+            p.bound.unwrap_or_default(),
+            p.intensity
+        ));
+    }
     let predicted = report
         .rows
         .iter()
@@ -739,6 +751,34 @@ pub(crate) fn duration(s: f64) -> String {
 
 /// The widest line of the default table (and of the lines around it): a terminal's width.
 pub const NARROW: usize = 120;
+
+/// A predicted row's point on the roofline chart. Its x is the intensity of the bytes the model
+/// charged to DRAM, not of the cost model's compulsory bytes: a kernel whose re-reads L2 serves
+/// (the naive GEMM's) moves far fewer bytes across the HBM boundary than its loads, and placed at
+/// the loads' intensity its predicted FLOP/s would sit above the memory roof. At the model's
+/// DRAM bytes the point is under both roofs by construction (the predicted time is at least the
+/// DRAM time and the FLOPs' time), and its cross marks the roof at that intensity.
+fn predicted_point(r: &Row, p: &perf::model::Prediction, spec: &GpuSpec) -> plot::RooflinePoint {
+    let flops = r.cost.flops as f64;
+    let dram: f64 = p.launches.iter().map(|l| l.totals.dram_bytes).sum();
+    let (intensity, bound) = if dram > 0.0 {
+        let roof_seconds = (dram / spec.hbm_bandwidth).max(flops / spec.peak_flops(r.cost.unit));
+        (flops / dram, flops / roof_seconds.max(f64::MIN_POSITIVE))
+    } else {
+        (
+            r.roofline.intensity,
+            flops / r.roofline.bound_seconds.max(f64::MIN_POSITIVE),
+        )
+    };
+    plot::RooflinePoint {
+        label: r.kernel.clone(),
+        intensity,
+        flops_per_second: flops / p.seconds,
+        bound: Some(bound),
+        unit: r.cost.unit,
+        measured: false,
+    }
+}
 
 /// The run's first line: in one sentence, what runs where and what the times are.
 fn first_line(rt: &Runtime, spec: &GpuSpec, runs: usize) -> String {
@@ -1267,6 +1307,64 @@ mod tests {
             wrap(&line, NARROW)
                 .lines()
                 .all(|l| l.chars().count() <= NARROW)
+        );
+    }
+
+    /// The naive GEMM's re-reads hit L2: at the cost model's (compulsory-load) intensity its
+    /// predicted rate sits above the memory roof; at the intensity of the bytes the model sent
+    /// to DRAM it is under both roofs, its cross on the roof at that intensity.
+    #[test]
+    fn a_predicted_point_sits_under_its_roof_at_the_models_dram_intensity() {
+        let spec = GpuSpec::find("h100").unwrap();
+        let mut row = rows()
+            .into_iter()
+            .find(|r| r.kernel == "gemm_naive_f32")
+            .expect("the naive GEMM's case");
+        let flops = row.cost.flops as f64;
+        let (seconds, dram_bytes) = (400e-6, 12.6e6);
+        let launch = perf::model::LaunchPrediction {
+            kernel: row.kernel.clone(),
+            seconds,
+            limiter: perf::model::Limiter::L1,
+            components: Vec::new(),
+            totals: perf::model::Totals {
+                dram_bytes,
+                ..Default::default()
+            },
+            blocks_per_sm: 8,
+            occupancy_limiter: String::new(),
+            waves: 1.0,
+            tail_factor: 1.0,
+            sampled_blocks: 1,
+            grid_blocks: 1,
+            sample_work: 1,
+            phases: None,
+        };
+        let prediction = perf::model::Prediction {
+            device: "h100".to_string(),
+            seconds,
+            limiter: perf::model::Limiter::L1,
+            launches: vec![launch],
+            extended_from: None,
+        };
+        let at_cost_bound = flops / row.roofline.bound_seconds;
+        assert!(
+            flops / seconds > at_cost_bound,
+            "the compulsory intensity's roof is what the old chart drew the point above"
+        );
+        row.predicted = Some(Ok(prediction.clone()));
+        let p = predicted_point(&row, &prediction, spec);
+        assert!((p.intensity - flops / dram_bytes).abs() < 1e-9 * p.intensity);
+        let roof = (p.intensity * spec.hbm_bandwidth).min(spec.peak_flops(row.cost.unit));
+        assert!(
+            (p.bound.unwrap() - roof).abs() <= 1e-9 * roof,
+            "{:?}",
+            p.bound
+        );
+        assert!(
+            p.flops_per_second <= roof,
+            "{} above {roof}",
+            p.flops_per_second
         );
     }
 }
