@@ -194,10 +194,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     drop(rt);
     let bar = ProgressBar::new(selected.len() as u64)
         .with_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
-    let path = args
-        .json
-        .clone()
-        .unwrap_or_else(|| report_dir().join("run.json"));
+    let path = match &args.json {
+        Some(path) => path.clone(),
+        None => report_dir()?.join("run.json"),
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;

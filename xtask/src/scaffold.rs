@@ -85,7 +85,8 @@ fn header(template: Template, name: &str, what: &str) -> String {
 }
 
 pub fn run(args: &NewArgs) -> Result<(), String> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    // The checkout this runs in, not the one the binary was built in.
+    let root = crate::ptxas::checkout()?;
     let taken = taken_names();
     let file = create(&root.join("kernels/src"), &args.name, args.template, &taken)?;
     println!(

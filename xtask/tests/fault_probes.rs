@@ -401,3 +401,184 @@ fn an_exit_with_that_is_not_a_live_process_is_refused() {
         &["XTASK_EXIT_WITH=2147483646: no such process"],
     );
 }
+
+// Issue 42, finding 2: writes only where asked. Each of these wrote outside what was asked (or
+// into a folder of the user's) on the code before the fix.
+
+/// `cargo xtask <args>` run in `dir` (a copy of the binary when `exe` says so), with nothing in
+/// the environment pointing it at this checkout.
+fn xtask_in(exe: &std::path::Path, dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(exe)
+        .args(args)
+        .current_dir(dir)
+        .env("KERNELS_BACKEND", "emulator")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("XTASK_OUT")
+        .env_remove("CARGO_MANIFEST_DIR")
+        .output()
+        .expect("xtask starts")
+}
+
+#[test]
+fn device_bundle_refuses_a_folder_holding_a_users_file_and_leaves_it_untouched() {
+    let dir = common::scratch("bundle-users-dir");
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    std::fs::write(dir.join("run.sh"), "my own script").unwrap();
+    refused(
+        &["device-bundle", "--out", dir.to_str().unwrap()],
+        &[],
+        &["notes.txt", "not part of a bundle"],
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("run.sh")).unwrap(),
+        "my own script"
+    );
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "nothing added: {names:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn device_bundle_does_not_write_through_a_link() {
+    let dir = common::scratch("bundle-link");
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+    refused(
+        &["device-bundle", "--out", link.to_str().unwrap()],
+        &[],
+        &["link", "symbolic link"],
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A folder holding a link where the bundle puts a file of its own (`--out /`, whose `bin` leads
+/// to `/usr/bin`): refused naming the link, nothing written where it leads.
+#[test]
+fn device_bundle_does_not_write_through_a_link_inside_its_folder() {
+    let dir = common::scratch("bundle-bin-link");
+    let out = dir.join("out");
+    let elsewhere = dir.join("usr-bin");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join("bin")).unwrap();
+    refused(
+        &["device-bundle", "--out", out.to_str().unwrap()],
+        &[],
+        &[out.join("bin").to_str().unwrap(), "not part of a bundle"],
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn device_bundle_replaces_its_own_previous_bundle() {
+    let dir = common::scratch("bundle-again");
+    let out = dir.join("bundle");
+    for _ in 0..2 {
+        let run = xtask(&["device-bundle", "--out", out.to_str().unwrap()], &[]);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    assert!(out.join("run.sh").is_file() && out.join("bin/xtask").is_file());
+    // Nothing left beside it.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A folder that looks like a checkout of the project to `cargo xtask`: the workspace's
+/// Cargo.toml and the kernel crate's lib.rs.
+fn fake_checkout(name: &str) -> std::path::PathBuf {
+    let dir = common::scratch(name);
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"kernels\"]\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("kernels/src")).unwrap();
+    std::fs::write(
+        dir.join("kernels/Cargo.toml"),
+        "[package]\nname = \"kernels\"\n",
+    )
+    .unwrap();
+    let lib = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernels/src/lib.rs");
+    std::fs::copy(lib, dir.join("kernels/src/lib.rs")).unwrap();
+    dir
+}
+
+/// Undoes what a `cargo xtask new NAME` wrote into this checkout (the kernel's file, a changed
+/// lib.rs), so that a failing test leaves it clean; whether it had written anything.
+fn undo_new_here(name: &str, lib_before: &[u8]) -> bool {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/src");
+    let file = here.join(format!("{name}.rs"));
+    let wrote = file.exists();
+    let _ = std::fs::remove_file(file);
+    let lib_changed = std::fs::read(here.join("lib.rs")).unwrap() != lib_before;
+    if lib_changed {
+        std::fs::write(here.join("lib.rs"), lib_before).unwrap();
+    }
+    wrote || lib_changed
+}
+
+/// The binary copied out of this checkout and run in another: `new` writes there, and nothing
+/// into the checkout it was built in (it wrote both files here).
+#[test]
+fn a_copied_binary_writes_into_the_checkout_it_runs_in_not_the_one_it_was_built_in() {
+    let other = fake_checkout("copied-binary");
+    let exe = other.join("xtask-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_xtask"), &exe).unwrap();
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/src");
+    let name = format!("probe_copied_{}", std::process::id());
+    let lib_before = std::fs::read(here.join("lib.rs")).unwrap();
+    let out = xtask_in(&exe, &other, &["new", &name, "--template", "elementwise"]);
+    assert!(
+        !undo_new_here(&name, &lib_before),
+        "wrote into the build's checkout"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(other.join(format!("kernels/src/{name}.rs")).is_file());
+    let lib = std::fs::read_to_string(other.join("kernels/src/lib.rs")).unwrap();
+    assert!(lib.contains(&format!("    {name},\n")), "{lib}");
+    let _ = std::fs::remove_dir_all(&other);
+}
+
+/// Outside any checkout, the commands whose default output is in the checkout refuse, naming
+/// where they are, and write nothing.
+#[test]
+fn outside_a_checkout_the_default_outputs_are_refused() {
+    let dir = common::scratch("not-a-checkout");
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_xtask"));
+    let lib = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernels/src/lib.rs");
+    let lib_before = std::fs::read(lib).unwrap();
+    for args in [
+        &["figures"][..],
+        &["new", "probe_outside", "--template", "warp"],
+        &["run", "--only", "vector_add_f32", "--no-predict"],
+        &["device-bundle"],
+    ] {
+        let out = xtask_in(exe, &dir, args);
+        assert!(!undo_new_here("probe_outside", &lib_before), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("is not inside a checkout of this project"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "{args:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
