@@ -582,3 +582,157 @@ fn outside_a_checkout_the_default_outputs_are_refused() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// Issue 42, findings 4 and 5: no false success from the bundle's run.sh or from `summarize`.
+// Each of these exited 0 (or overwrote its input) on the code before the fix.
+
+#[test]
+fn the_bundle_fails_when_its_budget_leaves_every_stage_skipped() {
+    let dir = common::bundle("bundle-all-skipped");
+    let results = dir.join("results");
+    let out = run_sh(
+        &dir,
+        &["--budget", "10", "--out", results.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("correctness: skipped, budget spent"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("no stage ran to its end"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--budget 0090` is 90 seconds (bash's arithmetic took it for octal, failed on the 9, and
+/// skipped every stage).
+#[test]
+fn the_bundle_reads_a_budget_with_leading_zeros_as_decimal() {
+    let dir = common::bundle("bundle-octal");
+    let results = dir.join("results");
+    let out = run_sh(
+        &dir,
+        &["--budget", "0090", "--out", results.to_str().unwrap()],
+    )
+    .env_remove("KERNELS_BACKEND")
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("value too great"), "{stderr}");
+    assert!(stdout.contains("== correctness (up to 8s)"), "{stdout}");
+    assert!(stdout.contains("of 90s)"), "{stdout}");
+    // No GPU here: the stages that need one fail, and so does the window.
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run report as `cargo xtask run --json` writes one, with no rows.
+const EMPTY_RUN: &str =
+    r#"{"backend": "emulator", "rows": [], "failures": [], "complete": true, "not_run": []}"#;
+
+/// `cargo xtask summarize` on files in `dir`: `--run RUN --baselines BASELINES --results
+/// RESULTS --out OUT`, each a name in `dir` (or a path as given).
+fn summarize(
+    dir: &std::path::Path,
+    run: &str,
+    baselines: &str,
+    results: &str,
+    out: &str,
+) -> Vec<String> {
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    vec![
+        "summarize".into(),
+        "--run".into(),
+        p(run),
+        "--baselines".into(),
+        p(baselines),
+        "--results".into(),
+        p(results),
+        "--out".into(),
+        p(out),
+    ]
+}
+
+#[track_caller]
+fn summarize_refused(dir: &std::path::Path, args: &[String], expected: &[&str]) {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    refused(&args, &[], expected);
+    assert!(!dir.join("results.json").exists(), "no summary written");
+}
+
+#[test]
+fn summarize_refuses_an_out_that_is_its_run_report() {
+    let dir = common::scratch("summary-out-is-run");
+    std::fs::write(dir.join("run.json"), EMPTY_RUN).unwrap();
+    let args = summarize(&dir, "run.json", "baselines.json", ".", "run.json");
+    summarize_refused(
+        &dir,
+        &args,
+        &["--out", "is --run", "would overwrite its input"],
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("run.json")).unwrap(),
+        EMPTY_RUN
+    );
+    // The same file by another name.
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    let args = summarize(&dir, "run.json", "baselines.json", ".", "sub/../run.json");
+    summarize_refused(&dir, &args, &["would overwrite its input"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("run.json")).unwrap(),
+        EMPTY_RUN
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn summarize_refuses_a_run_that_is_not_a_run_report() {
+    let dir = common::scratch("summary-not-a-run");
+    for text in ["{}", "[]", r#"{"rows":"x"}"#] {
+        std::fs::write(dir.join("run.json"), text).unwrap();
+        let args = summarize(&dir, "run.json", "baselines.json", ".", "results.json");
+        summarize_refused(&dir, &args, &["run.json: not a run report"]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn summarize_refuses_a_missing_run_file() {
+    let dir = common::scratch("summary-no-run");
+    let args = summarize(&dir, "nosuch.json", "baselines.json", ".", "results.json");
+    summarize_refused(&dir, &args, &["nosuch.json: no such file"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn summarize_refuses_a_missing_results_folder() {
+    let dir = common::scratch("summary-no-results");
+    std::fs::write(dir.join("run.json"), EMPTY_RUN).unwrap();
+    let args = summarize(&dir, "run.json", "baselines.json", "nosuch", "results.json");
+    summarize_refused(&dir, &args, &["--results", "nosuch: no such folder"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn summarize_refuses_baselines_that_are_not_baselines() {
+    let dir = common::scratch("summary-bad-baselines");
+    std::fs::write(dir.join("run.json"), EMPTY_RUN).unwrap();
+    std::fs::write(dir.join("baselines.json"), "{}").unwrap();
+    let args = summarize(&dir, "run.json", "baselines.json", ".", "results.json");
+    summarize_refused(&dir, &args, &["baselines.json: not a baselines file"]);
+    // ... where a good run report and no baselines file at all (their stage skipped) pass.
+    std::fs::remove_file(dir.join("baselines.json")).unwrap();
+    let args: Vec<String> = summarize(&dir, "run.json", "baselines.json", ".", "results.json");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = xtask(&args, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
