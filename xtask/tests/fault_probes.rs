@@ -736,3 +736,44 @@ fn summarize_refuses_baselines_that_are_not_baselines() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 42, finding 6: `new` with a keyword, a crate's name or a name its template uses wrote a
+/// kernel file that broke the kernel crate's build (all but `gen` were accepted before the fix).
+#[test]
+fn new_refuses_keywords_crate_names_and_clashes_with_a_clear_message() {
+    let other = fake_checkout("new-names");
+    let lib = std::fs::read(other.join("kernels/src/lib.rs")).unwrap();
+    let here = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernels/src/lib.rs");
+    let here_before = std::fs::read(here).unwrap();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_xtask"));
+    for (name, says) in [
+        ("try", "is a Rust keyword"),
+        ("yield", "is a Rust keyword"),
+        ("abstract", "is a Rust keyword"),
+        ("gen", "is a Rust keyword"),
+        ("become", "is a Rust keyword"),
+        ("std", "the name of a crate"),
+        ("core", "the name of a crate"),
+        ("alloc", "the name of a crate"),
+        ("index_1d", "template's code already uses that name"),
+    ] {
+        let out = xtask_in(exe, &other, &["new", name, "--template", "elementwise"]);
+        assert!(!undo_new_here(name, &here_before), "{name}: wrote here");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("`{name}`")) && stderr.contains(says),
+            "{name}: {stderr}"
+        );
+        assert!(
+            !other.join(format!("kernels/src/{name}.rs")).exists(),
+            "{name}"
+        );
+        assert_eq!(
+            std::fs::read(other.join("kernels/src/lib.rs")).unwrap(),
+            lib,
+            "{name}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&other);
+}
