@@ -95,6 +95,9 @@ fn realistic() -> [&'static str; 6] {
 }
 
 pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
+    // `KERNELS_BACKEND=ptx`: the same shapes from the kernels' PTX, on the same checked memory.
+    let ptx = crate::predict::ptx_requested("emu-speed", false)?;
+    let sizes = Sizes::named(&args.size);
     if let Some(only) = &args.only {
         crate::run::check_names("--only", std::slice::from_ref(only))?;
         if !realistic().iter().any(|k| k.contains(only.as_str())) {
@@ -107,9 +110,6 @@ pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
     if args.size != "tiny" && args.only.is_none() {
         crate::run::emu_speed()?;
     }
-    let sizes = Sizes::named(&args.size);
-    // `KERNELS_BACKEND=ptx`: the same shapes from the kernels' PTX, on the same checked memory.
-    let ptx = std::env::var(host::runtime::BACKEND_VAR).is_ok_and(|b| b == "ptx");
     let (rt, backend) = if ptx {
         let rt = Runtime::ptx_from_env().map_err(|e| e.to_string())?;
         (rt, "PTX backend")

@@ -777,3 +777,118 @@ fn new_refuses_keywords_crate_names_and_clashes_with_a_clear_message() {
     }
     let _ = std::fs::remove_dir_all(&other);
 }
+
+// Issue 42, finding 7: settings silently ignored (each ran the Rust source, or took the
+// misspelt module, or the default, saying nothing, on the code before the fix).
+
+#[test]
+fn a_ptx_file_without_ptx_is_refused_by_inspect_predict_and_emu_speed() {
+    for args in [
+        &["inspect", "vector_add_f32", "--no-predict"][..],
+        &["predict", "vector_add_f32"],
+        &["emu-speed", "--size", "tiny"],
+    ] {
+        refused(
+            args,
+            &[("KERNELS_PTX", "my.ptx")],
+            &["KERNELS_PTX=my.ptx", "the file would not be used", "--ptx"],
+        );
+    }
+}
+
+#[test]
+fn inspect_under_the_ptx_backend_runs_the_ptx() {
+    let out = xtask(
+        &["inspect", "vector_add_f32", "--no-predict"],
+        &[("KERNELS_BACKEND", "ptx")],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("on the PTX backend"), "{stdout}");
+}
+
+/// The embedded sm_90 module with `edit` applied, in a file of the test's own.
+fn edited_ptx(name: &str, edit: impl Fn(&str) -> String) -> std::path::PathBuf {
+    let dir = common::scratch(name);
+    let path = dir.join("kernels.ptx");
+    std::fs::write(&path, edit(host::ptx::Arch::Sm90.ptx())).unwrap();
+    path
+}
+
+#[test]
+fn misspelt_or_bad_ptx_header_directives_are_refused_with_their_line() {
+    let version = |ptx: &str| {
+        ptx.lines()
+            .find(|l| l.starts_with(".version"))
+            .unwrap()
+            .to_string()
+    };
+    // The module's text and its `.version` line in, the edited text out.
+    type Edit = fn(&str, &str) -> String;
+    let cases: [(&str, Edit, &str); 5] = [
+        (
+            "vesion",
+            |p, _| p.replacen(".version", ".vesion", 1),
+            "unknown directive `.vesion` (did you mean `.version`?)",
+        ),
+        (
+            "adress",
+            |p, _| p.replacen(".address_size", ".adress_size", 1),
+            "unknown directive `.adress_size` (did you mean `.address_size`?)",
+        ),
+        (
+            "targte",
+            |p, _| p.replacen(".target sm_90", ".targte sm_90", 1),
+            "unknown directive `.targte` (did you mean `.target`?)",
+        ),
+        (
+            "sm_9O",
+            |p, _| p.replacen(".target sm_90", ".target sm_9O", 1),
+            "`.target sm_9O`: expected a GPU architecture",
+        ),
+        (
+            "99.9",
+            |p, v| p.replacen(v, ".version 99.9", 1),
+            "`.version 99.9`: expected a PTX ISA version",
+        ),
+    ];
+    for (name, edit, says) in cases {
+        let path = edited_ptx(&format!("ptx-header-{name}"), |p| edit(p, &version(p)));
+        refused(
+            &["run", "--only", "vector_add_f32", "--no-predict"],
+            &[
+                ("KERNELS_BACKEND", "ptx"),
+                ("KERNELS_PTX", path.to_str().unwrap()),
+            ],
+            &["PTX line", says],
+        );
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+}
+
+#[test]
+fn a_setting_that_is_not_utf8_is_refused_naming_it() {
+    use std::os::unix::ffi::OsStrExt;
+    for var in [
+        "KERNELS_BACKEND",
+        "KERNELS_PTX_ARCH",
+        "KERNELS_EMU_WATCHDOG_S",
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["run", "--only", "vector_add_f32", "--no-predict"])
+            .env("KERNELS_BACKEND", "ptx")
+            .env(var, std::ffi::OsStr::from_bytes(b"pt\xffx"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{var}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{var}=pt\u{fffd}x: not UTF-8")),
+            "{var}: {stderr}"
+        );
+    }
+}

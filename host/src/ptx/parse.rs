@@ -535,6 +535,12 @@ fn ends_at_newline(t: &str) -> bool {
         word,
         ".version" | ".target" | ".address_size" | ".file" | ".loc"
     )
+        // A misspelt header directive (`.vesion 8.0`) ends at its line too, so that it is
+        // refused by name rather than read as the start of the next statement.
+        || (word.starts_with('.')
+            && [".version", ".target", ".address_size"]
+                .iter()
+                .any(|k| edit_distance(k, word) <= 2))
 }
 
 fn is_header(text: &str) -> bool {
@@ -614,8 +620,47 @@ fn err(line: u32, message: impl Into<String>) -> ParseError {
 fn module_directive<'a>(module: &mut Module<'a>, s: &'a str, line: u32) -> Result<(), ParseError> {
     let words: Vec<&str> = s.split_whitespace().collect();
     match words.first().copied() {
-        Some(".version") => module.version = words.get(1).copied().unwrap_or(""),
-        Some(".target") => module.target = words.get(1).map_or("", |t| t.trim_end_matches(',')),
+        Some(".version") => {
+            let version = words.get(1).copied().unwrap_or("");
+            // PTX ISA versions: 1.0 to 9.x.
+            let known = version.split_once('.').is_some_and(|(major, minor)| {
+                matches!(major.parse::<u32>(), Ok(1..=9))
+                    && major.len() == 1
+                    && (1..=2).contains(&minor.len())
+                    && minor.bytes().all(|b| b.is_ascii_digit())
+            });
+            if !known || words.len() > 2 {
+                return Err(err(
+                    line,
+                    format!("`{s}`: expected a PTX ISA version, 1.0 to 9.x (e.g. `.version 8.0`)"),
+                ));
+            }
+            module.version = version;
+        }
+        Some(".target") => {
+            let target = words.get(1).map_or("", |t| t.trim_end_matches(','));
+            // `sm_NN` or `sm_NNN`, with an optional `a` or `f` (sm_90a, sm_100f).
+            let arch = target.strip_prefix("sm_").unwrap_or("");
+            let digits = arch.trim_end_matches(['a', 'f']);
+            let known = (2..=3).contains(&digits.len())
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && arch.len() <= digits.len() + 1;
+            if !known {
+                return Err(err(
+                    line,
+                    format!(
+                        "`{s}`: expected a GPU architecture sm_NN (e.g. `.target sm_90`, `sm_90a`)"
+                    ),
+                ));
+            }
+            module.target = target;
+        }
+        Some(".address_size") if words.get(1) != Some(&"64") => {
+            return Err(err(
+                line,
+                format!("`{s}`: the backends run 64-bit PTX only (`.address_size 64`)"),
+            ));
+        }
         Some(".file") => {
             let index = words
                 .get(1)
