@@ -37,7 +37,7 @@ pub struct RunArgs {
     #[arg(long)]
     json: Option<std::path::PathBuf>,
     /// Timed runs per kernel on a GPU.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     runs: usize,
     /// Leave out the performance model's predictions (`predicted`, `limiter`): on the
     /// emulator each row's sample at the GPU shape takes up to a few seconds here.

@@ -778,6 +778,39 @@ fn new_refuses_keywords_crate_names_and_clashes_with_a_clear_message() {
     let _ = std::fs::remove_dir_all(&other);
 }
 
+/// Issue 42, finding 8: the forms `emu-speed --help` gives for `--only` were refused, and
+/// `--runs 0` printed "0 run(s)" beside a time.
+#[test]
+fn emu_speed_only_takes_the_forms_its_help_gives() {
+    for only in ["empty 4096 blocks", "softmax_fused_f32 64 x 1000"] {
+        let out = xtask(&["emu-speed", "--size", "quick", "--only", only], &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "--only {only:?}: {stderr}");
+        let (kernel, shape) = only.split_once(' ').unwrap();
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(kernel) && l.contains(shape)),
+            "--only {only:?}: no line of it in:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_run_count_of_zero_is_refused() {
+    refused(
+        &["emu-speed", "--size", "tiny", "--runs", "0"],
+        &[],
+        &["--runs", "0 is not in 1.."],
+    );
+    refused(
+        &["run", "--only", "vector_add_f32", "--runs", "0"],
+        &[],
+        &["--runs", "0 is not in 1.."],
+    );
+}
+
 // Issue 42, finding 7: settings silently ignored (each ran the Rust source, or took the
 // misspelt module, or the default, saying nothing, on the code before the fix).
 
