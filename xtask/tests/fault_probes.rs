@@ -925,3 +925,129 @@ fn a_setting_that_is_not_utf8_is_refused_naming_it() {
         );
     }
 }
+
+// Issue 42, finding 10: messages. Each said something else on the code before the fix (a Rust
+// panic with the interpreter's line, `operand Special("%r9")`, a raw NUL, "has no entry point",
+// a link replaced by a file).
+
+/// `run --only vector_add_f32` on the PTX backend from the module at `ptx`: exit status and
+/// stdout and stderr together.
+fn run_ptx_file(ptx: &std::path::Path) -> (Option<i32>, String) {
+    let dir = ptx.parent().unwrap();
+    let out = xtask(
+        &[
+            "run",
+            "--only",
+            "vector_add_f32",
+            "--no-predict",
+            "--json",
+            dir.join("run.json").to_str().unwrap(),
+        ],
+        &[
+            ("KERNELS_BACKEND", "ptx"),
+            ("KERNELS_PTX", ptx.to_str().unwrap()),
+        ],
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+/// The embedded module with `from` replaced by `to` once, in `vector_add_f32`'s body.
+fn vector_add_edited(name: &str, from: &str, to: &str) -> std::path::PathBuf {
+    edited_ptx(name, |ptx| {
+        let start = ptx.find(".entry vector_add_f32(").unwrap();
+        let (head, body) = ptx.split_at(start);
+        assert!(body.contains(from), "no {from:?} in vector_add_f32");
+        format!("{head}{}", body.replacen(from, to, 1))
+    })
+}
+
+#[test]
+fn a_ptx_trap_is_reported_as_a_trap_at_its_line() {
+    let ptx = vector_add_edited("trap", "\tret;", "\ttrap;\n\tret;");
+    let (code, text) = run_ptx_file(&ptx);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("executed `trap` at PTX line"), "{text}");
+    assert!(
+        !text.contains("panicked") && !text.contains("exec.rs"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(ptx.parent().unwrap());
+}
+
+#[test]
+fn an_undeclared_register_is_named_as_a_register() {
+    let ptx = vector_add_edited("undeclared", "%r8, %r6, %r7", "%r9, %r6, %r7");
+    let (code, text) = run_ptx_file(&ptx);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("register `%r9` is not declared"), "{text}");
+    assert!(!text.contains("Special("), "{text}");
+    let _ = std::fs::remove_dir_all(ptx.parent().unwrap());
+}
+
+#[test]
+fn a_nul_byte_in_a_message_is_escaped() {
+    let ptx = edited_ptx("nul", |p| {
+        p.replacen(".address_size 64\n", ".address_size 64\n.bo\0gus;\n", 1)
+    });
+    let (code, text) = run_ptx_file(&ptx);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("unknown directive `.bo\\u{0}gus`"), "{text}");
+    assert!(!text.contains('\0'), "a raw NUL in: {text:?}");
+    let _ = std::fs::remove_dir_all(ptx.parent().unwrap());
+}
+
+#[test]
+fn an_empty_ptx_file_is_reported_as_empty() {
+    let ptx = edited_ptx("empty", |_| String::new());
+    refused(
+        &["run", "--only", "vector_add_f32", "--no-predict"],
+        &[
+            ("KERNELS_BACKEND", "ptx"),
+            ("KERNELS_PTX", ptx.to_str().unwrap()),
+        ],
+        &["kernels.ptx is empty"],
+    );
+    let _ = std::fs::remove_dir_all(ptx.parent().unwrap());
+}
+
+/// `--json` naming a link: the report is written to the file it leads to, and the link stays.
+#[test]
+fn a_json_report_through_a_link_is_written_through_it() {
+    let dir = common::scratch("json-link");
+    let target = dir.join("target.json");
+    std::fs::write(&target, "old").unwrap();
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = xtask(
+        &[
+            "run",
+            "--only",
+            "vector_add_f32",
+            "--no-predict",
+            "--json",
+            link.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&target).unwrap()).unwrap();
+    assert_eq!(report["rows"][0]["kernel"], "vector_add_f32", "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

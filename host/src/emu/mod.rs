@@ -46,6 +46,7 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
+pub use block::Trapped;
 pub use error::{EmuError, EmuErrorKind, MemorySpace, Overrun, ThreadAccess};
 pub use hopper::validate_map;
 pub use monitor::WATCHDOG_EXIT_CODE;

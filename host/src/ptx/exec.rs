@@ -131,6 +131,12 @@ impl Program {
         }
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::Ptx(format!("cannot read {}: {e}", path.display())))?;
+        if text.trim().is_empty() {
+            return Err(Error::Ptx(format!(
+                "{} is empty: no PTX module in it",
+                path.display()
+            )));
+        }
         let program = Program::load(Box::leak(text.into_boxed_str()), path.display().to_string())?;
         cache.push((path.to_path_buf(), program));
         Ok(program)
@@ -1379,7 +1385,9 @@ impl Thread<'_> {
                     None => return (issued, flops),
                 },
                 Op::Exit => return (issued, flops),
-                Op::Trap => panic!("`trap` executed at {}", self.site(here)),
+                Op::Trap => {
+                    std::panic::resume_unwind(Box::new(crate::emu::Trapped(self.site(here))))
+                }
                 Op::Bar { site } => self.gpu.sync_threads(*site),
                 Op::Half2 {
                     op,

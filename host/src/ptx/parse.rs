@@ -379,7 +379,17 @@ pub struct ParseError {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PTX line {}: {}", self.line, self.message)
+        // The message quotes the file's text, which may hold control characters (a NUL): each
+        // is shown escaped, never written raw to the terminal.
+        write!(f, "PTX line {}: ", self.line)?;
+        for c in self.message.chars() {
+            if c.is_control() && c != '\t' {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }
 
