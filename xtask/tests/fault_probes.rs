@@ -1051,3 +1051,122 @@ fn a_json_report_through_a_link_is_written_through_it() {
     assert_eq!(report["rows"][0]["kernel"], "vector_add_f32", "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// Issue 42, finding 3: sizes a PTX module declares are checked against the ISA's limits and
+// this machine's memory before anything is allocated. Each of these aborted the process ("memory
+// allocation of ... failed", exit 134), read without end, or ran "ok", on the code before the
+// fix; each runs under a 4 GiB address-space limit (`ulimit -v`), as the issue's probes did.
+
+/// `cargo xtask run --only vector_add_f32 --no-predict` on the PTX backend from the module at
+/// `ptx`, under a 4 GiB address-space limit: exit status, and stdout and stderr together.
+fn run_ptx_limited(ptx: &std::path::Path) -> (Option<i32>, String) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(["run", "--only", "vector_add_f32", "--no-predict", "--json"])
+        .arg(std::env::temp_dir().join(format!("xtask-test-{}-limited.json", std::process::id())))
+        .env("KERNELS_BACKEND", "ptx")
+        .env("KERNELS_PTX", ptx);
+    // SAFETY: setrlimit, async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 4 << 30,
+                rlim_max: 4 << 30,
+            };
+            libc::setrlimit(libc::RLIMIT_AS, &limit);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+#[track_caller]
+fn refused_limited(ptx: &std::path::Path, expected: &[&str]) {
+    let (code, text) = run_ptx_limited(ptx);
+    // A message may quote the file: the first few lines say enough.
+    let text: String = text.chars().take(4000).collect();
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        !text.contains("panicked") && !text.contains("memory allocation of"),
+        "{text}"
+    );
+    for e in expected {
+        assert!(text.contains(e), "no {e:?} in: {text}");
+    }
+}
+
+/// The embedded module with `decl` declared at module scope, after its header.
+fn with_module_variable(name: &str, decl: &str) -> std::path::PathBuf {
+    edited_ptx(name, |p| {
+        p.replacen(
+            ".address_size 64\n",
+            &format!(".address_size 64\n{decl}\n"),
+            1,
+        )
+    })
+}
+
+#[test]
+fn a_global_larger_than_this_machine_is_refused_before_it_is_allocated() {
+    let ptx = with_module_variable("huge-global", ".global .align 4 .b8 g[68719476736];");
+    refused_limited(
+        &ptx,
+        &["not enough device memory", "needs 68719476736 bytes"],
+    );
+    let _ = std::fs::remove_dir_all(ptx.parent().unwrap());
+}
+
+#[test]
+fn a_const_past_the_64_kib_bank_is_refused() {
+    let ptx = with_module_variable("huge-const", ".const .align 4 .b8 c[4294967296];");
+    refused_limited(&ptx, &["PTX line", "past the 64 KiB constant bank"]);
+    let _ = std::fs::remove_dir_all(ptx.parent().unwrap());
+}
+
+#[test]
+fn a_local_array_past_512_kib_per_thread_is_refused() {
+    let ptx = vector_add_edited(
+        "huge-local",
+        "\t.reg .b64 \t%rd<11>;\n",
+        "\t.reg .b64 \t%rd<11>;\n\t.local .align 4 .b8 big[1073741824];\n",
+    );
+    refused_limited(
+        &ptx,
+        &[
+            "vector_add_f32",
+            "PTX line",
+            "more than the 512 KiB of local memory a thread has",
+        ],
+    );
+    let _ = std::fs::remove_dir_all(ptx.parent().unwrap());
+}
+
+#[test]
+fn a_ptx_file_that_is_a_device_is_refused() {
+    refused_limited(
+        std::path::Path::new("/dev/zero"),
+        &["/dev/zero is not a regular file"],
+    );
+}
+
+#[test]
+fn a_ptx_file_past_the_size_cap_is_refused_unread() {
+    let dir = common::scratch("huge-file");
+    let path = dir.join("huge.ptx");
+    // Sparse: 300 MiB that take no disk.
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    refused_limited(
+        &path,
+        &["huge.ptx is 314572800 bytes, more than the 256 MiB"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1010,6 +1010,14 @@ pub fn decode<'m>(
                 .bytes
                 .ok_or_else(|| format!("kernel `{name}`: `.local {}` has no size", v.name))?;
             frame = frame.next_multiple_of(v.align.max(1));
+            // 512 KiB of local memory per thread (sm_90): checked before a thread's frame is
+            // allocated, for every thread of a launch.
+            if u64::from(frame) + bytes > 512 * 1024 {
+                return Err(format!(
+                    "kernel `{name}`, PTX line {}: `.local {}` takes the frame past the 512 KiB of local memory a thread has (sm_90)",
+                    v.line, v.name
+                ));
+            }
             locals.push((template.len() as Slot, frame));
             template.push(0);
             frame += bytes as u32;

@@ -52,7 +52,9 @@ pub struct GlobalVar<'a> {
     pub bytes: u64,
     /// `.const`: read-only.
     pub constant: bool,
-    /// The initial value, little-endian (zeros past what the initialiser gives).
+    /// The initial value, little-endian, as far as the initialiser gives it (the rest is
+    /// zeros, which the device's zeroed memory already holds: a large variable is not
+    /// materialised twice).
     pub init: Vec<u8>,
 }
 
@@ -686,7 +688,23 @@ fn module_directive<'a>(module: &mut Module<'a>, s: &'a str, line: u32) -> Resul
         _ if (words.contains(&".global") || words.contains(&".const"))
             && !words.contains(&".func") =>
         {
-            module.globals.push(global_var(s, line)?)
+            let var = global_var(s, line)?;
+            // The constant bank a kernel's `.const` variables share: 64 KiB on every GPU.
+            const CONST_BANK: u64 = 64 * 1024;
+            let constants = module.globals.iter().filter(|g| g.constant);
+            let total = constants
+                .map(|g| g.bytes)
+                .fold(var.bytes, u64::saturating_add);
+            if var.constant && total > CONST_BANK {
+                return Err(err(
+                    line,
+                    format!(
+                        "`.const` variable `{}` takes the module's constants to {total} bytes, past the 64 KiB constant bank",
+                        var.name
+                    ),
+                ));
+            }
+            module.globals.push(var)
         }
         // `.address_size`, prototypes of functions (defined later or external), debug data:
         // nothing the backends need; kept out rather than misread.
@@ -734,7 +752,7 @@ fn global_var(s: &str, line: u32) -> Result<GlobalVar<'_>, ParseError> {
             format!("a .global or .const array needs a size: `{s}`"),
         )
     })?;
-    let mut bytes_out = Vec::with_capacity(bytes as usize);
+    let mut bytes_out = Vec::new();
     if let Some(init) = init {
         let list = init.trim_start_matches('{').trim_end_matches('}');
         for v in list.split(',').map(str::trim).filter(|v| !v.is_empty()) {
@@ -758,15 +776,14 @@ fn global_var(s: &str, line: u32) -> Result<GlobalVar<'_>, ParseError> {
                 err(line, format!("cannot read initial value `{v}` (addresses of variables are not implemented)"))
             })?;
             bytes_out.extend_from_slice(&bits.to_le_bytes()[..elem]);
+            if bytes_out.len() as u64 > bytes {
+                return Err(err(
+                    line,
+                    format!("more initial values than `{}` holds", var.name),
+                ));
+            }
         }
     }
-    if bytes_out.len() as u64 > bytes {
-        return Err(err(
-            line,
-            format!("more initial values than `{}` holds", var.name),
-        ));
-    }
-    bytes_out.resize(bytes as usize, 0);
     Ok(GlobalVar {
         name: var.name,
         align: var.align,
@@ -808,7 +825,26 @@ fn shared_var(s: &str, line: u32) -> Result<SharedVar<'_>, ParseError> {
                 let n: u64 = n
                     .parse()
                     .map_err(|_| err(line, format!("bad array size in `{s}`")))?;
-                Some(n * u64::from(elem))
+                let bytes = n
+                    .checked_mul(u64::from(elem))
+                    .ok_or_else(|| err(line, format!("array size overflows 64 bits in `{s}`")))?;
+                // The ISA's limits (sm_90), before anything is allocated for it.
+                let limit = if words.contains(&".shared") {
+                    Some((227 * 1024, "227 KiB of shared memory a block can have"))
+                } else if words.contains(&".local") {
+                    Some((512 * 1024, "512 KiB of local memory a thread has"))
+                } else {
+                    None
+                };
+                if let Some((limit, what)) = limit
+                    && bytes > limit
+                {
+                    return Err(err(
+                        line,
+                        format!("`{s}` declares {bytes} bytes, more than the {what} (sm_90)"),
+                    ));
+                }
+                Some(bytes)
             };
             (name, bytes)
         }
