@@ -108,6 +108,11 @@ pub(super) struct Pending {
 /// Why a simulated thread stopped early: carried by unwinding out of the kernel code.
 struct Fault(EmuErrorKind);
 
+/// What a thread that executes PTX's `trap` unwinds with (`std::panic::resume_unwind`, which
+/// runs no panic hook): reported as [`EmuErrorKind::Trap`] at its site, not as a panic of the
+/// interpreter.
+pub struct Trapped(pub Site);
+
 /// One simulated thread.
 type Thread<'s> = Coroutine<(), (), ThreadResult, &'s mut DefaultStack>;
 
@@ -507,6 +512,12 @@ impl Block<'_> {
             return EmuErrorKind::StackOverflow {
                 thread: self.thread_dim3(t),
                 stack_bytes: self.launch.stack_bytes,
+            };
+        }
+        if let Some(Trapped(site)) = payload.downcast_ref::<Trapped>() {
+            return EmuErrorKind::Trap {
+                thread: self.thread_dim3(t),
+                site: *site,
             };
         }
         match payload.downcast::<Fault>() {

@@ -241,6 +241,13 @@ pub enum EmuErrorKind {
         /// What is wrong.
         detail: String,
     },
+    /// The kernel executed PTX's `trap` (CUDA ends the launch with an illegal instruction).
+    Trap {
+        /// The thread.
+        thread: Dim3,
+        /// The `trap`.
+        site: Site,
+    },
     /// The kernel itself panicked (an assertion, an arithmetic overflow, a slice index).
     Panic {
         /// The thread.
@@ -555,6 +562,11 @@ impl fmt::Display for EmuError {
                 site,
                 detail,
             } => write!(f, "wgmma at {site} (warpgroup {warpgroup}): {detail}"),
+            EmuErrorKind::Trap { thread, site } => write!(
+                f,
+                "thread {} executed `trap` at {site}: the kernel aborted the launch (CUDA_ERROR_ILLEGAL_INSTRUCTION on a GPU)",
+                d(*thread)
+            ),
             EmuErrorKind::Panic { thread, message } => {
                 write!(f, "thread {} panicked: {message}", d(*thread))
             }

@@ -52,6 +52,7 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
+pub use block::Trapped;
 pub use error::{EmuError, EmuErrorKind, MemorySpace, Overrun, ThreadAccess};
 pub use hopper::validate_map;
 pub use launch::{DeviceLimits, Dim3, LaunchConfig, dim3};
@@ -171,7 +172,13 @@ fn env_number(
     what: &str,
 ) -> Result<u64, String> {
     match std::env::var(var).as_deref() {
-        Err(_) | Ok("") => Ok(default),
+        Err(std::env::VarError::NotPresent) | Ok("") => Ok(default),
+        Err(std::env::VarError::NotUnicode(v)) => Err(format!(
+            "{var}={}: not UTF-8; expected a whole number from {} to {} ({what}; default {default})",
+            v.to_string_lossy().escape_debug(),
+            accepted.start(),
+            accepted.end()
+        )),
         Ok(v) => v
             .trim()
             .parse::<u64>()
@@ -191,7 +198,11 @@ fn env_number(
 /// names it: a mistyped setting should not silently mean the default.
 fn env_switch(var: &str, default: bool) -> Result<bool, String> {
     match std::env::var(var).as_deref() {
-        Err(_) | Ok("") => Ok(default),
+        Err(std::env::VarError::NotPresent) | Ok("") => Ok(default),
+        Err(std::env::VarError::NotUnicode(v)) => Err(format!(
+            "{var}={}: not UTF-8; expected on or off (or 1/0, true/false)",
+            v.to_string_lossy().escape_debug()
+        )),
         Ok("on" | "1" | "true") => Ok(true),
         Ok("off" | "0" | "false") => Ok(false),
         Ok(other) => Err(format!(

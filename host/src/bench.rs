@@ -69,6 +69,11 @@ pub fn time_gpu(
     cfg: BenchConfig,
     mut launch: impl FnMut() -> Result<()>,
 ) -> Result<Timing> {
+    if cfg.runs == 0 {
+        return Err(Error::Config(
+            "timing needs at least one timed run (runs = 0)".into(),
+        ));
+    }
     let Backend::Cuda(gpu) = rt.backend() else {
         return Err(Error::NoDevice(
             "timing needs a GPU; the emulator reports modelled figures instead".into(),

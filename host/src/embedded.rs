@@ -98,7 +98,16 @@ pub fn program_from_env() -> Result<&'static Program> {
 
 /// The architecture `KERNELS_PTX_ARCH` names (default sm_90).
 pub fn arch_from_env() -> Result<Arch> {
-    let name = std::env::var(PTX_ARCH_VAR).unwrap_or_default();
+    let name = match std::env::var(PTX_ARCH_VAR) {
+        Ok(name) => name,
+        Err(std::env::VarError::NotPresent) => String::new(),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            return Err(Error::Ptx(format!(
+                "{PTX_ARCH_VAR}={}: not UTF-8; expected sm_80, sm_90 or sm_90a",
+                v.to_string_lossy().escape_debug()
+            )));
+        }
+    };
     if name.is_empty() {
         return Ok(Arch::Sm90);
     }

@@ -146,7 +146,17 @@ impl Runtime {
                 backend: Backend::Cuda(Gpu::with_module(0, module.map(|m| m.1))?),
             })
         };
-        let rt = match std::env::var(BACKEND_VAR).unwrap_or_default().as_str() {
+        let backend = match std::env::var(BACKEND_VAR) {
+            Ok(b) => b,
+            Err(std::env::VarError::NotPresent) => String::new(),
+            Err(std::env::VarError::NotUnicode(v)) => {
+                return Err(Error::Config(format!(
+                    "{BACKEND_VAR}={}: not UTF-8; expected emulator, ptx, gpu or auto",
+                    v.to_string_lossy().escape_debug()
+                )));
+            }
+        };
+        let rt = match backend.as_str() {
             "emulator" | "emu" | "cpu" => Self::emulator(),
             "gpu" | "cuda" => gpu()?,
             "ptx" => ptx()?,
@@ -305,8 +315,15 @@ fn ptx_file_from_env() -> Option<String> {
 
 /// Refuses a `KERNELS_INJECT_FAULT` that names no kernel of the embedded modules.
 fn check_injected_fault() -> Result<()> {
-    let Ok(target) = std::env::var(INJECT_FAULT_VAR) else {
-        return Ok(());
+    let target = match std::env::var(INJECT_FAULT_VAR) {
+        Ok(target) => target,
+        Err(std::env::VarError::NotPresent) => return Ok(()),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            return Err(Error::Config(format!(
+                "{INJECT_FAULT_VAR}={}: not UTF-8; expected a kernel's PTX entry point",
+                v.to_string_lossy().escape_debug()
+            )));
+        }
     };
     let kernel = ["abort:", "hang:"]
         .iter()

@@ -1010,6 +1010,14 @@ pub fn decode<'m>(
                 .bytes
                 .ok_or_else(|| format!("kernel `{name}`: `.local {}` has no size", v.name))?;
             frame = frame.next_multiple_of(v.align.max(1));
+            // 512 KiB of local memory per thread (sm_90): checked before a thread's frame is
+            // allocated, for every thread of a launch.
+            if u64::from(frame) + bytes > 512 * 1024 {
+                return Err(format!(
+                    "kernel `{name}`, PTX line {}: `.local {}` takes the frame past the 512 KiB of local memory a thread has (sm_90)",
+                    v.line, v.name
+                ));
+            }
             locals.push((template.len() as Slot, frame));
             template.push(0);
             frame += bytes as u32;
@@ -1370,8 +1378,7 @@ impl Decoder<'_> {
                     },
                     _ => None,
                 };
-                let fill =
-                    fill.ok_or_else(|| format!("special register `{name}` is not implemented"))?;
+                let fill = fill.ok_or_else(|| undeclared_or_special(name))?;
                 Ok(self.fill(fill))
             }
             Operand::Symbol(name) => {
@@ -1409,6 +1416,7 @@ impl Decoder<'_> {
     fn dst(&self, o: &Operand<'static>) -> DResult<Slot> {
         match o {
             Operand::Reg(r) => Ok(self.reg(*r)),
+            Operand::Special(name) => Err(undeclared_or_special(name)),
             other => Err(format!("operand {other:?} where a register was expected")),
         }
     }
@@ -2918,5 +2926,37 @@ impl Decoder<'_> {
             offset: *offset,
         });
         Ok((if load { Op::Ld(mem) } else { Op::St(mem) }, 0, class))
+    }
+}
+
+/// Why `%name`, which no `.reg` declares, cannot be read or written: a register the function
+/// does not declare (`%r9` past `.reg .b32 %r<9>`), or a special register the backend lacks.
+fn undeclared_or_special(name: &str) -> String {
+    let special = [
+        "%tid",
+        "%ntid",
+        "%ctaid",
+        "%nctaid",
+        "%laneid",
+        "%warpid",
+        "%nwarpid",
+        "%smid",
+        "%nsmid",
+        "%gridid",
+        "%lanemask",
+        "%clock",
+        "%globaltimer",
+        "%pm",
+        "%envreg",
+        "%dynamic_smem_size",
+        "%total_smem_size",
+        "%aggr_smem_size",
+        "%cluster",
+        "%is_explicit",
+    ];
+    if special.iter().any(|s| name.starts_with(s)) {
+        format!("special register `{name}` is not implemented")
+    } else {
+        format!("register `{name}` is not declared (no `.reg` of this function declares it)")
     }
 }

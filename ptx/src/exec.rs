@@ -57,6 +57,23 @@ impl Program {
     /// Parses and decodes `text` (leaked: a program lives as long as the process).
     pub fn load(text: &'static str, origin: String) -> Result<&'static Program> {
         let module = parse::parse(text).map_err(|e| Error::Ptx(format!("{origin}: {e}")))?;
+        // The module's variables are allocated on every device that runs it: refused here,
+        // before any allocation, if this machine cannot hold them.
+        let needed = module
+            .globals
+            .iter()
+            .map(|g| g.bytes)
+            .fold(0, u64::saturating_add);
+        if needed > 64 << 20 {
+            let free = memory_for_variables();
+            if needed > free {
+                return Err(Error::OutOfMemory {
+                    what: format!("{origin}'s .global and .const variables"),
+                    needed,
+                    free,
+                });
+            }
+        }
         // Module-scope shared variables, then each function's own (a `__shared__` array
         // declared in a kernel): one allocation per block each.
         let scoped = module
@@ -110,8 +127,36 @@ impl Program {
         if let Some((_, p)) = cache.iter().find(|(q, _)| q == path) {
             return Ok(p);
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Ptx(format!("cannot read {}: {e}", path.display())))?;
+        let cannot = |e: std::io::Error| Error::Ptx(format!("cannot read {}: {e}", path.display()));
+        // A device (`/dev/zero`), a FIFO or a folder would be read without end, or block.
+        let meta = std::fs::metadata(path).map_err(cannot)?;
+        if !meta.is_file() {
+            return Err(Error::Ptx(format!(
+                "{} is not a regular file: give a PTX file",
+                path.display()
+            )));
+        }
+        if meta.len() > MAX_PTX_FILE {
+            return Err(Error::Ptx(format!(
+                "{} is {} bytes, more than the {} MiB a PTX module may be here",
+                path.display(),
+                meta.len(),
+                MAX_PTX_FILE >> 20
+            )));
+        }
+        let mut text = String::new();
+        {
+            use std::io::Read;
+            std::fs::File::open(path)
+                .and_then(|f| f.take(MAX_PTX_FILE).read_to_string(&mut text))
+                .map_err(cannot)?;
+        }
+        if text.trim().is_empty() {
+            return Err(Error::Ptx(format!(
+                "{} is empty: no PTX module in it",
+                path.display()
+            )));
+        }
         let program = Program::load(Box::leak(text.into_boxed_str()), path.display().to_string())?;
         cache.push((path.to_path_buf(), program));
         Ok(program)
@@ -139,6 +184,26 @@ impl Program {
     }
 }
 
+/// The memory the emulator may give a module's variables: what the host has free, within this
+/// process's address-space limit (`ulimit -v`).
+fn memory_for_variables() -> u64 {
+    let free = Emulator::new().free_memory();
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0;
+    if got && limit.rlim_cur != libc::RLIM_INFINITY {
+        free.min(limit.rlim_cur)
+    } else {
+        free
+    }
+}
+
+/// The largest PTX file `KERNELS_PTX` may name (the kernels' own modules are under 4 MiB).
+const MAX_PTX_FILE: u64 = 256 << 20;
+
 /// The PTX device: the emulator's memory and scheduler, a program, and what launches executed.
 pub struct PtxDevice {
     emu: std::sync::Arc<Emulator>,
@@ -163,7 +228,7 @@ impl PtxDevice {
                 let what = || format!("module variable `{}`", v.name);
                 let mut memory = Allocation::zeroed(&emu, v.bytes as usize, ("u8", 1), 1, what)
                     .expect("a module variable fits the host's memory");
-                memory.bytes_mut().copy_from_slice(&v.init);
+                memory.bytes_mut()[..v.init.len()].copy_from_slice(&v.init);
                 memory
             })
             .collect();
@@ -1329,7 +1394,7 @@ impl Thread<'_> {
                     None => return (issued, flops),
                 },
                 Op::Exit => return (issued, flops),
-                Op::Trap => panic!("`trap` executed at {}", self.site(here)),
+                Op::Trap => std::panic::resume_unwind(Box::new(::emu::Trapped(self.site(here)))),
                 Op::Bar { site } => self.gpu.sync_threads(*site),
                 Op::Half2 {
                     op,

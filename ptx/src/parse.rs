@@ -54,7 +54,9 @@ pub struct GlobalVar<'a> {
     pub bytes: u64,
     /// `.const`: read-only.
     pub constant: bool,
-    /// The initial value, little-endian (zeros past what the initialiser gives).
+    /// The initial value, little-endian, as far as the initialiser gives it (the rest is
+    /// zeros, which the device's zeroed memory already holds: a large variable is not
+    /// materialised twice).
     pub init: Vec<u8>,
 }
 
@@ -381,7 +383,17 @@ pub struct ParseError {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PTX line {}: {}", self.line, self.message)
+        // The message quotes the file's text, which may hold control characters (a NUL): each
+        // is shown escaped, never written raw to the terminal.
+        write!(f, "PTX line {}: ", self.line)?;
+        for c in self.message.chars() {
+            if c.is_control() && c != '\t' {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -537,6 +549,12 @@ fn ends_at_newline(t: &str) -> bool {
         word,
         ".version" | ".target" | ".address_size" | ".file" | ".loc"
     )
+        // A misspelt header directive (`.vesion 8.0`) ends at its line too, so that it is
+        // refused by name rather than read as the start of the next statement.
+        || (word.starts_with('.')
+            && [".version", ".target", ".address_size"]
+                .iter()
+                .any(|k| edit_distance(k, word) <= 2))
 }
 
 fn is_header(text: &str) -> bool {
@@ -616,8 +634,47 @@ fn err(line: u32, message: impl Into<String>) -> ParseError {
 fn module_directive<'a>(module: &mut Module<'a>, s: &'a str, line: u32) -> Result<(), ParseError> {
     let words: Vec<&str> = s.split_whitespace().collect();
     match words.first().copied() {
-        Some(".version") => module.version = words.get(1).copied().unwrap_or(""),
-        Some(".target") => module.target = words.get(1).map_or("", |t| t.trim_end_matches(',')),
+        Some(".version") => {
+            let version = words.get(1).copied().unwrap_or("");
+            // PTX ISA versions: 1.0 to 9.x.
+            let known = version.split_once('.').is_some_and(|(major, minor)| {
+                matches!(major.parse::<u32>(), Ok(1..=9))
+                    && major.len() == 1
+                    && (1..=2).contains(&minor.len())
+                    && minor.bytes().all(|b| b.is_ascii_digit())
+            });
+            if !known || words.len() > 2 {
+                return Err(err(
+                    line,
+                    format!("`{s}`: expected a PTX ISA version, 1.0 to 9.x (e.g. `.version 8.0`)"),
+                ));
+            }
+            module.version = version;
+        }
+        Some(".target") => {
+            let target = words.get(1).map_or("", |t| t.trim_end_matches(','));
+            // `sm_NN` or `sm_NNN`, with an optional `a` or `f` (sm_90a, sm_100f).
+            let arch = target.strip_prefix("sm_").unwrap_or("");
+            let digits = arch.trim_end_matches(['a', 'f']);
+            let known = (2..=3).contains(&digits.len())
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && arch.len() <= digits.len() + 1;
+            if !known {
+                return Err(err(
+                    line,
+                    format!(
+                        "`{s}`: expected a GPU architecture sm_NN (e.g. `.target sm_90`, `sm_90a`)"
+                    ),
+                ));
+            }
+            module.target = target;
+        }
+        Some(".address_size") if words.get(1) != Some(&"64") => {
+            return Err(err(
+                line,
+                format!("`{s}`: the backends run 64-bit PTX only (`.address_size 64`)"),
+            ));
+        }
         Some(".file") => {
             let index = words
                 .get(1)
@@ -633,7 +690,23 @@ fn module_directive<'a>(module: &mut Module<'a>, s: &'a str, line: u32) -> Resul
         _ if (words.contains(&".global") || words.contains(&".const"))
             && !words.contains(&".func") =>
         {
-            module.globals.push(global_var(s, line)?)
+            let var = global_var(s, line)?;
+            // The constant bank a kernel's `.const` variables share: 64 KiB on every GPU.
+            const CONST_BANK: u64 = 64 * 1024;
+            let constants = module.globals.iter().filter(|g| g.constant);
+            let total = constants
+                .map(|g| g.bytes)
+                .fold(var.bytes, u64::saturating_add);
+            if var.constant && total > CONST_BANK {
+                return Err(err(
+                    line,
+                    format!(
+                        "`.const` variable `{}` takes the module's constants to {total} bytes, past the 64 KiB constant bank",
+                        var.name
+                    ),
+                ));
+            }
+            module.globals.push(var)
         }
         // `.address_size`, prototypes of functions (defined later or external), debug data:
         // nothing the backends need; kept out rather than misread.
@@ -681,7 +754,7 @@ fn global_var(s: &str, line: u32) -> Result<GlobalVar<'_>, ParseError> {
             format!("a .global or .const array needs a size: `{s}`"),
         )
     })?;
-    let mut bytes_out = Vec::with_capacity(bytes as usize);
+    let mut bytes_out = Vec::new();
     if let Some(init) = init {
         let list = init.trim_start_matches('{').trim_end_matches('}');
         for v in list.split(',').map(str::trim).filter(|v| !v.is_empty()) {
@@ -705,15 +778,14 @@ fn global_var(s: &str, line: u32) -> Result<GlobalVar<'_>, ParseError> {
                 err(line, format!("cannot read initial value `{v}` (addresses of variables are not implemented)"))
             })?;
             bytes_out.extend_from_slice(&bits.to_le_bytes()[..elem]);
+            if bytes_out.len() as u64 > bytes {
+                return Err(err(
+                    line,
+                    format!("more initial values than `{}` holds", var.name),
+                ));
+            }
         }
     }
-    if bytes_out.len() as u64 > bytes {
-        return Err(err(
-            line,
-            format!("more initial values than `{}` holds", var.name),
-        ));
-    }
-    bytes_out.resize(bytes as usize, 0);
     Ok(GlobalVar {
         name: var.name,
         align: var.align,
@@ -755,7 +827,26 @@ fn shared_var(s: &str, line: u32) -> Result<SharedVar<'_>, ParseError> {
                 let n: u64 = n
                     .parse()
                     .map_err(|_| err(line, format!("bad array size in `{s}`")))?;
-                Some(n * u64::from(elem))
+                let bytes = n
+                    .checked_mul(u64::from(elem))
+                    .ok_or_else(|| err(line, format!("array size overflows 64 bits in `{s}`")))?;
+                // The ISA's limits (sm_90), before anything is allocated for it.
+                let limit = if words.contains(&".shared") {
+                    Some((227 * 1024, "227 KiB of shared memory a block can have"))
+                } else if words.contains(&".local") {
+                    Some((512 * 1024, "512 KiB of local memory a thread has"))
+                } else {
+                    None
+                };
+                if let Some((limit, what)) = limit
+                    && bytes > limit
+                {
+                    return Err(err(
+                        line,
+                        format!("`{s}` declares {bytes} bytes, more than the {what} (sm_90)"),
+                    ));
+                }
+                Some(bytes)
             };
             (name, bytes)
         }

@@ -16,7 +16,8 @@
 #
 # Exit status: 0 only if every stage ran to its end (or was forgone for a missing tool) and the
 # summary was written. A stage skipped or stopped for lack of budget counts as a failure unless
-# --budget was given (the user chose the budget, and what fits in it). Ctrl-C or SIGTERM stops
+# --budget was given (the user chose the budget, and what fits in it); a run in which no stage
+# ran to its end fails whatever the budget. Ctrl-C or SIGTERM stops
 # the running stage and everything it started, writes the summary of what finished, and exits
 # 130 or 143.
 # Needs: Linux x86-64 with an NVIDIA driver; PyTorch for the baselines, compute-sanitizer and ncu
@@ -40,8 +41,10 @@ done
 case "$budget" in
   ''|*[!0-9]*) usage "--budget '$budget': expected a whole number of seconds (e.g. 480)" ;;
 esac
-[ "$budget" -ge 1 ] && [ "$budget" -le 86400 ] 2>/dev/null ||
+# Decimal, leading zeros and all: bash's arithmetic reads 0480 as octal (and fails on it).
+[ "${#budget}" -le 9 ] && [ "$((10#$budget))" -ge 1 ] && [ "$((10#$budget))" -le 86400 ] ||
   usage "--budget $budget: expected 1 to 86400 seconds"
+budget=$((10#$budget))
 if ! mkdir -p "$out" 2>/dev/null || [ ! -w "$out" ] || [ ! -d "$out" ]; then
   usage "--out '$out': cannot create or write that directory"
 fi
@@ -62,6 +65,8 @@ left() {
 # Whether the window fell short of what it was for (a stage failed, or was skipped or stopped
 # by a budget the user did not choose).
 short=0
+# Stages that ran to their end: none, and the window did nothing, whatever budget was chosen.
+completed=0
 
 # A tool from PATH or the CUDA toolkit's usual place; in the check, its stand-in from check/.
 tool() {
@@ -108,7 +113,7 @@ stage() {
   stage_pid=
   running=
   case $rc in
-    0) note "$name: ok (${took}s)" ;;
+    0) note "$name: ok (${took}s)"; completed=$(( completed + 1 )) ;;
     124|137) over_budget "$name: stopped at its ${limit}s budget; partial results kept" ;;
     *) note "$name: failed (exit $rc, ${took}s); continuing"; short=1 ;;
   esac
@@ -116,7 +121,7 @@ stage() {
 
 # The summary of what the stages wrote (also after an interrupt).
 summarize() {
-  local summary=("$xtask" summarize --run "$out/headline.json" --run "$out/rest.json" --baselines "$out/baselines.json" --results "$out" --out "$out/results.json")
+  local summary=("$xtask" summarize --run "$out/headline.json" --run "$out/rest.json" --baselines "$out/baselines.json" --results "$out" --out "$out/results.json" --allow-missing-runs)
   [ "$check" = 1 ] && summary+=(--require-baselines)
   timeout 60 "${summary[@]}" 2>&1 | tee "$out/summary.txt"
   local rc=${PIPESTATUS[0]}
@@ -207,6 +212,10 @@ echo "results in $out (elapsed $(( $(date +%s) - start ))s of ${budget}s)"
 if [ "$check" = 1 ] && grep -v ': ok (' "$out/stages.txt" > "$out/not-ok.txt"; then
   echo "check FAILED: not every stage ran to its end:" >&2
   cat "$out/not-ok.txt" >&2
+  exit 1
+fi
+if [ "$completed" = 0 ]; then
+  echo "FAILED: no stage ran to its end (stages.txt says why: a budget of ${budget}s leaves each stage too little?)" >&2
   exit 1
 fi
 if [ "$short" = 1 ]; then

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 /// Writes `contents` to `path` by way of a temporary file in the same directory and a rename.
 pub fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
     use std::io::Write;
+    let path = &through_link(path)?;
     let tmp = sibling(path, &format!("tmp.{}", std::process::id()));
     // On the disk before the rename: a crash or power cut after it then finds the new report
     // whole, not a renamed file whose blocks were never written.
@@ -22,6 +23,20 @@ pub fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
         let _ = std::fs::remove_file(&tmp);
         format!("cannot write {}: {e}", path.display())
     })
+}
+
+/// `path`, or the file it leads to if it is a symbolic link: a report given as a link is
+/// written through it (a rename over the link would replace the link with a file).
+fn through_link(path: &Path) -> Result<PathBuf, String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(path).map_err(|e| {
+            format!(
+                "{} is a link to a file that cannot be reached ({e}): give the file itself",
+                path.display()
+            )
+        }),
+        _ => Ok(path.to_path_buf()),
+    }
 }
 
 /// `.<name>.<suffix>` beside `path`: hidden, in the same directory (so that the rename stays
@@ -41,6 +56,7 @@ pub struct Lock {
 
 /// Takes the lock of the report at `path`, or says which report another process is writing.
 pub fn lock(path: &Path) -> Result<Lock, String> {
+    let path = &through_link(path)?;
     let lock_path = sibling(path, "lock");
     let file = std::fs::OpenOptions::new()
         .create(true)

@@ -43,31 +43,38 @@ pub struct BundleArgs {
 }
 
 pub fn run(args: &BundleArgs) -> Result<(), String> {
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| target_dir().join("device-bundle"));
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => target_dir()?.join("device-bundle"),
+    };
     let io = |what: &Path| {
         let what = what.display().to_string();
         move |e: std::io::Error| format!("{what}: {e}")
     };
-    std::fs::create_dir_all(out.join("bin")).map_err(io(&out))?;
-    std::fs::create_dir_all(out.join("ptx")).map_err(io(&out))?;
-    std::fs::create_dir_all(out.join("check")).map_err(io(&out))?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let bin = out.join("bin/xtask");
-    std::fs::copy(&exe, &bin).map_err(io(&bin))?;
-    write_exec(&out.join("run.sh"), RUN_SH)?;
-    write_exec(&out.join("baselines.py"), BASELINES_PY)?;
-    for (name, text) in CHECK_TOOLS {
-        write_exec(&out.join("check").join(name), text)?;
+    let out = place_for_bundle(&out)?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    // The size before anything is written.
+    let size = std::fs::metadata(&exe).map_err(io(&exe))?.len()
+        + (RUN_SH.len() + BASELINES_PY.len()) as u64
+        + CHECK_TOOLS.iter().map(|(_, t)| t.len() as u64).sum::<u64>()
+        + Arch::ALL.iter().map(|a| a.ptx().len() as u64).sum::<u64>();
+    if size > SIZE_LIMIT {
+        return Err(format!(
+            "the bundle would be {size} bytes, over the {SIZE_LIMIT} a device call accepts; nothing written"
+        ));
     }
-    for arch in Arch::ALL {
-        let p = out.join(format!("ptx/kernels-{}.ptx", arch.name()));
-        std::fs::write(&p, arch.ptx()).map_err(io(&p))?;
-    }
-    let size = dir_size(&out)?;
-    let glibc = max_glibc(&std::fs::read(&bin).map_err(io(&bin))?);
+    // Built whole in a fresh folder beside `out` (created here, so that no link in it leads
+    // anywhere), then renamed into place: a failure leaves `out` as it was.
+    let name = out.file_name().expect("a named folder").to_string_lossy();
+    let fresh = out.with_file_name(format!(".{name}.partial.{}", std::process::id()));
+    let built = write_bundle(&fresh, &exe).and_then(|()| {
+        let glibc = max_glibc(&std::fs::read(fresh.join("bin/xtask")).map_err(io(&fresh))?);
+        replace_dir(&fresh, &out)?;
+        Ok(glibc)
+    });
+    let glibc = built.inspect_err(|_| {
+        let _ = std::fs::remove_dir_all(&fresh);
+    })?;
     println!(
         "bundle: {} ({:.1} MiB of the {} MiB a device call accepts)",
         out.display(),
@@ -79,11 +86,6 @@ pub fn run(args: &BundleArgs) -> Result<(), String> {
         glibc.as_deref().unwrap_or("(none found)"),
         out.display()
     );
-    if size > SIZE_LIMIT {
-        return Err(format!(
-            "the bundle is {size} bytes, over the {SIZE_LIMIT} a device call accepts"
-        ));
-    }
     if args.check {
         let results = out.join("results-cpu");
         // A previous check's files must not pass for this one's.
@@ -110,6 +112,116 @@ pub fn run(args: &BundleArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// What a bundle folder holds (and a `--check` adds): all that may be replaced by a new one.
+const BUNDLE_ENTRIES: [&str; 6] = [
+    "bin",
+    "ptx",
+    "check",
+    "run.sh",
+    "baselines.py",
+    "results-cpu",
+];
+
+/// `out` as an absolute path with its parent made, once it is known to be a place a bundle may
+/// go: nothing there yet, an empty folder, or a previous bundle (which the new one replaces).
+/// Anything else (a file, a link, a folder holding anything a bundle does not) is refused with
+/// nothing written, naming what is in the way.
+fn place_for_bundle(out: &Path) -> Result<PathBuf, String> {
+    let refuse = |why: String| {
+        Err(format!(
+            "--out {}: {why}; give a new or empty folder, or a previous bundle's",
+            out.display()
+        ))
+    };
+    match std::fs::symlink_metadata(out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let Some(name) = out.file_name() else {
+                return refuse("not a folder's name".into());
+            };
+            let parent = match out.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            std::fs::create_dir_all(&parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            let parent = parent
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", parent.display()))?;
+            Ok(parent.join(name))
+        }
+        Err(e) => refuse(e.to_string()),
+        Ok(meta) if meta.file_type().is_symlink() => {
+            refuse("a symbolic link (the bundle is not written through one)".into())
+        }
+        Ok(meta) if !meta.is_dir() => refuse("not a folder".into()),
+        Ok(_) => {
+            let entries = std::fs::read_dir(out).map_err(|e| format!("{}: {e}", out.display()))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| format!("{}: {e}", out.display()))?;
+                let name = entry.file_name();
+                let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+                if is_link || !BUNDLE_ENTRIES.iter().any(|b| name == *b) {
+                    return refuse(format!(
+                        "it holds {}, which is not part of a bundle (left untouched)",
+                        entry.path().display()
+                    ));
+                }
+            }
+            let out = out
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", out.display()))?;
+            if out.file_name().is_none() {
+                return refuse("the root folder".into());
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Writes every file of the bundle into `dir`, which must not exist yet.
+fn write_bundle(dir: &Path, exe: &Path) -> Result<(), String> {
+    let io = |what: &Path| {
+        let what = what.display().to_string();
+        move |e: std::io::Error| format!("{what}: {e}")
+    };
+    std::fs::create_dir(dir).map_err(io(dir))?;
+    for sub in ["bin", "ptx", "check"] {
+        std::fs::create_dir(dir.join(sub)).map_err(io(&dir.join(sub)))?;
+    }
+    let bin = dir.join("bin/xtask");
+    std::fs::copy(exe, &bin).map_err(io(&bin))?;
+    write_exec(&dir.join("run.sh"), RUN_SH)?;
+    write_exec(&dir.join("baselines.py"), BASELINES_PY)?;
+    for (name, text) in CHECK_TOOLS {
+        write_exec(&dir.join("check").join(name), text)?;
+    }
+    for arch in Arch::ALL {
+        let p = dir.join(format!("ptx/kernels-{}.ptx", arch.name()));
+        std::fs::write(&p, arch.ptx()).map_err(io(&p))?;
+    }
+    Ok(())
+}
+
+/// Puts the folder `fresh` where `out` is: renamed over it if it is missing or empty, else the
+/// old bundle renamed aside, the new one into place, and the old one removed.
+fn replace_dir(fresh: &Path, out: &Path) -> Result<(), String> {
+    if std::fs::rename(fresh, out).is_ok() {
+        return Ok(());
+    }
+    let name = out.file_name().expect("a named folder").to_string_lossy();
+    let old = out.with_file_name(format!(".{name}.old.{}", std::process::id()));
+    std::fs::rename(out, &old).map_err(|e| format!("cannot move {} aside: {e}", out.display()))?;
+    if let Err(e) = std::fs::rename(fresh, out) {
+        let _ = std::fs::rename(&old, out);
+        return Err(format!(
+            "cannot rename {} to {}: {e}",
+            fresh.display(),
+            out.display()
+        ));
+    }
+    std::fs::remove_dir_all(&old).map_err(|e| format!("cannot remove {}: {e}", old.display()))
+}
+
 fn write_exec(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     #[cfg(unix)]
@@ -119,22 +231,6 @@ fn write_exec(path: &Path, text: &str) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
-}
-
-fn dir_size(dir: &Path) -> Result<u64, String> {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let meta = entry.metadata().map_err(|e| e.to_string())?;
-        if meta.is_dir() {
-            if entry.file_name() != "results-cpu" {
-                total += dir_size(&entry.path())?;
-            }
-        } else {
-            total += meta.len();
-        }
-    }
-    Ok(total)
 }
 
 /// The newest `GLIBC_2.N` symbol version the binary asks for: the oldest system it starts on.

@@ -127,7 +127,9 @@ pub fn run(args: &DocPastesArgs) -> Result<(), String> {
     }
     let mut checked = 0;
     let mut missing = Vec::new();
-    for_each_paste(&repo(), |name, args, pasted| {
+    // The docs of the checkout this runs in, not of the one the binary was built in.
+    let root = crate::ptxas::checkout()?;
+    for_each_paste(&root, |name, args, pasted| {
         if !NOT_RUN.iter().any(|c| is_command(args, c)) {
             return Ok(());
         }
@@ -349,6 +351,8 @@ fn blocks(text: &str) -> Vec<(usize, String, Vec<&str>)> {
     out
 }
 
+/// The checkout the tests were built in (the command finds its checkout at run time).
+#[cfg(test)]
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }

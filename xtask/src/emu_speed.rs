@@ -54,7 +54,7 @@ pub struct EmuSpeedArgs {
     #[arg(long)]
     only: Option<String>,
     /// Timed runs per realistic shape (the median is printed).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     runs: usize,
 }
 
@@ -95,21 +95,27 @@ fn realistic() -> [&'static str; 6] {
 }
 
 pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
+    // `KERNELS_BACKEND=ptx`: the same shapes from the kernels' PTX, on the same checked memory.
+    let ptx = crate::predict::ptx_requested("emu-speed", false)?;
+    let sizes = Sizes::named(&args.size);
     if let Some(only) = &args.only {
         crate::run::check_names("--only", std::slice::from_ref(only))?;
-        if !realistic().iter().any(|k| k.contains(only.as_str())) {
+        // As `wanted` below matches: a kernel's name, or its name and shape as printed.
+        let lines = lines(&args.size, &sizes);
+        if !lines.iter().any(|(k, shape)| {
+            k.contains(only.as_str()) || format!("{k} {shape}").contains(only.as_str())
+        }) {
+            let printed: Vec<String> = lines.iter().map(|(k, s)| format!("'{k} {s}'")).collect();
             return Err(format!(
-                "--only {only} names no kernel of the realistic set: {}",
-                realistic().join(", ")
+                "--only {only} names no kernel of the realistic set or the small launches of --size {}: {}",
+                args.size,
+                printed.join(", ")
             ));
         }
     }
     if args.size != "tiny" && args.only.is_none() {
         crate::run::emu_speed()?;
     }
-    let sizes = Sizes::named(&args.size);
-    // `KERNELS_BACKEND=ptx`: the same shapes from the kernels' PTX, on the same checked memory.
-    let ptx = std::env::var(host::runtime::BACKEND_VAR).is_ok_and(|b| b == "ptx");
     let (rt, backend) = if ptx {
         let rt = Runtime::ptx_from_env().map_err(|e| e.to_string())?;
         (rt, "PTX backend")
@@ -160,6 +166,38 @@ pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
         softmax_speed(&rt, rows, cols, args.runs)?;
     }
     Ok(())
+}
+
+/// Every line `--size size` prints, as kernel name and shape: the small launches and the
+/// empty ones (but with `tiny`), then the realistic set.
+fn lines(size: &str, sizes: &Sizes) -> Vec<(String, String)> {
+    let mut lines: Vec<(String, String)> = Vec::new();
+    if size != "tiny" {
+        for (k, s) in [
+            ("vector_add_f32", "1M elements".to_string()),
+            ("transpose_shared", "200 x 300".into()),
+            ("transpose_shared", "1024 x 1024".into()),
+            ("softmax_fused_f32", softmax_label(64, 1000)),
+            (GemmKernel::Tiled.name(), "128^3".into()),
+            ("empty", "1 block".into()),
+            ("empty", "64 blocks".into()),
+            ("empty", "4096 blocks".into()),
+        ] {
+            lines.push((k.to_string(), s));
+        }
+    }
+    let [gemms @ .., a32, a16, softmax] = realistic();
+    for k in gemms {
+        lines.push((k.to_string(), format!("{}^3", sizes.gemm)));
+    }
+    let attention = attention_label(&AttentionShape::new(1, 1, sizes.attention_n, 128));
+    lines.push((a32.to_string(), attention.clone()));
+    lines.push((a16.to_string(), attention));
+    lines.push((
+        softmax.to_string(),
+        softmax_label(sizes.softmax_rows, sizes.softmax_cols),
+    ));
+    lines
 }
 
 /// Times `f` (one launch or a few), and prints its line from the counters of its last run.

@@ -41,7 +41,10 @@ pub struct FiguresArgs {
 }
 
 pub fn run(args: &FiguresArgs) -> Result<(), String> {
-    let dir = args.out.clone().unwrap_or_else(img_dir);
+    let dir = match &args.out {
+        Some(dir) => dir.clone(),
+        None => img_dir()?,
+    };
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for (name, svg) in all() {
         let path = dir.join(name);
@@ -51,8 +54,9 @@ pub fn run(args: &FiguresArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn img_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/img")
+/// docs/img of the checkout the command runs in.
+fn img_dir() -> Result<PathBuf, String> {
+    Ok(crate::ptxas::checkout()?.join("docs/img"))
 }
 
 /// Every figure: file name and SVG text.
@@ -1330,7 +1334,7 @@ mod tests {
     #[test]
     fn committed_figures_are_current() {
         for (name, svg) in all() {
-            let path = img_dir().join(name);
+            let path = img_dir().unwrap().join(name);
             let committed = std::fs::read_to_string(&path).unwrap_or_default();
             assert!(
                 committed == svg,

@@ -115,7 +115,7 @@ pub fn run(args: &HierarchyArgs) -> Result<(), String> {
     };
     let levels = vendor_levels(spec, Some(&measured));
     print_levels(&levels);
-    let dir = report_dir();
+    let dir = report_dir()?;
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let report = Report {
         device: gpu.name().to_string(),

@@ -55,13 +55,14 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
             known.join(", ")
         )
     })?;
-    if args.ptx {
+    let ptx = crate::predict::ptx_requested("inspect", args.ptx)?;
+    if ptx {
         ptx_mix(spec)?;
     } else {
         source_profile(spec, args.json)?;
     }
     if !args.no_predict && !args.json {
-        prediction(spec, &machine, args.ptx)?;
+        prediction(spec, &machine, ptx)?;
     }
     Ok(())
 }

@@ -48,7 +48,37 @@ pub struct PredictArgs {
     json: bool,
 }
 
+/// Whether `command` runs the kernel's PTX: with `--ptx` (`flag`), or under
+/// `KERNELS_BACKEND=ptx`, which is honoured as `--ptx`. A `KERNELS_PTX` file that the source
+/// run would not read is refused, as is a `KERNELS_BACKEND` that is not UTF-8, where either
+/// was silently ignored.
+pub fn ptx_requested(command: &str, flag: bool) -> Result<bool, String> {
+    let var = host::runtime::BACKEND_VAR;
+    let backend = match std::env::var(var) {
+        Ok(b) => b,
+        Err(std::env::VarError::NotPresent) => String::new(),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            return Err(format!(
+                "{var}={}: not UTF-8; expected emulator, ptx, gpu or auto",
+                v.to_string_lossy().escape_debug()
+            ));
+        }
+    };
+    if flag || backend == "ptx" {
+        return Ok(true);
+    }
+    let file = host::embedded::PTX_FILE_VAR;
+    match std::env::var_os(file).filter(|f| !f.is_empty()) {
+        Some(path) => Err(format!(
+            "{file}={}: `{command}` runs the kernel's Rust source on the emulator unless --ptx is given, so the file would not be used; add --ptx (or set {var}=ptx) to run it, or unset {file}",
+            path.to_string_lossy().escape_debug()
+        )),
+        None => Ok(false),
+    }
+}
+
 pub fn run(args: &PredictArgs) -> Result<(), String> {
+    let use_ptx = ptx_requested("predict", args.ptx)?;
     let all = cases::all();
     let candidates: Vec<&CaseSpec> = all.iter().filter(|c| c.kernel == args.kernel).collect();
     if candidates.is_empty() {
@@ -67,7 +97,7 @@ pub fn run(args: &PredictArgs) -> Result<(), String> {
             .map(|d| Machine::find(d).ok_or_else(|| unknown_device(d)))
             .collect::<Result<_, _>>()?
     };
-    let program = if args.ptx {
+    let program = if use_ptx {
         Some(host::embedded::program_from_env().map_err(|e| e.to_string())?)
     } else {
         None

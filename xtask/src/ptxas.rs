@@ -73,13 +73,13 @@ pub struct KernelReport {
 }
 
 /// Where ptxas, nvdisasm and their inputs and outputs live.
-fn tools_dir() -> PathBuf {
-    target_dir().join("ptxas")
+fn tools_dir() -> Result<PathBuf, String> {
+    Ok(target_dir()?.join("ptxas"))
 }
 
 /// The machine code ptxas writes for one PTX build.
-fn cubin_path(arch: Arch) -> PathBuf {
-    tools_dir().join(format!("kernels-{}.cubin", arch.name()))
+fn cubin_path(arch: Arch) -> Result<PathBuf, String> {
+    Ok(tools_dir()?.join(format!("kernels-{}.cubin", arch.name())))
 }
 
 /// ptxas's report on every kernel of one PTX build (fetching ptxas on first use).
@@ -91,7 +91,7 @@ pub fn reports(arch: Arch) -> Result<Vec<KernelReport>, String> {
 /// the project's builds, or the exercises' (whose PTX targets sm_80 and is assembled for the
 /// device the model predicts, as the driver would JIT-compile it).
 pub fn module_reports(name: &str, ptx: &str, arch: Arch) -> Result<Vec<KernelReport>, String> {
-    let dir = tools_dir();
+    let dir = tools_dir()?;
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let ptxas = fetch_tool(&dir, &PTXAS)?;
     let stem = format!("{name}-{}", arch.name());
@@ -169,7 +169,7 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
     }
     println!("all {} kernels assembled, 0 spills", reports.len());
     crate::occupancy::print(&reports, arch);
-    check_tensor_core_sass(&tools_dir(), &cubin_path(arch), arch)
+    check_tensor_core_sass(&tools_dir()?, &cubin_path(arch)?, arch)
 }
 
 /// Disassembles `cubin` and checks that every kernel of [`TENSOR_CORE_KERNELS`] uses the tensor
@@ -244,22 +244,40 @@ pub fn function_sass<'s>(sass: &'s str, name: &str) -> Option<&'s str> {
 }
 
 /// Where reports go: `$XTASK_OUT` (set by the device bundle), else `target/xtask/`.
-pub fn report_dir() -> PathBuf {
-    std::env::var_os("XTASK_OUT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("xtask"))
+pub fn report_dir() -> Result<PathBuf, String> {
+    match std::env::var_os("XTASK_OUT").filter(|d| !d.is_empty()) {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => Ok(target_dir()?.join("xtask")),
+    }
 }
 
-/// The workspace's `target/` directory.
-pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .unwrap()
-                .join("target")
-        })
+/// The `target/` directory of the checkout the command runs in (`CARGO_TARGET_DIR` if set).
+pub fn target_dir() -> Result<PathBuf, String> {
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => Ok(checkout()?.join("target")),
+    }
+}
+
+/// The checkout the command runs in: the nearest directory at or above the current one that
+/// holds the workspace's `Cargo.toml` (with `[workspace]`) and `kernels/`. Every path a command
+/// writes (or reads as the project's) by default is found from here at run time, never from
+/// the path the binary was built at: a copied or moved binary works on the checkout it is run
+/// in, and refuses to guess outside one.
+pub fn checkout() -> Result<PathBuf, String> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let is_checkout = |dir: &Path| {
+        dir.join("kernels/Cargo.toml").is_file()
+            && std::fs::read_to_string(dir.join("Cargo.toml"))
+                .is_ok_and(|t| t.lines().any(|l| l.trim() == "[workspace]"))
+    };
+    cwd.ancestors().find(|d| is_checkout(d)).map(Path::to_path_buf).ok_or_else(|| {
+        format!(
+            "{} is not inside a checkout of this project (no Cargo.toml with [workspace] beside a kernels/ crate at or above it): run the command from the checkout, or say where to write (--out, --json, XTASK_OUT, CARGO_TARGET_DIR)",
+            cwd.display()
+        )
+    })
 }
 
 /// `tool` in `dir`, downloaded with pip and unpacked with Python's zipfile on first use.

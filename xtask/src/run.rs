@@ -37,7 +37,7 @@ pub struct RunArgs {
     #[arg(long)]
     json: Option<std::path::PathBuf>,
     /// Timed runs per kernel on a GPU.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     runs: usize,
     /// Leave out the performance model's predictions (`predicted`, `limiter`): on the
     /// emulator each row's sample at the GPU shape takes up to a few seconds here.
@@ -189,10 +189,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     drop(rt);
     let bar = ProgressBar::new(selected.len() as u64)
         .with_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
-    let path = args
-        .json
-        .clone()
-        .unwrap_or_else(|| report_dir().join("run.json"));
+    let path = match &args.json {
+        Some(path) => path.clone(),
+        None => report_dir()?.join("run.json"),
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;

@@ -85,7 +85,8 @@ fn header(template: Template, name: &str, what: &str) -> String {
 }
 
 pub fn run(args: &NewArgs) -> Result<(), String> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    // The checkout this runs in, not the one the binary was built in.
+    let root = crate::ptxas::checkout()?;
     let taken = taken_names();
     let file = create(&root.join("kernels/src"), &args.name, args.template, &taken)?;
     println!(
@@ -168,6 +169,7 @@ fn create(src: &Path, name: &str, template: Template, taken: &[String]) -> Resul
             "`{name}` exists: kernels/src/lib.rs declares a module of that name"
         ));
     }
+    check_template_clash(name, template)?;
     let lib = register(&lib, name)?;
     std::fs::write(&file, render(template, name))
         .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
@@ -189,21 +191,114 @@ fn register(lib: &str, name: &str) -> Result<String, String> {
 }
 
 /// A kernel's name: a snake_case identifier (lower-case ASCII letters, digits and `_`, starting
-/// with a letter) that is not a Rust keyword.
+/// with a letter) that is not a Rust keyword (strict or reserved, edition 2024) nor the name of
+/// a crate every kernel file can use.
 fn check_name(name: &str) -> Result<(), String> {
-    const KEYWORDS: [&str; 38] = [
-        "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum",
-        "extern", "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod",
-        "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super", "trait",
-        "true", "type", "unsafe", "use", "where", "while",
+    // Strict and reserved keywords of edition 2024 (the lower-case ones), and the weak ones a
+    // module may not safely take.
+    const KEYWORDS: [&str; 54] = [
+        "as",
+        "async",
+        "await",
+        "break",
+        "const",
+        "continue",
+        "crate",
+        "dyn",
+        "else",
+        "enum",
+        "extern",
+        "false",
+        "fn",
+        "for",
+        "if",
+        "impl",
+        "in",
+        "let",
+        "loop",
+        "match",
+        "mod",
+        "move",
+        "mut",
+        "pub",
+        "ref",
+        "return",
+        "self",
+        "static",
+        "struct",
+        "super",
+        "trait",
+        "true",
+        "type",
+        "unsafe",
+        "use",
+        "where",
+        "while",
+        "abstract",
+        "become",
+        "box",
+        "do",
+        "final",
+        "gen",
+        "macro",
+        "override",
+        "priv",
+        "try",
+        "typeof",
+        "unsized",
+        "virtual",
+        "yield",
+        "macro_rules",
+        "union",
+        "safe",
     ];
     let ok = name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if !ok || KEYWORDS.contains(&name) || ["cuda", "registry"].contains(&name) {
+    if !ok {
         return Err(format!(
-            "`{name}`: a kernel's name is a new snake_case identifier (a-z, 0-9, _, starting with a letter, not a keyword), e.g. `prefix_scan_f32`"
+            "`{name}`: a kernel's name is a new snake_case identifier (a-z, 0-9, _, starting with a letter), e.g. `prefix_scan_f32`"
+        ));
+    }
+    if KEYWORDS.contains(&name) {
+        return Err(format!(
+            "`{name}` is a Rust keyword (strict or reserved in edition 2024): the name becomes a module and a function, which a keyword cannot name; pick another, e.g. `{name}_f32`"
+        ));
+    }
+    if ["std", "core", "alloc", "kernels", "test", "proc_macro"].contains(&name) {
+        return Err(format!(
+            "`{name}` is the name of a crate the kernels use: a module of that name would shadow it and break the kernel crate's build; pick another, e.g. `{name}_f32`"
+        ));
+    }
+    if ["cuda", "registry"].contains(&name) {
+        return Err(format!(
+            "`{name}` is a module of the kernel crate's own (kernels/src/{name}); pick another name"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a name the template's code already uses for something else (a function it calls, a
+/// constant, a local): the generated file would not compile.
+fn check_template_clash(name: &str, template: Template) -> Result<(), String> {
+    let code = template
+        .source()
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    // Names, not the text of string literals (every other piece between quotes).
+    let clash = code
+        .split('"')
+        .step_by(2)
+        .flat_map(|c| c.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .any(|word| word == name);
+    if clash {
+        return Err(format!(
+            "`{name}`: the {} template's code already uses that name (kernels/src/{}.rs), so the new file would not compile; pick another",
+            template.name(),
+            template.kernel()
         ));
     }
     Ok(())
@@ -271,7 +366,10 @@ mod tests {
             ("softmax", "declares a module"),
             ("transpose", "declares a module"),
             ("Scan", "snake_case"),
-            ("fn", "snake_case"),
+            ("fn", "keyword"),
+            ("try", "keyword"),
+            ("std", "crate"),
+            ("thread_idx_x", "already uses"),
             ("9lives", "snake_case"),
         ] {
             let err = refuse(name);

@@ -14,8 +14,12 @@ pub const SANITIZER_TOOLS: [&str; 3] = ["memcheck", "racecheck", "synccheck"];
 #[derive(clap::Args)]
 pub struct SummarizeArgs {
     /// A benchmark run's JSON (`cargo xtask run --json`); repeated for several stages.
-    #[arg(long = "run")]
+    #[arg(long = "run", required = true)]
     runs: Vec<PathBuf>,
+    /// A `--run` file that is not there is a stage that did not run (the summary says so),
+    /// not an error: the device bundle's, whose stages may be skipped.
+    #[arg(long)]
+    allow_missing_runs: bool,
     /// The measurements of `baselines.py measure`.
     #[arg(long)]
     baselines: PathBuf,
@@ -32,12 +36,39 @@ pub struct SummarizeArgs {
 }
 
 pub fn run(args: &SummarizeArgs) -> Result<(), String> {
+    check_paths(args)?;
     let runs: Vec<(String, Option<Value>)> = args
         .runs
         .iter()
-        .map(|p| Ok((p.display().to_string(), load(p)?)))
+        .map(|p| {
+            let run = load(p)?;
+            match &run {
+                None if !args.allow_missing_runs => {
+                    return Err(format!(
+                        "--run {}: no such file (give a report `cargo xtask run --json` wrote)",
+                        p.display()
+                    ));
+                }
+                Some(r) if !r["rows"].is_array() => {
+                    return Err(format!(
+                        "--run {}: not a run report (no list of \"rows\"): give a report `cargo xtask run --json` wrote",
+                        p.display()
+                    ));
+                }
+                _ => {}
+            }
+            Ok((p.display().to_string(), run))
+        })
         .collect::<Result<_, String>>()?;
     let baselines = load(&args.baselines)?;
+    if let Some(b) = &baselines
+        && !b["baselines"].is_object()
+    {
+        return Err(format!(
+            "--baselines {}: not a baselines file (no \"baselines\" object): give the file `baselines.py measure` wrote",
+            args.baselines.display()
+        ));
+    }
     // A run that was stopped before its last case (`complete: false`, from `cargo xtask run`).
     let incomplete: Vec<Value> = runs
         .iter()
@@ -140,6 +171,49 @@ pub fn run(args: &SummarizeArgs) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Refuses a `--results` that is not a folder and an `--out` that would overwrite an input.
+fn check_paths(args: &SummarizeArgs) -> Result<(), String> {
+    if !args.results.is_dir() {
+        return Err(format!(
+            "--results {}: no such folder (the one holding the stages' reports)",
+            args.results.display()
+        ));
+    }
+    // Compared as the files they name: the parent folder resolved, the name as given.
+    let resolved = |p: &Path| -> Option<PathBuf> {
+        let parent = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(parent.canonicalize().ok()?.join(p.file_name()?))
+    };
+    let out = resolved(&args.out);
+    let inputs = args.runs.iter().map(|r| ("--run", r));
+    for (flag, input) in inputs.chain([("--baselines", &args.baselines)]) {
+        let same = match (&out, resolved(input)) {
+            (Some(o), Some(i)) => *o == i || same_file(o, &i),
+            _ => args.out == *input,
+        };
+        if same {
+            return Err(format!(
+                "--out {} is {flag} {}: the summary would overwrite its input; give --out another file",
+                args.out.display(),
+                input.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `a` and `b` are one file (a link, a second name).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// The JSON report at `path`; `None` when there is no file (its stage did not run: the summary
