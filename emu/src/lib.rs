@@ -514,9 +514,24 @@ impl Emulator {
         } else {
             (0..grid.volume()).map(|b| index_in(grid, b)).collect()
         };
-        let results: Vec<std::result::Result<block::BlockResult, Box<EmuError>>> = blocks
+        // The launch reports its first failed block in block order. Every block before the
+        // first that failed so far still runs (one of them may fail too, and the report must be
+        // the same on every run); the blocks after it need not. That also bounds a kernel whose
+        // every block loops: the launch ends within one watchdog budget, not one per block.
+        let first_failed = AtomicUsize::new(usize::MAX);
+        let results: Vec<Option<std::result::Result<block::BlockResult, Box<EmuError>>>> = blocks
             .par_iter()
-            .map(|&b| block::run_block(&launch, b))
+            .enumerate()
+            .map(|(i, &b)| {
+                if i > first_failed.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let r = block::run_block(&launch, b);
+                if r.is_err() {
+                    first_failed.fetch_min(i, Ordering::Relaxed);
+                }
+                Some(r)
+            })
             .collect();
         let mut total = LaunchCounters::default();
         let mut stats = HashMap::new();
@@ -527,6 +542,8 @@ impl Emulator {
             (i > 0 && addr < launch.regions[i - 1].end).then(|| i - 1)
         };
         for (r, &b) in results.into_iter().zip(&blocks) {
+            // A block left out comes after a failed one, whose error has returned already.
+            let Some(r) = r else { break };
             let (counters, profile, logged) = r.map_err(Error::Emulator)?;
             total.add(&counters);
             if let Some(p) = profile {

@@ -55,6 +55,36 @@ fn a_loop_that_never_ends_is_stopped_by_the_watchdog() {
     );
 }
 
+kernel! {
+    /// Broken: every thread of every block spins until a flag nobody sets becomes 1.
+    pub unsafe fn every_block_spins(flag: GlobalPtr<u32>) {
+        while unsafe { flag.read(0) } != 1 {}
+    }
+}
+
+/// The watchdog bounds the launch, not each block: a loop in every one of 256 blocks ends the
+/// launch within about one budget (it took a budget per block, 256 of them, before), and the
+/// report is the first block's, as on every run.
+#[test]
+fn a_loop_in_every_block_ends_the_launch_within_one_budget() {
+    let (rt, emu) = emulator();
+    let budget = Duration::from_millis(200);
+    emu.set_watchdog(Some(budget));
+    let flag = rt.alloc::<u32>(1).unwrap();
+    let f = flag.ptr();
+    let start = Instant::now();
+    let err = emu_error(emu.launch(
+        "every_block_spins",
+        &LaunchConfig::linear(256, 32),
+        || unsafe { every_block_spins(f) },
+    ));
+    let took = start.elapsed();
+    assert!(matches!(err.kind, EmuErrorKind::Watchdog { .. }), "{err}");
+    assert_eq!(err.block.x, 0, "{err}");
+    // One budget per block worker (the blocks run in parallel), and slack for a loaded machine.
+    assert!(took < 20 * budget, "{took:?}: a budget per block?");
+}
+
 /// A per-thread array larger than the default 256 KiB stack.
 const HUGE: usize = 400 * 1024;
 

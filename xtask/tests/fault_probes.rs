@@ -1170,3 +1170,35 @@ fn a_ptx_file_past_the_size_cap_is_refused_unread() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Finding 1: a loop in every block ends the launch within the watchdog's budget, not one budget
+/// per block (4096 blocks of the PTX `vector_add_f32` with a `bra.uni` to itself before `ret`
+/// ran past 180 s with a 3 s budget). The loop is named with its PTX line.
+#[test]
+fn a_ptx_loop_in_every_block_ends_within_the_watchdog_budget() {
+    let path = edited_ptx("hang", |ptx| {
+        let entry = ptx.find(".visible .entry vector_add_f32(").unwrap();
+        let ret = entry + ptx[entry..].find("\tret;").unwrap();
+        format!(
+            "{}$L__hang:\n\tbra.uni $L__hang;\n{}",
+            &ptx[..ret],
+            &ptx[ret..]
+        )
+    });
+    let start = std::time::Instant::now();
+    refused(
+        &["inspect", "--ptx", "--no-predict", "vector_add_f32"],
+        &[
+            ("KERNELS_EMU_WATCHDOG_S", "2"),
+            ("KERNELS_BACKEND", "ptx"),
+            ("KERNELS_PTX", path.to_str().unwrap()),
+        ],
+        &[
+            "ran for 2.0 s",
+            "bra.uni $L__hang",
+            "KERNELS_EMU_WATCHDOG_S",
+        ],
+    );
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_secs(12), "{took:?}");
+}
