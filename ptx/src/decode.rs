@@ -1251,6 +1251,33 @@ fn float_round(i: &parse::Instruction) -> Round {
     }
 }
 
+/// Operand `k` of an instruction, or an error naming it (1-based) if it is missing.
+fn operand<'a>(ops: &'a [Operand<'static>], k: usize) -> DResult<&'a Operand<'static>> {
+    ops.get(k)
+        .ok_or_else(|| format!("operand {} is missing", k + 1))
+}
+
+/// Float rounding: every mode for f32, nearest even for f64.
+fn rounding(i: &parse::Instruction, f: Float) -> DResult<Round> {
+    let mode = float_round(i);
+    if f == Float::F64 && mode != Round::Nearest {
+        return Err("directed rounding (.rz, .rm, .rp) of f64 is not implemented".into());
+    }
+    Ok(mode)
+}
+
+/// An integer type (a predicate is a 1-bit unsigned one).
+fn int_of(t: Ty) -> DResult<Int> {
+    match t {
+        Ty::Int(i) => Ok(i),
+        Ty::Pred => Ok(Int {
+            bits: 1,
+            signed: false,
+        }),
+        _ => Err("not an integer type".into()),
+    }
+}
+
 /// All-ones in the low `bits`.
 pub fn mask(bits: u8) -> u64 {
     if bits >= 64 {
@@ -1442,11 +1469,154 @@ impl Decoder<'_> {
         site: Site,
     ) -> DResult<(Op, u8, Class)> {
         let p = &i.parts;
-        let ops = &i.operands;
-        let n = |k: usize| -> DResult<&Operand<'static>> {
-            ops.get(k)
-                .ok_or_else(|| format!("operand {} is missing", k + 1))
+        let last = *p.last().unwrap();
+        match p[0] {
+            "mov" => self.mov(i),
+            "add" | "sub" | "mul" | "fma" if matches!(last, "f16x2" | "bf16x2") => self.half2(i),
+            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
+            | "shl" | "shr" | "copysign" => self.binary(i),
+            "mad" | "fma" => self.mad(i),
+            "neg" | "not" | "abs" | "popc" | "clz" | "brev" | "rcp" | "sqrt" | "rsqrt" | "ex2"
+            | "lg2" | "sin" | "cos" | "tanh" => self.unary(i),
+            "bfi" | "prmt" | "lop3" | "bfind" | "bfe" => self.bits(i),
+            "testp" | "setp" | "selp" => self.compare(i),
+            "addc" | "subc" => self.carry(i),
+            "cvt" => self.cvt(i),
+            "cvta" => self.cvta(i),
+            "ld" | "st" => self.mem(i),
+            "bra" | "ret" | "exit" => self.control(i),
+            "call" => self.call(i),
+            "atom" | "red" => self.atom(i),
+            "vote" | "redux" | "activemask" | "shfl" => self.warp(i),
+            // The emulator runs a block's threads one at a time and checks global races by the
+            // memory model without fences: a fence orders nothing more here.
+            "membar" => Ok((Op::Nop, 0, Class::Fence)),
+            "trap" => Ok((Op::Trap, 0, Class::Other)),
+            "bar" | "barrier" => self.barrier(i, site),
+            "ldmatrix" | "mma" => self.matrix(i),
+            "cp" if p.get(2) == Some(&"bulk") => self.tma(i),
+            "cp" => self.cp_async(i),
+            "mbarrier" => self.mbarrier(i),
+            "wgmma" => self.wgmma(i),
+            "fence" | "setmaxnreg" => self.fence(i),
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// `mov`: a register, a constant or an address; packs and unpacks vectors.
+    fn mov(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let t = ty(last).ok_or("unknown type")?;
+        let float = match t {
+            Ty::Float(f) => Some(f),
+            _ => None,
         };
+        let bits = width(&t);
+        match (n(0)?, n(1)?) {
+            (Operand::Vector(parts), src) if !matches!(src, Operand::Vector(_)) => {
+                let k = parts.len();
+                if !(2..=4).contains(&k) || !(bits as usize).is_multiple_of(k) {
+                    return Err("bad unpack".into());
+                }
+                let mut ds = [u32::MAX; 4];
+                for (j, part) in parts.iter().enumerate() {
+                    ds[j] = match part {
+                        Operand::Sink => u32::MAX,
+                        o => self.dst(o)?,
+                    };
+                }
+                let s = self.src(src, None)?;
+                let op = Op::Unpack {
+                    ds,
+                    s,
+                    n: k as u8,
+                    bits: (bits as usize / k) as u8,
+                };
+                Ok((op, 0, Class::Move))
+            }
+            (dst, Operand::Vector(parts)) => {
+                let k = parts.len();
+                if !(2..=4).contains(&k) || !(bits as usize).is_multiple_of(k) {
+                    return Err("bad pack".into());
+                }
+                let mut ps = [0; 4];
+                for (j, part) in parts.iter().enumerate() {
+                    ps[j] = self.src(part, None)?;
+                }
+                let op = Op::Pack {
+                    d: self.dst(dst)?,
+                    parts: ps,
+                    n: k as u8,
+                    bits: (bits as usize / k) as u8,
+                };
+                Ok((op, 0, Class::Move))
+            }
+            (dst, src) => {
+                let a = self.src(src, float)?;
+                Ok((
+                    Op::Mov {
+                        d: self.dst(dst)?,
+                        a,
+                        mask: mask(bits),
+                    },
+                    0,
+                    Class::Move,
+                ))
+            }
+        }
+    }
+
+    /// `add`, `sub`, `mul` and `fma` on packed halves (`.f16x2`, `.bf16x2`).
+    fn half2(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let ftz = i.has("ftz");
+        let sat = i.has("sat");
+        let op0 = p[0];
+        // PTX ISA, "Half Precision Floating-Point Instructions": round to nearest even
+        // only; .ftz and .sat for f16x2, .relu for fma.
+        let bf16 = last == "bf16x2";
+        let relu = i.has("relu");
+        if [Round::Zero, Round::Down, Round::Up].contains(&float_round(i)) {
+            return Err("packed half arithmetic rounds to nearest only (.rn)".into());
+        }
+        if (bf16 && (ftz || sat)) || (relu && (op0 != "fma" || sat)) {
+            return Err("this packed half form does not exist".into());
+        }
+        let op = match op0 {
+            "add" => Half2Op::Add,
+            "sub" => Half2Op::Sub,
+            "mul" => Half2Op::Mul,
+            _ => Half2Op::Fma,
+        };
+        let (a, b) = (self.src(n(1)?, None)?, self.src(n(2)?, None)?);
+        let c = if op == Half2Op::Fma {
+            self.src(n(3)?, None)?
+        } else {
+            a
+        };
+        let d = self.dst(n(0)?)?;
+        let op = Op::Half2 {
+            op,
+            bf16,
+            ftz,
+            sat,
+            relu,
+            d,
+            a,
+            b,
+            c,
+        };
+        Ok((op, 2, Class::FloatArith))
+    }
+
+    /// Two-operand arithmetic and logic, float and integer (`add` ... `copysign`).
+    fn binary(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
         let last = *p.last().unwrap();
         let modifiers = if p.len() > 2 {
             &p[1..p.len() - 1]
@@ -1456,300 +1626,206 @@ impl Decoder<'_> {
         let ftz = i.has("ftz");
         let sat = i.has("sat");
         let op0 = p[0];
-        // Float rounding: every mode for f32, nearest even for f64.
-        let rounding = |f: Float| -> DResult<Round> {
-            let mode = float_round(i);
-            if f == Float::F64 && mode != Round::Nearest {
-                return Err("directed rounding (.rz, .rm, .rp) of f64 is not implemented".into());
+        let t = ty(last).ok_or("unknown type")?;
+        if let Ty::Float(f) = t {
+            let round = rounding(i, f)?;
+            let op = match op0 {
+                "add" => FloatOp::Add,
+                "sub" => FloatOp::Sub,
+                "mul" => FloatOp::Mul,
+                "div" if i.has("approx") && f == Float::F32 => FloatOp::DivApprox,
+                "div" if i.has("approx") => {
+                    return Err("div.approx is .f32 only".into());
+                }
+                // `div.full.f32` (within 2 ulp) is computed correctly rounded.
+                "div" => FloatOp::Div,
+                "min" => FloatOp::Min,
+                "max" => FloatOp::Max,
+                "copysign" => FloatOp::CopySign,
+                _ => return Err("not a float operation".into()),
+            };
+            if i.has("NaN") || i.has("xorsign") || i.has("abs") {
+                return Err("min/max variant not implemented".into());
             }
-            Ok(mode)
+            let a = self.src(n(1)?, Some(f))?;
+            let b = self.src(n(2)?, Some(f))?;
+            let d = self.dst(n(0)?)?;
+            let op = Op::Float {
+                op,
+                ty: f,
+                ftz,
+                sat,
+                round,
+                d,
+                a,
+                b,
+            };
+            return Ok((op, 1, Class::FloatArith));
+        }
+        let ty = int_of(t)?;
+        if i.has("cc") && matches!(op0, "add" | "sub") {
+            return self.carry(i);
+        }
+        if sat || i.has("cc") {
+            return Err("saturating integer arithmetic and mad.cc are not implemented".into());
+        }
+        let op = match (op0, modifiers) {
+            ("add", []) => IntOp::Add,
+            ("sub", []) => IntOp::Sub,
+            ("mul", ["lo"]) => IntOp::MulLo,
+            ("mul", ["hi"]) => IntOp::MulHi,
+            ("mul", ["wide"]) if ty.bits <= 32 => IntOp::MulWide,
+            ("div", []) => IntOp::Div,
+            ("rem", []) => IntOp::Rem,
+            ("min", []) => IntOp::Min,
+            ("max", []) => IntOp::Max,
+            ("and", []) => IntOp::And,
+            ("or", []) => IntOp::Or,
+            ("xor", []) => IntOp::Xor,
+            ("shl", []) => IntOp::Shl,
+            ("shr", []) => IntOp::Shr,
+            _ => return Err("this form is not implemented".into()),
         };
-        let int_of = |t: Ty| -> DResult<Int> {
-            match t {
-                Ty::Int(i) => Ok(i),
-                Ty::Pred => Ok(Int {
-                    bits: 1,
-                    signed: false,
-                }),
-                _ => Err("not an integer type".into()),
-            }
+        let a = self.src(n(1)?, None)?;
+        let b = self.src(n(2)?, None)?;
+        let d = self.dst(n(0)?)?;
+        Ok((Op::Int { op, ty, d, a, b }, 0, Class::IntArith))
+    }
+
+    /// `mad` and `fma`, float and integer.
+    fn mad(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let modifiers = if p.len() > 2 {
+            &p[1..p.len() - 1]
+        } else {
+            &[][..]
         };
+        let ftz = i.has("ftz");
+        let sat = i.has("sat");
+        let t = ty(last).ok_or("unknown type")?;
+        let a = n(1)?;
+        if let Ty::Float(f) = t {
+            // `mad.rn.f32` is `fma.rn.f32` (one rounding) since sm_20.
+            let round = rounding(i, f)?;
+            let (a, b, c) = (
+                self.src(a, Some(f))?,
+                self.src(n(2)?, Some(f))?,
+                self.src(n(3)?, Some(f))?,
+            );
+            let d = self.dst(n(0)?)?;
+            let op = Op::Fma {
+                ty: f,
+                ftz,
+                sat,
+                round,
+                d,
+                a,
+                b,
+                c,
+            };
+            return Ok((op, 2, Class::FloatArith));
+        }
+        let ty = int_of(t)?;
+        let mul = match modifiers {
+            ["lo"] => IntOp::MulLo,
+            ["hi"] => IntOp::MulHi,
+            ["wide"] if ty.bits <= 32 => IntOp::MulWide,
+            _ => return Err("this form is not implemented".into()),
+        };
+        let (a, b, c) = (
+            self.src(a, None)?,
+            self.src(n(2)?, None)?,
+            self.src(n(3)?, None)?,
+        );
+        let d = self.dst(n(0)?)?;
+        Ok((
+            Op::Mad {
+                mul,
+                ty,
+                d,
+                a,
+                b,
+                c,
+            },
+            0,
+            Class::IntArith,
+        ))
+    }
+
+    /// One-operand operations, float and integer (`neg` ... `tanh`).
+    fn unary(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let ftz = i.has("ftz");
+        let op0 = p[0];
+        let t = ty(last).ok_or("unknown type")?;
+        let d = self.dst(n(0)?)?;
+        if let Ty::Float(f) = t {
+            let op = match op0 {
+                "neg" => FloatUnary::Neg,
+                "abs" => FloatUnary::Abs,
+                "rcp" => FloatUnary::Rcp,
+                "sqrt" => FloatUnary::Sqrt,
+                "rsqrt" => FloatUnary::Rsqrt,
+                "ex2" => FloatUnary::Ex2,
+                "lg2" => FloatUnary::Lg2,
+                "sin" => FloatUnary::Sin,
+                "cos" => FloatUnary::Cos,
+                "tanh" => FloatUnary::Tanh,
+                _ => return Err("not a float operation".into()),
+            };
+            let approx = i.has("approx");
+            let round = match op {
+                FloatUnary::Rcp | FloatUnary::Sqrt if !approx => rounding(i, f)?,
+                FloatUnary::Neg | FloatUnary::Abs => Round::Nearest,
+                _ if !approx => return Err(".approx is required".into()),
+                FloatUnary::Sin | FloatUnary::Cos | FloatUnary::Tanh if f != Float::F32 => {
+                    return Err("sin, cos and tanh.approx are .f32 only".into());
+                }
+                _ => Round::Nearest,
+            };
+            let a = self.src(n(1)?, Some(f))?;
+            let (flops, class) = match op {
+                FloatUnary::Ex2 => (1, Class::Ex2),
+                FloatUnary::Lg2 => (1, Class::Lg2),
+                FloatUnary::Rcp => (1, Class::Rcp),
+                FloatUnary::Neg | FloatUnary::Abs => (0, Class::FloatArith),
+                _ => (1, Class::FloatArith),
+            };
+            let op = Op::FloatUnary {
+                op,
+                ty: f,
+                ftz,
+                round,
+                d,
+                a,
+            };
+            return Ok((op, flops, class));
+        }
+        let ty = int_of(t)?;
+        let op = match op0 {
+            "neg" => IntUnary::Neg,
+            "not" => IntUnary::Not,
+            "abs" => IntUnary::Abs,
+            "popc" => IntUnary::Popc,
+            "clz" => IntUnary::Clz,
+            "brev" => IntUnary::Brev,
+            _ => return Err("not an integer operation".into()),
+        };
+        let a = self.src(n(1)?, None)?;
+        Ok((Op::IntUnary { op, ty, d, a }, 0, Class::IntArith))
+    }
+
+    /// Bit fields and permutations: `bfi`, `prmt`, `lop3`, `bfind`, `bfe`.
+    fn bits(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let op0 = p[0];
         match op0 {
-            "mov" => {
-                let t = ty(last).ok_or("unknown type")?;
-                let float = match t {
-                    Ty::Float(f) => Some(f),
-                    _ => None,
-                };
-                let bits = width(&t);
-                match (n(0)?, n(1)?) {
-                    (Operand::Vector(parts), src) if !matches!(src, Operand::Vector(_)) => {
-                        let k = parts.len();
-                        if !(2..=4).contains(&k) || !(bits as usize).is_multiple_of(k) {
-                            return Err("bad unpack".into());
-                        }
-                        let mut ds = [u32::MAX; 4];
-                        for (j, part) in parts.iter().enumerate() {
-                            ds[j] = match part {
-                                Operand::Sink => u32::MAX,
-                                o => self.dst(o)?,
-                            };
-                        }
-                        let s = self.src(src, None)?;
-                        let op = Op::Unpack {
-                            ds,
-                            s,
-                            n: k as u8,
-                            bits: (bits as usize / k) as u8,
-                        };
-                        Ok((op, 0, Class::Move))
-                    }
-                    (dst, Operand::Vector(parts)) => {
-                        let k = parts.len();
-                        if !(2..=4).contains(&k) || !(bits as usize).is_multiple_of(k) {
-                            return Err("bad pack".into());
-                        }
-                        let mut ps = [0; 4];
-                        for (j, part) in parts.iter().enumerate() {
-                            ps[j] = self.src(part, None)?;
-                        }
-                        let op = Op::Pack {
-                            d: self.dst(dst)?,
-                            parts: ps,
-                            n: k as u8,
-                            bits: (bits as usize / k) as u8,
-                        };
-                        Ok((op, 0, Class::Move))
-                    }
-                    (dst, src) => {
-                        let a = self.src(src, float)?;
-                        Ok((
-                            Op::Mov {
-                                d: self.dst(dst)?,
-                                a,
-                                mask: mask(bits),
-                            },
-                            0,
-                            Class::Move,
-                        ))
-                    }
-                }
-            }
-            "add" | "sub" | "mul" | "fma" if matches!(last, "f16x2" | "bf16x2") => {
-                // PTX ISA, "Half Precision Floating-Point Instructions": round to nearest even
-                // only; .ftz and .sat for f16x2, .relu for fma.
-                let bf16 = last == "bf16x2";
-                let relu = i.has("relu");
-                if [Round::Zero, Round::Down, Round::Up].contains(&float_round(i)) {
-                    return Err("packed half arithmetic rounds to nearest only (.rn)".into());
-                }
-                if (bf16 && (ftz || sat)) || (relu && (op0 != "fma" || sat)) {
-                    return Err("this packed half form does not exist".into());
-                }
-                let op = match op0 {
-                    "add" => Half2Op::Add,
-                    "sub" => Half2Op::Sub,
-                    "mul" => Half2Op::Mul,
-                    _ => Half2Op::Fma,
-                };
-                let (a, b) = (self.src(n(1)?, None)?, self.src(n(2)?, None)?);
-                let c = if op == Half2Op::Fma {
-                    self.src(n(3)?, None)?
-                } else {
-                    a
-                };
-                let d = self.dst(n(0)?)?;
-                let op = Op::Half2 {
-                    op,
-                    bf16,
-                    ftz,
-                    sat,
-                    relu,
-                    d,
-                    a,
-                    b,
-                    c,
-                };
-                Ok((op, 2, Class::FloatArith))
-            }
-            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
-            | "shl" | "shr" | "copysign" => {
-                let t = ty(last).ok_or("unknown type")?;
-                if let Ty::Float(f) = t {
-                    let round = rounding(f)?;
-                    let op = match op0 {
-                        "add" => FloatOp::Add,
-                        "sub" => FloatOp::Sub,
-                        "mul" => FloatOp::Mul,
-                        "div" if i.has("approx") && f == Float::F32 => FloatOp::DivApprox,
-                        "div" if i.has("approx") => {
-                            return Err("div.approx is .f32 only".into());
-                        }
-                        // `div.full.f32` (within 2 ulp) is computed correctly rounded.
-                        "div" => FloatOp::Div,
-                        "min" => FloatOp::Min,
-                        "max" => FloatOp::Max,
-                        "copysign" => FloatOp::CopySign,
-                        _ => return Err("not a float operation".into()),
-                    };
-                    if i.has("NaN") || i.has("xorsign") || i.has("abs") {
-                        return Err("min/max variant not implemented".into());
-                    }
-                    let a = self.src(n(1)?, Some(f))?;
-                    let b = self.src(n(2)?, Some(f))?;
-                    let d = self.dst(n(0)?)?;
-                    let op = Op::Float {
-                        op,
-                        ty: f,
-                        ftz,
-                        sat,
-                        round,
-                        d,
-                        a,
-                        b,
-                    };
-                    return Ok((op, 1, Class::FloatArith));
-                }
-                let ty = int_of(t)?;
-                if i.has("cc") && matches!(op0, "add" | "sub") {
-                    return self.carry(i);
-                }
-                if sat || i.has("cc") {
-                    return Err(
-                        "saturating integer arithmetic and mad.cc are not implemented".into(),
-                    );
-                }
-                let op = match (op0, modifiers) {
-                    ("add", []) => IntOp::Add,
-                    ("sub", []) => IntOp::Sub,
-                    ("mul", ["lo"]) => IntOp::MulLo,
-                    ("mul", ["hi"]) => IntOp::MulHi,
-                    ("mul", ["wide"]) if ty.bits <= 32 => IntOp::MulWide,
-                    ("div", []) => IntOp::Div,
-                    ("rem", []) => IntOp::Rem,
-                    ("min", []) => IntOp::Min,
-                    ("max", []) => IntOp::Max,
-                    ("and", []) => IntOp::And,
-                    ("or", []) => IntOp::Or,
-                    ("xor", []) => IntOp::Xor,
-                    ("shl", []) => IntOp::Shl,
-                    ("shr", []) => IntOp::Shr,
-                    _ => return Err("this form is not implemented".into()),
-                };
-                let a = self.src(n(1)?, None)?;
-                let b = self.src(n(2)?, None)?;
-                let d = self.dst(n(0)?)?;
-                Ok((Op::Int { op, ty, d, a, b }, 0, Class::IntArith))
-            }
-            "mad" | "fma" => {
-                let t = ty(last).ok_or("unknown type")?;
-                let a = n(1)?;
-                if let Ty::Float(f) = t {
-                    // `mad.rn.f32` is `fma.rn.f32` (one rounding) since sm_20.
-                    let round = rounding(f)?;
-                    let (a, b, c) = (
-                        self.src(a, Some(f))?,
-                        self.src(n(2)?, Some(f))?,
-                        self.src(n(3)?, Some(f))?,
-                    );
-                    let d = self.dst(n(0)?)?;
-                    let op = Op::Fma {
-                        ty: f,
-                        ftz,
-                        sat,
-                        round,
-                        d,
-                        a,
-                        b,
-                        c,
-                    };
-                    return Ok((op, 2, Class::FloatArith));
-                }
-                let ty = int_of(t)?;
-                let mul = match modifiers {
-                    ["lo"] => IntOp::MulLo,
-                    ["hi"] => IntOp::MulHi,
-                    ["wide"] if ty.bits <= 32 => IntOp::MulWide,
-                    _ => return Err("this form is not implemented".into()),
-                };
-                let (a, b, c) = (
-                    self.src(a, None)?,
-                    self.src(n(2)?, None)?,
-                    self.src(n(3)?, None)?,
-                );
-                let d = self.dst(n(0)?)?;
-                Ok((
-                    Op::Mad {
-                        mul,
-                        ty,
-                        d,
-                        a,
-                        b,
-                        c,
-                    },
-                    0,
-                    Class::IntArith,
-                ))
-            }
-            "neg" | "not" | "abs" | "popc" | "clz" | "brev" | "rcp" | "sqrt" | "rsqrt" | "ex2"
-            | "lg2" | "sin" | "cos" | "tanh" => {
-                let t = ty(last).ok_or("unknown type")?;
-                let d = self.dst(n(0)?)?;
-                if let Ty::Float(f) = t {
-                    let op = match op0 {
-                        "neg" => FloatUnary::Neg,
-                        "abs" => FloatUnary::Abs,
-                        "rcp" => FloatUnary::Rcp,
-                        "sqrt" => FloatUnary::Sqrt,
-                        "rsqrt" => FloatUnary::Rsqrt,
-                        "ex2" => FloatUnary::Ex2,
-                        "lg2" => FloatUnary::Lg2,
-                        "sin" => FloatUnary::Sin,
-                        "cos" => FloatUnary::Cos,
-                        "tanh" => FloatUnary::Tanh,
-                        _ => return Err("not a float operation".into()),
-                    };
-                    let approx = i.has("approx");
-                    let round = match op {
-                        FloatUnary::Rcp | FloatUnary::Sqrt if !approx => rounding(f)?,
-                        FloatUnary::Neg | FloatUnary::Abs => Round::Nearest,
-                        _ if !approx => return Err(".approx is required".into()),
-                        FloatUnary::Sin | FloatUnary::Cos | FloatUnary::Tanh if f != Float::F32 => {
-                            return Err("sin, cos and tanh.approx are .f32 only".into());
-                        }
-                        _ => Round::Nearest,
-                    };
-                    let a = self.src(n(1)?, Some(f))?;
-                    let (flops, class) = match op {
-                        FloatUnary::Ex2 => (1, Class::Ex2),
-                        FloatUnary::Lg2 => (1, Class::Lg2),
-                        FloatUnary::Rcp => (1, Class::Rcp),
-                        FloatUnary::Neg | FloatUnary::Abs => (0, Class::FloatArith),
-                        _ => (1, Class::FloatArith),
-                    };
-                    let op = Op::FloatUnary {
-                        op,
-                        ty: f,
-                        ftz,
-                        round,
-                        d,
-                        a,
-                    };
-                    return Ok((op, flops, class));
-                }
-                let ty = int_of(t)?;
-                let op = match op0 {
-                    "neg" => IntUnary::Neg,
-                    "not" => IntUnary::Not,
-                    "abs" => IntUnary::Abs,
-                    "popc" => IntUnary::Popc,
-                    "clz" => IntUnary::Clz,
-                    "brev" => IntUnary::Brev,
-                    _ => return Err("not an integer operation".into()),
-                };
-                let a = self.src(n(1)?, None)?;
-                Ok((Op::IntUnary { op, ty, d, a }, 0, Class::IntArith))
-            }
             "bfi" => {
                 let bits = width(&ty(last).ok_or("unknown type")?);
                 let (a, b, pos, len) = (
@@ -1828,6 +1904,28 @@ impl Decoder<'_> {
                 let shiftamt = i.has("shiftamt");
                 Ok((Op::Bfind { ty, shiftamt, d, a }, 0, Class::IntArith))
             }
+            "bfe" => {
+                let ty = int_of(ty(last).ok_or("unknown type")?)?;
+                let (a, pos, len) = (
+                    self.src(n(1)?, None)?,
+                    self.src(n(2)?, None)?,
+                    self.src(n(3)?, None)?,
+                );
+                let d = self.dst(n(0)?)?;
+                Ok((Op::Bfe { ty, d, a, pos, len }, 0, Class::IntArith))
+            }
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// Comparisons and selection: `testp`, `setp`, `selp`.
+    fn compare(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let ftz = i.has("ftz");
+        let op0 = p[0];
+        match op0 {
             "testp" => {
                 let Some(Ty::Float(f)) = ty(last) else {
                     return Err("testp takes .f32 or .f64".into());
@@ -1844,17 +1942,6 @@ impl Decoder<'_> {
                 let a = self.src(n(1)?, Some(f))?;
                 let d = self.dst(n(0)?)?;
                 Ok((Op::Testp { test, ty: f, d, a }, 0, Class::Compare))
-            }
-            "addc" | "subc" => self.carry(i),
-            "bfe" => {
-                let ty = int_of(ty(last).ok_or("unknown type")?)?;
-                let (a, pos, len) = (
-                    self.src(n(1)?, None)?,
-                    self.src(n(2)?, None)?,
-                    self.src(n(3)?, None)?,
-                );
-                let d = self.dst(n(0)?)?;
-                Ok((Op::Bfe { ty, d, a, pos, len }, 0, Class::IntArith))
             }
             "setp" => {
                 let t = ty(last).ok_or("unknown type")?;
@@ -1934,41 +2021,54 @@ impl Decoder<'_> {
                 let d = self.dst(n(0)?)?;
                 Ok((Op::Selp { d, a, b, p: c }, 0, Class::Compare))
             }
-            "cvt" => self.cvt(i),
-            "cvta" => {
-                let to = i.has("to");
-                if last != "u64" {
-                    return Err("only 64-bit cvta is implemented".into());
-                }
-                let space = if to { p.get(2) } else { p.get(1) };
-                let a = self.src(n(1)?, None)?;
-                let d = self.dst(n(0)?)?;
-                match space.copied() {
-                    Some("global") => Ok((
-                        Op::Mov {
-                            d,
-                            a,
-                            mask: u64::MAX,
-                        },
-                        0,
-                        Class::Move,
-                    )),
-                    Some("shared") => Ok((Op::CvtaShared { to, d, a }, 0, Class::IntArith)),
-                    Some("local") => Ok((Op::CvtaLocal { to, d, a }, 0, Class::IntArith)),
-                    // `.const` variables are device memory at their own addresses.
-                    Some("const") => Ok((
-                        Op::Mov {
-                            d,
-                            a,
-                            mask: u64::MAX,
-                        },
-                        0,
-                        Class::Move,
-                    )),
-                    _ => Err("cvta for this state space is not implemented".into()),
-                }
-            }
-            "ld" | "st" => self.mem(i),
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// `cvta`: between generic addresses and a state space's.
+    fn cvta(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let to = i.has("to");
+        if last != "u64" {
+            return Err("only 64-bit cvta is implemented".into());
+        }
+        let space = if to { p.get(2) } else { p.get(1) };
+        let a = self.src(n(1)?, None)?;
+        let d = self.dst(n(0)?)?;
+        match space.copied() {
+            Some("global") => Ok((
+                Op::Mov {
+                    d,
+                    a,
+                    mask: u64::MAX,
+                },
+                0,
+                Class::Move,
+            )),
+            Some("shared") => Ok((Op::CvtaShared { to, d, a }, 0, Class::IntArith)),
+            Some("local") => Ok((Op::CvtaLocal { to, d, a }, 0, Class::IntArith)),
+            // `.const` variables are device memory at their own addresses.
+            Some("const") => Ok((
+                Op::Mov {
+                    d,
+                    a,
+                    mask: u64::MAX,
+                },
+                0,
+                Class::Move,
+            )),
+            _ => Err("cvta for this state space is not implemented".into()),
+        }
+    }
+
+    /// Control flow within a function: `bra`, `ret`, `exit`.
+    fn control(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let op0 = p[0];
+        match op0 {
             "bra" => {
                 let Operand::Symbol(label) = n(0)? else {
                     return Err("branch without a label".into());
@@ -1981,8 +2081,17 @@ impl Decoder<'_> {
             }
             "ret" => Ok((Op::Ret, 0, Class::Call)),
             "exit" => Ok((Op::Exit, 0, Class::Branch)),
-            "call" => self.call(i),
-            "atom" | "red" => self.atom(i),
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// Warp-wide operations: `vote`, `redux`, `activemask`, `shfl`.
+    fn warp(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let op0 = p[0];
+        match op0 {
             "vote" => {
                 let op = match (p.get(2).copied(), last) {
                     (Some("ballot"), "b32") => WarpReduce::Ballot,
@@ -2050,70 +2159,6 @@ impl Decoder<'_> {
                 0,
                 Class::Shfl,
             )),
-            // The emulator runs a block's threads one at a time and checks global races by the
-            // memory model without fences: a fence orders nothing more here.
-            "membar" => Ok((Op::Nop, 0, Class::Fence)),
-            "trap" => Ok((Op::Trap, 0, Class::Other)),
-            "bar" | "barrier" => {
-                if i.has("warp") {
-                    let mask = self.src(n(0)?, None)?;
-                    return Ok((Op::WarpSync { mask }, 0, Class::Bar));
-                }
-                // `bar.red.op.type d, a{, b}, {!}c` (PTX ISA, "bar, barrier"): `a` the
-                // barrier, `b` a thread count, `c` the predicate.
-                let red = i.has("red");
-                if !i.has("sync") && !red {
-                    return Err("only bar.sync / barrier.sync and bar.red are implemented".into());
-                }
-                let id_at = usize::from(red);
-                if ops.len() != 1 + 2 * id_at {
-                    return Err("barriers with a thread count are not implemented".into());
-                }
-                let Operand::Int(id) = ops[id_at] else {
-                    return Err("the barrier id must be a constant".into());
-                };
-                if id != 0 {
-                    return Err("named barriers other than 0 are not implemented".into());
-                }
-                // `bar.sync` is `barrier.sync.aligned`: matched by instruction. A non-aligned
-                // `barrier.sync` may be reached at different instructions: matched by id.
-                let aligned = op0 == "bar" || i.has("aligned");
-                let site = if aligned {
-                    site
-                } else {
-                    *self.barrier_sites.entry(id as u32).or_insert(site)
-                };
-                if !red {
-                    return Ok((Op::Bar { site }, 0, Class::Bar));
-                }
-                let op = match (i.has("popc"), i.has("and"), i.has("or"), last) {
-                    (true, false, false, "u32") => BarRedOp::Popc,
-                    (false, true, false, "pred") => BarRedOp::And,
-                    (false, false, true, "pred") => BarRedOp::Or,
-                    _ => {
-                        return Err(
-                            "only bar.red.popc.u32, bar.red.and.pred and bar.red.or.pred exist"
-                                .into(),
-                        );
-                    }
-                };
-                let (a, negate) = match n(2)? {
-                    Operand::Not(q) => (self.src(q, None)?, true),
-                    q => (self.src(q, None)?, false),
-                };
-                let d = self.dst(n(0)?)?;
-                Ok((
-                    Op::BarRed {
-                        site,
-                        op,
-                        d,
-                        a,
-                        negate,
-                    },
-                    0,
-                    Class::Bar,
-                ))
-            }
             "shfl" => {
                 if !i.has("sync") || last != "b32" {
                     return Err("only shfl.sync.*.b32 is implemented".into());
@@ -2144,6 +2189,83 @@ impl Decoder<'_> {
                 };
                 Ok((op, 0, Class::Shfl))
             }
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// `bar` and `barrier`: block barriers, `bar.red`, and `bar.warp.sync`.
+    fn barrier(&mut self, i: &parse::Instruction<'static>, site: Site) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let ops = &i.operands;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let op0 = p[0];
+        if i.has("warp") {
+            let mask = self.src(n(0)?, None)?;
+            return Ok((Op::WarpSync { mask }, 0, Class::Bar));
+        }
+        // `bar.red.op.type d, a{, b}, {!}c` (PTX ISA, "bar, barrier"): `a` the
+        // barrier, `b` a thread count, `c` the predicate.
+        let red = i.has("red");
+        if !i.has("sync") && !red {
+            return Err("only bar.sync / barrier.sync and bar.red are implemented".into());
+        }
+        let id_at = usize::from(red);
+        if ops.len() != 1 + 2 * id_at {
+            return Err("barriers with a thread count are not implemented".into());
+        }
+        let Operand::Int(id) = ops[id_at] else {
+            return Err("the barrier id must be a constant".into());
+        };
+        if id != 0 {
+            return Err("named barriers other than 0 are not implemented".into());
+        }
+        // `bar.sync` is `barrier.sync.aligned`: matched by instruction. A non-aligned
+        // `barrier.sync` may be reached at different instructions: matched by id.
+        let aligned = op0 == "bar" || i.has("aligned");
+        let site = if aligned {
+            site
+        } else {
+            *self.barrier_sites.entry(id as u32).or_insert(site)
+        };
+        if !red {
+            return Ok((Op::Bar { site }, 0, Class::Bar));
+        }
+        let op = match (i.has("popc"), i.has("and"), i.has("or"), last) {
+            (true, false, false, "u32") => BarRedOp::Popc,
+            (false, true, false, "pred") => BarRedOp::And,
+            (false, false, true, "pred") => BarRedOp::Or,
+            _ => {
+                return Err(
+                    "only bar.red.popc.u32, bar.red.and.pred and bar.red.or.pred exist".into(),
+                );
+            }
+        };
+        let (a, negate) = match n(2)? {
+            Operand::Not(q) => (self.src(q, None)?, true),
+            q => (self.src(q, None)?, false),
+        };
+        let d = self.dst(n(0)?)?;
+        Ok((
+            Op::BarRed {
+                site,
+                op,
+                d,
+                a,
+                negate,
+            },
+            0,
+            Class::Bar,
+        ))
+    }
+
+    /// Tensor-core fragments: `ldmatrix` and `mma`.
+    fn matrix(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let op0 = p[0];
+        match op0 {
             "ldmatrix" => {
                 if !(i.has("sync") && i.has("aligned") && i.has("m8n8") && i.has("x4"))
                     || last != "b16"
@@ -2192,43 +2314,57 @@ impl Decoder<'_> {
                 };
                 Ok((Op::Mma(Box::new(mma)), 0, Class::Mma))
             }
-            "cp" if p.get(2) == Some(&"bulk") => self.tma(i),
-            "cp" => match p.get(2).copied() {
-                Some("commit_group") => Ok((Op::CpCommit, 0, Class::CpAsync)),
-                Some("wait_group") => {
-                    let Operand::Int(pending) = n(0)? else {
-                        return Err("wait_group needs a constant".into());
-                    };
-                    Ok((
-                        Op::CpWait {
-                            pending: *pending as u32,
-                        },
-                        0,
-                        Class::CpAsync,
-                    ))
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// `cp.async` and its groups (the bulk copies are [`Self::tma`]).
+    fn cp_async(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let ops = &i.operands;
+        let n = |k: usize| operand(&i.operands, k);
+        match p.get(2).copied() {
+            Some("commit_group") => Ok((Op::CpCommit, 0, Class::CpAsync)),
+            Some("wait_group") => {
+                let Operand::Int(pending) = n(0)? else {
+                    return Err("wait_group needs a constant".into());
+                };
+                Ok((
+                    Op::CpWait {
+                        pending: *pending as u32,
+                    },
+                    0,
+                    Class::CpAsync,
+                ))
+            }
+            Some("wait_all") => Ok((Op::CpWait { pending: 0 }, 0, Class::CpAsync)),
+            Some("cg" | "ca") if p[1] == "async" && i.has("global") => {
+                let dst = self.register_address(n(0)?)?;
+                let src = self.register_address(n(1)?)?;
+                if n(2)? != &Operand::Int(16) {
+                    return Err("only 16-byte cp.async is implemented".into());
                 }
-                Some("wait_all") => Ok((Op::CpWait { pending: 0 }, 0, Class::CpAsync)),
-                Some("cg" | "ca") if p[1] == "async" && i.has("global") => {
-                    let dst = self.register_address(n(0)?)?;
-                    let src = self.register_address(n(1)?)?;
-                    if n(2)? != &Operand::Int(16) {
-                        return Err("only 16-byte cp.async is implemented".into());
-                    }
-                    let src_bytes = match ops.get(3) {
-                        Some(o) => self.src(o, None)?,
-                        None => self.constant(16),
-                    };
-                    let op = Op::CpAsync {
-                        dst,
-                        src,
-                        src_bytes,
-                    };
-                    Ok((op, 0, Class::CpAsync))
-                }
-                _ => Err("this cp form is not implemented".into()),
-            },
-            "mbarrier" => self.mbarrier(i),
-            "wgmma" => self.wgmma(i),
+                let src_bytes = match ops.get(3) {
+                    Some(o) => self.src(o, None)?,
+                    None => self.constant(16),
+                };
+                let op = Op::CpAsync {
+                    dst,
+                    src,
+                    src_bytes,
+                };
+                Ok((op, 0, Class::CpAsync))
+            }
+            _ => Err("this cp form is not implemented".into()),
+        }
+    }
+
+    /// Fences and register reallocation, which order or change nothing here.
+    fn fence(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let ops = &i.operands;
+        let op0 = p[0];
+        match op0 {
             "fence" => match &p[1..] {
                 ["proxy", "async"] | ["proxy", "async", "shared::cta"] => {
                     Ok((Op::Nop, 0, Class::Fence))
