@@ -936,18 +936,96 @@ pub fn decode<'m>(
 ) -> Result<Kernel, String> {
     let name = function.name;
     let order = reachable(function, module)?;
-    // The PTX sites, one per instruction of every function in code order, leaked so that
-    // reports and profiles can hold them.
+    // Every function's instructions in code order, and the function (its index in `order`)
+    // each belongs to.
     let instrs: Vec<&parse::Instruction<'static>> =
         order.iter().flat_map(|f| f.instructions()).collect();
     let mut owner = Vec::with_capacity(instrs.len());
     for (k, f) in order.iter().enumerate() {
         owner.extend(std::iter::repeat_n(k, f.instructions().count()));
     }
-    let sites: &'static [PtxSite] = Box::leak(
+    let sites = ptx_sites(&order, &instrs, &owner, module);
+    // Slots: the entry's registers, the shared-window base, then each callee's registers (and
+    // its `.local` arrays' frame addresses); constants and fills follow as they are met.
+    let mut template = vec![0; function.registers.len() + 1];
+    let shared_base = function.registers.len() as Slot;
+    let layouts = layouts(name, &order, &mut template)?;
+    let mut barrier_sites = HashMap::new();
+    let mut d = Decoder {
+        function,
+        module,
+        template,
+        constants: HashMap::new(),
+        fills: Vec::new(),
+        labels: HashMap::new(),
+        barrier_sites: &mut barrier_sites,
+        shared_base,
+        layouts,
+        current: 0,
+    };
+    d.fills.push((d.shared_base, Fill::SharedBase));
+    let (code, classes) = d.code(name, &order, &instrs, &owner, sites)?;
+    let param_bytes = function
+        .params
+        .last()
+        .map_or(0, |p| (p.offset + p.bytes) as usize);
+    let bases: Vec<u32> = owner.iter().map(|&k| d.layouts[k].reg_base).collect();
+    // Local memory: the entry's frame, then at most one frame of each callee on the stack at
+    // a time, unless a function recurses (a cycle of calls), where up to MAX_CALL_DEPTH.
+    let callee_frames: u32 = d.layouts[1..]
+        .iter()
+        .map(|l| l.frame.0.next_multiple_of(16))
+        .sum();
+    let recursive = has_cycle(&order);
+    let entry = &d.layouts[0];
+    let local_bytes = entry.frame.0.next_multiple_of(16) as usize
+        + callee_frames as usize * if recursive { MAX_CALL_DEPTH } else { 1 };
+    let (entry_frame, entry_locals, pmem_bytes) = (
+        entry.frame.0,
+        entry.locals.clone(),
+        d.layouts.last().map_or(0, |l| l.pmem.1) as usize,
+    );
+    let (template, fills, shared_base) = (d.template, d.fills, d.shared_base);
+    let acc_uses = accumulator_uses(&instrs, &bases, &code);
+    // Each function's own registers: the analysis runs function by function, in code order.
+    let mut on_products = Vec::with_capacity(instrs.len());
+    for f in &order {
+        let start = on_products.len();
+        let n = f.instructions().count();
+        on_products.extend(super::dataflow::on_products(f, &classes[start..start + n]));
+    }
+    Ok(Kernel {
+        name,
+        params: function.params.clone(),
+        param_bytes,
+        code,
+        sites,
+        classes,
+        on_products,
+        template,
+        fills,
+        shared_base,
+        acc_uses,
+        maxntid: function.maxntid,
+        pmem_bytes,
+        local_bytes,
+        entry_frame,
+        entry_locals,
+    })
+}
+
+/// The PTX sites, one per instruction of every function in code order (`owner[k]`: the index in
+/// `order` of instruction `k`'s function), leaked so that reports and profiles can hold them.
+fn ptx_sites(
+    order: &[&Function<'static>],
+    instrs: &[&parse::Instruction<'static>],
+    owner: &[usize],
+    module: &ModuleRef,
+) -> &'static [PtxSite] {
+    Box::leak(
         instrs
             .iter()
-            .zip(&owner)
+            .zip(owner)
             .map(|(i, &k)| PtxSite {
                 function: order[k].name,
                 line: i.line,
@@ -967,11 +1045,16 @@ pub fn decode<'m>(
             })
             .collect::<Vec<_>>()
             .into_boxed_slice(),
-    );
-    // Slots: the entry's registers, the shared-window base, then each callee's registers (and
-    // its `.local` arrays' frame addresses); constants and fills follow as they are met.
-    let mut template = vec![0; function.registers.len() + 1];
-    let shared_base = function.registers.len() as Slot;
+    )
+}
+
+/// Each function's place in the thread's state: its code, registers, parameter memory and
+/// frame. The callees' registers and `.local` addresses are slots appended to `template`.
+fn layouts<'m>(
+    name: &str,
+    order: &[&'m Function<'static>],
+    template: &mut Vec<u64>,
+) -> DResult<Vec<Layout<'m>>> {
     let mut layouts = Vec::with_capacity(order.len());
     let (mut code_start, mut pmem) = (0u32, 0u32);
     for (k, f) in order.iter().enumerate() {
@@ -1028,98 +1111,7 @@ pub fn decode<'m>(
         });
         code_start += f.instructions().count() as u32;
     }
-    let mut barrier_sites = HashMap::new();
-    let mut d = Decoder {
-        function,
-        module,
-        template,
-        constants: HashMap::new(),
-        fills: Vec::new(),
-        labels: HashMap::new(),
-        barrier_sites: &mut barrier_sites,
-        shared_base,
-        layouts,
-        current: 0,
-    };
-    d.fills.push((d.shared_base, Fill::SharedBase));
-    let mut code = Vec::with_capacity(instrs.len());
-    let mut classes = Vec::with_capacity(instrs.len());
-    for (k, instr) in instrs.iter().enumerate() {
-        if k == 0 || owner[k] != owner[k - 1] {
-            d.enter(owner[k]);
-        }
-        let site = Site::ptx(&sites[k]);
-        let (op, flops, class) = d.instruction(instr, site).map_err(|why| {
-            let f = order[owner[k]].name;
-            let inside = if f == name {
-                String::new()
-            } else {
-                format!(" (in `{f}`, which it calls)")
-            };
-            format!(
-                "kernel `{name}`, PTX line {}{inside}: `{}`: {why}",
-                instr.line, instr.text
-            )
-        })?;
-        let (guard, negated) = match instr.guard {
-            Some(g) => (d.reg(g.reg), g.negated),
-            None => (u32::MAX, false),
-        };
-        code.push(Inst {
-            op,
-            guard,
-            negated,
-            flops,
-        });
-        classes.push(class);
-    }
-    let param_bytes = function
-        .params
-        .last()
-        .map_or(0, |p| (p.offset + p.bytes) as usize);
-    let bases: Vec<u32> = owner.iter().map(|&k| d.layouts[k].reg_base).collect();
-    // Local memory: the entry's frame, then at most one frame of each callee on the stack at
-    // a time, unless a function recurses (a cycle of calls), where up to MAX_CALL_DEPTH.
-    let callee_frames: u32 = d.layouts[1..]
-        .iter()
-        .map(|l| l.frame.0.next_multiple_of(16))
-        .sum();
-    let recursive = has_cycle(&order);
-    let entry = &d.layouts[0];
-    let local_bytes = entry.frame.0.next_multiple_of(16) as usize
-        + callee_frames as usize * if recursive { MAX_CALL_DEPTH } else { 1 };
-    let (entry_frame, entry_locals, pmem_bytes) = (
-        entry.frame.0,
-        entry.locals.clone(),
-        d.layouts.last().map_or(0, |l| l.pmem.1) as usize,
-    );
-    let (template, fills, shared_base) = (d.template, d.fills, d.shared_base);
-    let acc_uses = accumulator_uses(&instrs, &bases, &code);
-    // Each function's own registers: the analysis runs function by function, in code order.
-    let mut on_products = Vec::with_capacity(instrs.len());
-    for f in &order {
-        let start = on_products.len();
-        let n = f.instructions().count();
-        on_products.extend(super::dataflow::on_products(f, &classes[start..start + n]));
-    }
-    Ok(Kernel {
-        name,
-        params: function.params.clone(),
-        param_bytes,
-        code,
-        sites,
-        classes,
-        on_products,
-        template,
-        fills,
-        shared_base,
-        acc_uses,
-        maxntid: function.maxntid,
-        pmem_bytes,
-        local_bytes,
-        entry_frame,
-        entry_locals,
-    })
+    Ok(layouts)
 }
 
 /// Whether some function of `order` can reach itself through calls.
@@ -1298,6 +1290,50 @@ fn width(t: &Ty) -> u8 {
 }
 
 impl Decoder<'_> {
+    /// Decodes the instructions of every function in code order (`owner[k]`: the index in
+    /// `order` of instruction `k`'s function): an error names the first it cannot run.
+    fn code(
+        &mut self,
+        name: &str,
+        order: &[&Function<'static>],
+        instrs: &[&parse::Instruction<'static>],
+        owner: &[usize],
+        sites: &'static [PtxSite],
+    ) -> DResult<(Vec<Inst>, Vec<Class>)> {
+        let mut code = Vec::with_capacity(instrs.len());
+        let mut classes = Vec::with_capacity(instrs.len());
+        for (k, instr) in instrs.iter().enumerate() {
+            if k == 0 || owner[k] != owner[k - 1] {
+                self.enter(owner[k]);
+            }
+            let site = Site::ptx(&sites[k]);
+            let (op, flops, class) = self.instruction(instr, site).map_err(|why| {
+                let f = order[owner[k]].name;
+                let inside = if f == name {
+                    String::new()
+                } else {
+                    format!(" (in `{f}`, which it calls)")
+                };
+                format!(
+                    "kernel `{name}`, PTX line {}{inside}: `{}`: {why}",
+                    instr.line, instr.text
+                )
+            })?;
+            let (guard, negated) = match instr.guard {
+                Some(g) => (self.reg(g.reg), g.negated),
+                None => (u32::MAX, false),
+            };
+            code.push(Inst {
+                op,
+                guard,
+                negated,
+                flops,
+            });
+            classes.push(class);
+        }
+        Ok((code, classes))
+    }
+
     /// Starts decoding the function of layout `k`: its registers, its labels.
     fn enter(&mut self, k: usize) {
         self.current = k;
