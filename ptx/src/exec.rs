@@ -916,21 +916,8 @@ impl Thread<'_> {
             }
             match &inst.op {
                 Op::Mov { d, a, mask } => self.set(*d, self.get(*a) & mask),
-                Op::Pack { d, parts, n, bits } => {
-                    let m = mask(*bits);
-                    let v = (0..*n as usize).fold(0u64, |v, k| {
-                        v | ((self.get(parts[k]) & m) << (k * *bits as usize))
-                    });
-                    self.set(*d, v);
-                }
-                Op::Unpack { ds, s, n, bits } => {
-                    let v = self.get(*s);
-                    for (k, &d) in ds.iter().enumerate().take(*n as usize) {
-                        if d != u32::MAX {
-                            self.set(d, (v >> (k * *bits as usize)) & mask(*bits));
-                        }
-                    }
-                }
+                Op::Pack { d, parts, n, bits } => self.pack(d, parts, n, bits),
+                Op::Unpack { ds, s, n, bits } => self.unpack(ds, s, n, bits),
                 Op::Int { op, ty, d, a, b } => {
                     let v = self.int(*op, *ty, self.get(*a), self.get(*b), here);
                     self.set(*d, v);
@@ -942,51 +929,9 @@ impl Thread<'_> {
                     a,
                     b,
                     c,
-                } => {
-                    let m = self.int(*mul, *ty, self.get(*a), self.get(*b), here);
-                    let bits = if *mul == IntOp::MulWide {
-                        ty.bits * 2
-                    } else {
-                        ty.bits
-                    };
-                    self.set(*d, m.wrapping_add(self.get(*c)) & mask(bits));
-                }
-                Op::IntUnary { op, ty, d, a } => {
-                    let x = norm(self.get(*a), *ty);
-                    let w = u32::from(ty.bits);
-                    let v = match op {
-                        IntUnary::Neg => x.wrapping_neg(),
-                        IntUnary::Not => !x,
-                        IntUnary::Abs => (x as i64).unsigned_abs(),
-                        IntUnary::Popc => u64::from((x & mask(ty.bits)).count_ones()),
-                        IntUnary::Clz => u64::from((x & mask(ty.bits)).leading_zeros() - (64 - w)),
-                        IntUnary::Brev => (x & mask(ty.bits)).reverse_bits() >> (64 - w),
-                    };
-                    self.set(*d, v & mask(ty.bits));
-                }
-                Op::Bfe { ty, d, a, pos, len } => {
-                    let x = self.get(*a) & mask(ty.bits);
-                    let (pos, len) = (self.get(*pos) & 0xff, self.get(*len) & 0xff);
-                    let w = u64::from(ty.bits);
-                    let field = if len == 0 || pos >= w {
-                        0
-                    } else {
-                        (x >> pos) & mask(len.min(64) as u8)
-                    };
-                    let v = if ty.signed && len > 0 {
-                        let msb = (pos + len - 1).min(w - 1);
-                        let sign = (x >> msb) & 1;
-                        let keep = len.min(w - pos.min(w));
-                        if sign == 1 && keep < 64 {
-                            field | (!0u64 << keep)
-                        } else {
-                            field
-                        }
-                    } else {
-                        field
-                    };
-                    self.set(*d, v & mask(ty.bits));
-                }
+                } => self.mad(mul, ty, d, a, b, c, here),
+                Op::IntUnary { op, ty, d, a } => self.int_unary(op, ty, d, a),
+                Op::Bfe { ty, d, a, pos, len } => self.bfe(ty, d, a, pos, len),
                 Op::Float {
                     op,
                     ty,
@@ -996,33 +941,7 @@ impl Thread<'_> {
                     d,
                     a,
                     b,
-                } => {
-                    let v = match ty {
-                        Float::F32 => {
-                            let (x, y) = (
-                                f32ops::get(self.get(*a), *ftz),
-                                f32ops::get(self.get(*b), *ftz),
-                            );
-                            let r = match round {
-                                Round::Nearest => f32ops::binary(*op, x, y),
-                                mode => f32_directed(*op, x, y, *mode),
-                            };
-                            match op {
-                                // Sign operations, not arithmetic: the payload is kept.
-                                FloatOp::CopySign => f32ops::put(r, false, false),
-                                _ => f32ops::arith(r, *ftz, *sat),
-                            }
-                        }
-                        Float::F64 => {
-                            let (x, y) = (
-                                f64ops::get(self.get(*a), *ftz),
-                                f64ops::get(self.get(*b), *ftz),
-                            );
-                            f64ops::arith(f64ops::binary(*op, x, y), *ftz, *sat)
-                        }
-                    };
-                    self.set(*d, v);
-                }
+                } => self.float(op, ty, ftz, sat, round, d, a, b),
                 Op::Fma {
                     ty,
                     ftz,
@@ -1032,23 +951,7 @@ impl Thread<'_> {
                     a,
                     b,
                     c,
-                } => {
-                    let v = match ty {
-                        Float::F32 => {
-                            let g = |s| f32ops::get(self.get(s), *ftz);
-                            let r = match round {
-                                Round::Nearest => g(*a).mul_add(g(*b), g(*c)),
-                                mode => f32_fma_directed(g(*a), g(*b), g(*c), *mode),
-                            };
-                            f32ops::arith(r, *ftz, *sat)
-                        }
-                        Float::F64 => {
-                            let g = |s| f64ops::get(self.get(s), *ftz);
-                            f64ops::arith(g(*a).mul_add(g(*b), g(*c)), *ftz, *sat)
-                        }
-                    };
-                    self.set(*d, v);
-                }
+                } => self.fma(ty, ftz, sat, round, d, a, b, c),
                 Op::FloatUnary {
                     op,
                     ty,
@@ -1056,29 +959,7 @@ impl Thread<'_> {
                     round,
                     d,
                     a,
-                } => {
-                    // `neg` and `abs` change the sign bit alone (a NaN keeps its payload).
-                    let sign_only = matches!(op, FloatUnary::Neg | FloatUnary::Abs);
-                    let v = match ty {
-                        Float::F32 => {
-                            let x = f32ops::get(self.get(*a), *ftz);
-                            let r = match round {
-                                Round::Nearest => f32ops::unary(*op, x),
-                                mode => f32_unary_directed(*op, x, *mode),
-                            };
-                            if sign_only {
-                                f32ops::put(r, *ftz, false)
-                            } else {
-                                f32ops::arith(r, *ftz, false)
-                            }
-                        }
-                        Float::F64 => {
-                            let r = f64ops::unary(*op, f64ops::get(self.get(*a), *ftz));
-                            f64ops::put(r, *ftz, false)
-                        }
-                    };
-                    self.set(*d, v);
-                }
+                } => self.float_unary(op, ty, ftz, round, d, a),
                 Op::Bfi {
                     bits,
                     d,
@@ -1086,40 +967,8 @@ impl Thread<'_> {
                     b,
                     pos,
                     len,
-                } => {
-                    // PTX ISA, "bfi": pos and len are c[7:0] and d[7:0]; bits of the field past
-                    // the type's width are dropped.
-                    let w = u64::from(*bits);
-                    let (pos, len) = (self.get(*pos) & 0xff, self.get(*len) & 0xff);
-                    let b = self.get(*b) & mask(*bits);
-                    let v = if len == 0 || pos >= w {
-                        b
-                    } else {
-                        let field = mask(len.min(w - pos) as u8) << pos;
-                        (b & !field) | ((self.get(*a) << pos) & field)
-                    };
-                    self.set(*d, v & mask(*bits));
-                }
-                Op::Prmt { mode, d, a, b, c } => {
-                    let bytes = (self.get(*a) & 0xffff_ffff) | (self.get(*b) << 32);
-                    // A named mode picks a generic selector by c[1:0], without sign extension.
-                    let sel = match mode {
-                        None => self.get(*c),
-                        Some(row) => u64::from(row[(self.get(*c) & 3) as usize]),
-                    };
-                    let v = (0..4).fold(0u64, |v, k| {
-                        let s = (sel >> (4 * k)) & 0xf;
-                        let byte = (bytes >> (8 * (s & 7))) & 0xff;
-                        // msb of the selector: the chosen byte's sign, replicated.
-                        let byte = if s & 8 != 0 {
-                            if byte & 0x80 != 0 { 0xff } else { 0 }
-                        } else {
-                            byte
-                        };
-                        v | (byte << (8 * k))
-                    });
-                    self.set(*d, v);
-                }
+                } => self.bfi(bits, d, a, b, pos, len),
+                Op::Prmt { mode, d, a, b, c } => self.prmt(mode, d, a, b, c),
                 Op::Lop3 {
                     bits,
                     lut,
@@ -1127,50 +976,9 @@ impl Thread<'_> {
                     a,
                     b,
                     c,
-                } => {
-                    let (x, y, z) = (self.get(*a), self.get(*b), self.get(*c));
-                    // The LUT's index bit 2 is a (0xF0), bit 1 b (0xCC), bit 0 c (0xAA).
-                    let v = (0..8).filter(|k| lut >> k & 1 != 0).fold(0u64, |v, k| {
-                        let pick = |bit: u32, w: u64| if k >> bit & 1 != 0 { w } else { !w };
-                        v | (pick(2, x) & pick(1, y) & pick(0, z))
-                    });
-                    self.set(*d, v & mask(*bits));
-                }
-                Op::Bfind { ty, shiftamt, d, a } => {
-                    let x = norm(self.get(*a), *ty);
-                    // Signed: the most significant bit that differs from the sign.
-                    let x = if ty.signed && (x as i64) < 0 { !x } else { x } & mask(ty.bits);
-                    let v = if x == 0 {
-                        0xffff_ffff
-                    } else {
-                        let pos = 63 - u64::from(x.leading_zeros());
-                        if *shiftamt {
-                            u64::from(ty.bits) - 1 - pos
-                        } else {
-                            pos
-                        }
-                    };
-                    self.set(*d, v);
-                }
-                Op::Testp { test, ty, d, a } => {
-                    let x = match ty {
-                        Float::F32 => f64::from(f32ops::get(self.get(*a), false)),
-                        Float::F64 => f64::from_bits(self.get(*a)),
-                    };
-                    let subnormal = match ty {
-                        Float::F32 => f32ops::get(self.get(*a), false).is_subnormal(),
-                        Float::F64 => x.is_subnormal(),
-                    };
-                    let v = match test {
-                        decode::Testp::Finite => x.is_finite(),
-                        decode::Testp::Infinite => x.is_infinite(),
-                        decode::Testp::Number => !x.is_nan(),
-                        decode::Testp::NotANumber => x.is_nan(),
-                        decode::Testp::Normal => x.is_finite() && x != 0.0 && !subnormal,
-                        decode::Testp::Subnormal => subnormal,
-                    };
-                    self.set(*d, u64::from(v));
-                }
+                } => self.lop3(bits, lut, d, a, b, c),
+                Op::Bfind { ty, shiftamt, d, a } => self.bfind(ty, shiftamt, d, a),
+                Op::Testp { test, ty, d, a } => self.testp(test, ty, d, a),
                 Op::Carry {
                     sub,
                     carry_in,
@@ -1180,27 +988,7 @@ impl Thread<'_> {
                     a,
                     b,
                     cc,
-                } => {
-                    let m = u128::from(mask(ty.bits));
-                    let (x, y) = (u128::from(self.get(*a)) & m, u128::from(self.get(*b)) & m);
-                    let cf = if *carry_in {
-                        u128::from(self.get(*cc) & 1)
-                    } else {
-                        0
-                    };
-                    // Subtraction's flag is the borrow that subc takes.
-                    let (v, out) = if *sub {
-                        let sub = y + cf;
-                        (x.wrapping_sub(sub) & m, u64::from(x < sub))
-                    } else {
-                        let sum = x + y + cf;
-                        (sum & m, (sum >> ty.bits) as u64 & 1)
-                    };
-                    self.set(*d, v as u64);
-                    if *carry_out {
-                        self.set(*cc, out);
-                    }
-                }
+                } => self.carry(sub, carry_in, carry_out, ty, d, a, b, cc),
                 Op::Setp {
                     cmp,
                     ty,
@@ -1209,58 +997,8 @@ impl Thread<'_> {
                     a,
                     b,
                     combine,
-                } => {
-                    let (x, y) = (self.get(*a), self.get(*b));
-                    let t = match ty {
-                        CmpType::Float(Float::F32, ftz) => {
-                            f32ops::compare(*cmp, f32ops::get(x, *ftz), f32ops::get(y, *ftz))
-                        }
-                        CmpType::Float(Float::F64, ftz) => {
-                            f64ops::compare(*cmp, f64ops::get(x, *ftz), f64ops::get(y, *ftz))
-                        }
-                        CmpType::Int(it) => {
-                            let (x, y) = (norm(x, *it), norm(y, *it));
-                            let (lt, eq) = if it.signed {
-                                ((x as i64) < (y as i64), x == y)
-                            } else {
-                                (x < y, x == y)
-                            };
-                            match cmp {
-                                Cmp::Eq => eq,
-                                Cmp::Ne => !eq,
-                                Cmp::Lt => lt,
-                                Cmp::Le => lt || eq,
-                                Cmp::Gt => !lt && !eq,
-                                Cmp::Ge => !lt,
-                                _ => unreachable!("refused at decode"),
-                            }
-                        }
-                    };
-                    let (p, q) = match combine {
-                        None => (t, !t),
-                        Some((op, c, neg)) => {
-                            let c = (self.get(*c) & 1 != 0) != *neg;
-                            let f = |v: bool| match op {
-                                BoolOp::And => v && c,
-                                BoolOp::Or => v || c,
-                                BoolOp::Xor => v != c,
-                            };
-                            (f(t), f(!t))
-                        }
-                    };
-                    self.set(*d, u64::from(p));
-                    if *d2 != u32::MAX {
-                        self.set(*d2, u64::from(q));
-                    }
-                }
-                Op::Selp { d, a, b, p } => {
-                    let v = if self.get(*p) & 1 != 0 {
-                        self.get(*a)
-                    } else {
-                        self.get(*b)
-                    };
-                    self.set(*d, v);
-                }
+                } => self.setp(cmp, ty, d, d2, a, b, combine),
+                Op::Selp { d, a, b, p } => self.selp(d, a, b, p),
                 Op::Cvt {
                     conv,
                     ftz,
@@ -1271,22 +1009,8 @@ impl Thread<'_> {
                     let v = cvt(*conv, *ftz, *sat, self.get(*a));
                     self.set(*d, v);
                 }
-                Op::Cvt2 { conv, d, a, b } => {
-                    let (hi, lo) = (
-                        cvt(*conv, false, false, self.get(*a)),
-                        cvt(*conv, false, false, self.get(*b)),
-                    );
-                    self.set(*d, (hi << 16) | lo);
-                }
-                Op::CvtaShared { to, d, a } => {
-                    let x = self.get(*a);
-                    let v = if *to {
-                        x.wrapping_sub(self.base as u64)
-                    } else {
-                        x.wrapping_add(self.base as u64)
-                    };
-                    self.set(*d, v);
-                }
+                Op::Cvt2 { conv, d, a, b } => self.cvt2(conv, d, a, b),
+                Op::CvtaShared { to, d, a } => self.cvta_shared(to, d, a),
                 Op::LdParam {
                     d,
                     offset,
@@ -1307,18 +1031,7 @@ impl Thread<'_> {
                 Op::Ld(m) => self.load(m, here),
                 Op::St(m) => self.store(m, here),
                 Op::Atom(a) => self.atom(a, here),
-                Op::CvtaLocal { to, d, a } => {
-                    let base = self.local.as_ptr() as u64;
-                    let x = self.get(*a);
-                    self.set(
-                        *d,
-                        if *to {
-                            x.wrapping_sub(base)
-                        } else {
-                            x.wrapping_add(base)
-                        },
-                    );
-                }
+                Op::CvtaLocal { to, d, a } => self.cvta_local(to, d, a),
                 Op::Bra { target } => pc = *target as usize,
                 Op::Call(c) => {
                     self.call(c, here);
@@ -1341,33 +1054,14 @@ impl Thread<'_> {
                     a,
                     b,
                     c,
-                } => {
-                    let (a, b, c) = (self.get(*a), self.get(*b), self.get(*c));
-                    let lane = |k: u32| {
-                        let h = |v: u64| (v >> (16 * k)) as u16;
-                        u64::from(half_lane(*op, *bf16, *ftz, *sat, *relu, h(a), h(b), h(c)))
-                    };
-                    self.set(*d, lane(0) | (lane(1) << 16));
-                }
+                } => self.half2(op, bf16, ftz, sat, relu, d, a, b, c),
                 Op::BarRed {
                     site,
                     op,
                     d,
                     a,
                     negate,
-                } => {
-                    let value = (self.get(*a) != 0) ^ *negate;
-                    let count = self.gpu.sync_threads_count(*site, value);
-                    let threads = self.gpu.position().block_dim.volume();
-                    self.set(
-                        *d,
-                        match op {
-                            BarRedOp::Popc => u64::from(count),
-                            BarRedOp::And => u64::from(u64::from(count) == threads),
-                            BarRedOp::Or => u64::from(count != 0),
-                        },
-                    );
-                }
+                } => self.bar_red(site, op, d, a, negate),
                 Op::Shfl {
                     mode,
                     d,
@@ -1376,118 +1070,32 @@ impl Thread<'_> {
                     b,
                     c,
                     mask,
-                } => {
-                    // PTX ISA, "shfl.sync": the source lane from b[4:0] and c's clamp value
-                    // c[4:0] and segment mask c[12:8] (sub-warp widths); out of range, the
-                    // lane reads its own value and p is false.
-                    let (b, c) = (self.get(*b) as u32, self.get(*c) as u32);
-                    let lane = self.lane;
-                    let (bval, cval, seg) = (b & 31, c & 31, (c >> 8) & 31);
-                    let max_lane = (lane & seg) | (cval & !seg);
-                    let min_lane = lane & seg;
-                    let (j, valid) = match mode {
-                        ShuffleMode::Up => {
-                            let j = lane as i32 - bval as i32;
-                            (j, j >= max_lane as i32)
-                        }
-                        ShuffleMode::Down => ((lane + bval) as i32, lane + bval <= max_lane),
-                        ShuffleMode::Bfly => ((lane ^ bval) as i32, lane ^ bval <= max_lane),
-                        ShuffleMode::Idx => {
-                            let j = min_lane | (bval & !seg);
-                            (j as i32, j <= max_lane)
-                        }
-                    };
-                    // The emulator's shuffle reads the lane it is given (its `idx` mode).
-                    let op = Collective::Shuffle {
-                        mode: ShuffleMode::Idx,
-                        value: self.get(*a) as u32,
-                        arg: if valid { j as u32 } else { lane },
-                    };
-                    let result =
-                        self.gpu
-                            .warp_collective(self.get(*mask) as u32, op, self.site(here));
-                    self.set(*d, u64::from(result[0]));
-                    if *p != u32::MAX {
-                        self.set(*p, u64::from(valid));
-                    }
-                }
+                } => self.shfl(mode, d, p, a, b, c, mask, here),
                 Op::WarpReduce {
                     op,
                     d,
                     a,
                     negate,
                     mask,
-                } => {
-                    let value = (self.get(*a) as u32) ^ u32::from(*negate);
-                    let op = Collective::Reduce { op: *op, value };
-                    let result =
-                        self.gpu
-                            .warp_collective(self.get(*mask) as u32, op, self.site(here));
-                    self.set(*d, u64::from(result[0]));
-                }
+                } => self.warp_reduce(op, d, a, negate, mask, here),
                 Op::ActiveMask { d } => {
                     let op = Collective::ActiveMask;
                     let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
                     self.set(*d, u64::from(result[0]));
                 }
-                Op::WarpSync { mask } => {
-                    self.gpu.warp_collective(
-                        self.get(*mask) as u32,
-                        Collective::SyncWarp,
-                        self.site(here),
-                    );
-                }
+                Op::WarpSync { mask } => self.warp_sync(mask, here),
                 Op::LdMatrix {
                     trans,
                     d,
                     addr,
                     space,
-                } => {
-                    let a = self.get(*addr) as usize;
-                    let addr = match space {
-                        Space::Shared => self.base.wrapping_add(a),
-                        _ => a,
-                    };
-                    let op = Collective::LdMatrix {
-                        addr,
-                        trans: *trans,
-                    };
-                    let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
-                    for (k, &dk) in d.iter().enumerate() {
-                        self.set(dk, u64::from(result[k]));
-                    }
-                }
-                Op::Mma(m) => {
-                    let op = Collective::Mma {
-                        input: m.input,
-                        a: m.a.map(|s| self.get(s) as u32),
-                        b: m.b.map(|s| self.get(s) as u32),
-                        c: m.c.map(|s| f32::from_bits(self.get(s) as u32)),
-                    };
-                    let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
-                    for (k, &dk) in m.d.iter().enumerate() {
-                        self.set(dk, u64::from(result[k]));
-                    }
-                }
+                } => self.ld_matrix(trans, d, addr, space, here),
+                Op::Mma(m) => self.mma(m, here),
                 Op::CpAsync {
                     dst,
                     src,
                     src_bytes,
-                } => {
-                    let src_bytes = self.get(*src_bytes) as u32;
-                    if src_bytes > 16 {
-                        panic!(
-                            "cp.async with src-size {src_bytes} > cp-size 16 (undefined), at {}",
-                            self.site(here)
-                        );
-                    }
-                    let op = AsyncCopy::Copy {
-                        dst: self.base.wrapping_add(self.get(*dst) as usize),
-                        src: self.get(*src) as usize,
-                        src_bytes,
-                    };
-                    self.gpu.async_copy(op, self.site(here));
-                }
+                } => self.cp_async(dst, src, src_bytes, here),
                 Op::CpCommit => self.gpu.async_copy(AsyncCopy::CommitGroup, self.site(here)),
                 Op::CpWait { pending } => self
                     .gpu
@@ -1498,52 +1106,719 @@ impl Thread<'_> {
                     addr,
                     shared,
                     arg,
-                } => {
-                    let a = self.get(*addr) as usize;
-                    let bar = if *shared {
-                        self.base.wrapping_add(a)
-                    } else {
-                        a
-                    };
-                    let arg = if *arg == u32::MAX {
-                        0
-                    } else {
-                        self.get(*arg) as u32
-                    };
-                    let op = match kind {
-                        MbarrierKind::Init => MbarrierOp::Init { count: arg },
-                        MbarrierKind::Arrive => MbarrierOp::Arrive,
-                        MbarrierKind::ArriveExpectTx => MbarrierOp::ArriveExpectTx { bytes: arg },
-                        MbarrierKind::TryWait => MbarrierOp::TryWait { parity: arg },
-                    };
-                    // The emulator returns from a try_wait only once the phase completed (or
-                    // reports a wait that never can): the kernel's spin loop runs once.
-                    let done = self.gpu.mbarrier(bar, op, self.site(here));
-                    if *d != u32::MAX {
-                        // try_wait's predicate; arrive's state is opaque (0 here).
-                        let v = *kind == MbarrierKind::TryWait && done;
-                        self.set(*d, u64::from(v));
-                    }
-                }
+                } => self.mbarrier(kind, d, addr, shared, arg, here),
                 Op::Tma {
                     dst,
                     map,
                     coords,
                     bar,
-                } => {
-                    let op = TmaLoad {
-                        dst: self.base.wrapping_add(self.get(*dst) as usize),
-                        map: self.get(*map) as usize,
-                        coords: coords.map(|c| self.get(c) as u32 as i32),
-                        bar: self.base.wrapping_add(self.get(*bar) as usize),
-                    };
-                    self.gpu.tma_load(op, self.site(here));
-                }
+                } => self.tma(dst, map, coords, bar, here),
                 Op::Wgmma(w) => self.wgmma(w, here),
                 Op::WgmmaSync(op) => self.gpu.wgmma_sync(*op, self.site(here)),
                 Op::Nop => {}
             }
         }
+    }
+}
+
+impl Thread<'_> {
+    /// [`Op::Pack`].
+    #[inline(always)]
+    fn pack(&mut self, d: &decode::Slot, parts: &[decode::Slot; 4], n: &u8, bits: &u8) {
+        let m = mask(*bits);
+        let v = (0..*n as usize).fold(0u64, |v, k| {
+            v | ((self.get(parts[k]) & m) << (k * *bits as usize))
+        });
+        self.set(*d, v);
+    }
+
+    /// [`Op::Unpack`].
+    #[inline(always)]
+    fn unpack(&mut self, ds: &[decode::Slot; 4], s: &decode::Slot, n: &u8, bits: &u8) {
+        let v = self.get(*s);
+        for (k, &d) in ds.iter().enumerate().take(*n as usize) {
+            if d != u32::MAX {
+                self.set(d, (v >> (k * *bits as usize)) & mask(*bits));
+            }
+        }
+    }
+
+    /// [`Op::Mad`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn mad(
+        &mut self,
+        mul: &IntOp,
+        ty: &Int,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+        c: &decode::Slot,
+        here: usize,
+    ) {
+        let m = self.int(*mul, *ty, self.get(*a), self.get(*b), here);
+        let bits = if *mul == IntOp::MulWide {
+            ty.bits * 2
+        } else {
+            ty.bits
+        };
+        self.set(*d, m.wrapping_add(self.get(*c)) & mask(bits));
+    }
+
+    /// [`Op::IntUnary`].
+    #[inline(always)]
+    fn int_unary(&mut self, op: &IntUnary, ty: &Int, d: &decode::Slot, a: &decode::Slot) {
+        let x = norm(self.get(*a), *ty);
+        let w = u32::from(ty.bits);
+        let v = match op {
+            IntUnary::Neg => x.wrapping_neg(),
+            IntUnary::Not => !x,
+            IntUnary::Abs => (x as i64).unsigned_abs(),
+            IntUnary::Popc => u64::from((x & mask(ty.bits)).count_ones()),
+            IntUnary::Clz => u64::from((x & mask(ty.bits)).leading_zeros() - (64 - w)),
+            IntUnary::Brev => (x & mask(ty.bits)).reverse_bits() >> (64 - w),
+        };
+        self.set(*d, v & mask(ty.bits));
+    }
+
+    /// [`Op::Bfe`].
+    #[inline(always)]
+    fn bfe(
+        &mut self,
+        ty: &Int,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        pos: &decode::Slot,
+        len: &decode::Slot,
+    ) {
+        let x = self.get(*a) & mask(ty.bits);
+        let (pos, len) = (self.get(*pos) & 0xff, self.get(*len) & 0xff);
+        let w = u64::from(ty.bits);
+        let field = if len == 0 || pos >= w {
+            0
+        } else {
+            (x >> pos) & mask(len.min(64) as u8)
+        };
+        let v = if ty.signed && len > 0 {
+            let msb = (pos + len - 1).min(w - 1);
+            let sign = (x >> msb) & 1;
+            let keep = len.min(w - pos.min(w));
+            if sign == 1 && keep < 64 {
+                field | (!0u64 << keep)
+            } else {
+                field
+            }
+        } else {
+            field
+        };
+        self.set(*d, v & mask(ty.bits));
+    }
+
+    /// [`Op::Float`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn float(
+        &mut self,
+        op: &FloatOp,
+        ty: &Float,
+        ftz: &bool,
+        sat: &bool,
+        round: &Round,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+    ) {
+        let v = match ty {
+            Float::F32 => {
+                let (x, y) = (
+                    f32ops::get(self.get(*a), *ftz),
+                    f32ops::get(self.get(*b), *ftz),
+                );
+                let r = match round {
+                    Round::Nearest => f32ops::binary(*op, x, y),
+                    mode => f32_directed(*op, x, y, *mode),
+                };
+                match op {
+                    // Sign operations, not arithmetic: the payload is kept.
+                    FloatOp::CopySign => f32ops::put(r, false, false),
+                    _ => f32ops::arith(r, *ftz, *sat),
+                }
+            }
+            Float::F64 => {
+                let (x, y) = (
+                    f64ops::get(self.get(*a), *ftz),
+                    f64ops::get(self.get(*b), *ftz),
+                );
+                f64ops::arith(f64ops::binary(*op, x, y), *ftz, *sat)
+            }
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::Fma`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn fma(
+        &mut self,
+        ty: &Float,
+        ftz: &bool,
+        sat: &bool,
+        round: &Round,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+        c: &decode::Slot,
+    ) {
+        let v = match ty {
+            Float::F32 => {
+                let g = |s| f32ops::get(self.get(s), *ftz);
+                let r = match round {
+                    Round::Nearest => g(*a).mul_add(g(*b), g(*c)),
+                    mode => f32_fma_directed(g(*a), g(*b), g(*c), *mode),
+                };
+                f32ops::arith(r, *ftz, *sat)
+            }
+            Float::F64 => {
+                let g = |s| f64ops::get(self.get(s), *ftz);
+                f64ops::arith(g(*a).mul_add(g(*b), g(*c)), *ftz, *sat)
+            }
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::FloatUnary`].
+    #[inline(always)]
+    fn float_unary(
+        &mut self,
+        op: &FloatUnary,
+        ty: &Float,
+        ftz: &bool,
+        round: &Round,
+        d: &decode::Slot,
+        a: &decode::Slot,
+    ) {
+        // `neg` and `abs` change the sign bit alone (a NaN keeps its payload).
+        let sign_only = matches!(op, FloatUnary::Neg | FloatUnary::Abs);
+        let v = match ty {
+            Float::F32 => {
+                let x = f32ops::get(self.get(*a), *ftz);
+                let r = match round {
+                    Round::Nearest => f32ops::unary(*op, x),
+                    mode => f32_unary_directed(*op, x, *mode),
+                };
+                if sign_only {
+                    f32ops::put(r, *ftz, false)
+                } else {
+                    f32ops::arith(r, *ftz, false)
+                }
+            }
+            Float::F64 => {
+                let r = f64ops::unary(*op, f64ops::get(self.get(*a), *ftz));
+                f64ops::put(r, *ftz, false)
+            }
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::Bfi`].
+    #[inline(always)]
+    fn bfi(
+        &mut self,
+        bits: &u8,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+        pos: &decode::Slot,
+        len: &decode::Slot,
+    ) {
+        // PTX ISA, "bfi": pos and len are c[7:0] and d[7:0]; bits of the field past
+        // the type's width are dropped.
+        let w = u64::from(*bits);
+        let (pos, len) = (self.get(*pos) & 0xff, self.get(*len) & 0xff);
+        let b = self.get(*b) & mask(*bits);
+        let v = if len == 0 || pos >= w {
+            b
+        } else {
+            let field = mask(len.min(w - pos) as u8) << pos;
+            (b & !field) | ((self.get(*a) << pos) & field)
+        };
+        self.set(*d, v & mask(*bits));
+    }
+
+    /// [`Op::Prmt`].
+    #[inline(always)]
+    fn prmt(
+        &mut self,
+        mode: &Option<[u16; 4]>,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+        c: &decode::Slot,
+    ) {
+        let bytes = (self.get(*a) & 0xffff_ffff) | (self.get(*b) << 32);
+        // A named mode picks a generic selector by c[1:0], without sign extension.
+        let sel = match mode {
+            None => self.get(*c),
+            Some(row) => u64::from(row[(self.get(*c) & 3) as usize]),
+        };
+        let v = (0..4).fold(0u64, |v, k| {
+            let s = (sel >> (4 * k)) & 0xf;
+            let byte = (bytes >> (8 * (s & 7))) & 0xff;
+            // msb of the selector: the chosen byte's sign, replicated.
+            let byte = if s & 8 != 0 {
+                if byte & 0x80 != 0 { 0xff } else { 0 }
+            } else {
+                byte
+            };
+            v | (byte << (8 * k))
+        });
+        self.set(*d, v);
+    }
+
+    /// [`Op::Lop3`].
+    #[inline(always)]
+    fn lop3(
+        &mut self,
+        bits: &u8,
+        lut: &u8,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+        c: &decode::Slot,
+    ) {
+        let (x, y, z) = (self.get(*a), self.get(*b), self.get(*c));
+        // The LUT's index bit 2 is a (0xF0), bit 1 b (0xCC), bit 0 c (0xAA).
+        let v = (0..8).filter(|k| lut >> k & 1 != 0).fold(0u64, |v, k| {
+            let pick = |bit: u32, w: u64| if k >> bit & 1 != 0 { w } else { !w };
+            v | (pick(2, x) & pick(1, y) & pick(0, z))
+        });
+        self.set(*d, v & mask(*bits));
+    }
+
+    /// [`Op::Bfind`].
+    #[inline(always)]
+    fn bfind(&mut self, ty: &Int, shiftamt: &bool, d: &decode::Slot, a: &decode::Slot) {
+        let x = norm(self.get(*a), *ty);
+        // Signed: the most significant bit that differs from the sign.
+        let x = if ty.signed && (x as i64) < 0 { !x } else { x } & mask(ty.bits);
+        let v = if x == 0 {
+            0xffff_ffff
+        } else {
+            let pos = 63 - u64::from(x.leading_zeros());
+            if *shiftamt {
+                u64::from(ty.bits) - 1 - pos
+            } else {
+                pos
+            }
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::Testp`].
+    #[inline(always)]
+    fn testp(&mut self, test: &decode::Testp, ty: &Float, d: &decode::Slot, a: &decode::Slot) {
+        let x = match ty {
+            Float::F32 => f64::from(f32ops::get(self.get(*a), false)),
+            Float::F64 => f64::from_bits(self.get(*a)),
+        };
+        let subnormal = match ty {
+            Float::F32 => f32ops::get(self.get(*a), false).is_subnormal(),
+            Float::F64 => x.is_subnormal(),
+        };
+        let v = match test {
+            decode::Testp::Finite => x.is_finite(),
+            decode::Testp::Infinite => x.is_infinite(),
+            decode::Testp::Number => !x.is_nan(),
+            decode::Testp::NotANumber => x.is_nan(),
+            decode::Testp::Normal => x.is_finite() && x != 0.0 && !subnormal,
+            decode::Testp::Subnormal => subnormal,
+        };
+        self.set(*d, u64::from(v));
+    }
+
+    /// [`Op::Carry`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn carry(
+        &mut self,
+        sub: &bool,
+        carry_in: &bool,
+        carry_out: &bool,
+        ty: &Int,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+        cc: &decode::Slot,
+    ) {
+        let m = u128::from(mask(ty.bits));
+        let (x, y) = (u128::from(self.get(*a)) & m, u128::from(self.get(*b)) & m);
+        let cf = if *carry_in {
+            u128::from(self.get(*cc) & 1)
+        } else {
+            0
+        };
+        // Subtraction's flag is the borrow that subc takes.
+        let (v, out) = if *sub {
+            let sub = y + cf;
+            (x.wrapping_sub(sub) & m, u64::from(x < sub))
+        } else {
+            let sum = x + y + cf;
+            (sum & m, (sum >> ty.bits) as u64 & 1)
+        };
+        self.set(*d, v as u64);
+        if *carry_out {
+            self.set(*cc, out);
+        }
+    }
+
+    /// [`Op::Setp`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn setp(
+        &mut self,
+        cmp: &Cmp,
+        ty: &CmpType,
+        d: &decode::Slot,
+        d2: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+        combine: &Option<(BoolOp, decode::Slot, bool)>,
+    ) {
+        let (x, y) = (self.get(*a), self.get(*b));
+        let t = match ty {
+            CmpType::Float(Float::F32, ftz) => {
+                f32ops::compare(*cmp, f32ops::get(x, *ftz), f32ops::get(y, *ftz))
+            }
+            CmpType::Float(Float::F64, ftz) => {
+                f64ops::compare(*cmp, f64ops::get(x, *ftz), f64ops::get(y, *ftz))
+            }
+            CmpType::Int(it) => {
+                let (x, y) = (norm(x, *it), norm(y, *it));
+                let (lt, eq) = if it.signed {
+                    ((x as i64) < (y as i64), x == y)
+                } else {
+                    (x < y, x == y)
+                };
+                match cmp {
+                    Cmp::Eq => eq,
+                    Cmp::Ne => !eq,
+                    Cmp::Lt => lt,
+                    Cmp::Le => lt || eq,
+                    Cmp::Gt => !lt && !eq,
+                    Cmp::Ge => !lt,
+                    _ => unreachable!("refused at decode"),
+                }
+            }
+        };
+        let (p, q) = match combine {
+            None => (t, !t),
+            Some((op, c, neg)) => {
+                let c = (self.get(*c) & 1 != 0) != *neg;
+                let f = |v: bool| match op {
+                    BoolOp::And => v && c,
+                    BoolOp::Or => v || c,
+                    BoolOp::Xor => v != c,
+                };
+                (f(t), f(!t))
+            }
+        };
+        self.set(*d, u64::from(p));
+        if *d2 != u32::MAX {
+            self.set(*d2, u64::from(q));
+        }
+    }
+
+    /// [`Op::Selp`].
+    #[inline(always)]
+    fn selp(&mut self, d: &decode::Slot, a: &decode::Slot, b: &decode::Slot, p: &decode::Slot) {
+        let v = if self.get(*p) & 1 != 0 {
+            self.get(*a)
+        } else {
+            self.get(*b)
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::Cvt2`].
+    #[inline(always)]
+    fn cvt2(&mut self, conv: &Conv, d: &decode::Slot, a: &decode::Slot, b: &decode::Slot) {
+        let (hi, lo) = (
+            cvt(*conv, false, false, self.get(*a)),
+            cvt(*conv, false, false, self.get(*b)),
+        );
+        self.set(*d, (hi << 16) | lo);
+    }
+
+    /// [`Op::CvtaShared`].
+    #[inline(always)]
+    fn cvta_shared(&mut self, to: &bool, d: &decode::Slot, a: &decode::Slot) {
+        let x = self.get(*a);
+        let v = if *to {
+            x.wrapping_sub(self.base as u64)
+        } else {
+            x.wrapping_add(self.base as u64)
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::CvtaLocal`].
+    #[inline(always)]
+    fn cvta_local(&mut self, to: &bool, d: &decode::Slot, a: &decode::Slot) {
+        let base = self.local.as_ptr() as u64;
+        let x = self.get(*a);
+        self.set(
+            *d,
+            if *to {
+                x.wrapping_sub(base)
+            } else {
+                x.wrapping_add(base)
+            },
+        );
+    }
+
+    /// [`Op::Half2`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn half2(
+        &mut self,
+        op: &Half2Op,
+        bf16: &bool,
+        ftz: &bool,
+        sat: &bool,
+        relu: &bool,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+        c: &decode::Slot,
+    ) {
+        let (a, b, c) = (self.get(*a), self.get(*b), self.get(*c));
+        let lane = |k: u32| {
+            let h = |v: u64| (v >> (16 * k)) as u16;
+            u64::from(half_lane(*op, *bf16, *ftz, *sat, *relu, h(a), h(b), h(c)))
+        };
+        self.set(*d, lane(0) | (lane(1) << 16));
+    }
+
+    /// [`Op::BarRed`].
+    #[inline(always)]
+    fn bar_red(
+        &mut self,
+        site: &Site,
+        op: &BarRedOp,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        negate: &bool,
+    ) {
+        let value = (self.get(*a) != 0) ^ *negate;
+        let count = self.gpu.sync_threads_count(*site, value);
+        let threads = self.gpu.position().block_dim.volume();
+        self.set(
+            *d,
+            match op {
+                BarRedOp::Popc => u64::from(count),
+                BarRedOp::And => u64::from(u64::from(count) == threads),
+                BarRedOp::Or => u64::from(count != 0),
+            },
+        );
+    }
+
+    /// [`Op::Shfl`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn shfl(
+        &mut self,
+        mode: &ShuffleMode,
+        d: &decode::Slot,
+        p: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+        c: &decode::Slot,
+        mask: &decode::Slot,
+        here: usize,
+    ) {
+        // PTX ISA, "shfl.sync": the source lane from b[4:0] and c's clamp value
+        // c[4:0] and segment mask c[12:8] (sub-warp widths); out of range, the
+        // lane reads its own value and p is false.
+        let (b, c) = (self.get(*b) as u32, self.get(*c) as u32);
+        let lane = self.lane;
+        let (bval, cval, seg) = (b & 31, c & 31, (c >> 8) & 31);
+        let max_lane = (lane & seg) | (cval & !seg);
+        let min_lane = lane & seg;
+        let (j, valid) = match mode {
+            ShuffleMode::Up => {
+                let j = lane as i32 - bval as i32;
+                (j, j >= max_lane as i32)
+            }
+            ShuffleMode::Down => ((lane + bval) as i32, lane + bval <= max_lane),
+            ShuffleMode::Bfly => ((lane ^ bval) as i32, lane ^ bval <= max_lane),
+            ShuffleMode::Idx => {
+                let j = min_lane | (bval & !seg);
+                (j as i32, j <= max_lane)
+            }
+        };
+        // The emulator's shuffle reads the lane it is given (its `idx` mode).
+        let op = Collective::Shuffle {
+            mode: ShuffleMode::Idx,
+            value: self.get(*a) as u32,
+            arg: if valid { j as u32 } else { lane },
+        };
+        let result = self
+            .gpu
+            .warp_collective(self.get(*mask) as u32, op, self.site(here));
+        self.set(*d, u64::from(result[0]));
+        if *p != u32::MAX {
+            self.set(*p, u64::from(valid));
+        }
+    }
+
+    /// [`Op::WarpReduce`].
+    #[inline(always)]
+    fn warp_reduce(
+        &mut self,
+        op: &emu::WarpReduce,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        negate: &bool,
+        mask: &decode::Slot,
+        here: usize,
+    ) {
+        let value = (self.get(*a) as u32) ^ u32::from(*negate);
+        let op = Collective::Reduce { op: *op, value };
+        let result = self
+            .gpu
+            .warp_collective(self.get(*mask) as u32, op, self.site(here));
+        self.set(*d, u64::from(result[0]));
+    }
+
+    /// [`Op::WarpSync`].
+    #[inline(always)]
+    fn warp_sync(&mut self, mask: &decode::Slot, here: usize) {
+        self.gpu.warp_collective(
+            self.get(*mask) as u32,
+            Collective::SyncWarp,
+            self.site(here),
+        );
+    }
+
+    /// [`Op::LdMatrix`].
+    #[inline(always)]
+    fn ld_matrix(
+        &mut self,
+        trans: &bool,
+        d: &[decode::Slot; 4],
+        addr: &decode::Slot,
+        space: &Space,
+        here: usize,
+    ) {
+        let a = self.get(*addr) as usize;
+        let addr = match space {
+            Space::Shared => self.base.wrapping_add(a),
+            _ => a,
+        };
+        let op = Collective::LdMatrix {
+            addr,
+            trans: *trans,
+        };
+        let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
+        for (k, &dk) in d.iter().enumerate() {
+            self.set(dk, u64::from(result[k]));
+        }
+    }
+
+    /// [`Op::Mma`].
+    #[inline(always)]
+    fn mma(&mut self, m: &decode::Mma, here: usize) {
+        let op = Collective::Mma {
+            input: m.input,
+            a: m.a.map(|s| self.get(s) as u32),
+            b: m.b.map(|s| self.get(s) as u32),
+            c: m.c.map(|s| f32::from_bits(self.get(s) as u32)),
+        };
+        let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
+        for (k, &dk) in m.d.iter().enumerate() {
+            self.set(dk, u64::from(result[k]));
+        }
+    }
+
+    /// [`Op::CpAsync`].
+    #[inline(always)]
+    fn cp_async(
+        &mut self,
+        dst: &decode::Slot,
+        src: &decode::Slot,
+        src_bytes: &decode::Slot,
+        here: usize,
+    ) {
+        let src_bytes = self.get(*src_bytes) as u32;
+        if src_bytes > 16 {
+            panic!(
+                "cp.async with src-size {src_bytes} > cp-size 16 (undefined), at {}",
+                self.site(here)
+            );
+        }
+        let op = AsyncCopy::Copy {
+            dst: self.base.wrapping_add(self.get(*dst) as usize),
+            src: self.get(*src) as usize,
+            src_bytes,
+        };
+        self.gpu.async_copy(op, self.site(here));
+    }
+
+    /// [`Op::Mbarrier`].
+    #[inline(always)]
+    fn mbarrier(
+        &mut self,
+        kind: &MbarrierKind,
+        d: &decode::Slot,
+        addr: &decode::Slot,
+        shared: &bool,
+        arg: &decode::Slot,
+        here: usize,
+    ) {
+        let a = self.get(*addr) as usize;
+        let bar = if *shared {
+            self.base.wrapping_add(a)
+        } else {
+            a
+        };
+        let arg = if *arg == u32::MAX {
+            0
+        } else {
+            self.get(*arg) as u32
+        };
+        let op = match kind {
+            MbarrierKind::Init => MbarrierOp::Init { count: arg },
+            MbarrierKind::Arrive => MbarrierOp::Arrive,
+            MbarrierKind::ArriveExpectTx => MbarrierOp::ArriveExpectTx { bytes: arg },
+            MbarrierKind::TryWait => MbarrierOp::TryWait { parity: arg },
+        };
+        // The emulator returns from a try_wait only once the phase completed (or
+        // reports a wait that never can): the kernel's spin loop runs once.
+        let done = self.gpu.mbarrier(bar, op, self.site(here));
+        if *d != u32::MAX {
+            // try_wait's predicate; arrive's state is opaque (0 here).
+            let v = *kind == MbarrierKind::TryWait && done;
+            self.set(*d, u64::from(v));
+        }
+    }
+
+    /// [`Op::Tma`].
+    #[inline(always)]
+    fn tma(
+        &mut self,
+        dst: &decode::Slot,
+        map: &decode::Slot,
+        coords: &[decode::Slot; 2],
+        bar: &decode::Slot,
+        here: usize,
+    ) {
+        let op = TmaLoad {
+            dst: self.base.wrapping_add(self.get(*dst) as usize),
+            map: self.get(*map) as usize,
+            coords: coords.map(|c| self.get(c) as u32 as i32),
+            bar: self.base.wrapping_add(self.get(*bar) as usize),
+        };
+        self.gpu.tma_load(op, self.site(here));
     }
 
     /// `wgmma.mma_async`: the accumulator registers go to a buffer the emulator updates when
