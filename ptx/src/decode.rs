@@ -265,14 +265,7 @@ pub enum Op {
         b: Slot,
     },
     /// `mad.lo/hi/wide`: `d = mul(a, b) + c`.
-    Mad {
-        mul: IntOp,
-        ty: Int,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
+    Mad(MadArgs),
     IntUnary {
         op: IntUnary,
         ty: Int,
@@ -280,14 +273,7 @@ pub enum Op {
         a: Slot,
     },
     /// `bfi`: `b` with its `len` bits from `pos` replaced by `a`'s low bits.
-    Bfi {
-        bits: u8,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        pos: Slot,
-        len: Slot,
-    },
+    Bfi(BfiArgs),
     /// `prmt.b32{.mode}`: each byte of `d` picked from the eight of `{b, a}` by a nibble of a
     /// selector: `c` itself in the generic form (a nibble may also replicate that byte's sign),
     /// or, for a named mode (`.f4e .b4e .rc8 .ecl .ecr .rc16`), the mode's row of
@@ -300,14 +286,7 @@ pub enum Op {
         c: Slot,
     },
     /// `lop3.b32`: bit `i` of `d` is bit `(a_i << 2) | (b_i << 1) | c_i` of `lut`.
-    Lop3 {
-        bits: u8,
-        lut: u8,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
+    Lop3(Lop3Args),
     /// `bfind{.shiftamt}`: the most significant non-sign bit's position (all ones for none).
     Bfind {
         ty: Int,
@@ -323,16 +302,7 @@ pub enum Op {
         a: Slot,
     },
     /// `add.cc`, `addc{.cc}`, `sub.cc`, `subc{.cc}`: with the thread's carry flag `cc`.
-    Carry {
-        sub: bool,
-        carry_in: bool,
-        carry_out: bool,
-        ty: Int,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        cc: Slot,
-    },
+    Carry(CarryArgs),
     /// `bfe`: `len` bits of `a` from bit `pos`.
     Bfe {
         ty: Int,
@@ -341,45 +311,10 @@ pub enum Op {
         pos: Slot,
         len: Slot,
     },
-    Float {
-        op: FloatOp,
-        ty: Float,
-        ftz: bool,
-        sat: bool,
-        round: Round,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-    },
-    Fma {
-        ty: Float,
-        ftz: bool,
-        sat: bool,
-        round: Round,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
-    FloatUnary {
-        op: FloatUnary,
-        ty: Float,
-        ftz: bool,
-        round: Round,
-        d: Slot,
-        a: Slot,
-    },
-    Setp {
-        cmp: Cmp,
-        ty: CmpType,
-        d: Slot,
-        /// `p|q`: `q` gets the complement (`u32::MAX` when absent).
-        d2: Slot,
-        a: Slot,
-        b: Slot,
-        /// `.and/.or/.xor` with predicate `c`, negated when the flag says so.
-        combine: Option<(BoolOp, Slot, bool)>,
-    },
+    Float(FloatArgs),
+    Fma(FmaArgs),
+    FloatUnary(FloatUnaryArgs),
+    Setp(SetpArgs),
     Selp {
         d: Slot,
         a: Slot,
@@ -450,64 +385,25 @@ pub enum Op {
     },
     /// `{add,sub,mul,fma}.rn{.ftz}{.sat}{.relu}.{f16x2,bf16x2} d, a, b{, c}`: each 16-bit lane
     /// of `d` from the same lane of the sources (`c` unused but by `fma`).
-    Half2 {
-        op: Half2Op,
-        bf16: bool,
-        ftz: bool,
-        sat: bool,
-        relu: bool,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
+    Half2(Half2Args),
     /// `bar.red` on barrier 0: a block barrier (matched by `site`) that also combines every
     /// thread's predicate `a` (negated when `negate`) into `d`: the count of true predicates
     /// (`.popc.u32`), or whether all (`.and.pred`) or any (`.or.pred`) is true.
-    BarRed {
-        site: Site,
-        op: BarRedOp,
-        d: Slot,
-        a: Slot,
-        negate: bool,
-    },
-    Shfl {
-        mode: ShuffleMode,
-        d: Slot,
-        p: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-        mask: Slot,
-    },
+    BarRed(BarRedArgs),
+    Shfl(ShflArgs),
     WarpSync {
         mask: Slot,
     },
     /// `vote.sync` / `redux.sync`: `d` gets the reduction of `a` over the mask (a predicate
     /// result for `.all/.any/.uni`, written as 0 or 1; `negate` for `vote`'s `!p`).
-    WarpReduce {
-        op: WarpReduce,
-        d: Slot,
-        a: Slot,
-        negate: bool,
-        mask: Slot,
-    },
+    WarpReduce(WarpReduceArgs),
     /// `activemask.b32 d`.
     ActiveMask {
         d: Slot,
     },
-    LdMatrix {
-        trans: bool,
-        d: [Slot; 4],
-        addr: Slot,
-        space: Space,
-    },
+    LdMatrix(LdMatrixArgs),
     Mma(Box<Mma>),
-    CpAsync {
-        dst: Slot,
-        src: Slot,
-        src_bytes: Slot,
-    },
+    CpAsync(CpAsyncArgs),
     CpCommit,
     CpWait {
         pending: u32,
@@ -515,27 +411,195 @@ pub enum Op {
     /// `mbarrier.{init,arrive,arrive.expect_tx,try_wait.parity}` on the barrier at `addr`
     /// (a `.shared` address when `shared`, else generic); `arg` the count, bytes or parity
     /// (`u32::MAX` for none); `d` the state or try_wait's predicate (`u32::MAX` for none).
-    Mbarrier {
-        kind: MbarrierKind,
-        d: Slot,
-        addr: Slot,
-        shared: bool,
-        arg: Slot,
-    },
+    Mbarrier(MbarrierArgs),
     /// `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`:
     /// `.shared` addresses `dst` and `bar`, the tensor map's generic address `map`.
-    Tma {
-        dst: Slot,
-        map: Slot,
-        coords: [Slot; 2],
-        bar: Slot,
-    },
+    Tma(TmaArgs),
     Wgmma(Box<Wgmma>),
     WgmmaSync(WgmmaSync),
     /// Executes as nothing here: the fences that order the asynchronous proxy (the emulator
     /// has one view of memory) and `setmaxnreg` (no register file; its count is checked at
     /// decode).
     Nop,
+}
+
+/// The operands and modifiers of [`Op::Mad`].
+#[derive(Clone, Debug)]
+pub struct MadArgs {
+    pub mul: IntOp,
+    pub ty: Int,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub c: Slot,
+}
+
+/// The operands and modifiers of [`Op::Float`].
+#[derive(Clone, Debug)]
+pub struct FloatArgs {
+    pub op: FloatOp,
+    pub ty: Float,
+    pub ftz: bool,
+    pub sat: bool,
+    pub round: Round,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+}
+
+/// The operands and modifiers of [`Op::Fma`].
+#[derive(Clone, Debug)]
+pub struct FmaArgs {
+    pub ty: Float,
+    pub ftz: bool,
+    pub sat: bool,
+    pub round: Round,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub c: Slot,
+}
+
+/// The operands and modifiers of [`Op::FloatUnary`].
+#[derive(Clone, Debug)]
+pub struct FloatUnaryArgs {
+    pub op: FloatUnary,
+    pub ty: Float,
+    pub ftz: bool,
+    pub round: Round,
+    pub d: Slot,
+    pub a: Slot,
+}
+
+/// The operands and modifiers of [`Op::Bfi`].
+#[derive(Clone, Debug)]
+pub struct BfiArgs {
+    pub bits: u8,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub pos: Slot,
+    pub len: Slot,
+}
+
+/// The operands and modifiers of [`Op::Lop3`].
+#[derive(Clone, Debug)]
+pub struct Lop3Args {
+    pub bits: u8,
+    pub lut: u8,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub c: Slot,
+}
+
+/// The operands and modifiers of [`Op::Carry`].
+#[derive(Clone, Debug)]
+pub struct CarryArgs {
+    pub sub: bool,
+    pub carry_in: bool,
+    pub carry_out: bool,
+    pub ty: Int,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub cc: Slot,
+}
+
+/// The operands and modifiers of [`Op::Setp`].
+#[derive(Clone, Debug)]
+pub struct SetpArgs {
+    pub cmp: Cmp,
+    pub ty: CmpType,
+    pub d: Slot,
+    /// `p|q`: `q` gets the complement (`u32::MAX` when absent).
+    pub d2: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    /// `.and/.or/.xor` with predicate `c`, negated when the flag says so.
+    pub combine: Option<(BoolOp, Slot, bool)>,
+}
+
+/// The operands and modifiers of [`Op::Half2`].
+#[derive(Clone, Debug)]
+pub struct Half2Args {
+    pub op: Half2Op,
+    pub bf16: bool,
+    pub ftz: bool,
+    pub sat: bool,
+    pub relu: bool,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub c: Slot,
+}
+
+/// The operands and modifiers of [`Op::BarRed`].
+#[derive(Clone, Debug)]
+pub struct BarRedArgs {
+    pub site: Site,
+    pub op: BarRedOp,
+    pub d: Slot,
+    pub a: Slot,
+    pub negate: bool,
+}
+
+/// The operands and modifiers of [`Op::Shfl`].
+#[derive(Clone, Debug)]
+pub struct ShflArgs {
+    pub mode: ShuffleMode,
+    pub d: Slot,
+    pub p: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub c: Slot,
+    pub mask: Slot,
+}
+
+/// The operands and modifiers of [`Op::WarpReduce`].
+#[derive(Clone, Debug)]
+pub struct WarpReduceArgs {
+    pub op: WarpReduce,
+    pub d: Slot,
+    pub a: Slot,
+    pub negate: bool,
+    pub mask: Slot,
+}
+
+/// The operands and modifiers of [`Op::LdMatrix`].
+#[derive(Clone, Debug)]
+pub struct LdMatrixArgs {
+    pub trans: bool,
+    pub d: [Slot; 4],
+    pub addr: Slot,
+    pub space: Space,
+}
+
+/// The operands and modifiers of [`Op::CpAsync`].
+#[derive(Clone, Debug)]
+pub struct CpAsyncArgs {
+    pub dst: Slot,
+    pub src: Slot,
+    pub src_bytes: Slot,
+}
+
+/// The operands and modifiers of [`Op::Mbarrier`].
+#[derive(Clone, Debug)]
+pub struct MbarrierArgs {
+    pub kind: MbarrierKind,
+    pub d: Slot,
+    pub addr: Slot,
+    pub shared: bool,
+    pub arg: Slot,
+}
+
+/// The operands and modifiers of [`Op::Tma`].
+#[derive(Clone, Debug)]
+pub struct TmaArgs {
+    pub dst: Slot,
+    pub map: Slot,
+    pub coords: [Slot; 2],
+    pub bar: Slot,
 }
 
 /// An atomic operation (PTX ISA, "Parallel Synchronization and Communication Instructions:
@@ -1635,7 +1699,7 @@ impl Decoder<'_> {
             a
         };
         let d = self.dst(n(0)?)?;
-        let op = Op::Half2 {
+        let op = Op::Half2(Half2Args {
             op,
             bf16,
             ftz,
@@ -1645,7 +1709,7 @@ impl Decoder<'_> {
             a,
             b,
             c,
-        };
+        });
         Ok((op, 2, Class::FloatArith))
     }
 
@@ -1686,7 +1750,7 @@ impl Decoder<'_> {
             let a = self.src(n(1)?, Some(f))?;
             let b = self.src(n(2)?, Some(f))?;
             let d = self.dst(n(0)?)?;
-            let op = Op::Float {
+            let op = Op::Float(FloatArgs {
                 op,
                 ty: f,
                 ftz,
@@ -1695,7 +1759,7 @@ impl Decoder<'_> {
                 d,
                 a,
                 b,
-            };
+            });
             return Ok((op, 1, Class::FloatArith));
         }
         let ty = int_of(t)?;
@@ -1751,7 +1815,7 @@ impl Decoder<'_> {
                 self.src(n(3)?, Some(f))?,
             );
             let d = self.dst(n(0)?)?;
-            let op = Op::Fma {
+            let op = Op::Fma(FmaArgs {
                 ty: f,
                 ftz,
                 sat,
@@ -1760,7 +1824,7 @@ impl Decoder<'_> {
                 a,
                 b,
                 c,
-            };
+            });
             return Ok((op, 2, Class::FloatArith));
         }
         let ty = int_of(t)?;
@@ -1777,14 +1841,14 @@ impl Decoder<'_> {
         );
         let d = self.dst(n(0)?)?;
         Ok((
-            Op::Mad {
+            Op::Mad(MadArgs {
                 mul,
                 ty,
                 d,
                 a,
                 b,
                 c,
-            },
+            }),
             0,
             Class::IntArith,
         ))
@@ -1831,14 +1895,14 @@ impl Decoder<'_> {
                 FloatUnary::Neg | FloatUnary::Abs => (0, Class::FloatArith),
                 _ => (1, Class::FloatArith),
             };
-            let op = Op::FloatUnary {
+            let op = Op::FloatUnary(FloatUnaryArgs {
                 op,
                 ty: f,
                 ftz,
                 round,
                 d,
                 a,
-            };
+            });
             return Ok((op, flops, class));
         }
         let ty = int_of(t)?;
@@ -1872,14 +1936,14 @@ impl Decoder<'_> {
                 );
                 let d = self.dst(n(0)?)?;
                 Ok((
-                    Op::Bfi {
+                    Op::Bfi(BfiArgs {
                         bits,
                         d,
                         a,
                         b,
                         pos,
                         len,
-                    },
+                    }),
                     0,
                     Class::IntArith,
                 ))
@@ -1921,14 +1985,14 @@ impl Decoder<'_> {
                 let d = self.dst(n(0)?)?;
                 let lut = lut as u8;
                 Ok((
-                    Op::Lop3 {
+                    Op::Lop3(Lop3Args {
                         bits,
                         lut,
                         d,
                         a,
                         b,
                         c,
-                    },
+                    }),
                     0,
                     Class::IntArith,
                 ))
@@ -2032,7 +2096,7 @@ impl Decoder<'_> {
                     },
                 };
                 let flops = u8::from(float.is_some());
-                let op = Op::Setp {
+                let op = Op::Setp(SetpArgs {
                     cmp,
                     ty: cty,
                     d,
@@ -2040,7 +2104,7 @@ impl Decoder<'_> {
                     a,
                     b,
                     combine,
-                };
+                });
                 Ok((op, flops, Class::Compare))
             }
             "selp" => {
@@ -2150,13 +2214,13 @@ impl Decoder<'_> {
                 let mask = self.src(n(2)?, None)?;
                 let d = self.dst(n(0)?)?;
                 Ok((
-                    Op::WarpReduce {
+                    Op::WarpReduce(WarpReduceArgs {
                         op,
                         d,
                         a,
                         negate,
                         mask,
-                    },
+                    }),
                     0,
                     Class::Shfl,
                 ))
@@ -2177,13 +2241,13 @@ impl Decoder<'_> {
                 let mask = self.src(n(2)?, None)?;
                 let d = self.dst(n(0)?)?;
                 Ok((
-                    Op::WarpReduce {
+                    Op::WarpReduce(WarpReduceArgs {
                         op,
                         d,
                         a,
                         negate: false,
                         mask,
-                    },
+                    }),
                     0,
                     Class::Shfl,
                 ))
@@ -2214,7 +2278,7 @@ impl Decoder<'_> {
                 let b = self.src(n(2)?, None)?;
                 let c = self.src(n(3)?, None)?;
                 let mask = self.src(n(4)?, None)?;
-                let op = Op::Shfl {
+                let op = Op::Shfl(ShflArgs {
                     mode,
                     d,
                     p: pd,
@@ -2222,7 +2286,7 @@ impl Decoder<'_> {
                     b,
                     c,
                     mask,
-                };
+                });
                 Ok((op, 0, Class::Shfl))
             }
             _ => Err("instruction not implemented by the PTX backend".into()),
@@ -2283,13 +2347,13 @@ impl Decoder<'_> {
         };
         let d = self.dst(n(0)?)?;
         Ok((
-            Op::BarRed {
+            Op::BarRed(BarRedArgs {
                 site,
                 op,
                 d,
                 a,
                 negate,
-            },
+            }),
             0,
             Class::Bar,
         ))
@@ -2324,12 +2388,12 @@ impl Decoder<'_> {
                     return Err("ldmatrix address must be [register]".into());
                 };
                 let addr = self.src(base, None)?;
-                let op = Op::LdMatrix {
+                let op = Op::LdMatrix(LdMatrixArgs {
                     trans: i.has("trans"),
                     d,
                     addr,
                     space,
-                };
+                });
                 Ok((op, 0, Class::LdMatrix))
             }
             "mma" => {
@@ -2384,11 +2448,11 @@ impl Decoder<'_> {
                     Some(o) => self.src(o, None)?,
                     None => self.constant(16),
                 };
-                let op = Op::CpAsync {
+                let op = Op::CpAsync(CpAsyncArgs {
                     dst,
                     src,
                     src_bytes,
-                };
+                });
                 Ok((op, 0, Class::CpAsync))
             }
             _ => Err("this cp form is not implemented".into()),
@@ -2468,13 +2532,13 @@ impl Decoder<'_> {
             Some(k) => self.src(&ops[k], None)?,
             None => u32::MAX,
         };
-        let op = Op::Mbarrier {
+        let op = Op::Mbarrier(MbarrierArgs {
             kind,
             d,
             addr,
             shared,
             arg,
-        };
+        });
         Ok((op, 0, Class::Mbarrier))
     }
 
@@ -2504,12 +2568,12 @@ impl Decoder<'_> {
         let [c0, c1] = &coords[..] else {
             return Err("a 2-D copy takes two coordinates".into());
         };
-        let op = Op::Tma {
+        let op = Op::Tma(TmaArgs {
             dst: self.register_address(dst)?,
             map: self.src(map, None)?,
             coords: [self.src(c0, None)?, self.src(c1, None)?],
             bar: self.register_address(bar)?,
-        };
+        });
         Ok((op, 0, Class::Tma))
     }
 
@@ -2738,7 +2802,7 @@ impl Decoder<'_> {
             _ => return Err("extended-precision arithmetic takes 32- or 64-bit integers".into()),
         };
         let carry_in = matches!(p[0], "addc" | "subc");
-        let op = Op::Carry {
+        let op = Op::Carry(CarryArgs {
             sub: p[0].starts_with("sub"),
             carry_in,
             carry_out: i.has("cc"),
@@ -2747,7 +2811,7 @@ impl Decoder<'_> {
             a: self.src(&i.operands[1], None)?,
             b: self.src(&i.operands[2], None)?,
             cc: self.fill(Fill::Carry),
-        };
+        });
         Ok((op, 0, Class::IntArith))
     }
 

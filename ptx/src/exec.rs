@@ -24,9 +24,11 @@ use kernels::cuda::emu::{
 };
 
 use crate::decode::{
-    self, Atom, AtomOp, AtomType, BarRedOp, BoolOp, Call, Class, Cmp, CmpType, Conv, Fill, Float,
-    FloatOp, FloatUnary, Half2Op, Int, IntOp, IntUnary, Kernel, MAX_CALL_DEPTH, MbarrierKind, Mem,
-    Op, Round, SharedSlot, Space, Wgmma, WgmmaSource, mask,
+    self, Atom, AtomOp, AtomType, BarRedArgs, BarRedOp, BfiArgs, BoolOp, Call, CarryArgs, Class,
+    Cmp, CmpType, Conv, CpAsyncArgs, Fill, Float, FloatArgs, FloatOp, FloatUnary, FloatUnaryArgs,
+    FmaArgs, Half2Args, Half2Op, Int, IntOp, IntUnary, Kernel, LdMatrixArgs, Lop3Args,
+    MAX_CALL_DEPTH, MadArgs, MbarrierArgs, MbarrierKind, Mem, Op, Round, SetpArgs, SharedSlot,
+    ShflArgs, Space, TmaArgs, WarpReduceArgs, Wgmma, WgmmaSource, mask,
 };
 use crate::parse;
 use ::emu::{Allocation, Emulator, Error, LaunchConfig, LaunchCounters, Result, SHARED_WINDOW};
@@ -922,82 +924,19 @@ impl Thread<'_> {
                     let v = self.int(*op, *ty, self.get(*a), self.get(*b), here);
                     self.set(*d, v);
                 }
-                Op::Mad {
-                    mul,
-                    ty,
-                    d,
-                    a,
-                    b,
-                    c,
-                } => self.mad(mul, ty, d, a, b, c, here),
+                Op::Mad(args) => self.mad(args, here),
                 Op::IntUnary { op, ty, d, a } => self.int_unary(op, ty, d, a),
                 Op::Bfe { ty, d, a, pos, len } => self.bfe(ty, d, a, pos, len),
-                Op::Float {
-                    op,
-                    ty,
-                    ftz,
-                    sat,
-                    round,
-                    d,
-                    a,
-                    b,
-                } => self.float(op, ty, ftz, sat, round, d, a, b),
-                Op::Fma {
-                    ty,
-                    ftz,
-                    sat,
-                    round,
-                    d,
-                    a,
-                    b,
-                    c,
-                } => self.fma(ty, ftz, sat, round, d, a, b, c),
-                Op::FloatUnary {
-                    op,
-                    ty,
-                    ftz,
-                    round,
-                    d,
-                    a,
-                } => self.float_unary(op, ty, ftz, round, d, a),
-                Op::Bfi {
-                    bits,
-                    d,
-                    a,
-                    b,
-                    pos,
-                    len,
-                } => self.bfi(bits, d, a, b, pos, len),
+                Op::Float(args) => self.float(args),
+                Op::Fma(args) => self.fma(args),
+                Op::FloatUnary(args) => self.float_unary(args),
+                Op::Bfi(args) => self.bfi(args),
                 Op::Prmt { mode, d, a, b, c } => self.prmt(mode, d, a, b, c),
-                Op::Lop3 {
-                    bits,
-                    lut,
-                    d,
-                    a,
-                    b,
-                    c,
-                } => self.lop3(bits, lut, d, a, b, c),
+                Op::Lop3(args) => self.lop3(args),
                 Op::Bfind { ty, shiftamt, d, a } => self.bfind(ty, shiftamt, d, a),
                 Op::Testp { test, ty, d, a } => self.testp(test, ty, d, a),
-                Op::Carry {
-                    sub,
-                    carry_in,
-                    carry_out,
-                    ty,
-                    d,
-                    a,
-                    b,
-                    cc,
-                } => self.carry(sub, carry_in, carry_out, ty, d, a, b, cc),
-                Op::Setp {
-                    cmp,
-                    ty,
-                    d,
-                    d2,
-                    a,
-                    b,
-                    combine,
-                } => self.setp(cmp, ty, d, d2, a, b, combine),
+                Op::Carry(args) => self.carry(args),
+                Op::Setp(args) => self.setp(args),
                 Op::Selp { d, a, b, p } => self.selp(d, a, b, p),
                 Op::Cvt {
                     conv,
@@ -1044,75 +983,25 @@ impl Thread<'_> {
                 Op::Exit => return (issued, flops),
                 Op::Trap => panic!("`trap` executed at {}", self.site(here)),
                 Op::Bar { site } => self.gpu.sync_threads(*site),
-                Op::Half2 {
-                    op,
-                    bf16,
-                    ftz,
-                    sat,
-                    relu,
-                    d,
-                    a,
-                    b,
-                    c,
-                } => self.half2(op, bf16, ftz, sat, relu, d, a, b, c),
-                Op::BarRed {
-                    site,
-                    op,
-                    d,
-                    a,
-                    negate,
-                } => self.bar_red(site, op, d, a, negate),
-                Op::Shfl {
-                    mode,
-                    d,
-                    p,
-                    a,
-                    b,
-                    c,
-                    mask,
-                } => self.shfl(mode, d, p, a, b, c, mask, here),
-                Op::WarpReduce {
-                    op,
-                    d,
-                    a,
-                    negate,
-                    mask,
-                } => self.warp_reduce(op, d, a, negate, mask, here),
+                Op::Half2(args) => self.half2(args),
+                Op::BarRed(args) => self.bar_red(args),
+                Op::Shfl(args) => self.shfl(args, here),
+                Op::WarpReduce(args) => self.warp_reduce(args, here),
                 Op::ActiveMask { d } => {
                     let op = Collective::ActiveMask;
                     let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
                     self.set(*d, u64::from(result[0]));
                 }
                 Op::WarpSync { mask } => self.warp_sync(mask, here),
-                Op::LdMatrix {
-                    trans,
-                    d,
-                    addr,
-                    space,
-                } => self.ld_matrix(trans, d, addr, space, here),
+                Op::LdMatrix(args) => self.ld_matrix(args, here),
                 Op::Mma(m) => self.mma(m, here),
-                Op::CpAsync {
-                    dst,
-                    src,
-                    src_bytes,
-                } => self.cp_async(dst, src, src_bytes, here),
+                Op::CpAsync(args) => self.cp_async(args, here),
                 Op::CpCommit => self.gpu.async_copy(AsyncCopy::CommitGroup, self.site(here)),
                 Op::CpWait { pending } => self
                     .gpu
                     .async_copy(AsyncCopy::WaitGroup { pending: *pending }, self.site(here)),
-                Op::Mbarrier {
-                    kind,
-                    d,
-                    addr,
-                    shared,
-                    arg,
-                } => self.mbarrier(kind, d, addr, shared, arg, here),
-                Op::Tma {
-                    dst,
-                    map,
-                    coords,
-                    bar,
-                } => self.tma(dst, map, coords, bar, here),
+                Op::Mbarrier(args) => self.mbarrier(args, here),
+                Op::Tma(args) => self.tma(args, here),
                 Op::Wgmma(w) => self.wgmma(w, here),
                 Op::WgmmaSync(op) => self.gpu.wgmma_sync(*op, self.site(here)),
                 Op::Nop => {}
@@ -1144,18 +1033,16 @@ impl Thread<'_> {
     }
 
     /// [`Op::Mad`].
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn mad(
-        &mut self,
-        mul: &IntOp,
-        ty: &Int,
-        d: &decode::Slot,
-        a: &decode::Slot,
-        b: &decode::Slot,
-        c: &decode::Slot,
-        here: usize,
-    ) {
+    fn mad(&mut self, args: &MadArgs, here: usize) {
+        let MadArgs {
+            mul,
+            ty,
+            d,
+            a,
+            b,
+            c,
+        } = args;
         let m = self.int(*mul, *ty, self.get(*a), self.get(*b), here);
         let bits = if *mul == IntOp::MulWide {
             ty.bits * 2
@@ -1215,19 +1102,18 @@ impl Thread<'_> {
     }
 
     /// [`Op::Float`].
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn float(
-        &mut self,
-        op: &FloatOp,
-        ty: &Float,
-        ftz: &bool,
-        sat: &bool,
-        round: &Round,
-        d: &decode::Slot,
-        a: &decode::Slot,
-        b: &decode::Slot,
-    ) {
+    fn float(&mut self, args: &FloatArgs) {
+        let FloatArgs {
+            op,
+            ty,
+            ftz,
+            sat,
+            round,
+            d,
+            a,
+            b,
+        } = args;
         let v = match ty {
             Float::F32 => {
                 let (x, y) = (
@@ -1256,19 +1142,18 @@ impl Thread<'_> {
     }
 
     /// [`Op::Fma`].
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn fma(
-        &mut self,
-        ty: &Float,
-        ftz: &bool,
-        sat: &bool,
-        round: &Round,
-        d: &decode::Slot,
-        a: &decode::Slot,
-        b: &decode::Slot,
-        c: &decode::Slot,
-    ) {
+    fn fma(&mut self, args: &FmaArgs) {
+        let FmaArgs {
+            ty,
+            ftz,
+            sat,
+            round,
+            d,
+            a,
+            b,
+            c,
+        } = args;
         let v = match ty {
             Float::F32 => {
                 let g = |s| f32ops::get(self.get(s), *ftz);
@@ -1288,15 +1173,15 @@ impl Thread<'_> {
 
     /// [`Op::FloatUnary`].
     #[inline(always)]
-    fn float_unary(
-        &mut self,
-        op: &FloatUnary,
-        ty: &Float,
-        ftz: &bool,
-        round: &Round,
-        d: &decode::Slot,
-        a: &decode::Slot,
-    ) {
+    fn float_unary(&mut self, args: &FloatUnaryArgs) {
+        let FloatUnaryArgs {
+            op,
+            ty,
+            ftz,
+            round,
+            d,
+            a,
+        } = args;
         // `neg` and `abs` change the sign bit alone (a NaN keeps its payload).
         let sign_only = matches!(op, FloatUnary::Neg | FloatUnary::Abs);
         let v = match ty {
@@ -1322,15 +1207,15 @@ impl Thread<'_> {
 
     /// [`Op::Bfi`].
     #[inline(always)]
-    fn bfi(
-        &mut self,
-        bits: &u8,
-        d: &decode::Slot,
-        a: &decode::Slot,
-        b: &decode::Slot,
-        pos: &decode::Slot,
-        len: &decode::Slot,
-    ) {
+    fn bfi(&mut self, args: &BfiArgs) {
+        let BfiArgs {
+            bits,
+            d,
+            a,
+            b,
+            pos,
+            len,
+        } = args;
         // PTX ISA, "bfi": pos and len are c[7:0] and d[7:0]; bits of the field past
         // the type's width are dropped.
         let w = u64::from(*bits);
@@ -1377,15 +1262,15 @@ impl Thread<'_> {
 
     /// [`Op::Lop3`].
     #[inline(always)]
-    fn lop3(
-        &mut self,
-        bits: &u8,
-        lut: &u8,
-        d: &decode::Slot,
-        a: &decode::Slot,
-        b: &decode::Slot,
-        c: &decode::Slot,
-    ) {
+    fn lop3(&mut self, args: &Lop3Args) {
+        let Lop3Args {
+            bits,
+            lut,
+            d,
+            a,
+            b,
+            c,
+        } = args;
         let (x, y, z) = (self.get(*a), self.get(*b), self.get(*c));
         // The LUT's index bit 2 is a (0xF0), bit 1 b (0xCC), bit 0 c (0xAA).
         let v = (0..8).filter(|k| lut >> k & 1 != 0).fold(0u64, |v, k| {
@@ -1437,19 +1322,18 @@ impl Thread<'_> {
     }
 
     /// [`Op::Carry`].
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn carry(
-        &mut self,
-        sub: &bool,
-        carry_in: &bool,
-        carry_out: &bool,
-        ty: &Int,
-        d: &decode::Slot,
-        a: &decode::Slot,
-        b: &decode::Slot,
-        cc: &decode::Slot,
-    ) {
+    fn carry(&mut self, args: &CarryArgs) {
+        let CarryArgs {
+            sub,
+            carry_in,
+            carry_out,
+            ty,
+            d,
+            a,
+            b,
+            cc,
+        } = args;
         let m = u128::from(mask(ty.bits));
         let (x, y) = (u128::from(self.get(*a)) & m, u128::from(self.get(*b)) & m);
         let cf = if *carry_in {
@@ -1472,18 +1356,17 @@ impl Thread<'_> {
     }
 
     /// [`Op::Setp`].
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn setp(
-        &mut self,
-        cmp: &Cmp,
-        ty: &CmpType,
-        d: &decode::Slot,
-        d2: &decode::Slot,
-        a: &decode::Slot,
-        b: &decode::Slot,
-        combine: &Option<(BoolOp, decode::Slot, bool)>,
-    ) {
+    fn setp(&mut self, args: &SetpArgs) {
+        let SetpArgs {
+            cmp,
+            ty,
+            d,
+            d2,
+            a,
+            b,
+            combine,
+        } = args;
         let (x, y) = (self.get(*a), self.get(*b));
         let t = match ty {
             CmpType::Float(Float::F32, ftz) => {
@@ -1577,20 +1460,19 @@ impl Thread<'_> {
     }
 
     /// [`Op::Half2`].
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn half2(
-        &mut self,
-        op: &Half2Op,
-        bf16: &bool,
-        ftz: &bool,
-        sat: &bool,
-        relu: &bool,
-        d: &decode::Slot,
-        a: &decode::Slot,
-        b: &decode::Slot,
-        c: &decode::Slot,
-    ) {
+    fn half2(&mut self, args: &Half2Args) {
+        let Half2Args {
+            op,
+            bf16,
+            ftz,
+            sat,
+            relu,
+            d,
+            a,
+            b,
+            c,
+        } = args;
         let (a, b, c) = (self.get(*a), self.get(*b), self.get(*c));
         let lane = |k: u32| {
             let h = |v: u64| (v >> (16 * k)) as u16;
@@ -1601,14 +1483,14 @@ impl Thread<'_> {
 
     /// [`Op::BarRed`].
     #[inline(always)]
-    fn bar_red(
-        &mut self,
-        site: &Site,
-        op: &BarRedOp,
-        d: &decode::Slot,
-        a: &decode::Slot,
-        negate: &bool,
-    ) {
+    fn bar_red(&mut self, args: &BarRedArgs) {
+        let BarRedArgs {
+            site,
+            op,
+            d,
+            a,
+            negate,
+        } = args;
         let value = (self.get(*a) != 0) ^ *negate;
         let count = self.gpu.sync_threads_count(*site, value);
         let threads = self.gpu.position().block_dim.volume();
@@ -1623,19 +1505,17 @@ impl Thread<'_> {
     }
 
     /// [`Op::Shfl`].
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn shfl(
-        &mut self,
-        mode: &ShuffleMode,
-        d: &decode::Slot,
-        p: &decode::Slot,
-        a: &decode::Slot,
-        b: &decode::Slot,
-        c: &decode::Slot,
-        mask: &decode::Slot,
-        here: usize,
-    ) {
+    fn shfl(&mut self, args: &ShflArgs, here: usize) {
+        let ShflArgs {
+            mode,
+            d,
+            p,
+            a,
+            b,
+            c,
+            mask,
+        } = args;
         // PTX ISA, "shfl.sync": the source lane from b[4:0] and c's clamp value
         // c[4:0] and segment mask c[12:8] (sub-warp widths); out of range, the
         // lane reads its own value and p is false.
@@ -1673,15 +1553,14 @@ impl Thread<'_> {
 
     /// [`Op::WarpReduce`].
     #[inline(always)]
-    fn warp_reduce(
-        &mut self,
-        op: &emu::WarpReduce,
-        d: &decode::Slot,
-        a: &decode::Slot,
-        negate: &bool,
-        mask: &decode::Slot,
-        here: usize,
-    ) {
+    fn warp_reduce(&mut self, args: &WarpReduceArgs, here: usize) {
+        let WarpReduceArgs {
+            op,
+            d,
+            a,
+            negate,
+            mask,
+        } = args;
         let value = (self.get(*a) as u32) ^ u32::from(*negate);
         let op = Collective::Reduce { op: *op, value };
         let result = self
@@ -1702,14 +1581,13 @@ impl Thread<'_> {
 
     /// [`Op::LdMatrix`].
     #[inline(always)]
-    fn ld_matrix(
-        &mut self,
-        trans: &bool,
-        d: &[decode::Slot; 4],
-        addr: &decode::Slot,
-        space: &Space,
-        here: usize,
-    ) {
+    fn ld_matrix(&mut self, args: &LdMatrixArgs, here: usize) {
+        let LdMatrixArgs {
+            trans,
+            d,
+            addr,
+            space,
+        } = args;
         let a = self.get(*addr) as usize;
         let addr = match space {
             Space::Shared => self.base.wrapping_add(a),
@@ -1742,13 +1620,12 @@ impl Thread<'_> {
 
     /// [`Op::CpAsync`].
     #[inline(always)]
-    fn cp_async(
-        &mut self,
-        dst: &decode::Slot,
-        src: &decode::Slot,
-        src_bytes: &decode::Slot,
-        here: usize,
-    ) {
+    fn cp_async(&mut self, args: &CpAsyncArgs, here: usize) {
+        let CpAsyncArgs {
+            dst,
+            src,
+            src_bytes,
+        } = args;
         let src_bytes = self.get(*src_bytes) as u32;
         if src_bytes > 16 {
             panic!(
@@ -1766,15 +1643,14 @@ impl Thread<'_> {
 
     /// [`Op::Mbarrier`].
     #[inline(always)]
-    fn mbarrier(
-        &mut self,
-        kind: &MbarrierKind,
-        d: &decode::Slot,
-        addr: &decode::Slot,
-        shared: &bool,
-        arg: &decode::Slot,
-        here: usize,
-    ) {
+    fn mbarrier(&mut self, args: &MbarrierArgs, here: usize) {
+        let MbarrierArgs {
+            kind,
+            d,
+            addr,
+            shared,
+            arg,
+        } = args;
         let a = self.get(*addr) as usize;
         let bar = if *shared {
             self.base.wrapping_add(a)
@@ -1804,14 +1680,13 @@ impl Thread<'_> {
 
     /// [`Op::Tma`].
     #[inline(always)]
-    fn tma(
-        &mut self,
-        dst: &decode::Slot,
-        map: &decode::Slot,
-        coords: &[decode::Slot; 2],
-        bar: &decode::Slot,
-        here: usize,
-    ) {
+    fn tma(&mut self, args: &TmaArgs, here: usize) {
+        let TmaArgs {
+            dst,
+            map,
+            coords,
+            bar,
+        } = args;
         let op = TmaLoad {
             dst: self.base.wrapping_add(self.get(*dst) as usize),
             map: self.get(*map) as usize,
