@@ -317,53 +317,7 @@ impl fmt::Display for EmuError {
                 addr,
                 bytes,
                 near,
-            } => {
-                write!(
-                    f,
-                    "out-of-bounds {space:?} memory access: {} of {bytes} bytes at address {addr:#x} lies outside every allocation",
-                    access(by)
-                )?;
-                if let (MemorySpace::Shared, Some(o)) = (space, near) {
-                    let (elem, size) = o.elem;
-                    let (len, index) = (o.bytes / size.max(1), (addr - o.start) / size.max(1));
-                    let array = match o.array {
-                        Some(name) => {
-                            format!("shared array `{name}` ([{elem}; {len}], {} bytes)", o.bytes)
-                        }
-                        None => format!("the dynamic shared memory ({} bytes)", o.bytes),
-                    };
-                    return write!(
-                        f,
-                        ": index {index} of {array}, whose last index is {}{}",
-                        len.saturating_sub(1),
-                        if index == len {
-                            ": one past the end (check the loop bound, the guard or the halo's size; docs/tiling.md)"
-                        } else {
-                            ""
-                        }
-                    );
-                }
-                if let Some(o) = near {
-                    let (elem, size) = o.elem;
-                    write!(
-                        f,
-                        ": {} bytes past the end of the buffer of {} x {elem} at {:#x} ({} bytes; element {} of it, one past its last is {})",
-                        o.past_end,
-                        o.bytes / size.max(1),
-                        o.start,
-                        o.bytes,
-                        (addr - o.start) / size.max(1),
-                        o.bytes / size.max(1)
-                    )?;
-                    if (addr - o.start) / size.max(1) == o.bytes / size.max(1) {
-                        write!(
-                            f,
-                            ": one past the end, as a thread of the last block does without a guard (`if i < n`)"
-                        )?;
-                    }
-                }
-                Ok(())
-            }
+            } => out_of_bounds(f, space, by, addr, bytes, near),
             EmuErrorKind::Misaligned {
                 space,
                 by,
@@ -379,60 +333,21 @@ impl fmt::Display for EmuError {
                 first,
                 second,
                 after_barrier,
-            } => {
-                write!(
-                    f,
-                    "data race on shared memory at byte {offset} of its array: {} and {} with no sync_threads between them",
-                    access(first),
-                    access(second)
-                )?;
-                match after_barrier.and_then(|b| next_iteration(b, first, second)) {
-                    Some((early, barrier)) => write!(
-                        f,
-                        "; the {} at {} is on an earlier line than the barrier at {barrier} that both accesses follow, so its thread had gone round a loop: it is the next iteration's, racing with this one's (a sync_threads() at the end of the loop body, after the last read of the tile, keeps an iteration's writes from overtaking the previous one's reads; docs/tiling.md)",
-                        verb(early.access),
-                        early.site
-                    ),
-                    None => write!(
-                        f,
-                        " (a sync_threads() between the write and the read orders them; docs/tiling.md)"
-                    ),
-                }
-            }
+            } => shared_race(f, offset, first, second, after_barrier),
             EmuErrorKind::GlobalRace {
                 addr,
                 offset,
                 first,
                 second_block,
                 second,
-            } => write!(
-                f,
-                "data race on global memory at address {addr:#x} (byte {offset} of its allocation): {} and, in block {}, {}, with nothing ordering them (sync_threads orders the threads of one block, sync_warp the lanes of its mask; nothing orders two blocks: to combine the blocks' results, give each block its own output and combine them in a later launch, or use an atomic)",
-                access(first),
-                d(*second_block),
-                access(second)
-            ),
+            } => global_race(f, addr, offset, first, second_block, second),
             EmuErrorKind::UninitializedShared { offset, by } => write!(
                 f,
                 "read of uninitialised shared memory at byte {offset} of its array: {} but no thread of the block wrote it before the next barrier",
                 access(by)
             ),
             EmuErrorKind::BarrierDivergence { waiting, elsewhere } => {
-                write!(f, "barrier divergence: ")?;
-                let w: Vec<String> = waiting
-                    .iter()
-                    .map(|(t, s)| format!("thread {} waits at {s}", d(*t)))
-                    .collect();
-                let e: Vec<String> = elsewhere
-                    .iter()
-                    .map(|(t, s)| format!("thread {} {s}", d(*t)))
-                    .collect();
-                write!(
-                    f,
-                    "{}; but {} (every thread of a block must reach the same sync_threads: one inside an `if` on the thread index, or after an early `return`, is reached by some threads only; move it out of the branch; docs/emulator.md)",
-                    w.join(", "),
-                    e.join(", ")
-                )
+                barrier_divergence(f, waiting, elsewhere)
             }
             EmuErrorKind::WarpCollective {
                 warp,
@@ -452,37 +367,13 @@ impl fmt::Display for EmuError {
                 addr,
                 by,
                 copy,
-            } => write!(
-                f,
-                "shared memory at byte {offset} of its array (address {addr:#x}) is the destination of a cp.async still in flight: {}, but the copy that thread {} started at {} has not completed; wait for it first (cp_async_wait_group / cp_async_wait_all in the copying thread, then sync_threads for the others)",
-                access(by),
-                d(copy.thread),
-                copy.site
-            ),
+            } => async_copy_in_flight(f, offset, addr, by, copy),
             EmuErrorKind::Watchdog {
                 thread,
                 last_site,
                 budget_ms,
                 others,
-            } => {
-                write!(
-                    f,
-                    "thread {} ran for {:.1} s without reaching a barrier, a warp instruction or its end (a loop that never ends?)",
-                    d(*thread),
-                    *budget_ms as f64 / 1e3
-                )?;
-                if let Some(site) = last_site {
-                    write!(f, "; it was last seen at {site}")?;
-                }
-                if !others.is_empty() {
-                    let o: Vec<String> = others
-                        .iter()
-                        .map(|(t, s)| format!("thread {} {s}", d(*t)))
-                        .collect();
-                    write!(f, "; meanwhile {}", o.join(", "))?;
-                }
-                write!(f, " (the budget is {} in seconds)", super::WATCHDOG_VAR)
-            }
+            } => watchdog(f, thread, last_site, budget_ms, others),
             EmuErrorKind::StackOverflow {
                 thread,
                 stack_bytes,
@@ -495,23 +386,7 @@ impl fmt::Display for EmuError {
             ),
             EmuErrorKind::Resources(what) => write!(f, "{what}"),
             EmuErrorKind::MbarrierDeadlock { waiting, others } => {
-                let w: Vec<String> = waiting
-                    .iter()
-                    .map(|(t, site, what)| format!("thread {} waits at {site} for {what}", d(*t)))
-                    .collect();
-                let o: Vec<String> = others
-                    .iter()
-                    .map(|(t, what)| format!("thread {} {what}", d(*t)))
-                    .collect();
-                write!(
-                    f,
-                    "mbarrier deadlock: every thread is blocked and no arrival or copy is left to complete the phase waited for: {}",
-                    w.join(", ")
-                )?;
-                if !o.is_empty() {
-                    write!(f, "; meanwhile {}", o.join(", "))?;
-                }
-                Ok(())
+                mbarrier_deadlock(f, waiting, others)
             }
             EmuErrorKind::Mbarrier {
                 thread,
@@ -536,13 +411,7 @@ impl fmt::Display for EmuError {
                 by,
                 copy,
                 phase,
-            } => write!(
-                f,
-                "shared memory at byte {offset} of its array is the destination of a TMA copy that thread {} issued at {}, completing on phase {phase} of its mbarrier: {}, which has not waited for that phase (mbarrier_wait_parity) first",
-                d(copy.thread),
-                copy.site,
-                access(by)
-            ),
+            } => tma_in_flight(f, offset, by, copy, phase),
             EmuErrorKind::WgmmaOperandInFlight { offset, by, wgmma } => write!(
                 f,
                 "shared memory at byte {offset} of its array is an operand of the wgmma at {wgmma}, still in flight: {}; wait for its group (wgmma_wait_group) before overwriting it",
@@ -572,4 +441,215 @@ impl fmt::Display for EmuError {
             }
         }
     }
+}
+
+/// An access outside every allocation, with the array or buffer it overruns when one is near.
+fn out_of_bounds(
+    f: &mut fmt::Formatter<'_>,
+    space: &MemorySpace,
+    by: &ThreadAccess,
+    addr: &usize,
+    bytes: &usize,
+    near: &Option<Overrun>,
+) -> fmt::Result {
+    write!(
+        f,
+        "out-of-bounds {space:?} memory access: {} of {bytes} bytes at address {addr:#x} lies outside every allocation",
+        access(by)
+    )?;
+    if let (MemorySpace::Shared, Some(o)) = (space, near) {
+        let (elem, size) = o.elem;
+        let (len, index) = (o.bytes / size.max(1), (addr - o.start) / size.max(1));
+        let array = match o.array {
+            Some(name) => {
+                format!("shared array `{name}` ([{elem}; {len}], {} bytes)", o.bytes)
+            }
+            None => format!("the dynamic shared memory ({} bytes)", o.bytes),
+        };
+        return write!(
+            f,
+            ": index {index} of {array}, whose last index is {}{}",
+            len.saturating_sub(1),
+            if index == len {
+                ": one past the end (check the loop bound, the guard or the halo's size; docs/tiling.md)"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(o) = near {
+        let (elem, size) = o.elem;
+        write!(
+            f,
+            ": {} bytes past the end of the buffer of {} x {elem} at {:#x} ({} bytes; element {} of it, one past its last is {})",
+            o.past_end,
+            o.bytes / size.max(1),
+            o.start,
+            o.bytes,
+            (addr - o.start) / size.max(1),
+            o.bytes / size.max(1)
+        )?;
+        if (addr - o.start) / size.max(1) == o.bytes / size.max(1) {
+            write!(
+                f,
+                ": one past the end, as a thread of the last block does without a guard (`if i < n`)"
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Two unordered accesses to one byte of shared memory, one of them a write.
+fn shared_race(
+    f: &mut fmt::Formatter<'_>,
+    offset: &usize,
+    first: &ThreadAccess,
+    second: &ThreadAccess,
+    after_barrier: &Option<Site>,
+) -> fmt::Result {
+    write!(
+        f,
+        "data race on shared memory at byte {offset} of its array: {} and {} with no sync_threads between them",
+        access(first),
+        access(second)
+    )?;
+    match after_barrier.and_then(|b| next_iteration(b, first, second)) {
+        Some((early, barrier)) => write!(
+            f,
+            "; the {} at {} is on an earlier line than the barrier at {barrier} that both accesses follow, so its thread had gone round a loop: it is the next iteration's, racing with this one's (a sync_threads() at the end of the loop body, after the last read of the tile, keeps an iteration's writes from overtaking the previous one's reads; docs/tiling.md)",
+            verb(early.access),
+            early.site
+        ),
+        None => write!(
+            f,
+            " (a sync_threads() between the write and the read orders them; docs/tiling.md)"
+        ),
+    }
+}
+
+/// Two unordered accesses to one byte of global memory from two blocks.
+fn global_race(
+    f: &mut fmt::Formatter<'_>,
+    addr: &usize,
+    offset: &usize,
+    first: &ThreadAccess,
+    second_block: &Dim3,
+    second: &ThreadAccess,
+) -> fmt::Result {
+    write!(
+        f,
+        "data race on global memory at address {addr:#x} (byte {offset} of its allocation): {} and, in block {}, {}, with nothing ordering them (sync_threads orders the threads of one block, sync_warp the lanes of its mask; nothing orders two blocks: to combine the blocks' results, give each block its own output and combine them in a later launch, or use an atomic)",
+        access(first),
+        d(*second_block),
+        access(second)
+    )
+}
+
+/// Threads of one block waiting at a barrier the others do not reach.
+fn barrier_divergence(
+    f: &mut fmt::Formatter<'_>,
+    waiting: &[(Dim3, Site)],
+    elsewhere: &[(Dim3, String)],
+) -> fmt::Result {
+    write!(f, "barrier divergence: ")?;
+    let w: Vec<String> = waiting
+        .iter()
+        .map(|(t, s)| format!("thread {} waits at {s}", d(*t)))
+        .collect();
+    let e: Vec<String> = elsewhere
+        .iter()
+        .map(|(t, s)| format!("thread {} {s}", d(*t)))
+        .collect();
+    write!(
+        f,
+        "{}; but {} (every thread of a block must reach the same sync_threads: one inside an `if` on the thread index, or after an early `return`, is reached by some threads only; move it out of the branch; docs/emulator.md)",
+        w.join(", "),
+        e.join(", ")
+    )
+}
+
+/// An access to the destination of a `cp.async` that has not completed.
+fn async_copy_in_flight(
+    f: &mut fmt::Formatter<'_>,
+    offset: &usize,
+    addr: &usize,
+    by: &ThreadAccess,
+    copy: &ThreadAccess,
+) -> fmt::Result {
+    write!(
+        f,
+        "shared memory at byte {offset} of its array (address {addr:#x}) is the destination of a cp.async still in flight: {}, but the copy that thread {} started at {} has not completed; wait for it first (cp_async_wait_group / cp_async_wait_all in the copying thread, then sync_threads for the others)",
+        access(by),
+        d(copy.thread),
+        copy.site
+    )
+}
+
+/// A thread that ran past its time budget.
+fn watchdog(
+    f: &mut fmt::Formatter<'_>,
+    thread: &Dim3,
+    last_site: &Option<Site>,
+    budget_ms: &u64,
+    others: &[(Dim3, String)],
+) -> fmt::Result {
+    write!(
+        f,
+        "thread {} ran for {:.1} s without reaching a barrier, a warp instruction or its end (a loop that never ends?)",
+        d(*thread),
+        *budget_ms as f64 / 1e3
+    )?;
+    if let Some(site) = last_site {
+        write!(f, "; it was last seen at {site}")?;
+    }
+    if !others.is_empty() {
+        let o: Vec<String> = others
+            .iter()
+            .map(|(t, s)| format!("thread {} {s}", d(*t)))
+            .collect();
+        write!(f, "; meanwhile {}", o.join(", "))?;
+    }
+    write!(f, " (the budget is {} in seconds)", super::WATCHDOG_VAR)
+}
+
+/// Every thread blocked on an mbarrier phase nothing is left to complete.
+fn mbarrier_deadlock(
+    f: &mut fmt::Formatter<'_>,
+    waiting: &[(Dim3, Site, String)],
+    others: &[(Dim3, String)],
+) -> fmt::Result {
+    let w: Vec<String> = waiting
+        .iter()
+        .map(|(t, site, what)| format!("thread {} waits at {site} for {what}", d(*t)))
+        .collect();
+    let o: Vec<String> = others
+        .iter()
+        .map(|(t, what)| format!("thread {} {what}", d(*t)))
+        .collect();
+    write!(
+        f,
+        "mbarrier deadlock: every thread is blocked and no arrival or copy is left to complete the phase waited for: {}",
+        w.join(", ")
+    )?;
+    if !o.is_empty() {
+        write!(f, "; meanwhile {}", o.join(", "))?;
+    }
+    Ok(())
+}
+
+/// An access to the destination of a TMA copy before its phase was waited for.
+fn tma_in_flight(
+    f: &mut fmt::Formatter<'_>,
+    offset: &usize,
+    by: &ThreadAccess,
+    copy: &ThreadAccess,
+    phase: &u64,
+) -> fmt::Result {
+    write!(
+        f,
+        "shared memory at byte {offset} of its array is the destination of a TMA copy that thread {} issued at {}, completing on phase {phase} of its mbarrier: {}, which has not waited for that phase (mbarrier_wait_parity) first",
+        d(copy.thread),
+        copy.site,
+        access(by)
+    )
 }

@@ -265,14 +265,7 @@ pub enum Op {
         b: Slot,
     },
     /// `mad.lo/hi/wide`: `d = mul(a, b) + c`.
-    Mad {
-        mul: IntOp,
-        ty: Int,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
+    Mad(MadArgs),
     IntUnary {
         op: IntUnary,
         ty: Int,
@@ -280,14 +273,7 @@ pub enum Op {
         a: Slot,
     },
     /// `bfi`: `b` with its `len` bits from `pos` replaced by `a`'s low bits.
-    Bfi {
-        bits: u8,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        pos: Slot,
-        len: Slot,
-    },
+    Bfi(BfiArgs),
     /// `prmt.b32{.mode}`: each byte of `d` picked from the eight of `{b, a}` by a nibble of a
     /// selector: `c` itself in the generic form (a nibble may also replicate that byte's sign),
     /// or, for a named mode (`.f4e .b4e .rc8 .ecl .ecr .rc16`), the mode's row of
@@ -300,14 +286,7 @@ pub enum Op {
         c: Slot,
     },
     /// `lop3.b32`: bit `i` of `d` is bit `(a_i << 2) | (b_i << 1) | c_i` of `lut`.
-    Lop3 {
-        bits: u8,
-        lut: u8,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
+    Lop3(Lop3Args),
     /// `bfind{.shiftamt}`: the most significant non-sign bit's position (all ones for none).
     Bfind {
         ty: Int,
@@ -323,16 +302,7 @@ pub enum Op {
         a: Slot,
     },
     /// `add.cc`, `addc{.cc}`, `sub.cc`, `subc{.cc}`: with the thread's carry flag `cc`.
-    Carry {
-        sub: bool,
-        carry_in: bool,
-        carry_out: bool,
-        ty: Int,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        cc: Slot,
-    },
+    Carry(CarryArgs),
     /// `bfe`: `len` bits of `a` from bit `pos`.
     Bfe {
         ty: Int,
@@ -341,45 +311,10 @@ pub enum Op {
         pos: Slot,
         len: Slot,
     },
-    Float {
-        op: FloatOp,
-        ty: Float,
-        ftz: bool,
-        sat: bool,
-        round: Round,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-    },
-    Fma {
-        ty: Float,
-        ftz: bool,
-        sat: bool,
-        round: Round,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
-    FloatUnary {
-        op: FloatUnary,
-        ty: Float,
-        ftz: bool,
-        round: Round,
-        d: Slot,
-        a: Slot,
-    },
-    Setp {
-        cmp: Cmp,
-        ty: CmpType,
-        d: Slot,
-        /// `p|q`: `q` gets the complement (`u32::MAX` when absent).
-        d2: Slot,
-        a: Slot,
-        b: Slot,
-        /// `.and/.or/.xor` with predicate `c`, negated when the flag says so.
-        combine: Option<(BoolOp, Slot, bool)>,
-    },
+    Float(FloatArgs),
+    Fma(FmaArgs),
+    FloatUnary(FloatUnaryArgs),
+    Setp(SetpArgs),
     Selp {
         d: Slot,
         a: Slot,
@@ -450,64 +385,25 @@ pub enum Op {
     },
     /// `{add,sub,mul,fma}.rn{.ftz}{.sat}{.relu}.{f16x2,bf16x2} d, a, b{, c}`: each 16-bit lane
     /// of `d` from the same lane of the sources (`c` unused but by `fma`).
-    Half2 {
-        op: Half2Op,
-        bf16: bool,
-        ftz: bool,
-        sat: bool,
-        relu: bool,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
+    Half2(Half2Args),
     /// `bar.red` on barrier 0: a block barrier (matched by `site`) that also combines every
     /// thread's predicate `a` (negated when `negate`) into `d`: the count of true predicates
     /// (`.popc.u32`), or whether all (`.and.pred`) or any (`.or.pred`) is true.
-    BarRed {
-        site: Site,
-        op: BarRedOp,
-        d: Slot,
-        a: Slot,
-        negate: bool,
-    },
-    Shfl {
-        mode: ShuffleMode,
-        d: Slot,
-        p: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-        mask: Slot,
-    },
+    BarRed(BarRedArgs),
+    Shfl(ShflArgs),
     WarpSync {
         mask: Slot,
     },
     /// `vote.sync` / `redux.sync`: `d` gets the reduction of `a` over the mask (a predicate
     /// result for `.all/.any/.uni`, written as 0 or 1; `negate` for `vote`'s `!p`).
-    WarpReduce {
-        op: WarpReduce,
-        d: Slot,
-        a: Slot,
-        negate: bool,
-        mask: Slot,
-    },
+    WarpReduce(WarpReduceArgs),
     /// `activemask.b32 d`.
     ActiveMask {
         d: Slot,
     },
-    LdMatrix {
-        trans: bool,
-        d: [Slot; 4],
-        addr: Slot,
-        space: Space,
-    },
+    LdMatrix(LdMatrixArgs),
     Mma(Box<Mma>),
-    CpAsync {
-        dst: Slot,
-        src: Slot,
-        src_bytes: Slot,
-    },
+    CpAsync(CpAsyncArgs),
     CpCommit,
     CpWait {
         pending: u32,
@@ -515,27 +411,195 @@ pub enum Op {
     /// `mbarrier.{init,arrive,arrive.expect_tx,try_wait.parity}` on the barrier at `addr`
     /// (a `.shared` address when `shared`, else generic); `arg` the count, bytes or parity
     /// (`u32::MAX` for none); `d` the state or try_wait's predicate (`u32::MAX` for none).
-    Mbarrier {
-        kind: MbarrierKind,
-        d: Slot,
-        addr: Slot,
-        shared: bool,
-        arg: Slot,
-    },
+    Mbarrier(MbarrierArgs),
     /// `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`:
     /// `.shared` addresses `dst` and `bar`, the tensor map's generic address `map`.
-    Tma {
-        dst: Slot,
-        map: Slot,
-        coords: [Slot; 2],
-        bar: Slot,
-    },
+    Tma(TmaArgs),
     Wgmma(Box<Wgmma>),
     WgmmaSync(WgmmaSync),
     /// Executes as nothing here: the fences that order the asynchronous proxy (the emulator
     /// has one view of memory) and `setmaxnreg` (no register file; its count is checked at
     /// decode).
     Nop,
+}
+
+/// The operands and modifiers of [`Op::Mad`].
+#[derive(Clone, Debug)]
+pub struct MadArgs {
+    pub mul: IntOp,
+    pub ty: Int,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub c: Slot,
+}
+
+/// The operands and modifiers of [`Op::Float`].
+#[derive(Clone, Debug)]
+pub struct FloatArgs {
+    pub op: FloatOp,
+    pub ty: Float,
+    pub ftz: bool,
+    pub sat: bool,
+    pub round: Round,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+}
+
+/// The operands and modifiers of [`Op::Fma`].
+#[derive(Clone, Debug)]
+pub struct FmaArgs {
+    pub ty: Float,
+    pub ftz: bool,
+    pub sat: bool,
+    pub round: Round,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub c: Slot,
+}
+
+/// The operands and modifiers of [`Op::FloatUnary`].
+#[derive(Clone, Debug)]
+pub struct FloatUnaryArgs {
+    pub op: FloatUnary,
+    pub ty: Float,
+    pub ftz: bool,
+    pub round: Round,
+    pub d: Slot,
+    pub a: Slot,
+}
+
+/// The operands and modifiers of [`Op::Bfi`].
+#[derive(Clone, Debug)]
+pub struct BfiArgs {
+    pub bits: u8,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub pos: Slot,
+    pub len: Slot,
+}
+
+/// The operands and modifiers of [`Op::Lop3`].
+#[derive(Clone, Debug)]
+pub struct Lop3Args {
+    pub bits: u8,
+    pub lut: u8,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub c: Slot,
+}
+
+/// The operands and modifiers of [`Op::Carry`].
+#[derive(Clone, Debug)]
+pub struct CarryArgs {
+    pub sub: bool,
+    pub carry_in: bool,
+    pub carry_out: bool,
+    pub ty: Int,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub cc: Slot,
+}
+
+/// The operands and modifiers of [`Op::Setp`].
+#[derive(Clone, Debug)]
+pub struct SetpArgs {
+    pub cmp: Cmp,
+    pub ty: CmpType,
+    pub d: Slot,
+    /// `p|q`: `q` gets the complement (`u32::MAX` when absent).
+    pub d2: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    /// `.and/.or/.xor` with predicate `c`, negated when the flag says so.
+    pub combine: Option<(BoolOp, Slot, bool)>,
+}
+
+/// The operands and modifiers of [`Op::Half2`].
+#[derive(Clone, Debug)]
+pub struct Half2Args {
+    pub op: Half2Op,
+    pub bf16: bool,
+    pub ftz: bool,
+    pub sat: bool,
+    pub relu: bool,
+    pub d: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub c: Slot,
+}
+
+/// The operands and modifiers of [`Op::BarRed`].
+#[derive(Clone, Debug)]
+pub struct BarRedArgs {
+    pub site: Site,
+    pub op: BarRedOp,
+    pub d: Slot,
+    pub a: Slot,
+    pub negate: bool,
+}
+
+/// The operands and modifiers of [`Op::Shfl`].
+#[derive(Clone, Debug)]
+pub struct ShflArgs {
+    pub mode: ShuffleMode,
+    pub d: Slot,
+    pub p: Slot,
+    pub a: Slot,
+    pub b: Slot,
+    pub c: Slot,
+    pub mask: Slot,
+}
+
+/// The operands and modifiers of [`Op::WarpReduce`].
+#[derive(Clone, Debug)]
+pub struct WarpReduceArgs {
+    pub op: WarpReduce,
+    pub d: Slot,
+    pub a: Slot,
+    pub negate: bool,
+    pub mask: Slot,
+}
+
+/// The operands and modifiers of [`Op::LdMatrix`].
+#[derive(Clone, Debug)]
+pub struct LdMatrixArgs {
+    pub trans: bool,
+    pub d: [Slot; 4],
+    pub addr: Slot,
+    pub space: Space,
+}
+
+/// The operands and modifiers of [`Op::CpAsync`].
+#[derive(Clone, Debug)]
+pub struct CpAsyncArgs {
+    pub dst: Slot,
+    pub src: Slot,
+    pub src_bytes: Slot,
+}
+
+/// The operands and modifiers of [`Op::Mbarrier`].
+#[derive(Clone, Debug)]
+pub struct MbarrierArgs {
+    pub kind: MbarrierKind,
+    pub d: Slot,
+    pub addr: Slot,
+    pub shared: bool,
+    pub arg: Slot,
+}
+
+/// The operands and modifiers of [`Op::Tma`].
+#[derive(Clone, Debug)]
+pub struct TmaArgs {
+    pub dst: Slot,
+    pub map: Slot,
+    pub coords: [Slot; 2],
+    pub bar: Slot,
 }
 
 /// An atomic operation (PTX ISA, "Parallel Synchronization and Communication Instructions:
@@ -936,18 +1000,96 @@ pub fn decode<'m>(
 ) -> Result<Kernel, String> {
     let name = function.name;
     let order = reachable(function, module)?;
-    // The PTX sites, one per instruction of every function in code order, leaked so that
-    // reports and profiles can hold them.
+    // Every function's instructions in code order, and the function (its index in `order`)
+    // each belongs to.
     let instrs: Vec<&parse::Instruction<'static>> =
         order.iter().flat_map(|f| f.instructions()).collect();
     let mut owner = Vec::with_capacity(instrs.len());
     for (k, f) in order.iter().enumerate() {
         owner.extend(std::iter::repeat_n(k, f.instructions().count()));
     }
-    let sites: &'static [PtxSite] = Box::leak(
+    let sites = ptx_sites(&order, &instrs, &owner, module);
+    // Slots: the entry's registers, the shared-window base, then each callee's registers (and
+    // its `.local` arrays' frame addresses); constants and fills follow as they are met.
+    let mut template = vec![0; function.registers.len() + 1];
+    let shared_base = function.registers.len() as Slot;
+    let layouts = layouts(name, &order, &mut template)?;
+    let mut barrier_sites = HashMap::new();
+    let mut d = Decoder {
+        function,
+        module,
+        template,
+        constants: HashMap::new(),
+        fills: Vec::new(),
+        labels: HashMap::new(),
+        barrier_sites: &mut barrier_sites,
+        shared_base,
+        layouts,
+        current: 0,
+    };
+    d.fills.push((d.shared_base, Fill::SharedBase));
+    let (code, classes) = d.code(name, &order, &instrs, &owner, sites)?;
+    let param_bytes = function
+        .params
+        .last()
+        .map_or(0, |p| (p.offset + p.bytes) as usize);
+    let bases: Vec<u32> = owner.iter().map(|&k| d.layouts[k].reg_base).collect();
+    // Local memory: the entry's frame, then at most one frame of each callee on the stack at
+    // a time, unless a function recurses (a cycle of calls), where up to MAX_CALL_DEPTH.
+    let callee_frames: u32 = d.layouts[1..]
+        .iter()
+        .map(|l| l.frame.0.next_multiple_of(16))
+        .sum();
+    let recursive = has_cycle(&order);
+    let entry = &d.layouts[0];
+    let local_bytes = entry.frame.0.next_multiple_of(16) as usize
+        + callee_frames as usize * if recursive { MAX_CALL_DEPTH } else { 1 };
+    let (entry_frame, entry_locals, pmem_bytes) = (
+        entry.frame.0,
+        entry.locals.clone(),
+        d.layouts.last().map_or(0, |l| l.pmem.1) as usize,
+    );
+    let (template, fills, shared_base) = (d.template, d.fills, d.shared_base);
+    let acc_uses = accumulator_uses(&instrs, &bases, &code);
+    // Each function's own registers: the analysis runs function by function, in code order.
+    let mut on_products = Vec::with_capacity(instrs.len());
+    for f in &order {
+        let start = on_products.len();
+        let n = f.instructions().count();
+        on_products.extend(super::dataflow::on_products(f, &classes[start..start + n]));
+    }
+    Ok(Kernel {
+        name,
+        params: function.params.clone(),
+        param_bytes,
+        code,
+        sites,
+        classes,
+        on_products,
+        template,
+        fills,
+        shared_base,
+        acc_uses,
+        maxntid: function.maxntid,
+        pmem_bytes,
+        local_bytes,
+        entry_frame,
+        entry_locals,
+    })
+}
+
+/// The PTX sites, one per instruction of every function in code order (`owner[k]`: the index in
+/// `order` of instruction `k`'s function), leaked so that reports and profiles can hold them.
+fn ptx_sites(
+    order: &[&Function<'static>],
+    instrs: &[&parse::Instruction<'static>],
+    owner: &[usize],
+    module: &ModuleRef,
+) -> &'static [PtxSite] {
+    Box::leak(
         instrs
             .iter()
-            .zip(&owner)
+            .zip(owner)
             .map(|(i, &k)| PtxSite {
                 function: order[k].name,
                 line: i.line,
@@ -967,11 +1109,16 @@ pub fn decode<'m>(
             })
             .collect::<Vec<_>>()
             .into_boxed_slice(),
-    );
-    // Slots: the entry's registers, the shared-window base, then each callee's registers (and
-    // its `.local` arrays' frame addresses); constants and fills follow as they are met.
-    let mut template = vec![0; function.registers.len() + 1];
-    let shared_base = function.registers.len() as Slot;
+    )
+}
+
+/// Each function's place in the thread's state: its code, registers, parameter memory and
+/// frame. The callees' registers and `.local` addresses are slots appended to `template`.
+fn layouts<'m>(
+    name: &str,
+    order: &[&'m Function<'static>],
+    template: &mut Vec<u64>,
+) -> DResult<Vec<Layout<'m>>> {
     let mut layouts = Vec::with_capacity(order.len());
     let (mut code_start, mut pmem) = (0u32, 0u32);
     for (k, f) in order.iter().enumerate() {
@@ -1036,98 +1183,7 @@ pub fn decode<'m>(
         });
         code_start += f.instructions().count() as u32;
     }
-    let mut barrier_sites = HashMap::new();
-    let mut d = Decoder {
-        function,
-        module,
-        template,
-        constants: HashMap::new(),
-        fills: Vec::new(),
-        labels: HashMap::new(),
-        barrier_sites: &mut barrier_sites,
-        shared_base,
-        layouts,
-        current: 0,
-    };
-    d.fills.push((d.shared_base, Fill::SharedBase));
-    let mut code = Vec::with_capacity(instrs.len());
-    let mut classes = Vec::with_capacity(instrs.len());
-    for (k, instr) in instrs.iter().enumerate() {
-        if k == 0 || owner[k] != owner[k - 1] {
-            d.enter(owner[k]);
-        }
-        let site = Site::ptx(&sites[k]);
-        let (op, flops, class) = d.instruction(instr, site).map_err(|why| {
-            let f = order[owner[k]].name;
-            let inside = if f == name {
-                String::new()
-            } else {
-                format!(" (in `{f}`, which it calls)")
-            };
-            format!(
-                "kernel `{name}`, PTX line {}{inside}: `{}`: {why}",
-                instr.line, instr.text
-            )
-        })?;
-        let (guard, negated) = match instr.guard {
-            Some(g) => (d.reg(g.reg), g.negated),
-            None => (u32::MAX, false),
-        };
-        code.push(Inst {
-            op,
-            guard,
-            negated,
-            flops,
-        });
-        classes.push(class);
-    }
-    let param_bytes = function
-        .params
-        .last()
-        .map_or(0, |p| (p.offset + p.bytes) as usize);
-    let bases: Vec<u32> = owner.iter().map(|&k| d.layouts[k].reg_base).collect();
-    // Local memory: the entry's frame, then at most one frame of each callee on the stack at
-    // a time, unless a function recurses (a cycle of calls), where up to MAX_CALL_DEPTH.
-    let callee_frames: u32 = d.layouts[1..]
-        .iter()
-        .map(|l| l.frame.0.next_multiple_of(16))
-        .sum();
-    let recursive = has_cycle(&order);
-    let entry = &d.layouts[0];
-    let local_bytes = entry.frame.0.next_multiple_of(16) as usize
-        + callee_frames as usize * if recursive { MAX_CALL_DEPTH } else { 1 };
-    let (entry_frame, entry_locals, pmem_bytes) = (
-        entry.frame.0,
-        entry.locals.clone(),
-        d.layouts.last().map_or(0, |l| l.pmem.1) as usize,
-    );
-    let (template, fills, shared_base) = (d.template, d.fills, d.shared_base);
-    let acc_uses = accumulator_uses(&instrs, &bases, &code);
-    // Each function's own registers: the analysis runs function by function, in code order.
-    let mut on_products = Vec::with_capacity(instrs.len());
-    for f in &order {
-        let start = on_products.len();
-        let n = f.instructions().count();
-        on_products.extend(super::dataflow::on_products(f, &classes[start..start + n]));
-    }
-    Ok(Kernel {
-        name,
-        params: function.params.clone(),
-        param_bytes,
-        code,
-        sites,
-        classes,
-        on_products,
-        template,
-        fills,
-        shared_base,
-        acc_uses,
-        maxntid: function.maxntid,
-        pmem_bytes,
-        local_bytes,
-        entry_frame,
-        entry_locals,
-    })
+    Ok(layouts)
 }
 
 /// Whether some function of `order` can reach itself through calls.
@@ -1259,6 +1315,33 @@ fn float_round(i: &parse::Instruction) -> Round {
     }
 }
 
+/// Operand `k` of an instruction, or an error naming it (1-based) if it is missing.
+fn operand<'a>(ops: &'a [Operand<'static>], k: usize) -> DResult<&'a Operand<'static>> {
+    ops.get(k)
+        .ok_or_else(|| format!("operand {} is missing", k + 1))
+}
+
+/// Float rounding: every mode for f32, nearest even for f64.
+fn rounding(i: &parse::Instruction, f: Float) -> DResult<Round> {
+    let mode = float_round(i);
+    if f == Float::F64 && mode != Round::Nearest {
+        return Err("directed rounding (.rz, .rm, .rp) of f64 is not implemented".into());
+    }
+    Ok(mode)
+}
+
+/// An integer type (a predicate is a 1-bit unsigned one).
+fn int_of(t: Ty) -> DResult<Int> {
+    match t {
+        Ty::Int(i) => Ok(i),
+        Ty::Pred => Ok(Int {
+            bits: 1,
+            signed: false,
+        }),
+        _ => Err("not an integer type".into()),
+    }
+}
+
 /// All-ones in the low `bits`.
 pub fn mask(bits: u8) -> u64 {
     if bits >= 64 {
@@ -1279,6 +1362,50 @@ fn width(t: &Ty) -> u8 {
 }
 
 impl Decoder<'_> {
+    /// Decodes the instructions of every function in code order (`owner[k]`: the index in
+    /// `order` of instruction `k`'s function): an error names the first it cannot run.
+    fn code(
+        &mut self,
+        name: &str,
+        order: &[&Function<'static>],
+        instrs: &[&parse::Instruction<'static>],
+        owner: &[usize],
+        sites: &'static [PtxSite],
+    ) -> DResult<(Vec<Inst>, Vec<Class>)> {
+        let mut code = Vec::with_capacity(instrs.len());
+        let mut classes = Vec::with_capacity(instrs.len());
+        for (k, instr) in instrs.iter().enumerate() {
+            if k == 0 || owner[k] != owner[k - 1] {
+                self.enter(owner[k]);
+            }
+            let site = Site::ptx(&sites[k]);
+            let (op, flops, class) = self.instruction(instr, site).map_err(|why| {
+                let f = order[owner[k]].name;
+                let inside = if f == name {
+                    String::new()
+                } else {
+                    format!(" (in `{f}`, which it calls)")
+                };
+                format!(
+                    "kernel `{name}`, PTX line {}{inside}: `{}`: {why}",
+                    instr.line, instr.text
+                )
+            })?;
+            let (guard, negated) = match instr.guard {
+                Some(g) => (self.reg(g.reg), g.negated),
+                None => (u32::MAX, false),
+            };
+            code.push(Inst {
+                op,
+                guard,
+                negated,
+                flops,
+            });
+            classes.push(class);
+        }
+        Ok((code, classes))
+    }
+
     /// Starts decoding the function of layout `k`: its registers, its labels.
     fn enter(&mut self, k: usize) {
         self.current = k;
@@ -1450,11 +1577,154 @@ impl Decoder<'_> {
         site: Site,
     ) -> DResult<(Op, u8, Class)> {
         let p = &i.parts;
-        let ops = &i.operands;
-        let n = |k: usize| -> DResult<&Operand<'static>> {
-            ops.get(k)
-                .ok_or_else(|| format!("operand {} is missing", k + 1))
+        let last = *p.last().unwrap();
+        match p[0] {
+            "mov" => self.mov(i),
+            "add" | "sub" | "mul" | "fma" if matches!(last, "f16x2" | "bf16x2") => self.half2(i),
+            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
+            | "shl" | "shr" | "copysign" => self.binary(i),
+            "mad" | "fma" => self.mad(i),
+            "neg" | "not" | "abs" | "popc" | "clz" | "brev" | "rcp" | "sqrt" | "rsqrt" | "ex2"
+            | "lg2" | "sin" | "cos" | "tanh" => self.unary(i),
+            "bfi" | "prmt" | "lop3" | "bfind" | "bfe" => self.bits(i),
+            "testp" | "setp" | "selp" => self.compare(i),
+            "addc" | "subc" => self.carry(i),
+            "cvt" => self.cvt(i),
+            "cvta" => self.cvta(i),
+            "ld" | "st" => self.mem(i),
+            "bra" | "ret" | "exit" => self.control(i),
+            "call" => self.call(i),
+            "atom" | "red" => self.atom(i),
+            "vote" | "redux" | "activemask" | "shfl" => self.warp(i),
+            // The emulator runs a block's threads one at a time and checks global races by the
+            // memory model without fences: a fence orders nothing more here.
+            "membar" => Ok((Op::Nop, 0, Class::Fence)),
+            "trap" => Ok((Op::Trap, 0, Class::Other)),
+            "bar" | "barrier" => self.barrier(i, site),
+            "ldmatrix" | "mma" => self.matrix(i),
+            "cp" if p.get(2) == Some(&"bulk") => self.tma(i),
+            "cp" => self.cp_async(i),
+            "mbarrier" => self.mbarrier(i),
+            "wgmma" => self.wgmma(i),
+            "fence" | "setmaxnreg" => self.fence(i),
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// `mov`: a register, a constant or an address; packs and unpacks vectors.
+    fn mov(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let t = ty(last).ok_or("unknown type")?;
+        let float = match t {
+            Ty::Float(f) => Some(f),
+            _ => None,
         };
+        let bits = width(&t);
+        match (n(0)?, n(1)?) {
+            (Operand::Vector(parts), src) if !matches!(src, Operand::Vector(_)) => {
+                let k = parts.len();
+                if !(2..=4).contains(&k) || !(bits as usize).is_multiple_of(k) {
+                    return Err("bad unpack".into());
+                }
+                let mut ds = [u32::MAX; 4];
+                for (j, part) in parts.iter().enumerate() {
+                    ds[j] = match part {
+                        Operand::Sink => u32::MAX,
+                        o => self.dst(o)?,
+                    };
+                }
+                let s = self.src(src, None)?;
+                let op = Op::Unpack {
+                    ds,
+                    s,
+                    n: k as u8,
+                    bits: (bits as usize / k) as u8,
+                };
+                Ok((op, 0, Class::Move))
+            }
+            (dst, Operand::Vector(parts)) => {
+                let k = parts.len();
+                if !(2..=4).contains(&k) || !(bits as usize).is_multiple_of(k) {
+                    return Err("bad pack".into());
+                }
+                let mut ps = [0; 4];
+                for (j, part) in parts.iter().enumerate() {
+                    ps[j] = self.src(part, None)?;
+                }
+                let op = Op::Pack {
+                    d: self.dst(dst)?,
+                    parts: ps,
+                    n: k as u8,
+                    bits: (bits as usize / k) as u8,
+                };
+                Ok((op, 0, Class::Move))
+            }
+            (dst, src) => {
+                let a = self.src(src, float)?;
+                Ok((
+                    Op::Mov {
+                        d: self.dst(dst)?,
+                        a,
+                        mask: mask(bits),
+                    },
+                    0,
+                    Class::Move,
+                ))
+            }
+        }
+    }
+
+    /// `add`, `sub`, `mul` and `fma` on packed halves (`.f16x2`, `.bf16x2`).
+    fn half2(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let ftz = i.has("ftz");
+        let sat = i.has("sat");
+        let op0 = p[0];
+        // PTX ISA, "Half Precision Floating-Point Instructions": round to nearest even
+        // only; .ftz and .sat for f16x2, .relu for fma.
+        let bf16 = last == "bf16x2";
+        let relu = i.has("relu");
+        if [Round::Zero, Round::Down, Round::Up].contains(&float_round(i)) {
+            return Err("packed half arithmetic rounds to nearest only (.rn)".into());
+        }
+        if (bf16 && (ftz || sat)) || (relu && (op0 != "fma" || sat)) {
+            return Err("this packed half form does not exist".into());
+        }
+        let op = match op0 {
+            "add" => Half2Op::Add,
+            "sub" => Half2Op::Sub,
+            "mul" => Half2Op::Mul,
+            _ => Half2Op::Fma,
+        };
+        let (a, b) = (self.src(n(1)?, None)?, self.src(n(2)?, None)?);
+        let c = if op == Half2Op::Fma {
+            self.src(n(3)?, None)?
+        } else {
+            a
+        };
+        let d = self.dst(n(0)?)?;
+        let op = Op::Half2(Half2Args {
+            op,
+            bf16,
+            ftz,
+            sat,
+            relu,
+            d,
+            a,
+            b,
+            c,
+        });
+        Ok((op, 2, Class::FloatArith))
+    }
+
+    /// Two-operand arithmetic and logic, float and integer (`add` ... `copysign`).
+    fn binary(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
         let last = *p.last().unwrap();
         let modifiers = if p.len() > 2 {
             &p[1..p.len() - 1]
@@ -1464,300 +1734,206 @@ impl Decoder<'_> {
         let ftz = i.has("ftz");
         let sat = i.has("sat");
         let op0 = p[0];
-        // Float rounding: every mode for f32, nearest even for f64.
-        let rounding = |f: Float| -> DResult<Round> {
-            let mode = float_round(i);
-            if f == Float::F64 && mode != Round::Nearest {
-                return Err("directed rounding (.rz, .rm, .rp) of f64 is not implemented".into());
+        let t = ty(last).ok_or("unknown type")?;
+        if let Ty::Float(f) = t {
+            let round = rounding(i, f)?;
+            let op = match op0 {
+                "add" => FloatOp::Add,
+                "sub" => FloatOp::Sub,
+                "mul" => FloatOp::Mul,
+                "div" if i.has("approx") && f == Float::F32 => FloatOp::DivApprox,
+                "div" if i.has("approx") => {
+                    return Err("div.approx is .f32 only".into());
+                }
+                // `div.full.f32` (within 2 ulp) is computed correctly rounded.
+                "div" => FloatOp::Div,
+                "min" => FloatOp::Min,
+                "max" => FloatOp::Max,
+                "copysign" => FloatOp::CopySign,
+                _ => return Err("not a float operation".into()),
+            };
+            if i.has("NaN") || i.has("xorsign") || i.has("abs") {
+                return Err("min/max variant not implemented".into());
             }
-            Ok(mode)
+            let a = self.src(n(1)?, Some(f))?;
+            let b = self.src(n(2)?, Some(f))?;
+            let d = self.dst(n(0)?)?;
+            let op = Op::Float(FloatArgs {
+                op,
+                ty: f,
+                ftz,
+                sat,
+                round,
+                d,
+                a,
+                b,
+            });
+            return Ok((op, 1, Class::FloatArith));
+        }
+        let ty = int_of(t)?;
+        if i.has("cc") && matches!(op0, "add" | "sub") {
+            return self.carry(i);
+        }
+        if sat || i.has("cc") {
+            return Err("saturating integer arithmetic and mad.cc are not implemented".into());
+        }
+        let op = match (op0, modifiers) {
+            ("add", []) => IntOp::Add,
+            ("sub", []) => IntOp::Sub,
+            ("mul", ["lo"]) => IntOp::MulLo,
+            ("mul", ["hi"]) => IntOp::MulHi,
+            ("mul", ["wide"]) if ty.bits <= 32 => IntOp::MulWide,
+            ("div", []) => IntOp::Div,
+            ("rem", []) => IntOp::Rem,
+            ("min", []) => IntOp::Min,
+            ("max", []) => IntOp::Max,
+            ("and", []) => IntOp::And,
+            ("or", []) => IntOp::Or,
+            ("xor", []) => IntOp::Xor,
+            ("shl", []) => IntOp::Shl,
+            ("shr", []) => IntOp::Shr,
+            _ => return Err("this form is not implemented".into()),
         };
-        let int_of = |t: Ty| -> DResult<Int> {
-            match t {
-                Ty::Int(i) => Ok(i),
-                Ty::Pred => Ok(Int {
-                    bits: 1,
-                    signed: false,
-                }),
-                _ => Err("not an integer type".into()),
-            }
+        let a = self.src(n(1)?, None)?;
+        let b = self.src(n(2)?, None)?;
+        let d = self.dst(n(0)?)?;
+        Ok((Op::Int { op, ty, d, a, b }, 0, Class::IntArith))
+    }
+
+    /// `mad` and `fma`, float and integer.
+    fn mad(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let modifiers = if p.len() > 2 {
+            &p[1..p.len() - 1]
+        } else {
+            &[][..]
         };
+        let ftz = i.has("ftz");
+        let sat = i.has("sat");
+        let t = ty(last).ok_or("unknown type")?;
+        let a = n(1)?;
+        if let Ty::Float(f) = t {
+            // `mad.rn.f32` is `fma.rn.f32` (one rounding) since sm_20.
+            let round = rounding(i, f)?;
+            let (a, b, c) = (
+                self.src(a, Some(f))?,
+                self.src(n(2)?, Some(f))?,
+                self.src(n(3)?, Some(f))?,
+            );
+            let d = self.dst(n(0)?)?;
+            let op = Op::Fma(FmaArgs {
+                ty: f,
+                ftz,
+                sat,
+                round,
+                d,
+                a,
+                b,
+                c,
+            });
+            return Ok((op, 2, Class::FloatArith));
+        }
+        let ty = int_of(t)?;
+        let mul = match modifiers {
+            ["lo"] => IntOp::MulLo,
+            ["hi"] => IntOp::MulHi,
+            ["wide"] if ty.bits <= 32 => IntOp::MulWide,
+            _ => return Err("this form is not implemented".into()),
+        };
+        let (a, b, c) = (
+            self.src(a, None)?,
+            self.src(n(2)?, None)?,
+            self.src(n(3)?, None)?,
+        );
+        let d = self.dst(n(0)?)?;
+        Ok((
+            Op::Mad(MadArgs {
+                mul,
+                ty,
+                d,
+                a,
+                b,
+                c,
+            }),
+            0,
+            Class::IntArith,
+        ))
+    }
+
+    /// One-operand operations, float and integer (`neg` ... `tanh`).
+    fn unary(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let ftz = i.has("ftz");
+        let op0 = p[0];
+        let t = ty(last).ok_or("unknown type")?;
+        let d = self.dst(n(0)?)?;
+        if let Ty::Float(f) = t {
+            let op = match op0 {
+                "neg" => FloatUnary::Neg,
+                "abs" => FloatUnary::Abs,
+                "rcp" => FloatUnary::Rcp,
+                "sqrt" => FloatUnary::Sqrt,
+                "rsqrt" => FloatUnary::Rsqrt,
+                "ex2" => FloatUnary::Ex2,
+                "lg2" => FloatUnary::Lg2,
+                "sin" => FloatUnary::Sin,
+                "cos" => FloatUnary::Cos,
+                "tanh" => FloatUnary::Tanh,
+                _ => return Err("not a float operation".into()),
+            };
+            let approx = i.has("approx");
+            let round = match op {
+                FloatUnary::Rcp | FloatUnary::Sqrt if !approx => rounding(i, f)?,
+                FloatUnary::Neg | FloatUnary::Abs => Round::Nearest,
+                _ if !approx => return Err(".approx is required".into()),
+                FloatUnary::Sin | FloatUnary::Cos | FloatUnary::Tanh if f != Float::F32 => {
+                    return Err("sin, cos and tanh.approx are .f32 only".into());
+                }
+                _ => Round::Nearest,
+            };
+            let a = self.src(n(1)?, Some(f))?;
+            let (flops, class) = match op {
+                FloatUnary::Ex2 => (1, Class::Ex2),
+                FloatUnary::Lg2 => (1, Class::Lg2),
+                FloatUnary::Rcp => (1, Class::Rcp),
+                FloatUnary::Neg | FloatUnary::Abs => (0, Class::FloatArith),
+                _ => (1, Class::FloatArith),
+            };
+            let op = Op::FloatUnary(FloatUnaryArgs {
+                op,
+                ty: f,
+                ftz,
+                round,
+                d,
+                a,
+            });
+            return Ok((op, flops, class));
+        }
+        let ty = int_of(t)?;
+        let op = match op0 {
+            "neg" => IntUnary::Neg,
+            "not" => IntUnary::Not,
+            "abs" => IntUnary::Abs,
+            "popc" => IntUnary::Popc,
+            "clz" => IntUnary::Clz,
+            "brev" => IntUnary::Brev,
+            _ => return Err("not an integer operation".into()),
+        };
+        let a = self.src(n(1)?, None)?;
+        Ok((Op::IntUnary { op, ty, d, a }, 0, Class::IntArith))
+    }
+
+    /// Bit fields and permutations: `bfi`, `prmt`, `lop3`, `bfind`, `bfe`.
+    fn bits(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let op0 = p[0];
         match op0 {
-            "mov" => {
-                let t = ty(last).ok_or("unknown type")?;
-                let float = match t {
-                    Ty::Float(f) => Some(f),
-                    _ => None,
-                };
-                let bits = width(&t);
-                match (n(0)?, n(1)?) {
-                    (Operand::Vector(parts), src) if !matches!(src, Operand::Vector(_)) => {
-                        let k = parts.len();
-                        if !(2..=4).contains(&k) || !(bits as usize).is_multiple_of(k) {
-                            return Err("bad unpack".into());
-                        }
-                        let mut ds = [u32::MAX; 4];
-                        for (j, part) in parts.iter().enumerate() {
-                            ds[j] = match part {
-                                Operand::Sink => u32::MAX,
-                                o => self.dst(o)?,
-                            };
-                        }
-                        let s = self.src(src, None)?;
-                        let op = Op::Unpack {
-                            ds,
-                            s,
-                            n: k as u8,
-                            bits: (bits as usize / k) as u8,
-                        };
-                        Ok((op, 0, Class::Move))
-                    }
-                    (dst, Operand::Vector(parts)) => {
-                        let k = parts.len();
-                        if !(2..=4).contains(&k) || !(bits as usize).is_multiple_of(k) {
-                            return Err("bad pack".into());
-                        }
-                        let mut ps = [0; 4];
-                        for (j, part) in parts.iter().enumerate() {
-                            ps[j] = self.src(part, None)?;
-                        }
-                        let op = Op::Pack {
-                            d: self.dst(dst)?,
-                            parts: ps,
-                            n: k as u8,
-                            bits: (bits as usize / k) as u8,
-                        };
-                        Ok((op, 0, Class::Move))
-                    }
-                    (dst, src) => {
-                        let a = self.src(src, float)?;
-                        Ok((
-                            Op::Mov {
-                                d: self.dst(dst)?,
-                                a,
-                                mask: mask(bits),
-                            },
-                            0,
-                            Class::Move,
-                        ))
-                    }
-                }
-            }
-            "add" | "sub" | "mul" | "fma" if matches!(last, "f16x2" | "bf16x2") => {
-                // PTX ISA, "Half Precision Floating-Point Instructions": round to nearest even
-                // only; .ftz and .sat for f16x2, .relu for fma.
-                let bf16 = last == "bf16x2";
-                let relu = i.has("relu");
-                if [Round::Zero, Round::Down, Round::Up].contains(&float_round(i)) {
-                    return Err("packed half arithmetic rounds to nearest only (.rn)".into());
-                }
-                if (bf16 && (ftz || sat)) || (relu && (op0 != "fma" || sat)) {
-                    return Err("this packed half form does not exist".into());
-                }
-                let op = match op0 {
-                    "add" => Half2Op::Add,
-                    "sub" => Half2Op::Sub,
-                    "mul" => Half2Op::Mul,
-                    _ => Half2Op::Fma,
-                };
-                let (a, b) = (self.src(n(1)?, None)?, self.src(n(2)?, None)?);
-                let c = if op == Half2Op::Fma {
-                    self.src(n(3)?, None)?
-                } else {
-                    a
-                };
-                let d = self.dst(n(0)?)?;
-                let op = Op::Half2 {
-                    op,
-                    bf16,
-                    ftz,
-                    sat,
-                    relu,
-                    d,
-                    a,
-                    b,
-                    c,
-                };
-                Ok((op, 2, Class::FloatArith))
-            }
-            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
-            | "shl" | "shr" | "copysign" => {
-                let t = ty(last).ok_or("unknown type")?;
-                if let Ty::Float(f) = t {
-                    let round = rounding(f)?;
-                    let op = match op0 {
-                        "add" => FloatOp::Add,
-                        "sub" => FloatOp::Sub,
-                        "mul" => FloatOp::Mul,
-                        "div" if i.has("approx") && f == Float::F32 => FloatOp::DivApprox,
-                        "div" if i.has("approx") => {
-                            return Err("div.approx is .f32 only".into());
-                        }
-                        // `div.full.f32` (within 2 ulp) is computed correctly rounded.
-                        "div" => FloatOp::Div,
-                        "min" => FloatOp::Min,
-                        "max" => FloatOp::Max,
-                        "copysign" => FloatOp::CopySign,
-                        _ => return Err("not a float operation".into()),
-                    };
-                    if i.has("NaN") || i.has("xorsign") || i.has("abs") {
-                        return Err("min/max variant not implemented".into());
-                    }
-                    let a = self.src(n(1)?, Some(f))?;
-                    let b = self.src(n(2)?, Some(f))?;
-                    let d = self.dst(n(0)?)?;
-                    let op = Op::Float {
-                        op,
-                        ty: f,
-                        ftz,
-                        sat,
-                        round,
-                        d,
-                        a,
-                        b,
-                    };
-                    return Ok((op, 1, Class::FloatArith));
-                }
-                let ty = int_of(t)?;
-                if i.has("cc") && matches!(op0, "add" | "sub") {
-                    return self.carry(i);
-                }
-                if sat || i.has("cc") {
-                    return Err(
-                        "saturating integer arithmetic and mad.cc are not implemented".into(),
-                    );
-                }
-                let op = match (op0, modifiers) {
-                    ("add", []) => IntOp::Add,
-                    ("sub", []) => IntOp::Sub,
-                    ("mul", ["lo"]) => IntOp::MulLo,
-                    ("mul", ["hi"]) => IntOp::MulHi,
-                    ("mul", ["wide"]) if ty.bits <= 32 => IntOp::MulWide,
-                    ("div", []) => IntOp::Div,
-                    ("rem", []) => IntOp::Rem,
-                    ("min", []) => IntOp::Min,
-                    ("max", []) => IntOp::Max,
-                    ("and", []) => IntOp::And,
-                    ("or", []) => IntOp::Or,
-                    ("xor", []) => IntOp::Xor,
-                    ("shl", []) => IntOp::Shl,
-                    ("shr", []) => IntOp::Shr,
-                    _ => return Err("this form is not implemented".into()),
-                };
-                let a = self.src(n(1)?, None)?;
-                let b = self.src(n(2)?, None)?;
-                let d = self.dst(n(0)?)?;
-                Ok((Op::Int { op, ty, d, a, b }, 0, Class::IntArith))
-            }
-            "mad" | "fma" => {
-                let t = ty(last).ok_or("unknown type")?;
-                let a = n(1)?;
-                if let Ty::Float(f) = t {
-                    // `mad.rn.f32` is `fma.rn.f32` (one rounding) since sm_20.
-                    let round = rounding(f)?;
-                    let (a, b, c) = (
-                        self.src(a, Some(f))?,
-                        self.src(n(2)?, Some(f))?,
-                        self.src(n(3)?, Some(f))?,
-                    );
-                    let d = self.dst(n(0)?)?;
-                    let op = Op::Fma {
-                        ty: f,
-                        ftz,
-                        sat,
-                        round,
-                        d,
-                        a,
-                        b,
-                        c,
-                    };
-                    return Ok((op, 2, Class::FloatArith));
-                }
-                let ty = int_of(t)?;
-                let mul = match modifiers {
-                    ["lo"] => IntOp::MulLo,
-                    ["hi"] => IntOp::MulHi,
-                    ["wide"] if ty.bits <= 32 => IntOp::MulWide,
-                    _ => return Err("this form is not implemented".into()),
-                };
-                let (a, b, c) = (
-                    self.src(a, None)?,
-                    self.src(n(2)?, None)?,
-                    self.src(n(3)?, None)?,
-                );
-                let d = self.dst(n(0)?)?;
-                Ok((
-                    Op::Mad {
-                        mul,
-                        ty,
-                        d,
-                        a,
-                        b,
-                        c,
-                    },
-                    0,
-                    Class::IntArith,
-                ))
-            }
-            "neg" | "not" | "abs" | "popc" | "clz" | "brev" | "rcp" | "sqrt" | "rsqrt" | "ex2"
-            | "lg2" | "sin" | "cos" | "tanh" => {
-                let t = ty(last).ok_or("unknown type")?;
-                let d = self.dst(n(0)?)?;
-                if let Ty::Float(f) = t {
-                    let op = match op0 {
-                        "neg" => FloatUnary::Neg,
-                        "abs" => FloatUnary::Abs,
-                        "rcp" => FloatUnary::Rcp,
-                        "sqrt" => FloatUnary::Sqrt,
-                        "rsqrt" => FloatUnary::Rsqrt,
-                        "ex2" => FloatUnary::Ex2,
-                        "lg2" => FloatUnary::Lg2,
-                        "sin" => FloatUnary::Sin,
-                        "cos" => FloatUnary::Cos,
-                        "tanh" => FloatUnary::Tanh,
-                        _ => return Err("not a float operation".into()),
-                    };
-                    let approx = i.has("approx");
-                    let round = match op {
-                        FloatUnary::Rcp | FloatUnary::Sqrt if !approx => rounding(f)?,
-                        FloatUnary::Neg | FloatUnary::Abs => Round::Nearest,
-                        _ if !approx => return Err(".approx is required".into()),
-                        FloatUnary::Sin | FloatUnary::Cos | FloatUnary::Tanh if f != Float::F32 => {
-                            return Err("sin, cos and tanh.approx are .f32 only".into());
-                        }
-                        _ => Round::Nearest,
-                    };
-                    let a = self.src(n(1)?, Some(f))?;
-                    let (flops, class) = match op {
-                        FloatUnary::Ex2 => (1, Class::Ex2),
-                        FloatUnary::Lg2 => (1, Class::Lg2),
-                        FloatUnary::Rcp => (1, Class::Rcp),
-                        FloatUnary::Neg | FloatUnary::Abs => (0, Class::FloatArith),
-                        _ => (1, Class::FloatArith),
-                    };
-                    let op = Op::FloatUnary {
-                        op,
-                        ty: f,
-                        ftz,
-                        round,
-                        d,
-                        a,
-                    };
-                    return Ok((op, flops, class));
-                }
-                let ty = int_of(t)?;
-                let op = match op0 {
-                    "neg" => IntUnary::Neg,
-                    "not" => IntUnary::Not,
-                    "abs" => IntUnary::Abs,
-                    "popc" => IntUnary::Popc,
-                    "clz" => IntUnary::Clz,
-                    "brev" => IntUnary::Brev,
-                    _ => return Err("not an integer operation".into()),
-                };
-                let a = self.src(n(1)?, None)?;
-                Ok((Op::IntUnary { op, ty, d, a }, 0, Class::IntArith))
-            }
             "bfi" => {
                 let bits = width(&ty(last).ok_or("unknown type")?);
                 let (a, b, pos, len) = (
@@ -1768,14 +1944,14 @@ impl Decoder<'_> {
                 );
                 let d = self.dst(n(0)?)?;
                 Ok((
-                    Op::Bfi {
+                    Op::Bfi(BfiArgs {
                         bits,
                         d,
                         a,
                         b,
                         pos,
                         len,
-                    },
+                    }),
                     0,
                     Class::IntArith,
                 ))
@@ -1817,14 +1993,14 @@ impl Decoder<'_> {
                 let d = self.dst(n(0)?)?;
                 let lut = lut as u8;
                 Ok((
-                    Op::Lop3 {
+                    Op::Lop3(Lop3Args {
                         bits,
                         lut,
                         d,
                         a,
                         b,
                         c,
-                    },
+                    }),
                     0,
                     Class::IntArith,
                 ))
@@ -1836,6 +2012,28 @@ impl Decoder<'_> {
                 let shiftamt = i.has("shiftamt");
                 Ok((Op::Bfind { ty, shiftamt, d, a }, 0, Class::IntArith))
             }
+            "bfe" => {
+                let ty = int_of(ty(last).ok_or("unknown type")?)?;
+                let (a, pos, len) = (
+                    self.src(n(1)?, None)?,
+                    self.src(n(2)?, None)?,
+                    self.src(n(3)?, None)?,
+                );
+                let d = self.dst(n(0)?)?;
+                Ok((Op::Bfe { ty, d, a, pos, len }, 0, Class::IntArith))
+            }
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// Comparisons and selection: `testp`, `setp`, `selp`.
+    fn compare(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let ftz = i.has("ftz");
+        let op0 = p[0];
+        match op0 {
             "testp" => {
                 let Some(Ty::Float(f)) = ty(last) else {
                     return Err("testp takes .f32 or .f64".into());
@@ -1852,17 +2050,6 @@ impl Decoder<'_> {
                 let a = self.src(n(1)?, Some(f))?;
                 let d = self.dst(n(0)?)?;
                 Ok((Op::Testp { test, ty: f, d, a }, 0, Class::Compare))
-            }
-            "addc" | "subc" => self.carry(i),
-            "bfe" => {
-                let ty = int_of(ty(last).ok_or("unknown type")?)?;
-                let (a, pos, len) = (
-                    self.src(n(1)?, None)?,
-                    self.src(n(2)?, None)?,
-                    self.src(n(3)?, None)?,
-                );
-                let d = self.dst(n(0)?)?;
-                Ok((Op::Bfe { ty, d, a, pos, len }, 0, Class::IntArith))
             }
             "setp" => {
                 let t = ty(last).ok_or("unknown type")?;
@@ -1917,7 +2104,7 @@ impl Decoder<'_> {
                     },
                 };
                 let flops = u8::from(float.is_some());
-                let op = Op::Setp {
+                let op = Op::Setp(SetpArgs {
                     cmp,
                     ty: cty,
                     d,
@@ -1925,7 +2112,7 @@ impl Decoder<'_> {
                     a,
                     b,
                     combine,
-                };
+                });
                 Ok((op, flops, Class::Compare))
             }
             "selp" => {
@@ -1942,41 +2129,54 @@ impl Decoder<'_> {
                 let d = self.dst(n(0)?)?;
                 Ok((Op::Selp { d, a, b, p: c }, 0, Class::Compare))
             }
-            "cvt" => self.cvt(i),
-            "cvta" => {
-                let to = i.has("to");
-                if last != "u64" {
-                    return Err("only 64-bit cvta is implemented".into());
-                }
-                let space = if to { p.get(2) } else { p.get(1) };
-                let a = self.src(n(1)?, None)?;
-                let d = self.dst(n(0)?)?;
-                match space.copied() {
-                    Some("global") => Ok((
-                        Op::Mov {
-                            d,
-                            a,
-                            mask: u64::MAX,
-                        },
-                        0,
-                        Class::Move,
-                    )),
-                    Some("shared") => Ok((Op::CvtaShared { to, d, a }, 0, Class::IntArith)),
-                    Some("local") => Ok((Op::CvtaLocal { to, d, a }, 0, Class::IntArith)),
-                    // `.const` variables are device memory at their own addresses.
-                    Some("const") => Ok((
-                        Op::Mov {
-                            d,
-                            a,
-                            mask: u64::MAX,
-                        },
-                        0,
-                        Class::Move,
-                    )),
-                    _ => Err("cvta for this state space is not implemented".into()),
-                }
-            }
-            "ld" | "st" => self.mem(i),
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// `cvta`: between generic addresses and a state space's.
+    fn cvta(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let to = i.has("to");
+        if last != "u64" {
+            return Err("only 64-bit cvta is implemented".into());
+        }
+        let space = if to { p.get(2) } else { p.get(1) };
+        let a = self.src(n(1)?, None)?;
+        let d = self.dst(n(0)?)?;
+        match space.copied() {
+            Some("global") => Ok((
+                Op::Mov {
+                    d,
+                    a,
+                    mask: u64::MAX,
+                },
+                0,
+                Class::Move,
+            )),
+            Some("shared") => Ok((Op::CvtaShared { to, d, a }, 0, Class::IntArith)),
+            Some("local") => Ok((Op::CvtaLocal { to, d, a }, 0, Class::IntArith)),
+            // `.const` variables are device memory at their own addresses.
+            Some("const") => Ok((
+                Op::Mov {
+                    d,
+                    a,
+                    mask: u64::MAX,
+                },
+                0,
+                Class::Move,
+            )),
+            _ => Err("cvta for this state space is not implemented".into()),
+        }
+    }
+
+    /// Control flow within a function: `bra`, `ret`, `exit`.
+    fn control(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let op0 = p[0];
+        match op0 {
             "bra" => {
                 let Operand::Symbol(label) = n(0)? else {
                     return Err("branch without a label".into());
@@ -1989,8 +2189,17 @@ impl Decoder<'_> {
             }
             "ret" => Ok((Op::Ret, 0, Class::Call)),
             "exit" => Ok((Op::Exit, 0, Class::Branch)),
-            "call" => self.call(i),
-            "atom" | "red" => self.atom(i),
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// Warp-wide operations: `vote`, `redux`, `activemask`, `shfl`.
+    fn warp(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let op0 = p[0];
+        match op0 {
             "vote" => {
                 let op = match (p.get(2).copied(), last) {
                     (Some("ballot"), "b32") => WarpReduce::Ballot,
@@ -2013,13 +2222,13 @@ impl Decoder<'_> {
                 let mask = self.src(n(2)?, None)?;
                 let d = self.dst(n(0)?)?;
                 Ok((
-                    Op::WarpReduce {
+                    Op::WarpReduce(WarpReduceArgs {
                         op,
                         d,
                         a,
                         negate,
                         mask,
-                    },
+                    }),
                     0,
                     Class::Shfl,
                 ))
@@ -2040,13 +2249,13 @@ impl Decoder<'_> {
                 let mask = self.src(n(2)?, None)?;
                 let d = self.dst(n(0)?)?;
                 Ok((
-                    Op::WarpReduce {
+                    Op::WarpReduce(WarpReduceArgs {
                         op,
                         d,
                         a,
                         negate: false,
                         mask,
-                    },
+                    }),
                     0,
                     Class::Shfl,
                 ))
@@ -2058,70 +2267,6 @@ impl Decoder<'_> {
                 0,
                 Class::Shfl,
             )),
-            // The emulator runs a block's threads one at a time and checks global races by the
-            // memory model without fences: a fence orders nothing more here.
-            "membar" => Ok((Op::Nop, 0, Class::Fence)),
-            "trap" => Ok((Op::Trap, 0, Class::Other)),
-            "bar" | "barrier" => {
-                if i.has("warp") {
-                    let mask = self.src(n(0)?, None)?;
-                    return Ok((Op::WarpSync { mask }, 0, Class::Bar));
-                }
-                // `bar.red.op.type d, a{, b}, {!}c` (PTX ISA, "bar, barrier"): `a` the
-                // barrier, `b` a thread count, `c` the predicate.
-                let red = i.has("red");
-                if !i.has("sync") && !red {
-                    return Err("only bar.sync / barrier.sync and bar.red are implemented".into());
-                }
-                let id_at = usize::from(red);
-                if ops.len() != 1 + 2 * id_at {
-                    return Err("barriers with a thread count are not implemented".into());
-                }
-                let Operand::Int(id) = ops[id_at] else {
-                    return Err("the barrier id must be a constant".into());
-                };
-                if id != 0 {
-                    return Err("named barriers other than 0 are not implemented".into());
-                }
-                // `bar.sync` is `barrier.sync.aligned`: matched by instruction. A non-aligned
-                // `barrier.sync` may be reached at different instructions: matched by id.
-                let aligned = op0 == "bar" || i.has("aligned");
-                let site = if aligned {
-                    site
-                } else {
-                    *self.barrier_sites.entry(id as u32).or_insert(site)
-                };
-                if !red {
-                    return Ok((Op::Bar { site }, 0, Class::Bar));
-                }
-                let op = match (i.has("popc"), i.has("and"), i.has("or"), last) {
-                    (true, false, false, "u32") => BarRedOp::Popc,
-                    (false, true, false, "pred") => BarRedOp::And,
-                    (false, false, true, "pred") => BarRedOp::Or,
-                    _ => {
-                        return Err(
-                            "only bar.red.popc.u32, bar.red.and.pred and bar.red.or.pred exist"
-                                .into(),
-                        );
-                    }
-                };
-                let (a, negate) = match n(2)? {
-                    Operand::Not(q) => (self.src(q, None)?, true),
-                    q => (self.src(q, None)?, false),
-                };
-                let d = self.dst(n(0)?)?;
-                Ok((
-                    Op::BarRed {
-                        site,
-                        op,
-                        d,
-                        a,
-                        negate,
-                    },
-                    0,
-                    Class::Bar,
-                ))
-            }
             "shfl" => {
                 if !i.has("sync") || last != "b32" {
                     return Err("only shfl.sync.*.b32 is implemented".into());
@@ -2141,7 +2286,7 @@ impl Decoder<'_> {
                 let b = self.src(n(2)?, None)?;
                 let c = self.src(n(3)?, None)?;
                 let mask = self.src(n(4)?, None)?;
-                let op = Op::Shfl {
+                let op = Op::Shfl(ShflArgs {
                     mode,
                     d,
                     p: pd,
@@ -2149,9 +2294,86 @@ impl Decoder<'_> {
                     b,
                     c,
                     mask,
-                };
+                });
                 Ok((op, 0, Class::Shfl))
             }
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// `bar` and `barrier`: block barriers, `bar.red`, and `bar.warp.sync`.
+    fn barrier(&mut self, i: &parse::Instruction<'static>, site: Site) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let ops = &i.operands;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let op0 = p[0];
+        if i.has("warp") {
+            let mask = self.src(n(0)?, None)?;
+            return Ok((Op::WarpSync { mask }, 0, Class::Bar));
+        }
+        // `bar.red.op.type d, a{, b}, {!}c` (PTX ISA, "bar, barrier"): `a` the
+        // barrier, `b` a thread count, `c` the predicate.
+        let red = i.has("red");
+        if !i.has("sync") && !red {
+            return Err("only bar.sync / barrier.sync and bar.red are implemented".into());
+        }
+        let id_at = usize::from(red);
+        if ops.len() != 1 + 2 * id_at {
+            return Err("barriers with a thread count are not implemented".into());
+        }
+        let Operand::Int(id) = ops[id_at] else {
+            return Err("the barrier id must be a constant".into());
+        };
+        if id != 0 {
+            return Err("named barriers other than 0 are not implemented".into());
+        }
+        // `bar.sync` is `barrier.sync.aligned`: matched by instruction. A non-aligned
+        // `barrier.sync` may be reached at different instructions: matched by id.
+        let aligned = op0 == "bar" || i.has("aligned");
+        let site = if aligned {
+            site
+        } else {
+            *self.barrier_sites.entry(id as u32).or_insert(site)
+        };
+        if !red {
+            return Ok((Op::Bar { site }, 0, Class::Bar));
+        }
+        let op = match (i.has("popc"), i.has("and"), i.has("or"), last) {
+            (true, false, false, "u32") => BarRedOp::Popc,
+            (false, true, false, "pred") => BarRedOp::And,
+            (false, false, true, "pred") => BarRedOp::Or,
+            _ => {
+                return Err(
+                    "only bar.red.popc.u32, bar.red.and.pred and bar.red.or.pred exist".into(),
+                );
+            }
+        };
+        let (a, negate) = match n(2)? {
+            Operand::Not(q) => (self.src(q, None)?, true),
+            q => (self.src(q, None)?, false),
+        };
+        let d = self.dst(n(0)?)?;
+        Ok((
+            Op::BarRed(BarRedArgs {
+                site,
+                op,
+                d,
+                a,
+                negate,
+            }),
+            0,
+            Class::Bar,
+        ))
+    }
+
+    /// Tensor-core fragments: `ldmatrix` and `mma`.
+    fn matrix(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let n = |k: usize| operand(&i.operands, k);
+        let last = *p.last().unwrap();
+        let op0 = p[0];
+        match op0 {
             "ldmatrix" => {
                 if !(i.has("sync") && i.has("aligned") && i.has("m8n8") && i.has("x4"))
                     || last != "b16"
@@ -2174,12 +2396,12 @@ impl Decoder<'_> {
                     return Err("ldmatrix address must be [register]".into());
                 };
                 let addr = self.src(base, None)?;
-                let op = Op::LdMatrix {
+                let op = Op::LdMatrix(LdMatrixArgs {
                     trans: i.has("trans"),
                     d,
                     addr,
                     space,
-                };
+                });
                 Ok((op, 0, Class::LdMatrix))
             }
             "mma" => {
@@ -2200,43 +2422,57 @@ impl Decoder<'_> {
                 };
                 Ok((Op::Mma(Box::new(mma)), 0, Class::Mma))
             }
-            "cp" if p.get(2) == Some(&"bulk") => self.tma(i),
-            "cp" => match p.get(2).copied() {
-                Some("commit_group") => Ok((Op::CpCommit, 0, Class::CpAsync)),
-                Some("wait_group") => {
-                    let Operand::Int(pending) = n(0)? else {
-                        return Err("wait_group needs a constant".into());
-                    };
-                    Ok((
-                        Op::CpWait {
-                            pending: *pending as u32,
-                        },
-                        0,
-                        Class::CpAsync,
-                    ))
+            _ => Err("instruction not implemented by the PTX backend".into()),
+        }
+    }
+
+    /// `cp.async` and its groups (the bulk copies are [`Self::tma`]).
+    fn cp_async(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let ops = &i.operands;
+        let n = |k: usize| operand(&i.operands, k);
+        match p.get(2).copied() {
+            Some("commit_group") => Ok((Op::CpCommit, 0, Class::CpAsync)),
+            Some("wait_group") => {
+                let Operand::Int(pending) = n(0)? else {
+                    return Err("wait_group needs a constant".into());
+                };
+                Ok((
+                    Op::CpWait {
+                        pending: *pending as u32,
+                    },
+                    0,
+                    Class::CpAsync,
+                ))
+            }
+            Some("wait_all") => Ok((Op::CpWait { pending: 0 }, 0, Class::CpAsync)),
+            Some("cg" | "ca") if p[1] == "async" && i.has("global") => {
+                let dst = self.register_address(n(0)?)?;
+                let src = self.register_address(n(1)?)?;
+                if n(2)? != &Operand::Int(16) {
+                    return Err("only 16-byte cp.async is implemented".into());
                 }
-                Some("wait_all") => Ok((Op::CpWait { pending: 0 }, 0, Class::CpAsync)),
-                Some("cg" | "ca") if p[1] == "async" && i.has("global") => {
-                    let dst = self.register_address(n(0)?)?;
-                    let src = self.register_address(n(1)?)?;
-                    if n(2)? != &Operand::Int(16) {
-                        return Err("only 16-byte cp.async is implemented".into());
-                    }
-                    let src_bytes = match ops.get(3) {
-                        Some(o) => self.src(o, None)?,
-                        None => self.constant(16),
-                    };
-                    let op = Op::CpAsync {
-                        dst,
-                        src,
-                        src_bytes,
-                    };
-                    Ok((op, 0, Class::CpAsync))
-                }
-                _ => Err("this cp form is not implemented".into()),
-            },
-            "mbarrier" => self.mbarrier(i),
-            "wgmma" => self.wgmma(i),
+                let src_bytes = match ops.get(3) {
+                    Some(o) => self.src(o, None)?,
+                    None => self.constant(16),
+                };
+                let op = Op::CpAsync(CpAsyncArgs {
+                    dst,
+                    src,
+                    src_bytes,
+                });
+                Ok((op, 0, Class::CpAsync))
+            }
+            _ => Err("this cp form is not implemented".into()),
+        }
+    }
+
+    /// Fences and register reallocation, which order or change nothing here.
+    fn fence(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
+        let p = &i.parts;
+        let ops = &i.operands;
+        let op0 = p[0];
+        match op0 {
             "fence" => match &p[1..] {
                 ["proxy", "async"] | ["proxy", "async", "shared::cta"] => {
                     Ok((Op::Nop, 0, Class::Fence))
@@ -2304,13 +2540,13 @@ impl Decoder<'_> {
             Some(k) => self.src(&ops[k], None)?,
             None => u32::MAX,
         };
-        let op = Op::Mbarrier {
+        let op = Op::Mbarrier(MbarrierArgs {
             kind,
             d,
             addr,
             shared,
             arg,
-        };
+        });
         Ok((op, 0, Class::Mbarrier))
     }
 
@@ -2340,12 +2576,12 @@ impl Decoder<'_> {
         let [c0, c1] = &coords[..] else {
             return Err("a 2-D copy takes two coordinates".into());
         };
-        let op = Op::Tma {
+        let op = Op::Tma(TmaArgs {
             dst: self.register_address(dst)?,
             map: self.src(map, None)?,
             coords: [self.src(c0, None)?, self.src(c1, None)?],
             bar: self.register_address(bar)?,
-        };
+        });
         Ok((op, 0, Class::Tma))
     }
 
@@ -2574,7 +2810,7 @@ impl Decoder<'_> {
             _ => return Err("extended-precision arithmetic takes 32- or 64-bit integers".into()),
         };
         let carry_in = matches!(p[0], "addc" | "subc");
-        let op = Op::Carry {
+        let op = Op::Carry(CarryArgs {
             sub: p[0].starts_with("sub"),
             carry_in,
             carry_out: i.has("cc"),
@@ -2583,7 +2819,7 @@ impl Decoder<'_> {
             a: self.src(&i.operands[1], None)?,
             b: self.src(&i.operands[2], None)?,
             cc: self.fill(Fill::Carry),
-        };
+        });
         Ok((op, 0, Class::IntArith))
     }
 

@@ -24,9 +24,11 @@ use kernels::cuda::emu::{
 };
 
 use crate::decode::{
-    self, Atom, AtomOp, AtomType, BarRedOp, BoolOp, Call, Class, Cmp, CmpType, Conv, Fill, Float,
-    FloatOp, FloatUnary, Half2Op, Int, IntOp, IntUnary, Kernel, MAX_CALL_DEPTH, MbarrierKind, Mem,
-    Op, Round, SharedSlot, Space, Wgmma, WgmmaSource, mask,
+    self, Atom, AtomOp, AtomType, BarRedArgs, BarRedOp, BfiArgs, BoolOp, Call, CarryArgs, Class,
+    Cmp, CmpType, Conv, CpAsyncArgs, Fill, Float, FloatArgs, FloatOp, FloatUnary, FloatUnaryArgs,
+    FmaArgs, Half2Args, Half2Op, Int, IntOp, IntUnary, Kernel, LdMatrixArgs, Lop3Args,
+    MAX_CALL_DEPTH, MadArgs, MbarrierArgs, MbarrierKind, Mem, Op, Round, SetpArgs, SharedSlot,
+    ShflArgs, Space, TmaArgs, WarpReduceArgs, Wgmma, WgmmaSource, mask,
 };
 use crate::parse;
 use ::emu::{Allocation, Emulator, Error, LaunchConfig, LaunchCounters, Result, SHARED_WINDOW};
@@ -981,351 +983,26 @@ impl Thread<'_> {
             }
             match &inst.op {
                 Op::Mov { d, a, mask } => self.set(*d, self.get(*a) & mask),
-                Op::Pack { d, parts, n, bits } => {
-                    let m = mask(*bits);
-                    let v = (0..*n as usize).fold(0u64, |v, k| {
-                        v | ((self.get(parts[k]) & m) << (k * *bits as usize))
-                    });
-                    self.set(*d, v);
-                }
-                Op::Unpack { ds, s, n, bits } => {
-                    let v = self.get(*s);
-                    for (k, &d) in ds.iter().enumerate().take(*n as usize) {
-                        if d != u32::MAX {
-                            self.set(d, (v >> (k * *bits as usize)) & mask(*bits));
-                        }
-                    }
-                }
+                Op::Pack { d, parts, n, bits } => self.pack(d, parts, n, bits),
+                Op::Unpack { ds, s, n, bits } => self.unpack(ds, s, n, bits),
                 Op::Int { op, ty, d, a, b } => {
                     let v = self.int(*op, *ty, self.get(*a), self.get(*b), here);
                     self.set(*d, v);
                 }
-                Op::Mad {
-                    mul,
-                    ty,
-                    d,
-                    a,
-                    b,
-                    c,
-                } => {
-                    let m = self.int(*mul, *ty, self.get(*a), self.get(*b), here);
-                    let bits = if *mul == IntOp::MulWide {
-                        ty.bits * 2
-                    } else {
-                        ty.bits
-                    };
-                    self.set(*d, m.wrapping_add(self.get(*c)) & mask(bits));
-                }
-                Op::IntUnary { op, ty, d, a } => {
-                    let x = norm(self.get(*a), *ty);
-                    let w = u32::from(ty.bits);
-                    let v = match op {
-                        IntUnary::Neg => x.wrapping_neg(),
-                        IntUnary::Not => !x,
-                        IntUnary::Abs => (x as i64).unsigned_abs(),
-                        IntUnary::Popc => u64::from((x & mask(ty.bits)).count_ones()),
-                        IntUnary::Clz => u64::from((x & mask(ty.bits)).leading_zeros() - (64 - w)),
-                        IntUnary::Brev => (x & mask(ty.bits)).reverse_bits() >> (64 - w),
-                    };
-                    self.set(*d, v & mask(ty.bits));
-                }
-                Op::Bfe { ty, d, a, pos, len } => {
-                    let x = self.get(*a) & mask(ty.bits);
-                    let (pos, len) = (self.get(*pos) & 0xff, self.get(*len) & 0xff);
-                    let w = u64::from(ty.bits);
-                    let field = if len == 0 || pos >= w {
-                        0
-                    } else {
-                        (x >> pos) & mask(len.min(64) as u8)
-                    };
-                    let v = if ty.signed && len > 0 {
-                        let msb = (pos + len - 1).min(w - 1);
-                        let sign = (x >> msb) & 1;
-                        let keep = len.min(w - pos.min(w));
-                        if sign == 1 && keep < 64 {
-                            field | (!0u64 << keep)
-                        } else {
-                            field
-                        }
-                    } else {
-                        field
-                    };
-                    self.set(*d, v & mask(ty.bits));
-                }
-                Op::Float {
-                    op,
-                    ty,
-                    ftz,
-                    sat,
-                    round,
-                    d,
-                    a,
-                    b,
-                } => {
-                    let v = match ty {
-                        Float::F32 => {
-                            let (x, y) = (
-                                f32ops::get(self.get(*a), *ftz),
-                                f32ops::get(self.get(*b), *ftz),
-                            );
-                            let r = match round {
-                                Round::Nearest => f32ops::binary(*op, x, y),
-                                mode => f32_directed(*op, x, y, *mode),
-                            };
-                            match op {
-                                // Sign operations, not arithmetic: the payload is kept.
-                                FloatOp::CopySign => f32ops::put(r, false, false),
-                                _ => f32ops::arith(r, *ftz, *sat),
-                            }
-                        }
-                        Float::F64 => {
-                            let (x, y) = (
-                                f64ops::get(self.get(*a), *ftz),
-                                f64ops::get(self.get(*b), *ftz),
-                            );
-                            f64ops::arith(f64ops::binary(*op, x, y), *ftz, *sat)
-                        }
-                    };
-                    self.set(*d, v);
-                }
-                Op::Fma {
-                    ty,
-                    ftz,
-                    sat,
-                    round,
-                    d,
-                    a,
-                    b,
-                    c,
-                } => {
-                    let v = match ty {
-                        Float::F32 => {
-                            let g = |s| f32ops::get(self.get(s), *ftz);
-                            let r = match round {
-                                Round::Nearest => g(*a).mul_add(g(*b), g(*c)),
-                                mode => f32_fma_directed(g(*a), g(*b), g(*c), *mode),
-                            };
-                            f32ops::arith(r, *ftz, *sat)
-                        }
-                        Float::F64 => {
-                            let g = |s| f64ops::get(self.get(s), *ftz);
-                            f64ops::arith(g(*a).mul_add(g(*b), g(*c)), *ftz, *sat)
-                        }
-                    };
-                    self.set(*d, v);
-                }
-                Op::FloatUnary {
-                    op,
-                    ty,
-                    ftz,
-                    round,
-                    d,
-                    a,
-                } => {
-                    // `neg` and `abs` change the sign bit alone (a NaN keeps its payload).
-                    let sign_only = matches!(op, FloatUnary::Neg | FloatUnary::Abs);
-                    let v = match ty {
-                        Float::F32 => {
-                            let x = f32ops::get(self.get(*a), *ftz);
-                            let r = match round {
-                                Round::Nearest => f32ops::unary(*op, x),
-                                mode => f32_unary_directed(*op, x, *mode),
-                            };
-                            if sign_only {
-                                f32ops::put(r, *ftz, false)
-                            } else {
-                                f32ops::arith(r, *ftz, false)
-                            }
-                        }
-                        Float::F64 => {
-                            let r = f64ops::unary(*op, f64ops::get(self.get(*a), *ftz));
-                            f64ops::put(r, *ftz, false)
-                        }
-                    };
-                    self.set(*d, v);
-                }
-                Op::Bfi {
-                    bits,
-                    d,
-                    a,
-                    b,
-                    pos,
-                    len,
-                } => {
-                    // PTX ISA, "bfi": pos and len are c[7:0] and d[7:0]; bits of the field past
-                    // the type's width are dropped.
-                    let w = u64::from(*bits);
-                    let (pos, len) = (self.get(*pos) & 0xff, self.get(*len) & 0xff);
-                    let b = self.get(*b) & mask(*bits);
-                    let v = if len == 0 || pos >= w {
-                        b
-                    } else {
-                        let field = mask(len.min(w - pos) as u8) << pos;
-                        (b & !field) | ((self.get(*a) << pos) & field)
-                    };
-                    self.set(*d, v & mask(*bits));
-                }
-                Op::Prmt { mode, d, a, b, c } => {
-                    let bytes = (self.get(*a) & 0xffff_ffff) | (self.get(*b) << 32);
-                    // A named mode picks a generic selector by c[1:0], without sign extension.
-                    let sel = match mode {
-                        None => self.get(*c),
-                        Some(row) => u64::from(row[(self.get(*c) & 3) as usize]),
-                    };
-                    let v = (0..4).fold(0u64, |v, k| {
-                        let s = (sel >> (4 * k)) & 0xf;
-                        let byte = (bytes >> (8 * (s & 7))) & 0xff;
-                        // msb of the selector: the chosen byte's sign, replicated.
-                        let byte = if s & 8 != 0 {
-                            if byte & 0x80 != 0 { 0xff } else { 0 }
-                        } else {
-                            byte
-                        };
-                        v | (byte << (8 * k))
-                    });
-                    self.set(*d, v);
-                }
-                Op::Lop3 {
-                    bits,
-                    lut,
-                    d,
-                    a,
-                    b,
-                    c,
-                } => {
-                    let (x, y, z) = (self.get(*a), self.get(*b), self.get(*c));
-                    // The LUT's index bit 2 is a (0xF0), bit 1 b (0xCC), bit 0 c (0xAA).
-                    let v = (0..8).filter(|k| lut >> k & 1 != 0).fold(0u64, |v, k| {
-                        let pick = |bit: u32, w: u64| if k >> bit & 1 != 0 { w } else { !w };
-                        v | (pick(2, x) & pick(1, y) & pick(0, z))
-                    });
-                    self.set(*d, v & mask(*bits));
-                }
-                Op::Bfind { ty, shiftamt, d, a } => {
-                    let x = norm(self.get(*a), *ty);
-                    // Signed: the most significant bit that differs from the sign.
-                    let x = if ty.signed && (x as i64) < 0 { !x } else { x } & mask(ty.bits);
-                    let v = if x == 0 {
-                        0xffff_ffff
-                    } else {
-                        let pos = 63 - u64::from(x.leading_zeros());
-                        if *shiftamt {
-                            u64::from(ty.bits) - 1 - pos
-                        } else {
-                            pos
-                        }
-                    };
-                    self.set(*d, v);
-                }
-                Op::Testp { test, ty, d, a } => {
-                    let x = match ty {
-                        Float::F32 => f64::from(f32ops::get(self.get(*a), false)),
-                        Float::F64 => f64::from_bits(self.get(*a)),
-                    };
-                    let subnormal = match ty {
-                        Float::F32 => f32ops::get(self.get(*a), false).is_subnormal(),
-                        Float::F64 => x.is_subnormal(),
-                    };
-                    let v = match test {
-                        decode::Testp::Finite => x.is_finite(),
-                        decode::Testp::Infinite => x.is_infinite(),
-                        decode::Testp::Number => !x.is_nan(),
-                        decode::Testp::NotANumber => x.is_nan(),
-                        decode::Testp::Normal => x.is_finite() && x != 0.0 && !subnormal,
-                        decode::Testp::Subnormal => subnormal,
-                    };
-                    self.set(*d, u64::from(v));
-                }
-                Op::Carry {
-                    sub,
-                    carry_in,
-                    carry_out,
-                    ty,
-                    d,
-                    a,
-                    b,
-                    cc,
-                } => {
-                    let m = u128::from(mask(ty.bits));
-                    let (x, y) = (u128::from(self.get(*a)) & m, u128::from(self.get(*b)) & m);
-                    let cf = if *carry_in {
-                        u128::from(self.get(*cc) & 1)
-                    } else {
-                        0
-                    };
-                    // Subtraction's flag is the borrow that subc takes.
-                    let (v, out) = if *sub {
-                        let sub = y + cf;
-                        (x.wrapping_sub(sub) & m, u64::from(x < sub))
-                    } else {
-                        let sum = x + y + cf;
-                        (sum & m, (sum >> ty.bits) as u64 & 1)
-                    };
-                    self.set(*d, v as u64);
-                    if *carry_out {
-                        self.set(*cc, out);
-                    }
-                }
-                Op::Setp {
-                    cmp,
-                    ty,
-                    d,
-                    d2,
-                    a,
-                    b,
-                    combine,
-                } => {
-                    let (x, y) = (self.get(*a), self.get(*b));
-                    let t = match ty {
-                        CmpType::Float(Float::F32, ftz) => {
-                            f32ops::compare(*cmp, f32ops::get(x, *ftz), f32ops::get(y, *ftz))
-                        }
-                        CmpType::Float(Float::F64, ftz) => {
-                            f64ops::compare(*cmp, f64ops::get(x, *ftz), f64ops::get(y, *ftz))
-                        }
-                        CmpType::Int(it) => {
-                            let (x, y) = (norm(x, *it), norm(y, *it));
-                            let (lt, eq) = if it.signed {
-                                ((x as i64) < (y as i64), x == y)
-                            } else {
-                                (x < y, x == y)
-                            };
-                            match cmp {
-                                Cmp::Eq => eq,
-                                Cmp::Ne => !eq,
-                                Cmp::Lt => lt,
-                                Cmp::Le => lt || eq,
-                                Cmp::Gt => !lt && !eq,
-                                Cmp::Ge => !lt,
-                                _ => unreachable!("refused at decode"),
-                            }
-                        }
-                    };
-                    let (p, q) = match combine {
-                        None => (t, !t),
-                        Some((op, c, neg)) => {
-                            let c = (self.get(*c) & 1 != 0) != *neg;
-                            let f = |v: bool| match op {
-                                BoolOp::And => v && c,
-                                BoolOp::Or => v || c,
-                                BoolOp::Xor => v != c,
-                            };
-                            (f(t), f(!t))
-                        }
-                    };
-                    self.set(*d, u64::from(p));
-                    if *d2 != u32::MAX {
-                        self.set(*d2, u64::from(q));
-                    }
-                }
-                Op::Selp { d, a, b, p } => {
-                    let v = if self.get(*p) & 1 != 0 {
-                        self.get(*a)
-                    } else {
-                        self.get(*b)
-                    };
-                    self.set(*d, v);
-                }
+                Op::Mad(args) => self.mad(args, here),
+                Op::IntUnary { op, ty, d, a } => self.int_unary(op, ty, d, a),
+                Op::Bfe { ty, d, a, pos, len } => self.bfe(ty, d, a, pos, len),
+                Op::Float(args) => self.float(args),
+                Op::Fma(args) => self.fma(args),
+                Op::FloatUnary(args) => self.float_unary(args),
+                Op::Bfi(args) => self.bfi(args),
+                Op::Prmt { mode, d, a, b, c } => self.prmt(mode, d, a, b, c),
+                Op::Lop3(args) => self.lop3(args),
+                Op::Bfind { ty, shiftamt, d, a } => self.bfind(ty, shiftamt, d, a),
+                Op::Testp { test, ty, d, a } => self.testp(test, ty, d, a),
+                Op::Carry(args) => self.carry(args),
+                Op::Setp(args) => self.setp(args),
+                Op::Selp { d, a, b, p } => self.selp(d, a, b, p),
                 Op::Cvt {
                     conv,
                     ftz,
@@ -1336,22 +1013,8 @@ impl Thread<'_> {
                     let v = cvt(*conv, *ftz, *sat, self.get(*a));
                     self.set(*d, v);
                 }
-                Op::Cvt2 { conv, d, a, b } => {
-                    let (hi, lo) = (
-                        cvt(*conv, false, false, self.get(*a)),
-                        cvt(*conv, false, false, self.get(*b)),
-                    );
-                    self.set(*d, (hi << 16) | lo);
-                }
-                Op::CvtaShared { to, d, a } => {
-                    let x = self.get(*a);
-                    let v = if *to {
-                        x.wrapping_sub(self.base as u64)
-                    } else {
-                        x.wrapping_add(self.base as u64)
-                    };
-                    self.set(*d, v);
-                }
+                Op::Cvt2 { conv, d, a, b } => self.cvt2(conv, d, a, b),
+                Op::CvtaShared { to, d, a } => self.cvta_shared(to, d, a),
                 Op::LdParam {
                     d,
                     offset,
@@ -1372,18 +1035,7 @@ impl Thread<'_> {
                 Op::Ld(m) => self.load(m, here),
                 Op::St(m) => self.store(m, here),
                 Op::Atom(a) => self.atom(a, here),
-                Op::CvtaLocal { to, d, a } => {
-                    let base = self.local.as_ptr() as u64;
-                    let x = self.get(*a);
-                    self.set(
-                        *d,
-                        if *to {
-                            x.wrapping_sub(base)
-                        } else {
-                            x.wrapping_add(base)
-                        },
-                    );
-                }
+                Op::CvtaLocal { to, d, a } => self.cvta_local(to, d, a),
                 Op::Bra { target } => pc = *target as usize,
                 Op::Call(c) => {
                     self.call(c, here);
@@ -1396,219 +1048,717 @@ impl Thread<'_> {
                 Op::Exit => return (issued, flops),
                 Op::Trap => std::panic::resume_unwind(Box::new(::emu::Trapped(self.site(here)))),
                 Op::Bar { site } => self.gpu.sync_threads(*site),
-                Op::Half2 {
-                    op,
-                    bf16,
-                    ftz,
-                    sat,
-                    relu,
-                    d,
-                    a,
-                    b,
-                    c,
-                } => {
-                    let (a, b, c) = (self.get(*a), self.get(*b), self.get(*c));
-                    let lane = |k: u32| {
-                        let h = |v: u64| (v >> (16 * k)) as u16;
-                        u64::from(half_lane(*op, *bf16, *ftz, *sat, *relu, h(a), h(b), h(c)))
-                    };
-                    self.set(*d, lane(0) | (lane(1) << 16));
-                }
-                Op::BarRed {
-                    site,
-                    op,
-                    d,
-                    a,
-                    negate,
-                } => {
-                    let value = (self.get(*a) != 0) ^ *negate;
-                    let count = self.gpu.sync_threads_count(*site, value);
-                    let threads = self.gpu.position().block_dim.volume();
-                    self.set(
-                        *d,
-                        match op {
-                            BarRedOp::Popc => u64::from(count),
-                            BarRedOp::And => u64::from(u64::from(count) == threads),
-                            BarRedOp::Or => u64::from(count != 0),
-                        },
-                    );
-                }
-                Op::Shfl {
-                    mode,
-                    d,
-                    p,
-                    a,
-                    b,
-                    c,
-                    mask,
-                } => {
-                    // PTX ISA, "shfl.sync": the source lane from b[4:0] and c's clamp value
-                    // c[4:0] and segment mask c[12:8] (sub-warp widths); out of range, the
-                    // lane reads its own value and p is false.
-                    let (b, c) = (self.get(*b) as u32, self.get(*c) as u32);
-                    let lane = self.lane;
-                    let (bval, cval, seg) = (b & 31, c & 31, (c >> 8) & 31);
-                    let max_lane = (lane & seg) | (cval & !seg);
-                    let min_lane = lane & seg;
-                    let (j, valid) = match mode {
-                        ShuffleMode::Up => {
-                            let j = lane as i32 - bval as i32;
-                            (j, j >= max_lane as i32)
-                        }
-                        ShuffleMode::Down => ((lane + bval) as i32, lane + bval <= max_lane),
-                        ShuffleMode::Bfly => ((lane ^ bval) as i32, lane ^ bval <= max_lane),
-                        ShuffleMode::Idx => {
-                            let j = min_lane | (bval & !seg);
-                            (j as i32, j <= max_lane)
-                        }
-                    };
-                    // The emulator's shuffle reads the lane it is given (its `idx` mode).
-                    let op = Collective::Shuffle {
-                        mode: ShuffleMode::Idx,
-                        value: self.get(*a) as u32,
-                        arg: if valid { j as u32 } else { lane },
-                    };
-                    let result =
-                        self.gpu
-                            .warp_collective(self.get(*mask) as u32, op, self.site(here));
-                    self.set(*d, u64::from(result[0]));
-                    if *p != u32::MAX {
-                        self.set(*p, u64::from(valid));
-                    }
-                }
-                Op::WarpReduce {
-                    op,
-                    d,
-                    a,
-                    negate,
-                    mask,
-                } => {
-                    let value = (self.get(*a) as u32) ^ u32::from(*negate);
-                    let op = Collective::Reduce { op: *op, value };
-                    let result =
-                        self.gpu
-                            .warp_collective(self.get(*mask) as u32, op, self.site(here));
-                    self.set(*d, u64::from(result[0]));
-                }
+                Op::Half2(args) => self.half2(args),
+                Op::BarRed(args) => self.bar_red(args),
+                Op::Shfl(args) => self.shfl(args, here),
+                Op::WarpReduce(args) => self.warp_reduce(args, here),
                 Op::ActiveMask { d } => {
                     let op = Collective::ActiveMask;
                     let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
                     self.set(*d, u64::from(result[0]));
                 }
-                Op::WarpSync { mask } => {
-                    self.gpu.warp_collective(
-                        self.get(*mask) as u32,
-                        Collective::SyncWarp,
-                        self.site(here),
-                    );
-                }
-                Op::LdMatrix {
-                    trans,
-                    d,
-                    addr,
-                    space,
-                } => {
-                    let a = self.get(*addr) as usize;
-                    let addr = match space {
-                        Space::Shared => self.base.wrapping_add(a),
-                        _ => a,
-                    };
-                    let op = Collective::LdMatrix {
-                        addr,
-                        trans: *trans,
-                    };
-                    let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
-                    for (k, &dk) in d.iter().enumerate() {
-                        self.set(dk, u64::from(result[k]));
-                    }
-                }
-                Op::Mma(m) => {
-                    let op = Collective::Mma {
-                        input: m.input,
-                        a: m.a.map(|s| self.get(s) as u32),
-                        b: m.b.map(|s| self.get(s) as u32),
-                        c: m.c.map(|s| f32::from_bits(self.get(s) as u32)),
-                    };
-                    let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
-                    for (k, &dk) in m.d.iter().enumerate() {
-                        self.set(dk, u64::from(result[k]));
-                    }
-                }
-                Op::CpAsync {
-                    dst,
-                    src,
-                    src_bytes,
-                } => {
-                    let src_bytes = self.get(*src_bytes) as u32;
-                    if src_bytes > 16 {
-                        panic!(
-                            "cp.async with src-size {src_bytes} > cp-size 16 (undefined), at {}",
-                            self.site(here)
-                        );
-                    }
-                    let op = AsyncCopy::Copy {
-                        dst: self.base.wrapping_add(self.get(*dst) as usize),
-                        src: self.get(*src) as usize,
-                        src_bytes,
-                    };
-                    self.gpu.async_copy(op, self.site(here));
-                }
+                Op::WarpSync { mask } => self.warp_sync(mask, here),
+                Op::LdMatrix(args) => self.ld_matrix(args, here),
+                Op::Mma(m) => self.mma(m, here),
+                Op::CpAsync(args) => self.cp_async(args, here),
                 Op::CpCommit => self.gpu.async_copy(AsyncCopy::CommitGroup, self.site(here)),
                 Op::CpWait { pending } => self
                     .gpu
                     .async_copy(AsyncCopy::WaitGroup { pending: *pending }, self.site(here)),
-                Op::Mbarrier {
-                    kind,
-                    d,
-                    addr,
-                    shared,
-                    arg,
-                } => {
-                    let a = self.get(*addr) as usize;
-                    let bar = if *shared {
-                        self.base.wrapping_add(a)
-                    } else {
-                        a
-                    };
-                    let arg = if *arg == u32::MAX {
-                        0
-                    } else {
-                        self.get(*arg) as u32
-                    };
-                    let op = match kind {
-                        MbarrierKind::Init => MbarrierOp::Init { count: arg },
-                        MbarrierKind::Arrive => MbarrierOp::Arrive,
-                        MbarrierKind::ArriveExpectTx => MbarrierOp::ArriveExpectTx { bytes: arg },
-                        MbarrierKind::TryWait => MbarrierOp::TryWait { parity: arg },
-                    };
-                    // The emulator returns from a try_wait only once the phase completed (or
-                    // reports a wait that never can): the kernel's spin loop runs once.
-                    let done = self.gpu.mbarrier(bar, op, self.site(here));
-                    if *d != u32::MAX {
-                        // try_wait's predicate; arrive's state is opaque (0 here).
-                        let v = *kind == MbarrierKind::TryWait && done;
-                        self.set(*d, u64::from(v));
-                    }
-                }
-                Op::Tma {
-                    dst,
-                    map,
-                    coords,
-                    bar,
-                } => {
-                    let op = TmaLoad {
-                        dst: self.base.wrapping_add(self.get(*dst) as usize),
-                        map: self.get(*map) as usize,
-                        coords: coords.map(|c| self.get(c) as u32 as i32),
-                        bar: self.base.wrapping_add(self.get(*bar) as usize),
-                    };
-                    self.gpu.tma_load(op, self.site(here));
-                }
+                Op::Mbarrier(args) => self.mbarrier(args, here),
+                Op::Tma(args) => self.tma(args, here),
                 Op::Wgmma(w) => self.wgmma(w, here),
                 Op::WgmmaSync(op) => self.gpu.wgmma_sync(*op, self.site(here)),
                 Op::Nop => {}
             }
         }
+    }
+}
+
+impl Thread<'_> {
+    /// [`Op::Pack`].
+    #[inline(always)]
+    fn pack(&mut self, d: &decode::Slot, parts: &[decode::Slot; 4], n: &u8, bits: &u8) {
+        let m = mask(*bits);
+        let v = (0..*n as usize).fold(0u64, |v, k| {
+            v | ((self.get(parts[k]) & m) << (k * *bits as usize))
+        });
+        self.set(*d, v);
+    }
+
+    /// [`Op::Unpack`].
+    #[inline(always)]
+    fn unpack(&mut self, ds: &[decode::Slot; 4], s: &decode::Slot, n: &u8, bits: &u8) {
+        let v = self.get(*s);
+        for (k, &d) in ds.iter().enumerate().take(*n as usize) {
+            if d != u32::MAX {
+                self.set(d, (v >> (k * *bits as usize)) & mask(*bits));
+            }
+        }
+    }
+
+    /// [`Op::Mad`].
+    #[inline(always)]
+    fn mad(&mut self, args: &MadArgs, here: usize) {
+        let MadArgs {
+            mul,
+            ty,
+            d,
+            a,
+            b,
+            c,
+        } = args;
+        let m = self.int(*mul, *ty, self.get(*a), self.get(*b), here);
+        let bits = if *mul == IntOp::MulWide {
+            ty.bits * 2
+        } else {
+            ty.bits
+        };
+        self.set(*d, m.wrapping_add(self.get(*c)) & mask(bits));
+    }
+
+    /// [`Op::IntUnary`].
+    #[inline(always)]
+    fn int_unary(&mut self, op: &IntUnary, ty: &Int, d: &decode::Slot, a: &decode::Slot) {
+        let x = norm(self.get(*a), *ty);
+        let w = u32::from(ty.bits);
+        let v = match op {
+            IntUnary::Neg => x.wrapping_neg(),
+            IntUnary::Not => !x,
+            IntUnary::Abs => (x as i64).unsigned_abs(),
+            IntUnary::Popc => u64::from((x & mask(ty.bits)).count_ones()),
+            IntUnary::Clz => u64::from((x & mask(ty.bits)).leading_zeros() - (64 - w)),
+            IntUnary::Brev => (x & mask(ty.bits)).reverse_bits() >> (64 - w),
+        };
+        self.set(*d, v & mask(ty.bits));
+    }
+
+    /// [`Op::Bfe`].
+    #[inline(always)]
+    fn bfe(
+        &mut self,
+        ty: &Int,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        pos: &decode::Slot,
+        len: &decode::Slot,
+    ) {
+        let x = self.get(*a) & mask(ty.bits);
+        let (pos, len) = (self.get(*pos) & 0xff, self.get(*len) & 0xff);
+        let w = u64::from(ty.bits);
+        let field = if len == 0 || pos >= w {
+            0
+        } else {
+            (x >> pos) & mask(len.min(64) as u8)
+        };
+        let v = if ty.signed && len > 0 {
+            let msb = (pos + len - 1).min(w - 1);
+            let sign = (x >> msb) & 1;
+            let keep = len.min(w - pos.min(w));
+            if sign == 1 && keep < 64 {
+                field | (!0u64 << keep)
+            } else {
+                field
+            }
+        } else {
+            field
+        };
+        self.set(*d, v & mask(ty.bits));
+    }
+
+    /// [`Op::Float`].
+    #[inline(always)]
+    fn float(&mut self, args: &FloatArgs) {
+        let FloatArgs {
+            op,
+            ty,
+            ftz,
+            sat,
+            round,
+            d,
+            a,
+            b,
+        } = args;
+        let v = match ty {
+            Float::F32 => {
+                let (x, y) = (
+                    f32ops::get(self.get(*a), *ftz),
+                    f32ops::get(self.get(*b), *ftz),
+                );
+                let r = match round {
+                    Round::Nearest => f32ops::binary(*op, x, y),
+                    mode => f32_directed(*op, x, y, *mode),
+                };
+                match op {
+                    // Sign operations, not arithmetic: the payload is kept.
+                    FloatOp::CopySign => f32ops::put(r, false, false),
+                    _ => f32ops::arith(r, *ftz, *sat),
+                }
+            }
+            Float::F64 => {
+                let (x, y) = (
+                    f64ops::get(self.get(*a), *ftz),
+                    f64ops::get(self.get(*b), *ftz),
+                );
+                f64ops::arith(f64ops::binary(*op, x, y), *ftz, *sat)
+            }
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::Fma`].
+    #[inline(always)]
+    fn fma(&mut self, args: &FmaArgs) {
+        let FmaArgs {
+            ty,
+            ftz,
+            sat,
+            round,
+            d,
+            a,
+            b,
+            c,
+        } = args;
+        let v = match ty {
+            Float::F32 => {
+                let g = |s| f32ops::get(self.get(s), *ftz);
+                let r = match round {
+                    Round::Nearest => g(*a).mul_add(g(*b), g(*c)),
+                    mode => f32_fma_directed(g(*a), g(*b), g(*c), *mode),
+                };
+                f32ops::arith(r, *ftz, *sat)
+            }
+            Float::F64 => {
+                let g = |s| f64ops::get(self.get(s), *ftz);
+                f64ops::arith(g(*a).mul_add(g(*b), g(*c)), *ftz, *sat)
+            }
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::FloatUnary`].
+    #[inline(always)]
+    fn float_unary(&mut self, args: &FloatUnaryArgs) {
+        let FloatUnaryArgs {
+            op,
+            ty,
+            ftz,
+            round,
+            d,
+            a,
+        } = args;
+        // `neg` and `abs` change the sign bit alone (a NaN keeps its payload).
+        let sign_only = matches!(op, FloatUnary::Neg | FloatUnary::Abs);
+        let v = match ty {
+            Float::F32 => {
+                let x = f32ops::get(self.get(*a), *ftz);
+                let r = match round {
+                    Round::Nearest => f32ops::unary(*op, x),
+                    mode => f32_unary_directed(*op, x, *mode),
+                };
+                if sign_only {
+                    f32ops::put(r, *ftz, false)
+                } else {
+                    f32ops::arith(r, *ftz, false)
+                }
+            }
+            Float::F64 => {
+                let r = f64ops::unary(*op, f64ops::get(self.get(*a), *ftz));
+                f64ops::put(r, *ftz, false)
+            }
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::Bfi`].
+    #[inline(always)]
+    fn bfi(&mut self, args: &BfiArgs) {
+        let BfiArgs {
+            bits,
+            d,
+            a,
+            b,
+            pos,
+            len,
+        } = args;
+        // PTX ISA, "bfi": pos and len are c[7:0] and d[7:0]; bits of the field past
+        // the type's width are dropped.
+        let w = u64::from(*bits);
+        let (pos, len) = (self.get(*pos) & 0xff, self.get(*len) & 0xff);
+        let b = self.get(*b) & mask(*bits);
+        let v = if len == 0 || pos >= w {
+            b
+        } else {
+            let field = mask(len.min(w - pos) as u8) << pos;
+            (b & !field) | ((self.get(*a) << pos) & field)
+        };
+        self.set(*d, v & mask(*bits));
+    }
+
+    /// [`Op::Prmt`].
+    #[inline(always)]
+    fn prmt(
+        &mut self,
+        mode: &Option<[u16; 4]>,
+        d: &decode::Slot,
+        a: &decode::Slot,
+        b: &decode::Slot,
+        c: &decode::Slot,
+    ) {
+        let bytes = (self.get(*a) & 0xffff_ffff) | (self.get(*b) << 32);
+        // A named mode picks a generic selector by c[1:0], without sign extension.
+        let sel = match mode {
+            None => self.get(*c),
+            Some(row) => u64::from(row[(self.get(*c) & 3) as usize]),
+        };
+        let v = (0..4).fold(0u64, |v, k| {
+            let s = (sel >> (4 * k)) & 0xf;
+            let byte = (bytes >> (8 * (s & 7))) & 0xff;
+            // msb of the selector: the chosen byte's sign, replicated.
+            let byte = if s & 8 != 0 {
+                if byte & 0x80 != 0 { 0xff } else { 0 }
+            } else {
+                byte
+            };
+            v | (byte << (8 * k))
+        });
+        self.set(*d, v);
+    }
+
+    /// [`Op::Lop3`].
+    #[inline(always)]
+    fn lop3(&mut self, args: &Lop3Args) {
+        let Lop3Args {
+            bits,
+            lut,
+            d,
+            a,
+            b,
+            c,
+        } = args;
+        let (x, y, z) = (self.get(*a), self.get(*b), self.get(*c));
+        // The LUT's index bit 2 is a (0xF0), bit 1 b (0xCC), bit 0 c (0xAA).
+        let v = (0..8).filter(|k| lut >> k & 1 != 0).fold(0u64, |v, k| {
+            let pick = |bit: u32, w: u64| if k >> bit & 1 != 0 { w } else { !w };
+            v | (pick(2, x) & pick(1, y) & pick(0, z))
+        });
+        self.set(*d, v & mask(*bits));
+    }
+
+    /// [`Op::Bfind`].
+    #[inline(always)]
+    fn bfind(&mut self, ty: &Int, shiftamt: &bool, d: &decode::Slot, a: &decode::Slot) {
+        let x = norm(self.get(*a), *ty);
+        // Signed: the most significant bit that differs from the sign.
+        let x = if ty.signed && (x as i64) < 0 { !x } else { x } & mask(ty.bits);
+        let v = if x == 0 {
+            0xffff_ffff
+        } else {
+            let pos = 63 - u64::from(x.leading_zeros());
+            if *shiftamt {
+                u64::from(ty.bits) - 1 - pos
+            } else {
+                pos
+            }
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::Testp`].
+    #[inline(always)]
+    fn testp(&mut self, test: &decode::Testp, ty: &Float, d: &decode::Slot, a: &decode::Slot) {
+        let x = match ty {
+            Float::F32 => f64::from(f32ops::get(self.get(*a), false)),
+            Float::F64 => f64::from_bits(self.get(*a)),
+        };
+        let subnormal = match ty {
+            Float::F32 => f32ops::get(self.get(*a), false).is_subnormal(),
+            Float::F64 => x.is_subnormal(),
+        };
+        let v = match test {
+            decode::Testp::Finite => x.is_finite(),
+            decode::Testp::Infinite => x.is_infinite(),
+            decode::Testp::Number => !x.is_nan(),
+            decode::Testp::NotANumber => x.is_nan(),
+            decode::Testp::Normal => x.is_finite() && x != 0.0 && !subnormal,
+            decode::Testp::Subnormal => subnormal,
+        };
+        self.set(*d, u64::from(v));
+    }
+
+    /// [`Op::Carry`].
+    #[inline(always)]
+    fn carry(&mut self, args: &CarryArgs) {
+        let CarryArgs {
+            sub,
+            carry_in,
+            carry_out,
+            ty,
+            d,
+            a,
+            b,
+            cc,
+        } = args;
+        let m = u128::from(mask(ty.bits));
+        let (x, y) = (u128::from(self.get(*a)) & m, u128::from(self.get(*b)) & m);
+        let cf = if *carry_in {
+            u128::from(self.get(*cc) & 1)
+        } else {
+            0
+        };
+        // Subtraction's flag is the borrow that subc takes.
+        let (v, out) = if *sub {
+            let sub = y + cf;
+            (x.wrapping_sub(sub) & m, u64::from(x < sub))
+        } else {
+            let sum = x + y + cf;
+            (sum & m, (sum >> ty.bits) as u64 & 1)
+        };
+        self.set(*d, v as u64);
+        if *carry_out {
+            self.set(*cc, out);
+        }
+    }
+
+    /// [`Op::Setp`].
+    #[inline(always)]
+    fn setp(&mut self, args: &SetpArgs) {
+        let SetpArgs {
+            cmp,
+            ty,
+            d,
+            d2,
+            a,
+            b,
+            combine,
+        } = args;
+        let (x, y) = (self.get(*a), self.get(*b));
+        let t = match ty {
+            CmpType::Float(Float::F32, ftz) => {
+                f32ops::compare(*cmp, f32ops::get(x, *ftz), f32ops::get(y, *ftz))
+            }
+            CmpType::Float(Float::F64, ftz) => {
+                f64ops::compare(*cmp, f64ops::get(x, *ftz), f64ops::get(y, *ftz))
+            }
+            CmpType::Int(it) => {
+                let (x, y) = (norm(x, *it), norm(y, *it));
+                let (lt, eq) = if it.signed {
+                    ((x as i64) < (y as i64), x == y)
+                } else {
+                    (x < y, x == y)
+                };
+                match cmp {
+                    Cmp::Eq => eq,
+                    Cmp::Ne => !eq,
+                    Cmp::Lt => lt,
+                    Cmp::Le => lt || eq,
+                    Cmp::Gt => !lt && !eq,
+                    Cmp::Ge => !lt,
+                    _ => unreachable!("refused at decode"),
+                }
+            }
+        };
+        let (p, q) = match combine {
+            None => (t, !t),
+            Some((op, c, neg)) => {
+                let c = (self.get(*c) & 1 != 0) != *neg;
+                let f = |v: bool| match op {
+                    BoolOp::And => v && c,
+                    BoolOp::Or => v || c,
+                    BoolOp::Xor => v != c,
+                };
+                (f(t), f(!t))
+            }
+        };
+        self.set(*d, u64::from(p));
+        if *d2 != u32::MAX {
+            self.set(*d2, u64::from(q));
+        }
+    }
+
+    /// [`Op::Selp`].
+    #[inline(always)]
+    fn selp(&mut self, d: &decode::Slot, a: &decode::Slot, b: &decode::Slot, p: &decode::Slot) {
+        let v = if self.get(*p) & 1 != 0 {
+            self.get(*a)
+        } else {
+            self.get(*b)
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::Cvt2`].
+    #[inline(always)]
+    fn cvt2(&mut self, conv: &Conv, d: &decode::Slot, a: &decode::Slot, b: &decode::Slot) {
+        let (hi, lo) = (
+            cvt(*conv, false, false, self.get(*a)),
+            cvt(*conv, false, false, self.get(*b)),
+        );
+        self.set(*d, (hi << 16) | lo);
+    }
+
+    /// [`Op::CvtaShared`].
+    #[inline(always)]
+    fn cvta_shared(&mut self, to: &bool, d: &decode::Slot, a: &decode::Slot) {
+        let x = self.get(*a);
+        let v = if *to {
+            x.wrapping_sub(self.base as u64)
+        } else {
+            x.wrapping_add(self.base as u64)
+        };
+        self.set(*d, v);
+    }
+
+    /// [`Op::CvtaLocal`].
+    #[inline(always)]
+    fn cvta_local(&mut self, to: &bool, d: &decode::Slot, a: &decode::Slot) {
+        let base = self.local.as_ptr() as u64;
+        let x = self.get(*a);
+        self.set(
+            *d,
+            if *to {
+                x.wrapping_sub(base)
+            } else {
+                x.wrapping_add(base)
+            },
+        );
+    }
+
+    /// [`Op::Half2`].
+    #[inline(always)]
+    fn half2(&mut self, args: &Half2Args) {
+        let Half2Args {
+            op,
+            bf16,
+            ftz,
+            sat,
+            relu,
+            d,
+            a,
+            b,
+            c,
+        } = args;
+        let (a, b, c) = (self.get(*a), self.get(*b), self.get(*c));
+        let lane = |k: u32| {
+            let h = |v: u64| (v >> (16 * k)) as u16;
+            u64::from(half_lane(*op, *bf16, *ftz, *sat, *relu, h(a), h(b), h(c)))
+        };
+        self.set(*d, lane(0) | (lane(1) << 16));
+    }
+
+    /// [`Op::BarRed`].
+    #[inline(always)]
+    fn bar_red(&mut self, args: &BarRedArgs) {
+        let BarRedArgs {
+            site,
+            op,
+            d,
+            a,
+            negate,
+        } = args;
+        let value = (self.get(*a) != 0) ^ *negate;
+        let count = self.gpu.sync_threads_count(*site, value);
+        let threads = self.gpu.position().block_dim.volume();
+        self.set(
+            *d,
+            match op {
+                BarRedOp::Popc => u64::from(count),
+                BarRedOp::And => u64::from(u64::from(count) == threads),
+                BarRedOp::Or => u64::from(count != 0),
+            },
+        );
+    }
+
+    /// [`Op::Shfl`].
+    #[inline(always)]
+    fn shfl(&mut self, args: &ShflArgs, here: usize) {
+        let ShflArgs {
+            mode,
+            d,
+            p,
+            a,
+            b,
+            c,
+            mask,
+        } = args;
+        // PTX ISA, "shfl.sync": the source lane from b[4:0] and c's clamp value
+        // c[4:0] and segment mask c[12:8] (sub-warp widths); out of range, the
+        // lane reads its own value and p is false.
+        let (b, c) = (self.get(*b) as u32, self.get(*c) as u32);
+        let lane = self.lane;
+        let (bval, cval, seg) = (b & 31, c & 31, (c >> 8) & 31);
+        let max_lane = (lane & seg) | (cval & !seg);
+        let min_lane = lane & seg;
+        let (j, valid) = match mode {
+            ShuffleMode::Up => {
+                let j = lane as i32 - bval as i32;
+                (j, j >= max_lane as i32)
+            }
+            ShuffleMode::Down => ((lane + bval) as i32, lane + bval <= max_lane),
+            ShuffleMode::Bfly => ((lane ^ bval) as i32, lane ^ bval <= max_lane),
+            ShuffleMode::Idx => {
+                let j = min_lane | (bval & !seg);
+                (j as i32, j <= max_lane)
+            }
+        };
+        // The emulator's shuffle reads the lane it is given (its `idx` mode).
+        let op = Collective::Shuffle {
+            mode: ShuffleMode::Idx,
+            value: self.get(*a) as u32,
+            arg: if valid { j as u32 } else { lane },
+        };
+        let result = self
+            .gpu
+            .warp_collective(self.get(*mask) as u32, op, self.site(here));
+        self.set(*d, u64::from(result[0]));
+        if *p != u32::MAX {
+            self.set(*p, u64::from(valid));
+        }
+    }
+
+    /// [`Op::WarpReduce`].
+    #[inline(always)]
+    fn warp_reduce(&mut self, args: &WarpReduceArgs, here: usize) {
+        let WarpReduceArgs {
+            op,
+            d,
+            a,
+            negate,
+            mask,
+        } = args;
+        let value = (self.get(*a) as u32) ^ u32::from(*negate);
+        let op = Collective::Reduce { op: *op, value };
+        let result = self
+            .gpu
+            .warp_collective(self.get(*mask) as u32, op, self.site(here));
+        self.set(*d, u64::from(result[0]));
+    }
+
+    /// [`Op::WarpSync`].
+    #[inline(always)]
+    fn warp_sync(&mut self, mask: &decode::Slot, here: usize) {
+        self.gpu.warp_collective(
+            self.get(*mask) as u32,
+            Collective::SyncWarp,
+            self.site(here),
+        );
+    }
+
+    /// [`Op::LdMatrix`].
+    #[inline(always)]
+    fn ld_matrix(&mut self, args: &LdMatrixArgs, here: usize) {
+        let LdMatrixArgs {
+            trans,
+            d,
+            addr,
+            space,
+        } = args;
+        let a = self.get(*addr) as usize;
+        let addr = match space {
+            Space::Shared => self.base.wrapping_add(a),
+            _ => a,
+        };
+        let op = Collective::LdMatrix {
+            addr,
+            trans: *trans,
+        };
+        let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
+        for (k, &dk) in d.iter().enumerate() {
+            self.set(dk, u64::from(result[k]));
+        }
+    }
+
+    /// [`Op::Mma`].
+    #[inline(always)]
+    fn mma(&mut self, m: &decode::Mma, here: usize) {
+        let op = Collective::Mma {
+            input: m.input,
+            a: m.a.map(|s| self.get(s) as u32),
+            b: m.b.map(|s| self.get(s) as u32),
+            c: m.c.map(|s| f32::from_bits(self.get(s) as u32)),
+        };
+        let result = self.gpu.warp_collective(u32::MAX, op, self.site(here));
+        for (k, &dk) in m.d.iter().enumerate() {
+            self.set(dk, u64::from(result[k]));
+        }
+    }
+
+    /// [`Op::CpAsync`].
+    #[inline(always)]
+    fn cp_async(&mut self, args: &CpAsyncArgs, here: usize) {
+        let CpAsyncArgs {
+            dst,
+            src,
+            src_bytes,
+        } = args;
+        let src_bytes = self.get(*src_bytes) as u32;
+        if src_bytes > 16 {
+            panic!(
+                "cp.async with src-size {src_bytes} > cp-size 16 (undefined), at {}",
+                self.site(here)
+            );
+        }
+        let op = AsyncCopy::Copy {
+            dst: self.base.wrapping_add(self.get(*dst) as usize),
+            src: self.get(*src) as usize,
+            src_bytes,
+        };
+        self.gpu.async_copy(op, self.site(here));
+    }
+
+    /// [`Op::Mbarrier`].
+    #[inline(always)]
+    fn mbarrier(&mut self, args: &MbarrierArgs, here: usize) {
+        let MbarrierArgs {
+            kind,
+            d,
+            addr,
+            shared,
+            arg,
+        } = args;
+        let a = self.get(*addr) as usize;
+        let bar = if *shared {
+            self.base.wrapping_add(a)
+        } else {
+            a
+        };
+        let arg = if *arg == u32::MAX {
+            0
+        } else {
+            self.get(*arg) as u32
+        };
+        let op = match kind {
+            MbarrierKind::Init => MbarrierOp::Init { count: arg },
+            MbarrierKind::Arrive => MbarrierOp::Arrive,
+            MbarrierKind::ArriveExpectTx => MbarrierOp::ArriveExpectTx { bytes: arg },
+            MbarrierKind::TryWait => MbarrierOp::TryWait { parity: arg },
+        };
+        // The emulator returns from a try_wait only once the phase completed (or
+        // reports a wait that never can): the kernel's spin loop runs once.
+        let done = self.gpu.mbarrier(bar, op, self.site(here));
+        if *d != u32::MAX {
+            // try_wait's predicate; arrive's state is opaque (0 here).
+            let v = *kind == MbarrierKind::TryWait && done;
+            self.set(*d, u64::from(v));
+        }
+    }
+
+    /// [`Op::Tma`].
+    #[inline(always)]
+    fn tma(&mut self, args: &TmaArgs, here: usize) {
+        let TmaArgs {
+            dst,
+            map,
+            coords,
+            bar,
+        } = args;
+        let op = TmaLoad {
+            dst: self.base.wrapping_add(self.get(*dst) as usize),
+            map: self.get(*map) as usize,
+            coords: coords.map(|c| self.get(c) as u32 as i32),
+            bar: self.base.wrapping_add(self.get(*bar) as usize),
+        };
+        self.gpu.tma_load(op, self.site(here));
     }
 
     /// `wgmma.mma_async`: the accumulator registers go to a buffer the emulator updates when
