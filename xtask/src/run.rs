@@ -761,20 +761,23 @@ pub const NARROW: usize = 120;
 fn predicted_point(r: &Row, p: &perf::model::Prediction, spec: &GpuSpec) -> plot::RooflinePoint {
     let flops = r.cost.flops as f64;
     let dram: f64 = p.launches.iter().map(|l| l.totals.dram_bytes).sum();
-    let (intensity, bound) = if dram > 0.0 {
-        let roof_seconds = (dram / spec.hbm_bandwidth).max(flops / spec.peak_flops(r.cost.unit));
-        (flops / dram, flops / roof_seconds.max(f64::MIN_POSITIVE))
+    // The row's cost with the model's DRAM bytes in place of its own, on the chart's two roofs.
+    let (intensity, bound_seconds) = if dram > 0.0 {
+        let charged = perf::cost::Cost {
+            bytes_read: dram as u64,
+            bytes_written: 0,
+            exps: 0,
+            ..r.cost
+        };
+        (charged.intensity(), charged.bound_seconds(spec))
     } else {
-        (
-            r.roofline.intensity,
-            flops / r.roofline.bound_seconds.max(f64::MIN_POSITIVE),
-        )
+        (r.roofline.intensity, r.roofline.bound_seconds)
     };
     plot::RooflinePoint {
         label: r.kernel.clone(),
         intensity,
         flops_per_second: flops / p.seconds,
-        bound: Some(bound),
+        bound: Some(flops / bound_seconds.max(f64::MIN_POSITIVE)),
         unit: r.cost.unit,
         measured: false,
     }
