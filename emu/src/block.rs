@@ -771,10 +771,11 @@ impl Block<'_> {
             other != ATOMIC_THREAD && order.any_sync() && order.before(other as usize, e, t, epoch)
         };
         let me = (ATOMIC_THREAD, 0);
-        let checked = self
-            .arena
-            .borrow_mut()
-            .check(offset, bytes, me, Access::Write, site, before);
+        let mut arena = self.arena.borrow_mut();
+        // The atomic reads what it replaces, as thread `t`: never written, that is garbage.
+        arena.note_atomic_read(offset, bytes, t as u32, site);
+        let checked = arena.check(offset, bytes, me, Access::Write, site, before);
+        drop(arena);
         drop(order);
         checked
             .map_err(|race| self.race_kind(race, ATOMIC_THREAD as usize, Access::Write, site))?;

@@ -608,6 +608,27 @@ impl SharedArena {
         Ok(())
     }
 
+    /// An atomic read-modify-write reads the bytes it replaces: the first of them that nobody
+    /// wrote in this block is noted as thread `thread`'s read of uninitialised memory, as a load
+    /// of it would be. Called before the atomic's own write is recorded.
+    pub(super) fn note_atomic_read(
+        &mut self,
+        offset: usize,
+        bytes: usize,
+        thread: u32,
+        site: Site,
+    ) {
+        let block_start = self.block_start;
+        let written = |b: usize| {
+            let word = &self.words[b / 4];
+            let shadow = if word.fine == 0 { word } else { &self.bytes[b] };
+            shadow.written >= block_start
+        };
+        if let Some(b) = (offset..offset + bytes).find(|&b| !written(b)) {
+            self.note_uninit_read(b, thread, site);
+        }
+    }
+
     /// A read of the byte at arena `offset` that nobody wrote: kept if it is the interval's
     /// first.
     fn note_uninit_read(&mut self, offset: usize, thread: u32, site: Site) {

@@ -22,6 +22,8 @@ pub struct ExerciseArgs {
     /// Check correctness only.
     #[arg(long)]
     pub no_predict: bool,
+    #[command(flatten)]
+    pub(crate) deadline: crate::watchdog::Deadline,
 }
 
 /// The seed of the check's inputs (the property tests draw their own).

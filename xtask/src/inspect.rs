@@ -32,6 +32,8 @@ pub struct InspectArgs {
     /// launch: seconds to minutes for the attention kernels).
     #[arg(long)]
     no_predict: bool,
+    #[command(flatten)]
+    pub(crate) deadline: crate::watchdog::Deadline,
 }
 
 pub fn run(args: &InspectArgs) -> Result<(), String> {

@@ -39,10 +39,11 @@ mod run;
 mod scaffold;
 mod summary;
 mod trace_softmax;
+mod watchdog;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Run, check and measure the kernels")]
@@ -100,7 +101,9 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
-    let cli = Cli::parse_from(trace_softmax::escape_minus_infinity(std::env::args()));
+    let args = trace_softmax::escape_minus_infinity(std::env::args());
+    let matches = allowing_negative_numbers(Cli::command()).get_matches_from(args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match &cli.command {
         Command::Run(args) => run::run(args),
         Command::New(args) => scaffold::run(args),
@@ -108,15 +111,24 @@ fn main() -> ExitCode {
         Command::Hierarchy(args) => hierarchy::run(args),
         Command::Roofline(args) => roofline::run(args),
         Command::TraceSoftmax(args) => trace_softmax::run(args),
-        Command::Inspect(args) => inspect::run(args),
-        Command::Predict(args) => predict::run(args),
+        Command::Inspect(args) => {
+            let _watch = watchdog::arm(args.deadline, &format!("inspect {}", args.kernel));
+            inspect::run(args)
+        }
+        Command::Predict(args) => {
+            let _watch = watchdog::arm(args.deadline, &format!("predict {}", args.kernel));
+            predict::run(args)
+        }
         Command::Summarize(args) => summary::run(args),
         Command::RunCases(args) => run::run_cases(args),
         Command::EmuSpeed(args) => emu_speed::run(args),
         Command::DeviceBundle(args) => bundle::run(args),
         Command::Figures(args) => figures::run(args),
         Command::DocPastes(args) => doc_outputs::run(args),
-        Command::Exercise(args) => exercise::run(args),
+        Command::Exercise(args) => {
+            let _watch = watchdog::arm(args.deadline, &format!("exercise {}", args.exercise));
+            exercise::run(args)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -174,4 +186,13 @@ fn quiet_on_broken_pipe() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+}
+
+/// A value that starts with a minus (`--case-timeout -1`, `--flops -5`) is a value, for every
+/// command: clap otherwise takes it for an unknown flag ("unexpected argument '-1'") and never
+/// says what the option takes; given to the option, it is refused by the option's own range.
+fn allowing_negative_numbers(command: clap::Command) -> clap::Command {
+    command
+        .allow_negative_numbers(true)
+        .mut_subcommands(allowing_negative_numbers)
 }

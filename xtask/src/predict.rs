@@ -21,7 +21,7 @@ use crate::ptxas;
 #[derive(clap::Args)]
 pub struct PredictArgs {
     /// The kernel (as `cargo xtask run` names it), e.g. transpose_naive.
-    kernel: String,
+    pub(crate) kernel: String,
     /// The devices to predict for (comma-separated; default: every device the model knows).
     #[arg(long, value_delimiter = ',')]
     device: Vec<String>,
@@ -46,6 +46,8 @@ pub struct PredictArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    pub(crate) deadline: crate::watchdog::Deadline,
 }
 
 /// Whether `command` runs the kernel's PTX: with `--ptx` (`flag`), or under

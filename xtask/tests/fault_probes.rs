@@ -1202,3 +1202,68 @@ fn a_ptx_loop_in_every_block_ends_within_the_watchdog_budget() {
     let took = start.elapsed();
     assert!(took < std::time::Duration::from_secs(12), "{took:?}");
 }
+
+// Issue 42, finding 1: a launch that never returns (`KERNELS_INJECT_FAULT=hang:`, as a deadlocked
+// kernel on a GPU) held `inspect` and `predict` for ever; `run` alone bounded it, by its case
+// process. Each now stops itself at `--timeout`, failing with why.
+
+/// `cargo xtask <args>` with a hang planted in vector_add_f32 fails within its two-second
+/// timeout plus the process's start, naming the timeout.
+#[track_caller]
+fn a_hang_ends_at_the_timeout(args: &[&str]) {
+    let start = std::time::Instant::now();
+    refused(
+        args,
+        &[("KERNELS_INJECT_FAULT", "hang:vector_add_f32")],
+        &["no result within 2 s (--timeout)", "a hang?"],
+    );
+    let took = start.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(12),
+        "{args:?} took {took:?}"
+    );
+}
+
+#[test]
+fn a_hung_launch_in_inspect_ends_at_its_timeout() {
+    a_hang_ends_at_the_timeout(&[
+        "inspect",
+        "vector_add_f32",
+        "--no-predict",
+        "--timeout",
+        "2",
+    ]);
+}
+
+#[test]
+fn a_hung_launch_in_predict_ends_at_its_timeout() {
+    a_hang_ends_at_the_timeout(&[
+        "predict",
+        "vector_add_f32",
+        "--device",
+        "h100",
+        "--timeout",
+        "2",
+    ]);
+}
+
+#[test]
+fn a_timeout_of_zero_is_refused() {
+    refused(
+        &["inspect", "vector_add_f32", "--timeout", "0"],
+        &[],
+        &["--timeout"],
+    );
+}
+
+/// Issue 42, finding 10: a negative value was taken for a flag ("unexpected argument '-1'
+/// found"), naming neither the option nor what it takes.
+#[test]
+fn a_negative_value_is_refused_by_its_option_not_taken_for_a_flag() {
+    refused(
+        &["run", "--only", "vector_add_f32", "--case-timeout", "-1"],
+        &[],
+        &["'-1' for '--case-timeout"],
+    );
+    refused(&["roofline", "add", "-5"], &[], &["'-5' for '<N>'"]);
+}

@@ -532,6 +532,27 @@ fn atomics_do_not_race_with_each_other_but_do_with_plain_accesses() {
     );
 }
 
+/// An atomic reads the word it replaces: on a shared word no thread wrote since the block
+/// began (shared memory starts as garbage), that read is reported as a load of it would be, by
+/// the thread that made it. (Issue 42, finding 9: it passed, with the sum of garbage.)
+#[test]
+fn an_atomic_on_never_written_shared_memory_is_an_uninitialised_read() {
+    let unzeroed = "\
+\tatom.shared.add.u32 %r6, [count], %r9;
+\tbar.sync 0;
+\tld.shared.u32 %r4, [count];";
+    let text = module(unzeroed).replace(
+        "\t.reg .b64 %rd<8>;\n",
+        "\t.reg .b64 %rd<8>;\n\t.shared .align 4 .b32 count;\n",
+    );
+    let err = run_words(&text, [0; 3], 1, 64).unwrap_err().to_string();
+    assert!(
+        err.contains("read of uninitialised shared memory at byte 0")
+            && err.contains("thread (0, 0, 0)"),
+        "{err}"
+    );
+}
+
 #[test]
 fn warp_votes_reductions_and_the_active_mask() {
     // PTX ISA, "vote.sync", "redux.sync", "activemask".
