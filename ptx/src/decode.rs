@@ -822,7 +822,7 @@ pub struct Kernel {
     pub sites: &'static [PtxSite],
     pub classes: Vec<Class>,
     /// Per instruction, whether it computes on a tensor-core product's result
-    /// ([`super::dataflow`]): the softmax's share of an attention kernel's instructions.
+    /// ([`crate::analysis::dataflow`]): the softmax's share of an attention kernel's instructions.
     pub on_products: Vec<bool>,
     /// Initial slot values: zeros for registers, the constants.
     pub template: Vec<u64>,
@@ -1056,7 +1056,10 @@ pub fn decode<'m>(
     for f in &order {
         let start = on_products.len();
         let n = f.instructions().count();
-        on_products.extend(super::dataflow::on_products(f, &classes[start..start + n]));
+        on_products.extend(crate::analysis::dataflow::on_products(
+            f,
+            &classes[start..start + n],
+        ));
     }
     Ok(Kernel {
         name,

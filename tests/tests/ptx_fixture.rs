@@ -2,8 +2,8 @@
 //! before the fix, with `broadcast_from_thread0`'s barrier copied into both arms of
 //! `if tid.x == 0` (tests/fixtures/ptx/softmax_normalise_f32-duplicated-barrier.ptx says how).
 //! Thread 0 waits at one `bar.sync 0`, every other thread at the other: the backend must report
-//! barrier divergence with both PTX lines. (`cargo xtask ptxas`'s static check flags the same two
-//! lines, see xtask/src/ptx_check.rs.)
+//! barrier divergence with both PTX lines. (`cargo xtask ptxas`'s static check, ptx/src/analysis/convergence.rs,
+//! flags the same two lines: the last test.)
 
 use std::path::Path;
 
@@ -12,6 +12,7 @@ use host::runtime::{Backend, param};
 use host::{LaunchConfig, Runtime};
 use kernels::cuda::emu::SiteKind;
 use kernels::softmax::ROW_THREADS;
+use ptx::analysis::convergence::check_text;
 use ptx::exec::Program;
 
 const FIXTURE: &str = concat!(
@@ -79,5 +80,41 @@ fn the_duplicated_barrier_is_reported_as_barrier_divergence_at_both_ptx_lines() 
     let message = err.to_string();
     for line in barriers {
         assert!(message.contains(&format!("PTX line {line}")), "{message}");
+    }
+}
+
+/// The static convergence check (`cargo xtask ptxas`'s first step) on the fixture: both of its barriers reached from
+/// `@%p1 bra` on %tid.x != 0.
+#[test]
+fn the_static_check_flags_both_barriers_of_the_fixture() {
+    let text = std::fs::read_to_string(FIXTURE).unwrap();
+    let line_where = |pred: &dyn Fn(&str) -> bool| -> Vec<u32> {
+        (1..)
+            .zip(text.lines())
+            .filter(|(_, l)| !l.trim_start().starts_with("//") && pred(l))
+            .map(|(n, _)| n)
+            .collect()
+    };
+    let barriers = line_where(&|l| l.contains("bar.sync"));
+    let branch = line_where(&|l| l.contains("@%p1 bra"));
+    assert_eq!((barriers.len(), branch.len()), (2, 1));
+    let report = check_text(&text, &[]).unwrap();
+    let got: Vec<(&str, u32, u32)> = report
+        .findings
+        .iter()
+        .map(|f| (f.kernel.as_str(), f.op_line, f.branch_line))
+        .collect();
+    let expected: Vec<(&str, u32, u32)> = barriers
+        .iter()
+        .map(|&b| ("softmax_normalise_f32", b, branch[0]))
+        .collect();
+    assert_eq!(got, expected);
+    // docs/toolchain.md pastes the findings as `cargo xtask ptxas` prints them.
+    let doc = include_str!("../../docs/toolchain.md");
+    for f in &report.findings {
+        assert!(
+            doc.contains(&f.to_string()),
+            "docs/toolchain.md lacks:\n{f}"
+        );
     }
 }

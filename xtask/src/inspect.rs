@@ -190,7 +190,7 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
         let all: u64 = classes.iter().map(|(_, n)| n).sum();
         total += all;
         // The instructions on a tensor-core product's result: the softmax's share of the
-        // issue in attention (ptx::dataflow, docs/model.md), a column where there are any.
+        // issue in attention (ptx::analysis::dataflow, docs/model.md), a column where there are any.
         let on_products = m.on_products(None);
         println!("{}: {all} instructions", m.kernel);
         if on_products > 0 {

@@ -32,7 +32,6 @@ mod inspect;
 mod occupancy;
 mod plot;
 mod predict;
-mod ptx_check;
 mod ptxas;
 mod roofline;
 mod run;

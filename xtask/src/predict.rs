@@ -236,7 +236,7 @@ pub(crate) struct SampledLaunchInput {
     pub sample: emu::sample::SampledLaunch,
     pub resources: KernelResources,
     pub warp_instructions: Option<f64>,
-    /// Of those, the ones on a tensor-core product's result (`ptx::dataflow`).
+    /// Of those, the ones on a tensor-core product's result (`ptx::analysis::dataflow`).
     pub on_products: Option<f64>,
     pub exps: f64,
 }

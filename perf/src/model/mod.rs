@@ -114,7 +114,7 @@ pub struct LaunchInput<'a> {
     pub resources: KernelResources,
     /// Warp instructions over the whole grid (PTX backend), for the issue limit.
     pub warp_instructions: Option<f64>,
-    /// Of those, the ones that compute on a tensor-core product's result (`ptx::dataflow`):
+    /// Of those, the ones that compute on a tensor-core product's result (`ptx::analysis::dataflow`):
     /// in attention, the softmax's share of the issue, the rest the products'.
     pub on_products: Option<f64>,
     /// Exponentials over the whole grid (`ex2`: the PTX backend's count, or the cost model's).

@@ -20,8 +20,8 @@
 //! whose results something else reads too. Memory carries nothing: a value that goes through
 //! shared memory is not followed (the attention kernels here keep scores and P in registers).
 
-use super::decode::Class;
-use super::parse::{Function, Instruction, RegId};
+use crate::decode::Class;
+use crate::parse::{Function, Instruction, RegId};
 
 /// Whether each instruction of `function`, in [`Function::instructions`] order, is on products
 /// (the module's doc); `classes` gives each instruction's class, in the same order.

@@ -1,4 +1,4 @@
-//! The static PTX check of `cargo xtask ptxas`: no block barrier and no warp collective is
+//! The static convergence check (`cargo xtask ptxas` runs it first): no block barrier and no warp collective is
 //! executed by only some of the threads that must meet there.
 //!
 //! `bar.sync` waits for every thread of the block, `shfl.sync`, `ldmatrix` and `mma.sync` for
@@ -47,13 +47,14 @@
 //! source lines where the PTX carries line tables (`.loc`).
 //!
 //! A kernel that diverges on purpose (e.g. a collective with a partial member mask that exactly
-//! names the lanes that take the branch) opts out in [`ALLOWED`], with its reason; an allowance
-//! that no longer matches anything is an error, so the list cannot go stale.
+//! names the lanes that take the branch) opts out with an [`Allowance`] and its reason (the
+//! project's list is `ALLOWED` in xtask/src/ptxas.rs); an allowance that no longer matches
+//! anything is an error, so the list cannot go stale.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use ptx::parse::{self, Function, Instruction, Module, Operand, RegId, Statement};
+use crate::parse::{self, Function, Instruction, Module, Operand, RegId, Statement};
 
 /// A kernel's stated reason to execute one kind of convergent instruction under a lane-varying
 /// branch.
@@ -65,9 +66,6 @@ pub struct Allowance {
     /// Why it is correct there.
     pub reason: &'static str,
 }
-
-/// Kernels that opt out, with their reasons. Empty: no kernel of this project needs to.
-pub const ALLOWED: &[Allowance] = &[];
 
 /// How far a value (or a branch decided by it) may differ between the threads of a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -236,43 +234,11 @@ pub fn check_module(module: &Module, allowed: &[Allowance]) -> Result<Report, St
         .collect();
     if !stale.is_empty() {
         return Err(format!(
-            "these allowances of the PTX check match nothing any more; remove them from ALLOWED in xtask/src/ptx_check.rs: {}",
+            "these allowances of the PTX check match nothing any more; remove them from the list of allowances (ALLOWED in xtask/src/ptxas.rs): {}",
             stale.join(", ")
         ));
     }
     Ok(report)
-}
-
-/// `cargo xtask ptxas`'s step: checks the embedded PTX of `arch`, prints one summary line, or one
-/// line per finding and an error.
-pub fn run(arch: host::embedded::Arch) -> Result<(), String> {
-    let report = check_text(arch.ptx(), ALLOWED)?;
-    for (finding, reason) in &report.allowed {
-        println!("allowed: {finding}; reason: {reason}");
-    }
-    for finding in &report.findings {
-        println!("{finding}");
-    }
-    if !report.findings.is_empty() {
-        return Err(format!(
-            "PTX check ({}): {} convergent instruction(s) under a divergent branch (listed above); see xtask/src/ptx_check.rs",
-            arch.name(),
-            report.findings.len()
-        ));
-    }
-    println!(
-        "PTX check ({}): {} kernels, {} block barriers and {} warp collectives, none under a divergent branch{}",
-        arch.name(),
-        report.kernels,
-        report.barriers,
-        report.collectives,
-        if report.allowed.is_empty() {
-            String::new()
-        } else {
-            format!(" ({} allowed)", report.allowed.len())
-        }
-    );
-    Ok(())
 }
 
 /// What a convergent instruction needs, or `None` for an ordinary one.
@@ -762,7 +728,6 @@ fn post_dominators(blocks: &[Block]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use host::embedded::Arch;
 
     /// A one-kernel module around `body`, with a parameter, a shared cell and registers.
     fn module(body: &str) -> String {
@@ -1100,62 +1065,6 @@ mod tests {
         assert_eq!((report.findings.len(), report.allowed.len()), (0, 1));
         let err = check_text(&loop_from("%ctaid.x"), &allow).unwrap_err();
         assert!(err.contains("k (bar)"), "{err}");
-    }
-
-    /// The fixture: today's broken softmax_normalise_f32, both of its barriers reached from
-    /// `@%p1 bra` on %tid.x != 0.
-    #[test]
-    fn the_duplicated_barrier_fixture_is_flagged() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/fixtures/ptx/softmax_normalise_f32-duplicated-barrier.ptx"
-        );
-        let text = std::fs::read_to_string(path).unwrap();
-        let line_where = |pred: &dyn Fn(&str) -> bool| -> Vec<u32> {
-            (1..)
-                .zip(text.lines())
-                .filter(|(_, l)| !l.trim_start().starts_with("//") && pred(l))
-                .map(|(n, _)| n)
-                .collect()
-        };
-        let barriers = line_where(&|l| l.contains("bar.sync"));
-        let branch = line_where(&|l| l.contains("@%p1 bra"));
-        assert_eq!((barriers.len(), branch.len()), (2, 1));
-        let report = check_text(&text, &[]).unwrap();
-        let got: Vec<(&str, u32, u32)> = report
-            .findings
-            .iter()
-            .map(|f| (f.kernel.as_str(), f.op_line, f.branch_line))
-            .collect();
-        let expected: Vec<(&str, u32, u32)> = barriers
-            .iter()
-            .map(|&b| ("softmax_normalise_f32", b, branch[0]))
-            .collect();
-        assert_eq!(got, expected);
-        // docs/toolchain.md pastes the findings as `cargo xtask ptxas` prints them.
-        let doc = include_str!("../../docs/toolchain.md");
-        for f in &report.findings {
-            assert!(
-                doc.contains(&f.to_string()),
-                "docs/toolchain.md lacks:\n{f}"
-            );
-        }
-    }
-
-    #[test]
-    fn every_embedded_build_is_clean() {
-        for arch in Arch::ALL {
-            let report = check_text(arch.ptx(), ALLOWED).unwrap();
-            let listed: Vec<String> = report.findings.iter().map(|f| f.to_string()).collect();
-            assert!(listed.is_empty(), "{}:\n{}", arch.name(), listed.join("\n"));
-            // It saw the kernels' barriers and collectives (the softmax, GEMM and attention
-            // kernels have both), so a clean result is not a check that looked at nothing.
-            assert!(report.kernels > 30, "{}", report.kernels);
-            assert!(
-                report.barriers >= 30 && report.collectives >= 100,
-                "{report:?}"
-            );
-        }
     }
 
     #[test]
