@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+mod prose;
+
 /// Subcommands whose pasted output no unit test can regenerate (see the module's comment):
 /// `cargo xtask doc-pastes` checks them against outputs CI saved.
 pub const NOT_RUN: [&str; 2] = ["ptxas", "run"];
@@ -140,6 +142,18 @@ pub fn run(args: &DocPastesArgs) -> Result<(), String> {
         checked += 1;
         compare(name, args, pasted, printed)
     })?;
+    // The numbers the chapters quote from the run in their sentences.
+    let mut sentences = 0;
+    if let Some(printed) = saved.get("run") {
+        let all = crate::cases::all();
+        let kernels: Vec<&str> = all.iter().map(|c| c.kernel).collect();
+        for file in doc_files(&root)? {
+            let text =
+                std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let name = file.strip_prefix(&root).unwrap().display().to_string();
+            sentences += prose::check(&name, &text, printed, &kernels)?;
+        }
+    }
     for f in &args.figures {
         check_figure(f)?;
     }
@@ -150,7 +164,7 @@ pub fn run(args: &DocPastesArgs) -> Result<(), String> {
         ));
     }
     println!(
-        "{checked} pasted outputs of `cargo xtask {}` match what the commands printed",
+        "{checked} pasted outputs of `cargo xtask {}` match what the commands printed; {sentences} sentences and table rows quote the run's predictions as it printed them",
         NOT_RUN.join("` and `")
     );
     Ok(())
@@ -191,14 +205,7 @@ fn for_each_paste(
     repo: &Path,
     mut f: impl FnMut(&str, &str, &[&str]) -> Result<(), String>,
 ) -> Result<(), String> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo.join("docs"))
-        .map_err(|e| format!("{}: {e}", repo.join("docs").display()))?
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    files.push(repo.join("README.md"));
-    files.sort();
-    for file in &files {
+    for file in &doc_files(repo)? {
         let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
         for (line, args, pasted) in blocks(&text) {
             let name = format!("{}:{line}", file.strip_prefix(repo).unwrap().display());
@@ -206,6 +213,18 @@ fn for_each_paste(
         }
     }
     Ok(())
+}
+
+/// The chapters (docs/*.md) and the README, in name order.
+fn doc_files(repo: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo.join("docs"))
+        .map_err(|e| format!("{}: {e}", repo.join("docs").display()))?
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    files.push(repo.join("README.md"));
+    files.sort();
+    Ok(files)
 }
 
 /// What `cargo xtask <args>` prints, or `None` for a command in [`NOT_RUN`].
