@@ -2055,7 +2055,7 @@ impl Thread<'_> {
         let pointer = |at: u32| read_le(&self.pmem, at, 8, false);
         let line = read_le(&self.pmem, a.line, 4, false);
         let message = format!(
-            "device-side assertion `{}` failed at {}:{line} in `{}` (PTX at {}; a GPU ends the launch with cudaErrorAssert)",
+            "device-side assertion `{}` failed at {}:{line} in `{}` ({}; a GPU ends the launch with cudaErrorAssert)",
             self.c_string(pointer(a.message)),
             self.c_string(pointer(a.file)),
             self.c_string(pointer(a.function)),

@@ -15,11 +15,13 @@
 //! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
 //! - `doc-pastes`: the docs' pastes of `run` and `ptxas` against outputs CI saved.
 //! - `exercise`: one exercise (docs/exercises.md): correctness, emulator checks, predicted time.
+//! - `check`: one entry of any PTX module, with every emulator check on.
 
 mod atomic;
 mod baseline;
 mod bundle;
 mod cases;
+mod check;
 mod decode;
 #[cfg(test)]
 mod doc_lint;
@@ -92,6 +94,9 @@ enum Command {
     /// One exercise (docs/exercises.md): your kernel against its CPU reference with every
     /// emulator check on, then its predicted (MODELLED) time against the exercise's target.
     Exercise(exercise::ExerciseArgs),
+    /// One entry of any PTX module (NVRTC's output, your own) on the PTX backend with every
+    /// emulator check on, with the arguments given; `--list` lists its entries.
+    Check(check::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -117,6 +122,7 @@ fn main() -> ExitCode {
         Command::Figures(args) => figures::run(args),
         Command::DocPastes(args) => doc_outputs::run(args),
         Command::Exercise(args) => exercise::run(args),
+        Command::Check(args) => check::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
