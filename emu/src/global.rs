@@ -403,12 +403,52 @@ impl<'a> Item<'a> {
     }
 }
 
+/// The most elements a run with gaps between its elements may have and still be split into
+/// one item per element for the sweep. Two accesses of one site always form a run, whatever lies
+/// between them: a scatter (each thread's read-modify-writes at unrelated addresses) logs runs
+/// of two elements whose spans reach across the whole buffer, and a sweep over spans would
+/// compare each with nearly every other (768 threads x 64 scattered updates of a 3 MB buffer
+/// took over a minute). Split, each element spans only its own bytes. Longer runs are real
+/// progressions (a warp's strided access, a thread's walk), compared as lattices.
+const SPLIT_AT_MOST: u32 = 4;
+
+/// The runs of every block as the sweep compares them, each with its block: a short run with
+/// gaps (see [`SPLIT_AT_MOST`]) as one run per element, in element order.
+fn swept_runs(blocks: &[BlockAccesses]) -> Vec<(usize, Run)> {
+    let mut out = Vec::new();
+    for (block, b) in blocks.iter().enumerate() {
+        for run in &b.runs {
+            let gapped = run.stride.unsigned_abs() > usize::from(run.bytes);
+            if gapped && run.count <= SPLIT_AT_MOST {
+                out.extend((0..run.count).map(|i| {
+                    let element = Run {
+                        start: run.addr(i),
+                        stride: 0,
+                        count: 1,
+                        thread: run.thread_of(i),
+                        thread_stride: 0,
+                        ..*run
+                    };
+                    (block, element)
+                }));
+            } else {
+                out.push((block, *run));
+            }
+        }
+    }
+    out
+}
+
 /// The race at the lowest address (ties: in block, then log order), or `None`.
+///
+/// A sweep in address order over the runs' spans: a run is compared only with the runs whose
+/// spans overlap its own, so the cost grows with the runs and the overlaps between them, not
+/// with the square of the runs (short gapped runs are split first: [`SPLIT_AT_MOST`]).
 pub(super) fn first_race(blocks: &[BlockAccesses]) -> Option<GlobalRace> {
-    let mut items: Vec<Item> = blocks
+    let runs = swept_runs(blocks);
+    let mut items: Vec<Item> = runs
         .iter()
-        .enumerate()
-        .flat_map(|(block, b)| b.runs.iter().map(move |run| Item::new(block, run)))
+        .map(|(block, run)| Item::new(*block, run))
         .collect();
     // Stable: equal starts stay in block and log order.
     items.sort_by_key(|i| i.span.0);
@@ -714,6 +754,43 @@ mod tests {
         let mut threads = [race.first.thread, race.second.thread];
         threads.sort();
         assert_eq!(threads, [6, 64]);
+    }
+
+    /// Thread `t` of one block reads and then writes each of its `slots`: a scatter.
+    fn scatter(slots: &[Vec<usize>]) -> Vec<Run> {
+        let mut l = GlobalLog::default();
+        let (read, write) = (Site::caller(), Site::caller());
+        for (t, slots) in slots.iter().enumerate() {
+            for &slot in slots {
+                let addr = 0x10_0000 + 4 * slot;
+                l.record(t as u32, addr, 4, Access::Read, read, 0, 0);
+                l.record(t as u32, addr, 4, Access::Write, write, 0, 0);
+            }
+        }
+        l.finish()
+    }
+
+    #[test]
+    fn a_scatter_is_swept_element_by_element_and_its_one_repeated_slot_found() {
+        // 256 threads x 64 distinct slots of 786 432 (a 3 MB buffer), in a scrambled order.
+        let n = 3 << 18;
+        let slot = |k: usize| (k * 40_507 + (k * k) % 7) % n;
+        let mut slots: Vec<Vec<usize>> = (0..256)
+            .map(|t| (0..64).map(|i| slot(t * 64 + i)).collect())
+            .collect();
+        let all: std::collections::HashSet<usize> = slots.iter().flatten().copied().collect();
+        assert_eq!(all.len(), 256 * 64, "the slots are distinct");
+        let runs = scatter(&slots);
+        // Two of a thread's accesses at unrelated addresses make a run: split for the sweep.
+        assert!(runs.iter().all(|r| r.count <= SPLIT_AT_MOST));
+        let swept = swept_runs(&[block(runs.clone())]);
+        assert!(swept.iter().all(|(_, r)| r.span().1 - r.span().0 == 4));
+        assert!(first_race(&[block(runs)]).is_none());
+        // Thread 200 also updates thread 9's slot: the race is at that slot, between them.
+        slots[200][30] = slots[9][5];
+        let race = first_race(&[block(scatter(&slots))]).expect("a race");
+        assert_eq!(race.addr, 0x10_0000 + 4 * slots[9][5]);
+        assert_eq!((race.first.thread, race.second.thread), (9, 200));
     }
 
     #[test]

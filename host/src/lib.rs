@@ -17,6 +17,7 @@ pub mod bench;
 pub mod buffer;
 pub mod embedded;
 pub mod exercises;
+pub mod foreign;
 pub mod gpu;
 pub mod ops;
 pub mod reference;

@@ -192,6 +192,12 @@ pub enum Conv {
         to: Float,
         mode: Round,
     },
+    /// Integer to f16 or bf16, rounded to nearest even (`cvt.rn.bf16.s32`, what
+    /// `__int2bfloat16_rn` compiles to).
+    IntToHalf {
+        from: Int,
+        bf16: bool,
+    },
 }
 
 /// Rounding to an integral value.
@@ -361,6 +367,10 @@ pub enum Op {
         offset: u32,
         bytes: u8,
     },
+    /// `ld.param.v2/.v4` / `st.param.v2/.v4` of a call's `.param` variable (a returned
+    /// 16-byte struct, read as one vector): `n` elements of `bytes` from `offset` on.
+    LdPmemV(Box<PmemVector>),
+    StPmemV(Box<PmemVector>),
     Ld(Box<Mem>),
     St(Box<Mem>),
     /// `atom` (`d` the old value) and `red` (`d` `u32::MAX`).
@@ -379,6 +389,9 @@ pub enum Op {
     Ret,
     Exit,
     Trap,
+    /// A call of `__assertfail` (what CUDA's `assert` compiles to): the launch ends with the
+    /// assertion's message, file, line and function.
+    AssertFail(Box<AssertFail>),
     /// A block barrier, matched by the site it carries.
     Bar {
         site: Site,
@@ -624,6 +637,34 @@ pub enum AtomOp {
 pub enum AtomType {
     Int(Int),
     Float(Float),
+    /// `.f16`, `.bf16` (`pair` false) or `.f16x2`, `.bf16x2` (two packed in 32 bits): `add`
+    /// only, with `.noftz`, each element rounded to nearest even.
+    Half {
+        bf16: bool,
+        pair: bool,
+    },
+}
+
+/// `n` elements of parameter memory, `bytes` each from `offset` on, and their registers (a
+/// load's `u32::MAX` for a `_` sink).
+#[derive(Clone, Debug)]
+pub struct PmemVector {
+    pub regs: [Slot; 4],
+    pub n: u8,
+    pub offset: u32,
+    pub bytes: u8,
+    pub signed: bool,
+}
+
+/// Where a call of `__assertfail(message, file, line, function, char_size)` passed its
+/// arguments: offsets in the caller's parameter memory (message, file and function are
+/// generic addresses of C strings, line a 32-bit integer).
+#[derive(Clone, Debug)]
+pub struct AssertFail {
+    pub message: u32,
+    pub file: u32,
+    pub line: u32,
+    pub function: u32,
 }
 
 /// `atom{.sem}{.scope}{.space}.op.type d, [a], b{, c}` / `red...op.type [a], b`.
@@ -956,22 +997,14 @@ fn reachable<'m>(
     while k < order.len() {
         let f = order[k];
         for i in f.instructions().filter(|i| i.parts[0] == "call") {
-            let callee = i.operands.iter().find_map(|o| match o {
-                Operand::Symbol(name) => Some(*name),
-                _ => None,
-            });
             let at = |why: String| {
                 format!(
                     "kernel `{}`, PTX line {}: `{}`: {why}",
                     entry.name, i.line, i.text
                 )
             };
-            let Some(callee) = callee else {
-                return Err(at(
-                    "indirect calls (through a register) are not implemented".into(),
-                ));
-            };
-            if order.iter().any(|g| g.name == callee) {
+            let callee = callee(f, &i.operands).map_err(at)?;
+            if callee == ASSERT_FAIL || order.iter().any(|g| g.name == callee) {
                 continue;
             }
             if let Some(b) = module.broken.iter().find(|b| b.name == callee) {
@@ -990,6 +1023,30 @@ fn reachable<'m>(
         k += 1;
     }
     Ok(order)
+}
+
+/// The function CUDA's `assert` calls when its condition is false (declared `.extern` in the
+/// module; the driver supplies it): run as [`Op::AssertFail`].
+const ASSERT_FAIL: &str = "__assertfail";
+
+/// The function a `call` names: `call{.uni} {(ret, ...),} callee, (arg, ...){, prototype}`.
+/// A register there is an indirect call (through a function pointer), named by its register.
+fn callee(f: &Function<'static>, ops: &[Operand<'static>]) -> DResult<&'static str> {
+    let at = usize::from(matches!(ops.first(), Some(Operand::Vector(_))));
+    match ops.get(at) {
+        Some(Operand::Symbol(name)) => Ok(*name),
+        Some(Operand::Reg(r)) => {
+            let prototype = match ops.last() {
+                Some(Operand::Symbol(p)) => format!(" (prototype `{p}`)"),
+                _ => String::new(),
+            };
+            Err(format!(
+                "an indirect call through register `{}`{prototype}, a function pointer: not implemented (the backend calls functions by name only)",
+                f.registers[r.0 as usize].name
+            ))
+        }
+        other => Err(format!("expected the called function, got {other:?}")),
+    }
 }
 
 /// Decodes entry `function` and the functions it calls; `Err` names the first instruction it
@@ -1511,6 +1568,8 @@ impl Decoder<'_> {
                 let fill = fill.ok_or_else(|| undeclared_or_special(name))?;
                 Ok(self.fill(fill))
             }
+            // The PTX ISA's predefined constant for the warp size, what `warpSize` compiles to.
+            Operand::Symbol("WARP_SZ") => Ok(self.constant(32)),
             Operand::Symbol(name) => {
                 // A `.local` array of this function: its address in the running frame.
                 let layout = &self.layouts[self.current];
@@ -2766,6 +2825,13 @@ impl Decoder<'_> {
                 to: *to,
                 mode: int_mode(i).ok_or("float-to-integer cvt needs a rounding mode")?,
             },
+            (Ty::Half { bf16 }, Ty::Int(from)) if packed.is_none() => {
+                nearest_only()?;
+                Conv::IntToHalf {
+                    from: *from,
+                    bf16: *bf16,
+                }
+            }
             (Ty::Float(to), Ty::Int(from)) => {
                 if *to == Float::F64 {
                     nearest_only()?;
@@ -2851,13 +2917,8 @@ impl Decoder<'_> {
     /// caller, copied to and from the callee's parameters (whose layout `decode` fixed).
     fn call(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
         let ops = &i.operands;
-        let at = ops
-            .iter()
-            .position(|o| matches!(o, Operand::Symbol(_)))
-            .ok_or("indirect calls (through a register) are not implemented")?;
-        let Operand::Symbol(callee) = ops[at] else {
-            unreachable!()
-        };
+        let callee = callee(self.function, ops)?;
+        let at = usize::from(matches!(ops.first(), Some(Operand::Vector(_))));
         let list = |o: Option<&Operand<'static>>| -> DResult<Vec<&'static str>> {
             match o {
                 None => Ok(Vec::new()),
@@ -2875,8 +2936,11 @@ impl Decoder<'_> {
         };
         let rets = list(if at == 1 { ops.first() } else { None })?;
         let args = list(ops.get(at + 1))?;
-        if at > 1 || ops.len() > at + 2 {
-            return Err("prototype-based (indirect) calls are not implemented".into());
+        if ops.len() > at + 2 {
+            return Err("a call with a prototype to a named function is not implemented".into());
+        }
+        if callee == ASSERT_FAIL {
+            return self.assert_fail(&args);
         }
         let k = self
             .layouts
@@ -2931,6 +2995,30 @@ impl Decoder<'_> {
         Ok((Op::Call(Box::new(call)), 0, Class::Call))
     }
 
+    /// `call.uni __assertfail, (message, file, line, function, char_size)`: where each argument
+    /// lies in this function's parameter memory.
+    fn assert_fail(&mut self, args: &[&'static str]) -> DResult<(Op, u8, Class)> {
+        let [message, file, line, function, _] = args else {
+            return Err(format!(
+                "`{ASSERT_FAIL}` takes 5 arguments (message, file, line, function, char size), the call passes {}",
+                args.len()
+            ));
+        };
+        let offset = |name: &str, bytes: u32| {
+            self.pmem_var(name)
+                .filter(|&(_, size)| size >= bytes)
+                .map(|(at, _)| at)
+                .ok_or_else(|| format!("`{name}` is not a .param variable of {bytes} bytes"))
+        };
+        let assert = AssertFail {
+            message: offset(message, 8)?,
+            file: offset(file, 8)?,
+            line: offset(line, 4)?,
+            function: offset(function, 8)?,
+        };
+        Ok((Op::AssertFail(Box::new(assert)), 0, Class::Call))
+    }
+
     /// `atom` and `red`: `atom{.sem}{.scope}{.space}.op.type d, [a], b{, c}`.
     fn atom(&mut self, i: &parse::Instruction<'static>) -> DResult<(Op, u8, Class)> {
         let p = &i.parts;
@@ -2958,17 +3046,34 @@ impl Decoder<'_> {
                 // consistent, stronger than any of them.
                 "relaxed" | "acquire" | "release" | "acq_rel" | "cta" | "gpu" | "sys"
                 | "cluster" => {}
+                // No flush of subnormals: what the f16/bf16 adds do (and must say).
+                "noftz" => {}
                 "and" | "or" | "xor" | "exch" | "cas" | "add" | "inc" | "dec" | "min" | "max" => {}
                 other => return Err(format!("`.{other}` on an atomic is not implemented")),
             }
         }
         let op = op.ok_or("atomic without an operation")?;
-        let ty = match ty(p[p.len() - 1]) {
-            Some(Ty::Int(t)) if t.bits >= 32 => AtomType::Int(t),
-            Some(Ty::Float(f)) if matches!(op, AtomOp::Add | AtomOp::Exch) => AtomType::Float(f),
+        let last = p[p.len() - 1];
+        let half = match last {
+            "f16" | "f16x2" => Some(false),
+            "bf16" | "bf16x2" => Some(true),
+            _ => None,
+        };
+        let ty = match (half, ty(last)) {
+            (Some(bf16), _) if op == AtomOp::Add && i.has("noftz") => AtomType::Half {
+                bf16,
+                pair: last.ends_with("x2"),
+            },
+            (Some(_), _) => {
+                return Err("f16 and bf16 atomics are implemented as add.noftz only".into());
+            }
+            (None, Some(Ty::Int(t))) if t.bits >= 32 => AtomType::Int(t),
+            (None, Some(Ty::Float(f))) if matches!(op, AtomOp::Add | AtomOp::Exch) => {
+                AtomType::Float(f)
+            }
             _ => {
                 return Err(
-                    "only 32- and 64-bit integer atomics and f32/f64 add are implemented (no f16, bf16 or vector atomics)"
+                    "only 32- and 64-bit integer atomics, f32/f64 add and exch, and f16/bf16 add.noftz are implemented (no vector atomics)"
                         .into(),
                 );
             }
@@ -2994,7 +3099,7 @@ impl Decoder<'_> {
         };
         let float = match ty {
             AtomType::Float(f) => Some(f),
-            AtomType::Int(_) => None,
+            AtomType::Int(_) | AtomType::Half { .. } => None,
         };
         let b = self.src(rest.get(1).ok_or("operand b is missing")?, float)?;
         let c = match (op, rest.get(2)) {
@@ -3058,18 +3163,19 @@ impl Decoder<'_> {
             return Err("expected an address".into());
         };
         if param {
-            if n != 1 {
-                return Err("only scalar ld.param / st.param is implemented".into());
-            }
             let Some(Operand::Symbol(name)) = base.as_deref() else {
                 return Err("ld.param / st.param must name a parameter".into());
             };
             // A call's `.param` variable, or a callee's parameter: the thread's parameter memory.
             if let Some((at, size)) = self.pmem_var(name) {
-                if *offset < 0 || *offset as u64 + u64::from(elem) > u64::from(size) {
+                let bytes = u64::from(elem) * u64::from(n);
+                if *offset < 0 || *offset as u64 + bytes > u64::from(size) {
                     return Err(format!("accesses past parameter `{name}` ({size} bytes)"));
                 }
                 let offset = at + *offset as u32;
+                if n != 1 {
+                    return self.pmem_vector(i, load, offset, elem, n, signed);
+                }
                 let op = if load {
                     Op::LdPmem {
                         d: self.dst(&i.operands[0])?,
@@ -3095,6 +3201,9 @@ impl Decoder<'_> {
                     "`{name}` is not a parameter of `{}`",
                     self.function.name
                 ));
+            }
+            if n != 1 {
+                return Err("a vector ld.param of a kernel parameter is not implemented".into());
             }
             let (_, param) = self
                 .function
@@ -3165,6 +3274,43 @@ impl Decoder<'_> {
             offset: *offset,
         });
         Ok((if load { Op::Ld(mem) } else { Op::St(mem) }, 0, class))
+    }
+
+    /// `ld.param.vN` / `st.param.vN` of parameter memory at `offset`: `n` elements of `elem`
+    /// bytes.
+    fn pmem_vector(
+        &mut self,
+        i: &parse::Instruction<'static>,
+        load: bool,
+        offset: u32,
+        elem: u8,
+        n: u8,
+        signed: bool,
+    ) -> DResult<(Op, u8, Class)> {
+        let data = if load { 0 } else { 1 };
+        let Operand::Vector(items) = &i.operands[data] else {
+            return Err("expected a vector operand".into());
+        };
+        if items.len() != usize::from(n) {
+            return Err("vector length does not match .v".into());
+        }
+        let mut regs = [u32::MAX; 4];
+        for (k, item) in items.iter().enumerate() {
+            regs[k] = match (load, item) {
+                (true, Operand::Sink) => u32::MAX,
+                (true, o) => self.dst(o)?,
+                (false, o) => self.src(o, None)?,
+            };
+        }
+        let v = Box::new(PmemVector {
+            regs,
+            n,
+            offset,
+            bytes: elem,
+            signed,
+        });
+        let op = if load { Op::LdPmemV(v) } else { Op::StPmemV(v) };
+        Ok((op, 0, Class::LdParam))
     }
 }
 

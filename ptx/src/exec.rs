@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 use half::{bf16, f16};
 use kernels::cuda::emu::{
@@ -24,11 +24,11 @@ use kernels::cuda::emu::{
 };
 
 use crate::decode::{
-    self, Atom, AtomOp, AtomType, BarRedArgs, BarRedOp, BfiArgs, BoolOp, Call, CarryArgs, Class,
-    Cmp, CmpType, Conv, CpAsyncArgs, Fill, Float, FloatArgs, FloatOp, FloatUnary, FloatUnaryArgs,
-    FmaArgs, Half2Args, Half2Op, Int, IntOp, IntUnary, Kernel, LdMatrixArgs, Lop3Args,
-    MAX_CALL_DEPTH, MadArgs, MbarrierArgs, MbarrierKind, Mem, Op, Round, SetpArgs, SharedSlot,
-    ShflArgs, Space, TmaArgs, WarpReduceArgs, Wgmma, WgmmaSource, mask,
+    self, AssertFail, Atom, AtomOp, AtomType, BarRedArgs, BarRedOp, BfiArgs, BoolOp, Call,
+    CarryArgs, Class, Cmp, CmpType, Conv, CpAsyncArgs, Fill, Float, FloatArgs, FloatOp, FloatUnary,
+    FloatUnaryArgs, FmaArgs, Half2Args, Half2Op, Int, IntOp, IntUnary, Kernel, LdMatrixArgs,
+    Lop3Args, MAX_CALL_DEPTH, MadArgs, MbarrierArgs, MbarrierKind, Mem, Op, Round, SetpArgs,
+    SharedSlot, ShflArgs, Space, TmaArgs, WarpReduceArgs, Wgmma, WgmmaSource, mask,
 };
 use crate::parse;
 use ::emu::{Allocation, Emulator, Error, LaunchConfig, LaunchCounters, Result, SHARED_WINDOW};
@@ -53,6 +53,42 @@ impl std::fmt::Debug for Program {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Program({})", self.origin)
     }
+}
+
+/// The text of the PTX module in the file at `path`, refused before it is read when it is not a
+/// regular file (a device such as `/dev/zero`, a FIFO or a folder would be read without end, or
+/// block), when it is larger than a PTX module may be here, or when it is empty.
+pub fn read_module_text(path: &Path) -> Result<String> {
+    let cannot = |e: std::io::Error| Error::Ptx(format!("cannot read {}: {e}", path.display()));
+    let meta = std::fs::metadata(path).map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(Error::Ptx(format!(
+            "{} is not a regular file: give a PTX file",
+            path.display()
+        )));
+    }
+    if meta.len() > MAX_PTX_FILE {
+        return Err(Error::Ptx(format!(
+            "{} is {} bytes, more than the {} MiB a PTX module may be here",
+            path.display(),
+            meta.len(),
+            MAX_PTX_FILE >> 20
+        )));
+    }
+    let mut text = String::new();
+    {
+        use std::io::Read;
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_PTX_FILE).read_to_string(&mut text))
+            .map_err(cannot)?;
+    }
+    if text.trim().is_empty() {
+        return Err(Error::Ptx(format!(
+            "{} is empty: no PTX module in it",
+            path.display()
+        )));
+    }
+    Ok(text)
 }
 
 impl Program {
@@ -129,36 +165,7 @@ impl Program {
         if let Some((_, p)) = cache.iter().find(|(q, _)| q == path) {
             return Ok(p);
         }
-        let cannot = |e: std::io::Error| Error::Ptx(format!("cannot read {}: {e}", path.display()));
-        // A device (`/dev/zero`), a FIFO or a folder would be read without end, or block.
-        let meta = std::fs::metadata(path).map_err(cannot)?;
-        if !meta.is_file() {
-            return Err(Error::Ptx(format!(
-                "{} is not a regular file: give a PTX file",
-                path.display()
-            )));
-        }
-        if meta.len() > MAX_PTX_FILE {
-            return Err(Error::Ptx(format!(
-                "{} is {} bytes, more than the {} MiB a PTX module may be here",
-                path.display(),
-                meta.len(),
-                MAX_PTX_FILE >> 20
-            )));
-        }
-        let mut text = String::new();
-        {
-            use std::io::Read;
-            std::fs::File::open(path)
-                .and_then(|f| f.take(MAX_PTX_FILE).read_to_string(&mut text))
-                .map_err(cannot)?;
-        }
-        if text.trim().is_empty() {
-            return Err(Error::Ptx(format!(
-                "{} is empty: no PTX module in it",
-                path.display()
-            )));
-        }
+        let text = read_module_text(path)?;
         let program = Program::load(Box::leak(text.into_boxed_str()), path.display().to_string())?;
         cache.push((path.to_path_buf(), program));
         Ok(program)
@@ -497,6 +504,8 @@ impl Env<'_> {
                 calls: Vec::new(),
                 saved: Vec::new(),
                 saved_pmem: Vec::new(),
+                globals: self.globals,
+                program: self.program,
             };
             let (executed, flops) = match self.counts {
                 None => thread.run::<false>(&[]),
@@ -533,6 +542,9 @@ struct Thread<'a> {
     calls: Vec<Frame>,
     saved: Vec<u64>,
     saved_pmem: Vec<u8>,
+    /// The device addresses of the module's variables, and the program (their initial values).
+    globals: &'a [u64],
+    program: &'static Program,
 }
 
 /// A call in progress.
@@ -1032,6 +1044,23 @@ impl Thread<'_> {
                     let v = self.get(*a).to_le_bytes();
                     self.pmem[at..at + *bytes as usize].copy_from_slice(&v[..*bytes as usize]);
                 }
+                Op::LdPmemV(v) => {
+                    for k in 0..u32::from(v.n) {
+                        let at = v.offset + k * u32::from(v.bytes);
+                        if v.regs[k as usize] != u32::MAX {
+                            let x = read_le(&self.pmem, at, v.bytes, v.signed);
+                            self.set(v.regs[k as usize], x);
+                        }
+                    }
+                }
+                Op::StPmemV(v) => {
+                    for k in 0..usize::from(v.n) {
+                        let at = v.offset as usize + k * usize::from(v.bytes);
+                        let x = self.get(v.regs[k]).to_le_bytes();
+                        self.pmem[at..at + usize::from(v.bytes)]
+                            .copy_from_slice(&x[..usize::from(v.bytes)]);
+                    }
+                }
                 Op::Ld(m) => self.load(m, here),
                 Op::St(m) => self.store(m, here),
                 Op::Atom(a) => self.atom(a, here),
@@ -1047,6 +1076,7 @@ impl Thread<'_> {
                 },
                 Op::Exit => return (issued, flops),
                 Op::Trap => std::panic::resume_unwind(Box::new(::emu::Trapped(self.site(here)))),
+                Op::AssertFail(a) => self.assert_fail(a, here),
                 Op::Bar { site } => self.gpu.sync_threads(*site),
                 Op::Half2(args) => self.half2(args),
                 Op::BarRed(args) => self.bar_red(args),
@@ -1982,6 +2012,7 @@ impl Thread<'_> {
             AtomType::Int(t) => usize::from(t.bits / 8),
             AtomType::Float(Float::F32) => 4,
             AtomType::Float(Float::F64) => 8,
+            AtomType::Half { pair, .. } => 2 + 2 * usize::from(pair),
         };
         let site = self.site(here);
         let (addr, shared) = match a.space {
@@ -1999,7 +2030,14 @@ impl Thread<'_> {
         // SAFETY: the emulator checked `bytes` at `addr`, aligned to them, in a live buffer or
         // this block's shared memory.
         let old = unsafe {
-            if bytes == 4 {
+            if bytes == 2 {
+                let cell = AtomicU16::from_ptr(addr as *mut u16);
+                let f = |old: u16| atom_op(a.op, a.ty, u64::from(old), b, c) as u16;
+                u64::from(
+                    cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o)))
+                        .unwrap(),
+                )
+            } else if bytes == 4 {
                 let cell = AtomicU32::from_ptr(addr as *mut u32);
                 let f = |old: u32| atom_op(a.op, a.ty, u64::from(old), b, c) as u32;
                 u64::from(
@@ -2015,6 +2053,42 @@ impl Thread<'_> {
         };
         if a.d != u32::MAX {
             self.set(a.d, old);
+        }
+    }
+
+    /// [`Op::AssertFail`]: the launch ends as a failed device-side `assert` ends it on a GPU
+    /// (`cudaErrorAssert`), reported as the thread's panic with the assertion's own words.
+    fn assert_fail(&self, a: &AssertFail, here: usize) -> ! {
+        let pointer = |at: u32| read_le(&self.pmem, at, 8, false);
+        let line = read_le(&self.pmem, a.line, 4, false);
+        let message = format!(
+            "device-side assertion `{}` failed at {}:{line} in `{}` ({}; a GPU ends the launch with cudaErrorAssert)",
+            self.c_string(pointer(a.message)),
+            self.c_string(pointer(a.file)),
+            self.c_string(pointer(a.function)),
+            self.site(here),
+        );
+        std::panic::resume_unwind(Box::new(message))
+    }
+
+    /// The C string at generic address `p`, read from the initial value of the module variable
+    /// that holds it (`$str`: what `assert` passes are the module's constant strings), or the
+    /// address when no module variable holds it.
+    fn c_string(&self, p: u64) -> String {
+        let held = self
+            .globals
+            .iter()
+            .zip(&self.program.globals)
+            .find_map(|(&at, v)| {
+                (p >= at && p - at < v.bytes)
+                    .then(|| &v.init[(p - at).min(v.init.len() as u64) as usize..])
+            });
+        match held {
+            Some(bytes) => {
+                let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+                String::from_utf8_lossy(&bytes[..end]).into_owned()
+            }
+            None => format!("(a string at {p:#x})"),
         }
     }
 
@@ -2063,6 +2137,32 @@ impl Thread<'_> {
 /// results to sign-preserving zero and rounds to nearest even; `add.f64` does not flush.
 fn atom_op(op: AtomOp, ty: AtomType, old: u64, b: u64, c: u64) -> u64 {
     match ty {
+        // `atom.add.noftz.{f16,bf16}{x2}`: each 16-bit element added and rounded to nearest
+        // even, as `add` on packed halves, without flushing subnormals (only add decodes).
+        AtomType::Half {
+            bf16: is_bf16,
+            pair,
+        } => {
+            let lane = |k: u32| {
+                let h = |v: u64| (v >> (16 * k)) as u16;
+                let add = Half2Op::Add;
+                u64::from(half_lane(
+                    add,
+                    is_bf16,
+                    false,
+                    false,
+                    false,
+                    h(old),
+                    h(b),
+                    0,
+                ))
+            };
+            if pair {
+                lane(0) | (lane(1) << 16)
+            } else {
+                lane(0)
+            }
+        }
         AtomType::Float(Float::F32) => match op {
             AtomOp::Add => {
                 let (x, y) = (f32ops::get(old, true), f32ops::get(b, true));
@@ -2235,6 +2335,35 @@ fn cvt(conv: Conv, ftz: bool, sat: bool, v: u64) -> u64 {
                 r.clamp(0.0, mask(to.bits) as f64) as u64
             };
             out & mask(to.bits)
+        }
+        Conv::IntToHalf {
+            from,
+            bf16: is_bf16,
+        } => {
+            let x = norm(v, from);
+            let exact = if from.signed {
+                i128::from(x as i64)
+            } else {
+                i128::from(x)
+            };
+            // To f64 rounded to odd (exact for 32-bit integers), then once to nearest even: a
+            // 64-bit integer is rounded once, as the ISA's single rounding does.
+            let nearest = exact as f64;
+            let f = if nearest as i128 == exact {
+                nearest
+            } else {
+                let toward_zero = if (nearest as i128).abs() > exact.abs() {
+                    nearest.to_bits() - 1
+                } else {
+                    nearest.to_bits()
+                };
+                f64::from_bits(toward_zero | 1)
+            };
+            u64::from(if is_bf16 {
+                bf16::from_f64(f).to_bits()
+            } else {
+                f16::from_f64(f).to_bits()
+            })
         }
         Conv::IntToFloat { from, to, mode } => {
             let x = norm(v, from);

@@ -4,8 +4,10 @@ each option level, written to ptx/<source>.<level>.ptx.
 
 NVRTC comes from PyPI, no CUDA toolkit and no GPU needed:
 
-    pip install nvidia-cuda-nvrtc-cu12
+    pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
     python3 tests/foreign/generate.py
+
+(the runtime wheel for its headers: refusals.cu includes cuda_bf16.h).
 
 The PTX is committed: the test that runs it (tests/tests/foreign.rs) needs no NVRTC. Rerun this
 after changing a source, and commit what it writes.
@@ -45,6 +47,16 @@ def load_nvrtc():
     sys.exit("libnvrtc not found: pip install nvidia-cuda-nvrtc-cu12")
 
 
+def include_dirs():
+    """CUDA's device headers (cuda_bf16.h, for refusals.cu) from the nvidia-cuda-runtime-cu12
+    wheel, wherever pip put it: -I options, none when it is not installed."""
+    for root in (pathlib.Path(p) for p in sys.path if p):
+        include = root / "nvidia/cuda_runtime/include"
+        if (include / "cuda_bf16.h").exists():
+            return [f"-I{include}"]
+    return []
+
+
 def check(nvrtc, result, what):
     if result != 0:
         nvrtc.nvrtcGetErrorString.restype = ctypes.c_char_p
@@ -54,7 +66,7 @@ def check(nvrtc, result, what):
 def compile_ptx(nvrtc, source, name, options):
     prog = ctypes.c_void_p()
     check(nvrtc, nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None), "create")
-    opts = [o.encode() for o in [ARCH, "-std=c++17"] + options]
+    opts = [o.encode() for o in [ARCH, "-std=c++17"] + options + include_dirs()]
     argv = (ctypes.c_char_p * len(opts))(*opts)
     result = nvrtc.nvrtcCompileProgram(prog, len(opts), argv)
     size = ctypes.c_size_t()

@@ -15,11 +15,13 @@
 //! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
 //! - `doc-pastes`: the docs' pastes of `run` and `ptxas` against outputs CI saved.
 //! - `exercise`: one exercise (docs/exercises.md): correctness, emulator checks, predicted time.
+//! - `check`: one entry of any PTX module, with every emulator check on.
 
 mod atomic;
 mod baseline;
 mod bundle;
 mod cases;
+mod check;
 mod decode;
 #[cfg(test)]
 mod doc_lint;
@@ -92,6 +94,9 @@ enum Command {
     /// One exercise (docs/exercises.md): your kernel against its CPU reference with every
     /// emulator check on, then its predicted (MODELLED) time against the exercise's target.
     Exercise(exercise::ExerciseArgs),
+    /// One entry of any PTX module (NVRTC's output, your own) on the PTX backend with every
+    /// emulator check on, with the arguments given; `--list` lists its entries.
+    Check(check::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -127,6 +132,10 @@ fn main() -> ExitCode {
         Command::Exercise(args) => {
             let _watch = watchdog::arm(args.deadline, &format!("exercise {}", args.exercise));
             exercise::run(args)
+        }
+        Command::Check(args) => {
+            let _watch = watchdog::arm(args.deadline, &format!("check {}", args.file.display()));
+            check::run(args)
         }
     };
     match result {

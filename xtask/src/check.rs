@@ -1,0 +1,282 @@
+//! `cargo xtask check FILE.ptx --entry NAME --grid X,Y,Z --block X,Y,Z --arg ...`: one entry
+//! of any PTX module (NVRTC's output, a hand-written kernel) run on the PTX backend with every
+//! emulator check on (bounds, races in shared and global memory, barriers, warp collectives,
+//! asserts), and the emulator's report. A thin shell over `host::foreign`; `--list` prints the
+//! module's entries with their parameters and whether each decodes.
+
+use std::path::PathBuf;
+
+use half::{bf16, f16};
+use host::foreign::{Arg, Module};
+use host::{DeviceBuffer, Element, LaunchConfig, Runtime, dim3};
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// The PTX module (`.ptx`).
+    pub file: PathBuf,
+    /// The entry to run, as the PTX names it.
+    #[arg(long)]
+    pub entry: Option<String>,
+    /// Blocks in the grid: X or X,Y or X,Y,Z.
+    #[arg(long, default_value = "1")]
+    pub grid: String,
+    /// Threads per block: X or X,Y or X,Y,Z.
+    #[arg(long, default_value = "32")]
+    pub block: String,
+    /// Dynamic shared memory per block, in bytes.
+    #[arg(long, default_value_t = 0)]
+    pub shared: u32,
+    /// One per parameter, in order: a scalar `TYPE:VALUE` (`i32:64`, `f32:0.5`, `u64:7`), a
+    /// buffer `TYPE[N]:INIT` (TYPE f32, f64, f16, bf16, i32, u32, u8, u16, u64; INIT zeros, ones,
+    /// rand (uniform in [-1, 1), integers in [0, 100)) or iota), or a view `view:K+OFFSET`: the
+    /// buffer of argument K (from 0) from element OFFSET on.
+    #[arg(long = "arg", allow_hyphen_values = true)]
+    pub args: Vec<String>,
+    /// List the module's entries, their parameters and whether each decodes, and stop.
+    #[arg(long)]
+    pub list: bool,
+    #[command(flatten)]
+    pub(crate) deadline: crate::watchdog::Deadline,
+}
+
+pub fn run(args: &CheckArgs) -> Result<(), String> {
+    let origin = args.file.display().to_string();
+    let module = Module::file(&args.file).map_err(|e| e.to_string())?;
+    if args.list {
+        print!("{}", list(&module));
+        return Ok(());
+    }
+    let entry = args
+        .entry
+        .as_deref()
+        .ok_or("--entry NAME is required (--list lists the module's entries)")?;
+    let cfg = LaunchConfig {
+        grid: dims(&args.grid, "--grid")?,
+        block: dims(&args.block, "--block")?,
+        shared_mem_bytes: args.shared,
+    };
+    let rt = module.runtime();
+    if let host::runtime::Backend::Ptx(device) = rt.backend() {
+        // Every check on, whatever KERNELS_EMU_GLOBAL_RACES says.
+        device.emulator().set_global_race_check(true);
+    }
+    let mut buffers: Vec<Option<Buffer>> = Vec::new();
+    for (k, spec) in args.args.iter().enumerate() {
+        let arg = parse_arg(spec, k).map_err(|e| format!("--arg {spec}: {e}"))?;
+        buffers.push(match arg {
+            Parsed::Buffer { ty, len, init } => Some(
+                Buffer::new(rt, &ty, len, &init, k as u64)
+                    .map_err(|e| format!("--arg {spec}: {e}"))?,
+            ),
+            _ => None,
+        });
+    }
+    let mut launch_args = Vec::new();
+    for (k, spec) in args.args.iter().enumerate() {
+        let arg = match parse_arg(spec, k)? {
+            Parsed::Scalar(a) => a,
+            Parsed::Buffer { .. } => buffers[k].as_ref().expect("made above").arg(0)?,
+            Parsed::View { of, offset } => match buffers.get(of) {
+                Some(Some(b)) if of < k => b.arg(offset)?,
+                _ => {
+                    return Err(format!(
+                        "--arg {spec}: argument {of} is not a buffer given before this one"
+                    ));
+                }
+            },
+        };
+        launch_args.push(arg);
+    }
+    let threads = cfg.grid.volume() * cfg.block.volume();
+    println!(
+        "{origin}: `{entry}` on a grid of {} x {} x {} blocks of {} x {} x {} threads ({threads} threads), every emulator check on",
+        cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y, cfg.block.z
+    );
+    let counters = module
+        .launch(entry, &cfg, &launch_args)
+        .map_err(|e| e.to_string())?;
+    println!(
+        "no bug found: no out-of-bounds or misaligned access, no data race, no barrier divergence, no failed assert"
+    );
+    println!(
+        "global memory: {} bytes read, {} written; shared memory: {} read, {} written; {} barriers, {} warp collectives",
+        counters.global_read_bytes,
+        counters.global_write_bytes,
+        counters.shared_read_bytes,
+        counters.shared_write_bytes,
+        counters.barriers,
+        counters.warp_collectives
+    );
+    Ok(())
+}
+
+/// `--list`: each entry, its parameters, and why it is refused if it is.
+fn list(module: &Module) -> String {
+    let mut out = String::new();
+    for e in module.entries() {
+        let params: Vec<String> = e
+            .params
+            .iter()
+            .map(|(name, ty, bytes)| format!("{name}: .{ty} ({bytes} B)"))
+            .collect();
+        out.push_str(&format!("{}({})\n", e.name, params.join(", ")));
+        match &e.refused {
+            None => out.push_str("    decodes: runs on the PTX backend\n"),
+            Some(why) => out.push_str(&format!("    refused: {why}\n")),
+        }
+    }
+    out
+}
+
+/// `X`, `X,Y` or `X,Y,Z`, each at least 1.
+fn dims(text: &str, what: &str) -> Result<kernels::cuda::emu::Dim3, String> {
+    let parts: Vec<u32> = text
+        .split(',')
+        .map(|p| p.trim().parse::<u32>().ok().filter(|&v| v > 0))
+        .collect::<Option<_>>()
+        .filter(|v: &Vec<u32>| (1..=3).contains(&v.len()))
+        .ok_or_else(|| format!("{what} {text}: expected X, X,Y or X,Y,Z of positive integers"))?;
+    let at = |i: usize| parts.get(i).copied().unwrap_or(1);
+    Ok(dim3(at(0), at(1), at(2)))
+}
+
+/// One `--arg`, read.
+enum Parsed {
+    Scalar(Arg<'static>),
+    Buffer {
+        ty: String,
+        len: usize,
+        init: String,
+    },
+    View {
+        of: usize,
+        offset: usize,
+    },
+}
+
+fn parse_arg(spec: &str, k: usize) -> Result<Parsed, String> {
+    let (head, value) = spec
+        .split_once(':')
+        .ok_or("expected TYPE:VALUE, TYPE[N]:INIT or view:K+OFFSET")?;
+    if head == "view" {
+        let (of, offset) = value.split_once('+').ok_or("expected view:K+OFFSET")?;
+        let of = of
+            .parse()
+            .map_err(|_| format!("`{of}` is not an argument number"))?;
+        let offset = offset
+            .parse()
+            .map_err(|_| format!("`{offset}` is not an element offset"))?;
+        if of >= k {
+            return Err(format!("a view of argument {of} must come after it"));
+        }
+        return Ok(Parsed::View { of, offset });
+    }
+    if let Some((ty, len)) = head.strip_suffix(']').and_then(|h| h.split_once('[')) {
+        let len = len
+            .parse()
+            .map_err(|_| format!("`{len}` is not a number of elements"))?;
+        return Ok(Parsed::Buffer {
+            ty: ty.to_string(),
+            len,
+            init: value.to_string(),
+        });
+    }
+    fn number<T: std::str::FromStr>(value: &str, head: &str) -> Result<T, String> {
+        value
+            .parse()
+            .map_err(|_| format!("`{value}` is not a {head}"))
+    }
+    let scalar = match head {
+        "i32" => Arg::I32(number(value, head)?),
+        "u32" => Arg::U32(number(value, head)?),
+        "i64" => Arg::I64(number(value, head)?),
+        "u64" => Arg::U64(number(value, head)?),
+        "f32" => Arg::F32(number(value, head)?),
+        "f64" => Arg::F64(number(value, head)?),
+        other => {
+            return Err(format!(
+                "unknown scalar type `{other}` (i32, u32, i64, u64, f32, f64)"
+            ));
+        }
+    };
+    Ok(Parsed::Scalar(scalar))
+}
+
+/// A buffer an argument made, of its element type.
+enum Buffer {
+    F32(DeviceBuffer<f32>),
+    F64(DeviceBuffer<f64>),
+    F16(DeviceBuffer<f16>),
+    Bf16(DeviceBuffer<bf16>),
+    I32(DeviceBuffer<i32>),
+    U32(DeviceBuffer<u32>),
+    U8(DeviceBuffer<u8>),
+    U16(DeviceBuffer<u16>),
+    U64(DeviceBuffer<u64>),
+}
+
+impl Buffer {
+    /// `len` elements of `ty` initialised as `init` says (`rand` seeded by the argument's place).
+    fn new(rt: &Runtime, ty: &str, len: usize, init: &str, seed: u64) -> Result<Self, String> {
+        let values: Vec<f64> = match init {
+            "zeros" => vec![0.0; len],
+            "ones" => vec![1.0; len],
+            "iota" => (0..len).map(|i| i as f64).collect(),
+            "rand" => {
+                let float = matches!(ty, "f32" | "f64" | "f16" | "bf16");
+                let (lo, hi) = if float { (-1.0, 1.0) } else { (0.0, 100.0) };
+                host::reference::uniform(len, seed + 1, lo, hi)
+                    .into_iter()
+                    .map(|x| {
+                        if float {
+                            f64::from(x)
+                        } else {
+                            f64::from(x).floor()
+                        }
+                    })
+                    .collect()
+            }
+            other => {
+                return Err(format!(
+                    "unknown initialiser `{other}` (zeros, ones, rand, iota)"
+                ));
+            }
+        };
+        fn up<T: Element>(rt: &Runtime, v: Vec<T>) -> Result<DeviceBuffer<T>, String> {
+            rt.upload(&v).map_err(|e| e.to_string())
+        }
+        let v = values.into_iter();
+        Ok(match ty {
+            "f32" => Self::F32(up(rt, v.map(|x| x as f32).collect())?),
+            "f64" => Self::F64(up(rt, v.collect())?),
+            "f16" => Self::F16(up(rt, v.map(f16::from_f64).collect())?),
+            "bf16" => Self::Bf16(up(rt, v.map(bf16::from_f64).collect())?),
+            "i32" => Self::I32(up(rt, v.map(|x| x as i32).collect())?),
+            "u32" => Self::U32(up(rt, v.map(|x| x as u32).collect())?),
+            "u8" => Self::U8(up(rt, v.map(|x| x as u8).collect())?),
+            "u16" => Self::U16(up(rt, v.map(|x| x as u16).collect())?),
+            "u64" => Self::U64(up(rt, v.map(|x| x as u64).collect())?),
+            other => {
+                return Err(format!(
+                    "unknown element type `{other}` (f32, f64, f16, bf16, i32, u32, u8, u16, u64)"
+                ));
+            }
+        })
+    }
+
+    /// The buffer from element `offset` on, as a launch argument.
+    fn arg(&self, offset: usize) -> Result<Arg<'_>, String> {
+        let view = match self {
+            Self::F32(b) => Arg::view(b, offset),
+            Self::F64(b) => Arg::view(b, offset),
+            Self::F16(b) => Arg::view(b, offset),
+            Self::Bf16(b) => Arg::view(b, offset),
+            Self::I32(b) => Arg::view(b, offset),
+            Self::U32(b) => Arg::view(b, offset),
+            Self::U8(b) => Arg::view(b, offset),
+            Self::U16(b) => Arg::view(b, offset),
+            Self::U64(b) => Arg::view(b, offset),
+        };
+        view.map_err(|e| e.to_string())
+    }
+}

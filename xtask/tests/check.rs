@@ -1,0 +1,131 @@
+//! `cargo xtask check` on NVRTC's output (`tests/foreign/ptx/refusals.*.ptx`, from
+//! `tests/foreign/cuda/refusals.cu`): `--list`, a clean run, a failed assert and a race through
+//! an offset view, each reported as the emulator reports it, with the exit status saying so.
+
+mod common;
+
+use common::xtask;
+
+/// The committed NVRTC output of `refusals.cu` at `level`.
+fn fixture(level: &str) -> String {
+    format!(
+        "{}/../tests/foreign/ptx/refusals.{level}.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// `cargo xtask check <args>`: (exit status, stdout, stderr).
+fn check(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = xtask(&[&["check"], args].concat(), &[]);
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn list_names_every_entry_with_its_parameters_and_the_refused_one_with_its_cause() {
+    let file = fixture("default");
+    let (code, out, err) = check(&[&file, "--list"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains(
+            "checked_scatter(checked_scatter_param_0: .u64 (8 B), checked_scatter_param_1: .u64 (8 B), checked_scatter_param_2: .u32 (4 B))\n    decodes"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("apply_pointer(")
+            && out.contains("refused: kernel `apply_pointer`")
+            && out.contains("indirect call through register `%rd"),
+        "{out}"
+    );
+}
+
+/// `checked_scatter` on 128 threads writing slot t of 300, its bound given as `n`.
+fn scatter(level: &str, n: &str) -> (Option<i32>, String, String) {
+    let file = fixture(level);
+    let bound = format!("i32:{n}");
+    check(&[
+        &file,
+        "--entry",
+        "checked_scatter",
+        "--grid",
+        "2",
+        "--block",
+        "64",
+        "--arg",
+        "i32[128]:iota",
+        "--arg",
+        "i32[300]:zeros",
+        "--arg",
+        &bound,
+    ])
+}
+
+#[test]
+fn a_clean_run_reports_its_traffic_and_a_failed_assert_fails_the_command() {
+    for level in ["default", "G"] {
+        let (code, out, err) = scatter(level, "300");
+        assert_eq!(code, Some(0), "{level}: {err}");
+        assert!(out.contains("no bug found"), "{level}: {out}");
+        assert!(
+            out.contains("512 bytes read, 512 written"),
+            "{level}: {out}"
+        );
+        // Slots 100 to 127 are out of the bound: the first thread to check one is thread
+        // (36, 0, 0) of block 1, global index 100.
+        let (code, _, err) = scatter(level, "100");
+        assert_eq!(code, Some(1), "{level}: {err}");
+        assert!(
+            err.contains("block (1, 0, 0): thread (36, 0, 0) panicked: device-side assertion `s >= 0 && s < n` failed at refusals.cu:"),
+            "{level}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_view_that_overlaps_the_input_is_a_race_and_bad_arguments_are_refused() {
+    let file = fixture("G");
+    let quads = |out: &str| {
+        check(&[
+            &file,
+            "--entry",
+            "sum_of_quads",
+            "--grid",
+            "2",
+            "--block",
+            "64",
+            "--arg",
+            "f32[1000]:rand",
+            "--arg",
+            out,
+        ])
+    };
+    // The sums written into the input's own tail, which other threads read: a race.
+    let (code, _, err) = quads("view:0+488");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("data race on global memory"), "{err}");
+    let (code, out, err) = quads("f32[128]:zeros");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("no bug found"), "{out}");
+    // A scalar where a pointer goes, and a view past the end, are refused with the cause.
+    let (code, _, err) = quads("i32:5");
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("parameter 1 (`sum_of_quads_param_1`, .u64) is 8 bytes"),
+        "{err}"
+    );
+    let (code, _, err) = quads("view:0+1001");
+    assert_eq!(code, Some(1));
+    assert!(err.contains("starts past its end"), "{err}");
+}
+
+/// The module file is read as `KERNELS_PTX`'s is: a device that never ends, or a folder, is
+/// refused before it is read (read whole, `/dev/zero` ran the machine out of memory).
+#[test]
+fn a_file_that_is_not_a_regular_file_is_refused_before_it_is_read() {
+    for path in ["/dev/zero", "/"] {
+        let (code, _, err) = check(&[path, "--list"]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains("is not a regular file"), "{err}");
+    }
+}
