@@ -985,6 +985,16 @@ struct Decoder<'m> {
 
 type DResult<T> = Result<T, String>;
 
+/// An instruction's text on one line: NVRTC spreads a `call`'s operands over several, with tabs.
+fn one_line(text: &'static str) -> &'static str {
+    if text.contains(['\t', '\n']) || text.contains("  ") {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        Box::leak(words.join(" ").into_boxed_str())
+    } else {
+        text
+    }
+}
+
 /// The functions a kernel's code reaches: the entry first, then every `.func` its `call`s
 /// name, in the order first named. A callee that is only declared, or whose body could not be
 /// read, is an error naming the call.
@@ -1000,7 +1010,9 @@ fn reachable<'m>(
             let at = |why: String| {
                 format!(
                     "kernel `{}`, PTX line {}: `{}`: {why}",
-                    entry.name, i.line, i.text
+                    entry.name,
+                    i.line,
+                    one_line(i.text)
                 )
             };
             let callee = callee(f, &i.operands).map_err(at)?;
@@ -1153,12 +1165,7 @@ fn ptx_sites(
             .map(|(i, &k)| PtxSite {
                 function: order[k].name,
                 line: i.line,
-                text: if i.text.contains(['\t', '\n']) || i.text.contains("  ") {
-                    let words: Vec<&str> = i.text.split_whitespace().collect();
-                    Box::leak(words.join(" ").into_boxed_str())
-                } else {
-                    i.text
-                },
+                text: one_line(i.text),
                 source: i.loc.and_then(|(file, line)| {
                     module
                         .files

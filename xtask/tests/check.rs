@@ -38,6 +38,9 @@ fn list_names_every_entry_with_its_parameters_and_the_refused_one_with_its_cause
             && out.contains("indirect call through register `%rd"),
         "{out}"
     );
+    // The refused call on one line, as NVRTC's tabs and line breaks would split the report.
+    let refused = out.lines().find(|l| l.contains("refused:")).unwrap();
+    assert!(refused.contains("`call (retval0), %rd"), "{out}");
 }
 
 /// `checked_scatter` on 128 threads writing slot t of 300, its bound given as `n`.
