@@ -567,6 +567,54 @@ proptest! {
     }
 }
 
+/// The naive flow in `T` (`kernels::attention::naive_mma`: both products on the tensor cores,
+/// S and P f32 in HBM) on `problem` rounded to `T`: within the same bound as the fused
+/// tensor-core kernel (its scores are as exact, and it rounds P and O to `T` as that kernel
+/// does), its counted bytes equal to its traffic model exactly and its counted FLOPs covering
+/// the model's (the emulator counts every `mma` issued, over partial tiles too).
+fn naive_tensor_cores<T: FusedElement + attention::NaiveElement>(
+    problem: &Problem,
+) -> Result<(), String> {
+    let (problem, [q, k, v]) = problem.rounded::<T>();
+    let rt = runtime();
+    let s = &problem.shape;
+    let [q, k, v] = upload(&rt, [&q, &k, &v]);
+    let mut o = rt.alloc::<T>(s.q_elems()).unwrap();
+    let mut workspace = attention::NaiveWorkspace::new(&rt, s).unwrap();
+    let counters = attention::naive(&rt, &q, &k, &v, &mut o, &mut workspace, s, &problem.params)
+        .map_err(|e| e.to_string())?;
+    let o: Vec<f32> = rt
+        .download(&o)
+        .unwrap()
+        .iter()
+        .map(FusedElement::to_f32)
+        .collect();
+    check_rounded(&problem, &o, None, &problem.reference(), 1.0, T::U)?;
+    if let Some(c) = counters {
+        let model = attention::naive_traffic_of::<T>(s).total();
+        let counted = (c.global_read_bytes, c.global_write_bytes);
+        if counted != (model.bytes_read, model.bytes_written) || c.flops < model.flops {
+            return Err(format!(
+                "counted (read, written) {counted:?} and {} FLOPs, model {model:?}",
+                c.flops
+            ));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(suite::proptest_config(8))]
+
+    /// The naive flow in bf16 and f16 vs the f64 reference of the rounded inputs, on shapes that
+    /// are no multiple of its 64 x 64 tiles, causal or not, fewer keys than queries or more.
+    #[test]
+    fn naive_tensor_core_flow_matches_the_reference(problem in problem_strategy(), use_bf16 in any::<bool>()) {
+        let result = if use_bf16 { naive_tensor_cores::<bf16>(&problem) } else { naive_tensor_cores::<f16>(&problem) };
+        result.map_err(TestCaseError::fail)?;
+    }
+}
+
 /// The variant with half of its exponentials on the FMA units (`exp2_fma`, relative error at
 /// most `EXP2_FMA_MAX_REL_ERROR` = e): each of those weights moves by a factor within `1 +- e`,
 /// so O by at most `2 e max|v|` more than the SFU kernel's bound and the LSE by at most `e`. It

@@ -105,6 +105,20 @@ fn table(name: &str) -> Option<Launch> {
         "attention_scores_f32" | "attention_pv_f32_d64" | "attention_pv_f32_d128" => {
             from_config(attention::naive_config(1, 1, 1))
         }
+        // The naive flow's tensor-core products: 4 warps, Q and K tiles (scores) or one V tile
+        // (P V) of padded 16-bit rows.
+        n if n.starts_with("attention_scores_") || n.starts_with("attention_pv_") => {
+            use kernels::attention::{flash_mma, naive_mma};
+            let d = HEAD_DIMS
+                .into_iter()
+                .find(|d| n.ends_with(&format!("_d{d}")))? as usize;
+            let shared = if n.starts_with("attention_scores_") {
+                naive_mma::scores_shared_bytes(d)
+            } else {
+                naive_mma::pv_shared_bytes(d)
+            };
+            launch(flash_mma::THREADS as u32, shared as u32, None)
+        }
         n if n.starts_with("flash_attention_") => {
             let d = HEAD_DIMS
                 .into_iter()

@@ -1142,6 +1142,7 @@ fn rayon_threads() -> usize {
 fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
     use host::ops::attention::{
         AttentionShape, Flow, device_bytes, fused_traffic, max_sequence_len, naive_traffic,
+        naive_traffic_of,
     };
     let (batch, heads, d) = (4, 16, 128);
     println!(
@@ -1149,10 +1150,11 @@ fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
         spec.name
     );
     println!(
-        "{:>8} {:>14} {:>14} {:>14} {:>16} {:>16} {:>10} {:>10}",
+        "{:>8} {:>14} {:>14} {:>14} {:>14} {:>16} {:>16} {:>10} {:>10}",
         "N",
         "naive f32",
         "fused f32",
+        "naive bf16",
         "fused bf16",
         "naive memory",
         "fused memory",
@@ -1165,6 +1167,8 @@ fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
         let naive = Roofline::modelled(&naive_traffic(&shape).compulsory, spec).seconds;
         let fused_f32 =
             Roofline::modelled(&fused_traffic::<f32>(&shape, false).compulsory, spec).seconds;
+        let naive_bf16 =
+            Roofline::modelled(&naive_traffic_of::<half::bf16>(&shape).compulsory, spec).seconds;
         let fused =
             Roofline::modelled(&fused_traffic::<half::bf16>(&shape, false).compulsory, spec)
                 .seconds;
@@ -1180,9 +1184,10 @@ fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
             }
         };
         println!(
-            "{n:>8} {:>14} {:>14} {:>14} {:>13.1} GB {:>13.2} GB {:>10} {:>10}",
+            "{n:>8} {:>14} {:>14} {:>14} {:>14} {:>13.1} GB {:>13.2} GB {:>10} {:>10}",
             duration(naive),
             duration(fused_f32),
+            duration(naive_bf16),
             duration(fused),
             nm as f64 / 1e9,
             fm as f64 / 1e9,
@@ -1198,34 +1203,76 @@ fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
         max_sequence_len(Flow::Naive, hbm, batch, heads, d),
         max_sequence_len(Flow::Fused, hbm, batch, heads, d)
     );
-    let time = |k: &str| {
-        rows.iter()
-            .find(|r| r.kernel == k)
-            .map(|r| r.roofline.seconds)
-    };
+    let row = |k: &str| rows.iter().find(|r| r.kernel == k);
     let how = if rows.first().is_some_and(|r| r.measured) {
         "measured"
     } else {
         "modelled"
     };
-    // Two gains, each at one data type: fusing (f32 against f32) and the tensor cores (the
-    // fused kernel in bf16 against the same kernel in f32). Their product, bf16 fused over f32
-    // naive, mixes the two.
-    for (gain, slow, fast) in [
-        ("fusion", "attention_naive_f32", "attention_fused_f32"),
+    // Fusion at each data type that has both flows, naive against fused on the same units: in
+    // f32 on the CUDA cores, in bf16 on mma.sync and on wgmma. Then the tensor cores (the fused
+    // kernel in bf16 against the same kernel in f32). A product of the two, bf16 fused over f32
+    // naive, would mix them.
+    for (what, slow, fast) in [
+        ("fusion, f32", "attention_naive_f32", "attention_fused_f32"),
         (
-            "tensor cores",
-            "attention_fused_f32",
+            "fusion, bf16",
+            "attention_naive_bf16",
             "attention_fused_bf16",
         ),
+        (
+            "fusion, bf16",
+            "attention_naive_bf16",
+            "attention_wgmma_bf16",
+        ),
     ] {
-        if let (Some(s), Some(f)) = (time(slow), time(fast)) {
-            println!(
-                "gain of {gain} at N = 4096: {fast} over {slow}: {:.1}x ({how})",
-                s / f
-            );
+        if let (Some(s), Some(f)) = (row(slow), row(fast)) {
+            println!("{}", fusion_gain(what, s, f, how));
         }
     }
+    if let (Some(s), Some(f)) = (row("attention_fused_f32"), row("attention_fused_bf16")) {
+        println!(
+            "gain of tensor cores at N = 4096: attention_fused_bf16 over attention_fused_f32: {:.1}x ({how})",
+            s.roofline.seconds / f.roofline.seconds
+        );
+    }
+}
+
+/// One "gain of fusion" line: the fused row's speedup over the naive row at their roofline
+/// bounds and, where both are predicted, by the performance model; then the reason, read from
+/// the naive row's bound: where it is compute, fusion removes bytes that were not the limit;
+/// where it is memory (S and P through HBM), fusion removes the limit.
+fn fusion_gain(what: &str, naive: &Row, fused: &Row, how: &str) -> String {
+    let bound = naive.roofline.seconds / fused.roofline.seconds;
+    let (predicted, slower) = match (&naive.predicted, &fused.predicted) {
+        (Some(Ok(n)), Some(Ok(f))) if f.seconds > 0.0 => (
+            format!(
+                ", predicted {:.1}x (limiters: naive {}, fused {})",
+                n.seconds / f.seconds,
+                n.limiter.name(),
+                f.limiter.name()
+            ),
+            n.seconds < f.seconds,
+        ),
+        _ => (String::new(), false),
+    };
+    let reason = match naive.roofline.bound {
+        Bound::Compute => {
+            "the naive flow is compute-bound already: the bytes of S and P that fusion removes were not its limit"
+        }
+        _ => {
+            "the naive flow is bound by S and P's round trips through HBM, which fusion removes; the fused one by its arithmetic"
+        }
+    };
+    let slower = if slower {
+        "; predicted, the fused kernel's own limiter costs more than the naive kernels'"
+    } else {
+        ""
+    };
+    format!(
+        "gain of {what} at N = 4096: {} over {}: bound {bound:.1}x{predicted}, {how}; {reason}{slower}",
+        fused.kernel, naive.kernel
+    )
 }
 
 #[cfg(test)]

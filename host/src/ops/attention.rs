@@ -7,8 +7,8 @@
 use half::{bf16, f16};
 use kernels::attention::{
     ATTENTION_FUSED_BF16, ATTENTION_FUSED_BF16_FMA_EXP, ATTENTION_FUSED_F16, ATTENTION_FUSED_F32,
-    ATTENTION_NAIVE_F32, ATTENTION_NAIVE_F32_CAUSAL, FlashKernel, HEAD_DIMS, flash_wgmma,
-    naive as naive_kernels,
+    ATTENTION_NAIVE_BF16, ATTENTION_NAIVE_F16, ATTENTION_NAIVE_F32, ATTENTION_NAIVE_F32_CAUSAL,
+    FlashKernel, HEAD_DIMS, NaiveKernel, flash_wgmma, naive as naive_kernels,
 };
 use kernels::cuda::tma::TmaSwizzle;
 use kernels::registry::{Dims, Spec};
@@ -593,16 +593,42 @@ impl NaiveWorkspace {
     }
 }
 
+/// An element type of the naive flow: f32 (`kernels::attention::naive`, CUDA cores), or bf16
+/// and f16 (`kernels::attention::naive_mma`, its two products on tensor cores); S and P are f32
+/// in every one. Its spec is the row of `cargo xtask run` the op launches through.
+pub trait NaiveElement: Element + NaiveKernel + crate::registry::SpecElement {
+    /// The non-causal row's spec (`attention_naive_f32`, `_bf16`, `_f16`).
+    const NAIVE_SPEC: &'static Spec;
+    /// The causal row's, where there is one (f32); the others launch through the non-causal
+    /// spec, which names the same kernels and buffers (the op passes the mask itself).
+    const NAIVE_CAUSAL_SPEC: &'static Spec = Self::NAIVE_SPEC;
+}
+
+impl NaiveElement for f32 {
+    const NAIVE_SPEC: &'static Spec = &ATTENTION_NAIVE_F32;
+    const NAIVE_CAUSAL_SPEC: &'static Spec = &ATTENTION_NAIVE_F32_CAUSAL;
+}
+
+impl NaiveElement for bf16 {
+    const NAIVE_SPEC: &'static Spec = &ATTENTION_NAIVE_BF16;
+}
+
+impl NaiveElement for f16 {
+    const NAIVE_SPEC: &'static Spec = &ATTENTION_NAIVE_F16;
+}
+
 /// Attention as written, three launches: [`scores`] writes S to HBM, the softmax chapter's
 /// fused row softmax ([`softmax::fused`]) turns it into P in HBM, [`probabilities_times_values`]
-/// reads P back for O. S and P live in `workspace` ([`NaiveWorkspace::new`]).
+/// reads P back for O (in bf16 and f16, the tensor-core kernels of `naive_mma` in place of
+/// the first and last). S and P live in `workspace` ([`NaiveWorkspace::new`]), f32 for every
+/// element type.
 #[allow(clippy::too_many_arguments)]
-pub fn naive(
+pub fn naive<T: NaiveElement>(
     rt: &Runtime,
-    q: &DeviceBuffer<f32>,
-    k: &DeviceBuffer<f32>,
-    v: &DeviceBuffer<f32>,
-    o: &mut DeviceBuffer<f32>,
+    q: &DeviceBuffer<T>,
+    k: &DeviceBuffer<T>,
+    v: &DeviceBuffer<T>,
+    o: &mut DeviceBuffer<T>,
     workspace: &mut NaiveWorkspace,
     shape: &AttentionShape,
     params: &AttentionParams,
@@ -613,9 +639,9 @@ pub fn naive(
     }
     let NaiveWorkspace { s, p } = workspace;
     let spec = if params.causal {
-        &ATTENTION_NAIVE_F32_CAUSAL
+        T::NAIVE_CAUSAL_SPEC
     } else {
-        &ATTENTION_NAIVE_F32
+        T::NAIVE_SPEC
     };
     let scale_mask = (params.scale, params.causal);
     crate::registry::launch_with(
@@ -626,7 +652,7 @@ pub fn naive(
         &[s, p],
         &[],
         dims(shape),
-        &|l, b, d| kernels::attention::launch_naive(l, b, d, scale_mask),
+        &|l, b, d| kernels::attention::launch_naive::<T>(l, b, d, scale_mask),
     )
 }
 
@@ -778,10 +804,14 @@ pub fn pv_traffic(shape: &AttentionShape) -> Traffic {
 /// the naive kernels compute every score and every product with P, and mask by writing `-inf`
 /// (see [`naive_flops`]).
 pub fn naive_traffic(shape: &AttentionShape) -> Traffic {
-    traffic(
-        kernels::attention::naive_cost(dims(shape)),
-        ComputeUnit::CudaCoreF32,
-    )
+    naive_traffic_of::<f32>(shape)
+}
+
+/// [`naive_traffic`] of the flow in `T`: Q, K, V read and O written in `T`, S and P in f32
+/// (its spec's cost).
+pub fn naive_traffic_of<T: NaiveElement>(shape: &AttentionShape) -> Traffic {
+    let cost = kernels::attention::naive_cost_of(dims(shape), size_of::<T>());
+    traffic(cost, crate::registry::cost(T::NAIVE_SPEC, dims(shape)).unit)
 }
 
 /// The two products' FLOPs as the naive kernels execute them: `4 d` for every (query, key)

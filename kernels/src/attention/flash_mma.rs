@@ -118,14 +118,14 @@ pub const fn b_fragment_row(lane: usize) -> (usize, usize) {
 
 /// This lane's `ldmatrix.x4` row for an A operand, or a `.trans` B operand: (row, column).
 #[inline(always)]
-fn x4_lane(lane: usize) -> (usize, usize) {
+pub(super) fn x4_lane(lane: usize) -> (usize, usize) {
     let (row, col) = ldmatrix_x4_lane(lane as u32);
     (row as usize, col as usize)
 }
 
 /// Where register `e` (0..4) of this lane's accumulator fragment sits in its 16 x 8 tile.
 #[inline(always)]
-fn accumulator_at(lane: usize, e: usize) -> (usize, usize) {
+pub(super) fn accumulator_at(lane: usize, e: usize) -> (usize, usize) {
     let (row, col) = accumulator_position(lane as u32, e as u32);
     (row as usize, col as usize)
 }
@@ -149,7 +149,7 @@ pub(super) fn quad_sum(x: f32) -> f32 {
 /// block's threads taking consecutive chunks (coalesced). Rows past `rows` are zero-filled
 /// without reading anything (`src_bytes = 0`, from the matrix's first, valid address).
 #[inline(always)]
-unsafe fn copy_tile_async<T: Half, const D: usize>(
+pub(super) unsafe fn copy_tile_async<T: Half, const D: usize>(
     src: GlobalPtr<T>,
     first: usize,
     rows: usize,

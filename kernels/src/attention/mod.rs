@@ -43,6 +43,7 @@ pub mod flash_f32;
 pub mod flash_mma;
 pub mod flash_wgmma;
 pub mod naive;
+pub mod naive_mma;
 #[cfg(not(target_arch = "nvptx64"))]
 mod spec;
 
@@ -62,6 +63,11 @@ pub use flash_wgmma::{
     flash_attention_wgmma_f16_d128,
 };
 pub use naive::{attention_pv_f32_d64, attention_pv_f32_d128, attention_scores_f32};
+pub use naive_mma::{
+    attention_pv_bf16_d64, attention_pv_bf16_d128, attention_pv_f16_d64, attention_pv_f16_d128,
+    attention_scores_bf16_d64, attention_scores_bf16_d128, attention_scores_f16_d64,
+    attention_scores_f16_d128,
+};
 
 /// Head dimensions the kernels are built for (each is a separate kernel with `d` fixed at
 /// compile time, so that the per-row accumulators are arrays of known size, i.e. registers).

@@ -14,7 +14,9 @@
 
 use std::vec::Vec;
 
-use super::{flash_f32, flash_mma, is_visible, kv_end, kv_rows_loaded, naive, visible_keys};
+use super::{
+    flash_f32, flash_mma, is_visible, kv_end, kv_rows_loaded, naive, naive_mma, visible_keys,
+};
 use crate::cuda::emu::Dim3;
 use crate::cuda::{Bf16, F16, GlobalPtr};
 use crate::registry::*;
@@ -74,31 +76,47 @@ const fn with_rereads(once: u64, reads: u64, bytes_written: u64, flops: u64, exp
     }
 }
 
-/// Naive step 1 (`attention_scores_f32`): reads Q and K, writes S; each 64-row tile of Q is
+/// Naive step 1 (`attention_scores_f32`, or `_bf16`/`_f16` on the tensor cores, whose inputs
+/// are `elem_bytes` each): reads Q and K, writes S (f32 in every flow); each 64-row tile of Q is
 /// read once per 64-key tile of K and vice versa. FLOPs: `2 d` per pair, masked or not.
-pub fn scores_cost(dims: Dims) -> Cost {
+pub fn scores_cost_of(dims: Dims, elem_bytes: usize) -> Cost {
     let [_, _, n_q, n_kv, _] = dims;
     let tile = naive::OUT_TILE;
     let (q, kv, s) = elems(dims);
-    let (q, k) = (F32 * q as u64, F32 * kv as u64);
+    let (q, k) = ((elem_bytes * q) as u64, (elem_bytes * kv) as u64);
     let reads = q * n_kv.div_ceil(tile) as u64 + k * n_q.div_ceil(tile) as u64;
     with_rereads(q + k, reads, F32 * s as u64, naive_flops(dims) / 2, 0)
 }
 
-/// Naive step 3 (`attention_pv_f32_d*`): reads P once (a block computes whole rows of O), V once
-/// per 64-row query tile, writes O. FLOPs: `2 d` per pair (masked keys' zeros included).
-pub fn pv_cost(dims: Dims) -> Cost {
-    let n_q = dims[2];
-    let (q, kv, s) = elems(dims);
-    let (p, v) = (F32 * s as u64, F32 * kv as u64);
-    let reads = p + v * n_q.div_ceil(naive::OUT_TILE) as u64;
-    with_rereads(p + v, reads, F32 * q as u64, naive_flops(dims) / 2, 0)
+/// [`scores_cost_of`] in f32.
+pub fn scores_cost(dims: Dims) -> Cost {
+    scores_cost_of(dims, F32 as usize)
 }
 
-/// The naive flow: [`scores_cost`], the softmax chapter's fused row softmax on the `batch x
-/// heads x n_q` rows of S (which reads a row twice where it is too long to keep on chip: a
-/// re-read), and [`pv_cost`]. The mask changes none of it.
-pub fn naive_cost(dims: Dims) -> Cost {
+/// Naive step 3 (`attention_pv_*`, V and O of `elem_bytes` each): reads P (f32) once (a block
+/// computes whole rows of O), V once per 64-row query tile, writes O. FLOPs: `2 d` per pair
+/// (masked keys' zeros included).
+pub fn pv_cost_of(dims: Dims, elem_bytes: usize) -> Cost {
+    let n_q = dims[2];
+    let (q, kv, s) = elems(dims);
+    let (p, v) = (F32 * s as u64, (elem_bytes * kv) as u64);
+    let reads = p + v * n_q.div_ceil(naive::OUT_TILE) as u64;
+    with_rereads(p + v, reads, (elem_bytes * q) as u64, naive_flops(dims) / 2, 0)
+}
+
+/// [`pv_cost_of`] in f32.
+pub fn pv_cost(dims: Dims) -> Cost {
+    pv_cost_of(dims, F32 as usize)
+}
+
+// Both naive flows tile S by 64 x 64 and O by 64 rows: the costs above hold for either.
+const _: () = assert!(naive::OUT_TILE == naive_mma::TILE);
+
+/// The naive flow with inputs and output of `elem_bytes` each: [`scores_cost_of`], the softmax
+/// chapter's fused row softmax on the `batch x heads x n_q` rows of S (f32; it reads a row twice
+/// where it is too long to keep on chip: a re-read), and [`pv_cost_of`]. The mask changes none
+/// of it.
+pub fn naive_cost_of(dims: Dims, elem_bytes: usize) -> Cost {
     let [batch, heads, n_q, n_kv, _] = dims;
     let softmax = crate::softmax::fused_cost::<f32>([batch * heads * n_q, n_kv, 1, 1, 1]);
     let s = F32 * elems(dims).2 as u64;
@@ -106,7 +124,14 @@ pub fn naive_cost(dims: Dims) -> Cost {
         resident_rereads: softmax.bytes_read - s,
         ..softmax
     };
-    scores_cost(dims).plus(softmax).plus(pv_cost(dims))
+    scores_cost_of(dims, elem_bytes)
+        .plus(softmax)
+        .plus(pv_cost_of(dims, elem_bytes))
+}
+
+/// [`naive_cost_of`] in f32: the f32 flow's cost.
+pub fn naive_cost(dims: Dims) -> Cost {
+    naive_cost_of(dims, F32 as usize)
 }
 
 /// A fused kernel's cost with tiles of `br` queries and `bc` keys of `elem_bytes` each: Q, K, V
@@ -293,34 +318,166 @@ pub fn launch_fused<T: FlashKernel>(
     T::launch(launcher, geometry, dims[4], fma_exp, qkvo, lse, args(dims, scale, causal))
 }
 
-/// The naive flow's three launches on Q, K, V (inputs 0 to 2) and O (the output), S and P in
-/// workspaces 0 and 1 (f32, `n_q x n_kv` per head): `S = scale Q K^T` (masked scores `-inf`),
-/// P = the row softmax of S (the softmax chapter's fused kernel, launched through its spec),
-/// `O = P V`.
-pub fn launch_naive(
+/// An element type of the naive flow: f32 (`naive`, CUDA cores) or bf16 and f16 (`naive_mma`,
+/// tensor cores with f32 accumulation). S and P are f32 in every one, and the softmax between
+/// the two products is the same f32 kernel.
+pub trait NaiveKernel: Element {
+    /// Where the two products' FLOPs run.
+    const NAIVE_UNIT: Unit;
+    /// Threads per block of both kernels, and the dynamic shared memory of the larger at d = 128
+    /// (the occupancy table's row).
+    const NAIVE_BLOCK: (usize, usize);
+    /// Step 1: `S = scale Q K^T`, masked scores `-inf`, on the grid of 64 x 64 tiles of S.
+    #[doc(hidden)]
+    fn launch_scores(
+        launcher: &dyn Launcher,
+        dims: Dims,
+        q: GlobalPtr<Self>,
+        k: GlobalPtr<Self>,
+        s: GlobalPtr<f32>,
+        args: (u32, u32, f32, u32),
+    ) -> Result<(), LaunchError>;
+    /// Step 3: `O = P V`, on the grid of 64-row tiles of O.
+    #[doc(hidden)]
+    fn launch_pv(
+        launcher: &dyn Launcher,
+        dims: Dims,
+        p: GlobalPtr<f32>,
+        v: GlobalPtr<Self>,
+        o: GlobalPtr<Self>,
+    ) -> Result<(), LaunchError>;
+}
+
+/// The error of a naive launch at a head dimension no kernel is built for.
+fn no_naive_kernel(d: usize) -> LaunchError {
+    std::format!("no naive attention kernel for d = {d}").into()
+}
+
+impl NaiveKernel for f32 {
+    const NAIVE_UNIT: Unit = Unit::CudaCoreF32;
+    const NAIVE_BLOCK: (usize, usize) = (naive::THREADS * naive::THREADS, 0);
+    fn launch_scores(
+        launcher: &dyn Launcher,
+        [batch, heads, n_q, n_kv, d]: Dims,
+        q: GlobalPtr<f32>,
+        k: GlobalPtr<f32>,
+        s: GlobalPtr<f32>,
+        (n_q32, n_kv32, scale, causal): (u32, u32, f32, u32),
+    ) -> Result<(), LaunchError> {
+        use naive::attention_scores_f32;
+        let tile = naive::OUT_TILE;
+        let scores = naive_geometry((n_kv.div_ceil(tile), n_q.div_ceil(tile), batch * heads));
+        let d32 = d as u32;
+        crate::launch_registered!(
+            launcher,
+            scores,
+            attention_scores_f32(q, k, s, n_q32, n_kv32, d32, scale, causal)
+        )
+    }
+    fn launch_pv(
+        launcher: &dyn Launcher,
+        [batch, heads, n_q, n_kv, d]: Dims,
+        p: GlobalPtr<f32>,
+        v: GlobalPtr<f32>,
+        o: GlobalPtr<f32>,
+    ) -> Result<(), LaunchError> {
+        use naive::{attention_pv_f32_d64, attention_pv_f32_d128};
+        let pv = naive_geometry((n_q.div_ceil(naive::OUT_TILE), batch * heads, 1));
+        let (n_q, n_kv) = (n_q as u32, n_kv as u32);
+        match d {
+            64 => crate::launch_registered!(launcher, pv, attention_pv_f32_d64(p, v, o, n_q, n_kv)),
+            128 => crate::launch_registered!(launcher, pv, attention_pv_f32_d128(p, v, o, n_q, n_kv)),
+            _ => Err(no_naive_kernel(d)),
+        }
+    }
+}
+
+macro_rules! naive_mma_kernel {
+    ($t:ty, $scores64:ident, $scores128:ident, $pv64:ident, $pv128:ident) => {
+        impl NaiveKernel for $t {
+            const NAIVE_UNIT: Unit = Unit::TensorCore16;
+            const NAIVE_BLOCK: (usize, usize) =
+                (flash_mma::THREADS, naive_mma::scores_shared_bytes(128));
+            fn launch_scores(
+                launcher: &dyn Launcher,
+                [batch, heads, n_q, n_kv, d]: Dims,
+                q: GlobalPtr<$t>,
+                k: GlobalPtr<$t>,
+                s: GlobalPtr<f32>,
+                (n_q32, n_kv32, scale, causal): (u32, u32, f32, u32),
+            ) -> Result<(), LaunchError> {
+                use naive_mma::{$scores64, $scores128, TILE};
+                let blocks = (n_kv.div_ceil(TILE), n_q.div_ceil(TILE), batch * heads);
+                let g = geometry(blocks, (flash_mma::THREADS, 1), naive_mma::scores_shared_bytes(d));
+                match d {
+                    64 => crate::launch_registered!(
+                        launcher,
+                        g,
+                        $scores64(q, k, s, n_q32, n_kv32, scale, causal)
+                    ),
+                    128 => crate::launch_registered!(
+                        launcher,
+                        g,
+                        $scores128(q, k, s, n_q32, n_kv32, scale, causal)
+                    ),
+                    _ => Err(no_naive_kernel(d)),
+                }
+            }
+            fn launch_pv(
+                launcher: &dyn Launcher,
+                [batch, heads, n_q, n_kv, d]: Dims,
+                p: GlobalPtr<f32>,
+                v: GlobalPtr<$t>,
+                o: GlobalPtr<$t>,
+            ) -> Result<(), LaunchError> {
+                use naive_mma::{$pv64, $pv128, TILE};
+                let blocks = (n_q.div_ceil(TILE), batch * heads, 1);
+                let g = geometry(blocks, (flash_mma::THREADS, 1), naive_mma::pv_shared_bytes(d));
+                let (n_q, n_kv) = (n_q as u32, n_kv as u32);
+                match d {
+                    64 => crate::launch_registered!(launcher, g, $pv64(p, v, o, n_q, n_kv)),
+                    128 => crate::launch_registered!(launcher, g, $pv128(p, v, o, n_q, n_kv)),
+                    _ => Err(no_naive_kernel(d)),
+                }
+            }
+        }
+    };
+}
+
+naive_mma_kernel!(
+    Bf16,
+    attention_scores_bf16_d64,
+    attention_scores_bf16_d128,
+    attention_pv_bf16_d64,
+    attention_pv_bf16_d128
+);
+naive_mma_kernel!(
+    F16,
+    attention_scores_f16_d64,
+    attention_scores_f16_d128,
+    attention_pv_f16_d64,
+    attention_pv_f16_d128
+);
+
+/// The naive flow's three launches in `T` on Q, K, V (inputs 0 to 2) and O (the output), S and
+/// P in workspaces 0 and 1 (f32, `n_q x n_kv` per head): `S = scale Q K^T` (masked scores
+/// `-inf`), P = the row softmax of S (the softmax chapter's fused kernel, launched through its
+/// spec), `O = P V`.
+pub fn launch_naive<T: NaiveKernel>(
     launcher: &dyn Launcher,
     buffers: &Buffers,
     dims: Dims,
     (scale, causal): (f32, bool),
 ) -> Result<(), LaunchError> {
-    use naive::{attention_pv_f32_d64, attention_pv_f32_d128, attention_scores_f32};
-    let [batch, heads, n_q, n_kv, d] = dims;
+    let [batch, heads, n_q, n_kv, _] = dims;
     let (q, k, v, o) = (
-        buffers.input::<f32>(0)?,
-        buffers.input::<f32>(1)?,
-        buffers.input::<f32>(2)?,
-        buffers.output::<f32>()?,
+        buffers.input::<T>(0)?,
+        buffers.input::<T>(1)?,
+        buffers.input::<T>(2)?,
+        buffers.output::<T>()?,
     );
     let (s, p) = (buffers.workspaces[0], buffers.workspaces[1]);
-    let (n_q32, n_kv32, scale, causal) = args(dims, scale, causal);
-    let d32 = d as u32;
-    let (bh, tile) = (batch * heads, naive::OUT_TILE);
-    let scores = naive_geometry((n_kv.div_ceil(tile), n_q.div_ceil(tile), bh));
-    crate::launch_registered!(
-        launcher,
-        scores,
-        attention_scores_f32(q, k, s, n_q32, n_kv32, d32, scale, causal)
-    )?;
+    T::launch_scores(launcher, dims, q, k, s, args(dims, scale, causal))?;
     let softmax = Buffers {
         inputs: &[Untyped {
             ptr: s.cast::<u8>(),
@@ -334,15 +491,9 @@ pub fn launch_naive(
         indices: &[],
         accumulate: false,
     };
-    let rows = [bh * n_q, n_kv, 1, 1, 1];
+    let rows = [batch * heads * n_q, n_kv, 1, 1, 1];
     (crate::softmax::SOFTMAX_FUSED_F32.launch)(launcher, &softmax, rows)?;
-    let pv = naive_geometry((n_q.div_ceil(tile), bh, 1));
-    let (n_q, n_kv) = (n_q32, n_kv32);
-    match d {
-        64 => crate::launch_registered!(launcher, pv, attention_pv_f32_d64(p, v, o, n_q, n_kv)),
-        128 => crate::launch_registered!(launcher, pv, attention_pv_f32_d128(p, v, o, n_q, n_kv)),
-        _ => Err(std::format!("no naive attention kernel for d = {d}").into()),
-    }
+    T::launch_pv(launcher, dims, p, v, o)
 }
 
 /// Output rows `rows` (of `batch x heads x n_q`, each `d` long) from the definition, in f64:
@@ -424,7 +575,7 @@ const FMA_EXP_RUN: &[RunShape] = &[run_shape(1030, 64)];
 
 /// The spec of one attention row: `T` its element type, `FLOW` its kernels (0 naive, 1 fused,
 /// 2 fused with FMA exponentials), `CAUSAL` its mask.
-const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
+const fn attention_spec<T: FlashKernel + NaiveKernel, const FLOW: u8, const CAUSAL: bool>(
     name: &'static str,
     what: &'static str,
 ) -> Spec {
@@ -439,7 +590,7 @@ const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
         Flow::FusedFmaExp => (FMA_EXP_RUN, 64),
     };
     let occupancy = match flow {
-        Flow::Naive => naive_geometry((1, 1, 1)),
+        Flow::Naive => geometry((1, 1, 1), (T::NAIVE_BLOCK.0, 1), T::NAIVE_BLOCK.1),
         Flow::Fused | Flow::FusedFmaExp => {
             geometry((1, 1, 1), (T::THREADS, 1), T::SHARED_BYTES[max_d / 64 - 1])
         }
@@ -476,7 +627,7 @@ const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
         },
         indices: |_| std::vec![],
         launch: match flow {
-            Flow::Naive => |l, b, dims| launch_naive(l, b, dims, (standard_scale(dims[4]), CAUSAL)),
+            Flow::Naive => |l, b, dims| launch_naive::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL)),
             Flow::Fused => |l, b, dims| launch_fused::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL), false),
             Flow::FusedFmaExp => {
                 |l, b, dims| launch_fused::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL), true)
@@ -485,7 +636,7 @@ const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
         reference: reference::<CAUSAL>,
         tolerance: |[_, _, _, n_kv, d]| error_bound(n_kv, d, standard_scale(d), T::ELEM.unit_roundoff()),
         cost: match flow {
-            Flow::Naive => naive_cost,
+            Flow::Naive => |dims| naive_cost_of(dims, T::ELEM.bytes()),
             Flow::Fused => |dims| flash_cost(dims, CAUSAL, (T::BR, T::BC), T::ELEM.bytes()),
             // Half of the exponentials (every other 8-key piece) on the FMA units, whose FMAs
             // run beside the tensor cores and are not counted in the FLOPs.
@@ -495,7 +646,7 @@ const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
             },
         },
         unit: match flow {
-            Flow::Naive => Unit::CudaCoreF32,
+            Flow::Naive => T::NAIVE_UNIT,
             Flow::Fused | Flow::FusedFmaExp => T::UNIT,
         },
         accumulates: false,
@@ -515,6 +666,17 @@ const fn attention_spec<T: FlashKernel, const FLOW: u8, const CAUSAL: bool>(
 pub const ATTENTION_NAIVE_F32: Spec = attention_spec::<f32, 0, false>(
     "attention_naive_f32",
     "O = softmax(Q K^T / sqrt(d)) V in three kernels: S to HBM, P = softmax(S) to HBM, P V",
+);
+/// The same three kernels with the two products on `mma.sync` tensor cores, bf16 (S and P still
+/// f32 in HBM).
+pub const ATTENTION_NAIVE_BF16: Spec = attention_spec::<Bf16, 0, false>(
+    "attention_naive_bf16",
+    "O = softmax(Q K^T / sqrt(d)) V in three kernels, bf16 products on the tensor cores, S and P f32 in HBM",
+);
+/// The same, f16.
+pub const ATTENTION_NAIVE_F16: Spec = attention_spec::<F16, 0, false>(
+    "attention_naive_f16",
+    "O = softmax(Q K^T / sqrt(d)) V in three kernels, f16 products on the tensor cores, S and P f32 in HBM",
 );
 /// FlashAttention's forward pass on the CUDA cores: S and P stay on chip.
 pub const ATTENTION_FUSED_F32: Spec = attention_spec::<f32, 1, false>(
