@@ -19,6 +19,7 @@ pub mod embedded;
 pub mod exercises;
 pub mod gpu;
 pub mod ops;
+pub mod ptx_build;
 pub mod reference;
 pub mod registry;
 pub mod runtime;
