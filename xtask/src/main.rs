@@ -14,7 +14,8 @@
 //! - `new`: a new kernel from a template, one file and one registry line (docs/registry.md).
 //! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
 //! - `doc-pastes`: the docs' pastes of `run` and `ptxas` against outputs CI saved.
-//! - `exercise`: one exercise (docs/exercises.md): correctness, emulator checks, predicted time.
+//! - `exercise`: one exercise (docs/exercises.md): correctness, emulator checks, predicted time;
+//!   with `--watch`, again on every save, from the one PTX module it needs (`watch`).
 
 mod atomic;
 mod baseline;
@@ -39,6 +40,7 @@ mod run;
 mod scaffold;
 mod summary;
 mod trace_softmax;
+mod watch;
 
 use std::process::ExitCode;
 
