@@ -12,149 +12,75 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Every architecture the host can load. sm_80 (A100) and sm_90 (H100/H200) are the portable
-/// builds; sm_90a adds the Hopper-only instructions (wgmma, TMA) that no later chip keeps.
-const ARCHES: [&str; 3] = ["sm_80", "sm_90", "sm_90a"];
-const TARGET: &str = "nvptx64-nvidia-cuda";
-/// The exercises' modules and the `kernels_exercises` value each is built with.
-const EXERCISE_MODULES: [(&str, &str); 2] = [
-    ("exercises-sm_80", "stubs"),
-    ("solutions-sm_80", "solutions"),
-];
+#[path = "src/ptx_build.rs"]
+#[allow(dead_code)]
+mod ptx_build;
+
+use ptx_build::{Module, TARGET, nightly};
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let kernels = manifest.parent().unwrap().join("kernels");
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
-    println!("cargo:rerun-if-changed={}", kernels.join("src").display());
-    println!(
-        "cargo:rerun-if-changed={}",
-        kernels.join("rust-toolchain.toml").display()
-    );
+    // Relative to this package's directory, as cargo resolves them: an absolute path would keep
+    // naming the tree this one was built in after it is moved or copied, and an edit here would
+    // then never rebuild the PTX (the source emulator would run the edit, the PTX backend the
+    // old module). `host/tests/build_inputs.rs` holds this to it.
+    println!("cargo:rerun-if-changed=../kernels/src");
+    println!("cargo:rerun-if-changed=../kernels/rust-toolchain.toml");
+    println!("cargo:rerun-if-changed=src/ptx_build.rs");
 
-    let toolchain = pinned_toolchain(&kernels.join("rust-toolchain.toml"));
+    let toolchain = ptx_build::pinned_toolchain(&kernels.join("rust-toolchain.toml"))
+        .unwrap_or_else(|e| fail(&e));
     ensure_toolchain(&toolchain, &kernels);
 
     // The project's module per architecture, then the exercises' two (docs/exercises.md): the
-    // stubs and the reference solutions, each holding only the exercises, for sm_80 alone (their
-    // PTX runs on every GPU from Ampere on, JIT-compiled by the driver).
-    let modules = ARCHES
-        .iter()
-        .map(|arch| (format!("kernels-{arch}"), *arch, None))
-        .chain(EXERCISE_MODULES.map(|(name, cfg)| (name.to_string(), "sm_80", Some(cfg))));
-    let builds: Vec<_> = modules
-        .map(|(name, arch, cfg)| {
-            let out = out_dir.join(format!("{name}.ptx"));
-            let mut rustc = nightly(&toolchain, "rustc");
-            rustc
-                .current_dir(&kernels)
-                .args([
-                    "--edition",
-                    "2024",
-                    "--crate-type",
-                    "rlib",
-                    "--crate-name",
-                    "kernels",
-                ])
-                .args(["--target", TARGET])
-                .arg(format!("-Ctarget-cpu={arch}"))
-                .args(["-Copt-level=3", "-Ccodegen-units=1", "-Cdebuginfo=0"])
-                .arg(format!("--emit=asm={}", out.display()))
-                .arg(format!(
-                    "--out-dir={}",
-                    out_dir.join(format!("rlib-{name}")).display()
-                ));
-            if let Some(cfg) = cfg {
-                // Both forms: `cfg(kernels_exercises)` (any exercises build) and the value.
-                rustc.args(["--cfg", "kernels_exercises", "--cfg"]);
-                rustc.arg(format!("kernels_exercises=\"{cfg}\""));
-            }
-            let child = rustc
-                .arg("src/lib.rs")
+    // stubs and the reference solutions, each holding only the exercises.
+    let builds: Vec<_> = Module::all()
+        .into_iter()
+        .map(|module| {
+            let child = module
+                .rustc(&kernels, &toolchain, &out_dir)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
-                .unwrap_or_else(|e| fail(&format!("could not start rustc for {name}: {e}")));
-            (name, child)
+                .unwrap_or_else(|e| {
+                    fail(&format!("could not start rustc for {}: {e}", module.name))
+                });
+            (module, child)
         })
         .collect();
-    for (name, child) in builds {
+    let mut failed = None;
+    for (module, child) in builds {
         let output = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
         if !output.status.success() {
-            fail(&format!(
-                "compiling kernels/ to PTX ({name}) failed:\n{stderr}"
+            // Every module fails on the same line: the first one's errors are enough.
+            failed.get_or_insert((
+                module.name,
+                String::from_utf8_lossy(&output.stderr).into_owned(),
             ));
+            continue;
         }
-        for line in stderr.lines().filter(|l| l.starts_with("warning")) {
-            println!("cargo:warning=kernels ({name}): {line}");
-        }
-        let out = out_dir.join(format!("{name}.ptx"));
+        let out = module.ptx_file(&out_dir);
         let ptx = fs::read_to_string(&out).unwrap();
-        let bounded = apply_launch_bounds(&ptx).unwrap_or_else(|e| fail(&format!("{name}: {e}")));
+        let bounded = ptx_build::apply_launch_bounds(&ptx)
+            .unwrap_or_else(|e| fail(&format!("{}: {e}", module.name)));
         fs::write(&out, bounded).unwrap();
     }
-}
-
-/// Turns each `// launch_bounds NAME THREADS BLOCKS` marker (left by `kernels::launch_bounds!`)
-/// into `.maxntid THREADS, 1, 1` and `.minnctapersm BLOCKS` between the parameter list and the
-/// body of `.entry NAME`, where the PTX ISA puts performance-tuning directives.
-fn apply_launch_bounds(ptx: &str) -> Result<String, String> {
-    let marks: Vec<(String, String, String)> = ptx
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("// launch_bounds "))
-        .map(|rest| {
-            let w: Vec<&str> = rest.split_whitespace().collect();
-            (w[0].to_string(), w[1].to_string(), w[2].to_string())
-        })
-        .collect();
-    let mut lines: Vec<String> = ptx.lines().map(str::to_string).collect();
-    for (name, threads, blocks) in marks {
-        let header = format!(".visible .entry {name}(");
-        let start = lines
-            .iter()
-            .position(|l| l.starts_with(&header))
-            .ok_or_else(|| format!("launch_bounds for {name}, which is not an entry point"))?;
-        let body = start
-            + lines[start..]
-                .iter()
-                .position(|l| l.trim() == "{")
-                .ok_or_else(|| format!("no body after .entry {name}"))?;
-        lines.insert(body, format!(".minnctapersm {blocks}"));
-        lines.insert(body, format!(".maxntid {threads}, 1, 1"));
-    }
-    Ok(lines.join("\n") + "\n")
-}
-
-/// The `channel = "..."` of kernels/rust-toolchain.toml.
-fn pinned_toolchain(file: &Path) -> String {
-    let text = fs::read_to_string(file)
-        .unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", file.display())));
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix("channel"))
-        .filter_map(|rest| rest.split('"').nth(1))
-        .next()
-        .unwrap_or_else(|| fail(&format!("no channel = \"...\" in {}", file.display())))
-        .to_string()
-}
-
-/// A `rustup run <toolchain> <tool>` command with the outer (stable) build's environment removed,
-/// so that the child does not inherit this build's rustc, flags or toolchain override.
-fn nightly(toolchain: &str, tool: &str) -> Command {
-    let mut cmd = Command::new("rustup");
-    cmd.args(["run", toolchain, tool]);
-    for (key, _) in env::vars_os() {
-        let key = key.to_string_lossy();
-        if key.starts_with("CARGO")
-            || key.starts_with("RUSTC")
-            || key == "RUSTFLAGS"
-            || key == "RUSTUP_TOOLCHAIN"
-            || key == "RUSTDOC"
-        {
-            cmd.env_remove(&*key);
+    if let Some((name, stderr)) = failed {
+        let hints = ptx_build::std_only_hints(&stderr);
+        for hint in &hints {
+            eprintln!("{hint}");
         }
+        fail(&format!(
+            "compiling kernels/ to PTX ({name}) failed{}:\n{stderr}",
+            if hints.is_empty() {
+                ""
+            } else {
+                " (see the line above)"
+            }
+        ));
     }
-    cmd
 }
 
 /// Installs the pinned nightly with its nvptx64 standard library when it is missing; rustup's
@@ -170,8 +96,10 @@ fn ensure_toolchain(toolchain: &str, kernels: &Path) {
     if has_target {
         return;
     }
-    println!(
-        "cargo:warning=installing {toolchain} with the {TARGET} target (once; see kernels/rust-toolchain.toml)"
+    // On stderr, not as a `cargo:warning`: cargo would replay a warning on every later
+    // command until this script runs again, long after the install.
+    eprintln!(
+        "installing {toolchain} with the {TARGET} target (once; see kernels/rust-toolchain.toml)"
     );
     let status = Command::new("rustup")
         .args(["toolchain", "install"])
@@ -186,7 +114,9 @@ fn ensure_toolchain(toolchain: &str, kernels: &Path) {
     }
 }
 
+/// Stops the build with `msg` on stderr, once (a panic would print it twice, with a backtrace
+/// note about the build script rather than the kernel).
 fn fail(msg: &str) -> ! {
     eprintln!("error: {msg}");
-    panic!("{msg}");
+    std::process::exit(1);
 }

@@ -20,6 +20,7 @@ pub mod exercises;
 pub mod foreign;
 pub mod gpu;
 pub mod ops;
+pub mod ptx_build;
 pub mod reference;
 pub mod registry;
 pub mod runtime;

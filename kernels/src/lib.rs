@@ -24,6 +24,8 @@ extern crate std;
 // learner's stub.
 pub mod cuda;
 #[cfg(not(kernels_exercises))]
+pub mod device_math;
+#[cfg(not(kernels_exercises))]
 pub mod hierarchy;
 #[cfg(not(kernels_exercises))]
 pub mod histogram;

@@ -176,8 +176,9 @@ impl Program {
         match self.kernels.get(name) {
             Some(Ok(k)) => Ok(k),
             Some(Err(why)) => Err(Error::Ptx(format!("{}: {why}", self.origin))),
+            // The host knows the kernel, so the module is older than the kernel's source.
             None => Err(Error::Ptx(format!(
-                "{} has no entry point `{name}`",
+                "{} has no entry point `{name}`: the module was built before this kernel was; rebuild it (`cargo build --release`, which every `cargo xtask` command runs, rebuilds the embedded modules; a `KERNELS_PTX` file, the command that wrote it)",
                 self.origin
             ))),
         }

@@ -24,15 +24,36 @@ pub struct ExerciseArgs {
     pub no_predict: bool,
     #[command(flatten)]
     pub(crate) deadline: crate::watchdog::Deadline,
+    /// Check again on every save under kernels/src: only the exercises' PTX module is rebuilt
+    /// (about a second) and the check runs on the PTX backend, with nothing recompiled.
+    #[arg(long)]
+    pub watch: bool,
 }
 
 /// The seed of the check's inputs (the property tests draw their own).
 const SEED: u64 = 2026;
 
 pub fn run(args: &ExerciseArgs) -> Result<(), String> {
+    if args.watch {
+        if exercises::find(&args.exercise).is_none() {
+            return Err(format!(
+                "--watch needs an exercise, not `{}`: `cargo xtask exercise list` lists them",
+                args.exercise
+            ));
+        }
+        let module = host::ptx_build::Module::exercises(args.solution);
+        return crate::watch::watch(module, &crate::watch::args_without_watch());
+    }
+    if args.exercise == "list" {
+        print!("{}", list(true));
+        return Ok(());
+    }
     let (text, passed) = render(args)?;
     print!("{text}");
     if passed {
+        if let Some(e) = exercises::find(&args.exercise).filter(|_| !args.solution) {
+            record_solved(e);
+        }
         Ok(())
     } else {
         Err(format!(
@@ -45,7 +66,8 @@ pub fn run(args: &ExerciseArgs) -> Result<(), String> {
 /// What `cargo xtask exercise` prints, and whether the exercise passed.
 pub fn render(args: &ExerciseArgs) -> Result<(String, bool), String> {
     if args.exercise == "list" {
-        return Ok((list(), true));
+        // Without the progress marks: the docs paste this, and progress is this clone's own.
+        return Ok((list(false), true));
     }
     let e = exercises::find(&args.exercise).ok_or_else(|| {
         format!(
@@ -72,7 +94,7 @@ pub fn render(args: &ExerciseArgs) -> Result<(String, bool), String> {
         match (e.check)(&ert, shape, SEED) {
             Ok(c) => out += &format!("   ok    {}: {}\n", (e.describe)(shape), c.summary),
             Err(f) => {
-                out += &format!("   FAIL  {}: {}\n", (e.describe)(shape), hint(&f));
+                out += &format!("   FAIL  {}: {}\n", (e.describe)(shape), hint(&f, e));
                 return Ok((out, false));
             }
         }
@@ -87,19 +109,61 @@ pub fn render(args: &ExerciseArgs) -> Result<(String, bool), String> {
     Ok((out, met))
 }
 
-/// One line per exercise.
-fn list() -> String {
+/// One line per exercise; with `progress`, `(solved)` after the ones whose stub passed as it is
+/// now.
+fn list(progress: bool) -> String {
     let mut out = String::new();
     for e in exercises::all() {
         out += &format!(
-            "{:>2}  {:<16} {}\n    target: {}\n",
+            "{:>2}  {:<16} {}{}\n    target: {}\n",
             e.number,
             e.kernel,
             e.title,
+            if progress && is_solved(e) {
+                "  (solved)"
+            } else {
+                ""
+            },
             target(e)
         );
     }
     out
+}
+
+/// Where a passed exercise is recorded: a file per stub holding a hash of the source that passed
+/// (an edit after it makes the exercise unsolved again until it passes again).
+fn solved_file(e: &Exercise) -> Result<std::path::PathBuf, String> {
+    Ok(crate::ptxas::report_dir()?.join("solved").join(e.kernel))
+}
+
+/// FNV-1a of the stub's source as it is now, or none if it cannot be read.
+fn stub_hash(e: &Exercise) -> Option<String> {
+    let path = crate::ptxas::checkout()
+        .ok()?
+        .join(Which::Stub.file(e.kernel));
+    let text = std::fs::read(path).ok()?;
+    let hash = text.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    Some(format!("{hash:016x}"))
+}
+
+fn record_solved(e: &Exercise) {
+    let (Some(hash), Ok(file)) = (stub_hash(e), solved_file(e)) else {
+        return;
+    };
+    // Progress only: a record that cannot be written leaves the exercise unmarked.
+    if let Some(dir) = file.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(file, hash);
+}
+
+fn is_solved(e: &Exercise) -> bool {
+    let recorded =
+        solved_file(e).and_then(|f| std::fs::read_to_string(f).map_err(|e| e.to_string()));
+    let recorded = recorded.ok();
+    recorded.is_some() && recorded == stub_hash(e)
 }
 
 fn target(e: &Exercise) -> String {
@@ -113,24 +177,56 @@ fn target(e: &Exercise) -> String {
     )
 }
 
+/// The tool that shows an exercise's algorithm step by step, for a wrong value: the exercise's
+/// kernel and what to run.
+const TOOLS: [(&str, &str); 1] = [(
+    "e11_softmax_online",
+    "`cargo xtask trace-softmax` steps the online recurrence (running max, rescaled sum) one score at a time: compare each step with your kernel's",
+)];
+
 /// A failure as the learner reads it: the emulator's report as is (it names the kernel, the
-/// thread, the Rust line and the mistake), a wrong value with what a zero usually means.
-fn hint(f: &Failure) -> String {
+/// thread, the Rust line and the mistake), a wrong value with what a zero usually means and, for
+/// an exercise with one, the tool that replays its algorithm.
+fn hint(f: &Failure, e: &Exercise) -> String {
+    let tool = TOOLS
+        .iter()
+        .find(|(kernel, _)| *kernel == e.kernel)
+        .map(|(_, tool)| format!("\n         {tool}"))
+        .unwrap_or_default();
     match f {
-        Failure::Launch(e) => format!("the launch failed:\n         {e}"),
+        Failure::Launch(err) => format!("the launch failed:\n         {err}"),
         Failure::Wrong(s) if s.contains(" is 0, ") => {
-            format!("{s}\n         (an output the kernel never wrote reads 0)")
+            format!("{s}\n         (an output the kernel never wrote reads 0){tool}")
         }
-        Failure::Wrong(s) | Failure::Counters(s) => s.clone(),
+        Failure::Wrong(s) => format!("{s}{tool}"),
+        Failure::Counters(s) => s.clone(),
     }
 }
 
-/// The kernel at its GPU shape, a sample of its blocks on the source emulator, and the model's
-/// prediction against the target.
+/// The kernel at its GPU shape, a sample of its blocks on an emulator, and the model's
+/// prediction against the target. The sample runs on the source emulator (the Rust compiled into
+/// this binary), or, when the PTX backend runs a module file (`KERNELS_PTX`, as `--watch` sets
+/// it), on that module: the kernel as it was just saved.
 fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String, bool), String> {
-    let ert = ExerciseRuntime::emulator(which);
-    let Backend::Emulator(emu) = ert.runtime().backend() else {
-        unreachable!("an emulator runtime")
+    let file = std::env::var_os(host::embedded::PTX_FILE_VAR).filter(|p| !p.is_empty());
+    let on_file = match file {
+        Some(_) => ExerciseRuntime::from_env(which)
+            .ok()
+            .filter(|ert| matches!(ert.runtime().backend(), Backend::Ptx(_))),
+        None => None,
+    };
+    let ptx_text = match (&on_file, &file) {
+        (Some(_), Some(path)) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|err| format!("cannot read {}: {err}", path.to_string_lossy()))?,
+        ),
+        _ => None,
+    };
+    let ert = on_file.unwrap_or_else(|| ExerciseRuntime::emulator(which));
+    let emu = match ert.runtime().backend() {
+        Backend::Emulator(emu) => emu.clone(),
+        Backend::Ptx(ptx) => ptx.emulator().clone(),
+        Backend::Cuda(_) => unreachable!("an emulator runtime"),
     };
     emu.set_sampling(Some(emu::sample::WHOLE_PLAN), None);
     let cost = (e.launch)(&ert, e.gpu_shape);
@@ -138,7 +234,8 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
     let cost = cost.map_err(|err| err.to_string())?;
     // The kernel's registers, as ptxas assembles the learner's own code: more of them can cost
     // resident blocks, and the model's occupancy reads them.
-    let (resources, registers) = match predict::exercise_resources(which == Which::Solution) {
+    let solutions = which == Which::Solution;
+    let (resources, registers) = match predict::exercise_resources(solutions, ptx_text.as_deref()) {
         Ok(list) => (list, "registers from ptxas".to_string()),
         Err(why) => (Vec::new(), format!("registers not counted: {why}")),
     };
@@ -207,6 +304,17 @@ mod tests {
     /// Each target is its reference solution's own predicted result rounded down, so every
     /// solution meets it: a change to the model (or to a solution) that moves one past its
     /// target fails here instead of in a learner's hands.
+    /// A wrong value in the online softmax points at the tool that replays its recurrence;
+    /// one in another exercise gets no such line.
+    #[test]
+    fn a_wrong_softmax_value_points_at_trace_softmax() {
+        let wrong = Failure::Wrong("y[3] (row 0) is 0.25, expected 0.125".into());
+        let softmax = exercises::find("e11_softmax_online").unwrap();
+        assert!(hint(&wrong, softmax).contains("cargo xtask trace-softmax"));
+        let map = exercises::find("1").unwrap();
+        assert!(!hint(&wrong, map).contains("trace-softmax"));
+    }
+
     #[test]
     fn every_solution_meets_its_target() {
         for e in exercises::all() {

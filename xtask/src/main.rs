@@ -14,7 +14,8 @@
 //! - `new`: a new kernel from a template, one file and one registry line (docs/registry.md).
 //! - `figures`: the teaching pictures in docs/img, drawn from the kernels' and emulator's code.
 //! - `doc-pastes`: the docs' pastes of `run` and `ptxas` against outputs CI saved.
-//! - `exercise`: one exercise (docs/exercises.md): correctness, emulator checks, predicted time.
+//! - `exercise`: one exercise (docs/exercises.md): correctness, emulator checks, predicted time;
+//!   with `--watch`, again on every save, from the one PTX module it needs (`watch`).
 //! - `check`: one entry of any PTX module, with every emulator check on.
 
 mod atomic;
@@ -40,6 +41,7 @@ mod run;
 mod scaffold;
 mod summary;
 mod trace_softmax;
+mod watch;
 mod watchdog;
 
 use std::process::ExitCode;
@@ -129,6 +131,8 @@ fn main() -> ExitCode {
         Command::DeviceBundle(args) => bundle::run(args),
         Command::Figures(args) => figures::run(args),
         Command::DocPastes(args) => doc_outputs::run(args),
+        // A watch runs until it is stopped; each of its rounds is a process with its own deadline.
+        Command::Exercise(args) if args.watch => exercise::run(args),
         Command::Exercise(args) => {
             let _watch = watchdog::arm(args.deadline, &format!("exercise {}", args.exercise));
             exercise::run(args)

@@ -81,6 +81,9 @@ fn table(name: &str) -> Option<Launch> {
         "pointer_chase" => launch(kernels::hierarchy::CHASE_THREADS, 0, None),
         // Stores only: nothing loaded, nothing to keep in flight but the stores themselves.
         "store_tiles" => launch(kernels::hierarchy::BLOCK_SIZE, 0, None),
+        // The device math library's probe: one warp over a handful of inputs
+        // (tests/tests/device_math.rs), never a workload.
+        "device_math" => launch(32, 0, None),
         // Latency-bound on its atomics and local memory, not a streaming kernel.
         "histogram_u32" => launch(kernels::histogram::THREADS, 0, None),
         // The row kernels fold one element per step into a running max or sum.

@@ -201,22 +201,22 @@ pub(crate) fn breakdown(p: &Prediction) -> String {
         }
         let t = &l.totals;
         out.push_str(&format!(
-            "    global: {:.3e} load / {:.3e} store requests, {:.2} / {:.2} sectors per request; shared: {:.3e} requests, conflict degree {:.2}\n",
+            "    global: {:.3e} load / {:.3e} store requests, {:.2} / {:.2} sectors per request; shared: {} requests, conflict degree {:.2}\n",
             t.load_requests,
             t.store_requests,
             t.load_sectors / t.load_requests.max(1.0),
             t.store_sectors / t.store_requests.max(1.0),
-            t.shared_requests,
+            count(t.shared_requests),
             t.shared_wavefronts / t.shared_ideal_wavefronts.max(1.0)
         ));
         out.push_str(&format!(
-            "    bytes: L2 {:.3e}, DRAM {:.3e}; FLOPs: FP32 {:.3e}, mma.sync {:.3e}, wgmma {:.3e}; ex2 {:.3e}{}\n",
-            t.l2_bytes,
-            t.dram_bytes,
-            t.fp32_flops,
-            t.mma_flops,
-            t.wgmma_flops,
-            t.exps,
+            "    bytes: L2 {}, DRAM {}; FLOPs: FP32 {}, mma.sync {}, wgmma {}; ex2 {}{}\n",
+            count(t.l2_bytes),
+            count(t.dram_bytes),
+            count(t.fp32_flops),
+            count(t.mma_flops),
+            count(t.wgmma_flops),
+            count(t.exps),
             t.warp_instructions
                 .map(|n| match t.on_products {
                     Some(p) if p > 0.0 => {
@@ -228,6 +228,16 @@ pub(crate) fn breakdown(p: &Prediction) -> String {
         ));
     }
     out
+}
+
+/// A count as the breakdown prints it: `0` for none (a sum of sampled means can come out as
+/// `-0`, and `0.000e0` reads as a measurement), else three significant digits.
+fn count(x: f64) -> String {
+    if x == 0.0 {
+        "0".to_string()
+    } else {
+        format!("{x:.3e}")
+    }
 }
 
 /// One launch of a sampled case, with what the model needs besides the sample.
@@ -589,15 +599,17 @@ fn resources() -> (&'static [(String, KernelResources)], String) {
 }
 
 /// Registers and static shared memory of every kernel of the exercises' PTX module (the
-/// learner's stubs, or the solutions), from ptxas for sm_90 (the devices the targets name run
+/// learner's stubs, or the solutions; `ptx`, the module file a `--watch` round just built, in
+/// place of the embedded one), from ptxas for sm_90 (the devices the targets name run
 /// it as the driver would compile it), or why there are none (then occupancy counts threads and
 /// shared memory only).
 pub(crate) fn exercise_resources(
     solutions: bool,
+    ptx: Option<&str>,
 ) -> Result<Vec<(String, KernelResources)>, String> {
     let name = if solutions { "solutions" } else { "exercises" };
-    let reports =
-        ptxas::module_reports(name, host::embedded::exercises_ptx(solutions), Arch::Sm90)?;
+    let ptx = ptx.unwrap_or(host::embedded::exercises_ptx(solutions));
+    let reports = ptxas::module_reports(name, ptx, Arch::Sm90)?;
     Ok(reports
         .iter()
         .map(|r| (r.name.clone(), resources_of(r)))

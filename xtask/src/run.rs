@@ -50,6 +50,10 @@ pub struct RunArgs {
     /// full, one line a row however long; the default table fits 120 columns.
     #[arg(long)]
     wide: bool,
+    /// With `--only`: run again on every save under kernels/src, rebuilding only the project's
+    /// PTX module for one architecture; the rows run on the PTX backend, nothing recompiled.
+    #[arg(long)]
+    watch: bool,
 }
 
 /// The cases of a run, executed in a child process of `cargo xtask run` (hidden subcommand
@@ -139,6 +143,9 @@ struct CaseResult {
 }
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
+    if args.watch {
+        return crate::watch::watch_run(&args.only);
+    }
     let rt = Runtime::from_env().map_err(|e| e.to_string())?;
     let spec = GpuSpec::find(&args.device).ok_or_else(|| unknown_device(&args.device))?;
     let scale = match (args.scale.as_deref(), rt.is_gpu()) {

@@ -101,16 +101,20 @@ pub fn run(args: &NewArgs) -> Result<(), String> {
     );
     let steps = [
         (
-            "cargo test -p suite --test registered".to_string(),
+            "cargo test --workspace --release --test registered".to_string(),
             "against its reference, on the emulator",
         ),
         (
-            "KERNELS_BACKEND=ptx cargo test -p suite --test registered".to_string(),
+            "KERNELS_BACKEND=ptx cargo test --workspace --release --test registered".to_string(),
             "the same on its PTX",
         ),
         (
             format!("cargo xtask run --only {name}"),
             "its row, read against the roofline",
+        ),
+        (
+            format!("cargo xtask run --only {name} --watch"),
+            "the same on every save, in seconds (only its PTX is rebuilt)",
         ),
         (
             format!("cargo xtask inspect {name}"),

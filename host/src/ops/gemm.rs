@@ -693,7 +693,7 @@ mod tests {
         }
     }
 
-    /// The figures docs/gemm.md quotes (`cargo test -p host modelled -- --nocapture` prints them):
+    /// The figures docs/gemm.md quotes (`cargo test --workspace --release --lib modelled -- --nocapture` prints them):
     /// each step requests fewer bytes for the same FLOPs, so its no-L2-reuse bound only improves.
     #[test]
     fn modelled_figures_at_4096_improve_step_by_step() {

@@ -64,6 +64,72 @@ pub fn log2_approx(x: f32) -> f32 {
     }
 }
 
+// The device math library: what `f32`'s `std` methods give a host program, for a kernel (the
+// GPU build has `core` alone, which keeps `max`, `min`, `abs` and `copysign` but not these).
+// Named as rust-cuda's `cuda_std::GpuFloat` names them, as free functions: a method would be
+// shadowed on the host by `std`'s own and run something else there. `host/build.rs` turns
+// rustc's "no method named `sqrt` found for type `f32`" into a line naming the function here.
+
+/// `e^x`: [`exp_approx`] (CUDA's `__expf`, `ex2.approx` of `x log2(e)`), `cuda_std`'s name.
+pub use self::exp_approx as exp;
+/// `2^x`: [`exp2_approx`] (`ex2.approx.ftz.f32`), `cuda_std`'s name.
+pub use self::exp2_approx as exp2;
+/// `log2(x)`: [`log2_approx`] (`lg2.approx.ftz.f32`), `cuda_std`'s name.
+pub use self::log2_approx as log2;
+
+/// Declares a one-operand `f32` function that is one PTX instruction on the GPU and `$host` on
+/// the host (the source emulator).
+macro_rules! unary_f32 {
+    ($(#[$meta:meta])* $name:ident, $ptx:literal, |$x:ident| $host:expr) => {
+        $(#[$meta])*
+        #[inline(always)]
+        pub fn $name($x: f32) -> f32 {
+            #[cfg(target_arch = "nvptx64")]
+            {
+                let y: f32;
+                // SAFETY: pure arithmetic.
+                unsafe { core::arch::asm!($ptx, y = out(reg32) y, x = in(reg32) $x) };
+                y
+            }
+            #[cfg(not(target_arch = "nvptx64"))]
+            {
+                $host
+            }
+        }
+    };
+}
+
+unary_f32!(
+    /// `sqrt(x)`, correctly rounded (`sqrt.rn.f32`, CUDA's `sqrtf`): the same bits on the GPU
+    /// and on the host. `sqrt(-0) = -0`, a negative `x` gives NaN.
+    sqrt, "sqrt.rn.f32 {y}, {x};", |x| x.sqrt());
+unary_f32!(
+    /// `1 / sqrt(x)` with the special-function unit (`rsqrt.approx.f32`, CUDA's `rsqrtf`): one
+    /// instruction instead of a square root and a division, the usual scale of a norm. An
+    /// approximation (within a few units in the last place); the emulators compute the
+    /// correctly rounded value, so tests allow for the difference. `rsqrt(0) = +inf`.
+    rsqrt, "rsqrt.approx.f32 {y}, {x};", |x| (1.0 / f64::from(x).sqrt()) as f32);
+unary_f32!(
+    /// `tanh(x)` with the special-function unit (`tanh.approx.f32`, sm_75 on): relative error
+    /// near 2^-11, enough for an activation, not for a reference. The emulators compute the
+    /// correctly rounded value.
+    tanh, "tanh.approx.f32 {y}, {x};", |x| x.tanh());
+unary_f32!(
+    /// `sin(x)` with the special-function unit (`sin.approx.f32`, CUDA's `__sinf`): absolute
+    /// error near 2^-20 for `x` in [-pi, pi], growing outside it. The emulators compute the
+    /// correctly rounded value.
+    sin, "sin.approx.f32 {y}, {x};", |x| x.sin());
+unary_f32!(
+    /// `cos(x)` with the special-function unit (`cos.approx.f32`, CUDA's `__cosf`), as [`sin`].
+    cos, "cos.approx.f32 {y}, {x};", |x| x.cos());
+
+/// `ln(x)`, the natural logarithm, as CUDA's `__logf`: [`log2_approx`] times `ln 2`
+/// (`cuda_std`'s name; C's is `logf`).
+#[inline(always)]
+pub fn ln(x: f32) -> f32 {
+    log2_approx(x) * core::f32::consts::LN_2
+}
+
 /// `fmaf(a, b, c) = a * b + c` with one rounding (`fma.rn.f32`).
 #[inline(always)]
 pub fn fma(a: f32, b: f32, c: f32) -> f32 {

@@ -9,6 +9,8 @@
 //! | `__shfl_xor_sync`, `__shfl_down_sync`, `__shfl_sync` | [`warp::shuffle_xor`], [`warp::shuffle_down`], [`warp::shuffle_idx`] |
 //! | `exp2f` fast path (`ex2.approx`), `__expf` | [`intrinsics::exp2_approx`], [`intrinsics::exp_approx`] |
 //! | `fmaf` | [`intrinsics::fma`] |
+//! | `sqrtf`, `rsqrtf`, `expf`/`__expf`, `exp2f`, `logf`/`__logf`, `log2f`, `tanhf`, `__sinf`, `__cosf` (`cuda_std::GpuFloat`'s `sqrt`, `exp`, `ln`, ...) | [`intrinsics::sqrt`], [`intrinsics::rsqrt`], [`intrinsics::exp`], [`intrinsics::exp2`], [`intrinsics::ln`], [`intrinsics::log2`], [`intrinsics::tanh`], [`intrinsics::sin`], [`intrinsics::cos`] |
+//! | `fmaxf`, `fminf`, `fabsf`, `copysignf` | `core`'s own `f32::max`, `min`, `abs`, `copysign` (`max.f32`, `min.f32`, `abs.f32`) |
 //! | `__pipeline_memcpy_async` (`cp.async`), `__pipeline_commit`, `__pipeline_wait_prior` | [`pipeline::cp_async_16`], [`pipeline::cp_async_commit_group`], [`pipeline::cp_async_wait_group`] |
 //! | a `float*` into global memory (HBM) | [`GlobalPtr`] |
 //! | `mbarrier.init` / `arrive` / `arrive.expect_tx` / `try_wait.parity` (CUTLASS's `ClusterTransactionBarrier`) | [`mbarrier::mbarrier_init`], [`mbarrier::mbarrier_arrive`], [`mbarrier::mbarrier_arrive_expect_tx`], [`mbarrier::mbarrier_wait_parity`] |
