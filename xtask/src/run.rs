@@ -1157,7 +1157,7 @@ fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
         spec.name
     );
     println!(
-        "{:>8} {:>14} {:>14} {:>14} {:>14} {:>16} {:>16} {:>10} {:>10}",
+        "{:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
         "N",
         "naive f32",
         "fused f32",
@@ -1191,7 +1191,7 @@ fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
             }
         };
         println!(
-            "{n:>8} {:>14} {:>14} {:>14} {:>14} {:>13.1} GB {:>13.2} GB {:>10} {:>10}",
+            "{n:>8} {:>12} {:>12} {:>12} {:>12} {:>9.1} GB {:>9.2} GB {:>10} {:>10}",
             duration(naive),
             duration(fused_f32),
             duration(naive_bf16),
@@ -1234,7 +1234,9 @@ fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
         ),
     ] {
         if let (Some(s), Some(f)) = (row(slow), row(fast)) {
-            println!("{}", fusion_gain(what, s, f, how));
+            // Within the default table's width, continued lines indented.
+            let text = wrap(&fusion_gain(what, s, f, how), NARROW - 2);
+            println!("{}", text.replace('\n', "\n  "));
         }
     }
     if let (Some(s), Some(f)) = (row("attention_fused_f32"), row("attention_fused_bf16")) {
