@@ -49,7 +49,7 @@ pub const THREADS: usize = WARPS * WARP_SIZE as usize;
 /// Padding of every shared row, in elements: 8 x 2 bytes = 16 bytes, one `ldmatrix` row.
 pub const ROW_PAD: usize = 8;
 /// Registers are sized for the largest head dimension; a `d = 64` kernel uses half.
-const MAX_D: usize = 128;
+pub(super) const MAX_D: usize = 128;
 
 // The unrolled loops below are written for these sizes: BC / 8 = 8 score pieces, 4 k-steps
 // of P V; d / 16 <= 8 k-steps of Q K^T, d / 8 <= 16 output pieces.
@@ -103,6 +103,38 @@ impl Half for F16 {
 #[inline(always)]
 pub(super) fn pack<T: Half>(lo: f32, hi: f32) -> u32 {
     u32::from(T::from_f32(lo).to_bits()) | (u32::from(T::from_f32(hi).to_bits()) << 16)
+}
+
+/// The epilogue both attention flows on tensor cores end with: a warp's accumulator fragments
+/// (its 16 rows of O from `first_row`, `D` columns, f32 in registers), each row times its
+/// `scale` (`1 / l` for the fused kernel, 1 for `P V`), rounded to `T` and written two elements
+/// at a time to O in HBM; rows at or past `n_q` are not written.
+///
+/// # Safety
+/// `o` holds `n_q` rows of `D` elements, 4-byte aligned.
+#[inline(always)]
+pub(super) unsafe fn store_o<T: Half, const D: usize>(
+    o: GlobalPtr<T>,
+    o_acc: &[[f32; 4]; MAX_D / 8],
+    scale: [f32; 2],
+    lane: usize,
+    first_row: usize,
+    n_q: usize,
+) {
+    let o_pairs = o.cast::<u32>();
+    unroll!(nd in 0..16 {
+        if nd < D / 8 {
+            let acc = o_acc[nd];
+            for h in 0..2 {
+                let (r, c) = accumulator_at(lane, 2 * h);
+                let i = first_row + r;
+                if i < n_q {
+                    let pair = pack::<T>(acc[2 * h] * scale[h], acc[2 * h + 1] * scale[h]);
+                    unsafe { o_pairs.write((i * D + nd * 8 + c) / 2, pair) };
+                }
+            }
+        }
+    });
 }
 
 /// `ldmatrix.x4` for two B operands from a row-major `N x K` tile, without `.trans` (K's rows
@@ -356,20 +388,7 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
     // merged over its 4 lanes now. A fully masked row has l = 0: zeros and -inf.
     let l = l.map(quad_sum);
     let inv_l = l.map(|x| if x > 0.0 { 1.0 / x } else { 0.0 });
-    let o_pairs = o.cast::<u32>();
-    unroll!(nd in 0..16 {
-        if nd < D / 8 {
-            let acc = o_acc[nd];
-            for h in 0..2 {
-                let (r, c) = accumulator_at(lane, 2 * h);
-                let i = i0 + w0 + r;
-                if i < n_q {
-                    let pair = pack::<T>(acc[2 * h] * inv_l[h], acc[2 * h + 1] * inv_l[h]);
-                    unsafe { o_pairs.write((i * D + nd * 8 + c) / 2, pair) };
-                }
-            }
-        }
-    });
+    unsafe { store_o::<T, D>(o, &o_acc, inv_l, lane, i0 + w0, n_q) };
     for h in 0..2 {
         if lane.is_multiple_of(4) && rows[h] < n_q {
             let lse_2 = m[h] + log2_approx(l[h]);

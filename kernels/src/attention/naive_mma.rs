@@ -18,7 +18,7 @@
 //! needs no mask of its own; every product is computed, masked or not, as in the f32 flow.
 
 use super::flash_mma::{
-    Half, ROW_PAD, THREADS, accumulator_at, b_fragment_row, copy_tile_async, pack, x4_lane,
+    Half, ROW_PAD, THREADS, accumulator_at, b_fragment_row, copy_tile_async, pack, store_o, x4_lane,
 };
 use super::{is_visible, row_offset};
 use crate::cuda::mma::{ldmatrix_x4, mma_m16n8k16};
@@ -32,8 +32,9 @@ use crate::{kernel, unroll};
 /// Rows of a block's tile: 4 warps of 16 query rows (the M of `m16n8k16`). The scores kernel's
 /// tile is `TILE x TILE` of S (64 queries by 64 keys); `P V` streams V `TILE` keys at a time.
 pub const TILE: usize = super::flash_mma::BR;
-/// Registers are sized for the largest head dimension; a `d = 64` kernel uses half.
-const MAX_D: usize = 128;
+/// Registers are sized for the largest head dimension (the fused kernel's); a `d = 64` kernel
+/// uses half.
+const MAX_D: usize = super::flash_mma::MAX_D;
 
 // The unrolled loops below are written for these sizes: TILE / 8 = 8 score pieces and 4 k-steps
 // of P V; d / 16 <= 8 k-steps of Q K^T, d / 8 <= 16 output pieces.
@@ -194,21 +195,8 @@ unsafe fn probabilities_times_values<T: Half, const D: usize>(
         j0 += TILE;
     }
 
-    // Each pair of registers, rounded to T, to its two elements of O (inside O only).
-    let o_pairs = o.cast::<u32>();
-    unroll!(nd in 0..16 {
-        if nd < D / 8 {
-            let acc = o_acc[nd];
-            for h in 0..2 {
-                let (r, c) = accumulator_at(lane, 2 * h);
-                let i = i0 + w0 + r;
-                if i < n_q {
-                    let pair = pack::<T>(acc[2 * h], acc[2 * h + 1]);
-                    unsafe { o_pairs.write((i * D + nd * 8 + c) / 2, pair) };
-                }
-            }
-        }
-    });
+    // O = P V, from the accumulators to HBM (P's rows already sum to 1: no rescale).
+    unsafe { store_o::<T, D>(o, &o_acc, [1.0; 2], lane, i0 + w0, n_q) };
 }
 
 macro_rules! naive_mma_kernels {
