@@ -1,7 +1,8 @@
 //! What a kernel should cost and how long it would take: the device table ([`specs`]), the
 //! roofline's cost vocabulary ([`cost`]), occupancy and Little's law ([`occupancy`]), and the
 //! performance model ([`model`]), which turns the emulator's counts on a sample of a launch's
-//! blocks into a predicted time and the resource that limits it.
+//! blocks into a predicted time and the resource that limits it, and the published measurements
+//! that model is known to disagree with ([`published`]).
 //!
 //! It reads numbers handed to it (the emulator's samples, ptxas's registers) and never launches
 //! a kernel. docs/model.md gives the equations and the source of every constant.
@@ -9,4 +10,5 @@
 pub mod cost;
 pub mod model;
 pub mod occupancy;
+pub mod published;
 pub mod specs;

@@ -252,6 +252,7 @@ fn output_of(args: &str) -> Option<String> {
             crate::hierarchy::no_gpu_text(perf::specs::GpuSpec::find("h100").unwrap())
         }
         Command::Exercise(a) => crate::exercise::render(a).unwrap().0,
+        Command::Predict(a) => crate::predict::render(a).unwrap(),
         Command::Ptxas(_) | Command::Run(_) => return None,
         _ => panic!("`cargo xtask {args}`: add its output to doc_outputs.rs"),
     })

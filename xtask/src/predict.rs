@@ -80,6 +80,12 @@ pub fn ptx_requested(command: &str, flag: bool) -> Result<bool, String> {
 }
 
 pub fn run(args: &PredictArgs) -> Result<(), String> {
+    print!("{}", render(args)?);
+    Ok(())
+}
+
+/// What `cargo xtask predict` prints.
+pub fn render(args: &PredictArgs) -> Result<String, String> {
     let use_ptx = ptx_requested("predict", args.ptx)?;
     let all = cases::all();
     let candidates: Vec<&CaseSpec> = all.iter().filter(|c| c.kernel == args.kernel).collect();
@@ -141,24 +147,41 @@ pub fn run(args: &PredictArgs) -> Result<(), String> {
     if args.json {
         let out: Vec<_> = predictions
             .iter()
-            .map(|(m, p)| serde_json::json!({ "device": m.spec.key, "prediction": p }))
+            .map(|(m, p)| {
+                serde_json::json!({
+                    "device": m.spec.key,
+                    "prediction": p,
+                    "published": perf::published::disagreement(spec.kernel, m.spec.key),
+                })
+            })
             .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).expect("serialises")
-        );
-        return Ok(());
+        return Ok(serde_json::to_string_pretty(&out).expect("serialises") + "\n");
     }
-    println!("{}", sampled.header(spec.kernel));
-    println!("{}", sampled.resources_note);
+    let mut out = format!(
+        "{}\n{}\n",
+        sampled.header(spec.kernel),
+        sampled.resources_note
+    );
     for (m, p) in &predictions {
-        println!("\n{} (MODELLED):", m.spec.name);
-        match p {
-            Err(why) => println!("  {why}"),
-            Ok(p) => print!("{}", breakdown(p)),
+        out += &on_device(spec.kernel, m, p);
+    }
+    Ok(out)
+}
+
+/// One device's part of the output: the prediction (or why there is none), then the published
+/// measurement it is known to disagree with (`perf::published`), if any, with its source.
+fn on_device(kernel: &str, m: &Machine, p: &Result<Prediction, String>) -> String {
+    let mut out = format!("\n{} (MODELLED):\n", m.spec.name);
+    match p {
+        Err(why) => out += &format!("  {why}\n"),
+        Ok(p) => {
+            out += &breakdown(p);
+            if let Some(d) = perf::published::disagreement(kernel, m.spec.key) {
+                out += &format!("  note: {}\n", d.note());
+            }
         }
     }
-    Ok(())
+    out
 }
 
 fn unknown_device(name: &str) -> String {
@@ -797,6 +820,17 @@ mod tests {
         assert!((degree(&shared) - 16.5).abs() < 0.5, "{}", degree(&shared));
         assert!((degree(&padded) - 1.0).abs() < 0.05, "{}", degree(&padded));
         assert!(shared.seconds > 1.2 * padded.seconds);
+        // The naive transpose's prediction is printed with the published measurement that
+        // contradicts it (docs/model.md), its conflicted neighbour's without one.
+        let h100 = Machine::find("h100").unwrap();
+        let text = on_device("transpose_naive", &h100, &Ok(naive));
+        let d = perf::published::disagreement("transpose_naive", "h100").unwrap();
+        assert!(
+            text.contains(&format!("  note: {}", d.note())) && text.contains(d.address),
+            "{text}"
+        );
+        let text = on_device("transpose_shared", &h100, &Ok(shared));
+        assert!(!text.contains("note:"), "{text}");
     }
 
     /// softmax.md: the fused kernel reads the row once, the naive flow three times.
@@ -859,8 +893,13 @@ mod tests {
         // loads per FMA take 4 clocks against the tiled kernel's 2 and its tiles' loads: about
         // 1.8x (docs/model.md sets this against the 1.5x Boehm measured).
         let a6000 = |kernel| on("a6000", kernel);
-        let ratio = a6000("gemm_naive_f32").seconds / a6000("gemm_tiled_f32").seconds;
+        let a6000_tiled = a6000("gemm_tiled_f32");
+        let ratio = a6000("gemm_naive_f32").seconds / a6000_tiled.seconds;
         assert!((1.6..2.0).contains(&ratio), "{ratio}");
+        // ... and `predict` prints the measurement beside it, with its source.
+        let machine = Machine::find("a6000").unwrap();
+        let text = on_device("gemm_tiled_f32", &machine, &Ok(a6000_tiled));
+        assert!(text.contains("siboehm.com"), "{text}");
         let blocked = on("h100", "gemm_register_blocked_f32");
         let tensor = on("h100", "gemm_tensor_core_bf16");
         // Two shared-memory loads per FMA: the load/store units' issue and the shared data

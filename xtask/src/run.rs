@@ -104,6 +104,21 @@ struct Row {
     /// emulator's and the PTX backend's runs), or why there is none.
     #[serde(default)]
     predicted: Option<Result<perf::model::Prediction, String>>,
+    /// A published measurement that this row's prediction is known to disagree with
+    /// (`perf::published`), with its source; set by the parent process from `predicted`.
+    #[serde(default, skip_deserializing)]
+    published: Option<&'static perf::published::Disagreement>,
+}
+
+impl Row {
+    /// The known disagreement of this row's prediction with a published measurement, on the
+    /// device it was predicted for.
+    fn disagreement(&self) -> Option<&'static perf::published::Disagreement> {
+        match &self.predicted {
+            Some(Ok(p)) => perf::published::disagreement(&self.kernel, &p.device),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -235,7 +250,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     run_isolated(&child, &all, &selected, |result| {
         bar.set_message(all[result.index].kernel);
         match result.outcome {
-            Ok(row) => report.rows.push(row),
+            Ok(mut row) => {
+                row.published = row.disagreement();
+                report.rows.push(row)
+            }
             // Reported, and the run goes on: one broken kernel must not cost the others' figures.
             Err(failure) => {
                 let message = failure_lines(&failure);
@@ -256,6 +274,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     write(&report)?;
     bar.finish_and_clear();
     print!("{}", table(&report.rows, is_gpu, args.wide));
+    print!("{}", published_notes(&report.rows));
     for failure in &report.failures {
         println!("{}", failure_lines(failure));
     }
@@ -706,6 +725,7 @@ fn run_case(
             launches: Vec::new(),
             baseline: baseline::for_row(case.kernel, &case.shape),
             predicted: None,
+            published: None,
         }
     } else {
         let start = Instant::now();
@@ -743,6 +763,7 @@ fn run_case(
                 Backend::Cuda(_) => None,
             }
             .map(|program| crate::predict::within_budget(spec_case, &case.gpu.0, spec, program)),
+            published: None,
         }
     };
     Ok(row)
@@ -846,6 +867,31 @@ pub(crate) fn wrap(text: &str, width: usize) -> String {
     lines.join("\n")
 }
 
+/// What follows a limiter whose prediction a published measurement contradicts
+/// ([`published_notes`] names it under the table).
+const DISAGREES: &str = " *";
+
+/// A predicted row's limiter, marked where a published measurement disagrees with the prediction.
+fn limiter(r: &Row, p: &perf::model::Prediction) -> String {
+    let mark = if r.published.is_some() { DISAGREES } else { "" };
+    format!("{}{mark}", p.limiter.name())
+}
+
+/// Under the table, one note for each kernel whose row is marked: the published measurement the
+/// prediction disagrees with, and its source, wrapped to [`NARROW`] columns.
+fn published_notes(rows: &[Row]) -> String {
+    let mut seen = Vec::new();
+    let mut out = String::new();
+    for d in rows.iter().filter_map(|r| r.published) {
+        if !seen.contains(&d.kernel) {
+            seen.push(d.kernel);
+            out += &wrap(&format!("{} {}", DISAGREES.trim(), d.note()), NARROW);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// The run's table: the default one (at most [`NARROW`] columns) or `--wide`'s.
 fn table(rows: &[Row], measured: bool, wide: bool) -> String {
     if wide {
@@ -872,7 +918,7 @@ fn narrow_table(rows: &[Row], measured: bool) -> String {
                 )
             } else {
                 match &r.predicted {
-                    Some(Ok(p)) => (duration(p.seconds), p.limiter.name().to_string()),
+                    Some(Ok(p)) => (duration(p.seconds), limiter(r, p)),
                     Some(Err(e)) if e.contains(perf::model::NO_WGMMA) => {
                         ("-".to_string(), "(needs wgmma)".to_string())
                     }
@@ -970,7 +1016,7 @@ fn wide_table(rows: &[Row], measured: bool) -> String {
             Err(e) => format!("FAILED: {e}"),
         };
         let (predicted, limiter) = match &r.predicted {
-            Some(Ok(p)) => (duration(p.seconds), p.limiter.name().to_string()),
+            Some(Ok(p)) => (duration(p.seconds), limiter(r, p)),
             Some(Err(e)) if e.contains(perf::model::NO_WGMMA) => {
                 ("-".to_string(), "(needs wgmma)".to_string())
             }
@@ -1324,8 +1370,60 @@ mod tests {
                         extended_from: None,
                     }),
                 }),
+                published: None,
+            })
+            .map(|mut row| {
+                row.published = row.disagreement();
+                row
             })
             .collect()
+    }
+
+    /// The naive transpose's row, predicted on `device`, as the parent process marks it.
+    fn transpose_naive_on(device: &str) -> Row {
+        let mut row = rows()
+            .into_iter()
+            .find(|r| r.kernel == "transpose_naive")
+            .expect("the naive transpose's case");
+        row.predicted = Some(Ok(perf::model::Prediction {
+            device: device.to_string(),
+            seconds: 251.6e-6,
+            limiter: perf::model::Limiter::L2,
+            launches: Vec::new(),
+            extended_from: None,
+        }));
+        row.published = row.disagreement();
+        row
+    }
+
+    /// A prediction that a published measurement contradicts is marked in both tables and named,
+    /// with its source, under them and in the JSON report; on another device it is not.
+    #[test]
+    fn a_row_the_published_measurement_contradicts_is_flagged_with_its_source() {
+        let rows = vec![transpose_naive_on("h100")];
+        let d = perf::published::disagreement("transpose_naive", "h100").unwrap();
+        for wide in [false, true] {
+            let text = table(&rows, false, wide);
+            assert!(text.contains("L2 *"), "{text}");
+        }
+        let notes = published_notes(&rows);
+        assert!(
+            notes.starts_with("* transpose_naive on the H100"),
+            "{notes}"
+        );
+        for part in [d.published, d.title, d.address] {
+            assert!(notes.contains(part), "{part} missing from {notes}");
+        }
+        assert!(
+            notes.lines().all(|l| l.chars().count() <= NARROW),
+            "{notes}"
+        );
+        let json = serde_json::to_value(&rows[0]).unwrap();
+        assert_eq!(json["published"]["address"], d.address);
+        let elsewhere = vec![transpose_naive_on("a6000")];
+        assert!(!table(&elsewhere, false, false).contains('*'));
+        assert_eq!(published_notes(&elsewhere), "");
+        assert!(serde_json::to_value(&elsewhere[0]).unwrap()["published"].is_null());
     }
 
     /// The default table fits a terminal of [`NARROW`] columns, modelled or measured, failures
