@@ -164,20 +164,35 @@ fn predicted_cells(markdown: &str) -> Vec<(usize, String, String)> {
 /// Devices other than the run's (the run's table is modelled for the H100 SXM).
 const OTHER_DEVICES: [&str; 5] = ["--device", "A100", "A6000", "B200", "H200"];
 
-/// The printed times of the kernels `text` names in backticks, or `None` when it names none of
-/// the run's, or names one of `kernels` the run left out (`run --only`): its numbers may be
-/// that kernel's.
-fn named_rows<'r>(
+/// The times the run printed for the kernels `text` names in backticks, or `None` when the text
+/// is not held to them: it names none of the run's kernels, or one of `kernels` the run left out
+/// (`run --only`: its numbers may be that kernel's), or another device.
+fn printed_for<'r>(
     text: &str,
     rows: &'r BTreeMap<String, Vec<Time>>,
     kernels: &[&str],
-) -> Option<Vec<&'r Vec<Time>>> {
+) -> Option<Vec<&'r Time>> {
+    if OTHER_DEVICES.iter().any(|d| text.contains(d)) {
+        return None;
+    }
     let names: Vec<&str> = text.split('`').skip(1).step_by(2).collect();
     let left_out = names
         .iter()
         .any(|n| kernels.contains(n) && !rows.contains_key(*n));
-    let named: Vec<&Vec<Time>> = names.iter().filter_map(|n| rows.get(*n)).collect();
-    (!named.is_empty() && !left_out).then_some(named)
+    let printed: Vec<&Time> = names
+        .iter()
+        .filter_map(|n| rows.get(*n))
+        .flatten()
+        .collect();
+    (!printed.is_empty() && !left_out).then_some(printed)
+}
+
+/// The times quoted in `text` that are none of `printed`.
+fn unprinted(text: &str, printed: &[&Time]) -> Vec<Time> {
+    times(text)
+        .into_iter()
+        .filter(|quoted| !printed.iter().any(|p| quoted.quotes(p)))
+        .collect()
 }
 
 /// `Err` listing each sentence and table row of `markdown` (named `file`) that quotes a predicted
@@ -193,45 +208,30 @@ pub fn check(
     let mut checked = 0;
     let mut wrong = Vec::new();
     for (line, sentence) in sentences(markdown) {
-        if !sentence.contains("predicted") || OTHER_DEVICES.iter().any(|d| sentence.contains(d)) {
+        if !sentence.contains("predicted") {
             continue;
         }
-        let Some(named) = named_rows(&sentence, &rows, kernels) else {
+        let Some(printed) = printed_for(&sentence, &rows, kernels) else {
             continue;
         };
         checked += 1;
-        for quoted in times(&sentence) {
-            if !named
-                .iter()
-                .flat_map(|r| r.iter())
-                .any(|p| quoted.quotes(p))
-            {
-                wrong.push(format!(
-                    "{file}:{line}: {} {} is not a time the run printed for the kernels this sentence names:\n  {sentence}",
-                    quoted.digits, quoted.unit
-                ));
-            }
+        for quoted in unprinted(&sentence, &printed) {
+            wrong.push(format!(
+                "{file}:{line}: {} {} is not a time the run printed for the kernels this sentence names:\n  {sentence}",
+                quoted.digits, quoted.unit
+            ));
         }
     }
     for (line, row, cell) in predicted_cells(markdown) {
-        let Some(named) = named_rows(&row, &rows, kernels) else {
+        let Some(printed) = printed_for(&row, &rows, kernels) else {
             continue;
         };
-        if OTHER_DEVICES.iter().any(|d| row.contains(d)) {
-            continue;
-        }
         checked += 1;
-        for quoted in times(&cell) {
-            if !named
-                .iter()
-                .flat_map(|r| r.iter())
-                .any(|p| quoted.quotes(p))
-            {
-                wrong.push(format!(
-                    "{file}:{line}: {} {} in the table's predicted column is not a time the run printed for its kernel:\n  {row}",
-                    quoted.digits, quoted.unit
-                ));
-            }
+        for quoted in unprinted(&cell, &printed) {
+            wrong.push(format!(
+                "{file}:{line}: {} {} in the table's predicted column is not a time the run printed for its kernel:\n  {row}",
+                quoted.digits, quoted.unit
+            ));
         }
     }
     if wrong.is_empty() {
