@@ -130,12 +130,17 @@ pub fn apply_launch_bounds(ptx: &str) -> Result<String, String> {
 pub fn pinned_toolchain(file: &Path) -> Result<String, String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix("channel"))
-        .filter_map(|rest| rest.split('"').nth(1))
-        .next()
+    channel(&text)
         .map(str::to_string)
         .ok_or_else(|| format!("no channel = \"...\" in {}", file.display()))
+}
+
+/// The `channel = "..."` of a rust-toolchain.toml's text.
+pub fn channel(toolchain_toml: &str) -> Option<&str> {
+    toolchain_toml
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("channel"))
+        .find_map(|rest| rest.split('"').nth(1))
 }
 
 /// A `rustup run <toolchain> <tool>` command with the outer (stable) build's environment removed,

@@ -658,10 +658,7 @@ fn pyramid() -> String {
 
 /// The pinned nightly's channel, from the file host/build.rs reads.
 fn kernels_nightly() -> &'static str {
-    include_str!("../../kernels/rust-toolchain.toml")
-        .lines()
-        .find_map(|l| l.strip_prefix("channel = "))
-        .map(|c| c.trim_matches('"'))
+    host::ptx_build::channel(include_str!("../../kernels/rust-toolchain.toml"))
         .expect("kernels/rust-toolchain.toml names a channel")
 }
 
