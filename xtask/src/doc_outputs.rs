@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 mod prose;
+mod registers;
 
 /// Subcommands whose pasted output no unit test can regenerate (see the module's comment):
 /// `cargo xtask doc-pastes` checks them against outputs CI saved.
@@ -154,6 +155,16 @@ pub fn run(args: &DocPastesArgs) -> Result<(), String> {
             sentences += prose::check(&name, &text, printed, &kernels)?;
         }
     }
+    // The register counts the chapters' tables copy from ptxas.
+    let mut register_rows = 0;
+    if let Some(printed) = saved.get("ptxas") {
+        for file in doc_files(&root)? {
+            let text =
+                std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let name = file.strip_prefix(&root).unwrap().display().to_string();
+            register_rows += registers::check(&name, &text, printed)?;
+        }
+    }
     for f in &args.figures {
         check_figure(f)?;
     }
@@ -164,7 +175,7 @@ pub fn run(args: &DocPastesArgs) -> Result<(), String> {
         ));
     }
     println!(
-        "{checked} pasted outputs of `cargo xtask {}` match what the commands printed; {sentences} sentences and table rows quote the run's predictions as it printed them",
+        "{checked} pasted outputs of `cargo xtask {}` match what the commands printed; {sentences} sentences and table rows quote the run's predictions as it printed them; {register_rows} table rows give the registers ptxas printed",
         NOT_RUN.join("` and `")
     );
     Ok(())

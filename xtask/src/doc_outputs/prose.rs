@@ -119,16 +119,15 @@ fn sentences(markdown: &str) -> Vec<(usize, String)> {
     out
 }
 
-/// The cells of a markdown table's `predicted` columns, each with its row's text: (line, the
-/// row, the cell). A column is a `predicted` one when its header says so and names no other
-/// device and no other backend (`PTX`: the PTX backend's predictions are another run's).
-fn predicted_cells(markdown: &str) -> Vec<(usize, String, String)> {
+/// Every body row of every markdown table in `markdown` (fenced blocks left out), with its
+/// table's header: (line, the header's cells, the row as written, the row's cells).
+pub(super) fn table_rows(markdown: &str) -> Vec<(usize, Vec<String>, String, Vec<String>)> {
     let cells = |line: &str| -> Vec<String> {
         let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
         inner.split('|').map(|c| c.trim().to_string()).collect()
     };
     let mut out = Vec::new();
-    let mut columns: Vec<usize> = Vec::new();
+    let mut header = Vec::new();
     let mut fenced = false;
     let mut previous_was_table = false;
     for (n, line) in markdown.lines().enumerate() {
@@ -137,26 +136,29 @@ fn predicted_cells(markdown: &str) -> Vec<(usize, String, String)> {
         }
         let table = !fenced && line.trim_start().starts_with('|');
         if table && !previous_was_table {
-            // The header.
-            columns = cells(line)
-                .iter()
-                .enumerate()
-                .filter(|(_, h)| {
-                    h.to_lowercase().contains("predicted")
-                        && !OTHER_DEVICES.iter().any(|d| h.contains(d))
-                        && !h.contains("PTX")
-                })
-                .map(|(i, _)| i)
-                .collect();
+            header = cells(line);
         } else if table && !line.contains("---") {
-            let row = cells(line);
-            for &c in &columns {
-                if let Some(cell) = row.get(c) {
-                    out.push((n + 1, line.to_string(), cell.clone()));
-                }
-            }
+            out.push((n + 1, header.clone(), line.to_string(), cells(line)));
         }
         previous_was_table = table;
+    }
+    out
+}
+
+/// The cells of a markdown table's `predicted` columns, each with its row's text: (line, the
+/// row, the cell). A column is a `predicted` one when its header says so and names no other
+/// device and no other backend (`PTX`: the PTX backend's predictions are another run's).
+fn predicted_cells(markdown: &str) -> Vec<(usize, String, String)> {
+    let mut out = Vec::new();
+    for (line, header, row, cells) in table_rows(markdown) {
+        for (c, h) in header.iter().enumerate() {
+            let predicted = h.to_lowercase().contains("predicted")
+                && !OTHER_DEVICES.iter().any(|d| h.contains(d))
+                && !h.contains("PTX");
+            if let (true, Some(cell)) = (predicted, cells.get(c)) {
+                out.push((line, row.clone(), cell.clone()));
+            }
+        }
     }
     out
 }
