@@ -7,11 +7,14 @@
 use std::cell::RefCell;
 
 use half::{bf16, f16};
-use kernels::registry::Untyped;
+use kernels::cuda::GlobalPtr;
+use kernels::cuda::tma::TensorMap;
 pub use kernels::registry::{Baseline, Buffer, Cost as SpecCost, Dims, Elem, Geometry, Spec, Unit};
+use kernels::registry::{TensorMaps, Untyped};
 
 use crate::buffer::DeviceBuffer;
 use crate::runtime::{Backend, Launched, Runtime, before_launch};
+use crate::tensor_map::TensorMaps2d;
 use crate::{Error, Result};
 use emu::LaunchConfig;
 use perf::cost::{ComputeUnit, Cost};
@@ -213,6 +216,16 @@ impl TypedBuffer {
         })
     }
 
+    /// The tensor maps `maps` declares over this buffer ([`encode`]).
+    fn tensor_maps(&self, rt: &Runtime, maps: &TensorMaps) -> Result<TensorMaps2d> {
+        match self {
+            Self::F32(b) => encode(rt, b, maps),
+            Self::F16(b) => encode(rt, b, maps),
+            Self::Bf16(b) => encode(rt, b, maps),
+            Self::U32(b) => encode(rt, b, maps),
+        }
+    }
+
     fn untyped(&self) -> Untyped {
         match self {
             Self::F32(b) => untyped(b),
@@ -221,6 +234,42 @@ impl TypedBuffer {
             Self::U32(b) => untyped(b),
         }
     }
+}
+
+/// The tensor maps `maps` declares over `buffer`, encoded for `rt` (a driver call each on a GPU).
+fn encode<T: crate::buffer::Element>(
+    rt: &Runtime,
+    buffer: &DeviceBuffer<T>,
+    maps: &TensorMaps,
+) -> Result<TensorMaps2d> {
+    let (shape, boxes) = ((maps.rows, maps.cols), (maps.box_rows, maps.box_cols));
+    rt.tensor_maps_2d(buffer, maps.slabs, shape, boxes, maps.swizzle)
+}
+
+/// The error of a spec whose tensor maps view an input it does not have.
+fn no_input(spec: &Spec, maps: &TensorMaps, inputs: usize) -> Error {
+    Error::Config(format!(
+        "{}: tensor maps over input {}, the launch has {inputs}",
+        spec.name, maps.input
+    ))
+}
+
+/// The spec's tensor maps at `dims` over `inputs` (its inputs in order, all of `T`), encoded for
+/// `rt`: what [`upload`] encodes, for an op of `host::ops` that keeps them from one launch to
+/// the next ([`launch_on_maps`], [`launch_with`]).
+pub fn tensor_maps<T: SpecElement>(
+    rt: &Runtime,
+    spec: &Spec,
+    dims: Dims,
+    inputs: &[&DeviceBuffer<T>],
+) -> Result<Vec<TensorMaps2d>> {
+    (spec.tensor_maps)(dims)
+        .iter()
+        .map(|maps| match inputs.get(maps.input) {
+            Some(buffer) => encode(rt, buffer, maps),
+            None => Err(no_input(spec, maps, inputs.len())),
+        })
+        .collect()
 }
 
 /// A buffer of `T` as the kernel crate's [`Untyped`]: its address and its element type.
@@ -245,12 +294,15 @@ pub struct Uploaded {
     pub workspaces: Vec<DeviceBuffer<f32>>,
     /// The spec's index inputs, as its `indices` computes them from the dimensions.
     pub indices: Vec<DeviceBuffer<u32>>,
+    /// The spec's tensor maps over the inputs, encoded once (a timed launch repeats on them).
+    pub tensor_maps: Vec<TensorMaps2d>,
 }
 
 /// Uploads `inputs` (as [`inputs`] makes them, each converted to its buffer's element type) and
-/// the spec's index inputs, and allocates the output and the workspaces, after checking that
-/// `dims` are what the spec launches: each at least 1 and at most `u32::MAX`, a multiple of the
-/// spec's `multiple`, and the inputs the lengths the spec asks for.
+/// the spec's index inputs, encodes its tensor maps over them, and allocates the output and the
+/// workspaces, after checking that `dims` are what the spec launches: each at least 1 and at
+/// most `u32::MAX`, a multiple of the spec's `multiple`, and the inputs the lengths the spec
+/// asks for.
 pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Result<Uploaded> {
     for ((name, &d), &multiple) in spec.dims.iter().zip(&dims).zip(&spec.shapes.multiple) {
         if d == 0 || u32::try_from(d).is_err() {
@@ -276,13 +328,22 @@ pub fn upload(rt: &Runtime, spec: &Spec, dims: Dims, inputs: &[Vec<f32>]) -> Res
             spec.name
         )));
     }
+    let inputs: Vec<TypedBuffer> = declared
+        .iter()
+        .zip(inputs)
+        .map(|(b, x)| TypedBuffer::upload(rt, b.elem, x))
+        .collect::<Result<_>>()?;
+    let tensor_maps = (spec.tensor_maps)(dims)
+        .iter()
+        .map(|maps| match inputs.get(maps.input) {
+            Some(buffer) => buffer.tensor_maps(rt, maps),
+            None => Err(no_input(spec, maps, inputs.len())),
+        })
+        .collect::<Result<_>>()?;
     Ok(Uploaded {
         dims,
-        inputs: declared
-            .iter()
-            .zip(inputs)
-            .map(|(b, x)| TypedBuffer::upload(rt, b.elem, x))
-            .collect::<Result<_>>()?,
+        inputs,
+        tensor_maps,
         output: TypedBuffer::alloc(rt, (spec.output)(dims))?,
         workspaces: (spec.workspaces)(dims)
             .into_iter()
@@ -300,12 +361,13 @@ pub fn launch(rt: &Runtime, spec: &Spec, buffers: &Uploaded) -> Result<Launched>
     let inputs: Vec<Untyped> = buffers.inputs.iter().map(TypedBuffer::untyped).collect();
     let workspaces: Vec<&DeviceBuffer<f32>> = buffers.workspaces.iter().collect();
     let indices: Vec<&DeviceBuffer<u32>> = buffers.indices.iter().collect();
+    let maps: Vec<GlobalPtr<TensorMap>> = buffers.tensor_maps.iter().map(|m| m.ptr()).collect();
     launch_untyped(
         rt,
         spec,
         &inputs,
         buffers.output.untyped(),
-        (&workspaces, &indices),
+        (&workspaces, &indices, &maps),
         buffers.dims,
         false,
         &spec.launch,
@@ -339,7 +401,38 @@ pub fn launch_on<I: SpecElement, O: SpecElement>(
         spec,
         &inputs,
         output,
-        (workspaces, &[]),
+        (workspaces, &[], &[]),
+        dims,
+        accumulate,
+        &spec.launch,
+    )
+}
+
+/// [`launch_on`] for a spec that reads its inputs through tensor maps (its `tensor_maps`):
+/// `maps` are [`tensor_maps`]' of the same inputs at the same dimensions, which the op keeps from
+/// one launch to the next (GEMM step 5's `host::ops::gemm::GemmOperands`).
+pub fn launch_on_maps<I: SpecElement, O: SpecElement>(
+    rt: &Runtime,
+    spec: &Spec,
+    (inputs, maps): (&[&DeviceBuffer<I>], &[TensorMaps2d]),
+    output: &DeviceBuffer<O>,
+    dims: Dims,
+    accumulate: bool,
+) -> Result<Launched> {
+    if accumulate && !spec.accumulates {
+        return Err(Error::Config(format!(
+            "{}: asked to add to its output, which its spec does not (`accumulates: false`)",
+            spec.name
+        )));
+    }
+    let inputs: Vec<Untyped> = inputs.iter().map(|b| untyped(*b)).collect();
+    let maps: Vec<GlobalPtr<TensorMap>> = maps.iter().map(TensorMaps2d::ptr).collect();
+    launch_untyped(
+        rt,
+        spec,
+        &inputs,
+        untyped(output),
+        (&[], &[], &maps),
         dims,
         accumulate,
         &spec.launch,
@@ -351,25 +444,30 @@ pub fn launch_on<I: SpecElement, O: SpecElement>(
 /// place, a launch function of the kernel crate that the spec's own launch calls with its
 /// values (`kernels::attention::launch_fused`). The buffers are checked against the spec's as
 /// [`launch_on`] checks them; `indices` are the op's own index inputs, in the spec's order
-/// (`kernels::registry::Spec::indices`: decode attention's lengths and page table).
+/// (`kernels::registry::Spec::indices`: decode attention's lengths and page table), and `maps`
+/// its tensor maps ([`tensor_maps`] of the same inputs: attention on wgmma's).
 #[allow(clippy::too_many_arguments)]
 pub fn launch_with<I: SpecElement, O: SpecElement>(
     rt: &Runtime,
     spec: &Spec,
     inputs: &[&DeviceBuffer<I>],
     output: &DeviceBuffer<O>,
-    workspaces: &[&DeviceBuffer<f32>],
-    indices: &[&DeviceBuffer<u32>],
+    (workspaces, indices, maps): (
+        &[&DeviceBuffer<f32>],
+        &[&DeviceBuffer<u32>],
+        &[TensorMaps2d],
+    ),
     dims: Dims,
     launch: &LaunchWith,
 ) -> Result<Launched> {
     let inputs: Vec<Untyped> = inputs.iter().map(|b| untyped(*b)).collect();
+    let maps: Vec<GlobalPtr<TensorMap>> = maps.iter().map(TensorMaps2d::ptr).collect();
     launch_untyped(
         rt,
         spec,
         &inputs,
         untyped(output),
-        (workspaces, indices),
+        (workspaces, indices, &maps),
         dims,
         false,
         launch,
@@ -384,20 +482,44 @@ pub type LaunchWith<'a> = dyn Fn(
     ) -> std::result::Result<(), kernels::registry::LaunchError>
     + 'a;
 
-/// [`launch`], [`launch_on`] and [`launch_with`]: checks each buffer's element type against the
-/// spec's, then launches with `launch` (the spec's, but for [`launch_with`]) on the inputs, the
-/// output, the workspaces and the index inputs.
+/// The buffers [`launch_untyped`] hands a launch beside its inputs and output: the workspaces,
+/// the index inputs and the tensor maps.
+type Extra<'a> = (
+    &'a [&'a DeviceBuffer<f32>],
+    &'a [&'a DeviceBuffer<u32>],
+    &'a [GlobalPtr<TensorMap>],
+);
+
+/// [`launch`], [`launch_on`] and [`launch_with`]: refuses a kernel of the sm_90a build on a
+/// runtime without it and a spec's tensor maps not given, checks each buffer's element type
+/// against the spec's, then launches with `launch` (the spec's, but for [`launch_with`]) on the
+/// inputs, the output, the workspaces, the index inputs and the tensor maps.
 #[allow(clippy::too_many_arguments)]
 fn launch_untyped(
     rt: &Runtime,
     spec: &Spec,
     inputs: &[Untyped],
     output: Untyped,
-    (workspaces, indices): (&[&DeviceBuffer<f32>], &[&DeviceBuffer<u32>]),
+    (workspaces, indices, tensor_maps): Extra,
     dims: Dims,
     accumulate: bool,
     launch: &LaunchWith,
 ) -> Result<Launched> {
+    if !runs_on(rt, spec) {
+        return Err(Error::Unsupported(format!(
+            "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
+            spec.name,
+            rt.device_name()
+        )));
+    }
+    let maps = (spec.tensor_maps)(dims).len();
+    if tensor_maps.len() != maps {
+        return Err(Error::Config(format!(
+            "{}: reads its inputs through {maps} tensor maps, {} given (`registry::upload` encodes them)",
+            spec.name,
+            tensor_maps.len()
+        )));
+    }
     let declared = (spec.inputs)(dims);
     let given = inputs.iter().map(|b| b.elem).chain([output.elem]);
     let wanted = declared
@@ -420,6 +542,7 @@ fn launch_untyped(
         workspaces: &scratch,
         indices: &indices,
         accumulate,
+        tensor_maps,
     };
     let launcher = RuntimeLauncher {
         rt,
@@ -432,6 +555,12 @@ fn launch_untyped(
             Err(other) => Error::Config(format!("{}: {other}", spec.name)),
         }),
     }
+}
+
+/// Whether `rt` runs the spec's kernels: every runtime, but for a kernel of the sm_90a build
+/// only ([`Spec`]'s `sm90a_only`), which needs [`Runtime::has_wgmma`].
+pub fn runs_on(rt: &Runtime, spec: &Spec) -> bool {
+    !spec.sm90a_only || rt.has_wgmma()
 }
 
 /// Every row of the spec's output at `dims` ([`Spec`]'s `rows`): what the emulator's shapes and
@@ -611,12 +740,14 @@ mod tests {
             let ptrs: Vec<_> = up.inputs.iter().map(TypedBuffer::untyped).collect();
             let scratch: Vec<_> = up.workspaces.iter().map(DeviceBuffer::ptr).collect();
             let indices: Vec<_> = up.indices.iter().map(DeviceBuffer::ptr).collect();
+            let maps: Vec<_> = up.tensor_maps.iter().map(TensorMaps2d::ptr).collect();
             let args = kernels::registry::Buffers {
                 inputs: &ptrs,
                 output: up.output.untyped(),
                 workspaces: &scratch,
                 indices: &indices,
                 accumulate: false,
+                tensor_maps: &maps,
             };
             let recorder = Recorder(RefCell::new(Vec::new()));
             (spec.launch)(&recorder, &args, dims).unwrap();
@@ -642,6 +773,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A kernel of the sm_90a build is refused where no module has it (the PTX backend on the
+    /// sm_80 module), saying what runs it; where it runs, a launch without the tensor maps its
+    /// spec declares is refused, saying who encodes them; with them (`upload`'s), it passes.
+    #[test]
+    fn an_sm90a_kernel_needs_its_build_and_its_tensor_maps() {
+        let spec = find("gemm_wgmma_bf16").unwrap();
+        let dims = [8, 8, 8, 1, 1];
+        let sm80 = Runtime::ptx(crate::embedded::program(crate::embedded::Arch::Sm80));
+        assert!(!runs_on(&sm80, spec));
+        let up = upload(&sm80, spec, dims, &inputs(spec, dims, 1)).unwrap();
+        let err = launch(&sm80, spec, &up).unwrap_err().to_string();
+        assert!(err.contains("KERNELS_PTX_ARCH=sm_90a"), "{err}");
+        let rt = Runtime::emulator();
+        let x = rt.upload(&[half::bf16::ZERO; 64]).unwrap();
+        let c = rt.alloc::<f32>(64).unwrap();
+        let err = launch_on(&rt, spec, &[&x, &x], &c, &[], dims, false).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("through 2 tensor maps, 0 given (`registry::upload` encodes them)"),
+            "{err}"
+        );
+        let x = inputs(spec, dims, 1);
+        let up = upload(&rt, spec, dims, &x).unwrap();
+        launch(&rt, spec, &up).unwrap();
+        let got = up.output.download(&rt).unwrap();
+        check(spec, dims, &x, &got, &all_rows(spec, dims)).unwrap();
     }
 
     #[test]
@@ -692,6 +851,7 @@ mod tests {
             workspaces: &[],
             indices: &[],
             accumulate: false,
+            tensor_maps: &[],
         };
         let err = args.input::<f32>(1).err().unwrap().to_string();
         assert_eq!(err, "input 1 is f16, the launch asks for it as f32");
@@ -929,8 +1089,7 @@ mod tests {
             spec,
             &[q, k, v],
             o,
-            &workspaces,
-            &lengths_only,
+            (&workspaces, &lengths_only, &[]),
             dims,
             &|l, b, d| (spec.launch)(l, b, d),
         )

@@ -112,10 +112,13 @@ pub const COPY_WORDS: crate::registry::Spec = {
         // place shows.
         input_range: U32_EXACT_IN_F32,
         values_steer: false,
+        affine_keys: None,
         output: |[n, ..]| Buffer::of::<u32>(n),
         rows: |_| 1,
         workspaces: |_| std::vec![],
         indices: |_| std::vec![],
+        tensor_maps: |_| std::vec![],
+        sm90a_only: false,
         launch: |launcher, buffers, [n, ..]| {
             let (src, dst, n) = (buffers.input::<u32>(0)?, buffers.output::<u32>()?, n as u32);
             // A thread per 16-byte word, or per tail word if there are more of those (n < 4).
@@ -230,10 +233,13 @@ const fn vector_add_spec<T: crate::registry::Element>(
         inputs: |[n, ..]| std::vec![Buffer::of::<T>(n); 2],
         input_range: (-1.0, 1.0),
         values_steer: false,
+        affine_keys: None,
         output: |[n, ..]| Buffer::of::<T>(n),
         rows: |_| 1,
         workspaces: |_| std::vec![],
         indices: |_| std::vec![],
+        tensor_maps: |_| std::vec![],
+        sm90a_only: false,
         launch,
         reference,
         tolerance: |_| 0.0,

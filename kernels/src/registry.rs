@@ -20,9 +20,9 @@
 //! order, and its cost states the exponentials the roofline's third roof times. Registered: the
 //! scaffold's four templates (`cargo xtask new`), `vector_add_f32`, `vector_add_f16`,
 //! `copy_strided`, the three transposes, the six softmaxes (f32 and bf16), GEMM steps 1 to 4,
-//! the GEMV, seven attention rows and split-KV decode attention (contiguous and paged). The
-//! project's other kernels (GEMM step 5, attention on wgmma) are declared by hand in
-//! `xtask/src/cases.rs` and its neighbours.
+//! the GEMV, the attention rows and split-KV decode attention (contiguous and paged), and the
+//! Hopper kernels (GEMM step 5, attention on wgmma), which read their inputs through tensor maps
+//! ([`Spec::tensor_maps`]) and run on sm_90a only ([`Spec::sm90a_only`]).
 
 /// Declares the registered kernels, one line per kernel or per file:
 ///
@@ -98,6 +98,7 @@ mod host_side {
     use std::vec::Vec;
 
     use crate::cuda::emu::Dim3;
+    use crate::cuda::tma::{TensorMap, TmaSwizzle};
     use crate::cuda::{Bf16, F16, GlobalPtr};
 
     /// The problem's dimensions, named by [`Spec::dims`] (`["n"]`, `["rows", "cols"]`,
@@ -394,6 +395,42 @@ mod host_side {
         }
     }
 
+    /// Tensor maps (TMA descriptors, `cp.async.bulk.tensor`'s operand) over one input, which the
+    /// harness encodes when it uploads the inputs (a driver call on a GPU) and hands to the
+    /// launch ([`Buffers::tensor_map`]): `slabs` maps in one device buffer, map `i` viewing the
+    /// `rows x cols` elements (row-major) that start at element `i * rows * cols` of the input
+    /// (attention's one map per head, so that a box past a head's last row is zero-filled
+    /// instead of reading the next head's), copied in boxes of `box_rows x box_cols` laid out
+    /// in shared memory as `swizzle` says.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct TensorMaps {
+        /// Which input ([`Spec::inputs`] index) the maps view.
+        pub input: usize,
+        pub slabs: usize,
+        pub rows: usize,
+        pub cols: usize,
+        pub box_rows: u32,
+        pub box_cols: u32,
+        pub swizzle: TmaSwizzle,
+    }
+
+    /// How the performance model may sample a row whose every count, buffer and grid extent is
+    /// affine in its keys per head (the dimension `n_kv`): at two shorter key lengths, extended
+    /// along the line through them to the GPU shape's (`emu::sample::SampledLaunch::extended`),
+    /// at a fraction of the cost of sampling the GPU shape itself.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct AffineKeys {
+        /// The two shorter lengths on the source emulator: long enough that each launch's counts
+        /// are on their line from the first of them, and multiples of every tile along the keys.
+        pub short: (usize, usize),
+        /// The same on the PTX backend, where the compiler's unrolling may put the counts on
+        /// their line only over longer multiples.
+        pub short_ptx: (usize, usize),
+        /// The one launch (by PTX entry) that is affine, where the others are not: they are
+        /// sampled at the GPU shape. `None`: every launch is.
+        pub only: Option<&'static str>,
+    }
+
     /// A device buffer's address and the element type it holds: [`Buffers::input`] hands it
     /// out typed, after checking the type.
     #[derive(Clone, Copy)]
@@ -434,6 +471,9 @@ mod host_side {
         /// it to the others). The harness's own launches (`cargo xtask run`, the property test)
         /// overwrite a zeroed output, which the reference and the cost describe.
         pub accumulate: bool,
+        /// One per [`Spec::tensor_maps`] entry, in order: the address of its first map (map `i`
+        /// of a slab-wise entry is `i` maps further). Read through [`Buffers::tensor_map`].
+        pub tensor_maps: &'a [GlobalPtr<TensorMap>],
     }
 
     impl Buffers<'_> {
@@ -452,6 +492,17 @@ mod host_side {
         /// The output as a pointer to `T`: an error if the spec declares it of another type.
         pub fn output<T: Element>(&self) -> Result<GlobalPtr<T>, LaunchError> {
             self.output.typed("the output")
+        }
+
+        /// Tensor maps `i` ([`Spec::tensor_maps`]): an error if the launch was given fewer.
+        pub fn tensor_map(&self, i: usize) -> Result<GlobalPtr<TensorMap>, LaunchError> {
+            self.tensor_maps.get(i).copied().ok_or_else(|| {
+                std::format!(
+                    "tensor maps {i} asked for, the launch has {}",
+                    self.tensor_maps.len()
+                )
+                .into()
+            })
         }
 
         /// Index input `i` ([`Spec::indices`]): an error if the launch was given fewer.
@@ -536,6 +587,10 @@ mod host_side {
         /// they are zeros (hundreds of MB of random numbers cost seconds, and a copy's counts do
         /// not depend on them).
         pub values_steer: bool,
+        /// Whether the performance model may sample the row at shorter key lengths and extend
+        /// the counts to the GPU shape's ([`AffineKeys`]); `None` for every kernel but the
+        /// attention rows that are affine in their keys.
+        pub affine_keys: Option<AffineKeys>,
         /// The output buffer's length and element type (zeroed before the launch); it is
         /// widened to f32 before the check.
         pub output: fn(Dims) -> Buffer,
@@ -554,6 +609,16 @@ mod host_side {
         /// launch); the reference calls the same function for them, typed, where the drawn
         /// inputs reach it as f32. None for most.
         pub indices: fn(Dims) -> Vec<Vec<u32>>,
+        /// The tensor maps the kernel reads its inputs through ([`TensorMaps`]: which input, its
+        /// shape as the map views it, the box and the swizzle), encoded by the harness when it
+        /// uploads the inputs; none for most (the Hopper kernels: GEMM step 5, attention on
+        /// wgmma).
+        pub tensor_maps: fn(Dims) -> Vec<TensorMaps>,
+        /// Whether the kernel exists in the sm_90a build only (`wgmma`, the TMA): the harness
+        /// refuses it on any other device, `cargo xtask run` leaves its rows out there (and says
+        /// so), the property test skips it, and the model predicts it for sm_90a GPUs only. The
+        /// other builds keep its entry point with a body that traps.
+        pub sm90a_only: bool,
         /// Launches the kernel on `buffers` ([`launch_registered!`](crate::launch_registered)),
         /// or its kernels in order, each with its own `launch_registered!`.
         pub launch: LaunchFn,

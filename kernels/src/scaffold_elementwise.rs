@@ -53,10 +53,13 @@ pub const SPEC: crate::registry::Spec = {
         inputs: |[n, ..]| std::vec![Buffer::f32(n)],
         input_range: (-1.0, 1.0),
         values_steer: false,
+        affine_keys: None,
         output: |[n, ..]| Buffer::f32(n),
         rows: |_| 1,
         workspaces: |_| std::vec![],
         indices: |_| std::vec![],
+        tensor_maps: |_| std::vec![],
+        sm90a_only: false,
         launch: |launcher, buffers, [n, ..]| {
             let (x, y, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
             launch_registered!(

@@ -59,10 +59,13 @@ pub const SPEC: crate::registry::Spec = {
         inputs: |[rows, cols, ..]| std::vec![Buffer::f32(rows * cols)],
         input_range: (-1.0, 1.0),
         values_steer: false,
+        affine_keys: None,
         output: |[rows, cols, ..]| Buffer::f32(rows * cols),
         rows: |[_, cols, ..]| cols,
         workspaces: |_| std::vec![],
         indices: |_| std::vec![],
+        tensor_maps: |_| std::vec![],
+        sm90a_only: false,
         launch: |launcher, buffers, [rows, cols, ..]| {
             let (input, out) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (rows, cols) = (rows as u32, cols as u32);

@@ -712,10 +712,13 @@ const fn softmax_spec<T: crate::registry::Element>(
         // `exp_shifted` skips the exponential of a row's maximum: on zeros the model would count
         // none.
         values_steer: true,
+        affine_keys: None,
         output: |[rows, cols, ..]| Buffer::of::<T>(rows * cols),
         rows: |[rows, ..]| rows,
         workspaces,
         indices: |_| std::vec![],
+        tensor_maps: |_| std::vec![],
+        sm90a_only: false,
         launch,
         // From the definition, in f64, on the values the kernel reads (the inputs rounded to
         // `T`); the spec's inputs are finite, so no special value arises (tests/tests/softmax.rs

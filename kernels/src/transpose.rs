@@ -135,10 +135,13 @@ const fn transpose_spec(
         inputs: |[rows, cols, ..]| std::vec![Buffer::f32(rows * cols)],
         input_range: (-1.0, 1.0),
         values_steer: false,
+        affine_keys: None,
         output: |[rows, cols, ..]| Buffer::f32(rows * cols),
         rows: |[_, cols, ..]| cols,
         workspaces: |_| std::vec![],
         indices: |_| std::vec![],
+        tensor_maps: |_| std::vec![],
+        sm90a_only: false,
         launch,
         // From the definition, not from `tile_element`, which the kernels share: a copy, exact.
         // Row `c` of the output is column `c` of the input.
@@ -238,10 +241,13 @@ pub const COPY_STRIDED: crate::registry::Spec = {
         inputs: |[n, stride, ..]| std::vec![Buffer::f32(n * stride)],
         input_range: (-1.0, 1.0),
         values_steer: false,
+        affine_keys: None,
         output: |[n, ..]| Buffer::f32(n),
         rows: |_| 1,
         workspaces: |_| std::vec![],
         indices: |_| std::vec![],
+        tensor_maps: |_| std::vec![],
+        sm90a_only: false,
         launch: |launcher, buffers, [n, stride, ..]| {
             let (src, dst) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (n, stride) = (n as u32, stride as u32);

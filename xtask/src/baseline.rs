@@ -4,9 +4,10 @@
 //! A row carries a [`Baseline`] request: the operation (`matmul`, `sdpa`, ...), its dimensions
 //! read from the row's shape, its element type, and a key. The bundle's `baselines.py` measures
 //! each distinct request with PyTorch, and the summary matches rows to measurements by key, so a
-//! GEMM at 1024^3 is read against `torch.matmul` at 1024^3, never at 4096^3. A new kind of row
-//! needs one entry in [`MAPPING`]; a row without one is reported as unmatched, and the bundle's
-//! check (`cargo xtask device-bundle --check`) fails on it.
+//! GEMM at 1024^3 is read against `torch.matmul` at 1024^3, never at 4096^3. Every row is a
+//! registered kernel's, whose spec declares its operation (`kernels::registry::Baseline`) or
+//! none; a row of no registered kernel, or whose shape the operation cannot read, is reported
+//! as unmatched, and the bundle's check (`cargo xtask device-bundle --check`) fails on it.
 
 use std::collections::BTreeMap;
 
@@ -28,45 +29,14 @@ pub struct Baseline {
     pub key: String,
 }
 
-/// How a family of kernels maps to a vendor operation.
+/// How a kernel's rows map to a vendor operation: its spec's baseline.
 struct Entry {
-    /// Kernel names starting with this.
-    prefix: &'static str,
-    /// The operation, or why there is none.
-    op: Result<&'static str, &'static str>,
+    /// The operation.
+    op: &'static str,
     /// The numbers of the row's shape, named in the order the shape lists them.
     dims: &'static [&'static str],
     /// The element type when neither the shape nor the kernel name gives one.
-    dtype: Option<&'static str>,
-}
-
-/// The mapping, longest prefix first where two overlap.
-const MAPPING: &[Entry] = &[
-    // Step 5; steps 1 to 4 are registered, their specs' baseline `matmul` too.
-    entry("gemm_wgmma", "matmul", &["m", "n", "k"], None),
-    // The Hopper kernel (the other attention rows are registered, their specs' baseline `sdpa`)
-    // against PyTorch's fastest attention on Hopper: the cuDNN and the
-    // FlashAttention backends both measured, the faster one the baseline (`sdpa_hopper`).
-    entry(
-        "attention_wgmma",
-        "sdpa_hopper",
-        &["batch", "heads", "seq", "head_dim"],
-        None,
-    ),
-];
-
-const fn entry(
-    prefix: &'static str,
-    op: &'static str,
-    dims: &'static [&'static str],
-    dtype: Option<&'static str>,
-) -> Entry {
-    Entry {
-        prefix,
-        op: Ok(op),
-        dims,
-        dtype,
-    }
+    dtype: &'static str,
 }
 
 const DTYPES: [&str; 5] = ["f32", "bf16", "f16", "u32", "fp8"];
@@ -77,34 +47,26 @@ const DTYPES: [&str; 5] = ["f32", "bf16", "f16", "u32", "fp8"];
 pub const NONE_DECLARED: &str = "no vendor baseline";
 
 /// The baseline of the row `kernel` at `shape` (as `cargo xtask run` writes it), or why there is
-/// none. A registered kernel's comes from its spec; any other's from [`MAPPING`].
+/// none: its registered spec's.
 pub fn for_row(kernel: &str, shape: &str) -> Result<Baseline, String> {
-    if let Some(spec) = host::registry::find(kernel) {
-        let Some(b) = spec.baseline else {
-            return Err(format!(
-                "{NONE_DECLARED}: `{kernel}` declares none (its spec's `baseline`)"
-            ));
-        };
-        let entry = Entry {
-            prefix: spec.name,
-            op: Ok(b.op),
-            dims: b.dims,
-            dtype: Some((spec.output)(spec.shapes.test_max).elem.name()),
-        };
-        return request(&entry, kernel, shape);
-    }
-    let entry = MAPPING
-        .iter()
-        .find(|e| kernel.starts_with(e.prefix))
-        .ok_or_else(|| {
-            format!("unmatched: no entry for `{kernel}` in xtask/src/baseline.rs MAPPING")
-        })?;
-    request(entry, kernel, shape)
+    let spec = host::registry::find(kernel)
+        .ok_or_else(|| format!("unmatched: `{kernel}` is no registered kernel"))?;
+    let Some(b) = spec.baseline else {
+        return Err(format!(
+            "{NONE_DECLARED}: `{kernel}` declares none (its spec's `baseline`)"
+        ));
+    };
+    let entry = Entry {
+        op: b.op,
+        dims: b.dims,
+        dtype: (spec.output)(spec.shapes.test_max).elem.name(),
+    };
+    request(&entry, kernel, shape)
 }
 
 /// The request `entry` makes for the row `kernel` at `shape`.
 fn request(entry: &Entry, kernel: &str, shape: &str) -> Result<Baseline, String> {
-    let op = entry.op.map_err(|why| format!("no baseline: {why}"))?;
+    let op = entry.op;
     let parsed = parse_shape(shape);
     if parsed.numbers.len() != entry.dims.len() {
         return Err(format!(
@@ -115,11 +77,7 @@ fn request(entry: &Entry, kernel: &str, shape: &str) -> Result<Baseline, String>
         ));
     }
     let from_name = kernel.split('_').find(|t| DTYPES.contains(t));
-    let dtype = parsed
-        .dtype
-        .or(from_name)
-        .or(entry.dtype)
-        .ok_or_else(|| format!("unmatched: no element type in `{kernel}` or `{shape}`"))?;
+    let dtype = parsed.dtype.or(from_name).unwrap_or(entry.dtype);
     let dims: BTreeMap<String, usize> = entry
         .dims
         .iter()
@@ -216,6 +174,11 @@ mod tests {
                 "matmul bf16 m=1024 n=1024 k=1024",
             ),
             (
+                "gemm_wgmma_f16",
+                "4096^3 (no L2)",
+                "matmul f16 m=4096 n=4096 k=4096",
+            ),
+            (
                 "attention_fused_f16",
                 "4x16x4096x128 f16",
                 "sdpa f16 batch=4 heads=16 seq=4096 head_dim=128",
@@ -267,7 +230,7 @@ mod tests {
     fn a_new_kernel_or_shape_is_unmatched() {
         let err = for_row("decode_gemv_bf16", "1 x 4096 x 4096 bf16").unwrap_err();
         assert!(
-            err.starts_with("unmatched") && err.contains("MAPPING"),
+            err.starts_with("unmatched") && err.contains("no registered kernel"),
             "{err}"
         );
         let err = for_row("gemm_tiled_f32", "1024 x 512").unwrap_err();
@@ -277,33 +240,12 @@ mod tests {
         );
     }
 
-    /// A registered kernel's row asks for what its spec declares, or says it declares none, and
-    /// no entry of [`MAPPING`] also matches it (so the two cannot disagree).
+    /// A registered kernel's row asks for what its spec declares, or says it declares none.
     #[test]
     fn a_registered_kernel_declares_its_baseline_or_none() {
         let b = for_row("scaffold_tiled", "8192 x 8192 f32").unwrap();
         assert_eq!(b.key, "transpose f32 rows=8192 cols=8192");
         let err = for_row("scaffold_elementwise", "64M elements").unwrap_err();
         assert!(err.starts_with(NONE_DECLARED), "{err}");
-        for spec in host::registry::all() {
-            let entry = MAPPING.iter().find(|e| spec.name.starts_with(e.prefix));
-            assert!(entry.is_none(), "{}: in MAPPING too", spec.name);
-        }
-    }
-
-    /// Every case of `cargo xtask run` that is not registered has an entry (its shape is checked
-    /// when the bundle's check summarises a real run).
-    #[test]
-    fn every_case_has_a_mapping_entry() {
-        for case in crate::cases::all() {
-            if host::registry::find(case.kernel).is_some() {
-                continue;
-            }
-            assert!(
-                MAPPING.iter().any(|e| case.kernel.starts_with(e.prefix)),
-                "{} has no baseline entry",
-                case.kernel
-            );
-        }
     }
 }

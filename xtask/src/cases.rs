@@ -1,13 +1,9 @@
 //! The benchmark cases of `cargo xtask run`: each kernel at a size for the backend, with its
 //! inputs, its cost model and a check against the CPU reference.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
-use half::{bf16, f16};
 use host::Runtime;
-use host::ops::attention::{self as attention_op, AttentionParams, AttentionShape};
-use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::reference;
 use host::registry;
 use host::runtime::Launched;
@@ -33,13 +29,6 @@ pub enum Scale {
 }
 
 impl Scale {
-    fn pick(self, gpu: usize, emulator: usize) -> usize {
-        match self {
-            Scale::Gpu | Scale::Model { .. } => gpu,
-            Scale::Emulator => emulator,
-        }
-    }
-
     /// Whether the case is built for the performance model.
     fn for_model(self) -> bool {
         matches!(self, Scale::Model { .. })
@@ -71,27 +60,19 @@ pub struct Case<'a> {
     pub check: CheckFn<'a>,
 }
 
-/// A case not yet built: building allocates its buffers, so cases are built one at a time.
+/// A case not yet built: a registered kernel (`kernels::registry`, docs/registry.md) at one of
+/// its GPU shapes. Building allocates its buffers, so cases are built one at a time.
 pub struct CaseSpec {
     pub kernel: &'static str,
-    build: Build,
-}
-
-/// How a case is built: by its function in this file, or from a registered kernel's spec
-/// (`kernels::registry`, docs/registry.md).
-enum Build {
-    Here(for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>),
-    /// The spec, and which of its GPU shapes ([`registry::Spec`]'s `shapes.run`) the row is.
-    Registered(&'static registry::Spec, usize),
+    pub spec: &'static registry::Spec,
+    /// Which of its GPU shapes ([`registry::Spec`]'s `shapes.run`) the row is.
+    shape: usize,
 }
 
 impl CaseSpec {
     /// Builds the case at `scale` on `rt` (allocates and fills its buffers).
     pub fn build<'a>(&self, rt: &'a Runtime, scale: Scale) -> host::Result<Case<'a>> {
-        match self.build {
-            Build::Here(build) => build(rt, scale),
-            Build::Registered(spec, shape) => from_spec(rt, scale, spec, shape),
-        }
+        from_spec(rt, scale, self.spec, self.shape)
     }
 }
 
@@ -125,15 +106,9 @@ pub fn all() -> Vec<CaseSpec> {
         registered(&kernels::attention::ATTENTION_FUSED_F16),
         registered(&kernels::attention::ATTENTION_NAIVE_F32_CAUSAL),
         registered(&kernels::attention::ATTENTION_FUSED_BF16_CAUSAL),
-        case("attention_wgmma_bf16", |rt, s| {
-            attention_wgmma::<bf16>(rt, s, false)
-        }),
-        case("attention_wgmma_f16", |rt, s| {
-            attention_wgmma::<f16>(rt, s, false)
-        }),
-        case("attention_wgmma_bf16_causal", |rt, s| {
-            attention_wgmma::<bf16>(rt, s, true)
-        }),
+        registered(&kernels::attention::ATTENTION_WGMMA_BF16),
+        registered(&kernels::attention::ATTENTION_WGMMA_F16),
+        registered(&kernels::attention::ATTENTION_WGMMA_BF16_CAUSAL),
         registered(&kernels::attention::ATTENTION_FUSED_BF16_FMA_EXP),
     ]
     .into_iter()
@@ -148,18 +123,11 @@ pub fn all() -> Vec<CaseSpec> {
     lessons.into_iter().chain(rest).collect()
 }
 
-/// Whether `rt` can run `kernel` at all ([`needs_wgmma`]: step 5 needs an sm_90a GPU
-/// or the emulator, and so does attention on wgmma); elsewhere its rows are left out, not failed.
-pub fn runs_on(rt: &Runtime, kernel: &str) -> bool {
-    !needs_wgmma(kernel) || rt.has_wgmma()
-}
-
-/// Whether `kernel` issues `wgmma` (GEMM step 5, attention on wgmma): sm_90a only.
-pub fn needs_wgmma(kernel: &str) -> bool {
-    kernel.starts_with("attention_wgmma")
-        || GemmKernel::ALL
-            .iter()
-            .any(|k| k.name() == kernel && k.is_wgmma())
+/// Whether `rt` can run the case's kernel at all (`host::registry::runs_on`: a kernel of the
+/// sm_90a build, GEMM step 5 or attention on wgmma, needs an sm_90a GPU or the emulator);
+/// elsewhere its rows are left out, not failed.
+pub fn runs_on(rt: &Runtime, case: &CaseSpec) -> bool {
+    registry::runs_on(rt, case.spec)
 }
 
 /// The line `cargo xtask run` prints when [`runs_on`] left rows out: how many, which kernels,
@@ -191,22 +159,10 @@ const fn registered(spec: &'static registry::Spec) -> CaseSpec {
 const fn registered_at(spec: &'static registry::Spec, shape: usize) -> CaseSpec {
     CaseSpec {
         kernel: spec.name,
-        build: Build::Registered(spec, shape),
+        spec,
+        shape,
     }
 }
-
-const fn case(
-    kernel: &'static str,
-    build: for<'a> fn(&'a Runtime, Scale) -> host::Result<Case<'a>>,
-) -> CaseSpec {
-    CaseSpec {
-        kernel,
-        build: Build::Here(build),
-    }
-}
-
-/// Keys per head of the attention cases at GPU scale.
-const ATTENTION_KEYS: usize = 4096;
 
 /// A case whose every count, buffer and grid extent is affine in its keys per head, so that the
 /// model can extend two short samples to its GPU shape's (`emu::sample::SampledLaunch::extended`).
@@ -222,47 +178,18 @@ pub struct AffineKeys {
     pub only: Option<&'static str>,
 }
 
-/// `spec`'s [`AffineKeys`], for its samples on the PTX backend (`ptx`) or the source emulator:
-/// the non-causal attention cases, where each key tile costs a block the same. Their tiles are at
-/// most 64 keys wide, and the naive flow's softmax gives each of its 256 threads a row's keys in
-/// a loop: 256 and 512 keys. On the PTX backend the compiler unrolls that loop by four, so the
-/// naive flow's counts follow one line only over multiples of 1024 keys: 1024 and 2048 there
-/// (checked from 1024 and 2048 to 3072 by hand, 2026-12-02: a minute, too long for the suite).
-/// A causal case is not affine (with fewer keys than queries, the middle query tiles see no key
-/// at all), except for the naive flow's P V launch: the mask is in P as zeros, which it
-/// multiplies like any other value (`NAIVE_CAUSAL_PV`). The fused causal kernels skip masked
-/// tiles and are sampled at the GPU shape, where their blocks are short enough.
+/// The case's [`AffineKeys`], for its samples on the PTX backend (`ptx`) or the source emulator:
+/// its spec's `affine_keys` (the attention rows affine in their keys, docs/registry.md), at its
+/// GPU shape's keys per head.
 pub fn affine_keys(spec: &CaseSpec, ptx: bool) -> Option<AffineKeys> {
-    let causal = spec.kernel.contains("causal");
-    let naive = spec.kernel.starts_with("attention_naive");
-    if !spec.kernel.starts_with("attention_") || (causal && !naive) {
-        return None;
-    }
-    use kernels::attention::{flash_f32, flash_mma, flash_wgmma};
-    let short = if naive {
-        if ptx { (1024, 2048) } else { (256, 512) }
-    } else {
-        // Two and four key tiles: each sample holds at least two whole tiles, so that a kernel
-        // that loads the next tile while it computes this one (the wgmma kernel's pipeline)
-        // runs its steady state in both. Shorter samples cost less: a tenth of a second.
-        let tile = if spec.kernel.starts_with("attention_wgmma") {
-            flash_wgmma::BC
-        } else if spec.kernel.starts_with("attention_fused_f32") {
-            flash_f32::BC
-        } else {
-            flash_mma::BC
-        };
-        (2 * tile, 4 * tile)
-    };
+    let affine = spec.spec.affine_keys?;
+    let axis = spec.spec.dims.iter().position(|d| *d == "n_kv")?;
     Some(AffineKeys {
-        keys: ATTENTION_KEYS,
-        short,
-        only: causal.then_some(NAIVE_CAUSAL_PV),
+        keys: spec.spec.shapes.run[spec.shape].gpu[axis],
+        short: if ptx { affine.short_ptx } else { affine.short },
+        only: affine.only,
     })
 }
-
-/// The naive flow's P V kernel at the GPU shape's head dimension (128).
-const NAIVE_CAUSAL_PV: &str = "attention_pv_f32_d128";
 
 /// The CPU reference `f` computes, or nothing when the case is built for the model.
 fn reference_of<T: Default>(scale: Scale, f: impl FnOnce() -> T) -> T {
@@ -275,25 +202,6 @@ fn uniform(scale: Scale, n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
         vec![0.0; n]
     } else {
         reference::uniform(n, seed, lo, hi)
-    }
-}
-
-/// `n` inputs uniform in [-1, 1] ([`uniform`]), each converted by `to`; for the model, zero
-/// bits that no page holds yet (`host::buffer::zeroed_vec`): converting hundreds of MB of zeros
-/// would write every page.
-fn uniform_as<T: host::Element>(
-    scale: Scale,
-    n: usize,
-    seed: u64,
-    to: impl Fn(f32) -> T,
-) -> Vec<T> {
-    if scale.for_model() {
-        host::buffer::zeroed_vec(n)
-    } else {
-        uniform(scale, n, seed, -1.0, 1.0)
-            .into_iter()
-            .map(to)
-            .collect()
     }
 }
 
@@ -412,143 +320,12 @@ fn from_spec<'a>(
     })
 }
 
-use attention_op::{WgmmaFlashElement, WgmmaMaps};
-
-/// A 16-bit element type of the Hopper kernel.
-trait WgmmaCase: WgmmaFlashElement + kernels::registry::Element {
-    fn from_f32(v: f32) -> Self;
-    fn to_f32(self) -> f32;
-}
-
-impl WgmmaCase for bf16 {
-    fn from_f32(v: f32) -> Self {
-        bf16::from_f32(v)
-    }
-    fn to_f32(self) -> f32 {
-        bf16::to_f32(self)
-    }
-}
-
-impl WgmmaCase for f16 {
-    fn from_f32(v: f32) -> Self {
-        f16::from_f32(v)
-    }
-    fn to_f32(self) -> f32 {
-        f16::to_f32(self)
-    }
-}
-
-/// Attention on Hopper's wgmma (`flash_wgmma`, 16-bit types only), at the registered attention
-/// rows' shapes (batch 4, 16 heads, N = 4096, d = 128 on a GPU; 2 heads of N = 1030 on the
-/// emulator, enough for 9 of its 128-key tiles, so its ring goes round 5 times: the producer
-/// waits for the consumers to release a stage and the mbarriers' phase parity alternates).
-/// Written here, not registered: it launches on TMA tensor maps the host builds for its Q, K
-/// and V, and runs only on sm_90a (docs/registry.md). Q, K, V uniform in [-1, 1].
-///
-/// The cost the emulator's counts are checked against is the flow's whole traffic, re-reads
-/// included; the roofline figures use its compulsory traffic (docs/attention.md).
-fn attention_wgmma<T: WgmmaCase>(
-    rt: &Runtime,
-    scale: Scale,
-    causal: bool,
-) -> host::Result<Case<'_>> {
-    let run = kernels::attention::ATTENTION_FUSED_BF16.shapes.run[0];
-    let shape_at = |s: Scale| {
-        let [batch, heads, n, _, d] = match s {
-            Scale::Gpu | Scale::Model { .. } => run.gpu,
-            Scale::Emulator => run.emulator,
-        };
-        let shape = AttentionShape::new(batch, heads, n, d);
-        match s {
-            Scale::Gpu | Scale::Model { .. } => shape.with_n_kv(s.model_keys().unwrap_or(n)),
-            Scale::Emulator => shape,
-        }
-    };
-    // The modelled figure's shape: the GPU's, at the keys the model samples where it does.
-    let gpu_scale = if scale.for_model() { scale } else { Scale::Gpu };
-    let (shape, gpu_shape) = (shape_at(scale), shape_at(gpu_scale));
-    let elem = T::ELEM.name();
-    let describe = |s: &AttentionShape| {
-        let mask = if causal { " causal" } else { "" };
-        format!(
-            "{}x{}x{}x{} {elem}{mask}",
-            s.batch, s.heads, s.n_q, s.head_dim
-        )
-    };
-    let traffic = |s: &AttentionShape| attention_op::fused_wgmma_traffic(s, causal, size_of::<T>());
-    let cost = match scale {
-        Scale::Emulator => traffic(&shape).total(),
-        Scale::Gpu | Scale::Model { .. } => traffic(&shape).compulsory,
-    };
-    let gpu = (describe(&gpu_shape), traffic(&gpu_shape).compulsory);
-    let params = AttentionParams::standard(shape.head_dim, causal);
-    // Q and K make the scores, which steer the softmax; V's values steer nothing.
-    let input = |n, seed| varied_in_as(scale, n, seed, (-1.0, 1.0), T::from_f32);
-    let (q, k, v) = (
-        input(shape.q_elems(), 1),
-        input(shape.kv_elems(), 2),
-        uniform_as(scale, shape.kv_elems(), 3, T::from_f32),
-    );
-    // The reference for the first head only: at the GPU shape all 64 heads in f64 would take
-    // minutes of CPU; every head runs the same code.
-    let head = AttentionShape::new(1, 1, shape.n_q, shape.head_dim).with_n_kv(shape.n_kv);
-    let widen = |x: &[T], n: usize| x[..n].iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
-    let want = reference_of(scale, || {
-        let (hq, hk, hv) = (
-            widen(&q, head.q_elems()),
-            widen(&k, head.kv_elems()),
-            widen(&v, head.kv_elems()),
-        );
-        reference::attention(&hq, &hk, &hv, &head, params.scale, causal).o
-    });
-    // The registered rows' bound (`kernels::attention::error_bound`), rounded to `T`.
-    let half_u = T::ELEM.unit_roundoff();
-    let tolerance = kernels::attention::error_bound(head.n_kv, head.head_dim, params.scale, half_u);
-    let qkv = [rt.upload(&q)?, rt.upload(&k)?, rt.upload(&v)?];
-    let o = Rc::new(RefCell::new(rt.alloc::<T>(shape.q_elems())?));
-    let mut lse = rt.alloc::<f32>(shape.lse_elems())?;
-    // The Hopper kernel's tensor maps, built once (a driver call per head and tensor).
-    let maps = WgmmaMaps::new(rt, [&qkv[0], &qkv[1], &qkv[2]], &shape)?;
-    let kernel = format!(
-        "attention_wgmma_{elem}{}",
-        if causal { "_causal" } else { "" }
-    );
-    Ok(Case {
-        kernel: Box::leak(kernel.into_boxed_str()),
-        shape: describe(&shape),
-        cost,
-        gpu,
-        launch: Box::new({
-            let o = o.clone();
-            move |rt| {
-                let [q, k, v] = &qkv;
-                let o = &mut o.borrow_mut();
-                attention_op::fused_wgmma_with(rt, &maps, [q, k, v], o, &mut lse, &shape, &params)
-            }
-        }),
-        check: Box::new(move |rt| {
-            let got = rt.download(&o.borrow()).map_err(|e| e.to_string())?;
-            let err = got[..want.len()]
-                .iter()
-                .zip(&want)
-                .map(|(g, w)| (f64::from(g.to_f32()) - w).abs())
-                .fold(0.0f64, |m, e| if e.is_nan() { f64::NAN } else { m.max(e) });
-            if err <= tolerance {
-                Ok(format!("head 0: max |error| {err:.1e} <= {tolerance:.1e}"))
-            } else {
-                Err(format!("head 0: max |error| {err:e} > {tolerance:e}"))
-            }
-        }),
-    })
-}
-
 /// Every GEMM step at every size of the sweep (`kernels::gemm::RUN`), size by size so that each
-/// size reads as the progression from step 1 to step 5: steps 1 to 4 are registered, each size
-/// a row of their spec; step 5 is written here.
+/// size reads as the progression from step 1 to step 5, each size a row of the steps' specs.
 fn gemm_cases() -> Vec<CaseSpec> {
     use kernels::gemm::{
         GEMM_NAIVE_F32, GEMM_REGISTER_BLOCKED_F32, GEMM_TENSOR_CORE_BF16, GEMM_TENSOR_CORE_F16,
-        GEMM_TILED_F32,
+        GEMM_TILED_F32, GEMM_WGMMA_BF16, GEMM_WGMMA_F16,
     };
     macro_rules! at_size {
         ($size:literal) => {
@@ -558,99 +335,16 @@ fn gemm_cases() -> Vec<CaseSpec> {
                 registered_at(&GEMM_REGISTER_BLOCKED_F32, $size),
                 registered_at(&GEMM_TENSOR_CORE_BF16, $size),
                 registered_at(&GEMM_TENSOR_CORE_F16, $size),
-                case(GemmKernel::ALL[5].name(), gemm_case::<5, $size>),
-                case(GemmKernel::ALL[6].name(), gemm_case::<6, $size>),
+                registered_at(&GEMM_WGMMA_BF16, $size),
+                registered_at(&GEMM_WGMMA_F16, $size),
             ]
         };
     }
-    const _: () = assert!(GemmKernel::ALL.len() == 7 && kernels::gemm::RUN.len() == 3);
+    const _: () = assert!(kernels::gemm::RUN.len() == 3);
     [at_size!(0), at_size!(1), at_size!(2)]
         .into_iter()
         .flatten()
         .collect()
-}
-
-/// Rows of C checked against the CPU reference: all of them on the emulator; on a GPU, 16 spread
-/// over the matrix (first and last included), since the f64 reference of a whole 4096^3 product
-/// would take minutes on the CPU.
-fn gemm_check_rows(m: usize, scale: Scale) -> Vec<usize> {
-    match scale {
-        Scale::Emulator => (0..m).collect(),
-        Scale::Gpu | Scale::Model { .. } => (0..16).map(|i| i * (m - 1) / 15).collect(),
-    }
-}
-
-/// Step 5 (`KERNEL` 5 or 6 of `GemmKernel::ALL`) at size `SIZE` of the sweep, `C = A B`.
-///
-/// Two costs, from `GemmKernel::cost`, as a registered spec's re-reads give them to steps 1 to 3
-/// ([`from_spec`]) and step 4. Every byte the kernel requests (the compulsory traffic plus the re-reads its
-/// tiling causes) is what the emulator counts, so it is the cost checked at the emulator's size;
-/// it is also what the modelled figure at the GPU size uses, labelled "no L2": the roofline of a
-/// GPU without L2 reuse, where each step's larger tile shows as a higher intensity. A GPU
-/// measurement is read against the compulsory traffic (A, B read once, C written), the true
-/// roofline, since L2 serves many of the re-reads (docs/gemm.md).
-fn gemm_case<const KERNEL: usize, const SIZE: usize>(
-    rt: &Runtime,
-    scale: Scale,
-) -> host::Result<Case<'_>> {
-    let kernel = GemmKernel::ALL[KERNEL];
-    let run = kernels::gemm::RUN[SIZE];
-    let size = |s: Scale| s.pick(run.gpu[0], run.emulator[0]);
-    let s = size(scale);
-    let shape = GemmShape::new(s, s, s);
-    let model = kernel.cost(shape, Epilogue::Overwrite);
-    let cost = match scale {
-        Scale::Gpu | Scale::Model { .. } => model.compulsory,
-        Scale::Emulator => model.requested(),
-    };
-    let g = size(Scale::Gpu);
-    let gpu = (
-        format!("{g}^3 (no L2)"),
-        kernel
-            .cost(GemmShape::new(g, g, g), Epilogue::Overwrite)
-            .requested(),
-    );
-    let input = |seed| uniform_as(scale, s * s, seed, |x| kernel.representable(x));
-    let (a_host, b_host) = (input(11), input(12));
-    let rows = gemm_check_rows(s, scale);
-    let want = reference_of(scale, || {
-        reference::gemm_rows(&a_host, &b_host, None, (s, s), &rows)
-    });
-    let operands = GemmOperands::upload(rt, kernel, &a_host, &b_host)?;
-    let c = Rc::new(RefCell::new(rt.alloc::<f32>(s * s)?));
-    Ok(Case {
-        kernel: kernel.name(),
-        shape: format!("{s}^3"),
-        cost,
-        gpu,
-        launch: Box::new({
-            let c = c.clone();
-            move |rt| {
-                let mut c = c.borrow_mut();
-                gemm::gemm(rt, kernel, &operands, &mut c, shape, Epilogue::Overwrite)
-            }
-        }),
-        check: Box::new(move |rt| {
-            let all = rt.download(&c.borrow()).map_err(|e| e.to_string())?;
-            let got: Vec<f32> = rows
-                .iter()
-                .flat_map(|&i| all[i * s..(i + 1) * s].iter().copied())
-                .collect();
-            let error = reference::gemm_error(&got, &want);
-            let bound = kernel.error_bound(s);
-            if error <= bound {
-                Ok(format!(
-                    "{} rows within {:.0}% of the rounding bound",
-                    rows.len(),
-                    100.0 * error / bound
-                ))
-            } else {
-                Err(format!(
-                    "error {error:e} x magnitude, rounding bound {bound:e}"
-                ))
-            }
-        }),
-    })
 }
 
 /// The decode kernels at Llama-3-8B's shapes (docs/decode.md): the GEMV at batch 1 on the up
@@ -674,23 +368,26 @@ mod tests {
     use super::*;
 
     /// Each registered kernel is one case per GPU shape of its spec, in the spec's order, and
-    /// no case written here has its name: the registry and this file cannot both describe a
-    /// kernel.
+    /// every case is a registered kernel's.
     #[test]
-    fn each_registered_kernel_is_one_case_per_gpu_shape_and_only_there() {
+    fn each_registered_kernel_is_one_case_per_gpu_shape() {
         let all = all();
         for spec in registry::all() {
             let shapes: Vec<usize> = all
                 .iter()
                 .filter(|c| c.kernel == spec.name)
-                .map(|c| match c.build {
-                    Build::Registered(_, i) => i,
-                    Build::Here(_) => panic!("{} is also written here", spec.name),
-                })
+                .map(|c| c.shape)
                 .collect();
             let want: Vec<usize> = (0..spec.shapes.run.len()).collect();
             assert_eq!(shapes, want, "{}", spec.name);
         }
+        assert_eq!(
+            all.len(),
+            registry::all()
+                .iter()
+                .map(|s| s.shapes.run.len())
+                .sum::<usize>()
+        );
     }
 
     /// A row left out for want of sm_90a is said, with the count and the way to run it.

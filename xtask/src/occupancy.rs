@@ -9,7 +9,6 @@
 use half::bf16;
 use host::embedded::Arch;
 use host::ops::attention::{self, AttentionShape};
-use host::ops::gemm::GemmKernel;
 use kernels::attention::HEAD_DIMS;
 use perf::occupancy::{self, BlockResources, HBM_LATENCY_CYCLES, SmLimits};
 use perf::specs::GpuSpec;
@@ -50,7 +49,8 @@ pub fn launch_of(name: &str) -> Option<Launch> {
     }
 }
 
-/// The launches of the kernels that are not registered yet, read off the ops and the kernel
+/// The launches of the PTX entries no spec is named after (the kernels that are not registered,
+/// and those a registered spec launches under another name), read off the ops and the kernel
 /// crate's constants.
 fn table(name: &str) -> Option<Launch> {
     use kernels::elementwise::BLOCK_SIZE;
@@ -97,13 +97,6 @@ fn table(name: &str) -> Option<Launch> {
         .any(|pass| n.starts_with(pass)) =>
         {
             launch(ROW_THREADS, 0, Some(elem(n)))
-        }
-        // Step 5; steps 1 to 4 are registered.
-        n if n.starts_with("gemm_") => {
-            let kernel = GemmKernel::ALL
-                .into_iter()
-                .find(|k| k.name() == n && k.spec().is_none())?;
-            from_config(kernel.launch_config(1, 1))
         }
         "attention_scores_f32" | "attention_pv_f32_d64" | "attention_pv_f32_d128" => {
             from_config(attention::naive_config(1, 1, 1))

@@ -348,7 +348,7 @@ fn sample_at_keys(
         Backend::Ptx(ptx) => (ptx.emulator().clone(), Some(ptx)),
         Backend::Cuda(_) => unreachable!("built on the CPU"),
     };
-    if !cases::runs_on(&rt, spec.kernel) {
+    if !cases::runs_on(&rt, spec) {
         return Err(format!(
             "{} needs sm_90a: run the PTX backend on the sm_90a module (KERNELS_PTX_ARCH=sm_90a)",
             spec.kernel
@@ -680,7 +680,7 @@ pub(crate) fn within_budget(
     use std::sync::atomic::{AtomicU64, Ordering};
     static SPENT: AtomicU64 = AtomicU64::new(0);
     let machine = Machine::find(gpu.key).ok_or_else(|| format!("no model of {}", gpu.name))?;
-    if cases::needs_wgmma(spec.kernel) && !machine.has_wgmma {
+    if spec.spec.sm90a_only && !machine.has_wgmma {
         // Known before any block runs: nothing to sample.
         return Err(perf::model::no_wgmma(&machine));
     }

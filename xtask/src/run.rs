@@ -6,6 +6,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use host::bench::{self, BenchConfig, Timing};
+use host::registry;
 use host::{Runtime, runtime::Backend};
 use indicatif::{ProgressBar, ProgressStyle};
 use perf::cost::{Bound, Roofline};
@@ -182,7 +183,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let selected: Vec<usize> = named
         .iter()
         .copied()
-        .filter(|&i| cases::runs_on(&rt, all[i].kernel))
+        .filter(|&i| cases::runs_on(&rt, &all[i]))
         .collect();
     if selected.is_empty() {
         return Err(no_kernel_left(args, &all, &named, &rt));
@@ -278,18 +279,26 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     for failure in &report.failures {
         println!("{}", failure_lines(failure));
     }
-    if report
-        .rows
+    // The sweeps of the lessons the run's rows belong to: attention's (a row of its dimensions),
+    // and decode's (the GEMV and decode attention).
+    let ran = |specs: &[&registry::Spec]| {
+        let ran = |s: &&registry::Spec| report.rows.iter().any(|r| r.kernel == s.name);
+        specs.iter().any(ran)
+    };
+    let attention: Vec<&registry::Spec> = registry::all()
         .iter()
-        .any(|r| r.kernel.starts_with("attention"))
-    {
+        .copied()
+        .filter(|s| s.dims == kernels::attention::DIMS)
+        .collect();
+    if ran(&attention) {
         attention_sweep(&report.rows, spec);
     }
-    if report
-        .rows
-        .iter()
-        .any(|r| r.kernel.starts_with("gemv") || r.kernel.starts_with("decode"))
-    {
+    use kernels::decode::{DECODE_ATTENTION_BF16, DECODE_ATTENTION_PAGED_BF16, GEMV_BF16};
+    if ran(&[
+        &GEMV_BF16,
+        &DECODE_ATTENTION_BF16,
+        &DECODE_ATTENTION_PAGED_BF16,
+    ]) {
         crate::decode::sweeps(spec);
     }
     println!("JSON report: {}", path.display());

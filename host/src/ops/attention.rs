@@ -10,7 +10,6 @@ use kernels::attention::{
     ATTENTION_NAIVE_BF16, ATTENTION_NAIVE_F16, ATTENTION_NAIVE_F32, ATTENTION_NAIVE_F32_CAUSAL,
     FlashKernel, HEAD_DIMS, NaiveKernel, flash_wgmma, naive as naive_kernels,
 };
-use kernels::cuda::tma::TmaSwizzle;
 use kernels::registry::{Dims, Spec};
 
 use super::{GridAxis, elements, grid_blocks};
@@ -19,7 +18,7 @@ use crate::launch;
 use crate::runtime::{Launched, Runtime};
 use crate::tensor_map::TensorMaps2d;
 use crate::{Error, Result};
-use emu::{LaunchConfig, dim3};
+use emu::LaunchConfig;
 use perf::cost::{ComputeUnit, Cost, product, sum};
 
 const F32: usize = size_of::<f32>();
@@ -232,18 +231,6 @@ pub fn dims(shape: &AttentionShape) -> Dims {
     ]
 }
 
-/// `launch!` of the d = 64 or the d = 128 entry point of the Hopper kernel, with the same
-/// arguments (identifiers, as `launch!` takes them).
-macro_rules! launch_head_dim {
-    ($rt:expr, $cfg:expr, $d:expr, $d64:ident, $d128:ident, ($($arg:ident),*)) => {
-        if $d == 64 {
-            launch!($rt, $cfg, attention::$d64($($arg),*))
-        } else {
-            launch!($rt, $cfg, attention::$d128($($arg),*))
-        }
-    };
-}
-
 /// A fused attention op for element type `T`, [`fused`] or [`fused_wgmma`]: the tests run both
 /// kernels through one function.
 pub type FusedOp<T> = fn(
@@ -280,8 +267,7 @@ pub fn fused<T: FlashElement>(
         T::SPEC,
         &[q, k, v],
         o,
-        &[lse],
-        &[],
+        (&[lse], &[], &[]),
         dims(shape),
         &|l, b, d| kernels::attention::launch_fused::<T>(l, b, d, scale_mask, false),
     )
@@ -341,8 +327,7 @@ pub fn fused_bf16_fma_exp(
         spec,
         &[q, k, v],
         o,
-        &[lse],
-        &[],
+        (&[lse], &[], &[]),
         dims(shape),
         &|l, b, d| kernels::attention::launch_fused::<bf16>(l, b, d, scale_mask, true),
     )
@@ -374,57 +359,19 @@ pub(crate) fn traffic(cost: kernels::registry::Cost, unit: ComputeUnit) -> Traff
 /// The 16-bit element types of the Hopper kernel (`kernels::attention::flash_wgmma`: TMA,
 /// mbarrier ring, `wgmma`), which only an sm_90a GPU, the source emulator, or the PTX backend
 /// with the sm_90a module runs ([`Runtime::has_wgmma`]).
-pub trait WgmmaFlashElement: FlashElement {
-    /// Launches the kernel for this type and `d` (64 or 128); the arguments are checked.
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn launch_wgmma(
-        rt: &Runtime,
-        cfg: LaunchConfig,
-        d: usize,
-        maps: &WgmmaMaps,
-        o: &mut DeviceBuffer<Self>,
-        lse: &mut DeviceBuffer<f32>,
-        args: (u32, u32, f32, u32),
-    ) -> Result<Launched>;
+pub trait WgmmaFlashElement: FlashElement + kernels::attention::WgmmaKernel {
+    /// The non-causal Hopper row's spec (`attention_wgmma_bf16`, `_f16`), through which the op
+    /// launches (its buffers' types checked, its tensor maps declared).
+    const WGMMA_SPEC: &'static Spec;
 }
 
-macro_rules! wgmma_flash_element {
-    ($t:ty, $d64:ident, $d128:ident) => {
-        impl WgmmaFlashElement for $t {
-            fn launch_wgmma(
-                rt: &Runtime,
-                cfg: LaunchConfig,
-                d: usize,
-                maps: &WgmmaMaps,
-                o: &mut DeviceBuffer<Self>,
-                lse: &mut DeviceBuffer<f32>,
-                (n_q, n_kv, scale, causal): (u32, u32, f32, u32),
-            ) -> Result<Launched> {
-                let (qm, km, vm) = (maps.q.ptr(), maps.k.ptr(), maps.v.ptr());
-                let (o, lse) = (o.ptr(), lse.ptr());
-                launch_head_dim!(
-                    rt,
-                    cfg,
-                    d,
-                    $d64,
-                    $d128,
-                    (qm, km, vm, o, lse, n_q, n_kv, scale, causal)
-                )
-            }
-        }
-    };
+impl WgmmaFlashElement for bf16 {
+    const WGMMA_SPEC: &'static Spec = &kernels::attention::ATTENTION_WGMMA_BF16;
 }
-wgmma_flash_element!(
-    bf16,
-    flash_attention_wgmma_bf16_d64,
-    flash_attention_wgmma_bf16_d128
-);
-wgmma_flash_element!(
-    f16,
-    flash_attention_wgmma_f16_d64,
-    flash_attention_wgmma_f16_d128
-);
+
+impl WgmmaFlashElement for f16 {
+    const WGMMA_SPEC: &'static Spec = &kernels::attention::ATTENTION_WGMMA_F16;
+}
 
 /// The Hopper kernel's tensor maps for one shape: one per head of Q (`n_q` rows), K and V
 /// (`n_kv` rows), boxes of `BOX_ROWS x BOX_COLS`, 128-byte swizzle. A map per head, so that the
@@ -436,29 +383,25 @@ pub struct WgmmaMaps {
     /// The device addresses of the Q, K and V the maps describe: a launch with other buffers
     /// would read these ones (or freed memory), so it is refused.
     buffers: [usize; 3],
-    q: TensorMaps2d,
-    k: TensorMaps2d,
-    v: TensorMaps2d,
+    /// Q's, K's and V's, as the spec declares them (`kernels::attention::wgmma_maps`).
+    maps: Vec<TensorMaps2d>,
 }
 
 impl WgmmaMaps {
     /// The maps of `q`, `k`, `v` for `shape` (checked as [`fused_wgmma`] checks it).
-    pub fn new<T: Element>(
+    pub fn new<T: WgmmaFlashElement>(
         rt: &Runtime,
         [q, k, v]: [&DeviceBuffer<T>; 3],
         shape: &AttentionShape,
     ) -> Result<Self> {
-        let (bh, d) = (shape.bh(), shape.head_dim);
-        let maps = |buf, rows: usize| {
-            let boxes = (flash_wgmma::BOX_ROWS as u32, flash_wgmma::BOX_COLS as u32);
-            rt.tensor_maps_2d(buf, bh, (rows.max(1), d), boxes, TmaSwizzle::B128)
-        };
+        // A map needs non-empty dimensions: a sequence of no rows is viewed as one, which no
+        // box reads.
+        let [b, h, n_q, n_kv, d] = dims(shape);
+        let viewed = [b, h, n_q.max(1), n_kv.max(1), d];
         Ok(Self {
             shape: *shape,
             buffers: [q.ptr().addr(), k.ptr().addr(), v.ptr().addr()],
-            q: maps(q, shape.n_q)?,
-            k: maps(k, shape.n_kv)?,
-            v: maps(v, shape.n_kv)?,
+            maps: crate::registry::tensor_maps(rt, T::WGMMA_SPEC, viewed, &[q, k, v])?,
         })
     }
 }
@@ -499,9 +442,9 @@ pub fn fused_wgmma_with<T: WgmmaFlashElement>(
     params: &AttentionParams,
 ) -> Result<Launched> {
     let lens = [q.len(), k.len(), v.len(), o.len(), lse.len()];
-    let Some(args) = fused_wgmma_args(rt, shape, params, lens)? else {
+    if fused_wgmma_args(rt, shape, params, lens)?.is_none() {
         return Ok(None);
-    };
+    }
     if maps.shape != *shape {
         return Err(Error::Shape(format!(
             "attention::fused_wgmma: tensor maps built for {:?}, launched for {shape:?}",
@@ -513,21 +456,26 @@ pub fn fused_wgmma_with<T: WgmmaFlashElement>(
             "attention::fused_wgmma: tensor maps built for other Q, K, V buffers than the ones launched with (the kernel reads through the maps): build them with WgmmaMaps::new of these buffers".into(),
         ));
     }
-    let cfg = fused_wgmma_config(shape);
-    T::launch_wgmma(rt, cfg, shape.head_dim, maps, o, lse, args)
+    let scale_mask = (params.scale, params.causal);
+    crate::registry::launch_with(
+        rt,
+        T::WGMMA_SPEC,
+        &[q, k, v],
+        o,
+        (&[lse], &[], &maps.maps),
+        dims(shape),
+        &|l, b, d| kernels::attention::launch_wgmma::<T>(l, b, d, scale_mask),
+    )
 }
 
 /// The Hopper kernel's launch: one block of a producer and two consumer warpgroups per `BR` =
 /// 128 queries of each head, with the dynamic shared memory of Q and the K/V ring.
 pub fn fused_wgmma_config(shape: &AttentionShape) -> LaunchConfig {
+    let g = kernels::attention::wgmma_geometry(dims(shape));
     LaunchConfig {
-        grid: dim3(
-            shape.n_q.div_ceil(flash_wgmma::BR) as u32,
-            shape.bh() as u32,
-            1,
-        ),
-        block: dim3(flash_wgmma::THREADS as u32, 1, 1),
-        shared_mem_bytes: flash_wgmma::shared_bytes(shape.head_dim) as u32,
+        grid: g.grid,
+        block: g.block,
+        shared_mem_bytes: g.dynamic_shared,
     }
 }
 
@@ -649,8 +597,7 @@ pub fn naive<T: NaiveElement>(
         spec,
         &[q, k, v],
         o,
-        &[s, p],
-        &[],
+        (&[s, p], &[], &[]),
         dims(shape),
         &|l, b, d| kernels::attention::launch_naive::<T>(l, b, d, scale_mask),
     )

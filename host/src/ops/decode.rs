@@ -374,8 +374,7 @@ fn launch_step(
         spec,
         &[q, k, v],
         o,
-        &[&ws.part_m, &ws.part_l, &ws.part_o, lse],
-        &indices,
+        (&[&ws.part_m, &ws.part_l, &ws.part_o, lse], &indices, &[]),
         [shape.batch, shape.kv_heads, shape.group(), longest, page],
         &|l, b, _| kernel::launch(l, b, &step),
     )

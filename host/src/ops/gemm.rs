@@ -2,23 +2,20 @@
 //! and f16).
 //!
 //! Every matrix is **row-major**: A is M x K, B is K x N, C is M x N, element (i, j) of an R x C
-//! matrix at `i * C + j`. Each function validates the buffers against the shape and launches:
-//! steps 1 to 4 through their registered specs (`kernels::gemm::GEMM_NAIVE_F32`, ...,
-//! docs/registry.md), whose launch is the kernel's only one, step 5 with the grid from the
-//! kernel crate's tile constants and its tensor maps. [`GemmKernel::cost`] is the cost
+//! matrix at `i * C + j`. Each function validates the buffers against the shape and launches
+//! through the step's registered spec (`kernels::gemm::GEMM_NAIVE_F32`, ..., docs/registry.md),
+//! whose launch is the kernel's only one; step 5 on the tensor maps its spec declares, kept from
+//! one launch to the next. [`GemmKernel::cost`] is the cost
 //! model of each, with the re-reads its tiling causes stated as a term of their own.
 
 use half::{bf16, f16};
-use kernels::cuda::tma::TmaSwizzle;
 use kernels::gemm::{
-    self as k, NAIVE_BLOCK, REGISTER_BLOCKED, TC_ROW_MULTIPLE, TENSOR_CORE, TILED, Tile,
-    WG_BOX_COLS, WG_SHARED_BYTES, WG_THREADS, WGMMA,
+    self as k, NAIVE_BLOCK, REGISTER_BLOCKED, TC_ROW_MULTIPLE, TENSOR_CORE, TILED, Tile, WGMMA,
 };
 
 use crate::buffer::DeviceBuffer;
-use crate::launch;
 use crate::runtime::{Launched, Runtime};
-use crate::tensor_map::TensorMap2d;
+use crate::tensor_map::TensorMaps2d;
 use crate::{Error, Result};
 use emu::LaunchConfig;
 use perf::cost::{ComputeUnit, Cost, product, sum};
@@ -55,15 +52,6 @@ pub enum Epilogue {
     Overwrite,
     /// `C = A B + C`: C is read as well as written.
     Accumulate,
-}
-
-impl Epilogue {
-    fn flag(self) -> u32 {
-        match self {
-            Epilogue::Overwrite => 0,
-            Epilogue::Accumulate => 1,
-        }
-    }
 }
 
 /// The five steps (seven kernels: steps 4 and 5 take bf16 or f16).
@@ -187,16 +175,16 @@ impl GemmKernel {
         }
     }
 
-    /// The registered spec (`kernels::registry`) of steps 1 to 4, through which they launch;
-    /// `None` for step 5, which is not registered (docs/registry.md).
-    pub fn spec(self) -> Option<&'static kernels::registry::Spec> {
+    /// The step's registered spec (`kernels::registry`), through which it launches.
+    pub fn spec(self) -> &'static kernels::registry::Spec {
         match self {
-            GemmKernel::Naive => Some(&k::GEMM_NAIVE_F32),
-            GemmKernel::Tiled => Some(&k::GEMM_TILED_F32),
-            GemmKernel::RegisterBlocked => Some(&k::GEMM_REGISTER_BLOCKED_F32),
-            GemmKernel::TensorCoreBf16 => Some(&k::GEMM_TENSOR_CORE_BF16),
-            GemmKernel::TensorCoreF16 => Some(&k::GEMM_TENSOR_CORE_F16),
-            GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => None,
+            GemmKernel::Naive => &k::GEMM_NAIVE_F32,
+            GemmKernel::Tiled => &k::GEMM_TILED_F32,
+            GemmKernel::RegisterBlocked => &k::GEMM_REGISTER_BLOCKED_F32,
+            GemmKernel::TensorCoreBf16 => &k::GEMM_TENSOR_CORE_BF16,
+            GemmKernel::TensorCoreF16 => &k::GEMM_TENSOR_CORE_F16,
+            GemmKernel::WgmmaBf16 => &k::GEMM_WGMMA_BF16,
+            GemmKernel::WgmmaF16 => &k::GEMM_WGMMA_F16,
         }
     }
 
@@ -277,10 +265,8 @@ impl GemmKernel {
         }
     }
 
-    /// The launch configuration: grid from the kernel crate's tile constants (steps 1 to 3: their
-    /// registered specs' geometry).
+    /// The launch configuration: its registered spec's geometry.
     pub fn launch_config(self, m: u32, n: u32) -> LaunchConfig {
-        let t = self.reuse_tile();
         let of = |g: kernels::registry::Geometry| LaunchConfig {
             grid: g.grid,
             block: g.block,
@@ -293,11 +279,7 @@ impl GemmKernel {
             GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => {
                 of(k::tensor_core_geometry(m, n))
             }
-            GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => {
-                let (blocks_m, blocks_n) = t.blocks(m, n);
-                LaunchConfig::linear(blocks_m * blocks_n, WG_THREADS)
-                    .with_shared_mem(WG_SHARED_BYTES)
-            }
+            GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => of(k::wgmma_geometry(m, n)),
         }
     }
 
@@ -401,7 +383,7 @@ fn registered<T: crate::registry::SpecElement>(
     let Some((_, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
         return Ok(None);
     };
-    let spec = kernel.spec().expect("steps 1 to 4 are registered");
+    let spec = kernel.spec();
     let dims = [m, n, k, 1, 1].map(|d| d as usize);
     let accumulate = epilogue == Epilogue::Accumulate;
     crate::registry::launch_on(rt, spec, &[a, b], c, &[], dims, accumulate)
@@ -457,48 +439,40 @@ pub fn gemm_wgmma_f16(
     wgmma(rt, GemmKernel::WgmmaF16, (a, b), None, c, shape, epilogue)
 }
 
-/// Step 5's two tensor maps, for one shape: A in 128 x 64 boxes, B in 64 x 64 boxes, both
-/// 128-byte swizzled. Building them takes a driver call and an upload each, so [`gemm`] keeps
-/// them in its [`GemmOperands`] from one launch to the next.
+/// Step 5's two tensor maps, for one shape: its spec's (`kernels::gemm`'s `wgmma_maps`: A in
+/// 128 x 64 boxes, B in 64 x 64 boxes, both 128-byte swizzled). Building them takes a driver call
+/// and an upload each, so [`gemm`] keeps them in its [`GemmOperands`] from one launch to the next.
 pub struct WgmmaMaps {
     shape: GemmShape,
-    a: TensorMap2d,
-    b: TensorMap2d,
+    maps: Vec<TensorMaps2d>,
 }
 
 impl WgmmaMaps {
     /// The maps of `a` (M x K) and `b` (K x N) for `shape`.
-    pub fn new<T: crate::buffer::Element>(
+    pub fn new<T: crate::registry::SpecElement>(
         rt: &Runtime,
         a: &DeviceBuffer<T>,
         b: &DeviceBuffer<T>,
         shape: GemmShape,
     ) -> Result<Self> {
         let GemmShape { m, n, k } = shape;
-        let boxes = |buf, dims, box_rows| {
-            rt.tensor_map_2d(buf, dims, (box_rows, WG_BOX_COLS), TmaSwizzle::B128)
-        };
-        if k == 0 || m == 0 || n == 0 {
+        // Both steps' specs declare the same maps, of either element type.
+        let spec = GemmKernel::WgmmaBf16.spec();
+        let maps = if k == 0 || m == 0 || n == 0 {
             // No box is ever copied (no K tile, or no block at all), but a map needs non-empty
-            // dimensions: maps of an 8-element stand-in.
-            let one = rt.alloc::<T>(8)?;
-            return Ok(Self {
-                shape,
-                a: boxes(&one, (1, 8), WGMMA.m)?,
-                b: boxes(&one, (1, 8), WGMMA.k)?,
-            });
-        }
-        Ok(Self {
-            shape,
-            a: boxes(a, (m, k), WGMMA.m)?,
-            b: boxes(b, (k, n), WGMMA.k)?,
-        })
+            // dimensions: maps of an 8 x 8 stand-in.
+            let one = rt.alloc::<T>(64)?;
+            crate::registry::tensor_maps(rt, spec, [1, 8, 8, 1, 1], &[&one, &one])?
+        } else {
+            crate::registry::tensor_maps(rt, spec, [m, n, k, 1, 1], &[a, b])?
+        };
+        Ok(Self { shape, maps })
     }
 }
 
 /// Both step-5 kernels: validate, refuse a GPU without wgmma, build the maps (or take `maps` when
-/// they are for this shape), launch.
-fn wgmma<T: crate::buffer::Element>(
+/// they are for this shape), launch through the spec.
+fn wgmma<T: crate::registry::SpecElement>(
     rt: &Runtime,
     kernel: GemmKernel,
     (a, b): (&DeviceBuffer<T>, &DeviceBuffer<T>),
@@ -507,7 +481,7 @@ fn wgmma<T: crate::buffer::Element>(
     shape: GemmShape,
     epilogue: Epilogue,
 ) -> Result<Launched> {
-    let Some((cfg, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
+    let Some((_, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
         return Ok(None);
     };
     if !kernel.runs_on(rt) {
@@ -532,19 +506,16 @@ fn wgmma<T: crate::buffer::Element>(
             &fresh
         }
     };
-    let (a_map, b_map, c, accumulate) = (maps.a.ptr(), maps.b.ptr(), c.ptr(), epilogue.flag());
-    match kernel {
-        GemmKernel::WgmmaBf16 => launch!(
-            rt,
-            cfg,
-            gemm::gemm_wgmma_bf16(a_map, b_map, c, m, n, k, accumulate)
-        ),
-        _ => launch!(
-            rt,
-            cfg,
-            gemm::gemm_wgmma_f16(a_map, b_map, c, m, n, k, accumulate)
-        ),
-    }
+    let dims = [m, n, k, 1, 1].map(|d| d as usize);
+    let accumulate = epilogue == Epilogue::Accumulate;
+    crate::registry::launch_on_maps(
+        rt,
+        kernel.spec(),
+        (&[a, b], &maps.maps),
+        c,
+        dims,
+        accumulate,
+    )
 }
 
 /// A and B in the element type of the kernel that takes them.

@@ -1,13 +1,13 @@
 //! The attention rows' specs (docs/registry.md): the naive flow in f32, the fused kernel in
-//! f32 (CUDA cores), bf16 and f16 (tensor cores), the causal naive and bf16 rows, and the bf16
-//! kernel with half of its exponentials on the FMA units. The Hopper kernel's rows
-//! (`flash_wgmma`) are not here: they launch on TMA tensor maps the host builds
-//! (`xtask/src/cases.rs`).
+//! f32 (CUDA cores), bf16 and f16 (tensor cores), the causal naive and bf16 rows, the bf16
+//! kernel with half of its exponentials on the FMA units, and the Hopper kernel (`flash_wgmma`,
+//! bf16 and f16, and bf16 causal), which reads Q, K and V through tensor maps the harness
+//! encodes (one per head) and runs on sm_90a only.
 //!
 //! Dimensions `["batch", "heads", "n_q", "n_kv", "d"]`: the rows of `cargo xtask run` are
 //! self-attention (`n_q == n_kv`, written `4x16x4096x128 bf16`); the property test draws the
 //! query and key lengths apart (cross-attention, and causal rows that see no key), and the
-//! performance model samples the keys alone (`cases::affine_keys`). `d` is a multiple of 64,
+//! performance model samples the keys alone (a spec's `affine_keys`). `d` is a multiple of 64,
 //! the head dimensions the kernels are built for (`HEAD_DIMS`). The launch functions take the
 //! softmax scale and the mask, which `host::ops::attention` passes as its caller asks; a spec's
 //! own launch passes the transformer's scale and its row's mask.
@@ -15,9 +15,11 @@
 use std::vec::Vec;
 
 use super::{
-    flash_f32, flash_mma, is_visible, kv_end, kv_rows_loaded, naive, naive_mma, visible_keys,
+    flash_f32, flash_mma, flash_wgmma, is_visible, kv_end, kv_rows_loaded, naive, naive_mma,
+    visible_keys,
 };
 use crate::cuda::emu::Dim3;
+use crate::cuda::tma::{TensorMap, TmaSwizzle};
 use crate::cuda::{Bf16, F16, GlobalPtr};
 use crate::registry::*;
 
@@ -490,6 +492,7 @@ pub fn launch_naive<T: NaiveKernel>(
         workspaces: &[],
         indices: &[],
         accumulate: false,
+        tensor_maps: &[],
     };
     let rows = [batch * heads * n_q, n_kv, 1, 1, 1];
     (crate::softmax::SOFTMAX_FUSED_F32.launch)(launcher, &softmax, rows)?;
@@ -568,6 +571,33 @@ const fn run_shape(n: usize, d: usize) -> RunShape {
     }
 }
 
+// The model's samples along the keys (`AffineKeys`): the non-causal rows, where each key tile
+// costs a block the same. The tiles are at most 128 keys wide, and the naive flow's softmax gives
+// each of its 256 threads a row's keys in a loop: 256 and 512 keys. On the PTX backend the
+// compiler unrolls that loop by four, so the naive flow's counts follow one line only over
+// multiples of 1024 keys: 1024 and 2048 there (checked from 1024 and 2048 to 3072 by hand: a
+// minute, too long for the suite). A causal row is not affine (with fewer keys than queries, the
+// middle query tiles see no key at all), except for the naive flow's P V launch: the mask is in
+// P as zeros, which it multiplies like any other value (`NAIVE_CAUSAL_PV`). The fused causal
+// kernels skip masked tiles and are sampled at the GPU shape, where their blocks are short
+// enough.
+
+/// The naive flow's P V kernel at the GPU shape's head dimension (128): the causal naive row's
+/// one launch affine in the keys.
+const NAIVE_CAUSAL_PV: &str = "attention_pv_f32_d128";
+
+/// A fused kernel's samples along the keys, `bc` keys a tile: two and four key tiles, so that
+/// each sample holds at least two whole tiles and a kernel that loads the next tile while it
+/// computes this one (the Hopper kernel's pipeline) runs its steady state in both. Shorter
+/// samples cost less: a tenth of a second.
+const fn fused_affine_keys(bc: usize) -> AffineKeys {
+    AffineKeys {
+        short: (2 * bc, 4 * bc),
+        short_ptx: (2 * bc, 4 * bc),
+        only: None,
+    }
+}
+
 const NAIVE_RUN: &[RunShape] = &[run_shape(200, 128)];
 const FUSED_RUN: &[RunShape] = &[run_shape(1030, 128)];
 /// The FMA-exponential kernel is built for d = 64.
@@ -617,6 +647,15 @@ const fn attention_spec<T: FlashKernel + NaiveKernel, const FLOW: u8, const CAUS
         // Q and K make the scores, whose row maxima skip their exponentials
         // (`kernels::softmax::exp2_shifted`): on zeros the model would count none.
         values_steer: true,
+        affine_keys: match (flow, CAUSAL) {
+            (Flow::Naive, _) => Some(AffineKeys {
+                short: (256, 512),
+                short_ptx: (1024, 2048),
+                only: if CAUSAL { Some(NAIVE_CAUSAL_PV) } else { None },
+            }),
+            (Flow::Fused | Flow::FusedFmaExp, false) => Some(fused_affine_keys(T::BC)),
+            (Flow::Fused | Flow::FusedFmaExp, true) => None,
+        },
         output: |[batch, heads, n_q, _, d]| Buffer::of::<T>(batch * heads * n_q * d),
         rows: |[batch, heads, n_q, ..]| batch * heads * n_q,
         workspaces: match flow {
@@ -626,6 +665,8 @@ const fn attention_spec<T: FlashKernel + NaiveKernel, const FLOW: u8, const CAUS
             Flow::Fused | Flow::FusedFmaExp => |[batch, heads, n_q, ..]| std::vec![batch * heads * n_q],
         },
         indices: |_| std::vec![],
+        tensor_maps: |_| std::vec![],
+        sm90a_only: false,
         launch: match flow {
             Flow::Naive => |l, b, dims| launch_naive::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL)),
             Flow::Fused => |l, b, dims| launch_fused::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL), false),
@@ -708,4 +749,151 @@ pub const ATTENTION_FUSED_BF16_CAUSAL: Spec = attention_spec::<Bf16, 1, true>(
 pub const ATTENTION_FUSED_BF16_FMA_EXP: Spec = attention_spec::<Bf16, 2, false>(
     "attention_fused_bf16_fma_exp",
     "the bf16 fused kernel at d = 64, every other 8-key piece's exponentials on the FMA units",
+);
+
+/// A 16-bit element type of the Hopper kernel (`flash_wgmma`: TMA, an mbarrier ring, `wgmma`):
+/// bf16 and f16.
+pub trait WgmmaKernel: FlashKernel {
+    /// Launches the kernel for `d` (64 or 128) on the tensor maps of Q, K and V.
+    #[doc(hidden)]
+    fn launch_wgmma(
+        launcher: &dyn Launcher,
+        geometry: Geometry,
+        d: usize,
+        qkv_maps: [GlobalPtr<TensorMap>; 3],
+        o: GlobalPtr<Self>,
+        lse: GlobalPtr<f32>,
+        args: (u32, u32, f32, u32),
+    ) -> Result<(), LaunchError>;
+}
+
+macro_rules! wgmma_kernel {
+    ($t:ty, $d64:ident, $d128:ident) => {
+        impl WgmmaKernel for $t {
+            fn launch_wgmma(
+                launcher: &dyn Launcher,
+                geometry: Geometry,
+                d: usize,
+                [q_maps, k_maps, v_maps]: [GlobalPtr<TensorMap>; 3],
+                o: GlobalPtr<$t>,
+                lse: GlobalPtr<f32>,
+                (n_q, n_kv, scale, causal): (u32, u32, f32, u32),
+            ) -> Result<(), LaunchError> {
+                use flash_wgmma::{$d64, $d128};
+                match d {
+                    64 => crate::launch_registered!(
+                        launcher,
+                        geometry,
+                        $d64(q_maps, k_maps, v_maps, o, lse, n_q, n_kv, scale, causal)
+                    ),
+                    128 => crate::launch_registered!(
+                        launcher,
+                        geometry,
+                        $d128(q_maps, k_maps, v_maps, o, lse, n_q, n_kv, scale, causal)
+                    ),
+                    _ => Err(std::format!("no Hopper attention kernel for d = {d}").into()),
+                }
+            }
+        }
+    };
+}
+
+wgmma_kernel!(Bf16, flash_attention_wgmma_bf16_d64, flash_attention_wgmma_bf16_d128);
+wgmma_kernel!(F16, flash_attention_wgmma_f16_d64, flash_attention_wgmma_f16_d128);
+
+/// The Hopper kernel's launch: one block of a producer and two consumer warpgroups per
+/// `flash_wgmma::BR` = 128 queries of each head, with the dynamic shared memory of Q and the
+/// K/V ring.
+pub fn wgmma_geometry([batch, heads, n_q, _, d]: Dims) -> Geometry {
+    geometry(
+        (n_q.div_ceil(flash_wgmma::BR), batch * heads, 1),
+        (flash_wgmma::THREADS, 1),
+        flash_wgmma::shared_bytes(d),
+    )
+}
+
+/// The Hopper kernel's tensor maps: one per head of Q (inputs 0, `n_q` rows of `d`), of K and
+/// of V (inputs 1 and 2, `n_kv` rows), boxes of `BOX_ROWS x BOX_COLS`, 128-byte swizzle. A map
+/// per head, so that the TMA zero-fills a tile past the end of a head's sequence instead of
+/// reading the next head's rows.
+pub fn wgmma_maps([batch, heads, n_q, n_kv, d]: Dims) -> Vec<TensorMaps> {
+    let map = |input, rows| TensorMaps {
+        input,
+        slabs: batch * heads,
+        rows,
+        cols: d,
+        box_rows: flash_wgmma::BOX_ROWS as u32,
+        box_cols: flash_wgmma::BOX_COLS as u32,
+        swizzle: TmaSwizzle::B128,
+    };
+    std::vec![map(0, n_q), map(1, n_kv), map(2, n_kv)]
+}
+
+/// The Hopper kernel on the tensor maps of Q, K and V ([`wgmma_maps`]), O (the output) and the
+/// log-sum-exp (workspace 0, f32, one per query row), as [`launch_fused`]'s.
+pub fn launch_wgmma<T: WgmmaKernel>(
+    launcher: &dyn Launcher,
+    buffers: &Buffers,
+    dims: Dims,
+    (scale, causal): (f32, bool),
+) -> Result<(), LaunchError> {
+    let maps = [
+        buffers.tensor_map(0)?,
+        buffers.tensor_map(1)?,
+        buffers.tensor_map(2)?,
+    ];
+    let (o, lse) = (buffers.output::<T>()?, buffers.workspaces[0]);
+    let geometry = wgmma_geometry(dims);
+    T::launch_wgmma(launcher, geometry, dims[4], maps, o, lse, args(dims, scale, causal))
+}
+
+/// The spec of a Hopper row: the fused rows' problem, inputs, reference and bound (the same O
+/// and LSE), with its own launch, tiles (128 queries by 128 keys, so its cost), occupancy, its
+/// tensor maps, sm_90a only, and read against PyTorch's fastest attention on Hopper (the cuDNN
+/// and the FlashAttention backends both measured, the faster one the baseline: `sdpa_hopper`).
+const fn wgmma_spec<T: WgmmaKernel + NaiveKernel, const CAUSAL: bool>(
+    name: &'static str,
+    what: &'static str,
+) -> Spec {
+    Spec {
+        launch: |l, b, dims| launch_wgmma::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL)),
+        cost: |dims| {
+            let tiles = (flash_wgmma::BR, flash_wgmma::BC);
+            flash_cost(dims, CAUSAL, tiles, T::ELEM.bytes())
+        },
+        occupancy: Occupancy {
+            threads: flash_wgmma::THREADS as u32,
+            dynamic_shared: flash_wgmma::shared_bytes(128) as u32,
+            in_flight_per_thread: None,
+        },
+        tensor_maps: wgmma_maps,
+        sm90a_only: true,
+        affine_keys: if CAUSAL {
+            None
+        } else {
+            Some(fused_affine_keys(flash_wgmma::BC))
+        },
+        baseline: Some(Baseline {
+            op: "sdpa_hopper",
+            dims: &["batch", "heads", "seq", "head_dim"],
+        }),
+        ..attention_spec::<T, 1, CAUSAL>(name, what)
+    }
+}
+
+/// FlashAttention-3's structure on Hopper, bf16: a TMA producer warpgroup, two consumer
+/// warpgroups on `wgmma`, K and V through a two-stage mbarrier ring.
+pub const ATTENTION_WGMMA_BF16: Spec = wgmma_spec::<Bf16, false>(
+    "attention_wgmma_bf16",
+    "O = softmax(Q K^T / sqrt(d)) V in one kernel on Hopper (TMA, mbarrier ring, wgmma), bf16; sm_90a only",
+);
+/// The same, f16.
+pub const ATTENTION_WGMMA_F16: Spec = wgmma_spec::<F16, false>(
+    "attention_wgmma_f16",
+    "O = softmax(Q K^T / sqrt(d)) V in one kernel on Hopper (TMA, mbarrier ring, wgmma), f16; sm_90a only",
+);
+/// The bf16 Hopper kernel with the causal mask: tiles past the diagonal skipped.
+pub const ATTENTION_WGMMA_BF16_CAUSAL: Spec = wgmma_spec::<Bf16, true>(
+    "attention_wgmma_bf16_causal",
+    "causal attention in one kernel on Hopper (TMA, mbarrier ring, wgmma), bf16, the tiles past the diagonal skipped; sm_90a only",
 );

@@ -1042,6 +1042,7 @@ mod spec {
             // Q and K make the scores, whose maxima skip their exponentials
             // (`kernels::softmax::exp_shifted`): on zeros the model would count none.
             values_steer: true,
+            affine_keys: None,
             output: |dims| Buffer::bf16(shape(dims).q_elems()),
             rows: |dims| shape(dims).rows(),
             // The partials' m, l and o of each (row, split), and the log-sum-exp of each row:
@@ -1055,6 +1056,8 @@ mod spec {
                 false => std::vec![context_lengths(dims)],
                 true => std::vec![context_lengths(dims), page_table(dims)],
             },
+            tensor_maps: |_| std::vec![],
+            sm90a_only: false,
             launch: |launcher, buffers, dims| launch(launcher, buffers, &Step::of(dims, PAGED)),
             reference: reference::<PAGED>,
             // The longest sequence's: the bound grows with the keys.

@@ -316,10 +316,13 @@ pub const GEMV_BF16: crate::registry::Spec = {
         inputs: |[m, k, n, ..]| std::vec![Buffer::bf16(n * k), Buffer::bf16(m * k)],
         input_range: (-1.0, 1.0),
         values_steer: false,
+        affine_keys: None,
         output: |[m, _, n, ..]| Buffer::bf16(m * n),
         rows: |[m, ..]| m,
         workspaces: |_| std::vec![],
         indices: |_| std::vec![],
+        tensor_maps: |_| std::vec![],
+        sm90a_only: false,
         launch: |launcher, buffers, [m, k, n, ..]| {
             let (w, x) = (buffers.input::<Bf16>(0)?, buffers.input::<Bf16>(1)?);
             let y = buffers.output::<Bf16>()?;

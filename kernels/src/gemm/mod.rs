@@ -507,6 +507,54 @@ pub const fn tensor_core_geometry(m: u32, n: u32) -> crate::registry::Geometry {
     }
 }
 
+/// Step 5's launch: `ceil(M / 128) * ceil(N / 256)` blocks in one dimension (the kernel maps its
+/// block index to a tile with [`raster`]), a producer and two consumer warpgroups each,
+/// [`WG_SHARED_BYTES`] of dynamic shared memory.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const fn wgmma_geometry(m: u32, n: u32) -> crate::registry::Geometry {
+    let (blocks_m, blocks_n) = WGMMA.blocks(m, n);
+    crate::registry::Geometry {
+        dynamic_shared: WG_SHARED_BYTES,
+        ..crate::registry::Geometry::grid_2d((blocks_m * blocks_n, 1), (WG_THREADS, 1))
+    }
+}
+
+/// Step 5's two tensor maps: A (`m x k`) in boxes of 128 rows, B (`k x n`) in boxes of 64 rows,
+/// each box a 128-byte row of [`WG_BOX_COLS`] elements wide, 128-byte swizzled.
+#[cfg(not(target_arch = "nvptx64"))]
+fn wgmma_maps([m, n, k, ..]: crate::registry::Dims) -> std::vec::Vec<crate::registry::TensorMaps> {
+    use crate::cuda::tma::TmaSwizzle;
+    let map = |input, (rows, cols), box_rows| crate::registry::TensorMaps {
+        input,
+        slabs: 1,
+        rows,
+        cols,
+        box_rows,
+        box_cols: WG_BOX_COLS,
+        swizzle: TmaSwizzle::B128,
+    };
+    std::vec![map(0, (m, k), WGMMA.m), map(1, (k, n), WGMMA.k)]
+}
+
+/// Step 5's [`Spec::launch`](crate::registry::Spec::launch): its kernel on the tensor maps of A
+/// and B and on C (f32) at `m x n x k`, adding to C where the launch accumulates.
+#[cfg(not(target_arch = "nvptx64"))]
+macro_rules! wgmma_launch {
+    ($kernel:ident) => {
+        |launcher, buffers, [m, n, k, ..]| {
+            let (a_map, b_map) = (buffers.tensor_map(0)?, buffers.tensor_map(1)?);
+            let c = buffers.output::<f32>()?;
+            let (m, n, k) = (m as u32, n as u32, k as u32);
+            let accumulate = u32::from(buffers.accumulate);
+            crate::launch_registered!(
+                launcher,
+                wgmma_geometry(m, n),
+                $kernel(a_map, b_map, c, m, n, k, accumulate)
+            )
+        }
+    };
+}
+
 /// A step's [`Spec::launch`](crate::registry::Spec::launch): its kernel on A and B of `$input`
 /// and C (f32) at `m x n x k`, on the grid of `$geometry`, adding to C where the launch
 /// accumulates.
@@ -535,6 +583,9 @@ struct Step {
     multiple: crate::registry::Dims,
     tolerance: fn(crate::registry::Dims) -> f64,
     occupancy: crate::registry::Occupancy,
+    /// Step 5's tensor maps and sm_90a build; none and every build for the others.
+    tensor_maps: fn(crate::registry::Dims) -> std::vec::Vec<crate::registry::TensorMaps>,
+    sm90a_only: bool,
 }
 
 /// Steps 1 to 3: f32 on the CUDA cores, any shape, `threads` per block and no dynamic shared
@@ -556,6 +607,8 @@ const fn f32_step(threads: u32) -> Step {
             dynamic_shared: 0,
             in_flight_per_thread: None,
         },
+        tensor_maps: |_| std::vec![],
+        sm90a_only: false,
     }
 }
 
@@ -574,6 +627,30 @@ const TENSOR_CORE_STEP: Step = Step {
         dynamic_shared: TC_SHARED_BYTES,
         in_flight_per_thread: None,
     },
+    tensor_maps: |_| std::vec![],
+    sm90a_only: false,
+};
+
+/// Step 5: bf16 or f16 through the TMA to `wgmma`, on sm_90a only.
+#[cfg(not(target_arch = "nvptx64"))]
+const WGMMA_STEP: Step = Step {
+    unit: crate::registry::Unit::TensorCore16,
+    // Past the 128 x 256 block tile in M and N (two blocks each way, the TMA zero-filling the
+    // second's outside), and five 64-deep K tiles: the 4-stage ring goes round once more, so the
+    // producer waits for a released stage and the mbarriers' parity flips. K and N multiples of
+    // 8 (a tensor map's row pitch is a multiple of 16 bytes), M free. The property test leaves
+    // the Hopper kernels to their own tests (tests/tests/gemm.rs), whose draws cover these.
+    test_max: [136, 264, 320, 1, 1],
+    multiple: [1, TC_ROW_MULTIPLE as usize, TC_ROW_MULTIPLE as usize, 1, 1],
+    // In units of the magnitude: [`tensor_core_error_bound`], as step 4.
+    tolerance: |[_, _, k, ..]| tensor_core_error_bound(k),
+    occupancy: crate::registry::Occupancy {
+        threads: WG_THREADS,
+        dynamic_shared: WG_SHARED_BYTES,
+        in_flight_per_thread: None,
+    },
+    tensor_maps: wgmma_maps,
+    sm90a_only: true,
 };
 
 /// The spec every step shares: `C = A B` on row-major matrices, A `m x k` and B `k x n` of `T`
@@ -602,10 +679,13 @@ const fn gemm_spec<T: crate::registry::Element>(
         inputs: |[m, n, k, ..]| std::vec![Buffer::of::<T>(m * k), Buffer::of::<T>(k * n)],
         input_range: (-1.0, 1.0),
         values_steer: false,
+        affine_keys: None,
         output: |[m, n, ..]| Buffer::f32(m * n),
         rows: |[m, ..]| m,
         workspaces: |_| std::vec![],
         indices: |_| std::vec![],
+        tensor_maps: step.tensor_maps,
+        sm90a_only: step.sm90a_only,
         launch,
         // From the definition, in f64, on the values the kernel reads, with each element's
         // magnitude `sum_k |a_ik b_kj|`, which the tolerance multiplies.
@@ -692,4 +772,32 @@ pub const GEMM_TENSOR_CORE_F16: crate::registry::Spec = gemm_spec::<F16>(
     gemm_launch!(gemm_tensor_core_f16, tensor_core_geometry, F16),
     tensor_core_cost,
     TENSOR_CORE_STEP,
+);
+
+/// Step 5's cost: its 128 x 256 tiles' traffic with 2-byte inputs ([`tiled_cost`]: the TMA
+/// reads nothing outside A and B), and the useful `2 m n k` FLOPs (every run shape is a
+/// multiple of its tiles).
+#[cfg(not(target_arch = "nvptx64"))]
+fn wgmma_cost(dims: crate::registry::Dims) -> crate::registry::Cost {
+    tiled_cost(WGMMA, 2, dims)
+}
+
+/// Step 5 in bf16 (docs/gemm.md): TMA, an mbarrier pipeline, warp specialisation and `wgmma`.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const GEMM_WGMMA_BF16: crate::registry::Spec = gemm_spec::<Bf16>(
+    "gemm_wgmma_bf16",
+    "C = A B, bf16 in, f32 out, on Hopper (TMA, mbarrier pipeline, wgmma); sm_90a only",
+    wgmma_launch!(gemm_wgmma_bf16),
+    wgmma_cost,
+    WGMMA_STEP,
+);
+
+/// Step 5 in f16.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const GEMM_WGMMA_F16: crate::registry::Spec = gemm_spec::<F16>(
+    "gemm_wgmma_f16",
+    "C = A B, f16 in, f32 out, on Hopper (TMA, mbarrier pipeline, wgmma); sm_90a only",
+    wgmma_launch!(gemm_wgmma_f16),
+    wgmma_cost,
+    WGMMA_STEP,
 );
