@@ -207,7 +207,11 @@ fn hint(f: &Failure, e: &Exercise) -> String {
 /// prediction against the target. The sample runs on the source emulator (the Rust compiled into
 /// this binary), or, when the PTX backend runs a module file (`KERNELS_PTX`, as `--watch` sets
 /// it), on that module: the kernel as it was just saved.
-fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String, bool), String> {
+pub(crate) fn performance(
+    e: &Exercise,
+    which: Which,
+    machine: &Machine,
+) -> Result<(String, bool), String> {
     let file = std::env::var_os(host::embedded::PTX_FILE_VAR).filter(|p| !p.is_empty());
     let on_file = match file {
         Some(_) => ExerciseRuntime::from_env(which)
@@ -228,9 +232,13 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
         Backend::Ptx(ptx) => ptx.emulator().clone(),
         Backend::Cuda(_) => unreachable!("an emulator runtime"),
     };
+    // Profiled too: a miss names the line that costs the limiting resource most.
     emu.set_sampling(Some(emu::sample::WHOLE_PLAN), None);
+    emu.set_profiling(true);
     let cost = (e.launch)(&ert, e.gpu_shape);
+    emu.set_profiling(false);
     emu.set_sampling(None, None);
+    let profile = emu.take_profile();
     let cost = cost.map_err(|err| err.to_string())?;
     // The kernel's registers, as ptxas assembles the learner's own code: more of them can cost
     // resident blocks, and the model's occupancy reads them.
@@ -261,6 +269,7 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
         resources_note: String::new(),
         extended_from: None,
         work_spent: 0,
+        cost,
     };
     let p = predict::predict(machine, &sampled)?;
     let bound = cost.bound_seconds(machine.spec);
@@ -272,6 +281,13 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
         sampled.shape, machine.spec.name
     );
     out += &predict::breakdown(&p);
+    if let Some(site) = crate::inspect::costliest_site(&profile, p.limiter) {
+        out += &format!(
+            "   where the {} time goes: {site} (`cargo xtask inspect {}`: every line)\n",
+            p.limiter.name(),
+            e.kernel
+        );
+    }
     out += &format!(
         "   roofline bound {} ({:?}-bound): the prediction is {:.0}% of it\n   target: {}\n   {}\n",
         crate::run::duration(bound),
@@ -321,6 +337,14 @@ mod tests {
             let machine = Machine::find(e.target.device).unwrap();
             let (report, met) = performance(e, Which::Solution, &machine).unwrap();
             assert!(met, "exercise {} ({}):\n{report}", e.number, e.kernel);
+            // A memory-limited verdict names the line that costs it (exercise 8's: the tile's
+            // shared access, or its global one).
+            if e.kernel == "e08_transpose" {
+                assert!(
+                    report.contains("time goes: ") && report.contains("e08_transpose.rs:"),
+                    "{report}"
+                );
+            }
         }
     }
 }
