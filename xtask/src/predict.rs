@@ -296,8 +296,9 @@ pub(crate) struct Sampled {
     /// Device calls emulated for it, every sample together (with a budget set; 0 without):
     /// what it cost here, where an extended launch's own `work` is what its anchor would cost.
     pub work_spent: u64,
-    /// The case's declared cost at the sampled shape: its compulsory bytes and FLOPs, which the
-    /// prediction's last sentence ([`perf::model::next_step`]) measures it against.
+    /// The case's compulsory cost at the sampled shape (its bytes without the re-reads an L2
+    /// serves, its FLOPs), which the prediction's last sentence ([`perf::model::next_step`])
+    /// measures it against.
     pub cost: perf::cost::Cost,
 }
 
@@ -432,7 +433,7 @@ fn sample_at_keys(
         resources_note: note,
         extended_from: None,
         work_spent,
-        cost: case.gpu.1,
+        cost: case.cost,
     }))
 }
 
