@@ -47,7 +47,8 @@ pub fn cost(spec: &Spec, dims: Dims) -> Cost {
 }
 
 /// [`cost`] without the re-reads that a GPU's L2 may serve (`Cost::rereads`) or keeps
-/// (`Cost::resident_rereads`): the compulsory traffic, which a GPU's measurement is read against.
+/// (`Cost::resident_rereads`, `Cost::l2_rereads`): the compulsory traffic, which a GPU's
+/// measurement is read against.
 pub fn compulsory_cost(spec: &Spec, dims: Dims) -> Cost {
     Cost {
         bytes_read: (spec.cost)(dims).compulsory_read(),
@@ -56,7 +57,8 @@ pub fn compulsory_cost(spec: &Spec, dims: Dims) -> Cost {
 }
 
 /// [`cost`] as a modelled row reads it: every byte requested, re-reads included (`(no L2)`),
-/// but those of a buffer a GPU's L2 keeps for the whole launch (`Cost::resident_rereads`).
+/// but those of a buffer a GPU's L2 keeps for the whole launch (`Cost::resident_rereads`) and
+/// those a block reads again right after the first read (`Cost::l2_rereads`).
 pub fn modelled_cost(spec: &Spec, dims: Dims) -> Cost {
     Cost {
         bytes_read: (spec.cost)(dims).modelled_read(),
@@ -633,8 +635,15 @@ pub fn check(
                 Some(_) if states_bounds => format!("its bound {magnitude:e}"),
                 Some(_) => format!("tolerance {tolerance:e} x magnitude {magnitude:e}"),
             };
+            // Where it is in the output's rows (a matrix's row and column), for a learner to
+            // find the index arithmetic that wrote it.
+            let at = if total > 1 {
+                format!(" (row {}, column {})", i / row_len, i % row_len)
+            } else {
+                String::new()
+            };
             return Err(format!(
-                "{}: element {i} is {g:e}, the reference says {w:e} (|error| {err:e} > {bound})",
+                "{}: element {i}{at} is {g:e}, the reference says {w:e} (|error| {err:e} > {bound})",
                 spec.name
             ));
         }
@@ -822,6 +831,50 @@ mod tests {
         );
         got[2] = f32::NAN;
         assert!(check(spec, dims, &x, &got, &[0]).is_err());
+        // A matrix's wrong element names its row and column: the transpose's output is
+        // cols x rows, so element 7 of a 3 x 5 input's transpose is row 2, column 1.
+        let spec = find("transpose_naive").unwrap();
+        let dims = [3, 5, 1, 1, 1];
+        let x = inputs(spec, dims, 1);
+        let mut got: Vec<f32> = (0..15).map(|i| x[0][(i % 3) * 5 + i / 3]).collect();
+        let rows = all_rows(spec, dims);
+        assert!(check(spec, dims, &x, &got, &rows).is_ok());
+        got[7] += 1.0;
+        let err = check(spec, dims, &x, &got, &rows).unwrap_err();
+        assert!(err.contains("element 7 (row 2, column 1) is"), "{err}");
+    }
+
+    /// An RMSNorm reads each row twice (the sum of squares, then the scaling), the second time
+    /// from L2: declared in `l2_rereads`, the roofline bound counts the row once, so it is not
+    /// above the model's prediction (which charges DRAM the first read only), and the modelled
+    /// row's shape has no `(no L2)`.
+    #[test]
+    fn a_re_read_from_l2_counts_once_in_the_bound() {
+        let rmsnorm = Spec {
+            cost: |[n, ..]| kernels::registry::Cost {
+                bytes_read: 2 * 4 * n as u64,
+                bytes_written: 4 * n as u64,
+                flops: 3 * n as u64,
+                l2_rereads: 4 * n as u64,
+                ..kernels::registry::Cost::NONE
+            },
+            ..*find("scaffold_warp").unwrap()
+        };
+        let dims = [1 << 20, 1, 1, 1, 1];
+        assert_eq!(
+            cost(&rmsnorm, dims).bytes_read,
+            8 << 20,
+            "the emulator's count"
+        );
+        for c in [
+            modelled_cost(&rmsnorm, dims),
+            compulsory_cost(&rmsnorm, dims),
+        ] {
+            assert_eq!(c.bytes_read, 4 << 20, "one read of each row");
+            let h100 = perf::specs::GpuSpec::find("h100").unwrap();
+            assert_eq!(c.bound_seconds(h100), (8 << 20) as f64 / h100.hbm_bandwidth);
+        }
+        assert!(!describe_modelled(&rmsnorm, dims).contains("no L2"));
     }
 
     /// Device buffers of a type the spec does not declare are refused before any launch, and

@@ -106,6 +106,10 @@ pub const SPEC: crate::registry::Spec = {
             exps: 0,
             rereads: 0,
             resident_rereads: 0,
+            // Of `bytes_read`, those a block reads again right after its first read (a second
+            // pass over its row, as an RMSNorm's scaling after its sum of squares): L2 serves
+            // them, so the roofline bound and the model count them once. 0: one pass.
+            l2_rereads: 0,
         },
         unit: Unit::CudaCoreF32,
         accumulates: false,

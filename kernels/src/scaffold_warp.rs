@@ -94,6 +94,10 @@ pub const SPEC: crate::registry::Spec = {
             bytes_read: 4 * n as u64,
             bytes_written: 4 * warps(n) as u64,
             flops: (WARP_SIZE as u64 - 1) * warps(n) as u64,
+            // Of `bytes_read`, those a block reads again right after its first read (a second
+            // pass over its row, as an RMSNorm's scaling after its sum of squares): L2 serves
+            // them, so the roofline bound and the model count them once. 0: one pass.
+            l2_rereads: 0,
             ..Cost::NONE
         },
         unit: Unit::CudaCoreF32,

@@ -207,7 +207,11 @@ fn hint(f: &Failure, e: &Exercise) -> String {
 /// prediction against the target. The sample runs on the source emulator (the Rust compiled into
 /// this binary), or, when the PTX backend runs a module file (`KERNELS_PTX`, as `--watch` sets
 /// it), on that module: the kernel as it was just saved.
-fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String, bool), String> {
+pub(crate) fn performance(
+    e: &Exercise,
+    which: Which,
+    machine: &Machine,
+) -> Result<(String, bool), String> {
     let file = std::env::var_os(host::embedded::PTX_FILE_VAR).filter(|p| !p.is_empty());
     let on_file = match file {
         Some(_) => ExerciseRuntime::from_env(which)
@@ -261,6 +265,7 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
         resources_note: String::new(),
         extended_from: None,
         work_spent: 0,
+        cost,
     };
     let p = predict::predict(machine, &sampled)?;
     let bound = cost.bound_seconds(machine.spec);
@@ -294,7 +299,35 @@ fn performance(e: &Exercise, which: Which, machine: &Machine) -> Result<(String,
             )
         }
     );
+    if !met && let Some(site) = costliest_site(e, &ert, &emu, p.limiter)? {
+        out += &format!(
+            "   where the {} time goes: {site} (`cargo xtask inspect {}`: every line)\n",
+            p.limiter.name(),
+            e.kernel
+        );
+    }
     Ok((out, met))
+}
+
+/// On a miss, the sampled launch again with the profiler on, and the access site that costs
+/// `limiter` most (`inspect::costliest_site`). Only on a miss: profiling every sampled access
+/// costs seconds, which a kernel that meets its target need not pay.
+fn costliest_site(
+    e: &Exercise,
+    ert: &ExerciseRuntime,
+    emu: &emu::Emulator,
+    limiter: perf::model::Limiter,
+) -> Result<Option<String>, String> {
+    emu.set_sampling(Some(emu::sample::WHOLE_PLAN), None);
+    emu.set_profiling(true);
+    let again = (e.launch)(ert, e.gpu_shape);
+    emu.set_profiling(false);
+    emu.set_sampling(None, None);
+    // The prediction read the first launch's samples; this one's are the same.
+    let _ = emu.take_samples();
+    let profile = emu.take_profile();
+    again.map_err(|err| err.to_string())?;
+    Ok(crate::inspect::costliest_site(&profile, limiter))
 }
 
 #[cfg(test)]
@@ -321,6 +354,33 @@ mod tests {
             let machine = Machine::find(e.target.device).unwrap();
             let (report, met) = performance(e, Which::Solution, &machine).unwrap();
             assert!(met, "exercise {} ({}):\n{report}", e.number, e.kernel);
+            assert!(!report.contains("time goes: "), "{report}");
         }
+    }
+
+    /// A performance miss names the line that costs the limiting resource: exercise 8's
+    /// solution against a target it misses (a fraction no kernel reaches) names one of its own
+    /// accesses, with its share.
+    #[test]
+    fn a_performance_miss_names_the_line() {
+        let e = exercises::find("e08_transpose").unwrap();
+        let missed = Exercise {
+            target: exercises::Target {
+                fraction: 2.0,
+                ..e.target
+            },
+            ..*e
+        };
+        let machine = Machine::find(e.target.device).unwrap();
+        let (report, met) = performance(&missed, Which::Solution, &machine).unwrap();
+        assert!(!met, "{report}");
+        let line = report
+            .lines()
+            .find(|l| l.contains("time goes: "))
+            .unwrap_or_else(|| panic!("no line named:\n{report}"));
+        assert!(
+            line.contains("kernels/src/solutions/e08_transpose.rs:") && line.contains("% of the"),
+            "{line}"
+        );
     }
 }

@@ -1,12 +1,15 @@
 //! `cargo xtask inspect <kernel>`: the emulator as a profiler. For one launch of a kernel, per
 //! source line of the kernel: global requests and the 32-byte sectors each touches (against the
 //! fewest possible), shared requests and their bank-conflict degree; then the launch's totals and
-//! what ptxas says of the kernel's registers, shared memory and spills on sm_90.
+//! what ptxas says of the kernel's registers, shared memory and spills on sm_90. An exercise
+//! (`cargo xtask inspect e08_transpose`, or its number) is profiled the same way: your stub as it
+//! is now (`--solution`: the reference solution), then its verdict against the target.
 
 use std::time::Instant;
 
-use emu::Profile;
+use emu::{Profile, SiteStats};
 use host::Runtime;
+use host::exercises::{self, Exercise, ExerciseRuntime, Which};
 use host::runtime::Backend;
 use ptx::decode::Class;
 
@@ -15,8 +18,12 @@ use crate::ptxas;
 
 #[derive(clap::Args)]
 pub struct InspectArgs {
-    /// The kernel (as `cargo xtask run` names it), e.g. transpose_shared.
+    /// The kernel (as `cargo xtask run` names it), e.g. transpose_shared, or an exercise (its
+    /// kernel, e.g. e08_transpose, or its number).
     pub(crate) kernel: String,
+    /// For an exercise: profile the reference solution instead of your stub.
+    #[arg(long)]
+    solution: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -36,16 +43,30 @@ pub struct InspectArgs {
     pub(crate) deadline: crate::watchdog::Deadline,
 }
 
+/// What `inspect` was asked to profile: a registered kernel's case or an exercise.
+enum Inspected {
+    Case(cases::CaseSpec),
+    Exercise(&'static Exercise),
+}
+
+/// The registered kernel named `name` (its case), else the exercise it names.
+fn lookup(name: &str) -> Result<Inspected, String> {
+    let mut all = cases::all();
+    if let Some(at) = all.iter().position(|c| c.kernel == name) {
+        return Ok(Inspected::Case(all.swap_remove(at)));
+    }
+    if let Some(e) = exercises::find(name) {
+        return Ok(Inspected::Exercise(e));
+    }
+    let names: Vec<_> = all.iter().map(|c| c.kernel).collect();
+    Err(format!(
+        "no kernel `{name}`; known: {}; or an exercise (`cargo xtask exercise list`)",
+        names.join(", ")
+    ))
+}
+
 pub fn run(args: &InspectArgs) -> Result<(), String> {
-    let all = cases::all();
-    let Some(spec) = all.iter().find(|c| c.kernel == args.kernel) else {
-        let names: Vec<_> = all.iter().map(|c| c.kernel).collect();
-        return Err(format!(
-            "no kernel `{}`; known: {}",
-            args.kernel,
-            names.join(", ")
-        ));
-    };
+    let inspected = lookup(&args.kernel)?;
     let machine = perf::model::Machine::find(&args.device).ok_or_else(|| {
         let known: Vec<_> = perf::model::Machine::all()
             .iter()
@@ -58,6 +79,35 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         )
     })?;
     let ptx = crate::predict::ptx_requested("inspect", args.ptx)?;
+    let spec = match inspected {
+        Inspected::Case(spec) => spec,
+        Inspected::Exercise(e) => {
+            if ptx {
+                return Err(format!(
+                    "{}: --ptx profiles a registered kernel; an exercise's PTX runs under `cargo xtask exercise {} --watch`",
+                    e.kernel, e.number
+                ));
+            }
+            let which = if args.solution {
+                Which::Solution
+            } else {
+                Which::Stub
+            };
+            print!("{}", exercise_profile(e, which, args.json)?);
+            if !args.no_predict && !args.json {
+                let (text, _) = crate::exercise::performance(e, which, &machine)?;
+                print!("\n{text}");
+            }
+            return Ok(());
+        }
+    };
+    if args.solution {
+        return Err(format!(
+            "--solution is for an exercise; `{}` is a registered kernel",
+            spec.kernel
+        ));
+    }
+    let spec = &spec;
     if ptx {
         ptx_mix(spec)?;
     } else {
@@ -67,6 +117,38 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
         prediction(spec, &machine, ptx)?;
     }
     Ok(())
+}
+
+/// An exercise's kernel (`which`: the stub as it is now, or the solution) profiled at the
+/// largest of its check's shapes on the source emulator: the per-site table and each site's
+/// share of the memory pipeline, as for a registered kernel.
+fn exercise_profile(e: &Exercise, which: Which, json: bool) -> Result<String, String> {
+    let ert = ExerciseRuntime::emulator(which);
+    let Backend::Emulator(emu) = ert.runtime().backend() else {
+        unreachable!("an emulator runtime")
+    };
+    let shape = *e
+        .shapes
+        .iter()
+        .max_by_key(|&&s| (e.cost)(s).bytes())
+        .expect("every exercise checks at least one shape");
+    emu.set_profiling(true);
+    let launched = (e.launch)(&ert, shape);
+    emu.set_profiling(false);
+    let profile = emu.take_profile();
+    launched.map_err(|err| err.to_string())?;
+    if json {
+        let out = serde_json::json!({ "kernel": e.kernel, "shape": (e.describe)(shape), "profile": profile });
+        return Ok(serde_json::to_string_pretty(&out).expect("serialises") + "\n");
+    }
+    Ok(format!(
+        "{} ({}) at {} on the emulator, profiled:\n\n{}{}",
+        e.kernel,
+        which.file(e.kernel),
+        (e.describe)(shape),
+        profile_text(&profile),
+        site_costs_text(&profile)
+    ))
 }
 
 /// The model's breakdown at the GPU shape: what the pipes would take on `machine`.
@@ -309,13 +391,7 @@ where the memory pipeline's time goes, per site (its share of the kernel's):
 ",
     );
     for (kernel, sites) in &profile.kernels {
-        let cycles = |s: &emu::SiteStats| {
-            if s.space == "global" {
-                s.l1_quarters as f64 / 4.0
-            } else {
-                s.wavefronts as f64
-            }
-        };
+        let cycles = data_path_clocks;
         let issue: f64 = sites.iter().map(|s| s.requests as f64).sum();
         let path: f64 = sites.iter().map(cycles).sum();
         out.push_str(&format!(
@@ -337,6 +413,52 @@ where the memory pipeline's time goes, per site (its share of the kernel's):
         }
     }
     out
+}
+
+/// A site's clocks of the L1/shared data path: a shared wavefront a clock; a global request the
+/// longer of its lines' lookups and its bank wavefronts (`emu::profile::l1_quarter_clocks`).
+fn data_path_clocks(s: &SiteStats) -> f64 {
+    if s.space == "global" {
+        s.l1_quarters as f64 / 4.0
+    } else {
+        s.wavefronts as f64
+    }
+}
+
+/// The access site that costs the most of what limits a launch (`limiter`, the model's), with
+/// its share: the L1/shared data path's clocks for shared wavefronts and L1, the load/store
+/// units' issue for LSU issue, the global sectors for L2 and DRAM. `None` for a compute or
+/// launch limiter, which no memory site explains, or a profile without sites.
+pub(crate) fn costliest_site(profile: &Profile, limiter: perf::model::Limiter) -> Option<String> {
+    use perf::model::Limiter;
+    let (measure, what): (fn(&SiteStats) -> f64, &str) = match limiter {
+        Limiter::SharedWavefronts | Limiter::L1 => {
+            (data_path_clocks, "of the L1/shared data path's clocks")
+        }
+        Limiter::LsuIssue => (|s| s.requests as f64, "of the load/store units' issue"),
+        Limiter::L2 | Limiter::Dram | Limiter::Latency => {
+            (|s| s.sectors as f64, "of the global sectors")
+        }
+        _ => return None,
+    };
+    let sites: Vec<&SiteStats> = profile.kernels.values().flatten().collect();
+    let total: f64 = sites.iter().map(|s| measure(s)).sum();
+    let top = sites
+        .into_iter()
+        .max_by(|a, b| measure(a).total_cmp(&measure(b)))
+        .filter(|_| total > 0.0)?;
+    let detail = if top.space == "global" {
+        format!("{:.1} sectors per request", top.sectors_per_request())
+    } else {
+        format!("conflict degree {:.2}", top.conflict_degree())
+    };
+    Some(format!(
+        "{} ({} {}, {detail}) takes {:.0}% {what}",
+        top.site,
+        top.space,
+        top.access,
+        100.0 * measure(top) / total
+    ))
 }
 
 /// The per-site table: one block per kernel, one line per access site.
@@ -427,6 +549,62 @@ mod tests {
     /// A coalesced global read (one line a request: one clock of the data path) and a 32-way
     /// conflicted shared read (32 wavefronts: 32 clocks), as many requests each: half the issue
     /// each, 1/33 and 32/33 of the data path.
+    /// `inspect` takes an exercise by its kernel or number (it said `no kernel e08_transpose`),
+    /// and a name that is neither still says what it knows.
+    #[test]
+    fn an_exercise_can_be_inspected() {
+        for name in ["e08_transpose", "8"] {
+            assert!(matches!(lookup(name), Ok(Inspected::Exercise(e)) if e.number == 8));
+        }
+        assert!(matches!(lookup("transpose_shared"), Ok(Inspected::Case(_))));
+        let Err(err) = lookup("e99_nothing") else {
+            panic!("found")
+        };
+        assert!(err.contains("exercise list"), "{err}");
+        // A padded tile's transpose, profiled at the check's largest shape: its sites by line.
+        let e = exercises::find("e08_transpose").unwrap();
+        let text = exercise_profile(e, Which::Solution, false).unwrap();
+        assert!(text.contains("e08_transpose.rs:"), "{text}");
+    }
+
+    /// A performance miss names its line: the shared site that takes most of the data path
+    /// when shared wavefronts limit, the global one when DRAM does, none for FP32.
+    #[test]
+    fn the_costliest_site_is_the_limiters() {
+        let site = |site: &str, space: &str, sectors: u64, wavefronts: u64| SiteStats {
+            site: site.to_string(),
+            space: space.to_string(),
+            access: "read".to_string(),
+            requests: 100,
+            bytes: 12800,
+            sectors,
+            ideal_sectors: sectors,
+            l1_quarters: sectors,
+            wavefronts,
+            ideal_wavefronts: 100,
+        };
+        let mut profile = Profile::default();
+        profile.kernels.insert(
+            "k".to_string(),
+            vec![
+                site("k.rs:1:1", "global", 1600, 0),
+                site("k.rs:2:1", "shared", 0, 1650),
+            ],
+        );
+        use perf::model::Limiter;
+        let shared = costliest_site(&profile, Limiter::SharedWavefronts).unwrap();
+        assert_eq!(
+            shared,
+            "k.rs:2:1 (shared read, conflict degree 16.50) takes 80% of the L1/shared data path's clocks"
+        );
+        let dram = costliest_site(&profile, Limiter::Dram).unwrap();
+        assert!(
+            dram.starts_with("k.rs:1:1 (global read, 16.0 sectors"),
+            "{dram}"
+        );
+        assert_eq!(costliest_site(&profile, Limiter::Fp32), None);
+    }
+
     #[test]
     fn each_site_gets_its_share_of_issue_and_data_path() {
         let site = |site: &str, space: &str, sectors: u64, wavefronts: u64| SiteStats {

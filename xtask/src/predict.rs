@@ -163,14 +163,20 @@ pub fn render(args: &PredictArgs) -> Result<String, String> {
         sampled.resources_note
     );
     for (m, p) in &predictions {
-        out += &on_device(spec.kernel, m, p);
+        out += &on_device(spec.kernel, &sampled.cost, m, p);
     }
     Ok(out)
 }
 
 /// One device's part of the output: the prediction (or why there is none), then the published
-/// measurement it is known to disagree with (`perf::published`), if any, with its source.
-fn on_device(kernel: &str, m: &Machine, p: &Result<Prediction, String>) -> String {
+/// measurement it is known to disagree with (`perf::published`), if any, with its source, then
+/// one sentence: the limiter, how far from the compulsory bytes or the peak, and what to change.
+fn on_device(
+    kernel: &str,
+    cost: &perf::cost::Cost,
+    m: &Machine,
+    p: &Result<Prediction, String>,
+) -> String {
     let mut out = format!("\n{} (MODELLED):\n", m.spec.name);
     match p {
         Err(why) => out += &format!("  {why}\n"),
@@ -179,6 +185,7 @@ fn on_device(kernel: &str, m: &Machine, p: &Result<Prediction, String>) -> Strin
             if let Some(d) = perf::published::disagreement(kernel, m.spec.key) {
                 out += &format!("  note: {}\n", d.note());
             }
+            out += &format!("  {}\n", perf::model::next_step(p, cost, m));
         }
     }
     out
@@ -289,6 +296,10 @@ pub(crate) struct Sampled {
     /// Device calls emulated for it, every sample together (with a budget set; 0 without):
     /// what it cost here, where an extended launch's own `work` is what its anchor would cost.
     pub work_spent: u64,
+    /// The case's compulsory cost at the sampled shape (its bytes without the re-reads an L2
+    /// serves, its FLOPs), which the prediction's last sentence ([`perf::model::next_step`])
+    /// measures it against.
+    pub cost: perf::cost::Cost,
 }
 
 impl Sampled {
@@ -422,6 +433,7 @@ fn sample_at_keys(
         resources_note: note,
         extended_from: None,
         work_spent,
+        cost: case.cost,
     }))
 }
 
@@ -481,11 +493,22 @@ fn extend(a: Sampled, b: Sampled, affine: cases::AffineKeys) -> Result<Sampled, 
         .zip(&b.launches)
         .map(|(la, lb)| extend_launch(la, lb, affine))
         .collect::<Result<_, String>>()?;
+    // The cost is affine in the keys too (each key's bytes and FLOPs once per query).
+    let line = emu::sample::along_line(short, affine.keys);
+    let along = |x: u64, y: u64| line(x as f64, y as f64).round() as u64;
+    let cost = perf::cost::Cost {
+        bytes_read: along(a.cost.bytes_read, b.cost.bytes_read),
+        bytes_written: along(a.cost.bytes_written, b.cost.bytes_written),
+        flops: along(a.cost.flops, b.cost.flops),
+        exps: along(a.cost.exps, b.cost.exps),
+        unit: a.cost.unit,
+    };
     Ok(Sampled {
         launches,
         seconds: a.seconds + b.seconds,
         extended_from: Some(short),
         work_spent: a.work_spent + b.work_spent,
+        cost,
         ..a
     })
 }
@@ -823,14 +846,32 @@ mod tests {
         // The naive transpose's prediction is printed with the published measurement that
         // contradicts it (docs/model.md), its conflicted neighbour's without one.
         let h100 = Machine::find("h100").unwrap();
-        let text = on_device("transpose_naive", &h100, &Ok(naive));
+        // 8192 x 8192 f32, read once and written once.
+        let bytes = 4 * 8192 * 8192;
+        let cost = perf::cost::Cost {
+            bytes_read: bytes,
+            bytes_written: bytes,
+            flops: 0,
+            exps: 0,
+            unit: perf::cost::ComputeUnit::CudaCoreF32,
+        };
+        let text = on_device("transpose_naive", &cost, &h100, &Ok(naive));
         let d = perf::published::disagreement("transpose_naive", "h100").unwrap();
         assert!(
             text.contains(&format!("  note: {}", d.note())) && text.contains(d.address),
             "{text}"
         );
-        let text = on_device("transpose_shared", &h100, &Ok(shared));
+        // Each ends with its next step (perf::model::next_step): coalesce, then pad the tile.
+        assert!(
+            text.contains("next, coalesce the global accesses"),
+            "{text}"
+        );
+        let text = on_device("transpose_shared", &cost, &h100, &Ok(shared));
         assert!(!text.contains("note:"), "{text}");
+        assert!(
+            text.contains("next, pad or swizzle the shared tile"),
+            "{text}"
+        );
     }
 
     /// softmax.md: the fused kernel reads the row once, the naive flow three times.
@@ -898,7 +939,14 @@ mod tests {
         assert!((1.6..2.0).contains(&ratio), "{ratio}");
         // ... and `predict` prints the measurement beside it, with its source.
         let machine = Machine::find("a6000").unwrap();
-        let text = on_device("gemm_tiled_f32", &machine, &Ok(a6000_tiled));
+        let cost = perf::cost::Cost {
+            bytes_read: 0,
+            bytes_written: 0,
+            flops: 0,
+            exps: 0,
+            unit: perf::cost::ComputeUnit::CudaCoreF32,
+        };
+        let text = on_device("gemm_tiled_f32", &cost, &machine, &Ok(a6000_tiled));
         assert!(text.contains("siboehm.com"), "{text}");
         let blocked = on("h100", "gemm_register_blocked_f32");
         let tensor = on("h100", "gemm_tensor_core_bf16");

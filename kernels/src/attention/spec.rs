@@ -75,6 +75,7 @@ const fn with_rereads(once: u64, reads: u64, bytes_written: u64, flops: u64, exp
         exps,
         rereads: 0,
         resident_rereads: reads - once,
+        l2_rereads: 0,
     }
 }
 

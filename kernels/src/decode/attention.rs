@@ -894,6 +894,7 @@ mod spec {
             exps: product(&[rows, splits]),
             rereads: 0,
             resident_rereads: 0,
+            l2_rereads: 0,
         }
     }
 
@@ -941,6 +942,7 @@ mod spec {
             exps: scores,
             rereads: 0,
             resident_rereads: 0,
+            l2_rereads: 0,
         };
         let lookups = if page.is_some() {
             product(&[keys, kv_heads])

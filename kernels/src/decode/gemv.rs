@@ -379,6 +379,7 @@ pub const GEMV_BF16: crate::registry::Spec = {
                 exps: 0,
                 rereads: 0,
                 resident_rereads,
+                l2_rereads: 0,
             }
         },
         unit: Unit::CudaCoreF32,

@@ -469,6 +469,7 @@ pub fn tiled_cost(tile: Tile, input_bytes: u64, [m, n, k, ..]: crate::registry::
         exps: 0,
         rereads,
         resident_rereads: 0,
+        l2_rereads: 0,
     }
 }
 

@@ -23,10 +23,12 @@
 //!   reach DRAM bandwidth.
 
 pub mod machine;
+pub mod next;
 
 use serde::{Deserialize, Serialize};
 
 pub use machine::{Machine, SOURCES};
+pub use next::next_step;
 
 use crate::occupancy::{self, BlockResources};
 use emu::Dim3;
