@@ -412,8 +412,10 @@ fn pip_download(wheels: &Path, tool: &WheelTool) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "`python3 -m pip download {}` failed: {} comes from that PyPI package",
-            tool.package, tool.path
+            "`python3 -m pip download {}` failed (no network, or PyPI unreachable?): {} comes from that PyPI package, fetched once into {}",
+            tool.package,
+            tool.path,
+            wheels.display()
         ))
     }
 }
