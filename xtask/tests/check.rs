@@ -43,6 +43,24 @@ fn list_names_every_entry_with_its_parameters_and_the_refused_one_with_its_cause
     assert!(refused.contains("`call (retval0), %rd"), "{out}");
 }
 
+/// The entries in the order the module declares them, a name that begins another's included
+/// (`reverse` is declared after `reverse_unsynced`).
+#[test]
+fn list_keeps_the_module_s_order() {
+    let file = format!(
+        "{}/../tests/foreign/ptx/reverse.default.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, out, err) = check(&[&file, "--list"]);
+    assert_eq!(code, Some(0), "{err}");
+    let names: Vec<&str> = out
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| l.split('(').next())
+        .collect();
+    assert_eq!(names, ["reverse_unsynced", "reverse"], "{out}");
+}
+
 /// `checked_scatter` on 128 threads writing slot t of 300, its bound given as `n`.
 fn scatter(level: &str, n: &str) -> (Option<i32>, String, String) {
     let file = fixture(level);
