@@ -165,7 +165,18 @@ impl Module {
                 }
             })
             .collect();
-        let place = |name: &str| self.text.find(name).unwrap_or(usize::MAX);
+        // Where the entry is declared: `.entry NAME` with nothing of a longer name after it (a
+        // plain search finds `reverse` inside an earlier `reverse_unsynced`).
+        let place = |name: &str| {
+            let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+            let declared = |at: &usize| {
+                let rest = self.text[at + ".entry".len()..].trim_start();
+                rest.strip_prefix(name)
+                    .is_some_and(|after| !after.starts_with(ident))
+            };
+            let mut entries = self.text.match_indices(".entry").map(|(at, _)| at);
+            entries.find(declared).unwrap_or(usize::MAX)
+        };
         entries.sort_by_key(|e| (place(e.name), e.name));
         entries
     }

@@ -373,3 +373,35 @@ fn planted_bugs_are_reported_as_in_the_projects_kernels() {
     ));
     assert!(matches!(err.kind, EmuErrorKind::GlobalRace { .. }), "{err}");
 }
+
+/// The example of docs/own-kernels.md (`tests/foreign/cuda/reverse.cu`) through the safe API,
+/// `host::foreign`, at every option level: the kernel without its barrier is a shared-memory
+/// race between two warps, the fixed one reverses each block's slice as the CPU does.
+#[test]
+fn the_chapters_example_through_the_safe_api() {
+    use host::foreign::{Arg, Module};
+    for level in LEVELS {
+        let ptx = fixture("reverse", level).to_string();
+        let run = |entry: &str| -> host::Result<Vec<f32>> {
+            let module = Module::load(ptx.clone(), "reverse.ptx")?;
+            let rt = module.runtime();
+            let input: Vec<f32> = (0..512).map(|i| i as f32).collect();
+            let (out, inp) = (rt.alloc::<f32>(512)?, rt.upload(&input)?);
+            let args = [Arg::buffer(&out), Arg::buffer(&inp)];
+            module.launch(entry, &LaunchConfig::linear(2, 256), &args)?;
+            rt.download(&out)
+        };
+        // Each block's 256 elements, last first.
+        let expected: Vec<f32> = (0..512)
+            .map(|i| (i / 256 * 256 + 255 - i % 256) as f32)
+            .collect();
+        assert_eq!(run("reverse").unwrap(), expected, "{level}");
+        let err = run("reverse_unsynced").unwrap_err().to_string();
+        assert!(
+            err.contains("data race on shared memory")
+                && err.contains("thread (127, 0, 0) read")
+                && err.contains("thread (128, 0, 0) write"),
+            "{level}: {err}"
+        );
+    }
+}

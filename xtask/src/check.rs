@@ -1,5 +1,6 @@
-//! `cargo xtask check FILE.ptx --entry NAME --grid X,Y,Z --block X,Y,Z --arg ...`: one entry
-//! of any PTX module (NVRTC's output, a hand-written kernel) run on the PTX backend with every
+//! `cargo xtask check FILE.cu|FILE.ptx --entry NAME --grid X,Y,Z --block X,Y,Z --arg ...`: one
+//! entry of any PTX module (NVRTC's output, a hand-written kernel) or CUDA C++ file (compiled to
+//! PTX by NVRTC, fetched on first use: `crate::nvrtc`) run on the PTX backend with every
 //! emulator check on (bounds, races in shared and global memory, barriers, warp collectives,
 //! asserts), and the emulator's report. A thin shell over `host::foreign`; `--list` prints the
 //! module's entries with their parameters and whether each decodes.
@@ -12,11 +13,17 @@ use host::{DeviceBuffer, Element, LaunchConfig, Runtime, dim3};
 
 #[derive(clap::Args)]
 pub struct CheckArgs {
-    /// The PTX module (`.ptx`).
+    /// The PTX module (`.ptx`) or CUDA C++ file (`.cu`, compiled by NVRTC).
     pub file: PathBuf,
-    /// The entry to run, as the PTX names it.
+    /// The entry to run: as the PTX names it, or for a `.cu` as C++ writes it (`softmax`, a
+    /// template instance `reduce<float, 256>`).
     #[arg(long)]
     pub entry: Option<String>,
+    /// An option for NVRTC when FILE is a `.cu` (repeatable): `-G`, `-use_fast_math`,
+    /// `-arch=compute_80`, `-DN=256`, ... after the defaults -arch=compute_90 -std=c++17
+    /// -lineinfo.
+    #[arg(long = "nvrtc-opt", allow_hyphen_values = true)]
+    pub nvrtc_opts: Vec<String>,
     /// Blocks in the grid: X or X,Y or X,Y,Z.
     #[arg(long, default_value = "1")]
     pub grid: String,
@@ -41,15 +48,35 @@ pub struct CheckArgs {
 
 pub fn run(args: &CheckArgs) -> Result<(), String> {
     let origin = args.file.display().to_string();
-    let module = Module::file(&args.file).map_err(|e| e.to_string())?;
+    let cuda = args.file.extension().is_some_and(|e| e == "cu");
+    if !cuda && !args.nvrtc_opts.is_empty() {
+        return Err("--nvrtc-opt is for a .cu file (a .ptx is compiled already)".into());
+    }
+    let compiled = if cuda {
+        let extra: Vec<String> = args.entry.iter().cloned().collect();
+        Some(crate::nvrtc::compile_file(
+            &args.file,
+            &args.nvrtc_opts,
+            &extra,
+        )?)
+    } else {
+        None
+    };
+    let module = match &compiled {
+        Some(c) => Module::load(c.ptx.clone(), &origin),
+        None => Module::file(&args.file),
+    }
+    .map_err(|e| e.to_string())?;
+    let cpp_name = |entry: &str| compiled.as_ref().and_then(|c| c.cpp_name(entry));
     if args.list {
-        print!("{}", list(&module));
+        print!("{}", list(&module, cpp_name));
         return Ok(());
     }
     let entry = args
         .entry
         .as_deref()
         .ok_or("--entry NAME is required (--list lists the module's entries)")?;
+    let entry = compiled.as_ref().map_or(entry, |c| c.lowered(entry));
     let cfg = LaunchConfig {
         grid: dims(&args.grid, "--grid")?,
         block: dims(&args.block, "--block")?,
@@ -88,8 +115,12 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         launch_args.push(arg);
     }
     let threads = cfg.grid.volume() * cfg.block.volume();
+    let shown = match cpp_name(entry) {
+        Some(cpp) if cpp != entry => format!("`{cpp}` (PTX entry `{entry}`)"),
+        _ => format!("`{entry}`"),
+    };
     println!(
-        "{origin}: `{entry}` on a grid of {} x {} x {} blocks of {} x {} x {} threads ({threads} threads), every emulator check on",
+        "{origin}: {shown} on a grid of {} x {} x {} blocks of {} x {} x {} threads ({threads} threads), every emulator check on",
         cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y, cfg.block.z
     );
     let counters = module
@@ -107,11 +138,17 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         counters.barriers,
         counters.warp_collectives
     );
+    for (k, b) in buffers.iter().enumerate() {
+        if let Some(b) = b {
+            println!("argument {k} after the launch: {}", b.summary(rt)?);
+        }
+    }
     Ok(())
 }
 
-/// `--list`: each entry, its parameters, and why it is refused if it is.
-fn list(module: &Module) -> String {
+/// `--list`: each entry (its C++ name first, if `cpp_name` knows it), its parameters, and why
+/// it is refused if it is.
+fn list<'a>(module: &Module, cpp_name: impl Fn(&str) -> Option<&'a str>) -> String {
     let mut out = String::new();
     for e in module.entries() {
         let params: Vec<String> = e
@@ -119,7 +156,11 @@ fn list(module: &Module) -> String {
             .iter()
             .map(|(name, ty, bytes)| format!("{name}: .{ty} ({bytes} B)"))
             .collect();
-        out.push_str(&format!("{}({})\n", e.name, params.join(", ")));
+        let name = match cpp_name(e.name) {
+            Some(cpp) if cpp != e.name => format!("{cpp} = {}", e.name),
+            _ => e.name.to_string(),
+        };
+        out.push_str(&format!("{name}({})\n", params.join(", ")));
         match &e.refused {
             None => out.push_str("    decodes: runs on the PTX backend\n"),
             Some(why) => out.push_str(&format!("    refused: {why}\n")),
@@ -262,6 +303,45 @@ impl Buffer {
                 ));
             }
         })
+    }
+
+    /// `TYPE[N]: first four values ... last two (sum S)`: enough to see a kernel's result at a
+    /// glance and to compare it with a pasted one.
+    fn summary(&self, rt: &Runtime) -> Result<String, String> {
+        fn show<T: Element + std::fmt::Display>(
+            rt: &Runtime,
+            ty: &str,
+            b: &DeviceBuffer<T>,
+            to_f64: impl Fn(T) -> f64,
+        ) -> Result<String, String> {
+            let v = rt.download(b).map_err(|e| e.to_string())?;
+            let shown: Vec<String> = if v.len() <= 6 {
+                v.iter().map(T::to_string).collect()
+            } else {
+                let ends = v[..4].iter().map(T::to_string);
+                let tail = v[v.len() - 2..].iter().map(T::to_string);
+                ends.chain(std::iter::once("...".to_string()))
+                    .chain(tail)
+                    .collect()
+            };
+            let sum: f64 = v.iter().map(|&x| to_f64(x)).sum();
+            Ok(format!(
+                "{ty}[{}]: {} (sum {sum})",
+                v.len(),
+                shown.join(" ")
+            ))
+        }
+        match self {
+            Self::F32(b) => show(rt, "f32", b, f64::from),
+            Self::F64(b) => show(rt, "f64", b, |x| x),
+            Self::F16(b) => show(rt, "f16", b, f64::from),
+            Self::Bf16(b) => show(rt, "bf16", b, f64::from),
+            Self::I32(b) => show(rt, "i32", b, f64::from),
+            Self::U32(b) => show(rt, "u32", b, f64::from),
+            Self::U8(b) => show(rt, "u8", b, f64::from),
+            Self::U16(b) => show(rt, "u16", b, f64::from),
+            Self::U64(b) => show(rt, "u64", b, |x| x as f64),
+        }
     }
 
     /// The buffer from element `offset` on, as a launch argument.

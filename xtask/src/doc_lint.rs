@@ -2,7 +2,7 @@
 //! points at a line number, no table repeats its header row, the chapters (not `docs/design/`)
 //! hold no dated history, and every excerpt of a kernel's code is still in its source file.
 //!
-//! An excerpt is a fenced `rust` block right after a comment `<!-- excerpt: PATH -->` (PATH from
+//! An excerpt is a fenced `rust` (or `cpp`) block right after a comment `<!-- excerpt: PATH -->` (PATH from
 //! the repository's root): each of its lines, trailing spaces aside, is a line of PATH, in the
 //! file's order, and a line `// ...` (any indentation) marks lines left out; where there is no
 //! marker the lines must be neighbours in the file too.
@@ -310,9 +310,12 @@ fn stale_excerpts(root: &Path, name: &str, text: &str) -> Vec<String> {
             continue;
         };
         let at = format!("{name}:{}", i + 1);
-        if lines.get(i + 1).map(|l| l.trim()) != Some("```rust") {
+        if !matches!(
+            lines.get(i + 1).map(|l| l.trim()),
+            Some("```rust" | "```cpp")
+        ) {
             out.push(format!(
-                "{at}: an excerpt marker must be followed by a ```rust block"
+                "{at}: an excerpt marker must be followed by a ```rust or ```cpp block"
             ));
             continue;
         }

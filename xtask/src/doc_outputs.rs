@@ -8,10 +8,12 @@
 //! docs/roofline.md and docs/roofline-examples.md are whole outputs and are checked exactly, by
 //! `roofline::tests::the_outputs_pasted_in_the_docs_are_current`.
 //!
-//! Two commands cannot run in a unit test: `ptxas` (downloads NVIDIA's assembler) and `run`
-//! (every kernel on the emulator, a minute or more). CI runs both anyway and keeps what they
-//! printed; `cargo xtask doc-pastes --output run=FILE --output ptxas=FILE` then checks their
-//! pastes against those outputs, so that every paste is checked by something that fails.
+//! Three commands cannot run in a unit test: `ptxas` (downloads NVIDIA's assembler), `run`
+//! (every kernel on the emulator, a minute or more) and `check` (its pastes are of `.cu` files,
+//! which need NVRTC, downloaded too). CI runs them anyway and keeps what they printed;
+//! `cargo xtask doc-pastes --output run=FILE --output ptxas=FILE --output 'check ...=FILE'` then
+//! checks their pastes against those outputs, so that every paste is checked by something that
+//! fails.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,12 +25,13 @@ mod registers;
 
 /// Subcommands whose pasted output no unit test can regenerate (see the module's comment):
 /// `cargo xtask doc-pastes` checks them against outputs CI saved.
-pub const NOT_RUN: [&str; 2] = ["ptxas", "run"];
+pub const NOT_RUN: [&str; 3] = ["ptxas", "run", "check"];
 
 #[derive(Args)]
 pub struct DocPastesArgs {
     /// `ARGS=FILE`: what `cargo xtask ARGS` printed (stdout and stderr), saved to FILE; every
-    /// pasted block of a command in `ptxas` or `run` needs one.
+    /// pasted block of a command in `ptxas`, `run` or `check` needs one (`check`'s under its
+    /// whole arguments).
     #[arg(long = "output", value_name = "ARGS=FILE", required = true)]
     outputs: Vec<String>,
     /// `COMMITTED=DRAWN`: a picture in docs/img and the one the run just drew; their texts
@@ -176,7 +179,7 @@ pub fn run(args: &DocPastesArgs) -> Result<(), String> {
     }
     println!(
         "{checked} pasted outputs of `cargo xtask {}` match what the commands printed; {sentences} sentences and table rows quote the run's predictions as it printed them; {register_rows} table rows give the registers ptxas printed",
-        NOT_RUN.join("` and `")
+        NOT_RUN.join("`, `")
     );
     Ok(())
 }
@@ -264,7 +267,7 @@ fn output_of(args: &str) -> Option<String> {
         }
         Command::Exercise(a) => crate::exercise::render(a).unwrap().0,
         Command::Predict(a) => crate::predict::render(a).unwrap(),
-        Command::Ptxas(_) | Command::Run(_) => return None,
+        Command::Ptxas(_) | Command::Run(_) | Command::Check(_) => return None,
         _ => panic!("`cargo xtask {args}`: add its output to doc_outputs.rs"),
     })
 }
@@ -412,39 +415,68 @@ fn every_pasted_output_is_what_the_command_prints() {
 fn doc_pastes_passes_on_the_pasted_text_and_fails_on_a_stale_or_unsaved_output() {
     let dir = std::env::temp_dir().join(format!("doc-pastes-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    // An output that holds exactly what was pasted (a line with `...` matches itself).
-    let mut pasted: BTreeMap<&str, String> = BTreeMap::new();
+    // An output that holds exactly what was pasted (a line with `...` matches itself): one for
+    // `run` and one for `ptxas` (each paste's lines appended), one per `check` paste under its
+    // whole arguments (the chapter checks two entries of one file).
+    let mut pasted: BTreeMap<String, String> = BTreeMap::new();
     for_each_paste(&repo(), |_, args, lines| {
         if let Some(c) = NOT_RUN.iter().find(|c| is_command(args, c)) {
+            let key = if *c == "check" { args.trim() } else { c };
             pasted
-                .entry(c)
+                .entry(key.to_string())
                 .or_default()
                 .push_str(&(lines.join("\n") + "\n"));
         }
         Ok(())
     })
     .unwrap();
-    let file = |name: &str, text: &str| {
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        format!("{}", p.display())
-    };
-    let (run_out, ptxas_out) = (file("run", &pasted["run"]), file("ptxas", &pasted["ptxas"]));
-    let stale = file("stale", "nothing the docs pasted\n");
-    let check = |v: &[(&str, &str)]| {
+    let saved: Vec<(String, String)> = pasted
+        .iter()
+        .enumerate()
+        .map(|(k, (key, text))| {
+            let p = dir.join(format!("saved-{k}"));
+            std::fs::write(&p, text).unwrap();
+            (key.clone(), p.display().to_string())
+        })
+        .collect();
+    assert!(
+        saved
+            .iter()
+            .filter(|(k, _)| k.starts_with("check "))
+            .count()
+            >= 2
+    );
+    let stale = dir.join("stale");
+    std::fs::write(&stale, "nothing the docs pasted\n").unwrap();
+    let check = |replace: &str, with: Option<&Path>| {
+        let outputs = saved.iter().filter_map(|(key, path)| match with {
+            _ if key != replace => Some(format!("{key}={path}")),
+            Some(other) => Some(format!("{key}={}", other.display())),
+            None => None,
+        });
         run(&DocPastesArgs {
-            outputs: v.iter().map(|(c, p)| format!("{c}={p}")).collect(),
+            outputs: outputs.collect(),
             figures: Vec::new(),
         })
     };
-    check(&[("run", &run_out), ("ptxas", &ptxas_out)]).unwrap();
-    let err = check(&[("run", &stale), ("ptxas", &ptxas_out)]).unwrap_err();
+    check("", None).unwrap();
+    let err = check("run", Some(&stale)).unwrap_err();
     assert!(err.contains("`cargo xtask run` no longer prints"), "{err}");
-    let err = check(&[("run", &run_out)]).unwrap_err();
+    let err = check("ptxas", None).unwrap_err();
     assert!(
         err.contains("no saved output") && err.contains("ptxas"),
         "{err}"
     );
+    // A check that no longer reports the race, or was not saved, fails the same way.
+    let race = saved
+        .iter()
+        .find(|(k, _)| k.contains("reverse_unsynced"))
+        .map(|(k, _)| k.clone())
+        .unwrap();
+    let err = check(&race, Some(&stale)).unwrap_err();
+    assert!(err.contains("no longer prints"), "{err}");
+    let err = check(&race, None).unwrap_err();
+    assert!(err.contains("no saved output"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

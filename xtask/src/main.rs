@@ -32,6 +32,7 @@ mod exercise;
 mod figures;
 mod hierarchy;
 mod inspect;
+mod nvrtc;
 mod occupancy;
 mod plot;
 mod predict;

