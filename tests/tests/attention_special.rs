@@ -1,6 +1,6 @@
-//! Infinities and NaN in attention: the naive flow, the fused kernels (f32 and bf16) and the f64
-//! reference follow the one rule `kernels::attention` documents (the softmax chapter's rule on
-//! each row of scores).
+//! Infinities and NaN in attention: the naive flows (f32, and bf16 on the tensor cores), the fused
+//! kernels (f32 and bf16) and the f64 reference follow the one rule `kernels::attention`
+//! documents (the softmax chapter's rule on each row of scores).
 
 use half::bf16;
 use host::ops::attention::{self, AttentionParams, AttentionShape};
@@ -43,13 +43,17 @@ fn flows(q: &[f32], k: &[f32], v: &[f32]) -> Vec<Out> {
     let b = |x: &[f32]| rt.upload(&x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>());
     let (bq, bk, bv) = (b(q).unwrap(), b(k).unwrap(), b(v).unwrap());
     let mut bo = rt.alloc::<bf16>(s.q_elems()).unwrap();
+    let widen = |bo: &host::DeviceBuffer<bf16>| -> Vec<f32> {
+        rt.download(bo)
+            .unwrap()
+            .iter()
+            .map(|x| x.to_f32())
+            .collect()
+    };
+    attention::naive(&rt, &bq, &bk, &bv, &mut bo, &mut ws, &s, &params).unwrap();
+    let naive_tc = widen(&bo);
     attention::fused(&rt, &bq, &bk, &bv, &mut bo, &mut lse, &s, &params).unwrap();
-    let tc: Vec<f32> = rt
-        .download(&bo)
-        .unwrap()
-        .iter()
-        .map(|x| x.to_f32())
-        .collect();
+    let tc = widen(&bo);
     vec![
         Out {
             flow: "naive f32",
@@ -64,6 +68,12 @@ fn flows(q: &[f32], k: &[f32], v: &[f32]) -> Vec<Out> {
             tol: 1e-3,
         },
         // Inputs and P rounded to bf16 (8 bits): a few percent on values of size 1.
+        Out {
+            flow: "naive bf16",
+            o: naive_tc,
+            lse: None,
+            tol: 5e-2,
+        },
         Out {
             flow: "fused bf16",
             o: tc,
@@ -92,7 +102,7 @@ fn check(q: &[f32], k: &[f32], v: &[f32]) -> reference::AttentionOutput {
     };
     let want_bf16 = reference::attention(&round(q), &round(k), &round(v), &s, scale, false);
     for out in flows(q, k, v) {
-        let w = if out.flow == "fused bf16" {
+        let w = if out.flow.ends_with("bf16") {
             &want_bf16
         } else {
             &want

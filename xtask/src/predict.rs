@@ -1006,7 +1006,7 @@ mod tests {
     /// `cargo xtask run` predicts the f32 attention rows, whose blocks are too long to emulate
     /// at 4096 keys, from two short samples extended along the keys. The extension against a
     /// direct sample at the length it extends to, each launch's totals and time: the fused
-    /// kernel from 64 and 128 keys to 256 (its key tiles are 16 wide); on the source emulator
+    /// kernel from 64 and 128 keys to 256 (two and four of its 32-key tiles); on the source emulator
     /// (the run's), the naive flow's three launches from 256 and 512 to 768 (its softmax's 256
     /// threads a row each hold a whole number of keys). On the PTX backend the softmax's
     /// unrolled loop is affine only over multiples of 1024 keys (`cases::affine_keys`), and a

@@ -1304,8 +1304,9 @@ fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
 
 /// One "gain of fusion" line: the fused row's speedup over the naive row at their roofline
 /// bounds and, where both are predicted, by the performance model; then the reason, read from
-/// the naive row's bound: where it is compute, fusion removes bytes that were not the limit;
-/// where it is memory (S and P through HBM), fusion removes the limit.
+/// the naive row's bound: where it is compute, fusion removes bytes that were not the limit (and
+/// a predicted gain comes from the kernels' own limiter); where it is memory (S and P through
+/// HBM), fusion removes the limit.
 fn fusion_gain(what: &str, naive: &Row, fused: &Row, how: &str) -> String {
     let bound = naive.roofline.seconds / fused.roofline.seconds;
     let (predicted, slower) = match (&naive.predicted, &fused.predicted) {
@@ -1328,10 +1329,15 @@ fn fusion_gain(what: &str, naive: &Row, fused: &Row, how: &str) -> String {
             "the naive flow is bound by S and P's round trips through HBM, which fusion removes; the fused one by its arithmetic"
         }
     };
-    let slower = if slower {
-        "; predicted, the fused kernel's own limiter costs more than the naive kernels'"
-    } else {
-        ""
+    let slower = match (slower, naive.roofline.bound) {
+        (true, _) => {
+            "; predicted, the fused kernel's own limiter costs more than the naive kernels'"
+        }
+        // Compute-bound and still faster: the model's gain is on the kernels' instructions.
+        (false, Bound::Compute) if !predicted.is_empty() => {
+            "; the predicted gain is on the kernels' own limiter, not on S and P's bytes"
+        }
+        _ => "",
     };
     format!(
         "gain of {what} at N = 4096: {} over {}: bound {bound:.1}x{predicted}, {how}; {reason}{slower}",

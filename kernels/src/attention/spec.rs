@@ -560,7 +560,7 @@ enum Flow {
 /// Self-attention at the shape on a GPU (batch 4, 16 heads, N = 4096, d = 128), and on
 /// the emulator 2 heads of `n`, a multiple of no tile or fragment (the last tile holds 6 rows,
 /// part of an 8-wide `mma` fragment). The fused kernels run N = 1030, enough to walk their whole
-/// key loop: 65 K/V tiles of `flash_f32`'s 16 keys, 17 of `flash_mma`'s 64 through its 2-stage
+/// key loop: 33 K/V tiles of `flash_f32`'s 32 keys, 17 of `flash_mma`'s 64 through its 2-stage
 /// ring. The naive flow stays at N = 200: its two kernels are shared-memory-tiled matrix
 /// products with no pipeline, which at 200 already walk 4 x 4 output tiles of 64 and 13 key
 /// tiles of 16, while at 1030 its O(N^2) round trips of S and P through HBM would cost the

@@ -30,8 +30,9 @@ pub const RB_THREADS: u32 = ((RB_TILE / RB_PER_THREAD) * (RB_TILE / RB_PER_THREA
 pub const SOFTMAX_THREADS: u32 = 256;
 /// Exercise 12: one attention tile. The head dimension is `ATT_D`; a block takes `ATT_ROWS`
 /// query rows, one thread each, and streams the keys and values through shared memory
-/// `ATT_KEYS` at a time: the f32 kernel's `BR = 64`, `BC = 16` of docs/attention.md, with a
-/// head small enough (32) that a thread's query row and output row fit in its registers.
+/// `ATT_KEYS` at a time: the query tile of docs/attention.md's f32 kernel (`BR = 64`), with one
+/// thread per row instead of its register blocks, and a head small enough (32) that a thread's
+/// query row and output row fit in its registers.
 pub const ATT_D: usize = 32;
 pub const ATT_ROWS: u32 = 64;
 pub const ATT_KEYS: usize = 16;
