@@ -390,12 +390,6 @@ pub fn launch_on<I: SpecElement, O: SpecElement>(
     dims: Dims,
     accumulate: bool,
 ) -> Result<Launched> {
-    if accumulate && !spec.accumulates {
-        return Err(Error::Config(format!(
-            "{}: asked to add to its output, which its spec does not (`accumulates: false`)",
-            spec.name
-        )));
-    }
     let inputs: Vec<Untyped> = inputs.iter().map(|b| untyped(*b)).collect();
     let output = untyped(output);
     launch_untyped(
@@ -421,12 +415,6 @@ pub fn launch_on_maps<I: SpecElement, O: SpecElement>(
     dims: Dims,
     accumulate: bool,
 ) -> Result<Launched> {
-    if accumulate && !spec.accumulates {
-        return Err(Error::Config(format!(
-            "{}: asked to add to its output, which its spec does not (`accumulates: false`)",
-            spec.name
-        )));
-    }
     let inputs: Vec<Untyped> = inputs.iter().map(|b| untyped(*b)).collect();
     let maps: Vec<GlobalPtr<TensorMap>> = maps.iter().map(TensorMaps2d::ptr).collect();
     launch_untyped(
@@ -507,6 +495,12 @@ fn launch_untyped(
     accumulate: bool,
     launch: &LaunchWith,
 ) -> Result<Launched> {
+    if accumulate && !spec.accumulates {
+        return Err(Error::Config(format!(
+            "{}: asked to add to its output, which its spec does not (`accumulates: false`)",
+            spec.name
+        )));
+    }
     if !runs_on(rt, spec) {
         return Err(Error::Unsupported(format!(
             "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
