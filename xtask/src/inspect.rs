@@ -567,11 +567,10 @@ mod tests {
         assert!(text.contains("e08_transpose.rs:"), "{text}");
     }
 
-    /// A performance miss names its line: the shared site that takes most of the data path
-    /// when shared wavefronts limit, the global one when DRAM does, none for FP32.
-    #[test]
-    fn the_costliest_site_is_the_limiters() {
-        let site = |site: &str, space: &str, sectors: u64, wavefronts: u64| SiteStats {
+    /// A read site of 100 requests with `sectors` global sectors and `wavefronts` shared
+    /// wavefronts (100 ideal).
+    fn site(site: &str, space: &str, sectors: u64, wavefronts: u64) -> SiteStats {
+        SiteStats {
             site: site.to_string(),
             space: space.to_string(),
             access: "read".to_string(),
@@ -582,7 +581,13 @@ mod tests {
             l1_quarters: sectors,
             wavefronts,
             ideal_wavefronts: 100,
-        };
+        }
+    }
+
+    /// A performance miss names its line: the shared site that takes most of the data path
+    /// when shared wavefronts limit, the global one when DRAM does, none for FP32.
+    #[test]
+    fn the_costliest_site_is_the_limiters() {
         let mut profile = Profile::default();
         profile.kernels.insert(
             "k".to_string(),
@@ -607,18 +612,6 @@ mod tests {
 
     #[test]
     fn each_site_gets_its_share_of_issue_and_data_path() {
-        let site = |site: &str, space: &str, sectors: u64, wavefronts: u64| SiteStats {
-            site: site.to_string(),
-            space: space.to_string(),
-            access: "read".to_string(),
-            requests: 100,
-            bytes: 12800,
-            sectors,
-            ideal_sectors: sectors,
-            l1_quarters: sectors,
-            wavefronts,
-            ideal_wavefronts: 100,
-        };
         let mut profile = Profile::default();
         profile.kernels.insert(
             "k".to_string(),
