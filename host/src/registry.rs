@@ -13,7 +13,7 @@ pub use kernels::registry::{Baseline, Buffer, Cost as SpecCost, Dims, Elem, Geom
 use kernels::registry::{TensorMaps, Untyped};
 
 use crate::buffer::DeviceBuffer;
-use crate::runtime::{Backend, Launched, Runtime, before_launch};
+use crate::runtime::{Launched, Runtime, dispatch};
 use crate::tensor_map::TensorMaps2d;
 use crate::{Error, Result};
 use emu::LaunchConfig;
@@ -682,20 +682,11 @@ impl kernels::registry::Launcher for RuntimeLauncher<'_> {
             block: geometry.block,
             shared_mem_bytes: geometry.dynamic_shared,
         };
-        before_launch(kernel, &cfg)?;
-        let launched: Launched = match self.rt.backend() {
-            Backend::Emulator(emu) => Some(emu.launch(kernel, &cfg, thread)?),
-            Backend::Cuda(gpu) => {
-                let mut params = params.to_vec();
-                // SAFETY: `launch_registered!` built `params` from the arguments the emulator arm
-                // passes to the kernel function itself, so they match its signature; the harness
-                // sized every buffer from the spec.
-                unsafe { gpu.launch(kernel, &cfg, &mut params) }?;
-                None
-            }
-            // SAFETY: as for the GPU; the PTX backend checks every access it makes.
-            Backend::Ptx(ptx) => Some(unsafe { ptx.launch(kernel, &cfg, params, sizes) }?),
-        };
+        let mut params = params.to_vec();
+        // SAFETY: `launch_registered!` built `params` and `sizes` from the arguments `thread`
+        // passes to the kernel function itself, so they match its signature; the harness sized
+        // every buffer from the spec.
+        let launched = unsafe { dispatch(self.rt, kernel, &cfg, thread, &mut params, sizes) }?;
         let mut counters = self.counters.borrow_mut();
         *counters = Some(match counters.take() {
             None => launched,

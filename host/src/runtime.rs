@@ -69,10 +69,9 @@ pub fn take_launches() -> Vec<LaunchRecord> {
     LAUNCHES.with(|l| std::mem::take(&mut *l.borrow_mut()))
 }
 
-/// Called by [`launch!`] before each launch: remembers it, and fails it if the process has a
+/// Called by [`dispatch`] before each launch: remembers it, and fails it if the process has a
 /// (injected) sticky fault.
-#[doc(hidden)]
-pub fn before_launch(kernel: &'static str, config: &emu::LaunchConfig) -> Result<()> {
+fn before_launch(kernel: &'static str, config: &emu::LaunchConfig) -> Result<()> {
     let record = LaunchRecord {
         kernel,
         config: *config,
@@ -398,28 +397,51 @@ pub fn param<T>(value: &T) -> *mut c_void {
 #[macro_export]
 macro_rules! launch {
     ($rt:expr, $cfg:expr, $module:ident :: $kernel:ident ( $($arg:ident),* $(,)? )) => {{
-        let rt: &$crate::runtime::Runtime = $rt;
         let cfg: $crate::LaunchConfig = $cfg;
-        let recorded = $crate::runtime::before_launch(stringify!($kernel), &cfg);
-        match rt.backend() {
-            _ if recorded.is_err() => recorded.map(|()| None),
-            $crate::runtime::Backend::Emulator(emu) => emu
-                .launch(stringify!($kernel), &cfg, || unsafe { ::kernels::$module::$kernel($($arg),*) })
-                .map(Some),
-            $crate::runtime::Backend::Cuda(gpu) => {
-                let mut params = [$($crate::runtime::param(&$arg)),*];
-                // SAFETY: the emulator arm type-checks these arguments against the kernel's own
-                // signature; the op that calls `launch!` has checked sizes and shapes.
-                unsafe { gpu.launch(stringify!($kernel), &cfg, &mut params) }.map(|()| None)
-            }
-            $crate::runtime::Backend::Ptx(ptx) => {
-                let params: &[*mut ::core::ffi::c_void] = &[$($crate::runtime::param(&$arg)),*];
-                let sizes: &[usize] = &[$(::core::mem::size_of_val(&$arg)),*];
-                // SAFETY: as for the GPU arm; the PTX backend checks every access it makes.
-                unsafe { ptx.launch(stringify!($kernel), &cfg, params, sizes) }.map(Some)
-            }
+        let mut params = [$($crate::runtime::param(&$arg)),*];
+        // SAFETY: the emulator's thread calls the kernel function itself with these arguments,
+        // so the compiler checks them against its signature, and `params` and the sizes hold the
+        // same values in the same order; the op that calls `launch!` has checked sizes and shapes.
+        unsafe {
+            $crate::runtime::dispatch(
+                $rt,
+                stringify!($kernel),
+                &cfg,
+                &|| ::kernels::$module::$kernel($($arg),*),
+                &mut params,
+                &[$(::core::mem::size_of_val(&$arg)),*],
+            )
         }
     }};
+}
+
+/// The one launch path, behind [`launch!`] and the registry's launcher: remembers the launch
+/// (for a fault report), then sends it to the backend. The emulator runs `thread` once per
+/// simulated thread; the GPU gets `params`, a pointer to each argument's bytes in the entry's
+/// order; the PTX backend gets the same pointers and each argument's size in `sizes`, which it
+/// checks against the entry's `.param` list.
+///
+/// # Safety
+/// `params` and `sizes` must describe the arguments `thread` passes to the kernel function, in
+/// order, and every buffer they point at must be large enough for the launch: the GPU reads
+/// through them unchecked.
+#[doc(hidden)]
+pub unsafe fn dispatch(
+    rt: &Runtime,
+    kernel: &'static str,
+    cfg: &emu::LaunchConfig,
+    thread: &(dyn Fn() + Sync),
+    params: &mut [*mut c_void],
+    sizes: &[usize],
+) -> Result<Launched> {
+    before_launch(kernel, cfg)?;
+    match rt.backend() {
+        Backend::Emulator(emu) => emu.launch(kernel, cfg, thread).map(Some),
+        // SAFETY: the caller's contract.
+        Backend::Cuda(gpu) => unsafe { gpu.launch(kernel, cfg, params) }.map(|()| None),
+        // SAFETY: the caller's contract; the PTX backend also checks every access it makes.
+        Backend::Ptx(ptx) => unsafe { ptx.launch(kernel, cfg, params, sizes) }.map(Some),
+    }
 }
 
 #[cfg(test)]
