@@ -559,6 +559,51 @@ pub fn runs_on(rt: &Runtime, spec: &Spec) -> bool {
     !spec.sm90a_only || rt.has_wgmma()
 }
 
+/// The launches the spec makes at `dims`, in order, each PTX entry with its geometry, recorded
+/// without running anything: the launch function is handed buffers of the declared types at
+/// address 0, which no recorded launch reads. A spec that launches several kernels (a softmax's
+/// passes, the naive attention flow) or picks one by its dimensions (the GEMV's row tiles) says
+/// here which, and how: `cargo xtask ptxas`'s occupancy table reads them.
+pub fn launches(spec: &Spec, dims: Dims) -> Result<Vec<(&'static str, Geometry)>> {
+    let null = |elem| Untyped {
+        ptr: GlobalPtr::from_raw(std::ptr::null_mut()),
+        elem,
+    };
+    let inputs: Vec<_> = (spec.inputs)(dims).iter().map(|b| null(b.elem)).collect();
+    let workspaces = vec![GlobalPtr::from_raw(std::ptr::null_mut()); (spec.workspaces)(dims).len()];
+    let indices = vec![GlobalPtr::from_raw(std::ptr::null_mut()); (spec.indices)(dims).len()];
+    let maps = vec![GlobalPtr::from_raw(std::ptr::null_mut()); (spec.tensor_maps)(dims).len()];
+    let args = kernels::registry::Buffers {
+        inputs: &inputs,
+        output: null((spec.output)(dims).elem),
+        workspaces: &workspaces,
+        indices: &indices,
+        accumulate: false,
+        tensor_maps: &maps,
+    };
+    let recorder = Recorder(RefCell::new(Vec::new()));
+    (spec.launch)(&recorder, &args, dims)
+        .map_err(|e| Error::Config(format!("{}: {e}", spec.name)))?;
+    Ok(recorder.0.into_inner())
+}
+
+/// [`kernels::registry::Launcher`] that remembers each launch it is asked for and runs none.
+struct Recorder(RefCell<Vec<(&'static str, Geometry)>>);
+
+impl kernels::registry::Launcher for Recorder {
+    fn launch(
+        &self,
+        kernel: &'static str,
+        geometry: Geometry,
+        _: &(dyn Fn() + Sync),
+        _: &[*mut std::ffi::c_void],
+        _: &[usize],
+    ) -> std::result::Result<(), kernels::registry::LaunchError> {
+        self.0.borrow_mut().push((kernel, geometry));
+        Ok(())
+    }
+}
+
 /// Every row of the spec's output at `dims` ([`Spec`]'s `rows`): what the emulator's shapes and
 /// the tests check.
 pub fn all_rows(spec: &Spec, dims: Dims) -> Vec<usize> {
@@ -700,23 +745,6 @@ impl kernels::registry::Launcher for RuntimeLauncher<'_> {
 mod tests {
     use super::*;
 
-    /// The kernels a launcher was asked to launch, by name; it runs none.
-    struct Recorder(RefCell<Vec<&'static str>>);
-
-    impl kernels::registry::Launcher for Recorder {
-        fn launch(
-            &self,
-            kernel: &'static str,
-            _: Geometry,
-            _: &(dyn Fn() + Sync),
-            _: &[*mut std::ffi::c_void],
-            _: &[usize],
-        ) -> std::result::Result<(), kernels::registry::LaunchError> {
-            self.0.borrow_mut().push(kernel);
-            Ok(())
-        }
-    }
-
     /// Each spec launches entries of every build; one that launches one kernel is named after it
     /// (its row, `inspect` and the occupancy table name the same thing), one that launches
     /// several (softmax_naive_f32) after none of them.
@@ -727,25 +755,12 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "two registered kernels share a name");
-        let rt = Runtime::emulator();
         for spec in all() {
-            let dims = spec.shapes.multiple;
-            let up = upload(&rt, spec, dims, &inputs(spec, dims, 1)).unwrap();
-            let ptrs: Vec<_> = up.inputs.iter().map(TypedBuffer::untyped).collect();
-            let scratch: Vec<_> = up.workspaces.iter().map(DeviceBuffer::ptr).collect();
-            let indices: Vec<_> = up.indices.iter().map(DeviceBuffer::ptr).collect();
-            let maps: Vec<_> = up.tensor_maps.iter().map(TensorMaps2d::ptr).collect();
-            let args = kernels::registry::Buffers {
-                inputs: &ptrs,
-                output: up.output.untyped(),
-                workspaces: &scratch,
-                indices: &indices,
-                accumulate: false,
-                tensor_maps: &maps,
-            };
-            let recorder = Recorder(RefCell::new(Vec::new()));
-            (spec.launch)(&recorder, &args, dims).unwrap();
-            let launched = recorder.0.into_inner();
+            let launched: Vec<&str> = launches(spec, spec.shapes.multiple)
+                .unwrap()
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect();
             match launched[..] {
                 // Its kernel, or one of a family it picks from by the dimensions (the GEMV's
                 // row tiles, `gemv_bf16_m1` to `_m16`), or, for a row the lessons name

@@ -3,13 +3,11 @@
 //! that limits them; for the memory-bound kernels, the bytes their resident warps keep in flight
 //! against what Little's law asks for HBM bandwidth (`perf::occupancy`).
 //!
-//! The launches come from the ops' own launch functions and the kernel crate's constants, so a
-//! block size is defined once, where the kernel is launched.
+//! The launches come from the registry: a spec's `occupancy`, or the geometry its launch function
+//! gives an entry it launches under another name (recorded, not run); the few kernels no spec
+//! launches are listed here by name. A block size is defined once, where the kernel is launched.
 
-use half::bf16;
 use host::embedded::Arch;
-use host::ops::attention::{self, AttentionShape};
-use kernels::attention::HEAD_DIMS;
 use perf::occupancy::{self, BlockResources, HBM_LATENCY_CYCLES, SmLimits};
 use perf::specs::GpuSpec;
 
@@ -33,47 +31,60 @@ fn launch(threads: u32, dynamic_shared: u32, in_flight: Option<u32>) -> Launch {
     }
 }
 
-fn from_config(cfg: emu::LaunchConfig) -> Launch {
-    launch(cfg.block.volume() as u32, cfg.shared_mem_bytes, None)
-}
-
-/// The launch of the kernel named `name`, or `None` for a kernel nobody declares: a registered
-/// kernel's from its spec (`kernels::registry`), any other's from [`table`].
+/// The launch of the PTX entry named `name`, or `None` for an entry nobody declares: a
+/// registered kernel's from its spec's `occupancy` (`kernels::registry`); an entry a spec
+/// launches under another name (its passes, or the one it picks by its dimensions) as the spec
+/// launches it ([`launched_by_a_spec`]); the few kernels no spec launches from [`unregistered`].
 pub fn launch_of(name: &str) -> Option<Launch> {
     match host::registry::find(name) {
-        Some(spec) => {
-            let o = spec.occupancy;
-            Some(launch(o.threads, o.dynamic_shared, o.in_flight_per_thread))
-        }
-        None => table(name),
+        Some(spec) => Some(from_occupancy(spec.occupancy)),
+        None => launched_by_a_spec(name).or_else(|| unregistered(name)),
     }
 }
 
-/// The launches of the PTX entries no spec is named after (the kernels that are not registered,
-/// and those a registered spec launches under another name), read off the ops and the kernel
-/// crate's constants.
-fn table(name: &str) -> Option<Launch> {
+fn from_occupancy(o: kernels::registry::Occupancy) -> Launch {
+    launch(o.threads, o.dynamic_shared, o.in_flight_per_thread)
+}
+
+/// The entry `name` as the first spec that launches it does, at one of the sizes it names or
+/// its property test draws ([`sizes`]; `host::registry::launches` runs nothing). The spec's
+/// `occupancy` describes its first launch, whose bytes in flight it states; a later launch of
+/// the same geometry is another pass of the same walk over the rows (a softmax's passes) and
+/// keeps them, one of another geometry (decode attention's merge) states none.
+fn launched_by_a_spec(name: &str) -> Option<Launch> {
+    host::registry::all().iter().find_map(|spec| {
+        sizes(spec).find_map(|dims| {
+            let launches = host::registry::launches(spec, dims).ok()?;
+            let (_, first) = *launches.first()?;
+            let (_, g) = launches.into_iter().find(|(entry, _)| *entry == name)?;
+            let in_flight = spec.occupancy.in_flight_per_thread.filter(|_| g == first);
+            Some(launch(g.block.volume() as u32, g.dynamic_shared, in_flight))
+        })
+    })
+}
+
+/// The spec's sizes ([`kernels::registry::Shapes::every`]), then its property test's largest
+/// with one dimension at a time taken down through powers of two of its multiple: the sizes at
+/// which a spec that picks its kernel by a dimension (the GEMV's rows, decode attention's
+/// group) launches each of them.
+fn sizes(spec: &kernels::registry::Spec) -> impl Iterator<Item = kernels::registry::Dims> + '_ {
+    let (max, multiple) = (spec.shapes.test_max, spec.shapes.multiple);
+    let halvings = (0..max.len()).flat_map(move |axis| {
+        std::iter::successors(Some(multiple[axis].max(1)), |v| Some(v * 2))
+            .take_while(move |v| *v < max[axis])
+            .map(move |v| {
+                let mut dims = max;
+                dims[axis] = v;
+                dims
+            })
+    });
+    spec.shapes.every().chain(halvings)
+}
+
+/// The launches of the kernels no spec launches: the memory hierarchy's probes, the device math
+/// library's probe and the histogram, read off the kernel crate's constants.
+fn unregistered(name: &str) -> Option<Launch> {
     use kernels::elementwise::BLOCK_SIZE;
-    use kernels::softmax::ROW_THREADS;
-    let elem = |name: &str| if name.ends_with("bf16") { 2 } else { 4 };
-    // The entries a registered spec picks from by its dimensions, as the spec launches them
-    // (its `occupancy`): the GEMV's row tiles, and pass 1 of decode attention, one entry per
-    // group tile (pass 2, the merge, has a launch of its own, below).
-    let picked_by_a_spec = [
-        ("gemv_bf16_m", &kernels::decode::GEMV_BF16),
-        (
-            "decode_attention_split_bf16_g",
-            &kernels::decode::DECODE_ATTENTION_BF16,
-        ),
-        (
-            "decode_attention_paged_bf16_g",
-            &kernels::decode::DECODE_ATTENTION_PAGED_BF16,
-        ),
-    ];
-    if let Some((_, spec)) = picked_by_a_spec.iter().find(|(p, _)| name.starts_with(p)) {
-        let o = spec.occupancy;
-        return Some(launch(o.threads, o.dynamic_shared, o.in_flight_per_thread));
-    }
     let l = match name {
         // One 16-byte load per grid-stride step.
         "stream_read" => launch(BLOCK_SIZE, 0, Some(16)),
@@ -86,50 +97,6 @@ fn table(name: &str) -> Option<Launch> {
         "device_math" => launch(32, 0, None),
         // Latency-bound on its atomics and local memory, not a streaming kernel.
         "histogram_u32" => launch(kernels::histogram::THREADS, 0, None),
-        // The row kernels fold one element per step into a running max or sum.
-        n if [
-            "softmax_row_max_",
-            "softmax_row_sum_exp_",
-            "softmax_normalise_",
-            "softmax_online_stats_",
-        ]
-        .iter()
-        .any(|pass| n.starts_with(pass)) =>
-        {
-            launch(ROW_THREADS, 0, Some(elem(n)))
-        }
-        "attention_scores_f32" | "attention_pv_f32_d64" | "attention_pv_f32_d128" => {
-            from_config(attention::naive_config(1, 1, 1))
-        }
-        // The naive flow's tensor-core products: 4 warps, Q and K tiles (scores) or one V tile
-        // (P V) of padded 16-bit rows.
-        n if n.starts_with("attention_scores_") || n.starts_with("attention_pv_") => {
-            use kernels::attention::{flash_mma, naive_mma};
-            let d = HEAD_DIMS
-                .into_iter()
-                .find(|d| n.ends_with(&format!("_d{d}")))? as usize;
-            let shared = if n.starts_with("attention_scores_") {
-                naive_mma::scores_shared_bytes(d)
-            } else {
-                naive_mma::pv_shared_bytes(d)
-            };
-            launch(flash_mma::THREADS as u32, shared as u32, None)
-        }
-        n if n.starts_with("flash_attention_") => {
-            let d = HEAD_DIMS
-                .into_iter()
-                .find(|d| n.ends_with(&format!("_d{d}")))? as usize;
-            let shape = AttentionShape::new(1, 1, 1, d);
-            // f16 and bf16 share the tensor-core kernel's tiles (and the Hopper kernel's).
-            from_config(if n.starts_with("flash_attention_wgmma_") {
-                attention::fused_wgmma_config(&shape)
-            } else if n.contains("_f32_") {
-                attention::fused_config::<f32>(&shape)
-            } else {
-                attention::fused_config::<bf16>(&shape)
-            })
-        }
-        "decode_attention_merge_bf16" => launch(kernels::decode::attention::MERGE_THREADS, 0, None),
         _ => return None,
     };
     Some(l)
@@ -164,7 +131,7 @@ pub fn print(reports: &[KernelReport], arch: Arch) {
     for r in reports {
         let Some(l) = launch_of(&r.name) else {
             println!(
-                "{:<34} (launch neither registered nor in xtask/src/occupancy.rs's table)",
+                "{:<34} (no spec launches it, and xtask/src/occupancy.rs does not list it)",
                 r.name
             );
             continue;
@@ -233,7 +200,7 @@ mod tests {
     #[test]
     fn a_registered_kernel_launches_as_its_spec_says() {
         for spec in host::registry::all() {
-            assert_eq!(table(spec.name), None, "{}: in both", spec.name);
+            assert_eq!(unregistered(spec.name), None, "{}: in both", spec.name);
             let l = launch_of(spec.name).unwrap();
             assert_eq!(l.threads, spec.occupancy.threads);
         }
@@ -271,5 +238,27 @@ mod tests {
             kernels::attention::flash_wgmma::shared_bytes(128)
         );
         assert_eq!(launch_of("no_such_kernel"), None);
+    }
+
+    /// An entry a spec launches under another name takes the geometry of that launch: one the
+    /// GEMV picks only below its largest M (its property test's sizes), decode attention's merge
+    /// (a second pass of another grid: no bytes in flight of its own), the softmax's passes (one
+    /// walk over the rows: the spec's bytes in flight each).
+    #[test]
+    fn an_entry_launched_under_another_name_takes_its_launch() {
+        let gemv = &kernels::decode::GEMV_BF16;
+        for m in ["gemv_bf16_m2", "gemv_bf16_m8"] {
+            assert_eq!(
+                launch_of(m),
+                Some(from_occupancy(gemv.occupancy)),
+                "{m}: its spec's launch"
+            );
+        }
+        let merge = launch_of("decode_attention_merge_bf16").unwrap();
+        assert_eq!(merge.threads, kernels::decode::attention::MERGE_THREADS);
+        assert_eq!(merge.in_flight_per_thread, None);
+        let pass = launch_of("softmax_normalise_f32").unwrap();
+        assert_eq!(pass.threads, kernels::softmax::ROW_THREADS);
+        assert_eq!(pass.in_flight_per_thread, Some(4));
     }
 }
