@@ -397,21 +397,17 @@ pub fn param<T>(value: &T) -> *mut c_void {
 #[macro_export]
 macro_rules! launch {
     ($rt:expr, $cfg:expr, $module:ident :: $kernel:ident ( $($arg:ident),* $(,)? )) => {{
+        let rt: &$crate::runtime::Runtime = $rt;
         let cfg: $crate::LaunchConfig = $cfg;
         let mut params = [$($crate::runtime::param(&$arg)),*];
+        let sizes: &[usize] = &[$(::core::mem::size_of_val(&$arg)),*];
+        // SAFETY (of the kernel call): the op that calls `launch!` has checked sizes and shapes.
+        let thread = || unsafe { ::kernels::$module::$kernel($($arg),*) };
         // SAFETY: the emulator's thread calls the kernel function itself with these arguments,
-        // so the compiler checks them against its signature, and `params` and the sizes hold the
-        // same values in the same order; the op that calls `launch!` has checked sizes and shapes.
-        unsafe {
-            $crate::runtime::dispatch(
-                $rt,
-                stringify!($kernel),
-                &cfg,
-                &|| ::kernels::$module::$kernel($($arg),*),
-                &mut params,
-                &[$(::core::mem::size_of_val(&$arg)),*],
-            )
-        }
+        // so the compiler checks them against its signature, and `params` and `sizes` hold the
+        // same values in the same order.
+        let kernel = stringify!($kernel);
+        unsafe { $crate::runtime::dispatch(rt, kernel, &cfg, &thread, &mut params, sizes) }
     }};
 }
 
