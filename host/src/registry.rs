@@ -501,13 +501,7 @@ fn launch_untyped(
             spec.name
         )));
     }
-    if !runs_on(rt, spec) {
-        return Err(Error::Unsupported(format!(
-            "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
-            spec.name,
-            rt.device_name()
-        )));
-    }
+    refuse_unless_runs_on(rt, spec)?;
     let maps = (spec.tensor_maps)(dims).len();
     if tensor_maps.len() != maps {
         return Err(Error::Config(format!(
@@ -557,6 +551,18 @@ fn launch_untyped(
 /// only ([`Spec`]'s `sm90a_only`), which needs [`Runtime::has_wgmma`].
 pub fn runs_on(rt: &Runtime, spec: &Spec) -> bool {
     !spec.sm90a_only || rt.has_wgmma()
+}
+
+/// [`runs_on`] as the launch's refusal, saying what would run the spec.
+pub fn refuse_unless_runs_on(rt: &Runtime, spec: &Spec) -> Result<()> {
+    if runs_on(rt, spec) {
+        return Ok(());
+    }
+    Err(Error::Unsupported(format!(
+        "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
+        spec.name,
+        rt.device_name()
+    )))
 }
 
 /// The launches the spec makes at `dims`, in order, each PTX entry with its geometry, recorded

@@ -110,15 +110,7 @@ impl GemmKernel {
 
     /// The kernel's entry point name (also the name of its host function in this module).
     pub fn name(self) -> &'static str {
-        match self {
-            GemmKernel::Naive => "gemm_naive_f32",
-            GemmKernel::Tiled => "gemm_tiled_f32",
-            GemmKernel::RegisterBlocked => "gemm_register_blocked_f32",
-            GemmKernel::TensorCoreBf16 => "gemm_tensor_core_bf16",
-            GemmKernel::TensorCoreF16 => "gemm_tensor_core_f16",
-            GemmKernel::WgmmaBf16 => "gemm_wgmma_bf16",
-            GemmKernel::WgmmaF16 => "gemm_wgmma_f16",
-        }
+        self.spec().name
     }
 
     /// The tile of C whose strips of A and B are read from global memory once. For the naive
@@ -196,15 +188,16 @@ impl GemmKernel {
         )
     }
 
-    /// Step 5: wgmma fed by the TMA, which only an sm_90a device (or the emulator) runs.
+    /// Step 5: wgmma fed by the TMA, which only an sm_90a device (or the emulator) runs (its
+    /// spec's `sm90a_only`).
     pub fn is_wgmma(self) -> bool {
-        matches!(self, GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16)
+        self.spec().sm90a_only
     }
 
-    /// Whether `rt` can run this kernel: steps 1 to 4 everywhere, step 5 where
-    /// [`Runtime::has_wgmma`].
+    /// Whether `rt` can run this kernel: its spec's rule (`registry::runs_on`), steps 1 to 4
+    /// everywhere, step 5 where [`Runtime::has_wgmma`].
     pub fn runs_on(self, rt: &Runtime) -> bool {
-        !self.is_wgmma() || rt.has_wgmma()
+        crate::registry::runs_on(rt, self.spec())
     }
 
     /// FLOPs the kernel executes, which the emulator counts. The f32 kernels execute exactly
@@ -484,13 +477,7 @@ fn wgmma<T: crate::registry::SpecElement>(
     let Some((_, m, n, k)) = kernel.validate(shape, (a.len(), b.len(), c.len()))? else {
         return Ok(None);
     };
-    if !kernel.runs_on(rt) {
-        return Err(Error::Unsupported(format!(
-            "{} needs wgmma and the TMA: an sm_90a GPU (H100, H200), the source emulator or the PTX backend with KERNELS_PTX_ARCH=sm_90a, not {}",
-            kernel.name(),
-            rt.device_name()
-        )));
-    }
+    crate::registry::refuse_unless_runs_on(rt, kernel.spec())?;
     let fresh;
     let mut cached;
     let maps: &WgmmaMaps = match maps {
