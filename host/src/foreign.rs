@@ -222,4 +222,10 @@ impl Module {
         // (an address outside its buffers is reported, not dereferenced).
         unsafe { device.launch(entry, cfg, &params, &sizes) }
     }
+
+    /// What the module's kernels printed with `printf` since the last call (or its load), in
+    /// block and thread order; kept also when the launch failed, up to where it stopped.
+    pub fn take_printed(&self) -> ptx::exec::Printed {
+        self.program.take_printed()
+    }
 }

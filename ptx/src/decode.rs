@@ -293,6 +293,17 @@ pub enum Op {
     },
     /// `lop3.b32`: bit `i` of `d` is bit `(a_i << 2) | (b_i << 1) | c_i` of `lut`.
     Lop3(Lop3Args),
+    /// `shf.{l,r}.{wrap,clamp}.b32 d, a, b, c`: the funnel shift of the 64-bit `b:a` (`b` the
+    /// upper half) by `c` (`.wrap`: `c & 31`; `.clamp`: `min(c, 32)`), `d` the upper half of
+    /// the result for `.l`, the lower for `.r`.
+    Shf {
+        left: bool,
+        clamp: bool,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
     /// `bfind{.shiftamt}`: the most significant non-sign bit's position (all ones for none).
     Bfind {
         ty: Int,
@@ -392,8 +403,18 @@ pub enum Op {
     /// A call of `__assertfail` (what CUDA's `assert` compiles to): the launch ends with the
     /// assertion's message, file, line and function.
     AssertFail(Box<AssertFail>),
+    /// A call of `vprintf` (what CUDA's `printf` compiles to): the text formatted and kept for
+    /// the launch's report, the count of arguments returned.
+    Printf(Box<Printf>),
     /// A block barrier, matched by the site it carries.
     Bar {
+        site: Site,
+    },
+    /// `barrier.sync a` with the barrier's id in register `a` (what a `-G` build's
+    /// `__barrier_sync(id)` helper runs): barrier 0, matched as the non-aligned `barrier.sync 0`
+    /// is, at `site`; another id is refused when the thread gets there.
+    BarById {
+        id: Slot,
         site: Site,
     },
     /// `{add,sub,mul,fma}.rn{.ftz}{.sat}{.relu}.{f16x2,bf16x2} d, a, b{, c}`: each 16-bit lane
@@ -667,6 +688,16 @@ pub struct AssertFail {
     pub function: u32,
 }
 
+/// Where a call of `vprintf(format, args)` passed its arguments and wants its result: offsets
+/// in the caller's parameter memory (`format` the generic address of the C format string,
+/// `args` that of the argument buffer, `ret` the 32-bit result, if the call takes it).
+#[derive(Clone, Debug)]
+pub struct Printf {
+    pub format: u32,
+    pub args: u32,
+    pub ret: Option<u32>,
+}
+
 /// `atom{.sem}{.scope}{.space}.op.type d, [a], b{, c}` / `red...op.type [a], b`.
 #[derive(Clone, Debug)]
 pub struct Atom {
@@ -848,6 +879,40 @@ pub enum Fill {
     Carry,
     /// The address of the module's `.global`/`.const` variable `i` on the device.
     GlobalVar(usize),
+    /// One of the `%reserved_smem_offset_*` registers: where the block's reserved shared memory
+    /// lies in its shared window ([`Reserved`]).
+    Reserved(Reserved),
+}
+
+/// The shared memory the driver reserves for system software in every block, which the PTX
+/// ISA's `%reserved_smem_offset_begin`, `_end`, `_cap` and `%reserved_smem_offset<2>` locate
+/// and whose layout it leaves to the driver. The CUDA C++ Programming Guide gives 1 KB per
+/// block from compute capability 8.0; cooperative groups keeps the scratch of its multi-warp
+/// tiles at `%reserved_smem_offset_1` and counts on 288 bytes there. Modelled as a 1 KiB array
+/// of the block's shared memory (every check applies to it, as to the kernel's own), its first
+/// half at offset 0, its second at offset 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reserved {
+    Begin,
+    End,
+    Cap,
+    Offset0,
+    Offset1,
+}
+
+impl Reserved {
+    /// Bytes of the reserved region.
+    pub const BYTES: u32 = 1024;
+
+    /// The register's value when the region starts at shared-space offset `begin`.
+    pub fn value(self, begin: u32) -> u32 {
+        match self {
+            Reserved::Begin | Reserved::Offset0 => begin,
+            Reserved::Offset1 => begin + Self::BYTES / 2,
+            Reserved::End => begin + Self::BYTES,
+            Reserved::Cap => Self::BYTES,
+        }
+    }
 }
 
 /// A decoded entry point.
@@ -1016,7 +1081,7 @@ fn reachable<'m>(
                 )
             };
             let callee = callee(f, &i.operands).map_err(at)?;
-            if callee == ASSERT_FAIL || order.iter().any(|g| g.name == callee) {
+            if [ASSERT_FAIL, VPRINTF].contains(&callee) || order.iter().any(|g| g.name == callee) {
                 continue;
             }
             if let Some(b) = module.broken.iter().find(|b| b.name == callee) {
@@ -1027,7 +1092,7 @@ fn reachable<'m>(
             }
             let Some(g) = module.functions.iter().find(|g| g.name == callee) else {
                 return Err(at(format!(
-                    "calls `{callee}`, which is only declared in the module (an external function such as vprintf): not implemented"
+                    "calls `{callee}`, which is only declared in the module (an external function the driver would supply): not implemented"
                 )));
             };
             order.push(g);
@@ -1040,6 +1105,10 @@ fn reachable<'m>(
 /// The function CUDA's `assert` calls when its condition is false (declared `.extern` in the
 /// module; the driver supplies it): run as [`Op::AssertFail`].
 const ASSERT_FAIL: &str = "__assertfail";
+
+/// The function CUDA's `printf` calls (declared `.extern`; the driver supplies it): run as
+/// [`Op::Printf`].
+const VPRINTF: &str = "vprintf";
 
 /// The function a `call` names: `call{.uni} {(ret, ...),} callee, (arg, ...){, prototype}`.
 /// A register there is an indirect call (through a function pointer), named by its register.
@@ -1568,6 +1637,11 @@ impl Decoder<'_> {
                         "%lanemask_ge" => Some(Fill::LaneMask(Cmp::Ge)),
                         "%lanemask_gt" => Some(Fill::LaneMask(Cmp::Gt)),
                         "%clock" | "%clock64" | "%globaltimer" => Some(Fill::Zero),
+                        "%reserved_smem_offset_begin" => Some(Fill::Reserved(Reserved::Begin)),
+                        "%reserved_smem_offset_end" => Some(Fill::Reserved(Reserved::End)),
+                        "%reserved_smem_offset_cap" => Some(Fill::Reserved(Reserved::Cap)),
+                        "%reserved_smem_offset_0" => Some(Fill::Reserved(Reserved::Offset0)),
+                        "%reserved_smem_offset_1" => Some(Fill::Reserved(Reserved::Offset1)),
                         _ => None,
                     },
                     _ => None,
@@ -1655,7 +1729,7 @@ impl Decoder<'_> {
             "mad" | "fma" => self.mad(i),
             "neg" | "not" | "abs" | "popc" | "clz" | "brev" | "rcp" | "sqrt" | "rsqrt" | "ex2"
             | "lg2" | "sin" | "cos" | "tanh" => self.unary(i),
-            "bfi" | "prmt" | "lop3" | "bfind" | "bfe" => self.bits(i),
+            "bfi" | "prmt" | "lop3" | "bfind" | "bfe" | "shf" => self.bits(i),
             "testp" | "setp" | "selp" => self.compare(i),
             "addc" | "subc" => self.carry(i),
             "cvt" => self.cvt(i),
@@ -2046,6 +2120,27 @@ impl Decoder<'_> {
                 let d = self.dst(n(0)?)?;
                 Ok((Op::Prmt { mode, d, a, b, c }, 0, Class::IntArith))
             }
+            "shf" => {
+                let (left, clamp) = (i.has("l"), i.has("clamp"));
+                if left == i.has("r") || clamp == i.has("wrap") || last != "b32" {
+                    return Err("only shf.{l,r}.{wrap,clamp}.b32 exists".into());
+                }
+                let (a, b, c) = (
+                    self.src(n(1)?, None)?,
+                    self.src(n(2)?, None)?,
+                    self.src(n(3)?, None)?,
+                );
+                let d = self.dst(n(0)?)?;
+                let op = Op::Shf {
+                    left,
+                    clamp,
+                    d,
+                    a,
+                    b,
+                    c,
+                };
+                Ok((op, 0, Class::IntArith))
+            }
             "lop3" => {
                 let bits = width(&ty(last).ok_or("unknown type")?);
                 if p.len() != 2 {
@@ -2391,8 +2486,17 @@ impl Decoder<'_> {
         if ops.len() != 1 + 2 * id_at {
             return Err("barriers with a thread count are not implemented".into());
         }
-        let Operand::Int(id) = ops[id_at] else {
-            return Err("the barrier id must be a constant".into());
+        let id = match ops[id_at] {
+            Operand::Int(id) => id,
+            Operand::Reg(_) if !red && !i.has("aligned") && op0 == "barrier" => {
+                let site = *self.barrier_sites.entry(0).or_insert(site);
+                let id = self.src(&ops[id_at], None)?;
+                return Ok((Op::BarById { id, site }, 0, Class::Bar));
+            }
+            _ => return Err(
+                "the barrier id must be a constant (or a register in a non-aligned `barrier.sync`)"
+                    .into(),
+            ),
         };
         if id != 0 {
             return Err("named barriers other than 0 are not implemented".into());
@@ -2949,6 +3053,9 @@ impl Decoder<'_> {
         if callee == ASSERT_FAIL {
             return self.assert_fail(&args);
         }
+        if callee == VPRINTF {
+            return self.printf(&args, &rets);
+        }
         let k = self
             .layouts
             .iter()
@@ -3002,6 +3109,15 @@ impl Decoder<'_> {
         Ok((Op::Call(Box::new(call)), 0, Class::Call))
     }
 
+    /// Where `.param` variable `name` of this function lies in its parameter memory, if it holds
+    /// at least `bytes`: an argument the call of a driver-supplied function passes.
+    fn pmem_arg(&self, name: &str, bytes: u32) -> DResult<u32> {
+        self.pmem_var(name)
+            .filter(|&(_, size)| size >= bytes)
+            .map(|(at, _)| at)
+            .ok_or_else(|| format!("`{name}` is not a .param variable of {bytes} bytes"))
+    }
+
     /// `call.uni __assertfail, (message, file, line, function, char_size)`: where each argument
     /// lies in this function's parameter memory.
     fn assert_fail(&mut self, args: &[&'static str]) -> DResult<(Op, u8, Class)> {
@@ -3011,12 +3127,7 @@ impl Decoder<'_> {
                 args.len()
             ));
         };
-        let offset = |name: &str, bytes: u32| {
-            self.pmem_var(name)
-                .filter(|&(_, size)| size >= bytes)
-                .map(|(at, _)| at)
-                .ok_or_else(|| format!("`{name}` is not a .param variable of {bytes} bytes"))
-        };
+        let offset = |name: &str, bytes: u32| self.pmem_arg(name, bytes);
         let assert = AssertFail {
             message: offset(message, 8)?,
             file: offset(file, 8)?,
@@ -3024,6 +3135,25 @@ impl Decoder<'_> {
             function: offset(function, 8)?,
         };
         Ok((Op::AssertFail(Box::new(assert)), 0, Class::Call))
+    }
+
+    /// `call.uni (ret), vprintf, (format, args)`: where each argument lies in this function's
+    /// parameter memory.
+    fn printf(&mut self, args: &[&'static str], rets: &[&'static str]) -> DResult<(Op, u8, Class)> {
+        let ([format, buffer], [] | [_]) = (args, rets) else {
+            return Err(format!(
+                "`{VPRINTF}` takes 2 arguments (format, argument buffer) and returns one value, the call passes {} and takes {}",
+                args.len(),
+                rets.len()
+            ));
+        };
+        let offset = |name: &str, bytes: u32| self.pmem_arg(name, bytes);
+        let printf = Printf {
+            format: offset(format, 8)?,
+            args: offset(buffer, 8)?,
+            ret: rets.first().map(|r| offset(r, 4)).transpose()?,
+        };
+        Ok((Op::Printf(Box::new(printf)), 0, Class::Call))
     }
 
     /// `atom` and `red`: `atom{.sem}{.scope}{.space}.op.type d, [a], b{, c}`.
@@ -3345,6 +3475,7 @@ fn undeclared_or_special(name: &str) -> String {
         "%aggr_smem_size",
         "%cluster",
         "%is_explicit",
+        "%reserved_smem",
     ];
     if special.iter().any(|s| name.starts_with(s)) {
         format!("special register `{name}` is not implemented")

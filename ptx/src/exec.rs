@@ -26,12 +26,13 @@ use crate::decode::{
     self, AssertFail, Atom, AtomType, BarRedArgs, BarRedOp, BfiArgs, BoolOp, Call, CarryArgs,
     Class, Cmp, CmpType, Conv, CpAsyncArgs, Fill, Float, FloatArgs, FloatOp, FloatUnary,
     FloatUnaryArgs, FmaArgs, Half2Args, Int, IntOp, IntUnary, Kernel, LdMatrixArgs, Lop3Args,
-    MAX_CALL_DEPTH, MadArgs, MbarrierArgs, MbarrierKind, Mem, Op, Round, SetpArgs, SharedSlot,
-    ShflArgs, Space, TmaArgs, WarpReduceArgs, Wgmma, WgmmaSource, mask,
+    MAX_CALL_DEPTH, MadArgs, MbarrierArgs, MbarrierKind, Mem, Op, Reserved, Round, SetpArgs,
+    SharedSlot, ShflArgs, Space, TmaArgs, WarpReduceArgs, Wgmma, WgmmaSource, mask,
 };
 use crate::parse;
 
 mod numeric;
+mod printf;
 use ::emu::{Allocation, Emulator, Error, LaunchConfig, LaunchCounters, Result, SHARED_WINDOW};
 use numeric::{
     atom_op, cvt, f32_directed, f32_fma_directed, f32_unary_directed, f32ops, f64ops, half_lane,
@@ -52,6 +53,30 @@ pub struct Program {
     /// its own copy.
     globals: Vec<parse::GlobalVar<'static>>,
     kernels: HashMap<&'static str, std::result::Result<Kernel, String>>,
+    /// What its kernels' `printf` calls printed, until [`Program::take_printed`].
+    printed: Mutex<Printed>,
+}
+
+/// The lines of `printf` a module's launches printed, at most [`Printed::LINES`] (a GPU's printf
+/// buffer is finite too: what does not fit is lost), and how many more were dropped.
+#[derive(Debug, Default)]
+pub struct Printed {
+    /// (block, thread, text) of each call, in the order the emulator ran them.
+    pub calls: Vec<([u32; 3], [u32; 3], String)>,
+    pub dropped: usize,
+}
+
+impl Printed {
+    /// The most calls kept between two [`Program::take_printed`].
+    pub const LINES: usize = 4096;
+
+    /// The calls in block order, then thread order (x fastest), each thread's in the order it
+    /// made them: a GPU prints them in no set order, this is one that reads well.
+    pub fn sorted(mut self) -> Self {
+        let key = |d: &[u32; 3]| (d[2], d[1], d[0]);
+        self.calls.sort_by_key(|(b, t, _)| (key(b), key(t)));
+        self
+    }
 }
 
 impl std::fmt::Debug for Program {
@@ -160,7 +185,14 @@ impl Program {
             shared,
             globals: module.globals.clone(),
             kernels,
+            printed: Mutex::default(),
         })))
+    }
+
+    /// What the module's kernels printed with `printf` since the last call, in block and
+    /// thread order ([`Printed::sorted`]).
+    pub fn take_printed(&self) -> Printed {
+        std::mem::take(&mut *self.printed.lock().unwrap()).sorted()
     }
 
     /// The module in the file at `path`, loaded once per process.
@@ -466,6 +498,19 @@ impl Env<'_> {
                     Fill::LaneMask(cmp) => u64::from(lane_mask(cmp, linear % 32)),
                     Fill::SharedBase => base as u64,
                     Fill::GlobalVar(i) => self.globals[i],
+                    Fill::Reserved(which) => {
+                        // One array per block, whichever thread asks first: keyed by a static's
+                        // address, which no module variable shares.
+                        static KEY: u8 = 0;
+                        let array = kernels::cuda::emu::SharedArray {
+                            name: "the driver's reserved shared memory (%reserved_smem_offset_*)",
+                            elem: "b8",
+                            elem_bytes: 1,
+                        };
+                        let bytes = Reserved::BYTES as usize;
+                        let p = gpu.static_shared(&KEY as *const u8 as usize, bytes, 16, array);
+                        u64::from(which.value((p as usize - base) as u32))
+                    }
                     Fill::SharedVar(i) => {
                         let v = &self.program.shared[i];
                         match v.bytes {
@@ -647,6 +692,20 @@ impl Thread<'_> {
                 Op::Bfi(args) => self.bfi(args),
                 Op::Prmt { mode, d, a, b, c } => self.prmt(mode, d, a, b, c),
                 Op::Lop3(args) => self.lop3(args),
+                &Op::Shf {
+                    left,
+                    clamp,
+                    d,
+                    a,
+                    b,
+                    c,
+                } => {
+                    let wide = (self.get(b) as u32 as u64) << 32 | self.get(a) as u32 as u64;
+                    let by = self.get(c) as u32;
+                    let by = if clamp { by.min(32) } else { by & 31 };
+                    let v = if left { (wide << by) >> 32 } else { wide >> by };
+                    self.set(d, v & 0xffff_ffff);
+                }
                 Op::Bfind { ty, shiftamt, d, a } => self.bfind(ty, shiftamt, d, a),
                 Op::Testp { test, ty, d, a } => self.testp(test, ty, d, a),
                 Op::Carry(args) => self.carry(args),
@@ -714,7 +773,15 @@ impl Thread<'_> {
                 Op::Exit => return (issued, flops),
                 Op::Trap => std::panic::resume_unwind(Box::new(::emu::Trapped(self.site(here)))),
                 Op::AssertFail(a) => self.assert_fail(a, here),
+                Op::Printf(p) => self.printf(p, here),
                 Op::Bar { site } => self.gpu.sync_threads(*site),
+                Op::BarById { id, site } => match self.get(*id) as u32 {
+                    0 => self.gpu.sync_threads(*site),
+                    other => std::panic::resume_unwind(Box::new(format!(
+                        "named barrier {other} ({}): only barrier 0 is implemented by the PTX backend",
+                        self.site(here)
+                    ))),
+                },
                 Op::Half2(args) => self.half2(args),
                 Op::BarRed(args) => self.bar_red(args),
                 Op::Shfl(args) => self.shfl(args, here),
@@ -1527,8 +1594,13 @@ impl Thread<'_> {
     fn access(&self, m: &Mem, here: usize, access: Access) -> usize {
         let a = self.get(m.addr).wrapping_add(m.offset as u64) as usize;
         let bytes = usize::from(m.elem) * usize::from(m.n);
+        self.checked(m.space, a, bytes, here, access)
+    }
+
+    /// [`Thread::access`] of `bytes` at address `a` of `space`.
+    fn checked(&self, space: Space, a: usize, bytes: usize, here: usize, access: Access) -> usize {
         let site = self.site(here);
-        match m.space {
+        match space {
             Space::Global => {
                 self.gpu.global_access(a, bytes, access, site);
                 a
@@ -1706,6 +1778,36 @@ impl Thread<'_> {
             self.site(here),
         );
         std::panic::resume_unwind(Box::new(message))
+    }
+
+    /// [`Op::Printf`]: the format string and the argument buffer read (every read checked as a
+    /// load of the thread's is), the text kept in the program's [`Printed`], the number of
+    /// arguments returned.
+    fn printf(&mut self, p: &decode::Printf, here: usize) {
+        let format = self.c_string(read_le(&self.pmem, p.format, 8, false));
+        let buffer = read_le(&self.pmem, p.args, 8, false) as usize;
+        let mut arg = |offset: usize, bytes: usize| {
+            let at = self.checked(Space::Generic, buffer + offset, bytes, here, Access::Read);
+            let mut raw = [0u8; 8];
+            // SAFETY: `checked` found `bytes` readable bytes at `at` (or failed the launch).
+            unsafe { std::ptr::copy_nonoverlapping(at as *const u8, raw.as_mut_ptr(), bytes) };
+            Ok(u64::from_le_bytes(raw))
+        };
+        let (text, consumed) = printf::format(&format, &mut arg, &|s| self.c_string(s))
+            .unwrap_or_else(|e| panic!("printf at {}: {e}", self.site(here)));
+        let pos = self.gpu.position();
+        let dim = |d: kernels::cuda::emu::Dim3| [d.x, d.y, d.z];
+        let mut printed = self.program.printed.lock().unwrap();
+        if printed.calls.len() < Printed::LINES {
+            printed.calls.push((dim(pos.block), dim(pos.thread), text));
+        } else {
+            printed.dropped += 1;
+        }
+        drop(printed);
+        if let Some(ret) = p.ret {
+            let at = ret as usize;
+            self.pmem[at..at + 4].copy_from_slice(&(consumed as u32).to_le_bytes());
+        }
     }
 
     /// The C string at generic address `p`, read from the initial value of the module variable

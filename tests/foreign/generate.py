@@ -4,10 +4,12 @@ each option level, written to ptx/<source>.<level>.ptx.
 
 NVRTC comes from PyPI, no CUDA toolkit and no GPU needed:
 
-    pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
-    python3 tests/foreign/generate.py
+    pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12
+    python3 tests/foreign/generate.py [SOURCE.cu ...]
 
-(the runtime wheel for its headers: refusals.cu includes cuda_bf16.h).
+(the runtime wheel for its headers: refusals.cu includes cuda_bf16.h; CCCL for <nv/target>,
+which cooperative groups includes). Without pip, the same wheels as `cargo xtask check` fetches
+them into target/nvrtc/ serve. Sources named on the command line are the only ones compiled.
 
 The PTX is committed: the test that runs it (tests/tests/foreign.rs) needs no NVRTC. Rerun this
 after changing a source, and commit what it writes.
@@ -20,6 +22,8 @@ import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
+# Where `cargo xtask check` unpacks the NVRTC, runtime and CCCL wheels on first use.
+FETCHED = HERE.parent.parent / "target" / "nvrtc"
 
 # The option levels of the issue: NVRTC's default (-O3 for device code), a debug build, line
 # tables, fast math (approximate exp, division, flush to zero), no contraction into fma, and
@@ -39,22 +43,26 @@ ARCH = "-arch=compute_90"
 def load_nvrtc():
     """libnvrtc from the nvidia-cuda-nvrtc-cu12 (or -cu13) wheel, wherever pip put it."""
     roots = [pathlib.Path(p) for p in sys.path if p]
-    for root in roots:
-        for pattern in ("nvidia/cuda_nvrtc/lib/libnvrtc.so*", "nvidia/cu13/lib/libnvrtc.so*"):
-            for lib in sorted(glob.glob(str(root / pattern))):
-                if "builtins" not in lib:
-                    return ctypes.CDLL(lib)
+    patterns = ("nvidia/cuda_nvrtc/lib/libnvrtc.so*", "nvidia/cu13/lib/libnvrtc.so*")
+    found = [lib for root in roots for pattern in patterns for lib in sorted(glob.glob(str(root / pattern)))]
+    found += sorted(glob.glob(str(FETCHED / "nvidia-cuda-nvrtc-cu12" / "libnvrtc.so*")))
+    for lib in found:
+        if "builtins" not in lib and ".alt." not in lib:
+            return ctypes.CDLL(lib)
     sys.exit("libnvrtc not found: pip install nvidia-cuda-nvrtc-cu12")
 
 
 def include_dirs():
     """CUDA's device headers (cuda_bf16.h, for refusals.cu) from the nvidia-cuda-runtime-cu12
     wheel, wherever pip put it: -I options, none when it is not installed."""
-    for root in (pathlib.Path(p) for p in sys.path if p):
-        include = root / "nvidia/cuda_runtime/include"
-        if (include / "cuda_bf16.h").exists():
-            return [f"-I{include}"]
-    return []
+    dirs = []
+    roots = [pathlib.Path(p) for p in sys.path if p]
+    for header, candidates in (
+        ("cuda_bf16.h", [r / "nvidia/cuda_runtime/include" for r in roots] + [FETCHED / "nvidia-cuda-runtime-cu12"]),
+        ("nv/target", [r / "nvidia/cuda_cccl/include" for r in roots] + [FETCHED / "nvidia-cuda-cccl-cu12"]),
+    ):
+        dirs += [f"-I{d}" for d in candidates if (d / header).exists()][:1]
+    return dirs
 
 
 def check(nvrtc, result, what):
@@ -91,7 +99,10 @@ def main():
     nvrtc.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
     out = HERE / "ptx"
     out.mkdir(exist_ok=True)
+    named = sys.argv[1:]
     for path in sorted((HERE / "cuda").glob("*.cu")):
+        if named and path.name not in named:
+            continue
         source = path.read_text()
         for level, options in LEVELS.items():
             ptx = compile_ptx(nvrtc, source, path.name, options)

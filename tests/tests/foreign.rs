@@ -405,3 +405,72 @@ fn the_chapters_example_through_the_safe_api() {
         );
     }
 }
+
+/// Cooperative groups at every level: a block of tiles of 32 reducing with `cg::reduce`
+/// (shuffles), syncing through the group; under -G and -Ofc=max it also takes the address of
+/// the driver's reserved shared memory (`%reserved_smem_offset_1`), and under -G syncs through
+/// `barrier.sync` on a register.
+#[test]
+fn cooperative_groups_reduce_at_every_level() {
+    use host::foreign::{Arg, Module};
+    let n = 1000;
+    let input = reference::uniform(n, 9, -1.0, 1.0);
+    let (blocks, threads) = (4usize, 256usize);
+    let want: Vec<f32> = (0..blocks)
+        .map(|b| input.iter().skip(b * threads).take(threads).sum())
+        .collect();
+    for level in LEVELS {
+        let text = fixture("cooperative", level);
+        assert_eq!(
+            ["G", "Ofc"].contains(&level),
+            text.contains("%reserved_smem_offset_1"),
+            "{level}: the least optimised builds read the reserved shared memory"
+        );
+        let module = Module::load(text.to_string(), "cooperative.ptx").unwrap();
+        let rt = module.runtime();
+        let (out, inp) = (rt.alloc::<f32>(blocks).unwrap(), rt.upload(&input).unwrap());
+        let args = [Arg::buffer(&out), Arg::buffer(&inp), Arg::I32(n as i32)];
+        let cfg = LaunchConfig::linear(blocks as u32, threads as u32);
+        module
+            .launch("tile_sums", &cfg, &args)
+            .unwrap_or_else(|e| panic!("{level}: {e}"));
+        for (got, want) in rt.download(&out).unwrap().iter().zip(&want) {
+            // 256 terms of magnitude <= 1 summed in two different orders, in f32.
+            assert!((got - want).abs() <= 1e-4, "{level}: {got} against {want}");
+        }
+    }
+}
+
+/// `printf` at every level: the text as C formats it, each call's count of arguments returned
+/// to the kernel, the calls in block and thread order.
+#[test]
+fn printf_prints_as_c_and_returns_its_argument_count() {
+    use host::foreign::{Arg, Module};
+    for level in LEVELS {
+        let module = Module::load(fixture("cooperative", level).to_string(), "say.ptx").unwrap();
+        let rt = module.runtime();
+        let printed = rt.alloc::<i32>(64).unwrap();
+        let args = [Arg::buffer(&printed), Arg::I32(3), Arg::F32(1.5)];
+        module
+            .launch("say", &LaunchConfig::linear(2, 32), &args)
+            .unwrap_or_else(|e| panic!("{level}: {e}"));
+        let counts = rt.download(&printed).unwrap();
+        assert_eq!(counts[..4], [8, 8, 8, 0], "{level}");
+        let out = module.take_printed();
+        let lines: Vec<&str> = out.calls.iter().map(|(_, _, t)| t.as_str()).collect();
+        assert_eq!(
+            lines,
+            [
+                "thread 0:  1.50 1.500000e+03 1.5|0   |0000|ok|A\n",
+                "thread 1:  1.50 1.500000e+03 1.5|1   |00ff|ok|B\n",
+                "thread 2:  1.50 1.500000e+03 1.5|2   |01fe|ok|C\n",
+            ],
+            "{level}"
+        );
+        assert_eq!(
+            out.calls[2].1,
+            [2, 0, 0],
+            "{level}: thread 2 printed the third line"
+        );
+    }
+}

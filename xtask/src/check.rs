@@ -123,9 +123,9 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         "{origin}: {shown} on a grid of {} x {} x {} blocks of {} x {} x {} threads ({threads} threads), every emulator check on",
         cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y, cfg.block.z
     );
-    let counters = module
-        .launch(entry, &cfg, &launch_args)
-        .map_err(|e| e.to_string())?;
+    let launched = module.launch(entry, &cfg, &launch_args);
+    print_printed(module.take_printed());
+    let counters = launched.map_err(|e| e.to_string())?;
     println!(
         "no bug found: no out-of-bounds or misaligned access, no data race, no barrier divergence, no failed assert"
     );
@@ -144,6 +144,29 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The kernel's `printf` output, each line after the block and thread that printed it.
+fn print_printed(printed: ptx::exec::Printed) {
+    if printed.calls.is_empty() {
+        return;
+    }
+    println!(
+        "printf ({} calls, by block then thread: a GPU prints them in no set order):",
+        printed.calls.len() + printed.dropped
+    );
+    for ([bx, by, bz], [tx, ty, tz], text) in &printed.calls {
+        for line in text.lines() {
+            println!("  block ({bx},{by},{bz}) thread ({tx},{ty},{tz}): {line}");
+        }
+    }
+    if printed.dropped > 0 {
+        println!(
+            "  ... and {} calls more, dropped: the backend keeps {} per launch, as a GPU's printf buffer holds a fixed amount",
+            printed.dropped,
+            ptx::exec::Printed::LINES
+        );
+    }
 }
 
 /// `--list`: each entry (its C++ name first, if `cpp_name` knows it), its parameters, and why

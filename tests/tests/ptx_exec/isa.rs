@@ -426,10 +426,10 @@ fn one_kernel_the_backend_cannot_run_does_not_stop_the_others() {
     // The good entry still runs.
     assert_eq!(run_words(text, [2, 3, 0], 1, 1).unwrap()[3], 5);
     // A call to a function that is only declared refuses its caller, naming the callee.
-    let proto = ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 a, .param .b64 b);\n";
-    let text = with_funcs(proto, "\t{\n\t.param .b64 param0;\n\tst.param.b64 [param0+0], %rd1;\n\t.param .b64 param1;\n\tst.param.b64 [param1+0], %rd1;\n\t.param .b32 retval0;\n\tcall.uni (retval0), vprintf, (param0, param1);\n\t}");
+    let proto = ".extern .func (.param .b32 func_retval0) elsewhere(.param .b64 a, .param .b64 b);\n";
+    let text = with_funcs(proto, "\t{\n\t.param .b64 param0;\n\tst.param.b64 [param0+0], %rd1;\n\t.param .b64 param1;\n\tst.param.b64 [param1+0], %rd1;\n\t.param .b32 retval0;\n\tcall.uni (retval0), elsewhere, (param0, param1);\n\t}");
     let err = run_words(&text, [0; 3], 1, 1).unwrap_err().to_string();
-    assert!(err.contains("`vprintf`") && err.contains("only declared"), "{err}");
+    assert!(err.contains("`elsewhere`") && err.contains("only declared"), "{err}");
 }
 
 /// [`module`] without its loads of words 0..3 (which would race with atomics on them).
@@ -595,6 +595,13 @@ fn bit_field_permute_logic_and_class_instructions() {
     assert_eq!(eval("\tlop3.b32 %r4, %r1, %r2, %r3, 0x96;", 0b1100, 0b1010, 0b0110), 0);
     assert_eq!(eval("\tlop3.b32 %r4, %r1, %r2, %r3, 0xE8;", 0b1100, 0b1010, 0b0110), 0b1110);
     assert_eq!(eval("\tlop3.b32 %r4, %r1, %r2, %r3, 0x80;", u32::MAX, 0xf0, 0x3c), 0x30);
+    // "shf": the funnel shift of b:a (b the upper word); .wrap takes c mod 32, .clamp caps it
+    // at 32; .l keeps the upper word, .r the lower.
+    assert_eq!(eval("\tshf.l.wrap.b32 %r4, %r1, %r2, %r3;", 0x8000_0001, 0x1234_5678, 4), 0x2345_6788);
+    assert_eq!(eval("\tshf.l.wrap.b32 %r4, %r1, %r2, %r3;", 0x8000_0001, 0x1234_5678, 36), 0x2345_6788);
+    assert_eq!(eval("\tshf.l.clamp.b32 %r4, %r1, %r2, %r3;", 0x8000_0001, 0x1234_5678, 40), 0x8000_0001);
+    assert_eq!(eval("\tshf.r.wrap.b32 %r4, %r1, %r2, %r3;", 0x8000_0001, 0x1234_5678, 4), 0x8800_0000);
+    assert_eq!(eval("\tshf.r.clamp.b32 %r4, %r1, %r2, %r3;", 0x8000_0001, 0x1234_5678, 40), 0x1234_5678);
     // "bfind": the most significant non-sign bit; 0xffffffff when none; .shiftamt counts from
     // the top.
     assert_eq!(eval("\tbfind.u32 %r4, %r1;", 0x100, 0, 0), 8);
