@@ -397,6 +397,7 @@ pub fn param<T>(value: &T) -> *mut c_void {
 #[macro_export]
 macro_rules! launch {
     ($rt:expr, $cfg:expr, $module:ident :: $kernel:ident ( $($arg:ident),* $(,)? )) => {{
+        let rt: &$crate::Runtime = $rt;
         let cfg: $crate::LaunchConfig = $cfg;
         let mut params = [$($crate::runtime::param(&$arg)),*];
         // SAFETY: the emulator's thread calls the kernel function itself with these arguments,
@@ -404,7 +405,7 @@ macro_rules! launch {
         // same values in the same order; the op that calls `launch!` has checked sizes and shapes.
         unsafe {
             $crate::runtime::dispatch(
-                $rt,
+                rt,
                 stringify!($kernel),
                 &cfg,
                 &|| ::kernels::$module::$kernel($($arg),*),
