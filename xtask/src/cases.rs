@@ -156,7 +156,7 @@ const fn registered(spec: &'static registry::Spec) -> CaseSpec {
 }
 
 /// A registered kernel's case at its GPU shape `shape` (an index into `shapes.run`).
-const fn registered_at(spec: &'static registry::Spec, shape: usize) -> CaseSpec {
+pub(crate) const fn registered_at(spec: &'static registry::Spec, shape: usize) -> CaseSpec {
     CaseSpec {
         kernel: spec.name,
         spec,
