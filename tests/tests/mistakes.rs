@@ -396,6 +396,15 @@ kernel! {
     }
 }
 
+/// What a wrong element's report says of a store by the first thread of block 1 at the `n`th
+/// marked line.
+fn first_of_block_1(kernel: &str, n: usize) -> String {
+    format!(
+        "last written by `{kernel}` block (1, 0, 0) thread (0, 0, 0) at {}",
+        at_line(n)
+    )
+}
+
 /// Exercise 1's check on `map_reading_the_thread_index` (on the emulator under either backend:
 /// the planted kernel has no PTX), its output downloaded as the exercises' checks do, so that
 /// `host::exercises::check` can rerun it watching the wrong element.
@@ -438,10 +447,7 @@ fn a_wrong_value_names_the_block_thread_and_line_that_stored_it() {
         .unwrap_err()
         .to_string();
     // Element 256, the first of block 1, read x[0].
-    let stored = format!(
-        "last written by `map_reading_the_thread_index` block (1, 0, 0) thread (0, 0, 0) at {}",
-        at_line(7)
-    );
+    let stored = first_of_block_1("map_reading_the_thread_index", 7);
     assert!(
         err.contains("y[256] is 1, expected 513") && err.contains(&stored),
         "{err}"
@@ -479,10 +485,7 @@ fn a_registered_kernels_wrong_value_names_the_block_thread_and_line_that_stored_
     let buffers = registry::upload(&rt, &planted, dims, &inputs).unwrap();
     registry::launch(&rt, &planted, &buffers).unwrap();
     let err = registry::check_output(&rt, &planted, &buffers, &inputs, &[0]).unwrap_err();
-    let stored = format!(
-        "last written by `scaffold_reading_the_thread_index` block (1, 0, 0) thread (0, 0, 0) at {}",
-        at_line(8)
-    );
+    let stored = first_of_block_1("scaffold_reading_the_thread_index", 8);
     assert!(
         err.contains("element 256 is") && err.contains(&stored),
         "{err}"

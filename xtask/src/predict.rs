@@ -825,17 +825,20 @@ mod tests {
         //! test's own, on the source emulator): one block per row, which reads its row twice.
         use kernels::cuda::intrinsics::count_flops;
         use kernels::cuda::thread::{block_idx_x, sync_threads, thread_idx_x};
+        use kernels::cuda::warp::{WARP_SIZE, reduce_sum};
         use kernels::cuda::{GlobalPtr, SharedPtr};
         use kernels::registry::{Buffer, Cost, Geometry, Occupancy, RunShape, Shapes, Spec};
         use kernels::{kernel, launch_registered, shared_array};
 
         const THREADS: u32 = 256;
+        const WARPS: usize = (THREADS / WARP_SIZE) as usize;
 
         kernel! {
             /// `y[r][c] = x[r][c] / sqrt(mean of x[r][..]^2 + 1e-6)`: the sum of squares reads
             /// the row once, the scaling again, right after (L2 still holds it).
             pub unsafe fn rmsnorm_two_reads(x: GlobalPtr<f32>, y: GlobalPtr<f32>, cols: u32) {
-                let sums: SharedPtr<f32> = shared_array![sums: [f32; THREADS as usize]];
+                // Each warp's partial sum, then every thread adds the block's eight.
+                let sums: SharedPtr<f32> = shared_array![sums: [f32; WARPS]];
                 let (t, cols) = (thread_idx_x() as usize, cols as usize);
                 let row = block_idx_x() as usize * cols;
                 let (mut sum, mut c) = (0.0f32, t);
@@ -844,17 +847,13 @@ mod tests {
                     sum += v * v;
                     c += THREADS as usize;
                 }
-                unsafe { sums.write(t, sum) };
-                sync_threads();
-                let mut stride = THREADS as usize / 2;
-                while stride > 0 {
-                    if t < stride {
-                        unsafe { sums.write(t, sums.read(t) + sums.read(t + stride)) };
-                    }
-                    sync_threads();
-                    stride /= 2;
+                let warp_sum = reduce_sum(sum);
+                if t % WARP_SIZE as usize == 0 {
+                    unsafe { sums.write(t / WARP_SIZE as usize, warp_sum) };
                 }
-                let scale = 1.0 / (unsafe { sums.read(0) } / cols as f32 + 1e-6).sqrt();
+                sync_threads();
+                let total: f32 = (0..WARPS).map(|w| unsafe { sums.read(w) }).sum();
+                let scale = 1.0 / (total / cols as f32 + 1e-6).sqrt();
                 let mut c = t;
                 while c < cols {
                     unsafe { y.write(row + c, x.read(row + c) * scale) };
