@@ -46,6 +46,8 @@ pub(super) struct Launch<'k> {
     pub profile: bool,
     /// Log global accesses for the race check at the end of the launch (`global.rs`).
     pub global_races: bool,
+    /// `[start, end)` of global memory whose last store each block keeps (`StoreWatch`).
+    pub watch: Option<(usize, usize)>,
     /// Coroutine stack per simulated thread.
     pub stack_bytes: usize,
     /// How long a thread may run without reaching a barrier, a warp collective or its end.
@@ -58,8 +60,13 @@ pub(super) struct Launch<'k> {
 }
 
 /// A finished block: its counters, its profile when profiling, its global accesses when
-/// checking for races.
-pub(super) type BlockResult = (LaunchCounters, Option<BlockProfile>, Option<BlockAccesses>);
+/// checking for races, and its last store to the watched range (thread, site) when watching.
+pub(super) type BlockResult = (
+    LaunchCounters,
+    Option<BlockProfile>,
+    Option<BlockAccesses>,
+    Option<(u32, Site)>,
+);
 
 thread_local! {
     /// Coroutine stacks, reused block after block on this OS thread (all of one size).
@@ -138,6 +145,8 @@ pub(super) struct Block<'a> {
     /// What `__syncwarp` has ordered between the lanes of each warp.
     pub order: RefCell<WarpOrder>,
     global_log: Option<RefCell<GlobalLog>>,
+    /// The block's last store to the launch's watched range: thread and site.
+    last_store: Cell<Option<(u32, Site)>>,
     /// Whether [`shared_fast`](Self::shared_fast) may take a shared access: no profile, no
     /// `__syncwarp` yet in the block, no Hopper state, no `cp.async` in flight. One flag for the
     /// four, kept by the code that changes them ([`leave_fast_path`](Self::leave_fast_path),
@@ -192,6 +201,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         profile: launch.profile.then(RefCell::default),
         order: RefCell::new(WarpOrder::new(threads)),
         global_log: launch.global_races.then(RefCell::default),
+        last_store: Cell::new(None),
         fast_path: Cell::new(!launch.profile),
         arrived: Cell::new(false),
         last_barrier: Cell::new(None),
@@ -259,6 +269,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         profile,
         order,
         global_log,
+        last_store,
         ..
     } = blk;
     let mut counters = counters.into_inner();
@@ -275,7 +286,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
     outcome
         .map(|()| {
             let profile = profile.map(RefCell::into_inner);
-            (counters, profile, accesses)
+            (counters, profile, accesses, last_store.get())
         })
         .map_err(|kind| {
             Box::new(EmuError {
@@ -837,6 +848,13 @@ impl Block<'_> {
                 interval,
                 epoch,
             );
+        }
+        if let Some((lo, hi)) = self.launch.watch
+            && access == Access::Write
+            && addr < hi
+            && addr + bytes > lo
+        {
+            self.last_store.set(Some((t as u32, site)));
         }
         self.count(MemorySpace::Global, access, site, t, addr, bytes);
         Ok(())

@@ -270,7 +270,7 @@ pub struct EmuError {
 
 impl std::error::Error for EmuError {}
 
-fn d(v: Dim3) -> String {
+pub(crate) fn d(v: Dim3) -> String {
     format!("({}, {}, {})", v.x, v.y, v.z)
 }
 

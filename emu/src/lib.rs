@@ -228,6 +228,39 @@ fn host_available_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
+/// Bytes of one global allocation whose stores the following launches record, to say which
+/// thread and line last wrote a wrong output ([`Emulator::watch_stores`]). The allocation is
+/// named by its order (the emulator's count of buffers registered before it), so that a rerun of
+/// a check on a fresh emulator, which allocates in the same order, watches the same buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreWatch {
+    pub allocation: u64,
+    pub offset: usize,
+    pub bytes: usize,
+}
+
+/// The last store to a watched range: who made it, and at which line.
+#[derive(Clone, Copy, Debug)]
+pub struct LastStore {
+    pub kernel: &'static str,
+    pub block: Dim3,
+    pub thread: Dim3,
+    pub site: kernels::cuda::emu::Site,
+}
+
+impl std::fmt::Display for LastStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "last written by `{}` block {} thread {} at {}",
+            self.kernel,
+            error::d(self.block),
+            error::d(self.thread),
+            self.site
+        )
+    }
+}
+
 /// A region of host memory standing in for a device allocation.
 #[derive(Clone, Copy, Debug)]
 struct Region {
@@ -283,6 +316,9 @@ pub struct Emulator {
     mapped_bytes: AtomicU64,
     /// Buffers registered so far ([`Region::serial`]).
     registered: AtomicU64,
+    /// The range [`watch_stores`](Self::watch_stores) set, and the last store to it since.
+    watch: Mutex<Option<StoreWatch>>,
+    last_store: Mutex<Option<LastStore>>,
     /// The environment variables whose values were refused, with why: every launch fails with
     /// them until a setter replaces the value (`new` cannot fail, and a launch is where the
     /// settings are used).
@@ -332,6 +368,8 @@ impl Emulator {
             sample_skip: Mutex::new(None),
             samples: Mutex::new(Vec::new()),
             mapped_bytes: AtomicU64::new(0),
+            watch: Mutex::new(None),
+            last_store: Mutex::new(None),
             refused: Mutex::new(refused),
         }
     }
@@ -429,6 +467,32 @@ impl Emulator {
         available.saturating_sub(untouched)
     }
 
+    /// Records, in the following launches, the last store to `watch` (`None`: stop), for
+    /// [`take_last_store`](Self::take_last_store). Off by default: only a check that found a
+    /// wrong value reruns its launches with a watch.
+    pub fn watch_stores(&self, watch: Option<StoreWatch>) {
+        *self.watch.lock().unwrap() = watch;
+        *self.last_store.lock().unwrap() = None;
+    }
+
+    /// The last store to the watched range since [`watch_stores`](Self::watch_stores), over
+    /// every launch since (`None`: no store reached it).
+    pub fn take_last_store(&self) -> Option<LastStore> {
+        self.last_store.lock().unwrap().take()
+    }
+
+    /// How many buffers this emulator has registered: the order the next one will have.
+    pub fn allocations_registered(&self) -> u64 {
+        self.registered.load(Ordering::Relaxed)
+    }
+
+    /// The order ([`StoreWatch::allocation`]) of the live buffer that holds `addr`.
+    pub fn allocation_order(&self, addr: usize) -> Option<u64> {
+        let regions = self.regions.lock().unwrap();
+        let (_, r) = regions.range(..=addr).next_back()?;
+        (addr < r.end).then_some(r.serial)
+    }
+
     /// The limits launches are checked against.
     pub fn limits(&self) -> &DeviceLimits {
         &self.limits
@@ -483,6 +547,11 @@ impl Emulator {
         let sample_blocks = self.sampling.load(Ordering::Relaxed);
         let sampling = sample_blocks > 0;
         let profiling = self.profiling.load(Ordering::Relaxed);
+        let watch = self.watch.lock().unwrap().and_then(|w| {
+            let r = regions.iter().find(|r| r.serial == w.allocation)?;
+            let lo = r.start + w.offset;
+            Some((lo, lo + w.bytes))
+        });
         let launch = block::Launch {
             name,
             cfg: *cfg,
@@ -491,6 +560,7 @@ impl Emulator {
             kernel: &kernel,
             profile: sampling || profiling,
             global_races: self.global_races.load(Ordering::Relaxed),
+            watch,
             stack_bytes: self.stack_bytes.load(Ordering::Relaxed),
             work_budget: match self.sample_budget.load(Ordering::Relaxed) {
                 0 => None,
@@ -537,6 +607,7 @@ impl Emulator {
         let mut stats = HashMap::new();
         let mut accesses = Vec::new();
         let mut sampled = Vec::new();
+        let mut last_store = None;
         let allocation_of = |addr: usize| {
             let i = launch.regions.partition_point(|r| r.start <= addr);
             (i > 0 && addr < launch.regions[i - 1].end).then(|| i - 1)
@@ -544,8 +615,18 @@ impl Emulator {
         for (r, &b) in results.into_iter().zip(&blocks) {
             // A block left out comes after a failed one, whose error has returned already.
             let Some(r) = r else { break };
-            let (counters, profile, logged) = r.map_err(Error::Emulator)?;
+            let (counters, profile, logged, stored) = r.map_err(Error::Emulator)?;
             total.add(&counters);
+            // Blocks are unordered: two that store to one byte race (reported below), so the
+            // last in block order stands for "last".
+            if let Some((thread, site)) = stored {
+                last_store = Some(LastStore {
+                    kernel: name,
+                    block: b,
+                    thread: index_in(cfg.block, u64::from(thread)),
+                    site,
+                });
+            }
             if let Some(p) = profile {
                 if sampling {
                     let traffic = p.traffic(allocation_of);
@@ -583,6 +664,9 @@ impl Emulator {
                     )),
                 })));
             }
+        }
+        if last_store.is_some() {
+            *self.last_store.lock().unwrap() = last_store;
         }
         if sampling {
             self.samples.lock().unwrap().push(sample::SampledLaunch {

@@ -637,18 +637,66 @@ pub fn check(
     got: &[f32],
     rows: &[usize],
 ) -> std::result::Result<String, String> {
+    compare(spec, dims, inputs, got, rows).map_err(|(message, _)| message)
+}
+
+/// [`check`] of the output `buffers` hold after [`launch`]; a wrong element also says who last
+/// wrote it (the kernel, block, thread and line, or that no store reached it), from the launch
+/// rerun on the same buffers with the stores to that element recorded (on an emulator; a GPU
+/// records none). A right output costs no rerun.
+pub fn check_output(
+    rt: &Runtime,
+    spec: &Spec,
+    buffers: &Uploaded,
+    inputs: &[Vec<f32>],
+    rows: &[usize],
+) -> std::result::Result<String, String> {
+    let got = buffers.output.download(rt).map_err(|e| e.to_string())?;
+    let (message, i) = match compare(spec, buffers.dims, inputs, &got, rows) {
+        Err((message, Some(i))) => (message, i),
+        other => return other.map_err(|(message, _)| message),
+    };
+    let output = buffers.output.untyped();
+    let writer = rt.emulated().and_then(|emu| {
+        let bytes = output.elem.bytes();
+        let watch = emu::StoreWatch {
+            allocation: emu.allocation_order(output.ptr.addr())?,
+            offset: i * bytes,
+            bytes,
+        };
+        rt.last_store(watch, || {
+            let _ = launch(rt, spec, buffers);
+        })
+    });
+    Err(match writer {
+        Some(w) => format!("{message}; {w}"),
+        None => message,
+    })
+}
+
+/// [`check`], the error with the index in `got` of the wrong element it names.
+fn compare(
+    spec: &Spec,
+    dims: Dims,
+    inputs: &[Vec<f32>],
+    got: &[f32],
+    rows: &[usize],
+) -> std::result::Result<String, (String, Option<usize>)> {
     let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
     let want = (spec.reference)(&refs, dims, rows);
     let tolerance = (spec.tolerance)(dims);
     let total = (spec.rows)(dims);
     let row_len = got.len() / total.max(1);
     if row_len * total != got.len() || want.values.len() != rows.len() * row_len {
-        return Err(format!(
-            "{}: {} rows of the reference hold {} values, the output {} in {total} rows",
-            spec.name,
-            rows.len(),
-            want.values.len(),
-            got.len(),
+        return Err((
+            format!(
+                "{}: {} rows of the reference hold {} values, the output {} in {total} rows",
+                spec.name,
+                rows.len(),
+                want.values.len(),
+                got.len(),
+            ),
+            None,
         ));
     }
     if want
@@ -656,9 +704,12 @@ pub fn check(
         .as_ref()
         .is_some_and(|m| m.len() != want.values.len())
     {
-        return Err(format!(
-            "{}: the reference states a magnitude for some values, not each",
-            spec.name
+        return Err((
+            format!(
+                "{}: the reference states a magnitude for some values, not each",
+                spec.name
+            ),
+            None,
         ));
     }
     let got_rows = rows
@@ -687,9 +738,12 @@ pub fn check(
             } else {
                 String::new()
             };
-            return Err(format!(
-                "{}: element {i}{at} is {g:e}, the reference says {w:e} (|error| {err:e} > {bound})",
-                spec.name
+            return Err((
+                format!(
+                    "{}: element {i}{at} is {g:e}, the reference says {w:e} (|error| {err:e} > {bound})",
+                    spec.name
+                ),
+                Some(i),
             ));
         }
         if err > 0.0 {

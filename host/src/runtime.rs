@@ -217,6 +217,31 @@ impl Runtime {
         }
     }
 
+    /// The emulator a CPU backend runs on (the source emulator, or the one under the PTX
+    /// backend); `None` on a GPU.
+    pub fn emulated(&self) -> Option<&Arc<Emulator>> {
+        match &self.backend {
+            Backend::Emulator(emu) => Some(emu),
+            Backend::Ptx(ptx) => Some(ptx.emulator()),
+            Backend::Cuda(_) => None,
+        }
+    }
+
+    /// Runs `rerun` recording the stores to `watch`: the last one (the kernel, block, thread and
+    /// line), or that none reached it; `None` on a GPU, which records nothing. What a wrong
+    /// output element's report adds, from a rerun of the launches that wrote it.
+    pub fn last_store(&self, watch: emu::StoreWatch, rerun: impl FnOnce()) -> Option<String> {
+        let emu = self.emulated()?;
+        emu.watch_stores(Some(watch));
+        rerun();
+        let last = emu.take_last_store();
+        emu.watch_stores(None);
+        Some(last.map_or_else(
+            || "never written by the kernel (no store reached it)".to_string(),
+            |s| s.to_string(),
+        ))
+    }
+
     /// What a launch may ask for.
     pub fn limits(&self) -> DeviceLimits {
         match &self.backend {

@@ -28,6 +28,20 @@ fn every_stub_fails_its_check() {
     }
 }
 
+/// A stub stores nothing: its wrong value says so, from a rerun watching that element.
+#[test]
+fn a_value_no_store_reached_says_the_kernel_never_wrote_it() {
+    let ert = runtime(Which::Stub);
+    let map = exercises::find("1").unwrap();
+    let err = exercises::check(map, &ert, [300, 1, 1], 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("y[0] is 0") && err.contains("never written by the kernel"),
+        "{err}"
+    );
+}
+
 #[test]
 fn every_solution_passes_at_its_shapes() {
     let ert = runtime(Which::Solution);

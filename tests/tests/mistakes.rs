@@ -381,6 +381,117 @@ fn a_partial_last_tile_loaded_without_a_guard_names_the_buffer_and_the_element()
     );
 }
 
+// Below the reports docs/exercises.md pastes, whose line numbers this would move.
+use host::exercises::{self, Checked, Exercise, ExerciseRuntime, Failure, Shape, Want, Which};
+use host::registry;
+
+kernel! {
+    /// Exercise 1 reading `x` at the thread's index in its block instead of the element's: block
+    /// 0 is right, every later block stores values computed from block 0's inputs.
+    pub unsafe fn map_reading_the_thread_index(x: GlobalPtr<f32>, y: GlobalPtr<f32>, a: f32, b: f32, n: u32) {
+        let (i, t) = (index_1d() as usize, thread_idx_x() as usize);
+        if i < n as usize {
+            unsafe { y.write(i, a * x.read(t) + b) }; // <- the mistake
+        }
+    }
+}
+
+/// What a wrong element's report says of a store by the first thread of block 1 at the `n`th
+/// marked line.
+fn first_of_block_1(kernel: &str, n: usize) -> String {
+    format!(
+        "last written by `{kernel}` block (1, 0, 0) thread (0, 0, 0) at {}",
+        at_line(n)
+    )
+}
+
+/// Exercise 1's check on `map_reading_the_thread_index` (on the emulator under either backend:
+/// the planted kernel has no PTX), its output downloaded as the exercises' checks do, so that
+/// `host::exercises::check` can rerun it watching the wrong element.
+fn check_map_reading_the_thread_index(
+    ert: &ExerciseRuntime,
+    s: Shape,
+    _seed: u64,
+) -> Result<Checked, Failure> {
+    let rt = ert.runtime();
+    let n = s[0];
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let (dx, dy) = (rt.upload(&x)?, rt.alloc::<f32>(n)?);
+    let (xp, yp) = (dx.ptr(), dy.ptr());
+    let emu = rt.emulated().expect("an emulator");
+    let cfg = LaunchConfig::for_elements(n as u32, MAP_THREADS);
+    emu.launch("map_reading_the_thread_index", &cfg, || unsafe {
+        map_reading_the_thread_index(xp, yp, 2.0, 1.0, n as u32)
+    })
+    .map_err(Failure::Launch)?;
+    let got = ert.download_output(&dy)?;
+    let want: Vec<Want> = x
+        .iter()
+        .map(|&v| Want {
+            value: 2.0 * f64::from(v) + 1.0,
+            tolerance: 0.0,
+        })
+        .collect();
+    let summary = exercises::compare(&got, &want, |i| format!("y[{i}]"))?;
+    Ok(Checked { summary })
+}
+
+#[test]
+fn a_wrong_value_names_the_block_thread_and_line_that_stored_it() {
+    let planted = Exercise {
+        check: check_map_reading_the_thread_index,
+        ..*exercises::find("1").unwrap()
+    };
+    let ert = ExerciseRuntime::from_env(Which::Stub).unwrap();
+    let err = exercises::check(&planted, &ert, [300, 1, 1], 1)
+        .unwrap_err()
+        .to_string();
+    // Element 256, the first of block 1, read x[0].
+    let stored = first_of_block_1("map_reading_the_thread_index", 7);
+    assert!(
+        err.contains("y[256] is 1, expected 513") && err.contains(&stored),
+        "{err}"
+    );
+}
+
+kernel! {
+    /// `scaffold_elementwise` (`y[i] = 2 x[i] + 1`) reading `x` at the thread's index in its
+    /// block, as `map_reading_the_thread_index`.
+    pub unsafe fn scaffold_reading_the_thread_index(x: GlobalPtr<f32>, y: GlobalPtr<f32>, n: u32) {
+        let (i, t) = (index_1d() as usize, thread_idx_x() as usize);
+        if i < n as usize {
+            unsafe { y.write(i, 2.0 * x.read(t) + 1.0) }; // <- the mistake
+        }
+    }
+}
+
+#[test]
+fn a_registered_kernels_wrong_value_names_the_block_thread_and_line_that_stored_it() {
+    let planted = registry::Spec {
+        launch: |launcher, buffers, [n, ..]| {
+            let (x, y, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
+            kernels::launch_registered!(
+                launcher,
+                kernels::registry::Geometry::for_elements(n, MAP_THREADS),
+                scaffold_reading_the_thread_index(x, y, n)
+            )
+        },
+        ..*registry::find("scaffold_elementwise").unwrap()
+    };
+    // The planted kernel has no PTX: the source emulator, whatever KERNELS_BACKEND says.
+    let (rt, _) = suite::emulator();
+    let dims = [300, 1, 1, 1, 1];
+    let inputs = registry::inputs(&planted, dims, 1);
+    let buffers = registry::upload(&rt, &planted, dims, &inputs).unwrap();
+    registry::launch(&rt, &planted, &buffers).unwrap();
+    let err = registry::check_output(&rt, &planted, &buffers, &inputs, &[0]).unwrap_err();
+    let stored = first_of_block_1("scaffold_reading_the_thread_index", 8);
+    assert!(
+        err.contains("element 256 is") && err.contains(&stored),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_launch_larger_than_the_device_allows_is_refused_naming_the_limit() {
     // Exercise 1's solution with blocks of 2048 threads: refused before any thread runs.

@@ -15,9 +15,14 @@ fn check(spec: &Spec, dims: registry::Dims, seed: u64) -> Result<(), TestCaseErr
     let buffers = registry::upload(&rt, spec, dims, &inputs).unwrap();
     let counters = registry::launch(&rt, spec, &buffers)
         .map_err(|e| TestCaseError::fail(format!("{} at {dims:?}: {e}", spec.name)))?;
-    let got = buffers.output.download(&rt).unwrap();
-    registry::check(spec, dims, &inputs, &got, &registry::all_rows(spec, dims))
-        .map_err(|e| TestCaseError::fail(format!("at {dims:?}: {e}")))?;
+    registry::check_output(
+        &rt,
+        spec,
+        &buffers,
+        &inputs,
+        &registry::all_rows(spec, dims),
+    )
+    .map_err(|e| TestCaseError::fail(format!("at {dims:?}: {e}")))?;
     if let Some(c) = counters {
         let cost = (spec.cost)(dims);
         prop_assert_eq!(

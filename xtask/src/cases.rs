@@ -156,7 +156,7 @@ const fn registered(spec: &'static registry::Spec) -> CaseSpec {
 }
 
 /// A registered kernel's case at its GPU shape `shape` (an index into `shapes.run`).
-const fn registered_at(spec: &'static registry::Spec, shape: usize) -> CaseSpec {
+pub(crate) const fn registered_at(spec: &'static registry::Spec, shape: usize) -> CaseSpec {
     CaseSpec {
         kernel: spec.name,
         spec,
@@ -313,10 +313,7 @@ fn from_spec<'a>(
             let buffers = buffers.clone();
             move |rt| registry::launch(rt, spec, &buffers)
         }),
-        check: Box::new(move |rt| {
-            let got = buffers.output.download(rt).map_err(|e| e.to_string())?;
-            registry::check(spec, dims, &inputs, &got, &rows)
-        }),
+        check: Box::new(move |rt| registry::check_output(rt, spec, &buffers, &inputs, &rows)),
     })
 }
 

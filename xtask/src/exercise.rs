@@ -91,7 +91,7 @@ pub fn render(args: &ExerciseArgs) -> Result<(String, bool), String> {
     let ert = ExerciseRuntime::from_env(which).map_err(|e| e.to_string())?;
     out += &format!("1. correctness on {}:\n", ert.runtime().device_name());
     for &shape in e.shapes {
-        match (e.check)(&ert, shape, SEED) {
+        match exercises::check(e, &ert, shape, SEED) {
             Ok(c) => out += &format!("   ok    {}: {}\n", (e.describe)(shape), c.summary),
             Err(f) => {
                 out += &format!("   FAIL  {}: {}\n", (e.describe)(shape), hint(&f, e));
@@ -195,10 +195,16 @@ fn hint(f: &Failure, e: &Exercise) -> String {
         .unwrap_or_default();
     match f {
         Failure::Launch(err) => format!("the launch failed:\n         {err}"),
-        Failure::Wrong(s) if s.contains(" is 0, ") => {
-            format!("{s}\n         (an output the kernel never wrote reads 0){tool}")
+        Failure::Wrong {
+            message,
+            writer: Some(writer),
+            ..
+        } => format!("{message}\n         {writer}{tool}"),
+        // On a GPU, which records no store.
+        Failure::Wrong { message, .. } if message.contains(" is 0, ") => {
+            format!("{message}\n         (an output the kernel never wrote reads 0){tool}")
         }
-        Failure::Wrong(s) => format!("{s}{tool}"),
+        Failure::Wrong { message, .. } => format!("{message}{tool}"),
         Failure::Counters(s) => s.clone(),
     }
 }
@@ -341,7 +347,11 @@ mod tests {
     /// one in another exercise gets no such line.
     #[test]
     fn a_wrong_softmax_value_points_at_trace_softmax() {
-        let wrong = Failure::Wrong("y[3] (row 0) is 0.25, expected 0.125".into());
+        let wrong = Failure::Wrong {
+            message: "y[3] (row 0) is 0.25, expected 0.125".into(),
+            element: Some(3),
+            writer: None,
+        };
         let softmax = exercises::find("e11_softmax_online").unwrap();
         assert!(hint(&wrong, softmax).contains("cargo xtask trace-softmax"));
         let map = exercises::find("1").unwrap();

@@ -36,7 +36,7 @@ pub struct RunArgs {
     scale: Option<String>,
     /// Where to write the JSON report (default: target/xtask/run.json).
     #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    pub(crate) json: Option<std::path::PathBuf>,
     /// Timed runs per kernel on a GPU.
     #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     runs: usize,

@@ -5,7 +5,8 @@
 //! that module loaded at run time (`KERNELS_BACKEND=ptx KERNELS_PTX=...`). Neither `host` nor
 //! `xtask` is recompiled for a kernel edit: the kernel's host side (its launch, reference and
 //! shapes) is what the last build compiled, so an edit to those, or a new kernel, needs the
-//! command once without `--watch`.
+//! command once without `--watch`. A watched run writes its report under target/watch/, not over
+//! the full run's target/xtask/run.json.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,7 +23,7 @@ const POLL: Duration = Duration::from_millis(200);
 pub fn watch(module: Module, args: &[String]) -> Result<(), String> {
     let root = crate::ptxas::checkout()?;
     let kernels = root.join("kernels");
-    let out_dir = crate::ptxas::target_dir()?.join("watch");
+    let out_dir = watch_dir()?;
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let toolchain = ptx_build::pinned_toolchain(&kernels.join("rust-toolchain.toml"))?;
@@ -144,7 +145,27 @@ pub fn watch_run(only: &[String]) -> Result<(), String> {
         );
     }
     let arch = host::embedded::arch_from_env().map_err(|e| e.to_string())?;
-    watch(Module::project(arch.name()), &args_without_watch())
+    let args = with_report_in(args_without_watch(), &watch_dir()?);
+    watch(Module::project(arch.name()), &args)
+}
+
+/// Where the rounds' PTX modules and reports go: target/watch/.
+fn watch_dir() -> Result<PathBuf, String> {
+    Ok(crate::ptxas::target_dir()?.join("watch"))
+}
+
+/// A watched run's command line with its JSON report (and the roofline beside it) in `dir`,
+/// unless the command names one: each round of a partial run would otherwise replace the full
+/// run's target/xtask/run.json, which the docs' pastes and the bundle read.
+fn with_report_in(mut args: Vec<String>, dir: &Path) -> Vec<String> {
+    let named = args
+        .iter()
+        .any(|a| a == "--json" || a.starts_with("--json="));
+    if !named {
+        args.push("--json".into());
+        args.push(dir.join("run.json").to_string_lossy().into_owned());
+    }
+    args
 }
 
 /// The command line of this process without `--watch`, for the rounds to run.
@@ -153,4 +174,37 @@ pub fn args_without_watch() -> Vec<String> {
         .skip(1)
         .filter(|a| a != "--watch")
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A watched `run --only K` writes its report under the watch's directory, where the full
+    /// run's target/xtask/run.json is not; a `--json` the learner gave is kept.
+    #[test]
+    fn a_watched_run_writes_its_report_apart_from_the_full_runs() {
+        use clap::Parser;
+        let dir = Path::new("target/watch");
+        let json_of = |args: Vec<String>| {
+            let words = std::iter::once("xtask".to_string()).chain(with_report_in(args, dir));
+            match crate::Cli::try_parse_from(words).unwrap().command {
+                crate::Command::Run(run) => run.json,
+                _ => unreachable!(),
+            }
+        };
+        let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            json_of(words("run --only scaffold_warp --no-predict")),
+            Some(dir.join("run.json"))
+        );
+        assert_eq!(
+            json_of(words("run --only k --json mine.json")),
+            Some(PathBuf::from("mine.json"))
+        );
+        assert_eq!(
+            json_of(words("run --only k --json=mine.json")),
+            Some(PathBuf::from("mine.json"))
+        );
+    }
 }

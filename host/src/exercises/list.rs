@@ -328,7 +328,7 @@ fn map(ert: &ExerciseRuntime, x: &[f32]) -> Result<(Vec<f32>, crate::runtime::La
     let dy = rt.alloc::<f32>(x.len())?;
     let (xp, yp, a, b, n) = (dx.ptr(), dy.ptr(), MAP_A, MAP_B, x.len() as u32);
     let launched = launch_exercise!(ert, linear(x.len(), MAP_THREADS), e01_map(xp, yp, a, b, n))?;
-    Ok((rt.download(&dy)?, launched))
+    Ok((ert.download_output(&dy)?, launched))
 }
 
 fn check_map(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
@@ -383,7 +383,7 @@ fn map_2d(
     };
     let (mp, bp, op, r, c) = (dm.ptr(), db.ptr(), dout.ptr(), rows as u32, cols as u32);
     let launched = launch_exercise!(ert, cfg, e02_map_2d(mp, bp, op, r, c))?;
-    Ok((rt.download(&dout)?, launched))
+    Ok((ert.download_output(&dout)?, launched))
 }
 
 fn check_map_2d(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
@@ -452,7 +452,7 @@ fn block_sum(ert: &ExerciseRuntime, x: &[f32]) -> Result<(Vec<f32>, crate::runti
         linear(x.len(), BLOCK_THREADS),
         e03_block_sum(xp, pp, n)
     )?;
-    Ok((rt.download(&dp)?, launched))
+    Ok((ert.download_output(&dp)?, launched))
 }
 
 fn check_block_sum(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
@@ -485,7 +485,7 @@ fn dot(
     let dp = rt.alloc::<f32>(blocks_of(x.len()))?;
     let (xp, yp, pp, n) = (dx.ptr(), dy.ptr(), dp.ptr(), x.len() as u32);
     let launched = launch_exercise!(ert, linear(x.len(), BLOCK_THREADS), e05_dot(xp, yp, pp, n))?;
-    Ok((rt.download(&dp)?, launched))
+    Ok((ert.download_output(&dp)?, launched))
 }
 
 fn check_dot(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
@@ -520,7 +520,7 @@ fn stencil(ert: &ExerciseRuntime, x: &[f32]) -> Result<(Vec<f32>, crate::runtime
     let dout = rt.alloc::<f32>(x.len())?;
     let (xp, op, n) = (dx.ptr(), dout.ptr(), x.len() as u32);
     let launched = launch_exercise!(ert, linear(x.len(), MAP_THREADS), e04_stencil(xp, op, n))?;
-    Ok((rt.download(&dout)?, launched))
+    Ok((ert.download_output(&dout)?, launched))
 }
 
 fn check_stencil(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
@@ -567,7 +567,7 @@ fn scan(ert: &ExerciseRuntime, x: &[f32]) -> Result<(Vec<f32>, crate::runtime::L
     let dout = rt.alloc::<f32>(x.len())?;
     let (xp, op, n) = (dx.ptr(), dout.ptr(), x.len() as u32);
     let launched = launch_exercise!(ert, linear(x.len(), BLOCK_THREADS), e06_scan(xp, op, n))?;
-    Ok((rt.download(&dout)?, launched))
+    Ok((ert.download_output(&dout)?, launched))
 }
 
 fn check_scan(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
@@ -618,7 +618,7 @@ fn column_sum(
         linear(cols, COLUMN_THREADS),
         e07_column_sum(mp, op, r, c)
     )?;
-    Ok((rt.download(&dout)?, launched))
+    Ok((ert.download_output(&dout)?, launched))
 }
 
 fn check_column_sum(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
@@ -673,7 +673,7 @@ fn transpose(
     };
     let (ip, op, r, c) = (din.ptr(), dout.ptr(), rows as u32, cols as u32);
     let launched = launch_exercise!(ert, cfg, e08_transpose(ip, op, r, c))?;
-    Ok((rt.download(&dout)?, launched))
+    Ok((ert.download_output(&dout)?, launched))
 }
 
 fn check_transpose(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
@@ -745,7 +745,7 @@ fn run_matmul(
         };
         launch_exercise!(ert, cfg, e09_matmul_tiled(ap, bp, cp, m32, n32, k32))?
     };
-    Ok((rt.download(&dc)?, launched))
+    Ok((ert.download_output(&dc)?, launched))
 }
 
 /// Both matmuls against `reference::gemm` (f64 sums with the sum of the products' magnitudes):
@@ -823,7 +823,7 @@ fn softmax(
     let cfg = LaunchConfig::linear(rows.div_ceil(rows_per_block) as u32, SOFTMAX_THREADS);
     let (xp, op, r, c) = (dx.ptr(), dout.ptr(), rows as u32, cols as u32);
     let launched = launch_exercise!(ert, cfg, e11_softmax_online(xp, op, r, c))?;
-    Ok((rt.download(&dout)?, launched))
+    Ok((ert.download_output(&dout)?, launched))
 }
 
 fn check_softmax(ert: &ExerciseRuntime, s: Shape, seed: u64) -> Outcome {
@@ -904,7 +904,7 @@ fn run_attention(
     let (qp, kp, vp, op) = (dq.ptr(), dk.ptr(), dv.ptr(), dout.ptr());
     let (nq, nk, scale) = (n_q as u32, n_k as u32, attention_scale());
     let launched = launch_exercise!(ert, cfg, e12_attention_tile(qp, kp, vp, op, nq, nk, scale))?;
-    Ok((rt.download(&dout)?, launched))
+    Ok((ert.download_output(&dout)?, launched))
 }
 
 /// Against `reference::attention` (f64, from the definition), within

@@ -11,10 +11,11 @@
 
 mod list;
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
-use crate::Result;
 use crate::runtime::{Launched, Runtime};
+use crate::{DeviceBuffer, Result};
 use perf::cost::Cost;
 use perf::model::Limiter;
 use ptx::exec::Program;
@@ -43,6 +44,9 @@ impl Which {
 pub struct ExerciseRuntime {
     rt: Runtime,
     which: Which,
+    /// The order (`emu::StoreWatch::allocation`) of the buffer the last check downloaded as its
+    /// output, on an emulator.
+    output: Cell<Option<u64>>,
 }
 
 impl ExerciseRuntime {
@@ -55,6 +59,7 @@ impl ExerciseRuntime {
         Ok(Self {
             rt: Runtime::from_env_with(Some(module))?,
             which,
+            output: Cell::new(None),
         })
     }
 
@@ -63,6 +68,7 @@ impl ExerciseRuntime {
         Self {
             rt: Runtime::emulator(),
             which,
+            output: Cell::new(None),
         }
     }
 
@@ -71,7 +77,35 @@ impl ExerciseRuntime {
         Ok(Self {
             rt: Runtime::ptx(program(which)?),
             which,
+            output: Cell::new(None),
         })
+    }
+
+    /// A runtime of the same backend (the same PTX module) and side, with nothing allocated
+    /// yet: a check rerun on it allocates its buffers in the same order as on a fresh one.
+    /// `None` on a GPU.
+    fn fresh(&self) -> Option<Self> {
+        let rt = match self.rt.backend() {
+            crate::runtime::Backend::Emulator(_) => Runtime::emulator(),
+            crate::runtime::Backend::Ptx(ptx) => Runtime::ptx(ptx.program()),
+            crate::runtime::Backend::Cuda(_) => return None,
+        };
+        Some(Self {
+            rt,
+            which: self.which,
+            output: Cell::new(None),
+        })
+    }
+
+    /// Downloads the output a check compares, noting which buffer it is, so that a wrong
+    /// element can be watched in a rerun ([`check`]).
+    pub fn download_output(&self, buf: &DeviceBuffer<f32>) -> Result<Vec<f32>> {
+        let order = self
+            .rt
+            .emulated()
+            .and_then(|emu| emu.allocation_order(buf.ptr().addr()));
+        self.output.set(order);
+        self.rt.download(buf)
     }
 
     pub fn runtime(&self) -> &Runtime {
@@ -174,8 +208,14 @@ pub enum Failure {
     /// The launch failed: the emulator's report (a race, an access out of bounds, a barrier
     /// some threads skip...) or a refused launch.
     Launch(crate::Error),
-    /// The output differs from the reference.
-    Wrong(String),
+    /// The output differs from the reference: what [`compare`] says, the index of the first
+    /// wrong element in the output, and, from [`check`]'s rerun on an emulator, who last wrote
+    /// it.
+    Wrong {
+        message: String,
+        element: Option<usize>,
+        writer: Option<String>,
+    },
     /// The emulator counted other FLOPs, or more HBM bytes, than the exercise's cost model.
     Counters(String),
 }
@@ -184,7 +224,17 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Launch(e) => write!(f, "{e}"),
-            Failure::Wrong(s) | Failure::Counters(s) => write!(f, "{s}"),
+            Failure::Wrong {
+                message,
+                writer: None,
+                ..
+            } => write!(f, "{message}"),
+            Failure::Wrong {
+                message,
+                writer: Some(w),
+                ..
+            } => write!(f, "{message}; {w}"),
+            Failure::Counters(s) => write!(f, "{s}"),
         }
     }
 }
@@ -201,6 +251,45 @@ pub fn find(n: &str) -> Option<&'static Exercise> {
         n.parse::<u32>().is_ok_and(|k| k == e.number)
             || e.kernel == n
             || e.kernel.split_once('_').is_some_and(|(_, name)| name == n)
+    })
+}
+
+/// Exercise `e`'s check at `shape`, as `e.check`; a wrong value also says who last wrote it:
+/// the check is rerun on a fresh runtime of the same backend (so that it allocates its buffers
+/// in the same order) with the stores to that element of the output recorded. A check that
+/// passes, or fails otherwise, runs once.
+pub fn check(
+    e: &Exercise,
+    ert: &ExerciseRuntime,
+    shape: Shape,
+    seed: u64,
+) -> std::result::Result<Checked, Failure> {
+    let first = ert.rt.emulated().map(|emu| emu.allocations_registered());
+    ert.output.set(None);
+    let (message, i) = match (e.check)(ert, shape, seed) {
+        Err(Failure::Wrong {
+            message,
+            element: Some(i),
+            writer: None,
+        }) => (message, i),
+        other => return other,
+    };
+    let writer = (|| {
+        let allocation = ert.output.get()? - first?;
+        let rerun = ert.fresh()?;
+        let watch = emu::StoreWatch {
+            allocation,
+            offset: i * size_of::<f32>(),
+            bytes: size_of::<f32>(),
+        };
+        rerun.rt.last_store(watch, || {
+            let _ = (e.check)(&rerun, shape, seed);
+        })
+    })();
+    Err(Failure::Wrong {
+        message,
+        element: Some(i),
+        writer,
     })
 }
 
@@ -232,11 +321,11 @@ pub fn compare(
     name: impl Fn(usize) -> String,
 ) -> std::result::Result<String, Failure> {
     if got.len() != want.len() {
-        return Err(Failure::Wrong(format!(
-            "{} outputs, expected {}",
-            got.len(),
-            want.len()
-        )));
+        return Err(Failure::Wrong {
+            message: format!("{} outputs, expected {}", got.len(), want.len()),
+            element: None,
+            writer: None,
+        });
     }
     let mut worst = 0.0f64;
     for (i, (&g, w)) in got.iter().zip(want).enumerate() {
@@ -250,13 +339,17 @@ pub fn compare(
                     e.is_nan() || e > w.tolerance
                 })
                 .count();
-            return Err(Failure::Wrong(format!(
-                "{} is {g}, expected {} (tolerance {:.1e}); {wrong} of {} outputs are wrong",
-                name(i),
-                w.value,
-                w.tolerance,
-                got.len()
-            )));
+            return Err(Failure::Wrong {
+                message: format!(
+                    "{} is {g}, expected {} (tolerance {:.1e}); {wrong} of {} outputs are wrong",
+                    name(i),
+                    w.value,
+                    w.tolerance,
+                    got.len()
+                ),
+                element: Some(i),
+                writer: None,
+            });
         }
         worst = worst.max(err);
     }
