@@ -53,7 +53,7 @@ use std::time::Duration;
 use rayon::prelude::*;
 
 pub use block::Trapped;
-pub use error::{EmuError, EmuErrorKind, MemorySpace, Overrun, ThreadAccess};
+pub use error::{EmuError, EmuErrorKind, MemorySpace, Overrun, RacingPair, ThreadAccess};
 pub use hopper::validate_map;
 pub use launch::{DeviceLimits, Dim3, LaunchConfig, dim3};
 pub use launch_error::{Error, Result};
@@ -135,6 +135,10 @@ pub fn os_threads() -> usize {
 /// Turns the global-memory race check off (`off`) or on (`on`, the default) for every emulator
 /// made afterwards; [`Emulator::set_global_race_check`] does the same for one.
 pub const GLOBAL_RACES_VAR: &str = "KERNELS_EMU_GLOBAL_RACES";
+
+/// The most racing pairs of instructions a global race report lists (see
+/// [`EmuErrorKind::GlobalRace`]): enough to see a pattern, few enough to read.
+pub const REPORTED_RACES: usize = 8;
 
 /// Seconds a simulated thread may run without reaching a barrier, a warp collective or its end
 /// before the launch ends with [`EmuErrorKind::Watchdog`]; `0` turns the watchdog off. Default
@@ -561,16 +565,11 @@ impl Emulator {
             }
             accesses.extend(logged);
         }
-        if let Some(mut race) = global::first_race(&accesses) {
-            // The race names blocks by their place in `blocks`; reports name grid indices.
-            let linear = |i: usize| {
-                let b = blocks[i];
-                (u64::from(b.z) * u64::from(grid.y) + u64::from(b.y)) * u64::from(grid.x)
-                    + u64::from(b.x)
-            };
-            race.first.block = linear(race.first.block) as usize;
-            race.second.block = linear(race.second.block) as usize;
-            return Err(Error::Emulator(Box::new(self.race_error(&launch, &race))));
+        let races = global::races(&accesses, REPORTED_RACES);
+        if !races.is_empty() {
+            return Err(Error::Emulator(Box::new(
+                self.race_error(&launch, &blocks, &races),
+            )));
         }
         if let Some(budget) = launch.work_budget {
             let work = launch.work.load(Ordering::Relaxed);
@@ -606,24 +605,41 @@ impl Emulator {
         Ok(total)
     }
 
-    /// The report of a global-memory race found by [`global::first_race`].
-    fn race_error(&self, launch: &block::Launch, race: &global::GlobalRace) -> EmuError {
+    /// The report of the global-memory races found by [`global::races`] (at least one), which
+    /// name blocks by their place in `blocks`.
+    fn race_error(
+        &self,
+        launch: &block::Launch,
+        blocks: &[Dim3],
+        races: &[global::GlobalRace],
+    ) -> EmuError {
         let side = |s: &global::Side| ThreadAccess {
             thread: index_in(launch.cfg.block, u64::from(s.thread)),
             access: s.access,
             site: s.site,
         };
-        let i = launch.regions.partition_point(|r| r.start <= race.addr);
-        let offset = race.addr - launch.regions[i.saturating_sub(1)].start;
+        let pair = |race: &global::GlobalRace| {
+            let i = launch.regions.partition_point(|r| r.start <= race.addr);
+            RacingPair {
+                addr: race.addr,
+                offset: race.addr - launch.regions[i.saturating_sub(1)].start,
+                first_block: blocks[race.first.block],
+                first: side(&race.first),
+                second_block: blocks[race.second.block],
+                second: side(&race.second),
+            }
+        };
+        let first = pair(&races[0]);
         EmuError {
             kernel: launch.name,
-            block: index_in(launch.cfg.grid, race.first.block as u64),
+            block: first.first_block,
             kind: EmuErrorKind::GlobalRace {
-                addr: race.addr,
-                offset,
-                first: side(&race.first),
-                second_block: index_in(launch.cfg.grid, race.second.block as u64),
-                second: side(&race.second),
+                addr: first.addr,
+                offset: first.offset,
+                first: first.first,
+                second_block: first.second_block,
+                second: first.second,
+                more: races[1..].iter().map(pair).collect(),
             },
         }
     }

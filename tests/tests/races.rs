@@ -22,6 +22,7 @@ fn global_race(err: &emu::EmuError) -> ((usize, usize), [Side; 2]) {
         first,
         second_block,
         second,
+        ..
     } = &err.kind
     else {
         panic!("{err}")
