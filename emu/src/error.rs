@@ -24,6 +24,45 @@ pub struct ThreadAccess {
     pub site: Site,
 }
 
+/// Two threads of one block stored the same bytes to one place in shared memory with no
+/// barrier between them (every lane of a warp setting one flag): a race by the memory model,
+/// harmless in practice, since whichever store lands last leaves the same bytes. A warning, not
+/// an error: the launch goes on (`Emulator::take_benign_races`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BenignRace {
+    /// The kernel's name.
+    pub kernel: &'static str,
+    /// `blockIdx` of the block.
+    pub block: Dim3,
+    /// Byte offset in the shared array (or in dynamic shared memory) of the first such byte.
+    pub offset: usize,
+    /// The earlier store.
+    pub first: ThreadAccess,
+    /// The store that raced with it, storing the same bytes.
+    pub second: ThreadAccess,
+}
+
+impl BenignRace {
+    /// The two stores' sites: a launch reports each pair once.
+    pub(crate) fn sites(&self) -> (Site, Site) {
+        (self.first.site, self.second.site)
+    }
+}
+
+impl fmt::Display for BenignRace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kernel `{}`, block {}: benign data race on shared memory at byte {} of its array: {} and {} store the same bytes with no sync_threads between them (a race by the memory model, harmless in practice since either order leaves the same bytes; the launch goes on)",
+            self.kernel,
+            d(self.block),
+            self.offset,
+            access(&self.first),
+            access(&self.second)
+        )
+    }
+}
+
 /// One racing pair of a global race report beyond the first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RacingPair {

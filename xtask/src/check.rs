@@ -39,6 +39,14 @@ pub struct CheckArgs {
     /// buffer of argument K (from 0) from element OFFSET on.
     #[arg(long = "arg", allow_hyphen_values = true)]
     pub args: Vec<String>,
+    /// Turn the shared-memory race check off, to see the numbers of a kernel whose races in
+    /// shared memory are deliberate (reads of bytes nobody wrote are still reported). Stores
+    /// of the same bytes are benign races, warned about without this.
+    #[arg(long)]
+    pub no_shared_races: bool,
+    /// Turn the global-memory race check off.
+    #[arg(long)]
+    pub no_global_races: bool,
     /// List the module's entries, their parameters and whether each decodes, and stop.
     #[arg(long)]
     pub list: bool,
@@ -83,10 +91,25 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         shared_mem_bytes: args.shared,
     };
     let rt = module.runtime();
-    if let host::runtime::Backend::Ptx(device) = rt.backend() {
-        // Every check on, whatever KERNELS_EMU_GLOBAL_RACES says.
-        device.emulator().set_global_race_check(true);
-    }
+    let emulator = match rt.backend() {
+        host::runtime::Backend::Ptx(device) => device.emulator(),
+        _ => return Err("check runs on the PTX backend, which this runtime is not".into()),
+    };
+    // Every check on unless a flag says, whatever KERNELS_EMU_GLOBAL_RACES and
+    // KERNELS_EMU_SHARED_RACES say.
+    emulator.set_global_race_check(!args.no_global_races);
+    emulator.set_shared_race_check(!args.no_shared_races);
+    let off: Vec<&str> = [
+        (args.no_shared_races, "the shared-memory race check"),
+        (args.no_global_races, "the global-memory race check"),
+    ]
+    .into_iter()
+    .filter_map(|(off, what)| off.then_some(what))
+    .collect();
+    let checks = match off.as_slice() {
+        [] => "every emulator check on".to_string(),
+        off => format!("every emulator check on but {}", off.join(" and ")),
+    };
     let mut buffers: Vec<Option<Buffer>> = Vec::new();
     for (k, spec) in args.args.iter().enumerate() {
         let arg = parse_arg(spec, k).map_err(|e| format!("--arg {spec}: {e}"))?;
@@ -120,14 +143,22 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         _ => format!("`{entry}`"),
     };
     println!(
-        "{origin}: {shown} on a grid of {} x {} x {} blocks of {} x {} x {} threads ({threads} threads), every emulator check on",
+        "{origin}: {shown} on a grid of {} x {} x {} blocks of {} x {} x {} threads ({threads} threads), {checks}",
         cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y, cfg.block.z
     );
     let counters = module
         .launch(entry, &cfg, &launch_args)
         .map_err(|e| e.to_string())?;
+    let benign = emulator.take_benign_races().len();
+    let races = match benign {
+        0 => "no data race".to_string(),
+        n => format!(
+            "no data race but {n} benign one{} (stores of the same bytes: the warnings above)",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
     println!(
-        "no bug found: no out-of-bounds or misaligned access, no data race, no barrier divergence, no failed assert"
+        "no bug found: no out-of-bounds or misaligned access, {races}, no barrier divergence, no failed assert"
     );
     println!(
         "global memory: {} bytes read, {} written; shared memory: {} read, {} written; {} barriers, {} warp collectives",
