@@ -14,7 +14,7 @@ use kernels::cuda::emu::{
 };
 
 use super::async_copy::{self, AsyncCopies};
-use super::error::{EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+use super::error::{BenignRace, EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
 use super::faults::{self, StackOverflow, ThreadResult};
 use super::global::{BlockAccesses, GlobalLog};
 use super::hopper::{self, HopperState};
@@ -48,6 +48,9 @@ pub(super) struct Launch<'k> {
     pub global_races: bool,
     /// `[start, end)` of global memory whose last store each block keeps (`StoreWatch`).
     pub watch: Option<(usize, usize)>,
+    /// Report races on shared memory (off: every recorded access counts as ordered before the
+    /// next, so nothing races, and the shadow still finds reads of bytes nobody wrote).
+    pub shared_races: bool,
     /// Coroutine stack per simulated thread.
     pub stack_bytes: usize,
     /// How long a thread may run without reaching a barrier, a warp collective or its end.
@@ -60,13 +63,28 @@ pub(super) struct Launch<'k> {
 }
 
 /// A finished block: its counters, its profile when profiling, its global accesses when
-/// checking for races, and its last store to the watched range (thread, site) when watching.
+/// checking for races, its last store to the watched range (thread, site) when watching, and
+/// its benign shared-memory races.
 pub(super) type BlockResult = (
     LaunchCounters,
     Option<BlockProfile>,
     Option<BlockAccesses>,
     Option<(u32, Site)>,
+    Vec<BenignRace>,
 );
+
+/// The running thread's store that raced with another thread's store only, in shared memory:
+/// benign if it stores the bytes already there. The emulator sees the store before its bytes
+/// land (the kernel writes them once the access is checked), so it is judged at the thread's
+/// next call that could change or reveal them: its next shared access, its next wait, its end.
+/// Until then the block leaves the fast path, so that no shared access skips the judgement.
+struct MaybeBenign {
+    /// Arena offset and the bytes there before the store.
+    offset: usize,
+    before: Vec<u8>,
+    /// The race, as reported if the bytes differ.
+    race: EmuErrorKind,
+}
 
 thread_local! {
     /// Coroutine stacks, reused block after block on this OS thread (all of one size).
@@ -147,6 +165,10 @@ pub(super) struct Block<'a> {
     global_log: Option<RefCell<GlobalLog>>,
     /// The block's last store to the launch's watched range: thread and site.
     last_store: Cell<Option<(u32, Site)>>,
+    /// A store of the running thread waiting to be judged benign or a race.
+    maybe_benign: RefCell<Option<MaybeBenign>>,
+    /// The block's benign races, one per pair of sites.
+    benign: RefCell<Vec<BenignRace>>,
     /// Whether [`shared_fast`](Self::shared_fast) may take a shared access: no profile, no
     /// `__syncwarp` yet in the block, no Hopper state, no `cp.async` in flight. One flag for the
     /// four, kept by the code that changes them ([`leave_fast_path`](Self::leave_fast_path),
@@ -202,6 +224,8 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         order: RefCell::new(WarpOrder::new(threads)),
         global_log: launch.global_races.then(RefCell::default),
         last_store: Cell::new(None),
+        maybe_benign: RefCell::new(None),
+        benign: RefCell::new(Vec::new()),
         fast_path: Cell::new(!launch.profile),
         arrived: Cell::new(false),
         last_barrier: Cell::new(None),
@@ -270,6 +294,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         order,
         global_log,
         last_store,
+        benign,
         ..
     } = blk;
     let mut counters = counters.into_inner();
@@ -286,7 +311,13 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
     outcome
         .map(|()| {
             let profile = profile.map(RefCell::into_inner);
-            (counters, profile, accesses, last_store.get())
+            (
+                counters,
+                profile,
+                accesses,
+                last_store.get(),
+                benign.into_inner(),
+            )
         })
         .map_err(|kind| {
             Box::new(EmuError {
@@ -387,6 +418,7 @@ impl Block<'_> {
     }
 
     fn suspend(&self, state: State) {
+        self.judge_store();
         let t = self.current.get();
         self.states.borrow_mut()[t] = state;
         // SAFETY: set by this thread's coroutine on entry; valid while it runs.
@@ -427,6 +459,9 @@ impl Block<'_> {
                 match resumed {
                     CoroutineResult::Yield(()) => {}
                     CoroutineResult::Return(Ok(())) => {
+                        if let Some(kind) = self.judged_store() {
+                            return Err(kind);
+                        }
                         self.states.borrow_mut()[t] = State::Done;
                         async_copy::finish_thread(self, t)?;
                     }
@@ -589,12 +624,15 @@ impl Block<'_> {
         access: Access,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
+        self.judge_store();
         let by = || self.thread_access(t, access, site);
         let offset = self.shared_offset(addr, bytes, by)?;
         if self.hopper.borrow().active {
             hopper::check_shared(self, t, offset, bytes, by)?;
         }
-        self.shared_race_check(t, offset, bytes, access, site)?;
+        if let Err(race) = self.shared_races(t, offset, bytes, access, site, None) {
+            self.store_race(t, offset, bytes, access, site, race)?;
+        }
         self.count(MemorySpace::Shared, access, site, t, addr, bytes);
         Ok(())
     }
@@ -663,6 +701,7 @@ impl Block<'_> {
     /// The conditions [`fast_path`](Self::fast_path) stands for, read from the state itself.
     fn fast_path_applies(&self) -> bool {
         self.profile.is_none()
+            && self.maybe_benign.borrow().is_none()
             && !self.order.borrow().any_sync()
             && !self.hopper.borrow().active
             && !self.async_copies.borrow().any_in_flight()
@@ -708,19 +747,113 @@ impl Block<'_> {
         access: Access,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
+        self.shared_races(t, offset, bytes, access, site, None)
+            .map_err(|race| self.race_kind(race, t, access, site))
+    }
+
+    /// [`shared_race_check`](Self::shared_race_check)'s record, with thread `ordered` (when
+    /// some) taken as ordered before this access, and the race unreported.
+    #[inline(always)]
+    fn shared_races(
+        &self,
+        t: usize,
+        offset: usize,
+        bytes: usize,
+        access: Access,
+        site: Site,
+        ordered: Option<u32>,
+    ) -> Result<(), Race> {
         let order = self.order.borrow();
         let epoch = order.epoch(t);
         let mut arena = self.arena.borrow_mut();
         let me = (t as u32, epoch);
-        let checked = if order.any_sync() {
-            let before = |other: u32, e: u32| order.before(other as usize, e, t, epoch);
+        if !self.launch.shared_races {
+            return arena.check(offset, bytes, me, access, site, |_, _| true);
+        }
+        if order.any_sync() || ordered.is_some() {
+            let before = |other: u32, e: u32| {
+                Some(other) == ordered || order.before(other as usize, e, t, epoch)
+            };
             arena.check(offset, bytes, me, access, site, before)
         } else {
             // Before any `__syncwarp` only program order orders, and the shadow never asks
             // about the thread's own accesses: the same rule, with nothing to look up.
             arena.check(offset, bytes, me, access, site, |_, _| false)
+        }
+    }
+
+    /// Thread `t`'s access raced with `race`: the report, unless it is a store whose only
+    /// conflict is another thread's store (not an atomic), which may be benign: then it is
+    /// recorded as ordered after that store and judged once its bytes land ([`MaybeBenign`]).
+    #[cold]
+    #[inline(never)]
+    fn store_race(
+        &self,
+        t: usize,
+        offset: usize,
+        bytes: usize,
+        access: Access,
+        site: Site,
+        race: Race,
+    ) -> Result<(), EmuErrorKind> {
+        let stores = access == Access::Write && race.access == Access::Write;
+        let kind = self.race_kind(race.clone(), t, access, site);
+        if !stores || race.thread == ATOMIC_THREAD {
+            return Err(kind);
+        }
+        if self
+            .shared_races(t, offset, bytes, access, site, Some(race.thread))
+            .is_err()
+        {
+            return Err(kind);
+        }
+        let before = self.arena.borrow().bytes_at(offset, bytes).to_vec();
+        *self.maybe_benign.borrow_mut() = Some(MaybeBenign {
+            offset,
+            before,
+            race: kind,
+        });
+        self.leave_fast_path();
+        Ok(())
+    }
+
+    /// Judges the running thread's store waiting in [`MaybeBenign`], if any: its bytes have
+    /// landed. A benign race is kept for the launch's warnings; a race ends the thread.
+    fn judge_store(&self) {
+        if let Some(kind) = self.judged_store() {
+            self.fail(kind);
+        }
+    }
+
+    /// [`judge_store`](Self::judge_store)'s verdict: the race when the store changed the bytes.
+    fn judged_store(&self) -> Option<EmuErrorKind> {
+        let pending = self.maybe_benign.borrow_mut().take()?;
+        self.refresh_fast_path();
+        let now = self.arena.borrow();
+        if now.bytes_at(pending.offset, pending.before.len()) != pending.before {
+            return Some(pending.race);
+        }
+        let EmuErrorKind::SharedRace {
+            offset,
+            first,
+            second,
+            ..
+        } = pending.race
+        else {
+            unreachable!("a store's race on shared memory is a SharedRace")
         };
-        checked.map_err(|race| self.race_kind(race, t, access, site))
+        let race = BenignRace {
+            kernel: self.launch.name,
+            block: self.block,
+            offset,
+            first,
+            second,
+        };
+        let mut benign = self.benign.borrow_mut();
+        if !benign.iter().any(|b| b.sites() == race.sites()) {
+            benign.push(race);
+        }
+        None
     }
 
     /// The report of `race`, found at thread `t`'s `access` (kept out of the checked path).
@@ -773,13 +906,17 @@ impl Block<'_> {
         bytes: usize,
         site: Site,
     ) -> Result<(), EmuErrorKind> {
+        self.judge_store();
         let by = || self.thread_access(t, Access::Write, site);
         let offset = self.shared_offset(addr, bytes, by)?;
         let order = self.order.borrow();
         let epoch = order.epoch(t);
         // The atomic is ordered after what `__syncwarp` ordered before this thread.
         let before = |other: u32, e: u32| {
-            other != ATOMIC_THREAD && order.any_sync() && order.before(other as usize, e, t, epoch)
+            !self.launch.shared_races
+                || other != ATOMIC_THREAD
+                    && order.any_sync()
+                    && order.before(other as usize, e, t, epoch)
         };
         let me = (ATOMIC_THREAD, 0);
         let mut arena = self.arena.borrow_mut();

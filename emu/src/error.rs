@@ -24,6 +24,62 @@ pub struct ThreadAccess {
     pub site: Site,
 }
 
+/// Two threads of one block stored the same bytes to one place in shared memory with no
+/// barrier between them (every lane of a warp setting one flag): a race by the memory model,
+/// harmless in practice, since whichever store lands last leaves the same bytes. A warning, not
+/// an error: the launch goes on (`Emulator::take_benign_races`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BenignRace {
+    /// The kernel's name.
+    pub kernel: &'static str,
+    /// `blockIdx` of the block.
+    pub block: Dim3,
+    /// Byte offset in the shared array (or in dynamic shared memory) of the first such byte.
+    pub offset: usize,
+    /// The earlier store.
+    pub first: ThreadAccess,
+    /// The store that raced with it, storing the same bytes.
+    pub second: ThreadAccess,
+}
+
+impl BenignRace {
+    /// The two stores' sites: a launch reports each pair once.
+    pub(crate) fn sites(&self) -> (Site, Site) {
+        (self.first.site, self.second.site)
+    }
+}
+
+impl fmt::Display for BenignRace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kernel `{}`, block {}: benign data race on shared memory at byte {} of its array: {} and {} store the same bytes with no sync_threads between them (a race by the memory model, harmless in practice since either order leaves the same bytes; the launch goes on)",
+            self.kernel,
+            d(self.block),
+            self.offset,
+            access(&self.first),
+            access(&self.second)
+        )
+    }
+}
+
+/// One racing pair of a global race report beyond the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RacingPair {
+    /// The byte's address.
+    pub addr: usize,
+    /// Its offset in the allocation that holds it.
+    pub offset: usize,
+    /// `blockIdx` of the first access's thread (in block order, the earlier).
+    pub first_block: Dim3,
+    /// The first access.
+    pub first: ThreadAccess,
+    /// `blockIdx` of the other access's thread.
+    pub second_block: Dim3,
+    /// The other access.
+    pub second: ThreadAccess,
+}
+
 /// The allocation an out-of-bounds access lies just past.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overrun {
@@ -94,7 +150,9 @@ pub enum EmuErrorKind {
     /// Two threads of one launch touched the same global-memory byte, one of them writing, with
     /// nothing ordering the two accesses: threads of different blocks (nothing orders blocks), or
     /// of one block between two barriers (and, in one warp, not separated by `__syncwarp`).
-    /// The error's `block` is the first thread's.
+    /// The error's `block` is the first thread's. The race shown is the first of the launch's
+    /// racing pairs of instructions in the order `more` continues: pairs across warps or blocks
+    /// before pairs of lanes of one warp, then by address.
     GlobalRace {
         /// The byte's address.
         addr: usize,
@@ -106,6 +164,9 @@ pub enum EmuErrorKind {
         second_block: Dim3,
         /// The other access.
         second: ThreadAccess,
+        /// The other racing pairs of instructions, one race each, in order (at most
+        /// [`REPORTED_RACES`](crate::REPORTED_RACES) in all).
+        more: Vec<RacingPair>,
     },
     /// A read of shared memory that no thread of the block has written.
     UninitializedShared {
@@ -340,7 +401,11 @@ impl fmt::Display for EmuError {
                 first,
                 second_block,
                 second,
-            } => global_race(f, addr, offset, first, second_block, second),
+                more,
+            } => {
+                global_race(f, addr, offset, first, second_block, second)?;
+                more_races(f, more)
+            }
             EmuErrorKind::UninitializedShared { offset, by } => write!(
                 f,
                 "read of uninitialised shared memory at byte {offset} of its array: {} but no thread of the block wrote it before the next barrier",
@@ -543,6 +608,27 @@ fn global_race(
         d(*second_block),
         access(second)
     )
+}
+
+/// The racing pairs after the first, one line each.
+fn more_races(f: &mut fmt::Formatter<'_>, more: &[RacingPair]) -> fmt::Result {
+    if more.is_empty() {
+        return Ok(());
+    }
+    let s = if more.len() == 1 { "" } else { "s" };
+    write!(f, "\nand {} more racing pair{s}:", more.len())?;
+    for p in more {
+        write!(
+            f,
+            "\n  byte {} of its allocation: in block {}, {}; in block {}, {}",
+            p.offset,
+            d(p.first_block),
+            access(&p.first),
+            d(p.second_block),
+            access(&p.second)
+        )?;
+    }
+    Ok(())
 }
 
 /// Threads of one block waiting at a barrier the others do not reach.

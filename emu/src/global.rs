@@ -17,6 +17,7 @@
 //! them writing, are compared element by element.
 
 use kernels::cuda::emu::{Access, Site};
+use kernels::cuda::warp::WARP_SIZE;
 
 use super::order::WarpOrder;
 
@@ -439,12 +440,65 @@ fn swept_runs(blocks: &[BlockAccesses]) -> Vec<(usize, Run)> {
     out
 }
 
-/// The race at the lowest address (ties: in block, then log order), or `None`.
+impl GlobalRace {
+    /// Whether the two threads are in different blocks or different warps: the pairs a report
+    /// shows first. Lanes of one warp racing is often code written for warp-synchronous
+    /// execution (a missing `__syncwarp`); threads of different warps or blocks racing is a
+    /// missing barrier or a wrong index, the commoner bug and the plainer report.
+    fn across_warps(&self) -> bool {
+        let warp = |s: &Side| s.thread / WARP_SIZE;
+        self.first.block != self.second.block || warp(&self.first) != warp(&self.second)
+    }
+
+    /// The order reports list races in: across warps first, then by address.
+    fn rank(&self) -> (bool, usize) {
+        (!self.across_warps(), self.addr)
+    }
+
+    fn sites(&self) -> (Site, Site) {
+        (self.first.site, self.second.site)
+    }
+}
+
+/// The runs of one site the sweep has seen whose spans may still overlap what comes.
+struct Active<'a> {
+    site: Site,
+    writes: Vec<Item<'a>>,
+    reads: Vec<Item<'a>>,
+}
+
+/// Where `found` holds the race of the pair of sites `(a, b)`, in either order.
+fn entry(found: &[GlobalRace], (a, b): (Site, Site)) -> Option<usize> {
+    found
+        .iter()
+        .position(|r| r.sites() == (a, b) || r.sites() == (b, a))
+}
+
+/// Compares runs `a` and `b`, keeping their race in `found` if it is their pair of sites'
+/// first, or comes before the one kept in [`GlobalRace::rank`]'s order.
+fn consider(blocks: &[BlockAccesses], found: &mut Vec<GlobalRace>, a: &Item, b: &Item) {
+    let Some(race) = pair_race(blocks, a, b) else {
+        return;
+    };
+    match entry(found, race.sites()) {
+        Some(k) if race.rank() < found[k].rank() => found[k] = race,
+        Some(_) => {}
+        None => found.push(race),
+    }
+}
+
+/// The racing pairs of the launch, one per pair of instructions (their two sites, in either
+/// order), at most `limit`: those across warps or blocks first, then by address (ties: in
+/// block, then log order). Each pair of instructions is shown by its own first race in that
+/// order. Empty when nothing races.
 ///
 /// A sweep in address order over the runs' spans: a run is compared only with the runs whose
 /// spans overlap its own, so the cost grows with the runs and the overlaps between them, not
-/// with the square of the runs (short gapped runs are split first: [`SPLIT_AT_MOST`]).
-pub(super) fn first_race(blocks: &[BlockAccesses]) -> Option<GlobalRace> {
+/// with the square of the runs (short gapped runs are split first: [`SPLIT_AT_MOST`]). A pair
+/// of instructions with a race across warps below the sweep's position is settled, and their
+/// further runs are not walked: a kernel whose every block writes one row costs no more than
+/// a race-free one.
+pub(super) fn races(blocks: &[BlockAccesses], limit: usize) -> Vec<GlobalRace> {
     let runs = swept_runs(blocks);
     let mut items: Vec<Item> = runs
         .iter()
@@ -452,39 +506,60 @@ pub(super) fn first_race(blocks: &[BlockAccesses]) -> Option<GlobalRace> {
         .collect();
     // Stable: equal starts stay in block and log order.
     items.sort_by_key(|i| i.span.0);
-    let mut best: Option<GlobalRace> = None;
-    // Runs whose span reaches past the current start; reads are compared only with writes.
-    let (mut writes, mut reads): (Vec<Item>, Vec<Item>) = (Vec::new(), Vec::new());
+    // One race per pair of sites, in the order found (the sweep's, so the same on every run).
+    let mut found: Vec<GlobalRace> = Vec::new();
+    // The runs whose span reaches past the current start, by site; reads are compared only
+    // with writes. By site, so that a pair of sites already settled skips a whole group unread:
+    // a grid whose every block writes one word would otherwise compare each block's run with
+    // every block's before it.
+    let mut active: Vec<Active> = Vec::new();
     for item in items {
         let lo = item.span.0;
-        if best.is_some_and(|b| b.addr <= lo) {
+        // Every race found from here on is at `lo` or above.
+        let settled = |r: &GlobalRace| r.across_warps() && r.addr <= lo;
+        if found.len() >= limit && found.iter().filter(|r| settled(r)).count() >= limit {
             break;
         }
-        writes.retain(|w| w.span.1 > lo);
-        let mut consider = |a: &Item, b: &Item| {
-            if may_race(a, b)
-                && let Some(race) = pair_race(blocks, a, b)
-                && best.is_none_or(|best| race.addr < best.addr)
-            {
-                best = Some(race);
+        let site = item.run.site;
+        let write = item.run.access == Access::Write;
+        for group in &mut active {
+            let known = entry(&found, (group.site, site));
+            if known.is_some_and(|k| settled(&found[k])) {
+                continue;
+            }
+            group.writes.retain(|w| w.span.1 > lo);
+            if write {
+                group.reads.retain(|r| r.span.1 > lo);
+            }
+            let reads = if write { &group.reads[..] } else { &[] };
+            for other in group.writes.iter().chain(reads) {
+                consider(blocks, &mut found, other, &item);
+            }
+        }
+        if write {
+            consider(blocks, &mut found, &item, &item);
+        }
+        let group = match active.iter().position(|g| g.site == site) {
+            Some(g) => &mut active[g],
+            None => {
+                active.push(Active {
+                    site,
+                    writes: Vec::new(),
+                    reads: Vec::new(),
+                });
+                active.last_mut().expect("pushed")
             }
         };
-        for w in &writes {
-            consider(w, &item);
-        }
-        match item.run.access {
-            Access::Write => {
-                reads.retain(|r| r.span.1 > lo);
-                for r in &reads {
-                    consider(r, &item);
-                }
-                consider(&item, &item);
-                writes.push(item);
-            }
-            Access::Read => reads.push(item),
+        if write {
+            group.writes.push(item);
+        } else {
+            group.reads.push(item);
         }
     }
-    best
+    // Stable: equal ranks stay in the order found.
+    found.sort_by_key(GlobalRace::rank);
+    found.truncate(limit);
+    found
 }
 
 /// Whether element `i` of `a` and element `j` of `b` (which overlap) race.
@@ -548,8 +623,8 @@ fn may_race(a: &Item, b: &Item) -> bool {
     !separated && lo < hi && !apart
 }
 
-/// The lowest byte at which an element of `a` races with one of `b` (`a` itself: two of its
-/// elements).
+/// The first race between an element of `a` and one of `b` (`a` itself: two of its elements)
+/// in the order of [`GlobalRace::rank`]: across warps first, then the lowest byte.
 fn pair_race(blocks: &[BlockAccesses], a: &Item, b: &Item) -> Option<GlobalRace> {
     if !may_race(a, b) {
         return None;
@@ -566,11 +641,21 @@ fn pair_race(blocks: &[BlockAccesses], a: &Item, b: &Item) -> Option<GlobalRace>
     } else {
         (b, a, true)
     };
+    // When both runs' threads are all in one warp of one block, no race is across warps: the
+    // first found (the lowest) is the answer, as one across warps is as soon as it is found.
+    let one_warp = a.block == b.block && {
+        let warps = |it: &Item| {
+            let (t0, t1) = (it.run.thread, it.run.thread_of(it.run.count - 1));
+            (t0.min(t1) / WARP_SIZE, t0.max(t1) / WARP_SIZE)
+        };
+        let (wa, wb) = (warps(a), warps(b));
+        wa.0 == wa.1 && wb == wa
+    };
     let (low, step, index) = walk.run.ascending();
     let mut best: Option<GlobalRace> = None;
     for p in walk.run.positions_overlapping(lo, hi) {
         let start = low + step * p as usize;
-        if best.is_some_and(|b| b.addr <= start) {
+        if best.is_some_and(|b| (one_warp || b.across_warps()) && b.addr <= start) {
             break;
         }
         let i = index(p);
@@ -594,14 +679,17 @@ fn pair_race(blocks: &[BlockAccesses], a: &Item, b: &Item) -> Option<GlobalRace>
                 if (first.block, swapped) > (second.block, false) {
                     std::mem::swap(&mut first, &mut second);
                 }
-                if best.is_none_or(|b| addr < b.addr) {
-                    best = Some(GlobalRace {
-                        addr,
-                        first,
-                        second,
-                    });
+                let race = GlobalRace {
+                    addr,
+                    first,
+                    second,
+                };
+                if best.is_none_or(|b| race.rank() < b.rank()) {
+                    best = Some(race);
                 }
-                break;
+                if race.across_warps() {
+                    break;
+                }
             }
         }
     }
@@ -611,6 +699,12 @@ fn pair_race(blocks: &[BlockAccesses], a: &Item, b: &Item) -> Option<GlobalRace>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const REPORTED: usize = 8;
+
+    fn first_race(blocks: &[BlockAccesses]) -> Option<GlobalRace> {
+        races(blocks, 1).into_iter().next()
+    }
 
     fn log(accesses: &[(u32, usize, Access)]) -> Vec<Run> {
         let mut l = GlobalLog::default();
@@ -819,5 +913,64 @@ mod tests {
         assert!(!interleaved(&Item::new(0, &a[0]), &Item::new(0, &c[0])));
         let race = first_race(&[block([a, c].concat())]).expect("a race");
         assert_eq!(race.addr, 0x1000 + 8);
+    }
+
+    #[test]
+    fn races_across_warps_come_before_lanes_of_one_warp_and_each_pair_of_sites_once() {
+        let lanes = Site::caller();
+        let warps = Site::caller();
+        let blocks = Site::caller();
+        let mut l = GlobalLog::default();
+        // Lanes 0 and 1 of warp 0 write one word: the race at the lowest address.
+        l.record(0, 0x1000, 4, Access::Write, lanes, 0, 0);
+        l.record(1, 0x1000, 4, Access::Write, lanes, 0, 0);
+        // Thread 2 (warp 0) and thread 40 (warp 1) write one word, higher up.
+        l.record(2, 0x2000, 4, Access::Write, warps, 0, 0);
+        l.record(40, 0x2000, 4, Access::Write, warps, 0, 0);
+        let a = block(l.finish());
+        // Two blocks write two words, one pair of sites racing twice: one entry, the lower.
+        let row = |t: u32| {
+            let mut l = GlobalLog::default();
+            l.record(t, 0x3000, 4, Access::Write, blocks, 0, 0);
+            l.record(t, 0x3004, 4, Access::Write, blocks, 0, 0);
+            block(l.finish())
+        };
+        let found = races(&[a, row(0), row(1)], REPORTED);
+        let got: Vec<(usize, u32, u32)> = found
+            .iter()
+            .map(|r| (r.addr, r.first.thread, r.second.thread))
+            .collect();
+        assert_eq!(
+            got,
+            [(0x2000, 2, 40), (0x3000, 0, 1), (0x1000, 0, 1)],
+            "{found:?}"
+        );
+        assert_eq!((found[1].first.block, found[1].second.block), (1, 2));
+    }
+
+    /// The bug of a kernel that forgot `blockIdx`: every block reads and writes one word. The
+    /// pairs of sites settle at the first two blocks, and the sweep skips them from then on (a
+    /// sweep that compared each block with every block before took 17 s for 40 000 blocks).
+    #[test]
+    fn a_grid_whose_every_block_updates_one_word_reports_each_pair_of_sites_once() {
+        let (read, write) = (Site::caller(), Site::caller());
+        let blocks: Vec<BlockAccesses> = (0..20_000)
+            .map(|_| {
+                let mut l = GlobalLog::default();
+                l.record(0, 0x1000, 4, Access::Read, read, 0, 0);
+                l.record(0, 0x1000, 4, Access::Write, write, 0, 0);
+                block(l.finish())
+            })
+            .collect();
+        let found = races(&blocks, REPORTED);
+        let got: Vec<(Site, Site, usize, usize)> = found
+            .iter()
+            .map(|r| (r.first.site, r.second.site, r.first.block, r.second.block))
+            .collect();
+        assert_eq!(
+            got,
+            [(write, read, 0, 1), (write, write, 0, 1)],
+            "{found:?}"
+        );
     }
 }

@@ -50,10 +50,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use kernels::cuda::emu::Site;
 use rayon::prelude::*;
 
 pub use block::Trapped;
-pub use error::{EmuError, EmuErrorKind, MemorySpace, Overrun, ThreadAccess};
+pub use error::{
+    BenignRace, EmuError, EmuErrorKind, MemorySpace, Overrun, RacingPair, ThreadAccess,
+};
 pub use hopper::validate_map;
 pub use launch::{DeviceLimits, Dim3, LaunchConfig, dim3};
 pub use launch_error::{Error, Result};
@@ -135,6 +138,16 @@ pub fn os_threads() -> usize {
 /// Turns the global-memory race check off (`off`) or on (`on`, the default) for every emulator
 /// made afterwards; [`Emulator::set_global_race_check`] does the same for one.
 pub const GLOBAL_RACES_VAR: &str = "KERNELS_EMU_GLOBAL_RACES";
+
+/// Turns the shared-memory race check off (`off`) or on (`on`, the default) for every emulator
+/// made afterwards; [`Emulator::set_shared_race_check`] does the same for one. Off, no access
+/// to shared memory races with another (reads of bytes nobody wrote are still reported): for a
+/// kernel whose races are deliberate, to see its numbers.
+pub const SHARED_RACES_VAR: &str = "KERNELS_EMU_SHARED_RACES";
+
+/// The most racing pairs of instructions a global race report lists (see
+/// [`EmuErrorKind::GlobalRace`]): enough to see a pattern, few enough to read.
+pub const REPORTED_RACES: usize = 8;
 
 /// Seconds a simulated thread may run without reaching a barrier, a warp collective or its end
 /// before the launch ends with [`EmuErrorKind::Watchdog`]; `0` turns the watchdog off. Default
@@ -300,6 +313,12 @@ pub struct Emulator {
     profiling: AtomicBool,
     profile: Mutex<Profile>,
     global_races: AtomicBool,
+    shared_races: AtomicBool,
+    /// The benign races of the launches since the last
+    /// [`take_benign_races`](Self::take_benign_races).
+    benign: Mutex<Vec<BenignRace>>,
+    /// The pairs of sites whose benign races were printed as warnings: each is printed once.
+    warned: Mutex<Vec<(Site, Site)>>,
     stack_bytes: AtomicUsize,
     /// Milliseconds; 0 for none.
     watchdog_ms: AtomicU64,
@@ -343,6 +362,8 @@ impl Emulator {
         };
         let global_races = env_switch(GLOBAL_RACES_VAR, true).map(u64::from);
         let global_races = setting(GLOBAL_RACES_VAR, global_races, 1) != 0;
+        let shared_races = env_switch(SHARED_RACES_VAR, true).map(u64::from);
+        let shared_races = setting(SHARED_RACES_VAR, shared_races, 1) != 0;
         let default_kib = DEFAULT_STACK_BYTES as u64 / 1024;
         let stack_kib = env_number(STACK_VAR, default_kib, 16..=MAX_STACK_KIB, "KiB per thread");
         let stack_kib = setting(STACK_VAR, stack_kib, default_kib);
@@ -361,6 +382,9 @@ impl Emulator {
             profiling: AtomicBool::new(false),
             profile: Mutex::new(Profile::default()),
             global_races: AtomicBool::new(global_races),
+            shared_races: AtomicBool::new(shared_races),
+            benign: Mutex::new(Vec::new()),
+            warned: Mutex::new(Vec::new()),
             stack_bytes: AtomicUsize::new(stack_kib as usize * 1024),
             watchdog_ms: AtomicU64::new(watchdog_s * 1000),
             sampling: AtomicUsize::new(0),
@@ -380,7 +404,7 @@ impl Emulator {
     }
 
     /// The first refused environment variable ([`WATCHDOG_VAR`], [`STACK_VAR`],
-    /// [`GLOBAL_RACES_VAR`]) as the error every launch returns until a setter replaces it.
+    /// [`GLOBAL_RACES_VAR`], [`SHARED_RACES_VAR`]) as the error every launch returns until a setter replaces it.
     pub fn check_settings(&self) -> Result<()> {
         match self.refused.lock().unwrap().first() {
             None => Ok(()),
@@ -438,6 +462,20 @@ impl Emulator {
     pub fn set_global_race_check(&self, on: bool) {
         self.settled(GLOBAL_RACES_VAR);
         self.global_races.store(on, Ordering::Relaxed);
+    }
+
+    /// Turns the shared-memory race check on (the default) or off for the following launches
+    /// ([`SHARED_RACES_VAR`]).
+    pub fn set_shared_race_check(&self, on: bool) {
+        self.settled(SHARED_RACES_VAR);
+        self.shared_races.store(on, Ordering::Relaxed);
+    }
+
+    /// The benign races ([`BenignRace`]) of the launches since the last call, in launch order
+    /// and, within a launch, one per pair of sites, the first in block order. Each pair of
+    /// sites is also printed once to standard error as a warning when first found.
+    pub fn take_benign_races(&self) -> Vec<BenignRace> {
+        std::mem::take(&mut *self.benign.lock().unwrap())
     }
 
     /// Turns the profiler on or off for the following launches. With it on, every access is
@@ -561,6 +599,7 @@ impl Emulator {
             profile: sampling || profiling,
             global_races: self.global_races.load(Ordering::Relaxed),
             watch,
+            shared_races: self.shared_races.load(Ordering::Relaxed),
             stack_bytes: self.stack_bytes.load(Ordering::Relaxed),
             work_budget: match self.sample_budget.load(Ordering::Relaxed) {
                 0 => None,
@@ -608,6 +647,7 @@ impl Emulator {
         let mut accesses = Vec::new();
         let mut sampled = Vec::new();
         let mut last_store = None;
+        let mut benign: Vec<BenignRace> = Vec::new();
         let allocation_of = |addr: usize| {
             let i = launch.regions.partition_point(|r| r.start <= addr);
             (i > 0 && addr < launch.regions[i - 1].end).then(|| i - 1)
@@ -615,7 +655,12 @@ impl Emulator {
         for (r, &b) in results.into_iter().zip(&blocks) {
             // A block left out comes after a failed one, whose error has returned already.
             let Some(r) = r else { break };
-            let (counters, profile, logged, stored) = r.map_err(Error::Emulator)?;
+            let (counters, profile, logged, stored, block_benign) = r.map_err(Error::Emulator)?;
+            for b in block_benign {
+                if !benign.iter().any(|o| o.sites() == b.sites()) {
+                    benign.push(b);
+                }
+            }
             total.add(&counters);
             // Blocks are unordered: two that store to one byte race (reported below), so the
             // last in block order stands for "last".
@@ -642,16 +687,12 @@ impl Emulator {
             }
             accesses.extend(logged);
         }
-        if let Some(mut race) = global::first_race(&accesses) {
-            // The race names blocks by their place in `blocks`; reports name grid indices.
-            let linear = |i: usize| {
-                let b = blocks[i];
-                (u64::from(b.z) * u64::from(grid.y) + u64::from(b.y)) * u64::from(grid.x)
-                    + u64::from(b.x)
-            };
-            race.first.block = linear(race.first.block) as usize;
-            race.second.block = linear(race.second.block) as usize;
-            return Err(Error::Emulator(Box::new(self.race_error(&launch, &race))));
+        self.warn_benign(benign);
+        let races = global::races(&accesses, REPORTED_RACES);
+        if !races.is_empty() {
+            return Err(Error::Emulator(Box::new(
+                self.race_error(&launch, &blocks, &races),
+            )));
         }
         if let Some(budget) = launch.work_budget {
             let work = launch.work.load(Ordering::Relaxed);
@@ -690,24 +731,57 @@ impl Emulator {
         Ok(total)
     }
 
-    /// The report of a global-memory race found by [`global::first_race`].
-    fn race_error(&self, launch: &block::Launch, race: &global::GlobalRace) -> EmuError {
+    /// Keeps a launch's benign races for [`take_benign_races`](Self::take_benign_races),
+    /// printing those of sites not printed before.
+    fn warn_benign(&self, races: Vec<BenignRace>) {
+        if races.is_empty() {
+            return;
+        }
+        let mut warned = self.warned.lock().unwrap();
+        for race in &races {
+            if !warned.contains(&race.sites()) {
+                warned.push(race.sites());
+                eprintln!("warning: {race}");
+            }
+        }
+        self.benign.lock().unwrap().extend(races);
+    }
+
+    /// The report of the global-memory races found by [`global::races`] (at least one), which
+    /// name blocks by their place in `blocks`.
+    fn race_error(
+        &self,
+        launch: &block::Launch,
+        blocks: &[Dim3],
+        races: &[global::GlobalRace],
+    ) -> EmuError {
         let side = |s: &global::Side| ThreadAccess {
             thread: index_in(launch.cfg.block, u64::from(s.thread)),
             access: s.access,
             site: s.site,
         };
-        let i = launch.regions.partition_point(|r| r.start <= race.addr);
-        let offset = race.addr - launch.regions[i.saturating_sub(1)].start;
+        let pair = |race: &global::GlobalRace| {
+            let i = launch.regions.partition_point(|r| r.start <= race.addr);
+            RacingPair {
+                addr: race.addr,
+                offset: race.addr - launch.regions[i.saturating_sub(1)].start,
+                first_block: blocks[race.first.block],
+                first: side(&race.first),
+                second_block: blocks[race.second.block],
+                second: side(&race.second),
+            }
+        };
+        let first = pair(&races[0]);
         EmuError {
             kernel: launch.name,
-            block: index_in(launch.cfg.grid, race.first.block as u64),
+            block: first.first_block,
             kind: EmuErrorKind::GlobalRace {
-                addr: race.addr,
-                offset,
-                first: side(&race.first),
-                second_block: index_in(launch.cfg.grid, race.second.block as u64),
-                second: side(&race.second),
+                addr: first.addr,
+                offset: first.offset,
+                first: first.first,
+                second_block: first.second_block,
+                second: first.second,
+                more: races[1..].iter().map(pair).collect(),
             },
         }
     }

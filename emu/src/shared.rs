@@ -97,6 +97,7 @@ impl Default for Sites {
 }
 
 /// A conflicting earlier access found by [`SharedArena::check`].
+#[derive(Clone)]
 pub(super) struct Race {
     /// Byte offset in its array.
     pub offset: usize,
@@ -254,6 +255,17 @@ impl SharedArena {
                 self.word_sites[w] = at[0];
             }
         }
+    }
+
+    /// The `n` bytes at arena `offset`, as the block's threads have stored them.
+    pub(super) fn bytes_at(&self, offset: usize, n: usize) -> &[u8] {
+        assert!(
+            offset + n <= CAPACITY,
+            "bytes {offset}..+{n} outside the arena"
+        );
+        // SAFETY: inside `data` (asserted), which the block's threads write only while they
+        // run, not while the emulator holds this borrow between their device calls.
+        unsafe { std::slice::from_raw_parts(self.dynamic_ptr().add(offset), n) }
     }
 
     pub(super) fn dynamic_ptr(&self) -> *mut u8 {

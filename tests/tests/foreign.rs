@@ -474,3 +474,67 @@ fn printf_prints_as_c_and_returns_its_argument_count() {
         );
     }
 }
+
+/// A module whose every thread stores one shared flag (`same` nonzero: all the value 1, else
+/// each its `%tid.x`) with no barrier between the stores, then thread 0 copies it out plus 41.
+const FLAG_PTX: &str = "
+.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry set_flag(.param .u64 out, .param .u32 same)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<3>;
+    .shared .align 4 .b8 flag[4];
+
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [same];
+    mov.u32 %r2, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    selp.b32 %r3, 1, %r2, %p1;
+    st.shared.u32 [flag], %r3;
+    bar.sync 0;
+    setp.ne.u32 %p2, %r2, 0;
+    @%p2 bra DONE;
+    ld.shared.u32 %r4, [flag];
+    add.s32 %r5, %r4, 41;
+    cvta.to.global.u64 %rd2, %rd1;
+    st.global.u32 [%rd2], %r5;
+DONE:
+    ret;
+}
+";
+
+/// The benign race and the shared race check's switch on the PTX backend, where the emulator
+/// sees each store before the interpreter writes its bytes.
+#[test]
+fn same_value_stores_are_a_benign_race_on_the_ptx_backend_and_the_switch_lets_a_race_run() {
+    use host::foreign::{Arg, Module};
+    let module = Module::load(FLAG_PTX.to_string(), "flag.ptx").unwrap();
+    let rt = module.runtime();
+    let Backend::Ptx(device) = rt.backend() else {
+        unreachable!("a module's runtime is the PTX backend")
+    };
+    let emu = device.emulator();
+    let out = rt.alloc::<u32>(1).unwrap();
+    let run = |same: u32| -> host::Result<u32> {
+        let args = [Arg::buffer(&out), Arg::U32(same)];
+        module.launch("set_flag", &LaunchConfig::linear(1, 64), &args)?;
+        Ok(rt.download(&out)?[0])
+    };
+    assert_eq!(run(1).unwrap(), 42);
+    let benign = emu.take_benign_races();
+    assert_eq!(benign.len(), 1, "{benign:?}");
+    assert_eq!(
+        (benign[0].first.thread.x, benign[0].second.thread.x),
+        (0, 1)
+    );
+    let err = run(0).unwrap_err().to_string();
+    assert!(err.contains("data race on shared memory"), "{err}");
+    emu.set_shared_race_check(false);
+    let unchecked = run(0);
+    emu.set_shared_race_check(true);
+    assert_eq!(unchecked.unwrap(), 63 + 41);
+}

@@ -22,6 +22,7 @@ fn global_race(err: &emu::EmuError) -> ((usize, usize), [Side; 2]) {
         first,
         second_block,
         second,
+        ..
     } = &err.kind
     else {
         panic!("{err}")
@@ -322,4 +323,58 @@ fn a_scatter_of_768_threads_into_3_mb_is_checked_in_time_and_a_repeated_slot_is_
     assert_eq!(offset, 4 * shared as usize, "{err}");
     assert_eq!((first.0, first.1), (0, 3), "{err}");
     assert_eq!((second.0, second.1), (5, 700 - 5 * 128), "{err}");
+}
+
+kernel! {
+    /// Every thread of the block stores into one shared flag (`same`: all the value 1, else
+    /// each its own index) with no barrier between the stores; thread 0 copies the flag out
+    /// after the barrier, plus 41, to its block's element.
+    pub unsafe fn every_thread_sets_one_flag(out: GlobalPtr<u32>, same: bool) {
+        let flag = shared_array![flag: [u32; 1]];
+        let t = thread_idx_x();
+        unsafe { flag.write(0, if same { 1 } else { t }) };
+        sync_threads();
+        if t == 0 {
+            unsafe { out.write(block_idx_x() as usize, flag.read(0) + 41) };
+        }
+    }
+}
+
+#[test]
+fn stores_of_the_same_value_to_one_shared_slot_are_a_benign_race_and_others_an_error() {
+    let (rt, emu) = emulator();
+    let out = rt.alloc::<u32>(2).unwrap();
+    let o = out.ptr();
+    let cfg = LaunchConfig::linear(2, 64);
+    let launch = |same| {
+        emu.launch("every_thread_sets_one_flag", &cfg, || unsafe {
+            every_thread_sets_one_flag(o, same)
+        })
+    };
+    launch(true).unwrap();
+    assert_eq!(rt.download(&out).unwrap(), [42, 42]);
+    let benign = emu.take_benign_races();
+    // One pair of sites (the store with itself), the first block's.
+    assert_eq!(benign.len(), 1, "{benign:?}");
+    let b = &benign[0];
+    assert_eq!((b.block.x, b.offset), (0, 0), "{b}");
+    assert_eq!((b.first.thread.x, b.second.thread.x), (0, 1), "{b}");
+    assert_eq!(b.first.site, b.second.site, "{b}");
+    assert!(
+        b.to_string().contains("benign data race on shared memory"),
+        "{b}"
+    );
+    // Each thread its own value: a race, whatever lands last.
+    let err = emu_error(launch(false));
+    let EmuErrorKind::SharedRace { first, second, .. } = err.kind else {
+        panic!("{err}")
+    };
+    assert_eq!((first.thread.x, second.thread.x), (0, 1), "{err}");
+    assert!(emu.take_benign_races().is_empty());
+    // The check off: the racy kernel runs, and the last store (thread 63's) lands.
+    emu.set_shared_race_check(false);
+    let numbers = launch(false);
+    emu.set_shared_race_check(true);
+    numbers.unwrap();
+    assert_eq!(rt.download(&out).unwrap(), [63 + 41; 2]);
 }

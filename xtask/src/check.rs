@@ -35,10 +35,23 @@ pub struct CheckArgs {
     pub shared: u32,
     /// One per parameter, in order: a scalar `TYPE:VALUE` (`i32:64`, `f32:0.5`, `u64:7`), a
     /// buffer `TYPE[N]:INIT` (TYPE f32, f64, f16, bf16, i32, u32, u8, u16, u64; INIT zeros, ones,
-    /// rand (uniform in [-1, 1), integers in [0, 100)) or iota), or a view `view:K+OFFSET`: the
-    /// buffer of argument K (from 0) from element OFFSET on.
+    /// rand (uniform in [-1, 1), integers in [0, 100)), iota, or a NumPy file `FILE.npy` of
+    /// that type, N elements in all, or any number with `TYPE[..]`), or a view
+    /// `view:K+OFFSET`: the buffer of argument K (from 0) from element OFFSET on.
     #[arg(long = "arg", allow_hyphen_values = true)]
     pub args: Vec<String>,
+    /// Turn the shared-memory race check off, to see the numbers of a kernel whose races in
+    /// shared memory are deliberate (reads of bytes nobody wrote are still reported). Stores
+    /// of the same bytes are benign races, warned about without this.
+    #[arg(long)]
+    pub no_shared_races: bool,
+    /// Turn the global-memory race check off.
+    #[arg(long)]
+    pub no_global_races: bool,
+    /// After a clean launch, write each buffer argument K to DIR/argK.npy (NumPy's format;
+    /// bf16 as its raw bits, `<u2`).
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<PathBuf>,
     /// List the module's entries, their parameters and whether each decodes, and stop.
     #[arg(long)]
     pub list: bool,
@@ -83,10 +96,25 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         shared_mem_bytes: args.shared,
     };
     let rt = module.runtime();
-    if let host::runtime::Backend::Ptx(device) = rt.backend() {
-        // Every check on, whatever KERNELS_EMU_GLOBAL_RACES says.
-        device.emulator().set_global_race_check(true);
-    }
+    let emulator = match rt.backend() {
+        host::runtime::Backend::Ptx(device) => device.emulator(),
+        _ => return Err("check runs on the PTX backend, which this runtime is not".into()),
+    };
+    // Every check on unless a flag says, whatever KERNELS_EMU_GLOBAL_RACES and
+    // KERNELS_EMU_SHARED_RACES say.
+    emulator.set_global_race_check(!args.no_global_races);
+    emulator.set_shared_race_check(!args.no_shared_races);
+    let off: Vec<&str> = [
+        (args.no_shared_races, "the shared-memory race check"),
+        (args.no_global_races, "the global-memory race check"),
+    ]
+    .into_iter()
+    .filter_map(|(off, what)| off.then_some(what))
+    .collect();
+    let checks = match off.as_slice() {
+        [] => "every emulator check on".to_string(),
+        off => format!("every emulator check on but {}", off.join(" and ")),
+    };
     let mut buffers: Vec<Option<Buffer>> = Vec::new();
     for (k, spec) in args.args.iter().enumerate() {
         let arg = parse_arg(spec, k).map_err(|e| format!("--arg {spec}: {e}"))?;
@@ -120,14 +148,22 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         _ => format!("`{entry}`"),
     };
     println!(
-        "{origin}: {shown} on a grid of {} x {} x {} blocks of {} x {} x {} threads ({threads} threads), every emulator check on",
+        "{origin}: {shown} on a grid of {} x {} x {} blocks of {} x {} x {} threads ({threads} threads), {checks}",
         cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y, cfg.block.z
     );
     let launched = module.launch(entry, &cfg, &launch_args);
     print_printed(module.take_printed());
     let counters = launched.map_err(|e| e.to_string())?;
+    let benign = emulator.take_benign_races().len();
+    let races = match benign {
+        0 => "no data race".to_string(),
+        n => format!(
+            "no data race but {n} benign one{} (stores of the same bytes: the warnings above)",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
     println!(
-        "no bug found: no out-of-bounds or misaligned access, no data race, no barrier divergence, no failed assert"
+        "no bug found: no out-of-bounds or misaligned access, {races}, no barrier divergence, no failed assert"
     );
     println!(
         "global memory: {} bytes read, {} written; shared memory: {} read, {} written; {} barriers, {} warp collectives",
@@ -138,9 +174,21 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         counters.barriers,
         counters.warp_collectives
     );
+    if let Some(dir) = &args.dump {
+        std::fs::create_dir_all(dir).map_err(|e| format!("--dump {}: {e}", dir.display()))?;
+    }
     for (k, b) in buffers.iter().enumerate() {
         if let Some(b) = b {
-            println!("argument {k} after the launch: {}", b.summary(rt)?);
+            let mut line = format!("argument {k} after the launch: {}", b.summary(rt)?);
+            if let Some(dir) = &args.dump {
+                let path = dir.join(format!("arg{k}.npy"));
+                let (descr, data) = b.raw(rt)?;
+                let len = data.len() / crate::npy::element_size(descr)?;
+                let file = crate::npy::to_bytes(descr, &[len], &data);
+                std::fs::write(&path, file).map_err(|e| format!("{}: {e}", path.display()))?;
+                line.push_str(&format!(", written to {}", path.display()));
+            }
+            println!("{line}");
         }
     }
     Ok(())
@@ -209,7 +257,8 @@ enum Parsed {
     Scalar(Arg<'static>),
     Buffer {
         ty: String,
-        len: usize,
+        /// `None` for `TYPE[..]`: the file's.
+        len: Option<usize>,
         init: String,
     },
     View {
@@ -236,9 +285,16 @@ fn parse_arg(spec: &str, k: usize) -> Result<Parsed, String> {
         return Ok(Parsed::View { of, offset });
     }
     if let Some((ty, len)) = head.strip_suffix(']').and_then(|h| h.split_once('[')) {
-        let len = len
-            .parse()
-            .map_err(|_| format!("`{len}` is not a number of elements"))?;
+        let len = match len {
+            ".." if value.ends_with(".npy") => None,
+            ".." => {
+                return Err("`[..]` takes its length from a .npy file (TYPE[..]:FILE.npy)".into());
+            }
+            n => Some(
+                n.parse()
+                    .map_err(|_| format!("`{n}` is not a number of elements"))?,
+            ),
+        };
         return Ok(Parsed::Buffer {
             ty: ty.to_string(),
             len,
@@ -279,9 +335,40 @@ enum Buffer {
     U64(DeviceBuffer<u64>),
 }
 
+/// The NumPy dtype a buffer of `ty` is written as and read from (bf16, which NumPy lacks, as
+/// its raw bits).
+fn npy_descr(ty: &str) -> Result<&'static str, String> {
+    Ok(match ty {
+        "f32" => "<f4",
+        "f64" => "<f8",
+        "f16" => "<f2",
+        "bf16" | "u16" => "<u2",
+        "i32" => "<i4",
+        "u32" => "<u4",
+        "u8" => "|u1",
+        "u64" => "<u8",
+        other => {
+            return Err(format!(
+                "unknown element type `{other}` (f32, f64, f16, bf16, i32, u32, u8, u16, u64)"
+            ));
+        }
+    })
+}
+
 impl Buffer {
-    /// `len` elements of `ty` initialised as `init` says (`rand` seeded by the argument's place).
-    fn new(rt: &Runtime, ty: &str, len: usize, init: &str, seed: u64) -> Result<Self, String> {
+    /// `len` elements of `ty` initialised as `init` says (`rand` seeded by the argument's place),
+    /// or read from the `.npy` file `init` names (`len` `None`: as many as it holds).
+    fn new(
+        rt: &Runtime,
+        ty: &str,
+        len: Option<usize>,
+        init: &str,
+        seed: u64,
+    ) -> Result<Self, String> {
+        if init.ends_with(".npy") {
+            return Self::from_npy(rt, ty, len, init);
+        }
+        let len = len.expect("parse_arg takes `[..]` with a .npy file only");
         let values: Vec<f64> = match init {
             "zeros" => vec![0.0; len],
             "ones" => vec![1.0; len],
@@ -326,6 +413,75 @@ impl Buffer {
                 ));
             }
         })
+    }
+
+    /// The buffer the NumPy file at `path` holds, which must be of `ty` (f16 also as raw `<u2`)
+    /// and, when `len` says, of that many elements.
+    fn from_npy(rt: &Runtime, ty: &str, len: Option<usize>, path: &str) -> Result<Self, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+        let npy = crate::npy::from_bytes(&bytes).map_err(|e| format!("{path}: {e}"))?;
+        let want = npy_descr(ty)?;
+        if npy.descr != want && !(ty == "f16" && npy.descr == "<u2") {
+            return Err(format!(
+                "{path} holds {} elements, not {ty} ({want})",
+                npy.descr
+            ));
+        }
+        if let Some(len) = len.filter(|&n| n != npy.len()) {
+            return Err(format!(
+                "{path} holds {} elements (shape {:?}), not {len}",
+                npy.len(),
+                npy.shape
+            ));
+        }
+        fn up<T: Element, const N: usize>(
+            rt: &Runtime,
+            data: &[u8],
+            from: fn([u8; N]) -> T,
+        ) -> Result<DeviceBuffer<T>, String> {
+            let v: Vec<T> = data
+                .chunks_exact(N)
+                .map(|c| from(c.try_into().expect("chunks of N")))
+                .collect();
+            rt.upload(&v).map_err(|e| e.to_string())
+        }
+        let d = &npy.data;
+        Ok(match ty {
+            "f32" => Self::F32(up(rt, d, f32::from_le_bytes)?),
+            "f64" => Self::F64(up(rt, d, f64::from_le_bytes)?),
+            "f16" => Self::F16(up(rt, d, f16::from_le_bytes)?),
+            "bf16" => Self::Bf16(up(rt, d, bf16::from_le_bytes)?),
+            "i32" => Self::I32(up(rt, d, i32::from_le_bytes)?),
+            "u32" => Self::U32(up(rt, d, u32::from_le_bytes)?),
+            "u8" => Self::U8(up(rt, d, u8::from_le_bytes)?),
+            "u16" => Self::U16(up(rt, d, u16::from_le_bytes)?),
+            "u64" => Self::U64(up(rt, d, u64::from_le_bytes)?),
+            other => unreachable!("npy_descr refused `{other}`"),
+        })
+    }
+
+    /// The buffer's NumPy dtype and its elements' little-endian bytes, as `--dump` writes them.
+    fn raw(&self, rt: &Runtime) -> Result<(&'static str, Vec<u8>), String> {
+        fn bytes<T: Element, const N: usize>(
+            rt: &Runtime,
+            b: &DeviceBuffer<T>,
+            to: fn(T) -> [u8; N],
+        ) -> Result<Vec<u8>, String> {
+            let v = rt.download(b).map_err(|e| e.to_string())?;
+            Ok(v.into_iter().flat_map(to).collect())
+        }
+        let (ty, data) = match self {
+            Self::F32(b) => ("f32", bytes(rt, b, f32::to_le_bytes)?),
+            Self::F64(b) => ("f64", bytes(rt, b, f64::to_le_bytes)?),
+            Self::F16(b) => ("f16", bytes(rt, b, f16::to_le_bytes)?),
+            Self::Bf16(b) => ("bf16", bytes(rt, b, bf16::to_le_bytes)?),
+            Self::I32(b) => ("i32", bytes(rt, b, i32::to_le_bytes)?),
+            Self::U32(b) => ("u32", bytes(rt, b, u32::to_le_bytes)?),
+            Self::U8(b) => ("u8", bytes(rt, b, u8::to_le_bytes)?),
+            Self::U16(b) => ("u16", bytes(rt, b, u16::to_le_bytes)?),
+            Self::U64(b) => ("u64", bytes(rt, b, u64::to_le_bytes)?),
+        };
+        Ok((npy_descr(ty)?, data))
     }
 
     /// `TYPE[N]: first four values ... last two (sum S)`: enough to see a kernel's result at a
@@ -381,5 +537,32 @@ impl Buffer {
             Self::U64(b) => Arg::view(b, offset),
         };
         view.map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bf16 buffer read from a `.npy` file of raw bits (`TYPE[..]`: as many as it holds) is
+    /// dumped as the same bits, and a file of another dtype or length is refused with why.
+    #[test]
+    fn a_buffer_from_a_npy_file_dumps_as_the_same_file() {
+        let rt = Runtime::emulator();
+        let values = [1.0f32, -2.5, 0.125, 3.0e5, 0.0];
+        let bits: Vec<u8> = values
+            .iter()
+            .flat_map(|&x| bf16::from_f32(x).to_le_bytes())
+            .collect();
+        let path = std::env::temp_dir().join(format!("check-npy-{}.npy", std::process::id()));
+        let file = crate::npy::to_bytes("<u2", &[values.len()], &bits);
+        std::fs::write(&path, &file).unwrap();
+        let name = path.to_str().unwrap();
+        let buffer = Buffer::new(&rt, "bf16", None, name, 0).unwrap();
+        assert_eq!(buffer.raw(&rt).unwrap(), ("<u2", bits));
+        let refused = |ty: &str, len| Buffer::new(&rt, ty, len, name, 0).err().unwrap();
+        assert!(refused("f32", None).contains("holds <u2 elements, not f32"));
+        assert!(refused("bf16", Some(4)).contains("holds 5 elements"));
+        std::fs::remove_file(&path).unwrap();
     }
 }

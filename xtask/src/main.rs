@@ -32,6 +32,7 @@ mod exercise;
 mod figures;
 mod hierarchy;
 mod inspect;
+mod npy;
 mod nvrtc;
 mod occupancy;
 mod plot;
