@@ -339,18 +339,20 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
     let mut m = [f32::NEG_INFINITY; 2 * ROW_TILES];
     let mut l = [0.0f32; 2 * ROW_TILES];
     let scale_log2 = scale * LOG2_E;
-    // How many keys each of those rows sees (`is_visible` is `key < key_end`): 4 registers, and
-    // one compare per score, where the full mask per score kept ~64 more values live.
-    let mut key_end = [0u32; 2 * ROW_TILES];
+    // The mask in 4 registers: how many keys each of those rows does not see, past its causal
+    // diagonal; key `j` is visible where `j + hidden < n_kv` (`is_visible`, which per score
+    // keeps ~64 more values live). Counted from the end so that no mask is the constant 0: as
+    // a count of visible keys it would share n_kv's register, which the PTX convergence check
+    // (it follows registers, not values) would then take for a per-lane tile count.
+    let mut hidden = [0u32; 2 * ROW_TILES];
     unroll!(t in 0..2 {
         unroll!(h in 0..2 {
             let row = i0 + row_tile_start(warp, t) + lane / 4 + 8 * h;
-            key_end[lane_row(t, 2 * h)] = visible_keys(row, n_q, n_kv, causal) as u32;
+            hidden[lane_row(t, 2 * h)] = (n_kv - visible_keys(row, n_q, n_kv, causal)) as u32;
         });
     });
 
-    for j in 0..tiles as u32 {
-        let j = j as usize;
+    for j in 0..tiles {
         // Tile j is in its stage, visible to every thread. Start copying tile j + 1 into the
         // other stage, which every warp finished reading (tile j - 1) before the last barrier;
         // it lands while this tile is computed. (An empty group past the end keeps the count.)
@@ -369,7 +371,8 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
         // The tile in steps of KEYS keys, each one whole step of the recurrence.
         for step in 0..BC / KEYS {
             let j0 = j * BC + step * KEYS; // first key of the step
-            let (k_step, v_step) = (k_lane.offset(step * KEYS * stride), v_lane.offset(step * KEYS * stride));
+            let k_step = k_lane.offset(step * KEYS * stride);
+            let v_step = v_lane.offset(step * KEYS * stride);
             // Likewise Q's (d = 128): a base the compiler cannot hoist, or it would keep all 16
             // fragment addresses live across the loop, 32 registers.
             let q_in_loop = opaque(q_lane);
@@ -405,7 +408,7 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
                         let x = &mut s[t][nt][e];
                         let (_, c) = accumulator_at(lane, e);
                         let row = lane_row(t, e);
-                        *x = if ((j0 + nt * 8 + c) as u32) < key_end[row] {
+                        *x = if j0 + nt * 8 + c + (hidden[row] as usize) < n_kv {
                             *x * scale_log2
                         } else {
                             f32::NEG_INFINITY
