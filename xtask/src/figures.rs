@@ -1183,9 +1183,10 @@ fn online_softmax() -> String {
 fn flash_tiling() -> String {
     use kernels::attention::flash_mma::{BC, BR, STAGES};
     use kernels::attention::kv_end;
-    // One head of n = 4 key tiles; query tile 2 (rows 2 BR..3 BR), causal: it needs key tiles up
-    // to its diagonal only.
-    let (n, tile) = (4 * BC, 2usize);
+    // One head of n = 4 key tiles; the query tile two before its end (rows tile BR ..), causal:
+    // it needs key tiles up to its diagonal only.
+    let n = 4 * BC;
+    let tile = (n / BR).saturating_sub(2);
     let steps = kv_end(tile * BR, BR, n, n, true).div_ceil(BC);
     let all_steps = n.div_ceil(BC);
     let mut svg = Svg::new(980.0, 430.0);

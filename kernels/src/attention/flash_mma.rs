@@ -2,12 +2,15 @@
 //! input type, LSE in f32.
 //!
 //! The recurrence is [`flash_f32`](super::flash_f32)'s, line for line; what changes is who holds
-//! what. A block of 4 warps takes `BR = 64` query rows, 16 per warp, and streams K/V tiles of
-//! `BC = 64` keys through shared memory. Each warp computes its `16 x BC` slice of
-//! `S_i^(j) = Q_i K_j^T` with `mma.sync.m16n8k16`, so the scores, `P`, and the `16 x d` output
-//! accumulator all live in the warp's registers as mma accumulator fragments: lane `(g, t) =
-//! (lane / 4, lane % 4)` holds rows `g` and `g + 8` of each 16 x 8 piece, columns `2t, 2t + 1`.
-//! Row statistics `m`, `l` are therefore per lane for two rows; a row's max is combined over its
+//! what. A block of 4 warps takes `BR = 128` query rows, 32 per warp as two `m16` row tiles, and
+//! streams K/V tiles of `BC = 64` keys through shared memory. Each warp computes its `32 x BC`
+//! slice of `S_i^(j) = Q_i K_j^T` with `mma.sync.m16n8k16`, so the scores, `P`, and the `32 x d`
+//! output accumulator all live in the warp's registers as mma accumulator fragments: lane
+//! `(g, t) = (lane / 4, lane % 4)` holds rows `g` and `g + 8` of each 16 x 8 piece, columns
+//! `2t, 2t + 1`. Each K or V fragment a warp loads from shared memory feeds both row tiles' `mma`s:
+//! shared memory's bandwidth, not the tensor cores, bounds this kernel, and two row tiles halve
+//! its reads per FLOP.
+//! Row statistics `m`, `l` are therefore per lane for four rows; a row's max is combined over its
 //! 4 lanes with two shuffles, and its sum only once, at the end (every lane of a row rescales by
 //! the same factor, so the per-lane partial sums can be merged last).
 //!
@@ -16,11 +19,12 @@
 //! output to the next one's input without leaving registers, rounded to 16 bits on the way.
 //!
 //! Memory pyramid: Q, K, V tiles in shared memory (rows padded by 16 bytes so that `ldmatrix`'s
-//! eight 16-byte rows fall in different banks); Q's fragments, S/P, O, m, l in registers.
+//! eight 16-byte rows fall in different banks); S/P, O, m, l in registers, and Q's fragments too
+//! where they fit ([`q_in_registers`]).
 //! K and V are double-buffered: `cp.async` (the GEMM chapter's pipeline) copies tile j + 1 into
 //! one stage while the warps compute on tile j in the other, one barrier per tile.
 
-use super::{LOG2_E, exp2_fma, is_visible, kv_end, select_head};
+use super::{LOG2_E, exp2_fma, kv_end, select_head, visible_keys};
 use crate::cuda::intrinsics::log2_approx;
 use crate::cuda::mma::{MmaInput, ldmatrix_x4, mma_m16n8k16};
 use crate::cuda::pipeline::{
@@ -34,16 +38,25 @@ use crate::gemm::{accumulator_position, ldmatrix_x4_lane};
 use crate::softmax::{exp2_shifted, maximum, shifted};
 use crate::{kernel, unroll};
 
-/// Query rows per block: 4 warps of 16 rows (the M of `m16n8k16`).
-pub const BR: usize = 64;
+/// `m16` row tiles (the M of `m16n8k16`) per warp: every K and V fragment a warp loads by
+/// `ldmatrix` feeds one `mma` per row tile, so two halve the shared-memory reads per FLOP.
+pub const ROW_TILES: usize = 2;
+/// Query rows per warp.
+pub const WARP_ROWS: usize = 16 * ROW_TILES;
+/// Warps per block.
+pub const WARPS: usize = 4;
+/// Query rows per block: 4 warps of 32 rows.
+pub const BR: usize = WARPS * WARP_ROWS;
 /// Keys per K/V tile.
 pub const BC: usize = 64;
+/// Keys per step of the recurrence: a K/V tile is taken in two steps, each computing its scores,
+/// softmax and `P V` before the next, so that a warp's scores (32 x KEYS f32) take 32
+/// registers instead of 64, beside O's 128 at d = 128: what lets 32 rows fit without spills.
+pub const KEYS: usize = 32;
 const _: () = assert!(
-    BC / 8 == 8,
-    "the exponential loop unrolls 8 pieces of 8 keys"
+    KEYS / 8 == 4 && BC.is_multiple_of(KEYS),
+    "the score loops unroll 4 pieces of 8 keys"
 );
-/// Warps per block, and threads.
-pub const WARPS: usize = BR / 16;
 /// Threads per block.
 pub const THREADS: usize = WARPS * WARP_SIZE as usize;
 /// Padding of every shared row, in elements: 8 x 2 bytes = 16 bytes, one `ldmatrix` row.
@@ -51,9 +64,47 @@ pub const ROW_PAD: usize = 8;
 /// Registers are sized for the largest head dimension; a `d = 64` kernel uses half.
 pub(super) const MAX_D: usize = 128;
 
-// The unrolled loops below are written for these sizes: BC / 8 = 8 score pieces, 4 k-steps
-// of P V; d / 16 <= 8 k-steps of Q K^T, d / 8 <= 16 output pieces.
-const _: () = assert!(BC == 64 && BR == 16 * WARPS && MAX_D == 128);
+// The unrolled loops below are written for these sizes: 2 row tiles, BC / 8 = 8 score pieces,
+// 4 k-steps of P V; d / 16 <= 8 k-steps of Q K^T, d / 8 <= 16 output pieces.
+const _: () = assert!(BC == 64 && ROW_TILES == 2 && MAX_D == 128);
+
+/// Whether a warp keeps Q's A fragments in registers for the whole key loop (`D / 16 x 4`
+/// registers per row tile), or loads them from shared memory again at every key tile. At
+/// d = 128 two row tiles' O accumulators (128 registers) and scores (64) leave no room for Q's
+/// 64: held, they would spill to local memory (HBM behind the L1); reloading costs one
+/// `ldmatrix` per k-step and row tile, a quarter of what the two row tiles save on K and V.
+pub const fn q_in_registers(d: usize) -> bool {
+    d <= 64
+}
+
+/// `p`, through an empty `asm!` the compiler cannot see into: addresses computed from it inside
+/// a loop stay there, as adds of constants, instead of being hoisted out of the loop into
+/// registers that stay live across it.
+#[inline(always)]
+fn opaque<T: Copy>(p: SharedPtr<T>) -> SharedPtr<T> {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let mut a = p.as_ptr() as u64;
+        // SAFETY: moves a register to itself.
+        unsafe { core::arch::asm!("mov.b64 {a}, {a};", a = inout(reg64) a) };
+        SharedPtr::from_raw(a as *mut T)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    p
+}
+
+/// The first row, in the block's tile, of row tile `t` of warp `warp`.
+#[inline(always)]
+fn row_tile_start(warp: usize, t: usize) -> usize {
+    warp * WARP_ROWS + 16 * t
+}
+
+/// Which of this lane's four rows accumulator register `e` (0..4) of row tile `t` belongs to:
+/// `2 t` for row `g`, `2 t + 1` for row `g + 8`; the index of `m` and `l`.
+#[inline(always)]
+const fn lane_row(t: usize, e: usize) -> usize {
+    2 * t + e / 2
+}
 
 /// Dynamic shared memory for head dimension `d`: the Q tile and two stages of K and V tiles,
 /// 2-byte elements.
@@ -235,10 +286,8 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
     let bh = block_idx_y() as usize;
     let i0 = block_idx_x() as usize * BR; // first query row of the block
     let lane = lane_id() as usize;
-    let w0 = (thread_idx_x() as usize / 32) * 16; // first row of this warp's 16, in the tile
+    let warp = thread_idx_x() as usize / WARP_SIZE as usize;
     let ([q, k, v, o], lse) = select_head([q, k, v, o], lse, bh, (n_q, n_kv, D));
-    // The two rows (of the head) this lane's fragments hold: g and g + 8 of the warp's 16.
-    let rows = [i0 + w0 + lane / 4, i0 + w0 + lane / 4 + 8];
 
     // Shared: Q_i [BR x D] and two stages of K_j, V_j [BC x D], rows padded.
     let stride = D + ROW_PAD;
@@ -263,22 +312,45 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
     cp_async_wait_group::<0>();
     sync_threads();
 
-    // Q_i: shared -> registers, once: the warp's 16 rows as D / 16 A fragments.
-    let mut q_frag = [[0u32; 4]; MAX_D / 16];
+    // Q_i's A fragments, k-step `kk` of row tile `t`: from shared memory by `ldmatrix`, at
+    // constant offsets from this lane's row, `q_lane`.
     let (ar, ac) = x4_lane(lane);
-    unroll!(kk in 0..8 {
-        if kk < D / 16 {
-            q_frag[kk] =
-                unsafe { ldmatrix_x4(q_s.offset((w0 + ar) * stride + kk * 16 + ac), false) };
-        }
-    });
+    let q_lane = q_s.offset((row_tile_start(warp, 0) + ar) * stride + ac);
+    let q_fragment = |q_lane: SharedPtr<T>, t: usize, kk: usize| unsafe {
+        ldmatrix_x4(q_lane.offset(16 * t * stride + kk * 16), false)
+    };
+    // Where they fit (d = 64), Q_i goes shared -> registers once: the warp's two row tiles as
+    // D / 16 A fragments each.
+    let mut q_held = [[[0u32; 4]; MAX_D / 16]; ROW_TILES];
+    if q_in_registers(D) {
+        unroll!(t in 0..2 {
+            unroll!(kk in 0..8 {
+                if kk < D / 16 {
+                    q_held[t][kk] = q_fragment(q_lane, t, kk);
+                }
+            });
+        });
+    }
 
-    // Registers: O_i (16 x D per warp, D / 8 accumulator fragments), and m, l for rows g, g + 8
-    // (l as this lane's partial sum over its columns).
-    let mut o_acc = [[0.0f32; 4]; MAX_D / 8];
-    let mut m = [f32::NEG_INFINITY; 2];
-    let mut l = [0.0f32; 2];
+    // Registers: O_i (32 x D per warp, D / 8 accumulator fragments per row tile), and m, l for
+    // this lane's 4 rows, g and g + 8 of each row tile ([`lane_row`]; l as this lane's partial
+    // sum over its columns).
+    let mut o_acc = [[[0.0f32; 4]; MAX_D / 8]; ROW_TILES];
+    let mut m = [f32::NEG_INFINITY; 2 * ROW_TILES];
+    let mut l = [0.0f32; 2 * ROW_TILES];
     let scale_log2 = scale * LOG2_E;
+    // The mask in 4 registers: how many keys each of those rows does not see, past its causal
+    // diagonal; key `j` is visible where `j + hidden < n_kv` (`is_visible`, which per score
+    // keeps ~64 more values live). Counted from the end so that no mask is the constant 0: as
+    // a count of visible keys it would share n_kv's register, which the PTX convergence check
+    // (it follows registers, not values) would then take for a per-lane tile count.
+    let mut hidden = [0u32; 2 * ROW_TILES];
+    unroll!(t in 0..2 {
+        unroll!(h in 0..2 {
+            let row = i0 + row_tile_start(warp, t) + lane / 4 + 8 * h;
+            hidden[lane_row(t, 2 * h)] = (n_kv - visible_keys(row, n_q, n_kv, causal)) as u32;
+        });
+    });
 
     for j in 0..tiles {
         // Tile j is in its stage, visible to every thread. Start copying tile j + 1 into the
@@ -288,96 +360,132 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
             copy_kv(j + 1);
         }
         cp_async_commit_group();
-        let j0 = j * BC;
-
-        // S_i^(j) = Q_i K_j^T: [16 x BC] per warp, BC / 8 accumulators, D / 16 k-steps.
-        let mut s = [[0.0f32; 4]; BC / 8];
         // This lane's ldmatrix rows of K_j and V_j. (The bases change with the stage, so the
-        // compiler computes the 32 + 32 fragment addresses here, as adds of constants, instead
-        // of hoisting them out of the loop into 128 live registers.)
+        // compiler computes the fragment addresses here, as adds of constants, instead of
+        // hoisting them out of the loop into 128 live registers.)
         let (k_s, v_s) = kv_stage::<T, D>(j % STAGES);
         let (br, bc) = b_fragment_row(lane);
         let (vr, vc) = x4_lane(lane);
         let k_lane = k_s.offset(br * stride + bc);
         let v_lane = v_s.offset(vr * stride + vc);
-        unroll!(kk in 0..8 {
-            if kk < D / 16 {
-                unroll!(pair in 0..4 {
-                    let nt = 2 * pair; // two 8-key pieces per ldmatrix
-                    let b = unsafe { ldmatrix_x4(k_lane.offset(nt * 8 * stride + kk * 16), false) };
-                    s[nt] = mma_m16n8k16(T::INPUT, q_frag[kk], [b[0], b[1]], s[nt]);
-                    s[nt + 1] = mma_m16n8k16(T::INPUT, q_frag[kk], [b[2], b[3]], s[nt + 1]);
+        // The tile in steps of KEYS keys, each one whole step of the recurrence.
+        for step in 0..BC / KEYS {
+            let j0 = j * BC + step * KEYS; // first key of the step
+            let k_step = k_lane.offset(step * KEYS * stride);
+            let v_step = v_lane.offset(step * KEYS * stride);
+            // Likewise Q's (d = 128): a base the compiler cannot hoist, or it would keep all 16
+            // fragment addresses live across the loop, 32 registers.
+            let q_in_loop = opaque(q_lane);
+
+            // S_i^(j) = Q_i K_j^T: [32 x KEYS] per warp, KEYS / 8 accumulators per row tile,
+            // D / 16 k-steps; each K fragment feeds both row tiles.
+            let mut s = [[[0.0f32; 4]; KEYS / 8]; ROW_TILES];
+            unroll!(kk in 0..8 {
+                if kk < D / 16 {
+                    let a = if q_in_registers(D) {
+                        [q_held[0][kk], q_held[1][kk]]
+                    } else {
+                        [q_fragment(q_in_loop, 0, kk), q_fragment(q_in_loop, 1, kk)]
+                    };
+                    unroll!(pair in 0..2 {
+                        let nt = 2 * pair; // two 8-key pieces per ldmatrix
+                        let b = unsafe { ldmatrix_x4(k_step.offset(nt * 8 * stride + kk * 16), false) };
+                        unroll!(t in 0..2 {
+                            s[t][nt] = mma_m16n8k16(T::INPUT, a[t], [b[0], b[1]], s[t][nt]);
+                            s[t][nt + 1] = mma_m16n8k16(T::INPUT, a[t], [b[2], b[3]], s[t][nt + 1]);
+                        });
+                    });
+                }
+            });
+            // Scale (base 2) and mask; m_i^(j) = max(m_i^(j-1), rowmax(S_i^(j))) over the row's
+            // 4 lanes.
+            // (Unrolled by hand: S must stay in registers; a loop LLVM leaves rolled indexes it,
+            // and an indexed array lives in local memory, which is HBM behind the L1.)
+            let mut m_new = m;
+            unroll!(t in 0..2 {
+                unroll!(nt in 0..4 {
+                    unroll!(e in 0..4 {
+                        let x = &mut s[t][nt][e];
+                        let (_, c) = accumulator_at(lane, e);
+                        let row = lane_row(t, e);
+                        *x = if j0 + nt * 8 + c + (hidden[row] as usize) < n_kv {
+                            *x * scale_log2
+                        } else {
+                            f32::NEG_INFINITY
+                        };
+                        m_new[row] = maximum(m_new[row], *x);
+                    });
                 });
-            }
-        });
-        // Scale (base 2) and mask; m_i^(j) = max(m_i^(j-1), rowmax(S_i^(j))) over the row's
-        // 4 lanes.
-        // (Unrolled by hand: S must stay in registers; a loop LLVM leaves rolled indexes it, and
-        // an indexed array lives in local memory, which is HBM behind the L1.)
-        let mut m_new = m;
-        unroll!(nt in 0..8 {
-            unroll!(e in 0..4 {
-                let x = &mut s[nt][e];
-                let (r, c) = accumulator_at(lane, e);
-                let visible = is_visible(i0 + w0 + r, j0 + nt * 8 + c, n_q, n_kv, causal);
-                *x = if visible {
-                    *x * scale_log2
-                } else {
-                    f32::NEG_INFINITY
-                };
-                m_new[e / 2] = maximum(m_new[e / 2], *x);
             });
-        });
-        let m_new = m_new.map(quad_max);
-        // P_i^(j) = exp(S_i^(j) - m_i^(j)) in place; this lane's part of rowsum(P_i^(j)).
-        // `exp2_shifted` gives the softmax chapter's special values (see `kernels::attention`).
-        // With FMA_EXP, every other 8-key piece takes its exponentials on the FMA units
-        // (`exp2_fma`), so the special function units do half of them.
-        // (Unrolled, so that the choice is made at compile time and `s` stays in registers.)
-        let mut rowsum = [0.0f32; 2];
-        unroll!(nt in 0..8 {
-            unroll!(e in 0..4 {
-                let x = &mut s[nt][e];
-                *x = if FMA_EXP && nt % 2 == 1 {
-                    shifted(*x, m_new[e / 2], exp2_fma)
-                } else {
-                    exp2_shifted(*x, m_new[e / 2])
-                };
-                rowsum[e / 2] += *x;
+            let m_new = m_new.map(quad_max);
+            // l_i^(j) = exp(m_i^(j-1) - m_i^(j)) l_i^(j-1) + rowsum(P_i^(j)), and O rescaled
+            // alike; the rescale first, so that m_i^(j-1) and alpha are dead before P is
+            // computed.
+            let mut alpha = [0.0f32; 2 * ROW_TILES];
+            unroll!(row in 0..4 {
+                alpha[row] = exp2_shifted(m[row], m_new[row]);
+                l[row] *= alpha[row];
             });
-        });
-        // l_i^(j) = exp(m_i^(j-1) - m_i^(j)) l_i^(j-1) + rowsum(P_i^(j)), and O rescaled alike.
-        let alpha = [exp2_shifted(m[0], m_new[0]), exp2_shifted(m[1], m_new[1])];
-        for h in 0..2 {
-            l[h] = alpha[h] * l[h] + rowsum[h];
+            m = m_new;
+            unroll!(t in 0..2 {
+                unroll!(nd in 0..16 {
+                    if nd < D / 8 {
+                        unroll!(e in 0..4 {
+                            o_acc[t][nd][e] *= alpha[lane_row(t, e)];
+                        });
+                    }
+                });
+            });
+            // P_i^(j) = exp(S_i^(j) - m_i^(j)) in place; this lane's part of rowsum(P_i^(j)).
+            // `exp2_shifted` gives the softmax chapter's special values (see
+            // `kernels::attention`). With FMA_EXP, every other 8-key piece takes its
+            // exponentials on the FMA units (`exp2_fma`), so the special function units do half
+            // of them. (Unrolled, so that the choice is made at compile time and `s` stays in
+            // registers.)
+            let mut rowsum = [0.0f32; 2 * ROW_TILES];
+            unroll!(t in 0..2 {
+                unroll!(nt in 0..4 {
+                    unroll!(e in 0..4 {
+                        let x = &mut s[t][nt][e];
+                        let row = lane_row(t, e);
+                        *x = if FMA_EXP && nt % 2 == 1 {
+                            shifted(*x, m[row], exp2_fma)
+                        } else {
+                            exp2_shifted(*x, m[row])
+                        };
+                        rowsum[row] += *x;
+                    });
+                });
+            });
+            unroll!(row in 0..4 {
+                l[row] += rowsum[row];
+            });
+            // O_i^(j) += P_i^(j) V_j: P straight from S's registers as A fragments (16 keys
+            // each), V_j's fragments by ldmatrix.trans, each feeding both row tiles.
+            unroll!(kk in 0..2 {
+                let p = [0, 1].map(|t| {
+                    let (lo, hi) = (s[t][2 * kk], s[t][2 * kk + 1]);
+                    [
+                        pack::<T>(lo[0], lo[1]),
+                        pack::<T>(lo[2], lo[3]),
+                        pack::<T>(hi[0], hi[1]),
+                        pack::<T>(hi[2], hi[3]),
+                    ]
+                });
+                unroll!(pair in 0..8 {
+                    let nd = 2 * pair; // two 8-column pieces of d per ldmatrix
+                    if nd < D / 8 {
+                        let b =
+                            unsafe { ldmatrix_x4(v_step.offset(kk * 16 * stride + nd * 8), true) };
+                        unroll!(t in 0..2 {
+                            o_acc[t][nd] = mma_m16n8k16(T::INPUT, p[t], [b[0], b[1]], o_acc[t][nd]);
+                            o_acc[t][nd + 1] =
+                                mma_m16n8k16(T::INPUT, p[t], [b[2], b[3]], o_acc[t][nd + 1]);
+                        });
+                    }
+                });
+            });
         }
-        unroll!(nd in 0..16 {
-            if nd < D / 8 {
-                for (e, x) in o_acc[nd].iter_mut().enumerate() {
-                    *x *= alpha[e / 2];
-                }
-            }
-        });
-        // O_i^(j) += P_i^(j) V_j: P straight from S's registers as A fragments (16 keys each),
-        // V_j's fragments by ldmatrix.trans.
-        unroll!(kk in 0..4 {
-            let (lo, hi) = (s[2 * kk], s[2 * kk + 1]);
-            let p = [
-                pack::<T>(lo[0], lo[1]),
-                pack::<T>(lo[2], lo[3]),
-                pack::<T>(hi[0], hi[1]),
-                pack::<T>(hi[2], hi[3]),
-            ];
-            unroll!(pair in 0..8 {
-                let nd = 2 * pair; // two 8-column pieces of d per ldmatrix
-                if nd < D / 8 {
-                    let b = unsafe { ldmatrix_x4(v_lane.offset(kk * 16 * stride + nd * 8), true) };
-                    o_acc[nd] = mma_m16n8k16(T::INPUT, p, [b[0], b[1]], o_acc[nd]);
-                    o_acc[nd + 1] = mma_m16n8k16(T::INPUT, p, [b[2], b[3]], o_acc[nd + 1]);
-                }
-            });
-        });
-        m = m_new;
         // Tile j + 1 has landed for this thread; after the barrier, for every thread, and every
         // warp is done with tile j, whose stage tile j + 2 will refill.
         cp_async_wait_group::<0>();
@@ -388,13 +496,18 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
     // merged over its 4 lanes now. A fully masked row has l = 0: zeros and -inf.
     let l = l.map(quad_sum);
     let inv_l = l.map(|x| if x > 0.0 { 1.0 / x } else { 0.0 });
-    unsafe { store_o::<T, D>(o, &o_acc, inv_l, lane, i0 + w0, n_q) };
-    for h in 0..2 {
-        if lane.is_multiple_of(4) && rows[h] < n_q {
-            let lse_2 = m[h] + log2_approx(l[h]);
-            unsafe { lse.write(rows[h], lse_2 * core::f32::consts::LN_2) };
-        }
-    }
+    unroll!(t in 0..2 {
+        let first_row = i0 + row_tile_start(warp, t);
+        let scale = [inv_l[lane_row(t, 0)], inv_l[lane_row(t, 2)]];
+        unsafe { store_o::<T, D>(o, &o_acc[t], scale, lane, first_row, n_q) };
+        unroll!(h in 0..2 {
+            let (row, own) = (first_row + lane / 4 + 8 * h, lane_row(t, 2 * h));
+            if lane.is_multiple_of(4) && row < n_q {
+                let lse_2 = m[own] + log2_approx(l[own]);
+                unsafe { lse.write(row, lse_2 * core::f32::consts::LN_2) };
+            }
+        });
+    });
 }
 
 macro_rules! flash_mma_kernel {

@@ -31,7 +31,7 @@ use crate::{kernel, unroll};
 
 /// Rows of a block's tile: 4 warps of 16 query rows (the M of `m16n8k16`). The scores kernel's
 /// tile is `TILE x TILE` of S (64 queries by 64 keys); `P V` streams V `TILE` keys at a time.
-pub const TILE: usize = super::flash_mma::BR;
+pub const TILE: usize = 64;
 /// Registers are sized for the largest head dimension (the fused kernel's); a `d = 64` kernel
 /// uses half.
 const MAX_D: usize = super::flash_mma::MAX_D;
