@@ -231,6 +231,19 @@ impl SharedArena {
         }
     }
 
+    /// Zeroes `[offset, offset + bytes)` (16-aligned) as written before the block started: every
+    /// read finds it initialised, and no thread's access races with that write.
+    fn zero_before_the_block(&mut self, offset: usize, bytes: usize) {
+        self.data[offset / 16..(offset + bytes).div_ceil(16)].fill(0);
+        let before = Shadow {
+            written: self.block_start,
+            ..Shadow::default()
+        };
+        let words = offset / 4..(offset + bytes).div_ceil(4);
+        self.words[words.clone()].fill(before);
+        self.bytes[4 * words.start..4 * words.end].fill(before);
+    }
+
     /// Tracks the words overlapping `[offset, offset + bytes)` byte by byte from now on.
     fn split(&mut self, offset: usize, bytes: usize) {
         for w in offset / 4..(offset + bytes).div_ceil(4) {
@@ -299,6 +312,9 @@ impl SharedArena {
         self.used = offset + bytes + RED_ZONE;
         self.grow_shadow(self.used);
         self.mark_allocation(offset, bytes);
+        if array.zeroed {
+            self.zero_before_the_block(offset, bytes);
+        }
         Ok((self.base() + offset) as *mut u8)
     }
 
@@ -1007,6 +1023,40 @@ mod tests {
     }
 
     #[test]
+    fn an_array_zeroed_before_the_block_reads_as_written_zeros_and_races_with_nothing() {
+        let mut a = SharedArena::default();
+        a.begin_block(0);
+        let array = |zeroed| SharedArray {
+            name: "t",
+            elem: "u8",
+            elem_bytes: 1,
+            zeroed,
+        };
+        // Leave nonzero bytes behind in a first block, as the arena is reused.
+        let p = a.static_ptr(0, 64, 16, CAPACITY, array(false)).unwrap();
+        unsafe { std::ptr::write_bytes(p, 0xAB, 64) };
+        a.begin_block(0);
+        let p = a.static_ptr(1, 64, 16, CAPACITY, array(true)).unwrap();
+        let offset = p as usize - a.base();
+        assert!((0..64).all(|i| unsafe { *p.add(i) } == 0));
+        // Two threads read the zeros, a third overwrites others: none of it is an uninitialised
+        // read, and the write does not race with the driver's.
+        accept(&mut a, offset, 8, 0, Access::Read);
+        accept(&mut a, offset, 8, 1, Access::Read);
+        accept(&mut a, offset + 8, 8, 2, Access::Write);
+        assert!(
+            a.end_interval().is_none(),
+            "a read of the zeroed bytes is not uninitialised"
+        );
+        let plain = a.static_ptr(2, 16, 16, CAPACITY, array(false)).unwrap() as usize - a.base();
+        accept(&mut a, plain, 4, 0, Access::Read);
+        assert!(
+            a.end_interval().is_some(),
+            "a kernel's own array still starts uninitialised"
+        );
+    }
+
+    #[test]
     fn the_allocation_look_up_agrees_with_the_walk_over_the_arrays() {
         // Blocks of odd-sized dynamic memory and static arrays, each laid over the last one's
         // (so stale entries would show), every offset and width up to past the end.
@@ -1018,6 +1068,7 @@ mod tests {
                     name: "t",
                     elem: "u8",
                     elem_bytes: 1,
+                    zeroed: false,
                 };
                 a.static_ptr(key, bytes, 4, CAPACITY, array).unwrap();
             }

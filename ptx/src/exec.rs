@@ -506,6 +506,7 @@ impl Env<'_> {
                             name: "the driver's reserved shared memory (%reserved_smem_offset_*)",
                             elem: "b8",
                             elem_bytes: 1,
+                            zeroed: true,
                         };
                         let bytes = Reserved::BYTES as usize;
                         let p = gpu.static_shared(&KEY as *const u8 as usize, bytes, 16, array);
@@ -521,6 +522,7 @@ impl Env<'_> {
                                     name: v.name,
                                     elem: "b8",
                                     elem_bytes: 1,
+                                    zeroed: false,
                                 };
                                 let p =
                                     gpu.static_shared(key, bytes as usize, v.align as usize, array);

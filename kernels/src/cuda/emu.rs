@@ -396,6 +396,10 @@ pub struct SharedArray {
     pub name: &'static str,
     pub elem: &'static str,
     pub elem_bytes: usize,
+    /// Whether the block finds it zeroed, as by the driver before the block starts (the
+    /// reserved shared memory the PTX backend models), rather than uninitialised, as a kernel's
+    /// own arrays are.
+    pub zeroed: bool,
 }
 
 #[doc(hidden)]
@@ -405,6 +409,7 @@ pub fn static_shared<T>(key: usize, len: usize, name: &'static str, elem: &'stat
         name,
         elem,
         elem_bytes,
+        zeroed: false,
     };
     with(|gpu| gpu.static_shared(key, len * elem_bytes, 16, array)).cast()
 }
