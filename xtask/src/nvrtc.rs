@@ -25,16 +25,19 @@ const LIBRARY: WheelTool = WheelTool {
     package: "nvidia-cuda-nvrtc-cu12",
     path: "nvidia/cuda_nvrtc/lib/",
     size: "about 90 MB",
+    leave_out: &[".alt."],
 };
 const RUNTIME_HEADERS: WheelTool = WheelTool {
     package: "nvidia-cuda-runtime-cu12",
     path: "nvidia/cuda_runtime/include/",
     size: "about 3 MB",
+    leave_out: &[],
 };
 const CCCL_HEADERS: WheelTool = WheelTool {
     package: "nvidia-cuda-cccl-cu12",
     path: "nvidia/cuda_cccl/include/",
     size: "about 3 MB",
+    leave_out: &[],
 };
 
 /// The options every compilation gets before the user's: Hopper's virtual architecture (the

@@ -24,17 +24,22 @@ pub(crate) struct WheelTool {
     pub(crate) path: &'static str,
     /// For the message on first download.
     pub(crate) size: &'static str,
+    /// Files of a folder not unpacked: those whose name contains one of these (NVRTC's `.alt.`
+    /// builds, a second copy of the library that nothing here loads: 113 MB).
+    pub(crate) leave_out: &'static [&'static str],
 }
 
 const PTXAS: WheelTool = WheelTool {
     package: "nvidia-cuda-nvcc",
     path: "nvidia/cu13/bin/ptxas",
     size: "about 47 MB",
+    leave_out: &[],
 };
 const NVDISASM: WheelTool = WheelTool {
     package: "nvidia-cuda-nvdisasm",
     path: "nvidia/cu13/bin/nvdisasm",
     size: "about 5 MB",
+    leave_out: &[],
 };
 
 /// Kernels that must run on the tensor cores: their SASS must contain `HMMA`.
@@ -362,11 +367,11 @@ fn fetch_tool_with(
             "import glob, os, sys, zipfile\n\
              z = zipfile.ZipFile(glob.glob(os.path.join(sys.argv[1], '*.whl'))[0])\n\
              for n in z.namelist():\n\
-             \x20   if n.startswith('{0}') and not n.endswith('/'):\n\
+             \x20   if n.startswith('{0}') and not n.endswith('/') and not any(x in n for x in {1:?}):\n\
              \x20       t = os.path.join(sys.argv[2], n[len('{0}'):])\n\
              \x20       os.makedirs(os.path.dirname(t), exist_ok=True)\n\
              \x20       open(t, 'wb').write(z.read(n))\n",
-            tool.path
+            tool.path, tool.leave_out
         )
     } else {
         format!(
@@ -467,6 +472,7 @@ mod tests {
             package: "fake-tool",
             path: "fake/bin/tool",
             size: "32 MiB",
+            leave_out: &[],
         };
         let downloads = std::sync::atomic::AtomicUsize::new(0);
         let fake_wheel = |wheels: &Path, tool: &WheelTool| {
@@ -501,8 +507,9 @@ mod tests {
         assert_eq!(downloads.into_inner(), 1);
     }
 
-    /// A tool whose path ends in `/` is a folder: every file under it, the prefix stripped,
-    /// in a folder named after the package (NVRTC's library and its companion; headers).
+    /// A tool whose path ends in `/` is a folder: every file under it but those it leaves out,
+    /// the prefix stripped, in a folder named after the package (NVRTC's library and its
+    /// companion; headers).
     #[test]
     fn a_folder_of_a_wheel_is_unpacked_whole() {
         let dir = std::env::temp_dir().join(format!("xtask-fetch-folder-{}", std::process::id()));
@@ -511,6 +518,7 @@ mod tests {
             package: "fake-headers",
             path: "fake/include/",
             size: "1 kB",
+            leave_out: &[".alt."],
         };
         let fake_wheel = |wheels: &Path, _: &WheelTool| {
             std::fs::create_dir_all(wheels).unwrap();
@@ -518,6 +526,7 @@ mod tests {
                  z = zipfile.ZipFile(sys.argv[1], 'w')\n\
                  z.writestr('fake/include/a.h', 'a')\n\
                  z.writestr('fake/include/nv/target', 'b')\n\
+                 z.writestr('fake/include/a.alt.h', 'd')\n\
                  z.writestr('fake/lib/other.so', 'c')\n\
                  z.close()\n";
             let status = Command::new("python3")
@@ -531,8 +540,10 @@ mod tests {
         let folder = fetch_tool_with(&dir, &tool, fake_wheel).unwrap();
         let read = |p: &str| std::fs::read_to_string(folder.join(p)).ok();
         let found = (read("a.h"), read("nv/target"), read("other.so"));
+        let left_out = read("a.alt.h");
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(found, (Some("a".into()), Some("b".into()), None));
+        assert_eq!(left_out, None, "a file the tool leaves out is not unpacked");
         assert!(folder.ends_with("fake-headers"), "{}", folder.display());
     }
 
