@@ -1221,32 +1221,48 @@ pub fn decode<'m>(
 
 /// The PTX sites, one per instruction of every function in code order (`owner[k]`: the index in
 /// `order` of instruction `k`'s function), leaked so that reports and profiles can hold them.
+///
+/// An instruction's source is its `.loc`, but for code rustc inlined from Rust's own library
+/// (`ptr::read` behind a load): rustc's PTX gives no `inlined_at`, so such an instruction takes
+/// the kernel's own line nearest before it in its function, the line that called the library.
 fn ptx_sites(
     order: &[&Function<'static>],
     instrs: &[&parse::Instruction<'static>],
     owner: &[usize],
     module: &ModuleRef,
 ) -> &'static [PtxSite] {
-    Box::leak(
-        instrs
-            .iter()
-            .zip(owner)
-            .map(|(i, &k)| PtxSite {
-                function: order[k].name,
-                line: i.line,
-                text: one_line(i.text),
-                source: i.loc.and_then(|(file, line)| {
-                    module
-                        .files
-                        .iter()
-                        .find(|(n, _)| *n == file)
-                        .map(|(_, path)| (*path, line))
-                }),
-            })
-            .collect::<Vec<_>>()
-            .into_boxed_slice(),
-    )
+    let mut own: Option<(&'static str, u32)> = None;
+    let mut function = usize::MAX;
+    let mut sites = Vec::with_capacity(instrs.len());
+    for (i, &k) in instrs.iter().zip(owner) {
+        if k != function {
+            (function, own) = (k, None);
+        }
+        let loc = i.loc.and_then(|(file, line)| {
+            let (_, path) = module.files.iter().find(|(n, _)| *n == file)?;
+            Some((*path, line))
+        });
+        let source = match loc {
+            Some((path, _)) if path.contains(RUST_LIBRARY) => own.or(loc),
+            Some(_) => {
+                own = loc;
+                loc
+            }
+            None => None,
+        };
+        sites.push(PtxSite {
+            function: order[k].name,
+            line: i.line,
+            text: one_line(i.text),
+            source,
+        });
+    }
+    Box::leak(sites.into_boxed_slice())
 }
+
+/// Where a toolchain keeps the sources of Rust's own library (`core`, `alloc`), as `.file` names
+/// them.
+const RUST_LIBRARY: &str = "/lib/rustlib/src/rust/library/";
 
 /// Each function's place in the thread's state: its code, registers, parameter memory and
 /// frame. The callees' registers and `.local` addresses are slots appended to `template`.

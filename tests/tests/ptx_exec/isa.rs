@@ -925,3 +925,17 @@ fn prmt_named_modes_follow_the_isa_table() {
     let err = run("\tprmt.b32.xyz %r4, %r1, %r2, %r3;", [0; 3], 1).unwrap_err().to_string();
     assert!(err.contains("unknown prmt form"), "{err}");
 }
+
+/// An instruction rustc inlined from Rust's own library (its `.loc` names a file under the
+/// toolchain's `lib/rustlib/src/rust/library/`, with no `inlined_at`) is reported at the
+/// kernel's own line nearest before it: here the out-of-bounds load inside `ptr::read` at line
+/// 7 of the kernel's file, not at `core`'s line 1721.
+#[test]
+fn an_access_inlined_from_rusts_library_is_reported_at_the_kernels_own_line() {
+    let files = "\t.file\t1 \"/toolchain/lib/rustlib/src/rust/library/core/src/ptr/mod.rs\"\n\
+                 \t.file\t2 \"/src/kernels/src/mine.rs\"\n";
+    let body = "\t.loc\t2 7 5\n\tadd.s64 %rd4, %rd1, 4096;\n\t.loc\t1 1721 9\n\tld.global.b32 %r4, [%rd4];";
+    let text = with_funcs(files, body);
+    let err = run_words(&text, [0; 3], 1, 1).unwrap_err().to_string();
+    assert!(err.contains("mine.rs:7") && !err.contains("ptr/mod.rs"), "{err}");
+}
