@@ -139,6 +139,11 @@ impl Module {
         &self.runtime
     }
 
+    /// The module's PTX text (for a tool that reads it, such as ptxas).
+    pub fn text(&self) -> &'static str {
+        self.text
+    }
+
     /// Every entry, in the order the module declares them.
     pub fn entries(&self) -> Vec<Entry> {
         let decoded: Vec<(&'static str, Option<String>)> = self

@@ -8,8 +8,12 @@
 use std::path::PathBuf;
 
 use half::{bf16, f16};
+use host::embedded::Arch;
 use host::foreign::{Arg, Module};
 use host::{DeviceBuffer, Element, LaunchConfig, Runtime, dim3};
+use perf::model::Machine;
+
+use crate::predict::Sampled;
 
 #[derive(clap::Args)]
 pub struct CheckArgs {
@@ -52,6 +56,17 @@ pub struct CheckArgs {
     /// bf16 as its raw bits, `<u2`).
     #[arg(long, value_name = "DIR")]
     pub dump: Option<PathBuf>,
+    /// The grid the model predicts the launch at (X, X,Y or X,Y,Z; default the launch's own),
+    /// with the same block and arguments: a few of its blocks run on the buffers the arguments
+    /// made, so size them for this grid.
+    #[arg(long, value_name = "X,Y,Z")]
+    pub predict_grid: Option<String>,
+    /// The devices the model predicts for (comma-separated: h100, h200, a100, b200, a6000).
+    #[arg(long, value_delimiter = ',', default_value = "h100")]
+    pub device: Vec<String>,
+    /// No prediction after the check.
+    #[arg(long)]
+    pub no_predict: bool,
     /// List the module's entries, their parameters and whether each decodes, and stop.
     #[arg(long)]
     pub list: bool,
@@ -191,7 +206,135 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
             println!("{line}");
         }
     }
+    if args.no_predict {
+        return Ok(());
+    }
+    let machines = args
+        .device
+        .iter()
+        .map(|d| Machine::find(d).ok_or_else(|| crate::predict::unknown_device(d)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let at = LaunchConfig {
+        grid: match &args.predict_grid {
+            Some(g) => dims(g, "--predict-grid")?,
+            None => cfg.grid,
+        },
+        ..cfg
+    };
+    let arch = if module.text().contains(".target sm_90a") {
+        Arch::Sm90a
+    } else {
+        Arch::Sm90
+    };
+    let resources = match crate::predict::module_resources("check", module.text(), arch) {
+        Ok(r) => r,
+        Err(why) => {
+            println!("no prediction: ptxas gave no registers ({why})");
+            return Ok(());
+        }
+    };
+    match sampled(&module, entry, &at, &launch_args, &resources) {
+        Ok(s) => print!("{}", prediction(&s, cfg.grid.volume(), &machines, arch)),
+        Err(why) => println!("no prediction: {why}"),
+    }
     Ok(())
+}
+
+/// The launch of `entry` at `at` as `cargo xtask predict --ptx` samples a project kernel: the
+/// plan's blocks (`emu::sample::plan`, every check on) with the instruction mix the PTX backend
+/// counts, and `resources` (registers per kernel from ptxas). A foreign kernel declares no
+/// compulsory cost, so the bytes and FLOPs the sample counts stand for it: `next_step`'s ratio
+/// then says how much of what the kernel accesses reaches DRAM.
+fn sampled(
+    module: &Module,
+    entry: &str,
+    at: &LaunchConfig,
+    args: &[Arg],
+    resources: &[(String, perf::model::KernelResources)],
+) -> Result<Sampled, String> {
+    let host::runtime::Backend::Ptx(device) = module.runtime().backend() else {
+        return Err("the module's runtime is not the PTX backend".into());
+    };
+    let emulator = device.emulator();
+    let start = std::time::Instant::now();
+    emulator.set_sampling(Some(emu::sample::WHOLE_PLAN), None);
+    device.record_mix(true);
+    let launched = module.launch(entry, at, args);
+    emulator.set_sampling(None, None);
+    let mix = device.take_mix();
+    device.record_mix(false);
+    // The sampled blocks' printf is the check's again, for fewer blocks.
+    module.take_printed();
+    let samples = emulator.take_samples();
+    launched.map_err(|e| {
+        format!(
+            "the sample at a grid of {} x {} x {} blocks failed on the arguments' buffers (size them for --predict-grid): {e}",
+            at.grid.x, at.grid.y, at.grid.z
+        )
+    })?;
+    let launches: Vec<_> = samples
+        .into_iter()
+        .map(|s| crate::predict::launch_input(s, Some(mix.as_slice()), resources))
+        .collect();
+    let first = launches.first().ok_or("the sample launched nothing")?;
+    let s = &first.sample;
+    let total = |f: fn(&emu::LaunchCounters) -> u64| {
+        (s.mean(|b| f(&b.counters) as f64) * s.grid_blocks() as f64).round() as u64
+    };
+    let cost = perf::cost::Cost {
+        bytes_read: total(|c| c.global_read_bytes),
+        bytes_written: total(|c| c.global_write_bytes),
+        flops: total(|c| c.flops),
+        exps: first.exps.round() as u64,
+        unit: perf::cost::ComputeUnit::CudaCoreF32,
+    };
+    Ok(Sampled {
+        shape: format!("{} x {} x {}", at.grid.x, at.grid.y, at.grid.z),
+        backend: module.runtime().device_name(),
+        launches,
+        seconds: start.elapsed().as_secs_f64(),
+        resources_note: String::new(),
+        extended_from: None,
+        work_spent: 0,
+        cost,
+    })
+}
+
+/// The prediction on each of `machines` (`launched_blocks`: the checked launch's grid), labelled MODELLED, with its limiter and the sentence
+/// that says what to change (`perf::model::next_step`).
+fn prediction(sampled: &Sampled, launched_blocks: u64, machines: &[Machine], arch: Arch) -> String {
+    let first = &sampled.launches[0];
+    let mut out = format!(
+        "prediction at a grid of {} blocks, from {} of its blocks sampled with every check on; {} registers per thread and {} bytes of static shared memory (ptxas, {})\n",
+        sampled.shape,
+        first.sample.blocks.len(),
+        first
+            .resources
+            .registers
+            .map_or("unknown".to_string(), |r| r.to_string()),
+        first.resources.static_shared,
+        arch.name(),
+    );
+    out += &format!(
+        "compulsory bytes (a foreign kernel declares none): the {} read and {} written that the sample counts, scaled to the grid\n",
+        sampled.cost.bytes_read, sampled.cost.bytes_written,
+    );
+    if first.sample.grid_blocks() > launched_blocks {
+        out += &format!(
+            "note: a grid larger than the launch's {launched_blocks} blocks, on the same arguments: a kernel whose size arguments bound its work does no more here\n"
+        );
+    }
+    for m in machines {
+        out += &format!("{} (MODELLED):\n", m.spec.name);
+        match crate::predict::predict(m, sampled) {
+            Ok(p) => {
+                out += &crate::predict::breakdown(&p);
+                out += &format!("  {}\n", perf::model::next_step(&p, &sampled.cost, m));
+            }
+            Err(why) => out += &format!("  {why}\n"),
+        }
+    }
+    out
 }
 
 /// The kernel's `printf` output, each line after the block and thread that printed it.
@@ -543,6 +686,46 @@ impl Buffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A streaming kernel (c = a + b) checked on 2 blocks and predicted at 16384: the bytes the
+    /// model moves are the check's counters per block times the grid, and DRAM limits it on an
+    /// H100.
+    #[test]
+    fn a_streaming_foreign_kernel_is_predicted_dram_bound_from_its_counters() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/foreign/ptx/elementwise.default.ptx");
+        let module = Module::file(&path).unwrap();
+        let rt = module.runtime();
+        let blocks = 16384u32;
+        let n = blocks * 256;
+        let zeros = vec![0f32; n as usize];
+        let (a, b, c) = (
+            rt.upload(&zeros).unwrap(),
+            rt.upload(&zeros).unwrap(),
+            rt.upload(&zeros).unwrap(),
+        );
+        let args = [
+            Arg::buffer(&a),
+            Arg::buffer(&b),
+            Arg::buffer(&c),
+            Arg::U32(n),
+        ];
+        let mut cfg = LaunchConfig {
+            grid: dim3(2, 1, 1),
+            block: dim3(256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let counters = module.launch("vector_add_f32", &cfg, &args).unwrap();
+        cfg.grid = dim3(blocks, 1, 1);
+        let s = sampled(&module, "vector_add_f32", &cfg, &args, &[]).unwrap();
+        let per_block = (counters.global_read_bytes + counters.global_write_bytes) / 2;
+        let bytes = per_block * u64::from(blocks);
+        assert_eq!(s.cost.bytes(), bytes);
+        let h100 = Machine::find("h100").unwrap();
+        let p = crate::predict::predict(&h100, &s).unwrap();
+        assert_eq!(p.launches[0].totals.dram_bytes, bytes as f64);
+        assert_eq!(p.limiter, perf::model::Limiter::Dram, "{p:?}");
+    }
 
     /// A bf16 buffer read from a `.npy` file of raw bits (`TYPE[..]`: as many as it holds) is
     /// dumped as the same bits, and a file of another dtype or length is refused with why.

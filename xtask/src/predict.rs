@@ -191,7 +191,7 @@ fn on_device(
     out
 }
 
-fn unknown_device(name: &str) -> String {
+pub(crate) fn unknown_device(name: &str) -> String {
     let known: Vec<_> = Machine::all().iter().map(|m| m.spec.key).collect();
     format!(
         "unknown device `{name}`; the model knows {}",
@@ -394,36 +394,7 @@ fn sample_at_keys(
     let (resources, note) = resources();
     let launches = samples
         .into_iter()
-        .map(|sample| {
-            let scale = sample.grid_blocks() as f64 / sample.blocks.len().max(1) as f64;
-            let kernel_mix = mix
-                .as_ref()
-                .and_then(|m| m.iter().find(|k| k.kernel == sample.kernel));
-            // The mix counts per thread (a warp-wide instruction 32 times) over the sampled
-            // blocks: to warp instructions over the grid.
-            let warp_instructions =
-                kernel_mix.map(|k| k.per_instruction.iter().sum::<u64>() as f64 / 32.0 * scale);
-            let on_products = kernel_mix.map(|k| k.on_products(None) as f64 / 32.0 * scale);
-            let exps = match kernel_mix {
-                Some(k) => {
-                    k.classes()
-                        .iter()
-                        .filter(|(c, _)| *c == Class::Ex2)
-                        .map(|(_, n)| *n as f64)
-                        .sum::<f64>()
-                        * scale
-                }
-                None => sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64,
-            };
-            let resources = resources_of_kernel(resources, sample.kernel);
-            SampledLaunchInput {
-                sample,
-                resources,
-                warp_instructions,
-                on_products,
-                exps,
-            }
-        })
+        .map(|sample| launch_input(sample, mix.as_deref(), resources))
         .collect();
     Ok(Ok(Sampled {
         shape: case.gpu.0.clone(),
@@ -435,6 +406,42 @@ fn sample_at_keys(
         work_spent,
         cost: case.cost,
     }))
+}
+
+/// One sampled launch with what the model needs besides it: the PTX backend's instruction
+/// `mix` of the sampled blocks, scaled to the grid (`None` on the source emulator, whose
+/// kernels count their exponentials themselves), and the kernel's registers from `resources`.
+pub(crate) fn launch_input(
+    sample: SampledLaunch,
+    mix: Option<&[ptx::exec::KernelMix]>,
+    resources: &[(String, KernelResources)],
+) -> SampledLaunchInput {
+    let scale = sample.grid_blocks() as f64 / sample.blocks.len().max(1) as f64;
+    let kernel_mix = mix.and_then(|m| m.iter().find(|k| k.kernel == sample.kernel));
+    // The mix counts per thread (a warp-wide instruction 32 times) over the sampled
+    // blocks: to warp instructions over the grid.
+    let warp_instructions =
+        kernel_mix.map(|k| k.per_instruction.iter().sum::<u64>() as f64 / 32.0 * scale);
+    let on_products = kernel_mix.map(|k| k.on_products(None) as f64 / 32.0 * scale);
+    let exps = match kernel_mix {
+        Some(k) => {
+            k.classes()
+                .iter()
+                .filter(|(c, _)| *c == Class::Ex2)
+                .map(|(_, n)| *n as f64)
+                .sum::<f64>()
+                * scale
+        }
+        None => sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64,
+    };
+    let resources = resources_of_kernel(resources, sample.kernel);
+    SampledLaunchInput {
+        sample,
+        resources,
+        warp_instructions,
+        on_products,
+        exps,
+    }
 }
 
 /// `spec`'s case at `affine.keys` keys per head (`cases::affine_keys`), from two samples of its
@@ -655,7 +662,17 @@ pub(crate) fn exercise_resources(
 ) -> Result<Vec<(String, KernelResources)>, String> {
     let name = if solutions { "solutions" } else { "exercises" };
     let ptx = ptx.unwrap_or(host::embedded::exercises_ptx(solutions));
-    let reports = ptxas::module_reports(name, ptx, Arch::Sm90)?;
+    module_resources(name, ptx, Arch::Sm90)
+}
+
+/// Registers and static shared memory of every kernel of the PTX module `ptx` (named `name` in
+/// ptxas's files) assembled for `arch`, or why ptxas gave none.
+pub(crate) fn module_resources(
+    name: &str,
+    ptx: &str,
+    arch: Arch,
+) -> Result<Vec<(String, KernelResources)>, String> {
+    let reports = ptxas::module_reports(name, ptx, arch)?;
     Ok(reports
         .iter()
         .map(|r| (r.name.clone(), resources_of(r)))
