@@ -95,15 +95,17 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         block: dims(&args.block, "--block")?,
         shared_mem_bytes: args.shared,
     };
+    // Every check on unless a flag says, whatever KERNELS_EMU_GLOBAL_RACES and
+    // KERNELS_EMU_SHARED_RACES say.
+    let module = module.with_options(|o| {
+        o.global_races = !args.no_global_races;
+        o.shared_races = !args.no_shared_races;
+    });
     let rt = module.runtime();
     let emulator = match rt.backend() {
         host::runtime::Backend::Ptx(device) => device.emulator(),
         _ => return Err("check runs on the PTX backend, which this runtime is not".into()),
     };
-    // Every check on unless a flag says, whatever KERNELS_EMU_GLOBAL_RACES and
-    // KERNELS_EMU_SHARED_RACES say.
-    emulator.set_global_race_check(!args.no_global_races);
-    emulator.set_shared_race_check(!args.no_shared_races);
     let off: Vec<&str> = [
         (args.no_shared_races, "the shared-memory race check"),
         (args.no_global_races, "the global-memory race check"),
