@@ -107,3 +107,18 @@ fn profiling_changes_no_result() {
         reference::transpose(&input, rows, cols)
     );
 }
+
+/// Options are the launch's own: the runtime a view was made from still runs with the
+/// defaults, so its launches are not profiled.
+#[test]
+fn a_profiled_view_leaves_the_runtime_it_came_from_unprofiled() {
+    let (rt, emu) = counting();
+    let (rows, cols) = (32, 32);
+    let d_in = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
+    let mut out = rt.alloc::<f32>(rows * cols).unwrap();
+    let profiled = rt.with_options(|o| o.profiling = true);
+    transpose::transpose(&profiled, Variant::Naive, &d_in, rows, cols, &mut out).unwrap();
+    assert!(emu.take_profile().kernels.contains_key("transpose_naive"));
+    transpose::transpose(&rt, Variant::Naive, &d_in, rows, cols, &mut out).unwrap();
+    assert!(emu.take_profile().kernels.is_empty());
+}
