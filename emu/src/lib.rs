@@ -23,9 +23,9 @@
 //! overflows its stack (`faults.rs`).
 //!
 //! The crate knows nothing of the runtime above it or of PTX: it takes a launch (a kernel
-//! function, a [`LaunchConfig`], the device's [`DeviceLimits`]) and returns what it counted or
-//! the bug it found. The PTX interpreter (crate `ptx`) runs on its scheduler; the performance
-//! model (crate `perf`) reads its samples ([`sample`]).
+//! function, a [`LaunchConfig`], the device's [`DeviceLimits`], the launch's [`LaunchOptions`])
+//! and returns what it counted or the bug it found. The PTX interpreter (crate `ptx`) runs on
+//! its scheduler; the performance model (crate `perf`) reads its samples ([`sample`]).
 
 mod async_copy;
 mod block;
@@ -136,11 +136,12 @@ pub fn os_threads() -> usize {
 }
 
 /// Turns the global-memory race check off (`off`) or on (`on`, the default) for every emulator
-/// made afterwards; [`Emulator::set_global_race_check`] does the same for one.
+/// made afterwards, as its default; [`LaunchOptions::global_races`] does the same for one launch.
 pub const GLOBAL_RACES_VAR: &str = "KERNELS_EMU_GLOBAL_RACES";
 
 /// Turns the shared-memory race check off (`off`) or on (`on`, the default) for every emulator
-/// made afterwards; [`Emulator::set_shared_race_check`] does the same for one. Off, no access
+/// made afterwards, as its default; [`LaunchOptions::shared_races`] does the same for one launch.
+/// Off, no access
 /// to shared memory races with another (reads of bytes nobody wrote are still reported): for a
 /// kernel whose races are deliberate, to see its numbers.
 pub const SHARED_RACES_VAR: &str = "KERNELS_EMU_SHARED_RACES";
