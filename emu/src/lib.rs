@@ -23,9 +23,9 @@
 //! overflows its stack (`faults.rs`).
 //!
 //! The crate knows nothing of the runtime above it or of PTX: it takes a launch (a kernel
-//! function, a [`LaunchConfig`], the device's [`DeviceLimits`]) and returns what it counted or
-//! the bug it found. The PTX interpreter (crate `ptx`) runs on its scheduler; the performance
-//! model (crate `perf`) reads its samples ([`sample`]).
+//! function, a [`LaunchConfig`], the device's [`DeviceLimits`], the launch's [`LaunchOptions`])
+//! and returns what it counted or the bug it found. The PTX interpreter (crate `ptx`) runs on
+//! its scheduler; the performance model (crate `perf`) reads its samples ([`sample`]).
 
 mod async_copy;
 mod block;
@@ -47,7 +47,7 @@ mod wgmma;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kernels::cuda::emu::Site;
@@ -136,11 +136,12 @@ pub fn os_threads() -> usize {
 }
 
 /// Turns the global-memory race check off (`off`) or on (`on`, the default) for every emulator
-/// made afterwards; [`Emulator::set_global_race_check`] does the same for one.
+/// made afterwards, as its default; [`LaunchOptions::global_races`] does the same for one launch.
 pub const GLOBAL_RACES_VAR: &str = "KERNELS_EMU_GLOBAL_RACES";
 
 /// Turns the shared-memory race check off (`off`) or on (`on`, the default) for every emulator
-/// made afterwards; [`Emulator::set_shared_race_check`] does the same for one. Off, no access
+/// made afterwards, as its default; [`LaunchOptions::shared_races`] does the same for one launch.
+/// Off, no access
 /// to shared memory races with another (reads of bytes nobody wrote are still reported): for a
 /// kernel whose races are deliberate, to see its numbers.
 pub const SHARED_RACES_VAR: &str = "KERNELS_EMU_SHARED_RACES";
@@ -242,7 +243,7 @@ fn host_available_memory() -> Option<u64> {
 }
 
 /// Bytes of one global allocation whose stores the following launches record, to say which
-/// thread and line last wrote a wrong output ([`Emulator::watch_stores`]). The allocation is
+/// thread and line last wrote a wrong output ([`LaunchOptions::watch`]). The allocation is
 /// named by its order (the emulator's count of buffers registered before it), so that a rerun of
 /// a check on a fresh emulator, which allocates in the same order, watches the same buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,6 +272,68 @@ impl std::fmt::Display for LastStore {
             error::d(self.thread),
             self.site
         )
+    }
+}
+
+/// Which blocks a sampled launch runs, and what stops it ([`LaunchOptions::sampling`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sampling {
+    /// At most the first this many blocks of [`sample::plan`] (at least one is run);
+    /// [`sample::EVERY_BLOCK`]: every block of the grid.
+    pub blocks: usize,
+    /// Stops a sampled launch whose blocks make more device calls (accesses, barriers,
+    /// collectives) than this, with an error saying so; the calls it made are in
+    /// [`sample::SampledLaunch::work`].
+    pub budget: Option<u64>,
+    /// Launches of this kernel run no block: their samples keep the launch's configuration and
+    /// allocations with no block, for a caller that has that launch's counts from elsewhere
+    /// (`SampledLaunch::extended`) and needs the other launches of the same sequence at their
+    /// full size. The outputs such a launch would write stay as they were.
+    pub skip: Option<&'static str>,
+}
+
+/// How one launch runs: handed to [`Emulator::launch_with`] rather than set on the emulator
+/// around a launch, so that what a launch checks and records is read at its call. The
+/// defaults ([`Emulator::defaults`]) come from the environment variables read when the
+/// emulator was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchOptions {
+    /// `Some`: a sampled launch. It runs only the blocks of [`sample::plan`] (a few of a
+    /// full-size grid, every check on, profiled) and keeps, per block, its counters and traffic
+    /// for [`Emulator::take_samples`]; its counters are those blocks' alone, so outputs and byte
+    /// counts are partial by design.
+    pub sampling: Option<Sampling>,
+    /// Every access grouped into warp-wide requests per source line, for
+    /// [`Emulator::take_profile`] (slower: see the README for how much).
+    pub profiling: bool,
+    /// The global-memory race check: every block logs its global accesses and the launch checks
+    /// them once it has ended (`global.rs`); see the README for what it costs
+    /// ([`GLOBAL_RACES_VAR`]).
+    pub global_races: bool,
+    /// The shared-memory race check ([`SHARED_RACES_VAR`]).
+    pub shared_races: bool,
+    /// The coroutine stack of each simulated thread ([`STACK_VAR`]).
+    pub stack_bytes: usize,
+    /// How long a simulated thread may run without reaching a barrier, a warp collective or its
+    /// end ([`WATCHDOG_VAR`]); `None` for no limit.
+    pub watchdog: Option<Duration>,
+    /// Record the last store to this range, for [`Emulator::take_last_store`]. Off by default:
+    /// only a check that found a wrong value reruns its launches with a watch.
+    pub watch: Option<StoreWatch>,
+}
+
+impl Default for LaunchOptions {
+    /// The defaults with no environment variable set.
+    fn default() -> Self {
+        Self {
+            sampling: None,
+            profiling: false,
+            global_races: true,
+            shared_races: true,
+            stack_bytes: DEFAULT_STACK_BYTES,
+            watchdog: Some(DEFAULT_WATCHDOG),
+            watch: None,
+        }
     }
 }
 
@@ -310,38 +373,26 @@ fn nearest_allocation(regions: &[Region], addr: usize, bytes: usize) -> Option<e
 pub struct Emulator {
     limits: DeviceLimits,
     regions: Mutex<BTreeMap<usize, Region>>,
-    profiling: AtomicBool,
+    /// What [`launch`](Self::launch) runs with.
+    defaults: LaunchOptions,
     profile: Mutex<Profile>,
-    global_races: AtomicBool,
-    shared_races: AtomicBool,
     /// The benign races of the launches since the last
     /// [`take_benign_races`](Self::take_benign_races).
     benign: Mutex<Vec<BenignRace>>,
     /// The pairs of sites whose benign races were printed as warnings: each is printed once.
     warned: Mutex<Vec<(Site, Site)>>,
-    stack_bytes: AtomicUsize,
-    /// Milliseconds; 0 for none.
-    watchdog_ms: AtomicU64,
-    /// Run only the first this many of [`sample::plan`]'s blocks of each launch (0: sampling
-    /// off), profiled, and keep what they did.
-    sampling: AtomicUsize,
-    /// A sampled launch stops with [`EmuErrorKind::Resources`] past this many device calls.
-    sample_budget: AtomicU64,
-    /// While sampling, launches of this kernel run no block ([`Emulator::set_sampling_skip`]).
-    sample_skip: Mutex<Option<&'static str>>,
     samples: Mutex<Vec<sample::SampledLaunch>>,
     /// Bytes of the live buffers mapped lazily from the kernel: promised, but taken from the
     /// host's available memory only as they are touched.
     mapped_bytes: AtomicU64,
     /// Buffers registered so far ([`Region::serial`]).
     registered: AtomicU64,
-    /// The range [`watch_stores`](Self::watch_stores) set, and the last store to it since.
-    watch: Mutex<Option<StoreWatch>>,
+    /// The last store to a watched range ([`LaunchOptions::watch`]) since
+    /// [`take_last_store`](Self::take_last_store).
     last_store: Mutex<Option<LastStore>>,
     /// The environment variables whose values were refused, with why: every launch fails with
-    /// them until a setter replaces the value (`new` cannot fail, and a launch is where the
-    /// settings are used).
-    refused: Mutex<Vec<(&'static str, String)>>,
+    /// them (`new` cannot fail, and a launch is where the settings are used).
+    refused: Vec<(&'static str, String)>,
 }
 
 impl Default for Emulator {
@@ -379,61 +430,38 @@ impl Emulator {
             limits: DeviceLimits::SM90,
             regions: Mutex::new(BTreeMap::new()),
             registered: AtomicU64::new(0),
-            profiling: AtomicBool::new(false),
+            defaults: LaunchOptions {
+                global_races,
+                shared_races,
+                stack_bytes: stack_kib as usize * 1024,
+                watchdog: (watchdog_s > 0).then(|| Duration::from_secs(watchdog_s)),
+                ..LaunchOptions::default()
+            },
             profile: Mutex::new(Profile::default()),
-            global_races: AtomicBool::new(global_races),
-            shared_races: AtomicBool::new(shared_races),
             benign: Mutex::new(Vec::new()),
             warned: Mutex::new(Vec::new()),
-            stack_bytes: AtomicUsize::new(stack_kib as usize * 1024),
-            watchdog_ms: AtomicU64::new(watchdog_s * 1000),
-            sampling: AtomicUsize::new(0),
-            sample_budget: AtomicU64::new(0),
-            sample_skip: Mutex::new(None),
             samples: Mutex::new(Vec::new()),
             mapped_bytes: AtomicU64::new(0),
-            watch: Mutex::new(None),
             last_store: Mutex::new(None),
-            refused: Mutex::new(refused),
+            refused,
         }
     }
 
-    /// A setter replaced `var`'s value: a refused value of it no longer fails launches.
-    fn settled(&self, var: &str) {
-        self.refused.lock().unwrap().retain(|(v, _)| *v != var);
+    /// The options [`launch`](Self::launch) runs with: [`LaunchOptions::default`] as the
+    /// environment variables ([`WATCHDOG_VAR`], [`STACK_VAR`], [`GLOBAL_RACES_VAR`],
+    /// [`SHARED_RACES_VAR`]) read when this emulator was made amend it. A caller that wants
+    /// other options changes a copy of these and passes it to [`launch_with`](Self::launch_with).
+    pub fn defaults(&self) -> LaunchOptions {
+        self.defaults
     }
 
     /// The first refused environment variable ([`WATCHDOG_VAR`], [`STACK_VAR`],
-    /// [`GLOBAL_RACES_VAR`], [`SHARED_RACES_VAR`]) as the error every launch returns until a setter replaces it.
+    /// [`GLOBAL_RACES_VAR`], [`SHARED_RACES_VAR`]) as the error every launch returns.
     pub fn check_settings(&self) -> Result<()> {
-        match self.refused.lock().unwrap().first() {
+        match self.refused.first() {
             None => Ok(()),
             Some((_, why)) => Err(Error::Config(why.clone())),
         }
-    }
-
-    /// Turns sampled launches on (`Some(n)`: at most the first `n` blocks of the plan, at least
-    /// one; [`sample::EVERY_BLOCK`]: all of them) or off (`None`) for the following launches. A sampled launch runs only the blocks of
-    /// [`sample::plan`] (a few of a full-size grid, every check on, profiled) and keeps, per
-    /// block, its counters and traffic for [`take_samples`](Self::take_samples); its counters
-    /// are those blocks' alone, so outputs and byte counts are partial by design. `budget`
-    /// stops a sampled launch whose blocks make more device calls (accesses, barriers,
-    /// collectives) than that, with an error saying so; the calls it made are in
-    /// [`sample::SampledLaunch::work`].
-    pub fn set_sampling(&self, blocks: Option<usize>, budget: Option<u64>) {
-        self.sampling
-            .store(blocks.map_or(0, |n| n.max(1)), Ordering::Relaxed);
-        self.sample_budget
-            .store(budget.unwrap_or(0), Ordering::Relaxed);
-    }
-
-    /// While sampling, run no block of the launches of `kernel` (`None`: run every launch's
-    /// plan): their samples keep the launch's configuration and allocations with no block, for a
-    /// caller that has that launch's counts from elsewhere (`SampledLaunch::extended`) and needs
-    /// the other launches of the same sequence at their full size. The outputs such a launch
-    /// would write stay as they were.
-    pub fn set_sampling_skip(&self, kernel: Option<&'static str>) {
-        *self.sample_skip.lock().unwrap() = kernel;
     }
 
     /// The sampled launches since the last call, in launch order.
@@ -441,47 +469,11 @@ impl Emulator {
         std::mem::take(&mut *self.samples.lock().unwrap())
     }
 
-    /// The coroutine stack of each simulated thread in the following launches (default
-    /// [`DEFAULT_STACK_BYTES`], or [`STACK_VAR`]).
-    pub fn set_stack_bytes(&self, bytes: usize) {
-        self.settled(STACK_VAR);
-        self.stack_bytes.store(bytes, Ordering::Relaxed);
-    }
-
-    /// How long a simulated thread may run without reaching a barrier, a warp collective or its
-    /// end (default [`DEFAULT_WATCHDOG`], or [`WATCHDOG_VAR`]); `None` for no limit.
-    pub fn set_watchdog(&self, budget: Option<Duration>) {
-        self.settled(WATCHDOG_VAR);
-        let ms = budget.map_or(0, |b| (b.as_millis() as u64).max(1));
-        self.watchdog_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// Turns the global-memory race check on (the default) or off for the following launches.
-    /// With it on, every block logs its global accesses and the launch checks them once it has
-    /// ended (`global.rs`): see the README for what it costs.
-    pub fn set_global_race_check(&self, on: bool) {
-        self.settled(GLOBAL_RACES_VAR);
-        self.global_races.store(on, Ordering::Relaxed);
-    }
-
-    /// Turns the shared-memory race check on (the default) or off for the following launches
-    /// ([`SHARED_RACES_VAR`]).
-    pub fn set_shared_race_check(&self, on: bool) {
-        self.settled(SHARED_RACES_VAR);
-        self.shared_races.store(on, Ordering::Relaxed);
-    }
-
     /// The benign races ([`BenignRace`]) of the launches since the last call, in launch order
     /// and, within a launch, one per pair of sites, the first in block order. Each pair of
     /// sites is also printed once to standard error as a warning when first found.
     pub fn take_benign_races(&self) -> Vec<BenignRace> {
         std::mem::take(&mut *self.benign.lock().unwrap())
-    }
-
-    /// Turns the profiler on or off for the following launches. With it on, every access is
-    /// grouped into warp-wide requests per source line (slower: see the README for how much).
-    pub fn set_profiling(&self, on: bool) {
-        self.profiling.store(on, Ordering::Relaxed);
     }
 
     /// The profile gathered since the last call, per kernel and access site.
@@ -505,16 +497,8 @@ impl Emulator {
         available.saturating_sub(untouched)
     }
 
-    /// Records, in the following launches, the last store to `watch` (`None`: stop), for
-    /// [`take_last_store`](Self::take_last_store). Off by default: only a check that found a
-    /// wrong value reruns its launches with a watch.
-    pub fn watch_stores(&self, watch: Option<StoreWatch>) {
-        *self.watch.lock().unwrap() = watch;
-        *self.last_store.lock().unwrap() = None;
-    }
-
-    /// The last store to the watched range since [`watch_stores`](Self::watch_stores), over
-    /// every launch since (`None`: no store reached it).
+    /// The last store to the watched range ([`LaunchOptions::watch`]) over the launches since
+    /// the last call (`None`: no store reached it).
     pub fn take_last_store(&self) -> Option<LastStore> {
         self.last_store.lock().unwrap().take()
     }
@@ -565,7 +549,8 @@ impl Emulator {
         }
     }
 
-    /// Runs `kernel` once per thread of the grid `cfg` describes.
+    /// Runs `kernel` once per thread of the grid `cfg` describes, with the
+    /// [`defaults`](Self::defaults).
     ///
     /// `kernel` is the body of one thread: typically a closure that calls a `kernels::` entry
     /// point with the launch's arguments. Returns what the launch did, or the first bug found
@@ -579,13 +564,26 @@ impl Emulator {
     where
         F: Fn() + Sync,
     {
+        self.launch_with(name, cfg, &self.defaults, kernel)
+    }
+
+    /// [`launch`](Self::launch) with `options` instead of the defaults.
+    pub fn launch_with<F>(
+        &self,
+        name: &'static str,
+        cfg: &LaunchConfig,
+        options: &LaunchOptions,
+        kernel: F,
+    ) -> Result<LaunchCounters>
+    where
+        F: Fn() + Sync,
+    {
         self.check_settings()?;
         self.limits.check(name, cfg)?;
         let regions: Vec<Region> = self.regions.lock().unwrap().values().copied().collect();
-        let sample_blocks = self.sampling.load(Ordering::Relaxed);
-        let sampling = sample_blocks > 0;
-        let profiling = self.profiling.load(Ordering::Relaxed);
-        let watch = self.watch.lock().unwrap().and_then(|w| {
+        let sampling = options.sampling.is_some();
+        let profiling = options.profiling;
+        let watch = options.watch.and_then(|w| {
             let r = regions.iter().find(|r| r.serial == w.allocation)?;
             let lo = r.start + w.offset;
             Some((lo, lo + w.bytes))
@@ -597,31 +595,24 @@ impl Emulator {
             limits: self.limits,
             kernel: &kernel,
             profile: sampling || profiling,
-            global_races: self.global_races.load(Ordering::Relaxed),
+            global_races: options.global_races,
             watch,
-            shared_races: self.shared_races.load(Ordering::Relaxed),
-            stack_bytes: self.stack_bytes.load(Ordering::Relaxed),
-            work_budget: match self.sample_budget.load(Ordering::Relaxed) {
-                0 => None,
-                _ if !sampling => None,
-                n => Some(n),
-            },
+            shared_races: options.shared_races,
+            stack_bytes: options.stack_bytes,
+            work_budget: options.sampling.and_then(|s| s.budget).filter(|&n| n > 0),
             work: AtomicU64::new(0),
-            watchdog: match self.watchdog_ms.load(Ordering::Relaxed) {
-                0 => None,
-                ms => Some(Duration::from_millis(ms)),
-            },
+            // A budget under a millisecond is kept at one: zero would mean none.
+            watchdog: options.watchdog.map(|b| b.max(Duration::from_millis(1))),
         };
         let grid = cfg.grid;
-        let skipped = sampling && *self.sample_skip.lock().unwrap() == Some(name);
-        let blocks: Vec<Dim3> = if skipped {
-            Vec::new()
-        } else if sampling && sample_blocks != sample::EVERY_BLOCK {
-            let mut plan = sample::plan(grid);
-            plan.truncate(sample_blocks);
-            plan
-        } else {
-            (0..grid.volume()).map(|b| index_in(grid, b)).collect()
+        let blocks: Vec<Dim3> = match options.sampling {
+            Some(s) if s.skip == Some(name) => Vec::new(),
+            Some(s) if s.blocks != sample::EVERY_BLOCK => {
+                let mut plan = sample::plan(grid);
+                plan.truncate(s.blocks.max(1));
+                plan
+            }
+            _ => (0..grid.volume()).map(|b| index_in(grid, b)).collect(),
         };
         // The launch reports its first failed block in block order. Every block before the
         // first that failed so far still runs (one of them may fail too, and the report must be

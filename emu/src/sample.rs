@@ -23,9 +23,9 @@ pub const WHOLE_PLAN: usize = 7;
 pub const EVERY_BLOCK: usize = usize::MAX;
 
 /// The blocks a sampled launch runs: the anchor first, then per dimension (x, y, z) its first and
-/// last block, each once. A limited plan ([`Emulator::set_sampling`]) keeps its first blocks.
+/// last block, each once. A limited plan ([`Sampling::blocks`]) keeps its first blocks.
 ///
-/// [`Emulator::set_sampling`]: super::Emulator::set_sampling
+/// [`Sampling::blocks`]: super::Sampling::blocks
 pub fn plan(grid: Dim3) -> Vec<Dim3> {
     let mid = |n: u32| n / 2;
     let anchor = Dim3 {
@@ -298,7 +298,7 @@ impl SampledLaunch {
     /// The grid's mean of `f` over its blocks, from the sample ([`grid_mean`]); with the anchor
     /// alone sampled (a limited plan), the anchor's value.
     pub fn mean(&self, f: impl Fn(&SampledBlock) -> f64) -> f64 {
-        // A launch whose blocks were skipped (`Emulator::set_sampling_skip`) ran none to count.
+        // A launch whose blocks were skipped (`Sampling::skip`) ran none to count.
         if self.blocks.is_empty() {
             return 0.0;
         }

@@ -133,6 +133,16 @@ impl Module {
         Self::load(text, &path.display().to_string())
     }
 
+    /// The same module on the same device, its launches run with options `change` amends
+    /// ([`Runtime::with_options`]).
+    pub fn with_options(&self, change: impl FnOnce(&mut emu::LaunchOptions)) -> Self {
+        Self {
+            runtime: self.runtime.with_options(change),
+            program: self.program,
+            text: self.text,
+        }
+    }
+
     /// The runtime whose memory the module's buffers live in: allocate, upload and download
     /// with it.
     pub fn runtime(&self) -> &Runtime {
@@ -225,7 +235,8 @@ impl Module {
         // SAFETY: each parameter pointer points at `sizes[i]` bytes this function owns until the
         // launch returns; a buffer argument is an address the emulator checks at every access
         // (an address outside its buffers is reported, not dereferenced).
-        unsafe { device.launch(entry, cfg, &params, &sizes) }
+        let options = self.runtime.options();
+        unsafe { device.launch_with(entry, cfg, &params, &sizes, &options) }
     }
 
     /// What the module's kernels printed with `printf` since the last call (or its load), in

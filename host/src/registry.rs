@@ -664,8 +664,8 @@ pub fn check_output(
             offset: i * bytes,
             bytes,
         };
-        rt.last_store(watch, || {
-            let _ = launch(rt, spec, buffers);
+        rt.last_store(watch, |watched| {
+            let _ = launch(watched, spec, buffers);
         })
     });
     Err(match writer {

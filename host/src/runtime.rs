@@ -90,22 +90,49 @@ fn before_launch(kernel: &'static str, config: &emu::LaunchConfig) -> Result<()>
 
 /// Loads kernels, owns device memory, launches.
 pub struct Runtime {
-    backend: Backend,
+    backend: Arc<Backend>,
+    /// What this runtime's emulator launches run with; `None`: the emulator's defaults. A
+    /// runtime with other options is a view of the same device ([`Runtime::with_options`]).
+    options: Option<emu::LaunchOptions>,
 }
 
 impl Runtime {
+    fn new(backend: Backend) -> Self {
+        Self {
+            backend: Arc::new(backend),
+            options: None,
+        }
+    }
+
     /// The CPU emulator.
     pub fn emulator() -> Self {
-        Self {
-            backend: Backend::Emulator(Arc::new(Emulator::new())),
-        }
+        Self::new(Backend::Emulator(Arc::new(Emulator::new())))
     }
 
     /// The CPU emulator executing `program`'s PTX.
     pub fn ptx(program: &'static Program) -> Self {
+        Self::new(Backend::Ptx(PtxDevice::new(program)))
+    }
+
+    /// The same device (its buffers are this runtime's), whose emulator launches run with this
+    /// runtime's options as `change` amends them: how a caller profiles, samples, watches
+    /// stores or turns a check off for the launches of an operation, which takes a runtime.
+    /// A GPU ignores the options.
+    pub fn with_options(&self, change: impl FnOnce(&mut emu::LaunchOptions)) -> Self {
+        let mut options = self.options();
+        change(&mut options);
         Self {
-            backend: Backend::Ptx(PtxDevice::new(program)),
+            backend: Arc::clone(&self.backend),
+            options: Some(options),
         }
+    }
+
+    /// What this runtime's emulator launches run with (the defaults on a GPU).
+    pub fn options(&self) -> emu::LaunchOptions {
+        self.options.unwrap_or_else(|| {
+            self.emulated()
+                .map_or_else(emu::LaunchOptions::default, |emu| emu.defaults())
+        })
     }
 
     /// The PTX backend on the module the environment names (`KERNELS_PTX`, else the embedded
@@ -116,9 +143,7 @@ impl Runtime {
 
     /// CUDA device `ordinal`, or an error that says in one sentence why there is none.
     pub fn gpu(ordinal: usize) -> Result<Self> {
-        Ok(Self {
-            backend: Backend::Cuda(Gpu::new(ordinal)?),
-        })
+        Ok(Self::new(Backend::Cuda(Gpu::new(ordinal)?)))
     }
 
     /// The backend named by `KERNELS_BACKEND`; with `auto` (the default) a GPU if one can be
@@ -141,9 +166,10 @@ impl Runtime {
             _ => Self::ptx_from_env(),
         };
         let gpu = || -> Result<Self> {
-            Ok(Self {
-                backend: Backend::Cuda(Gpu::with_module(0, module.map(|m| m.1))?),
-            })
+            Ok(Self::new(Backend::Cuda(Gpu::with_module(
+                0,
+                module.map(|m| m.1),
+            )?)))
         };
         let backend = match std::env::var(BACKEND_VAR) {
             Ok(b) => b,
@@ -167,12 +193,12 @@ impl Runtime {
             }
         };
         // A refused emulator setting fails every launch; said once, here, it fails the command.
-        match &rt.backend {
+        match rt.backend() {
             Backend::Emulator(emu) => emu.check_settings()?,
             Backend::Ptx(ptx) => ptx.emulator().check_settings()?,
             Backend::Cuda(_) => {}
         }
-        if let (Backend::Emulator(_), Some(path)) = (&rt.backend, ptx_file_from_env()) {
+        if let (Backend::Emulator(_), Some(path)) = (rt.backend(), ptx_file_from_env()) {
             return Err(Error::Config(format!(
                 "{}={path}: the source emulator runs the kernels' Rust, not PTX, so the file would not be used; set {BACKEND_VAR}=ptx to run it on the emulator (or unset {})",
                 crate::embedded::PTX_FILE_VAR,
@@ -189,7 +215,7 @@ impl Runtime {
 
     /// Whether kernels run on a real GPU.
     pub fn is_gpu(&self) -> bool {
-        matches!(self.backend, Backend::Cuda(_))
+        matches!(*self.backend, Backend::Cuda(_))
     }
 
     /// Whether this runtime runs the Hopper kernels (GEMM step 5, attention on wgmma): the
@@ -198,7 +224,7 @@ impl Runtime {
     /// their place).
     pub fn has_wgmma(&self) -> bool {
         let sm90a = crate::embedded::Arch::Sm90a;
-        match &self.backend {
+        match self.backend() {
             Backend::Emulator(_) => true,
             Backend::Cuda(gpu) => gpu.arch() == sm90a,
             Backend::Ptx(ptx) => ptx.program().target == sm90a.name(),
@@ -207,7 +233,7 @@ impl Runtime {
 
     /// A human-readable name for the device.
     pub fn device_name(&self) -> String {
-        match &self.backend {
+        match self.backend() {
             Backend::Emulator(_) => "CPU emulator (sm_90 limits)".to_string(),
             Backend::Cuda(gpu) => gpu.name().to_string(),
             Backend::Ptx(ptx) => format!(
@@ -220,7 +246,7 @@ impl Runtime {
     /// The emulator a CPU backend runs on (the source emulator, or the one under the PTX
     /// backend); `None` on a GPU.
     pub fn emulated(&self) -> Option<&Arc<Emulator>> {
-        match &self.backend {
+        match self.backend() {
             Backend::Emulator(emu) => Some(emu),
             Backend::Ptx(ptx) => Some(ptx.emulator()),
             Backend::Cuda(_) => None,
@@ -230,12 +256,16 @@ impl Runtime {
     /// Runs `rerun` recording the stores to `watch`: the last one (the kernel, block, thread and
     /// line), or that none reached it; `None` on a GPU, which records nothing. What a wrong
     /// output element's report adds, from a rerun of the launches that wrote it.
-    pub fn last_store(&self, watch: emu::StoreWatch, rerun: impl FnOnce()) -> Option<String> {
+    pub fn last_store(
+        &self,
+        watch: emu::StoreWatch,
+        rerun: impl FnOnce(&Runtime),
+    ) -> Option<String> {
         let emu = self.emulated()?;
-        emu.watch_stores(Some(watch));
-        rerun();
+        // A store recorded before the rerun is not the rerun's.
+        emu.take_last_store();
+        rerun(&self.with_options(|o| o.watch = Some(watch)));
         let last = emu.take_last_store();
-        emu.watch_stores(None);
         Some(last.map_or_else(
             || "never written by the kernel (no store reached it)".to_string(),
             |s| s.to_string(),
@@ -244,7 +274,7 @@ impl Runtime {
 
     /// What a launch may ask for.
     pub fn limits(&self) -> DeviceLimits {
-        match &self.backend {
+        match self.backend() {
             Backend::Emulator(emu) => *emu.limits(),
             Backend::Cuda(gpu) => gpu.limits(),
             Backend::Ptx(ptx) => *ptx.emulator().limits(),
@@ -254,7 +284,7 @@ impl Runtime {
     /// Free device memory in bytes; for the emulator, whose buffers are host memory, the host's
     /// available memory (see [`Emulator::free_memory`]).
     pub fn free_memory(&self) -> Result<u64> {
-        match &self.backend {
+        match self.backend() {
             Backend::Emulator(emu) => Ok(emu.free_memory()),
             Backend::Ptx(ptx) => Ok(ptx.emulator().free_memory()),
             Backend::Cuda(gpu) => gpu.free_memory(),
@@ -263,7 +293,7 @@ impl Runtime {
 
     /// A zeroed buffer of `len` elements.
     pub fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
-        match &self.backend {
+        match self.backend() {
             Backend::Emulator(emu) => DeviceBuffer::emulated(emu, len),
             Backend::Ptx(ptx) => DeviceBuffer::emulated(ptx.emulator(), len),
             Backend::Cuda(gpu) => gpu.alloc(len),
@@ -286,7 +316,7 @@ impl Runtime {
                 buf.len()
             )));
         }
-        match &self.backend {
+        match self.backend() {
             Backend::Emulator(_) | Backend::Ptx(_) => {
                 let dst = buf.host_slice_mut().expect("emulated buffer");
                 crate::buffer::copy_changed_pages(
@@ -301,7 +331,7 @@ impl Runtime {
 
     /// The buffer's contents (device to host).
     pub fn download<T: Element>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
-        match &self.backend {
+        match self.backend() {
             Backend::Emulator(_) | Backend::Ptx(_) => {
                 Ok(buf.host_slice().expect("emulated buffer").to_vec())
             }
@@ -311,7 +341,7 @@ impl Runtime {
 
     /// Waits for every launch to finish (a no-op in the emulator, whose launches are synchronous).
     pub fn synchronize(&self) -> Result<()> {
-        match &self.backend {
+        match self.backend() {
             Backend::Emulator(_) | Backend::Ptx(_) => Ok(()),
             Backend::Cuda(gpu) => gpu.synchronize(),
         }
@@ -323,7 +353,7 @@ impl Runtime {
     /// blamed on it and not on the next one.
     pub fn settle(&self) -> Result<()> {
         self.synchronize()?;
-        if let Backend::Cuda(gpu) = &self.backend {
+        if let Backend::Cuda(gpu) = self.backend() {
             gpu.deferred_error()?;
         }
         Ok(())
@@ -457,11 +487,15 @@ pub unsafe fn dispatch(
 ) -> Result<Launched> {
     before_launch(kernel, cfg)?;
     match rt.backend() {
-        Backend::Emulator(emu) => emu.launch(kernel, cfg, thread).map(Some),
+        Backend::Emulator(emu) => emu
+            .launch_with(kernel, cfg, &rt.options(), thread)
+            .map(Some),
         // SAFETY: the caller's contract.
         Backend::Cuda(gpu) => unsafe { gpu.launch(kernel, cfg, params) }.map(|()| None),
         // SAFETY: the caller's contract; the PTX backend also checks every access it makes.
-        Backend::Ptx(ptx) => unsafe { ptx.launch(kernel, cfg, params, sizes) }.map(Some),
+        Backend::Ptx(ptx) => {
+            unsafe { ptx.launch_with(kernel, cfg, params, sizes, &rt.options()) }.map(Some)
+        }
     }
 }
 

@@ -336,7 +336,7 @@ impl PtxDevice {
     }
 
     /// Launches entry `name` with the driver's parameter array (`params[i]` points at argument
-    /// `i`, of `sizes[i]` bytes).
+    /// `i`, of `sizes[i]` bytes), with the emulator's defaults.
     ///
     /// # Safety
     /// Each pointer must point at `sizes[i]` readable bytes; pointer arguments must be
@@ -347,6 +347,23 @@ impl PtxDevice {
         cfg: &LaunchConfig,
         params: &[*mut c_void],
         sizes: &[usize],
+    ) -> Result<LaunchCounters> {
+        let options = self.emu.defaults();
+        // SAFETY: the caller's contract.
+        unsafe { self.launch_with(name, cfg, params, sizes, &options) }
+    }
+
+    /// [`launch`](Self::launch) with `options` instead of the emulator's defaults.
+    ///
+    /// # Safety
+    /// As for [`launch`](Self::launch).
+    pub unsafe fn launch_with(
+        &self,
+        name: &'static str,
+        cfg: &LaunchConfig,
+        params: &[*mut c_void],
+        sizes: &[usize],
+        options: &::emu::LaunchOptions,
     ) -> Result<LaunchCounters> {
         let kernel = self.program.kernel(name)?;
         if params.len() != kernel.params.len() || sizes.len() != params.len() {
@@ -405,7 +422,7 @@ impl PtxDevice {
             instructions: &self.instructions,
             counts: recording.then_some(&counts[..]),
         };
-        let counters = self.emu.launch(name, cfg, || env.thread())?;
+        let counters = self.emu.launch_with(name, cfg, options, || env.thread())?;
         self.threads
             .fetch_add(cfg.grid.volume() * cfg.block.volume(), Ordering::Relaxed);
         if recording {

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use emu::EmuErrorKind;
-use emu::LaunchConfig;
+use emu::{LaunchConfig, LaunchOptions};
 use kernels::cuda::GlobalPtr;
 use kernels::cuda::thread::{sync_threads, thread_idx_x};
 use kernels::kernel;
@@ -24,15 +24,19 @@ kernel! {
 #[test]
 fn a_loop_that_never_ends_is_stopped_by_the_watchdog() {
     let (rt, emu) = emulator();
-    emu.set_watchdog(Some(Duration::from_millis(200)));
+    let options = LaunchOptions {
+        watchdog: Some(Duration::from_millis(200)),
+        ..emu.defaults()
+    };
     let flag = rt.alloc::<u32>(1).unwrap();
     let f = flag.ptr();
     let start = Instant::now();
-    let err = emu_error(
-        emu.launch("spins_forever", &LaunchConfig::linear(1, 64), || unsafe {
-            spins_forever(f)
-        }),
-    );
+    let err = emu_error(emu.launch_with(
+        "spins_forever",
+        &LaunchConfig::linear(1, 64),
+        &options,
+        || unsafe { spins_forever(f) },
+    ));
     assert!(start.elapsed() < Duration::from_secs(30));
     let EmuErrorKind::Watchdog {
         thread,
@@ -69,13 +73,17 @@ kernel! {
 fn a_loop_in_every_block_ends_the_launch_within_one_budget() {
     let (rt, emu) = emulator();
     let budget = Duration::from_millis(200);
-    emu.set_watchdog(Some(budget));
+    let options = LaunchOptions {
+        watchdog: Some(budget),
+        ..emu.defaults()
+    };
     let flag = rt.alloc::<u32>(1).unwrap();
     let f = flag.ptr();
     let start = Instant::now();
-    let err = emu_error(emu.launch(
+    let err = emu_error(emu.launch_with(
         "every_block_spins",
         &LaunchConfig::linear(256, 32),
+        &options,
         || unsafe { every_block_spins(f) },
     ));
     let took = start.elapsed();
@@ -120,8 +128,11 @@ fn a_stack_overflow_names_the_kernel_and_thread_and_a_larger_stack_fixes_it() {
         "{msg}"
     );
     // The emulator is still usable, and with a stack that fits the kernel runs.
-    emu.set_stack_bytes(1024 * 1024);
-    emu.launch("huge_locals", &cfg, || unsafe { huge_locals(o) })
+    let options = LaunchOptions {
+        stack_bytes: 1024 * 1024,
+        ..emu.defaults()
+    };
+    emu.launch_with("huge_locals", &cfg, &options, || unsafe { huge_locals(o) })
         .unwrap();
     let want: Vec<u32> = (0..4).map(|t| t + HUGE as u32).collect();
     assert_eq!(rt.download(&out).unwrap(), want);

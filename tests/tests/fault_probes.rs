@@ -15,8 +15,8 @@ use std::hint::black_box;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use emu::LaunchConfig;
 use emu::{EmuErrorKind, WATCHDOG_EXIT_CODE};
+use emu::{LaunchConfig, LaunchOptions};
 use host::ops::attention::{self, AttentionShape, Flow};
 use host::ops::decode::{self, DecodeShape};
 use host::ops::elementwise::{copy_cost, vector_add_cost};
@@ -77,11 +77,14 @@ fn child_launches_a_spin_in_pure_arithmetic() {
         return;
     }
     let (rt, emu) = emulator();
-    emu.set_watchdog(Some(Duration::from_millis(500)));
+    let options = LaunchOptions {
+        watchdog: Some(Duration::from_millis(500)),
+        ..emu.defaults()
+    };
     let out = rt.alloc::<u32>(1).unwrap();
     let o = out.ptr();
     let cfg = LaunchConfig::linear(1, 32);
-    let result = emu.launch("spins_in_arithmetic", &cfg, || unsafe {
+    let result = emu.launch_with("spins_in_arithmetic", &cfg, &options, || unsafe {
         spins_in_arithmetic(o)
     });
     panic!("the spin returned: {result:?}");
@@ -122,13 +125,15 @@ fn a_ptx_branch_to_itself_is_stopped_by_the_watchdog_at_its_line() {
     let host::runtime::Backend::Ptx(device) = rt.backend() else {
         unreachable!()
     };
-    device
-        .emulator()
-        .set_watchdog(Some(Duration::from_millis(200)));
+    let options = LaunchOptions {
+        watchdog: Some(Duration::from_millis(200)),
+        ..device.emulator().defaults()
+    };
     let cfg = LaunchConfig::linear(1, 32);
     let start = Instant::now();
     // SAFETY: the entry takes no parameters.
-    let err = emu_error(unsafe { device.launch("spins_on_a_branch", &cfg, &[], &[]) });
+    let err =
+        emu_error(unsafe { device.launch_with("spins_on_a_branch", &cfg, &[], &[], &options) });
     assert!(start.elapsed() < Duration::from_secs(30), "{err}");
     let EmuErrorKind::Watchdog {
         thread, last_site, ..

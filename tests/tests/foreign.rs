@@ -533,8 +533,10 @@ fn same_value_stores_are_a_benign_race_on_the_ptx_backend_and_the_switch_lets_a_
     );
     let err = run(0).unwrap_err().to_string();
     assert!(err.contains("data race on shared memory"), "{err}");
-    emu.set_shared_race_check(false);
-    let unchecked = run(0);
-    emu.set_shared_race_check(true);
-    assert_eq!(unchecked.unwrap(), 63 + 41);
+    let unchecked = module.with_options(|o| o.shared_races = false);
+    let args = [Arg::buffer(&out), Arg::U32(0)];
+    unchecked
+        .launch("set_flag", &LaunchConfig::linear(1, 64), &args)
+        .unwrap();
+    assert_eq!(rt.download(&out).unwrap()[0], 63 + 41);
 }

@@ -16,8 +16,8 @@ fn profiled_bytes(kernel: GemmKernel, shape: GemmShape) -> (u64, u64) {
     let b = reference::uniform(shape.k * shape.n, 2, -1.0, 1.0);
     let ops = GemmOperands::upload(&rt, kernel, &a, &b).unwrap();
     let mut c = rt.alloc::<f32>(shape.m * shape.n).unwrap();
-    emu.set_profiling(true);
-    gemm(&rt, kernel, &ops, &mut c, shape, Epilogue::Overwrite).unwrap();
+    let profiled = rt.with_options(|o| o.profiling = true);
+    gemm(&profiled, kernel, &ops, &mut c, shape, Epilogue::Overwrite).unwrap();
     let profile = emu.take_profile();
     let sites = &profile.kernels[kernel.name()];
     let sum = |space: &str| {

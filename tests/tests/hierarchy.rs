@@ -72,11 +72,10 @@ proptest! {
 fn scattered_store_tiles_touch_a_sector_per_lane() {
     let (rt, emu) = suite::counting();
     let mut out = rt.alloc::<u32>(4 * 1024).unwrap();
+    let profiled = rt.with_options(|o| o.profiling = true);
     let mut per_request = |scattered| {
-        emu.set_profiling(true);
-        hierarchy::store_tiles(&rt, &mut out, scattered).unwrap();
+        hierarchy::store_tiles(&profiled, &mut out, scattered).unwrap();
         let profile = emu.take_profile();
-        emu.set_profiling(false);
         let stores: Vec<_> = profile.kernels["store_tiles"]
             .iter()
             .filter(|s| s.space == "global" && s.access == "write")

@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 
+use emu::Sampling;
 use emu::sample::{self, BlockTraffic, SampledLaunch};
 use host::Runtime;
 use host::ops::transpose::{Variant, transpose};
 use host::runtime::Backend;
 use perf::model::{Machine, dram_bytes};
 
-/// `Emulator::set_sampling_skip`: the named kernel's launches run no block (their outputs
+/// `emu::Sampling::skip`: the named kernel's launches run no block (their outputs
 /// stay as they were) but keep their configuration in the samples, and every other launch
 /// is sampled as before.
 #[test]
@@ -21,13 +22,16 @@ fn a_skipped_kernel_runs_no_block_and_the_others_are_sampled() {
     let (rows, cols) = (64, 96);
     let input = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
     let mut out = rt.alloc::<f32>(rows * cols).unwrap();
-    emu.set_sampling(Some(sample::WHOLE_PLAN), None);
-    emu.set_sampling_skip(Some("transpose_padded"));
-    transpose(&rt, Variant::Padded, &input, rows, cols, &mut out).unwrap();
+    let sampled = rt.with_options(|o| {
+        o.sampling = Some(Sampling {
+            blocks: sample::WHOLE_PLAN,
+            budget: None,
+            skip: Some("transpose_padded"),
+        })
+    });
+    transpose(&sampled, Variant::Padded, &input, rows, cols, &mut out).unwrap();
     let untouched = rt.download(&out).unwrap().iter().all(|&x| x == 0.0);
-    transpose(&rt, Variant::Naive, &input, rows, cols, &mut out).unwrap();
-    emu.set_sampling_skip(None);
-    emu.set_sampling(None, None);
+    transpose(&sampled, Variant::Naive, &input, rows, cols, &mut out).unwrap();
     let samples = emu.take_samples();
     assert!(untouched, "a skipped launch wrote its output");
     assert_eq!(samples.len(), 2);
@@ -51,9 +55,14 @@ fn a_sampled_transpose_estimates_the_whole_launch() {
     let input = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
     let mut out = rt.alloc::<f32>(rows * cols).unwrap();
     let mut run = |blocks: usize| {
-        emu.set_sampling(Some(blocks), None);
-        transpose(&rt, Variant::Padded, &input, rows, cols, &mut out).unwrap();
-        emu.set_sampling(None, None);
+        let sampled = rt.with_options(|o| {
+            o.sampling = Some(Sampling {
+                blocks,
+                budget: None,
+                skip: None,
+            })
+        });
+        transpose(&sampled, Variant::Padded, &input, rows, cols, &mut out).unwrap();
         emu.take_samples().remove(0)
     };
     let (sampled, every) = (run(sample::WHOLE_PLAN), run(sample::EVERY_BLOCK));

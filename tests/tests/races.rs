@@ -36,11 +36,35 @@ fn global_race(err: &emu::EmuError) -> ((usize, usize), [Side; 2]) {
     )
 }
 
-/// An emulator with the global race check on, whatever `KERNELS_EMU_GLOBAL_RACES` says.
-fn emulator() -> (host::Runtime, std::sync::Arc<emu::Emulator>) {
+/// An emulator whose launches check for global races, whatever `KERNELS_EMU_GLOBAL_RACES`
+/// says.
+struct Checked(std::sync::Arc<emu::Emulator>);
+
+impl Checked {
+    fn options(&self) -> emu::LaunchOptions {
+        emu::LaunchOptions {
+            global_races: true,
+            ..self.0.defaults()
+        }
+    }
+
+    fn launch(
+        &self,
+        name: &'static str,
+        cfg: &LaunchConfig,
+        kernel: impl Fn() + Sync,
+    ) -> emu::Result<emu::LaunchCounters> {
+        self.0.launch_with(name, cfg, &self.options(), kernel)
+    }
+
+    fn take_benign_races(&self) -> Vec<emu::BenignRace> {
+        self.0.take_benign_races()
+    }
+}
+
+fn emulator() -> (host::Runtime, Checked) {
     let (rt, emu) = suite::emulator();
-    emu.set_global_race_check(true);
-    (rt, emu)
+    (rt, Checked(emu))
 }
 
 kernel! {
@@ -346,11 +370,13 @@ fn stores_of_the_same_value_to_one_shared_slot_are_a_benign_race_and_others_an_e
     let out = rt.alloc::<u32>(2).unwrap();
     let o = out.ptr();
     let cfg = LaunchConfig::linear(2, 64);
-    let launch = |same| {
-        emu.launch("every_thread_sets_one_flag", &cfg, || unsafe {
-            every_thread_sets_one_flag(o, same)
-        })
+    let launch_with = |same, options: &emu::LaunchOptions| {
+        emu.0
+            .launch_with("every_thread_sets_one_flag", &cfg, options, || unsafe {
+                every_thread_sets_one_flag(o, same)
+            })
     };
+    let launch = |same| launch_with(same, &emu.options());
     launch(true).unwrap();
     assert_eq!(rt.download(&out).unwrap(), [42, 42]);
     let benign = emu.take_benign_races();
@@ -372,9 +398,10 @@ fn stores_of_the_same_value_to_one_shared_slot_are_a_benign_race_and_others_an_e
     assert_eq!((first.thread.x, second.thread.x), (0, 1), "{err}");
     assert!(emu.take_benign_races().is_empty());
     // The check off: the racy kernel runs, and the last store (thread 63's) lands.
-    emu.set_shared_race_check(false);
-    let numbers = launch(false);
-    emu.set_shared_race_check(true);
-    numbers.unwrap();
+    let unchecked = emu::LaunchOptions {
+        shared_races: false,
+        ..emu.options()
+    };
+    launch_with(false, &unchecked).unwrap();
     assert_eq!(rt.download(&out).unwrap(), [63 + 41; 2]);
 }

@@ -32,8 +32,8 @@ fn a_strided_read_touches_32_sectors_per_request_and_a_contiguous_one_4() {
     let src = rt.upload(&reference::uniform(n * 32, 1, 0.0, 1.0)).unwrap();
     let mut dst = rt.alloc::<f32>(n).unwrap();
     for (stride, sectors) in [(1usize, 4.0), (2, 8.0), (8, 32.0), (32, 32.0)] {
-        emu.set_profiling(true);
-        transpose::copy_strided(&rt, &src, stride, &mut dst).unwrap();
+        let profiled = rt.with_options(|o| o.profiling = true);
+        transpose::copy_strided(&profiled, &src, stride, &mut dst).unwrap();
         let profile = emu.take_profile();
         let read = sites(&profile, "copy_strided", "global", "read");
         assert_eq!(read.len(), 1);
@@ -61,12 +61,11 @@ fn a_column_read_of_a_32_wide_tile_is_32_way_and_padding_removes_it() {
         .upload(&reference::uniform(rows * cols, 2, -1.0, 1.0))
         .unwrap();
     let mut out = rt.alloc::<f32>(rows * cols).unwrap();
-    emu.set_profiling(true);
+    let profiled = rt.with_options(|o| o.profiling = true);
     for v in Variant::ALL {
-        transpose::transpose(&rt, v, &d_in, rows, cols, &mut out).unwrap();
+        transpose::transpose(&profiled, v, &d_in, rows, cols, &mut out).unwrap();
     }
     let profile = emu.take_profile();
-    emu.set_profiling(false);
     let conflict =
         |kernel: &str, access: &str| sites(&profile, kernel, "shared", access)[0].conflict_degree();
     assert_eq!(
@@ -96,16 +95,30 @@ fn a_column_read_of_a_32_wide_tile_is_32_way_and_padding_removes_it() {
 
 #[test]
 fn profiling_changes_no_result() {
-    let (rt, emu) = counting();
+    let (rt, _) = counting();
     let (rows, cols) = (33, 65);
     let input = reference::uniform(rows * cols, 3, -1.0, 1.0);
     let d_in = rt.upload(&input).unwrap();
     let mut out = rt.alloc::<f32>(rows * cols).unwrap();
-    emu.set_profiling(true);
-    transpose::transpose(&rt, Variant::Shared, &d_in, rows, cols, &mut out).unwrap();
-    emu.set_profiling(false);
+    let profiled = rt.with_options(|o| o.profiling = true);
+    transpose::transpose(&profiled, Variant::Shared, &d_in, rows, cols, &mut out).unwrap();
     assert_eq!(
         rt.download(&out).unwrap(),
         reference::transpose(&input, rows, cols)
     );
+}
+
+/// Options are the launch's own: the runtime a view was made from still runs with the
+/// defaults, so its launches are not profiled.
+#[test]
+fn a_profiled_view_leaves_the_runtime_it_came_from_unprofiled() {
+    let (rt, emu) = counting();
+    let (rows, cols) = (32, 32);
+    let d_in = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
+    let mut out = rt.alloc::<f32>(rows * cols).unwrap();
+    let profiled = rt.with_options(|o| o.profiling = true);
+    transpose::transpose(&profiled, Variant::Naive, &d_in, rows, cols, &mut out).unwrap();
+    assert!(emu.take_profile().kernels.contains_key("transpose_naive"));
+    transpose::transpose(&rt, Variant::Naive, &d_in, rows, cols, &mut out).unwrap();
+    assert!(emu.take_profile().kernels.is_empty());
 }

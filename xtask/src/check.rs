@@ -110,15 +110,17 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         block: dims(&args.block, "--block")?,
         shared_mem_bytes: args.shared,
     };
+    // Every check on unless a flag says, whatever KERNELS_EMU_GLOBAL_RACES and
+    // KERNELS_EMU_SHARED_RACES say.
+    let module = module.with_options(|o| {
+        o.global_races = !args.no_global_races;
+        o.shared_races = !args.no_shared_races;
+    });
     let rt = module.runtime();
     let emulator = match rt.backend() {
         host::runtime::Backend::Ptx(device) => device.emulator(),
         _ => return Err("check runs on the PTX backend, which this runtime is not".into()),
     };
-    // Every check on unless a flag says, whatever KERNELS_EMU_GLOBAL_RACES and
-    // KERNELS_EMU_SHARED_RACES say.
-    emulator.set_global_race_check(!args.no_global_races);
-    emulator.set_shared_race_check(!args.no_shared_races);
     let off: Vec<&str> = [
         (args.no_shared_races, "the shared-memory race check"),
         (args.no_global_races, "the global-memory race check"),
@@ -257,10 +259,15 @@ fn sampled(
     };
     let emulator = device.emulator();
     let start = std::time::Instant::now();
-    emulator.set_sampling(Some(emu::sample::WHOLE_PLAN), None);
+    let sampling = module.with_options(|o| {
+        o.sampling = Some(emu::Sampling {
+            blocks: emu::sample::WHOLE_PLAN,
+            budget: None,
+            skip: None,
+        })
+    });
     device.record_mix(true);
-    let launched = module.launch(entry, at, args);
-    emulator.set_sampling(None, None);
+    let launched = sampling.launch(entry, at, args);
     let mix = device.take_mix();
     device.record_mix(false);
     // The sampled blocks' printf is the check's again, for fewer blocks.

@@ -238,9 +238,7 @@ pub(crate) fn performance(
         Backend::Ptx(ptx) => ptx.emulator().clone(),
         Backend::Cuda(_) => unreachable!("an emulator runtime"),
     };
-    emu.set_sampling(Some(emu::sample::WHOLE_PLAN), None);
-    let cost = (e.launch)(&ert, e.gpu_shape);
-    emu.set_sampling(None, None);
+    let cost = (e.launch)(&ert.with_options(whole_plan), e.gpu_shape);
     let cost = cost.map_err(|err| err.to_string())?;
     // The kernel's registers, as ptxas assembles the learner's own code: more of them can cost
     // resident blocks, and the model's occupancy reads them.
@@ -315,6 +313,15 @@ pub(crate) fn performance(
     Ok((out, met))
 }
 
+/// Sampled launches over the whole plan, with no budget: an exercise's launches are small.
+fn whole_plan(options: &mut emu::LaunchOptions) {
+    options.sampling = Some(emu::Sampling {
+        blocks: emu::sample::WHOLE_PLAN,
+        budget: None,
+        skip: None,
+    });
+}
+
 /// On a miss, the sampled launch again with the profiler on, and the access site that costs
 /// `limiter` most (`inspect::costliest_site`). Only on a miss: profiling every sampled access
 /// costs seconds, which a kernel that meets its target need not pay.
@@ -324,11 +331,13 @@ fn costliest_site(
     emu: &emu::Emulator,
     limiter: perf::model::Limiter,
 ) -> Result<Option<String>, String> {
-    emu.set_sampling(Some(emu::sample::WHOLE_PLAN), None);
-    emu.set_profiling(true);
-    let again = (e.launch)(ert, e.gpu_shape);
-    emu.set_profiling(false);
-    emu.set_sampling(None, None);
+    let again = (e.launch)(
+        &ert.with_options(|o| {
+            whole_plan(o);
+            o.profiling = true;
+        }),
+        e.gpu_shape,
+    );
     // The prediction read the first launch's samples; this one's are the same.
     let _ = emu.take_samples();
     let profile = emu.take_profile();

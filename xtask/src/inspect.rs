@@ -132,9 +132,7 @@ fn exercise_profile(e: &Exercise, which: Which, json: bool) -> Result<String, St
         .iter()
         .max_by_key(|&&s| (e.cost)(s).bytes())
         .expect("every exercise checks at least one shape");
-    emu.set_profiling(true);
-    let launched = (e.launch)(&ert, shape);
-    emu.set_profiling(false);
+    let launched = (e.launch)(&ert.with_options(|o| o.profiling = true), shape);
     let profile = emu.take_profile();
     launched.map_err(|err| err.to_string())?;
     if json {
@@ -521,13 +519,11 @@ pub(crate) fn profile_kernel(rt: &Runtime, spec: &cases::CaseSpec) -> Result<Pro
     let start = Instant::now();
     (case.launch)(rt).map_err(|e| e.to_string())?;
     let plain = start.elapsed().as_secs_f64();
-    emu.set_profiling(true);
     let start = Instant::now();
-    let counters = (case.launch)(rt)
+    let counters = (case.launch)(&rt.with_options(|o| o.profiling = true))
         .map_err(|e| e.to_string())?
         .expect("the emulator counts");
     let profiled = start.elapsed().as_secs_f64();
-    emu.set_profiling(false);
     let profile = emu.take_profile();
     (case.check)(rt)?;
     Ok(Profiled {

@@ -327,7 +327,7 @@ pub(crate) struct SampleLimits {
     pub blocks: Option<usize>,
     /// Stop (with an error) past this many device calls per launch.
     pub budget: Option<u64>,
-    /// Run no block of this kernel's launches (`Emulator::set_sampling_skip`).
+    /// Run no block of this kernel's launches (`emu::Sampling::skip`).
     pub skip: Option<&'static str>,
 }
 
@@ -372,17 +372,16 @@ fn sample_at_keys(
     if shape.is_some_and(|want| !case.gpu.0.contains(want)) {
         return Ok(Err(case.gpu.0.clone()));
     }
-    emu.set_sampling(
-        Some(limits.blocks.unwrap_or(emu::sample::WHOLE_PLAN)),
-        limits.budget,
-    );
-    emu.set_sampling_skip(limits.skip);
     if let Some(d) = device {
         d.record_mix(true);
     }
-    let launched = (case.launch)(&rt);
-    emu.set_sampling(None, None);
-    emu.set_sampling_skip(None);
+    let launched = (case.launch)(&rt.with_options(|o| {
+        o.sampling = Some(emu::Sampling {
+            blocks: limits.blocks.unwrap_or(emu::sample::WHOLE_PLAN),
+            budget: limits.budget,
+            skip: limits.skip,
+        })
+    }));
     let mix = device.map(|d| {
         let m = d.take_mix();
         d.record_mix(false);

@@ -1054,16 +1054,13 @@ fn wide_table(rows: &[Row], measured: bool) -> String {
 pub fn emu_speed() -> Result<(), String> {
     let program = host::embedded::program_from_env().map_err(|e| e.to_string())?;
     for rt in [Runtime::emulator(), Runtime::ptx(program)] {
-        let (name, emu) = match rt.backend() {
-            Backend::Ptx(p) => (
-                format!("PTX backend ({})", p.program().origin),
-                p.emulator().clone(),
-            ),
-            Backend::Emulator(emu) => ("source emulator".to_string(), emu.clone()),
+        let name = match rt.backend() {
+            Backend::Ptx(p) => format!("PTX backend ({})", p.program().origin),
+            Backend::Emulator(_) => "source emulator".to_string(),
             Backend::Cuda(_) => unreachable!("both runtimes are emulated"),
         };
         for races in [true, false] {
-            emu.set_global_race_check(races);
+            let rt = rt.with_options(|o| o.global_races = races);
             let on = if races { "on" } else { "off" };
             let backend = format!("{name}, global race check {on}");
             vector_add_speed(&rt, &backend)?;

@@ -84,6 +84,16 @@ impl ExerciseRuntime {
     /// A runtime of the same backend (the same PTX module) and side, with nothing allocated
     /// yet: a check rerun on it allocates its buffers in the same order as on a fresh one.
     /// `None` on a GPU.
+    /// The same runtime, its emulator launches run with options `change` amends
+    /// ([`Runtime::with_options`]).
+    pub fn with_options(&self, change: impl FnOnce(&mut emu::LaunchOptions)) -> Self {
+        Self {
+            rt: self.rt.with_options(change),
+            which: self.which,
+            output: Cell::new(None),
+        }
+    }
+
     fn fresh(&self) -> Option<Self> {
         let rt = match self.rt.backend() {
             crate::runtime::Backend::Emulator(_) => Runtime::emulator(),
@@ -282,8 +292,8 @@ pub fn check(
             offset: i * size_of::<f32>(),
             bytes: size_of::<f32>(),
         };
-        rerun.rt.last_store(watch, || {
-            let _ = (e.check)(&rerun, shape, seed);
+        rerun.rt.last_store(watch, |watched| {
+            let _ = (e.check)(&rerun.with_options(|o| *o = watched.options()), shape, seed);
         })
     })();
     Err(Failure::Wrong {
