@@ -849,10 +849,7 @@ impl Block<'_> {
             first,
             second,
         };
-        let mut benign = self.benign.borrow_mut();
-        if !benign.iter().any(|b| b.sites() == race.sites()) {
-            benign.push(race);
-        }
+        race.add_to(&mut self.benign.borrow_mut());
         None
     }
 

@@ -47,6 +47,13 @@ impl BenignRace {
     pub(crate) fn sites(&self) -> (Site, Site) {
         (self.first.site, self.second.site)
     }
+
+    /// Adds the race to `list` unless a race of the same pair of sites is there already.
+    pub(crate) fn add_to(self, list: &mut Vec<BenignRace>) {
+        if !list.iter().any(|b| b.sites() == self.sites()) {
+            list.push(self);
+        }
+    }
 }
 
 impl fmt::Display for BenignRace {

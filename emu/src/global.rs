@@ -700,8 +700,6 @@ fn pair_race(blocks: &[BlockAccesses], a: &Item, b: &Item) -> Option<GlobalRace>
 mod tests {
     use super::*;
 
-    const REPORTED: usize = 8;
-
     fn first_race(blocks: &[BlockAccesses]) -> Option<GlobalRace> {
         races(blocks, 1).into_iter().next()
     }
@@ -935,7 +933,7 @@ mod tests {
             l.record(t, 0x3004, 4, Access::Write, blocks, 0, 0);
             block(l.finish())
         };
-        let found = races(&[a, row(0), row(1)], REPORTED);
+        let found = races(&[a, row(0), row(1)], crate::REPORTED_RACES);
         let got: Vec<(usize, u32, u32)> = found
             .iter()
             .map(|r| (r.addr, r.first.thread, r.second.thread))
@@ -962,7 +960,7 @@ mod tests {
                 block(l.finish())
             })
             .collect();
-        let found = races(&blocks, REPORTED);
+        let found = races(&blocks, crate::REPORTED_RACES);
         let got: Vec<(Site, Site, usize, usize)> = found
             .iter()
             .map(|r| (r.first.site, r.second.site, r.first.block, r.second.block))

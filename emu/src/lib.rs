@@ -647,10 +647,8 @@ impl Emulator {
             // A block left out comes after a failed one, whose error has returned already.
             let Some(r) = r else { break };
             let (counters, profile, logged, stored, block_benign) = r.map_err(Error::Emulator)?;
-            for b in block_benign {
-                if !benign.iter().any(|o| o.sites() == b.sites()) {
-                    benign.push(b);
-                }
+            for race in block_benign {
+                race.add_to(&mut benign);
             }
             total.add(&counters);
             // Blocks are unordered: two that store to one byte race (reported below), so the

@@ -193,10 +193,8 @@ impl Runtime {
             }
         };
         // A refused emulator setting fails every launch; said once, here, it fails the command.
-        match rt.backend() {
-            Backend::Emulator(emu) => emu.check_settings()?,
-            Backend::Ptx(ptx) => ptx.emulator().check_settings()?,
-            Backend::Cuda(_) => {}
+        if let Some(emu) = rt.emulated() {
+            emu.check_settings()?;
         }
         if let (Backend::Emulator(_), Some(path)) = (rt.backend(), ptx_file_from_env()) {
             return Err(Error::Config(format!(

@@ -223,7 +223,7 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         },
         ..cfg
     };
-    let arch = if module.text().contains(".target sm_90a") {
+    let arch = if module.runtime().has_wgmma() {
         Arch::Sm90a
     } else {
         Arch::Sm90
