@@ -718,13 +718,7 @@ impl Thread<'_> {
                     a,
                     b,
                     c,
-                } => {
-                    let wide = (self.get(b) as u32 as u64) << 32 | self.get(a) as u32 as u64;
-                    let by = self.get(c) as u32;
-                    let by = if clamp { by.min(32) } else { by & 31 };
-                    let v = if left { (wide << by) >> 32 } else { wide >> by };
-                    self.set(d, v & 0xffff_ffff);
-                }
+                } => self.shf(left, clamp, d, a, b, c),
                 Op::Bfind { ty, shiftamt, d, a } => self.bfind(ty, shiftamt, d, a),
                 Op::Testp { test, ty, d, a } => self.testp(test, ty, d, a),
                 Op::Carry(args) => self.carry(args),
@@ -754,28 +748,9 @@ impl Thread<'_> {
                     bytes,
                     signed,
                 } => self.set(*d, read_le(&self.pmem, *offset, *bytes, *signed)),
-                Op::StPmem { a, offset, bytes } => {
-                    let at = *offset as usize;
-                    let v = self.get(*a).to_le_bytes();
-                    self.pmem[at..at + *bytes as usize].copy_from_slice(&v[..*bytes as usize]);
-                }
-                Op::LdPmemV(v) => {
-                    for k in 0..u32::from(v.n) {
-                        let at = v.offset + k * u32::from(v.bytes);
-                        if v.regs[k as usize] != u32::MAX {
-                            let x = read_le(&self.pmem, at, v.bytes, v.signed);
-                            self.set(v.regs[k as usize], x);
-                        }
-                    }
-                }
-                Op::StPmemV(v) => {
-                    for k in 0..usize::from(v.n) {
-                        let at = v.offset as usize + k * usize::from(v.bytes);
-                        let x = self.get(v.regs[k]).to_le_bytes();
-                        self.pmem[at..at + usize::from(v.bytes)]
-                            .copy_from_slice(&x[..usize::from(v.bytes)]);
-                    }
-                }
+                Op::StPmem { a, offset, bytes } => self.st_pmem(*a, *offset, *bytes),
+                Op::LdPmemV(v) => self.ld_pmem_v(v),
+                Op::StPmemV(v) => self.st_pmem_v(v),
                 Op::Ld(m) => self.load(m, here),
                 Op::St(m) => self.store(m, here),
                 Op::Atom(a) => self.atom(a, here),
@@ -824,6 +799,56 @@ impl Thread<'_> {
                 Op::WgmmaSync(op) => self.gpu.wgmma_sync(*op, self.site(here)),
                 Op::Nop => {}
             }
+        }
+    }
+}
+
+impl Thread<'_> {
+    /// [`Op::Shf`]: the funnel shift of `b:a` (64 bits) by `c`, clamped at 32 or taken mod 32.
+    #[inline(always)]
+    fn shf(
+        &mut self,
+        left: bool,
+        clamp: bool,
+        d: decode::Slot,
+        a: decode::Slot,
+        b: decode::Slot,
+        c: decode::Slot,
+    ) {
+        let wide = (self.get(b) as u32 as u64) << 32 | self.get(a) as u32 as u64;
+        let by = self.get(c) as u32;
+        let by = if clamp { by.min(32) } else { by & 31 };
+        let v = if left { (wide << by) >> 32 } else { wide >> by };
+        self.set(d, v & 0xffff_ffff);
+    }
+
+    /// [`Op::StPmem`]: a store to the thread's parameter or local frame.
+    #[inline(always)]
+    fn st_pmem(&mut self, a: decode::Slot, offset: u32, bytes: u8) {
+        let at = offset as usize;
+        let v = self.get(a).to_le_bytes();
+        self.pmem[at..at + bytes as usize].copy_from_slice(&v[..bytes as usize]);
+    }
+
+    /// [`Op::LdPmemV`]: a vector load from the frame; a `_` lane (`u32::MAX`) is not written.
+    #[inline(always)]
+    fn ld_pmem_v(&mut self, v: &decode::PmemVector) {
+        for k in 0..u32::from(v.n) {
+            let at = v.offset + k * u32::from(v.bytes);
+            if v.regs[k as usize] != u32::MAX {
+                let x = read_le(&self.pmem, at, v.bytes, v.signed);
+                self.set(v.regs[k as usize], x);
+            }
+        }
+    }
+
+    /// [`Op::StPmemV`]: a vector store to the frame.
+    #[inline(always)]
+    fn st_pmem_v(&mut self, v: &decode::PmemVector) {
+        for k in 0..usize::from(v.n) {
+            let at = v.offset as usize + k * usize::from(v.bytes);
+            let x = self.get(v.regs[k]).to_le_bytes();
+            self.pmem[at..at + usize::from(v.bytes)].copy_from_slice(&x[..usize::from(v.bytes)]);
         }
     }
 }
