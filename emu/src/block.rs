@@ -62,6 +62,27 @@ pub(super) struct Launch<'k> {
     pub work: std::sync::atomic::AtomicU64,
 }
 
+impl Launch<'_> {
+    /// A sampled launch whose threads made more device calls than its budget fails with an
+    /// error that names both counts.
+    pub(super) fn check_work_budget(&self, blocks: &[Dim3]) -> Result<(), Box<EmuError>> {
+        let Some(budget) = self.work_budget else {
+            return Ok(());
+        };
+        let work = self.work.load(std::sync::atomic::Ordering::Relaxed);
+        if work <= budget {
+            return Ok(());
+        }
+        Err(Box::new(EmuError {
+            kernel: self.name,
+            block: blocks[0],
+            kind: EmuErrorKind::Resources(format!(
+                "the sampled launch made {work} device calls, more than its budget of {budget}"
+            )),
+        }))
+    }
+}
+
 /// A finished block: its counters, its profile when profiling, its global accesses when
 /// checking for races, its last store to the watched range (thread, site) when watching, and
 /// its benign shared-memory races.

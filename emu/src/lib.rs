@@ -292,6 +292,23 @@ pub struct Sampling {
     pub skip: Option<&'static str>,
 }
 
+impl Sampling {
+    /// The blocks a launch runs, in the order their results are read: none for a skipped
+    /// kernel, the first [`Sampling::blocks`] of [`sample::plan`] for a sampled one, else every
+    /// block of the grid in launch order.
+    fn blocks_of(sampling: Option<Sampling>, name: &str, grid: Dim3) -> Vec<Dim3> {
+        match sampling {
+            Some(s) if s.skip == Some(name) => Vec::new(),
+            Some(s) if s.blocks != sample::EVERY_BLOCK => {
+                let mut plan = sample::plan(grid);
+                plan.truncate(s.blocks.max(1));
+                plan
+            }
+            _ => (0..grid.volume()).map(|b| index_in(grid, b)).collect(),
+        }
+    }
+}
+
 /// How one launch runs: handed to [`Emulator::launch_with`] rather than set on the emulator
 /// around a launch, so that what a launch checks and records is read at its call. The
 /// defaults ([`Emulator::defaults`]) come from the environment variables read when the
@@ -604,16 +621,7 @@ impl Emulator {
             // A budget under a millisecond is kept at one: zero would mean none.
             watchdog: options.watchdog.map(|b| b.max(Duration::from_millis(1))),
         };
-        let grid = cfg.grid;
-        let blocks: Vec<Dim3> = match options.sampling {
-            Some(s) if s.skip == Some(name) => Vec::new(),
-            Some(s) if s.blocks != sample::EVERY_BLOCK => {
-                let mut plan = sample::plan(grid);
-                plan.truncate(s.blocks.max(1));
-                plan
-            }
-            _ => (0..grid.volume()).map(|b| index_in(grid, b)).collect(),
-        };
+        let blocks = Sampling::blocks_of(options.sampling, name, cfg.grid);
         // The launch reports its first failed block in block order. Every block before the
         // first that failed so far still runs (one of them may fail too, and the report must be
         // the same on every run); the blocks after it need not. That also bounds a kernel whose
@@ -683,18 +691,7 @@ impl Emulator {
                 self.race_error(&launch, &blocks, &races),
             )));
         }
-        if let Some(budget) = launch.work_budget {
-            let work = launch.work.load(Ordering::Relaxed);
-            if work > budget {
-                return Err(Error::Emulator(Box::new(EmuError {
-                    kernel: name,
-                    block: blocks[0],
-                    kind: EmuErrorKind::Resources(format!(
-                        "the sampled launch made {work} device calls, more than its budget of {budget}"
-                    )),
-                })));
-            }
-        }
+        launch.check_work_budget(&blocks).map_err(Error::Emulator)?;
         if last_store.is_some() {
             *self.last_store.lock().unwrap() = last_store;
         }
