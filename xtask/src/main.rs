@@ -19,29 +19,23 @@
 //! - `check`: one entry of any PTX module, with every emulator check on.
 
 mod atomic;
-mod baseline;
-mod bundle;
 mod cases;
 mod check;
 mod decode;
-#[cfg(test)]
-mod doc_lint;
-mod doc_outputs;
+mod docs;
 mod emu_speed;
 mod exercise;
-mod figures;
+mod gpu_window;
 mod hierarchy;
 mod inspect;
 mod npy;
 mod nvrtc;
-mod occupancy;
 mod plot;
 mod predict;
 mod ptxas;
 mod roofline;
 mod run;
 mod scaffold;
-mod summary;
 mod trace_softmax;
 mod watch;
 mod watchdog;
@@ -80,7 +74,7 @@ enum Command {
     Predict(predict::PredictArgs),
     /// The device bundle's summary: each row beside its vendor baseline at the same shape, the
     /// sanitizers' verdicts per case, and the findings.
-    Summarize(summary::SummarizeArgs),
+    Summarize(gpu_window::summary::SummarizeArgs),
     /// The cases of a run, in this process (what `run` starts in a child process).
     #[command(hide = true)]
     RunCases(run::CasesArgs),
@@ -88,13 +82,13 @@ enum Command {
     EmuSpeed(emu_speed::EmuSpeedArgs),
     /// Build the folder a GPU window needs (binary, PTX, entry script, baselines); `--check` runs
     /// it here in CPU mode.
-    DeviceBundle(bundle::BundleArgs),
+    DeviceBundle(gpu_window::bundle::BundleArgs),
     /// Draw the teaching pictures into docs/img from the kernels' and the emulator's own layout
     /// functions (a test fails when a committed one is stale).
-    Figures(figures::FiguresArgs),
+    Figures(docs::figures::FiguresArgs),
     /// Check the pastes of `run` and `ptxas` in the docs against outputs saved by CI (the other
     /// commands' pastes are checked by a unit test).
-    DocPastes(doc_outputs::DocPastesArgs),
+    DocPastes(docs::pastes::DocPastesArgs),
     /// One exercise (docs/exercises.md): your kernel against its CPU reference with every
     /// emulator check on, then its predicted (MODELLED) time against the exercise's target.
     Exercise(exercise::ExerciseArgs),
@@ -127,12 +121,12 @@ fn main() -> ExitCode {
             let _watch = watchdog::arm(args.deadline, &format!("predict {}", args.kernel));
             predict::run(args)
         }
-        Command::Summarize(args) => summary::run(args),
+        Command::Summarize(args) => gpu_window::summary::run(args),
         Command::RunCases(args) => run::run_cases(args),
         Command::EmuSpeed(args) => emu_speed::run(args),
-        Command::DeviceBundle(args) => bundle::run(args),
-        Command::Figures(args) => figures::run(args),
-        Command::DocPastes(args) => doc_outputs::run(args),
+        Command::DeviceBundle(args) => gpu_window::bundle::run(args),
+        Command::Figures(args) => docs::figures::run(args),
+        Command::DocPastes(args) => docs::pastes::run(args),
         // A watch runs until it is stopped; each of its rounds is a process with its own deadline.
         Command::Exercise(args) if args.watch => exercise::run(args),
         Command::Exercise(args) => {

@@ -13,8 +13,8 @@ use perf::cost::{Bound, Roofline};
 use perf::specs::GpuSpec;
 use serde::{Deserialize, Serialize};
 
-use crate::baseline::{self, Baseline};
 use crate::cases::{self, Scale};
+use crate::gpu_window::baseline::{self, Baseline};
 use crate::plot;
 use crate::ptxas::report_dir;
 

@@ -48,7 +48,7 @@
 //!
 //! A kernel that diverges on purpose (e.g. a collective with a partial member mask that exactly
 //! names the lanes that take the branch) opts out with an [`Allowance`] and its reason (the
-//! project's list is `ALLOWED` in xtask/src/ptxas.rs); an allowance that no longer matches
+//! project's list is `ALLOWED` in xtask/src/ptxas/mod.rs); an allowance that no longer matches
 //! anything is an error, so the list cannot go stale.
 
 use std::collections::{HashMap, HashSet};
@@ -234,7 +234,7 @@ pub fn check_module(module: &Module, allowed: &[Allowance]) -> Result<Report, St
         .collect();
     if !stale.is_empty() {
         return Err(format!(
-            "these allowances of the PTX check match nothing any more; remove them from the list of allowances (ALLOWED in xtask/src/ptxas.rs): {}",
+            "these allowances of the PTX check match nothing any more; remove them from the list of allowances (ALLOWED in xtask/src/ptxas/mod.rs): {}",
             stale.join(", ")
         ));
     }

@@ -13,15 +13,15 @@ use host::embedded::Arch;
 
 use crate::ptxas::target_dir;
 
-const RUN_SH: &str = include_str!("../bundle/run.sh");
-const BASELINES_PY: &str = include_str!("../bundle/baselines.py");
+const RUN_SH: &str = include_str!("../../bundle/run.sh");
+const BASELINES_PY: &str = include_str!("../../bundle/baselines.py");
 /// Stand-ins for the GPU machine's tools in the CPU check (`run.sh --check`).
 const CHECK_TOOLS: [(&str, &str); 2] = [
     (
         "compute-sanitizer",
-        include_str!("../bundle/check/compute-sanitizer"),
+        include_str!("../../bundle/check/compute-sanitizer"),
     ),
-    ("ncu", include_str!("../bundle/check/ncu")),
+    ("ncu", include_str!("../../bundle/check/ncu")),
 ];
 /// What the device machine accepts in one call.
 const SIZE_LIMIT: u64 = 64 * 1024 * 1024;

@@ -268,7 +268,7 @@ fn output_of(args: &str) -> Option<String> {
         Command::Exercise(a) => crate::exercise::render(a).unwrap().0,
         Command::Predict(a) => crate::predict::render(a).unwrap(),
         Command::Ptxas(_) | Command::Run(_) | Command::Check(_) => return None,
-        _ => panic!("`cargo xtask {args}`: add its output to doc_outputs.rs"),
+        _ => panic!("`cargo xtask {args}`: add its output to xtask/src/docs/pastes.rs"),
     })
 }
 

@@ -10,6 +10,8 @@
 //! SASS holds `HMMA` instructions and no local-memory traffic (`LDL`/`STL`, where spills and
 //! arrays the compiler could not keep in registers go).
 
+mod occupancy;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -213,7 +215,7 @@ pub fn run(args: &PtxasArgs) -> Result<(), String> {
         ));
     }
     println!("all {} kernels assembled, 0 spills", reports.len());
-    crate::occupancy::print(&reports, arch);
+    occupancy::print(&reports, arch);
     check_tensor_core_sass(&tools_dir()?, &cubin_path(arch)?, arch)
 }
 

@@ -131,7 +131,7 @@ pub fn print(reports: &[KernelReport], arch: Arch) {
     for r in reports {
         let Some(l) = launch_of(&r.name) else {
             println!(
-                "{:<34} (no spec launches it, and xtask/src/occupancy.rs does not list it)",
+                "{:<34} (no spec launches it, and xtask/src/ptxas/occupancy.rs does not list it)",
                 r.name
             );
             continue;
@@ -189,7 +189,7 @@ mod tests {
             for name in host::embedded::entry_points(arch.ptx()) {
                 assert!(
                     launch_of(name).is_some(),
-                    "{name}: add its launch to xtask/src/occupancy.rs"
+                    "{name}: add its launch to xtask/src/ptxas/occupancy.rs"
                 );
             }
         }

@@ -658,7 +658,7 @@ fn pyramid() -> String {
 
 /// The pinned nightly's channel, from the file host/build.rs reads.
 fn kernels_nightly() -> &'static str {
-    host::ptx_build::channel(include_str!("../../kernels/rust-toolchain.toml"))
+    host::ptx_build::channel(include_str!("../../../kernels/rust-toolchain.toml"))
         .expect("kernels/rust-toolchain.toml names a channel")
 }
 
