@@ -220,7 +220,7 @@ pub(super) struct Block<'a> {
 pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box<EmuError>> {
     let threads = launch.cfg.block.volume() as usize;
     let mut arena = ARENA.with(|a| a.borrow_mut().take()).unwrap_or_default();
-    arena.begin_block(launch.cfg.shared_mem_bytes as usize);
+    arena.begin_block(launch.cfg.dynamic_shared as usize);
     let blk = Block {
         launch,
         block,

@@ -1,45 +1,11 @@
-//! Launch configurations and the device limits they are checked against before launch.
+//! The launch configuration (`kernels::cuda::launch`'s, re-exported) and the device limits it is
+//! checked against before launch.
 
 use crate::Error;
 pub use kernels::cuda::emu::Dim3;
-
-/// `<<<grid, block, shared_mem_bytes>>>`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LaunchConfig {
-    /// Blocks in the grid.
-    pub grid: Dim3,
-    /// Threads per block.
-    pub block: Dim3,
-    /// Dynamic shared memory per block, in bytes.
-    pub shared_mem_bytes: u32,
-}
-
-impl LaunchConfig {
-    /// A one-dimensional launch of `blocks` blocks of `threads` threads.
-    pub fn linear(blocks: u32, threads: u32) -> Self {
-        Self {
-            grid: dim3(blocks, 1, 1),
-            block: dim3(threads, 1, 1),
-            shared_mem_bytes: 0,
-        }
-    }
-
-    /// Enough blocks of `threads` threads to give each of `n` items its own thread.
-    pub fn for_elements(n: u32, threads: u32) -> Self {
-        Self::linear(n.div_ceil(threads).max(1), threads)
-    }
-
-    /// The same launch with `bytes` of dynamic shared memory.
-    pub fn with_shared_mem(mut self, bytes: u32) -> Self {
-        self.shared_mem_bytes = bytes;
-        self
-    }
-}
-
-/// Builds a [`Dim3`].
-pub const fn dim3(x: u32, y: u32, z: u32) -> Dim3 {
-    Dim3 { x, y, z }
-}
+/// The one launch geometry, declared in `kernels` (where the registered kernels' specs state
+/// it) and checked here against the device's limits.
+pub use kernels::cuda::launch::{LaunchConfig, dim3};
 
 /// What a device accepts in one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,10 +60,10 @@ impl DeviceLimits {
                 return refuse(what, requested.into(), limit.into());
             }
         }
-        if cfg.shared_mem_bytes > self.max_shared_mem_per_block {
+        if cfg.dynamic_shared > self.max_shared_mem_per_block {
             return refuse(
                 "shared memory per block (bytes)",
-                cfg.shared_mem_bytes.into(),
+                cfg.dynamic_shared.into(),
                 self.max_shared_mem_per_block.into(),
             );
         }
@@ -123,7 +89,7 @@ impl DeviceLimits {
                 max_threads.into(),
             );
         }
-        let shared = u64::from(cfg.shared_mem_bytes) + u64::from(static_shared);
+        let shared = u64::from(cfg.dynamic_shared) + u64::from(static_shared);
         if shared > u64::from(self.max_shared_mem_per_block) {
             return refusal(
                 kernel,
@@ -163,7 +129,7 @@ mod tests {
                 && err.contains("registers"),
             "{err}"
         );
-        let big = LaunchConfig::linear(1, 128).with_shared_mem(200 * 1024);
+        let big = LaunchConfig::linear(1, 128).with_dynamic_shared(200 * 1024);
         limits.check("k", &big).unwrap();
         let err = limits
             .check_compiled("k", &big, 1024, 40 * 1024)

@@ -312,7 +312,7 @@ impl Gpu {
         self.limits
             .check_compiled(name, cfg, function.max_threads, function.static_shared)?;
         let f = function.handle;
-        if let Some(dynamic) = shared_opt_in(function.static_shared, cfg.shared_mem_bytes) {
+        if let Some(dynamic) = shared_opt_in(function.static_shared, cfg.dynamic_shared) {
             // SAFETY: a valid function handle; the total was checked against the opt-in limit.
             unsafe {
                 result::function::set_function_attribute(
@@ -333,7 +333,7 @@ impl Gpu {
                 f,
                 (g.x, g.y, g.z),
                 (b.x, b.y, b.z),
-                cfg.shared_mem_bytes,
+                cfg.dynamic_shared,
                 self.stream.cu_stream(),
                 params,
             )

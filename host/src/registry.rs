@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use half::{bf16, f16};
 use kernels::cuda::GlobalPtr;
 use kernels::cuda::tma::TensorMap;
-pub use kernels::registry::{Baseline, Buffer, Cost as SpecCost, Dims, Elem, Geometry, Spec, Unit};
+pub use kernels::registry::{Baseline, Buffer, Cost as SpecCost, Dims, Elem, Spec, Unit};
 use kernels::registry::{TensorMaps, Untyped};
 
 use crate::buffer::DeviceBuffer;
@@ -570,7 +570,7 @@ pub fn refuse_unless_runs_on(rt: &Runtime, spec: &Spec) -> Result<()> {
 /// address 0, which no recorded launch reads. A spec that launches several kernels (a softmax's
 /// passes, the naive attention flow) or picks one by its dimensions (the GEMV's row tiles) says
 /// here which, and how: `cargo xtask ptxas`'s occupancy table reads them.
-pub fn launches(spec: &Spec, dims: Dims) -> Result<Vec<(&'static str, Geometry)>> {
+pub fn launches(spec: &Spec, dims: Dims) -> Result<Vec<(&'static str, LaunchConfig)>> {
     let null = |elem| Untyped {
         ptr: GlobalPtr::from_raw(std::ptr::null_mut()),
         elem,
@@ -594,13 +594,13 @@ pub fn launches(spec: &Spec, dims: Dims) -> Result<Vec<(&'static str, Geometry)>
 }
 
 /// [`kernels::registry::Launcher`] that remembers each launch it is asked for and runs none.
-struct Recorder(RefCell<Vec<(&'static str, Geometry)>>);
+struct Recorder(RefCell<Vec<(&'static str, LaunchConfig)>>);
 
 impl kernels::registry::Launcher for Recorder {
     fn launch(
         &self,
         kernel: &'static str,
-        geometry: Geometry,
+        geometry: LaunchConfig,
         _: &(dyn Fn() + Sync),
         _: &[*mut std::ffi::c_void],
         _: &[usize],
@@ -777,16 +777,11 @@ impl kernels::registry::Launcher for RuntimeLauncher<'_> {
     fn launch(
         &self,
         kernel: &'static str,
-        geometry: Geometry,
+        cfg: LaunchConfig,
         thread: &(dyn Fn() + Sync),
         params: &[*mut std::ffi::c_void],
         sizes: &[usize],
     ) -> std::result::Result<(), kernels::registry::LaunchError> {
-        let cfg = LaunchConfig {
-            grid: geometry.grid,
-            block: geometry.block,
-            shared_mem_bytes: geometry.dynamic_shared,
-        };
         let mut params = params.to_vec();
         // SAFETY: `launch_registered!` built `params` and `sizes` from the arguments `thread`
         // passes to the kernel function itself, so they match its signature; the harness sized

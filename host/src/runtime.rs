@@ -49,7 +49,7 @@ impl std::fmt::Display for LaunchRecord {
         write!(
             f,
             "{}<<<({}, {}, {}), ({}, {}, {}), {} B dynamic shared>>>",
-            self.kernel, g.x, g.y, g.z, b.x, b.y, b.z, self.config.shared_mem_bytes
+            self.kernel, g.x, g.y, g.z, b.x, b.y, b.z, self.config.dynamic_shared
         )
     }
 }

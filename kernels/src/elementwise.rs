@@ -125,7 +125,7 @@ pub const COPY_WORDS: crate::registry::Spec = {
             let (wide, tail) = split_words4(n);
             crate::launch_registered!(
                 launcher,
-                Geometry::for_elements(wide.max(tail), BLOCK_SIZE),
+                LaunchConfig::for_elements(wide.max(tail), BLOCK_SIZE),
                 copy_words(src, dst, n)
             )
         },
@@ -168,7 +168,7 @@ pub const VECTOR_ADD_F32: crate::registry::Spec = vector_add_spec::<f32>(
         let (c, n) = (buffers.output::<f32>()?, n as u32);
         crate::launch_registered!(
             launcher,
-            crate::registry::Geometry::for_elements(n, BLOCK_SIZE),
+            crate::registry::LaunchConfig::for_elements(n, BLOCK_SIZE),
             vector_add_f32(a, b, c, n)
         )
     },
@@ -192,7 +192,7 @@ pub const VECTOR_ADD_F16: crate::registry::Spec = vector_add_spec::<F16>(
         let (c, n) = (buffers.output::<F16>()?, n as u32);
         crate::launch_registered!(
             launcher,
-            crate::registry::Geometry::for_elements(n, BLOCK_SIZE),
+            crate::registry::LaunchConfig::for_elements(n, BLOCK_SIZE),
             vector_add_f16(a, b, c, n)
         )
     },

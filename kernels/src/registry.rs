@@ -97,9 +97,12 @@ mod host_side {
     use std::boxed::Box;
     use std::vec::Vec;
 
-    use crate::cuda::emu::Dim3;
     use crate::cuda::tma::{TensorMap, TmaSwizzle};
     use crate::cuda::{Bf16, F16, GlobalPtr};
+
+    /// The geometry a spec launches with: the one launch type of the project, which the
+    /// emulator and the host's runtime name too.
+    pub use crate::cuda::launch::LaunchConfig;
 
     /// The problem's dimensions, named by [`Spec::dims`] (`["n"]`, `["rows", "cols"]`,
     /// attention's `["batch", "heads", "n_q", "n_kv", "d"]`); the unnamed ones are 1. Each fits
@@ -109,39 +112,6 @@ mod host_side {
 
     /// What a launch failed with: the host runtime's own error, boxed.
     pub type LaunchError = Box<dyn std::error::Error + Send + Sync>;
-
-    /// `<<<grid, block, dynamic shared bytes>>>`.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub struct Geometry {
-        pub grid: Dim3,
-        pub block: Dim3,
-        pub dynamic_shared: u32,
-    }
-
-    impl Geometry {
-        /// One thread per item, `threads` per block: `ceil(n / threads)` blocks (at least one).
-        pub const fn for_elements(n: u32, threads: u32) -> Self {
-            let blocks = n.div_ceil(threads);
-            Self::grid_2d((if blocks == 0 { 1 } else { blocks }, 1), (threads, 1))
-        }
-
-        /// A grid of `blocks.0 x blocks.1` blocks of `threads.0 x threads.1` threads.
-        pub const fn grid_2d(blocks: (u32, u32), threads: (u32, u32)) -> Self {
-            Self {
-                grid: Dim3 {
-                    x: blocks.0,
-                    y: blocks.1,
-                    z: 1,
-                },
-                block: Dim3 {
-                    x: threads.0,
-                    y: threads.1,
-                    z: 1,
-                },
-                dynamic_shared: 0,
-            }
-        }
-    }
 
     /// The bytes a kernel moves across the HBM boundary and the FLOPs it does (f32 on the CUDA
     /// cores): what the emulator's counts are checked against, and what the roofline reads.
@@ -533,7 +503,7 @@ mod host_side {
         fn launch(
             &self,
             kernel: &'static str,
-            geometry: Geometry,
+            geometry: LaunchConfig,
             thread: &(dyn Fn() + Sync),
             params: &[*mut core::ffi::c_void],
             sizes: &[usize],

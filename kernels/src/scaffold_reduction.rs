@@ -82,7 +82,7 @@ pub const SPEC: crate::registry::Spec = {
             let (x, sums, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
             launch_registered!(
                 launcher,
-                Geometry::for_elements(n, THREADS),
+                LaunchConfig::for_elements(n, THREADS),
                 scaffold_reduction(x, sums, n)
             )
         },

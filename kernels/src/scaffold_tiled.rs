@@ -72,7 +72,7 @@ pub const SPEC: crate::registry::Spec = {
             let blocks = (cols.div_ceil(TILE), rows.div_ceil(TILE));
             launch_registered!(
                 launcher,
-                Geometry::grid_2d(blocks, (TILE, TILE)),
+                LaunchConfig::grid_2d(blocks, (TILE, TILE)),
                 scaffold_tiled(input, out, rows, cols)
             )
         },

@@ -870,7 +870,7 @@ type RowArgs<T> = (
     GlobalPtr<f32>,
     GlobalPtr<f32>,
     GlobalPtr<T>,
-    crate::registry::Geometry,
+    crate::registry::LaunchConfig,
     u32,
 );
 
@@ -881,7 +881,7 @@ fn row_args<T: crate::registry::Element>(
     buffers: &crate::registry::Buffers,
     [rows, cols, ..]: crate::registry::Dims,
 ) -> Result<RowArgs<T>, crate::registry::LaunchError> {
-    let geometry = crate::registry::Geometry::grid_2d((rows as u32, 1), (ROW_THREADS, 1));
+    let geometry = crate::registry::LaunchConfig::grid_2d((rows as u32, 1), (ROW_THREADS, 1));
     let (row_max, row_sum) = (buffers.workspaces[0], buffers.workspaces[1]);
     let (x, y) = (buffers.input::<T>(0)?, buffers.output::<T>()?);
     Ok((x, row_max, row_sum, y, geometry, cols as u32))
@@ -902,7 +902,7 @@ macro_rules! softmax_specs {
             |launcher, buffers, [rows, cols, ..]| {
                 let (x, y, cols) = (buffers.input::<$t>(0)?, buffers.output::<$t>()?, cols as u32);
                 let geometry =
-                    crate::registry::Geometry::grid_2d((rows as u32, 1), (FUSED_THREADS, 1));
+                    crate::registry::LaunchConfig::grid_2d((rows as u32, 1), (FUSED_THREADS, 1));
                 crate::launch_registered!(launcher, geometry, $fused(x, y, cols))
             },
             |_| std::vec![],

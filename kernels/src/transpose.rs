@@ -179,7 +179,7 @@ macro_rules! tiled_launch {
             let (input, out) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?);
             let (rows, cols, tile) = (rows as u32, cols as u32, TILE as u32);
             let blocks = (cols.div_ceil(tile), rows.div_ceil(tile));
-            let geometry = crate::registry::Geometry::grid_2d(blocks, (tile, BLOCK_ROWS as u32));
+            let geometry = crate::registry::LaunchConfig::grid_2d(blocks, (tile, BLOCK_ROWS as u32));
             crate::launch_registered!(launcher, geometry, $kernel(input, out, rows, cols))
         }
     };
@@ -253,7 +253,7 @@ pub const COPY_STRIDED: crate::registry::Spec = {
             let (n, stride) = (n as u32, stride as u32);
             launch_registered!(
                 launcher,
-                Geometry::for_elements(n, BLOCK_SIZE),
+                LaunchConfig::for_elements(n, BLOCK_SIZE),
                 copy_strided(src, dst, n, stride)
             )
         },

@@ -455,7 +455,7 @@ fn runs_are_bit_identical_and_counted_the_same() {
     let out = rt.alloc::<f32>(blocks).unwrap();
     let (s, o) = (src.ptr(), out.ptr());
     let cfg =
-        LaunchConfig::linear(blocks as u32, threads as u32).with_shared_mem(4 * threads as u32);
+        LaunchConfig::linear(blocks as u32, threads as u32).with_dynamic_shared(4 * threads as u32);
     let first = emu
         .launch("block_sum", &cfg, || unsafe { block_sum(s, o) })
         .unwrap();
@@ -486,7 +486,7 @@ fn launches_beyond_the_device_limits_are_refused_naming_the_limit() {
     let err = emu
         .launch(
             "block_sum",
-            &LaunchConfig::linear(1, 32).with_shared_mem(too_much),
+            &LaunchConfig::linear(1, 32).with_dynamic_shared(too_much),
             || unsafe { block_sum(o, o) },
         )
         .unwrap_err();
@@ -510,7 +510,7 @@ fn launches_beyond_the_device_limits_are_refused_naming_the_limit() {
     let cfg = LaunchConfig {
         grid: dim3(1, 1, 1),
         block: dim3(0, 1, 1),
-        shared_mem_bytes: 0,
+        dynamic_shared: 0,
     };
     assert!(
         emu.launch("block_sum", &cfg, || unsafe { block_sum(o, o) })

@@ -172,7 +172,7 @@ kernel! {
 #[test]
 fn an_mbarrier_arrival_past_its_count_names_the_barrier_and_the_thread() {
     let (_, emu) = emulator();
-    let cfg = LaunchConfig::linear(1, 32).with_shared_mem(8);
+    let cfg = LaunchConfig::linear(1, 32).with_dynamic_shared(8);
     let err = emu_error(emu.launch("arrives_twice", &cfg, || unsafe { arrives_twice() }));
     let EmuErrorKind::Mbarrier { thread, detail, .. } = &err.kind else {
         panic!("{err}")

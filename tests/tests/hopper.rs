@@ -90,7 +90,7 @@ fn tensor(rows: usize, cols: usize) -> Vec<u16> {
 }
 
 fn box_config() -> LaunchConfig {
-    LaunchConfig::linear(1, 32).with_shared_mem(BOX_BYTES + 8)
+    LaunchConfig::linear(1, 32).with_dynamic_shared(BOX_BYTES + 8)
 }
 
 #[test]
@@ -264,7 +264,7 @@ kernel! {
 #[test]
 fn an_mbarrier_phase_completes_with_its_arrivals_and_a_missing_one_is_a_reported_deadlock() {
     let (_, emu) = emulator();
-    let cfg = LaunchConfig::linear(1, 32).with_shared_mem(8);
+    let cfg = LaunchConfig::linear(1, 32).with_dynamic_shared(8);
     emu.launch("two_arrivals", &cfg, || unsafe { two_arrivals(1, 0) })
         .unwrap();
     let err = emu_error(emu.launch("two_arrivals", &cfg, || unsafe { two_arrivals(0, 0) }));
@@ -457,7 +457,7 @@ fn wgmma_of_64_and_256_columns_and_with_a_from_registers_matches_the_reference()
         let (da, db) = (rt.upload(&to(&a)).unwrap(), rt.upload(&to(&b)).unwrap());
         let out = rt.alloc::<f32>(64 * n).unwrap();
         let (pa, pb, po) = (da.ptr(), db.ptr(), out.ptr());
-        let cfg = LaunchConfig::linear(1, 128).with_shared_mem(WGMMA_SHARED);
+        let cfg = LaunchConfig::linear(1, 128).with_dynamic_shared(WGMMA_SHARED);
         let counters = emu
             .launch("wgmma_shapes", &cfg, || unsafe {
                 wgmma_shapes(pa, pb, po, n as u32, rs as u32)
@@ -528,7 +528,7 @@ fn wgmma_launch(misuse: Misuse, threads: u32, b_k_major: bool) -> WgmmaRun {
     let (da, db) = (rt.upload(&to(&a)).unwrap(), rt.upload(&to(&b)).unwrap());
     let out = rt.alloc::<f32>(128 * 64).unwrap();
     let (pa, pb, po) = (da.ptr(), db.ptr(), out.ptr());
-    let cfg = LaunchConfig::linear(1, threads).with_shared_mem(WGMMA_SHARED);
+    let cfg = LaunchConfig::linear(1, threads).with_dynamic_shared(WGMMA_SHARED);
     let result = emu.launch("wgmma_tile", &cfg, || unsafe {
         wgmma_tile(pa, pb, po, misuse as u32, b_k_major as u32)
     });

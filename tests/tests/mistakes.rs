@@ -476,7 +476,7 @@ fn a_registered_kernels_wrong_value_names_the_block_thread_and_line_that_stored_
             let (x, y, n) = (buffers.input::<f32>(0)?, buffers.output::<f32>()?, n as u32);
             kernels::launch_registered!(
                 launcher,
-                kernels::registry::Geometry::for_elements(n, MAP_THREADS),
+                kernels::registry::LaunchConfig::for_elements(n, MAP_THREADS),
                 scaffold_reading_the_thread_index(x, y, n)
             )
         },

@@ -108,7 +108,7 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     let cfg = LaunchConfig {
         grid: dims(&args.grid, "--grid")?,
         block: dims(&args.block, "--block")?,
-        shared_mem_bytes: args.shared,
+        dynamic_shared: args.shared,
     };
     // Every check on unless a flag says, whatever KERNELS_EMU_GLOBAL_RACES and
     // KERNELS_EMU_SHARED_RACES say.
@@ -720,7 +720,7 @@ mod tests {
         let mut cfg = LaunchConfig {
             grid: dim3(2, 1, 1),
             block: dim3(256, 1, 1),
-            shared_mem_bytes: 0,
+            dynamic_shared: 0,
         };
         let counters = module.launch("vector_add_f32", &cfg, &args).unwrap();
         cfg.grid = dim3(blocks, 1, 1);

@@ -843,7 +843,7 @@ mod tests {
         use kernels::cuda::thread::{block_idx_x, sync_threads, thread_idx_x};
         use kernels::cuda::warp::{WARP_SIZE, reduce_sum};
         use kernels::cuda::{GlobalPtr, SharedPtr};
-        use kernels::registry::{Buffer, Cost, Geometry, Occupancy, RunShape, Shapes, Spec};
+        use kernels::registry::{Buffer, Cost, LaunchConfig, Occupancy, RunShape, Shapes, Spec};
         use kernels::{kernel, launch_registered, shared_array};
 
         const THREADS: u32 = 256;
@@ -904,7 +904,7 @@ mod tests {
                 );
                 launch_registered!(
                     launcher,
-                    Geometry::grid_2d((rows as u32, 1), (THREADS, 1)),
+                    LaunchConfig::grid_2d((rows as u32, 1), (THREADS, 1)),
                     rmsnorm_two_reads(x, y, cols)
                 )
             },

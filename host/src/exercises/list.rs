@@ -379,7 +379,7 @@ fn map_2d(
             1,
         ),
         block: dim3(MAP_2D_X, MAP_2D_Y, 1),
-        shared_mem_bytes: 0,
+        dynamic_shared: 0,
     };
     let (mp, bp, op, r, c) = (dm.ptr(), db.ptr(), dout.ptr(), rows as u32, cols as u32);
     let launched = launch_exercise!(ert, cfg, e02_map_2d(mp, bp, op, r, c))?;
@@ -669,7 +669,7 @@ fn transpose(
             1,
         ),
         block: dim3(tile, TILE_ROWS, 1),
-        shared_mem_bytes: 0,
+        dynamic_shared: 0,
     };
     let (ip, op, r, c) = (din.ptr(), dout.ptr(), rows as u32, cols as u32);
     let launched = launch_exercise!(ert, cfg, e08_transpose(ip, op, r, c))?;
@@ -733,7 +733,7 @@ fn run_matmul(
         let cfg = LaunchConfig {
             grid: dim3(n32.div_ceil(tile), m32.div_ceil(tile), 1),
             block: dim3(RB_THREADS, 1, 1),
-            shared_mem_bytes: 0,
+            dynamic_shared: 0,
         };
         launch_exercise!(ert, cfg, e10_matmul_register(ap, bp, cp, m32, n32, k32))?
     } else {
@@ -741,7 +741,7 @@ fn run_matmul(
         let cfg = LaunchConfig {
             grid: dim3(n32.div_ceil(tile), m32.div_ceil(tile), 1),
             block: dim3(tile, tile, 1),
-            shared_mem_bytes: 0,
+            dynamic_shared: 0,
         };
         launch_exercise!(ert, cfg, e09_matmul_tiled(ap, bp, cp, m32, n32, k32))?
     };

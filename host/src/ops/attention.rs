@@ -471,12 +471,7 @@ pub fn fused_wgmma_with<T: WgmmaFlashElement>(
 /// The Hopper kernel's launch: one block of a producer and two consumer warpgroups per `BR` =
 /// 128 queries of each head, with the dynamic shared memory of Q and the K/V ring.
 pub fn fused_wgmma_config(shape: &AttentionShape) -> LaunchConfig {
-    let g = kernels::attention::wgmma_geometry(dims(shape));
-    LaunchConfig {
-        grid: g.grid,
-        block: g.block,
-        shared_mem_bytes: g.dynamic_shared,
-    }
+    kernels::attention::wgmma_geometry(dims(shape))
 }
 
 /// [`fused_args`] for the Hopper kernel, after refusing a runtime without it.
@@ -606,21 +601,12 @@ pub fn naive<T: NaiveElement>(
 /// The fused kernel's launch for element type `T`: one block of `T::THREADS` per `T::BR` queries
 /// of each head, with the dynamic shared memory of its Q, K and V tiles.
 pub fn fused_config<T: FlashElement>(shape: &AttentionShape) -> LaunchConfig {
-    config(kernels::attention::fused_geometry::<T>(dims(shape)))
-}
-
-/// A kernel-crate geometry as a launch configuration.
-fn config(g: kernels::registry::Geometry) -> LaunchConfig {
-    LaunchConfig {
-        grid: g.grid,
-        block: g.block,
-        shared_mem_bytes: g.dynamic_shared,
-    }
+    kernels::attention::fused_geometry::<T>(dims(shape))
 }
 
 /// Both naive kernels: blocks of `THREADS x THREADS` threads, static shared memory only.
 pub fn naive_config(x: usize, y: usize, z: usize) -> LaunchConfig {
-    config(kernels::attention::naive_geometry((x, y, z)))
+    kernels::attention::naive_geometry((x, y, z))
 }
 
 /// Naive step 1: `S = scale Q K^T` (masked scores `-inf`), `s` being `batch x heads x n_q x n_kv`.

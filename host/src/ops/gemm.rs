@@ -260,19 +260,12 @@ impl GemmKernel {
 
     /// The launch configuration: its registered spec's geometry.
     pub fn launch_config(self, m: u32, n: u32) -> LaunchConfig {
-        let of = |g: kernels::registry::Geometry| LaunchConfig {
-            grid: g.grid,
-            block: g.block,
-            shared_mem_bytes: g.dynamic_shared,
-        };
         match self {
-            GemmKernel::Naive => of(k::naive_geometry(m, n)),
-            GemmKernel::Tiled => of(k::tiled_geometry(m, n)),
-            GemmKernel::RegisterBlocked => of(k::register_blocked_geometry(m, n)),
-            GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => {
-                of(k::tensor_core_geometry(m, n))
-            }
-            GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => of(k::wgmma_geometry(m, n)),
+            GemmKernel::Naive => k::naive_geometry(m, n),
+            GemmKernel::Tiled => k::tiled_geometry(m, n),
+            GemmKernel::RegisterBlocked => k::register_blocked_geometry(m, n),
+            GemmKernel::TensorCoreBf16 | GemmKernel::TensorCoreF16 => k::tensor_core_geometry(m, n),
+            GemmKernel::WgmmaBf16 | GemmKernel::WgmmaF16 => k::wgmma_geometry(m, n),
         }
     }
 

@@ -180,7 +180,7 @@ pub trait FlashKernel: Element {
     #[allow(clippy::too_many_arguments)]
     fn launch(
         launcher: &dyn Launcher,
-        geometry: Geometry,
+        geometry: LaunchConfig,
         d: usize,
         fma_exp: bool,
         qkvo: [GlobalPtr<Self>; 4],
@@ -202,7 +202,7 @@ macro_rules! flash_kernel {
             }
             fn launch(
                 launcher: &dyn Launcher,
-                geometry: Geometry,
+                geometry: LaunchConfig,
                 d: usize,
                 fma_exp: bool,
                 [q, k, v, o]: [GlobalPtr<Self>; 4],
@@ -236,7 +236,7 @@ macro_rules! flash_kernel {
 /// The FMA-exponential kernel exists in bf16 only.
 fn no_fma_exp<T>(
     _: &dyn Launcher,
-    _: Geometry,
+    _: LaunchConfig,
     _: [GlobalPtr<T>; 4],
     _: GlobalPtr<f32>,
     _: (u32, u32, f32, u32),
@@ -246,7 +246,7 @@ fn no_fma_exp<T>(
 
 fn bf16_fma_exp(
     launcher: &dyn Launcher,
-    geometry: Geometry,
+    geometry: LaunchConfig,
     [q, k, v, o]: [GlobalPtr<Bf16>; 4],
     lse: GlobalPtr<f32>,
     (n_q, n_kv, scale, causal): (u32, u32, f32, u32),
@@ -264,8 +264,8 @@ flash_kernel!(Bf16, flash_mma, TensorCore16, flash_attention_bf16_d64, flash_att
 flash_kernel!(F16, flash_mma, TensorCore16, flash_attention_f16_d64, flash_attention_f16_d128, no_fma_exp);
 
 /// A grid of `blocks` blocks of `threads` threads and `shared` bytes of dynamic shared memory.
-const fn geometry(blocks: (usize, usize, usize), threads: (usize, usize), shared: usize) -> Geometry {
-    Geometry {
+const fn geometry(blocks: (usize, usize, usize), threads: (usize, usize), shared: usize) -> LaunchConfig {
+    LaunchConfig {
         grid: Dim3 {
             x: blocks.0 as u32,
             y: blocks.1 as u32,
@@ -282,7 +282,7 @@ const fn geometry(blocks: (usize, usize, usize), threads: (usize, usize), shared
 
 /// The fused kernel's launch for `T`: one block of `T::THREADS` per `T::BR` queries of each head,
 /// with the dynamic shared memory of its tiles.
-pub fn fused_geometry<T: FlashKernel>([batch, heads, n_q, _, d]: Dims) -> Geometry {
+pub fn fused_geometry<T: FlashKernel>([batch, heads, n_q, _, d]: Dims) -> LaunchConfig {
     geometry(
         (n_q.div_ceil(T::BR), batch * heads, 1),
         (T::THREADS, 1),
@@ -292,7 +292,7 @@ pub fn fused_geometry<T: FlashKernel>([batch, heads, n_q, _, d]: Dims) -> Geomet
 
 /// The naive kernels' blocks, `16 x 16` threads, static shared memory only, on a grid of
 /// `blocks`.
-pub const fn naive_geometry(blocks: (usize, usize, usize)) -> Geometry {
+pub const fn naive_geometry(blocks: (usize, usize, usize)) -> LaunchConfig {
     geometry(blocks, (naive::THREADS, naive::THREADS), 0)
 }
 
@@ -759,7 +759,7 @@ pub trait WgmmaKernel: FlashKernel {
     #[doc(hidden)]
     fn launch_wgmma(
         launcher: &dyn Launcher,
-        geometry: Geometry,
+        geometry: LaunchConfig,
         d: usize,
         qkv_maps: [GlobalPtr<TensorMap>; 3],
         o: GlobalPtr<Self>,
@@ -773,7 +773,7 @@ macro_rules! wgmma_kernel {
         impl WgmmaKernel for $t {
             fn launch_wgmma(
                 launcher: &dyn Launcher,
-                geometry: Geometry,
+                geometry: LaunchConfig,
                 d: usize,
                 [q_maps, k_maps, v_maps]: [GlobalPtr<TensorMap>; 3],
                 o: GlobalPtr<$t>,
@@ -805,7 +805,7 @@ wgmma_kernel!(F16, flash_attention_wgmma_f16_d64, flash_attention_wgmma_f16_d128
 /// The Hopper kernel's launch: one block of a producer and two consumer warpgroups per
 /// `flash_wgmma::BR` = 128 queries of each head, with the dynamic shared memory of Q and the
 /// K/V ring.
-pub fn wgmma_geometry([batch, heads, n_q, _, d]: Dims) -> Geometry {
+pub fn wgmma_geometry([batch, heads, n_q, _, d]: Dims) -> LaunchConfig {
     geometry(
         (n_q.div_ceil(flash_wgmma::BR), batch * heads, 1),
         (flash_wgmma::THREADS, 1),

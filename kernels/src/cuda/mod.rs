@@ -28,6 +28,8 @@
 pub mod emu;
 pub mod intrinsics;
 mod kernel;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod launch;
 pub mod mbarrier;
 pub mod mma;
 pub mod pipeline;

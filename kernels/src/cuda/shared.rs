@@ -68,7 +68,7 @@ core::arch::global_asm!(".extern .shared .align 16 .b8 __dynamic_smem[];");
 
 /// `extern __shared__ T name[]`: the block's dynamic shared memory, sized at launch.
 ///
-/// The launch configuration's `shared_mem_bytes` sets its size; the host checks it against the
+/// The launch configuration's `dynamic_shared` sets its size; the host checks it against the
 /// device's per-block limit before launching.
 #[inline(always)]
 pub fn dynamic_shared_mem<T: Copy>() -> SharedPtr<T> {

@@ -742,7 +742,7 @@ mod spec {
             scale,
             ..
         } = *step;
-        let geometry = Geometry {
+        let geometry = LaunchConfig {
             grid: Dim3 {
                 x: splits,
                 y: kv_heads,
@@ -811,7 +811,7 @@ mod spec {
         let rows = (batch.checked_mul(kv_heads))
             .and_then(|r| r.checked_mul(group))
             .ok_or_else(|| std::format!("{batch} x {kv_heads} x {group} heads: past 2^32 blocks"))?;
-        let merge = Geometry::grid_2d((rows, 1), (MERGE_THREADS, 1));
+        let merge = LaunchConfig::grid_2d((rows, 1), (MERGE_THREADS, 1));
         launch_registered!(
             launcher,
             merge,

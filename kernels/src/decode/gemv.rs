@@ -328,7 +328,7 @@ pub const GEMV_BF16: crate::registry::Spec = {
             let y = buffers.output::<Bf16>()?;
             let (m, n, k) = (m as u32, n as u32, k as u32);
             let geometry =
-                Geometry::grid_2d((n.div_ceil(ROWS_PER_BLOCK as u32), 1), (THREADS, 1));
+                LaunchConfig::grid_2d((n.div_ceil(ROWS_PER_BLOCK as u32), 1), (THREADS, 1));
             match M_TILES.into_iter().find(|&t| m <= t) {
                 Some(1) => launch_registered!(launcher, geometry, gemv_bf16_m1(w, x, y, m, n, k)),
                 Some(2) => launch_registered!(launcher, geometry, gemv_bf16_m2(w, x, y, m, n, k)),

@@ -475,8 +475,8 @@ pub fn tiled_cost(tile: Tile, input_bytes: u64, [m, n, k, ..]: crate::registry::
 
 /// Step 1's launch: blocks of 16 x 16 threads, one element of C each, x along N.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const fn naive_geometry(m: u32, n: u32) -> crate::registry::Geometry {
-    crate::registry::Geometry::grid_2d(
+pub const fn naive_geometry(m: u32, n: u32) -> crate::registry::LaunchConfig {
+    crate::registry::LaunchConfig::grid_2d(
         (n.div_ceil(NAIVE_BLOCK), m.div_ceil(NAIVE_BLOCK)),
         (NAIVE_BLOCK, NAIVE_BLOCK),
     )
@@ -484,27 +484,27 @@ pub const fn naive_geometry(m: u32, n: u32) -> crate::registry::Geometry {
 
 /// Step 2's launch: a block of 32 x 32 threads per 32 x 32 tile of C, x along N.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const fn tiled_geometry(m: u32, n: u32) -> crate::registry::Geometry {
+pub const fn tiled_geometry(m: u32, n: u32) -> crate::registry::LaunchConfig {
     let (blocks_m, blocks_n) = TILED.blocks(m, n);
-    crate::registry::Geometry::grid_2d((blocks_n, blocks_m), (TILED.n, TILED.m))
+    crate::registry::LaunchConfig::grid_2d((blocks_n, blocks_m), (TILED.n, TILED.m))
 }
 
 /// Step 3's launch: a block of 256 threads per 128 x 128 tile of C, x along N.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const fn register_blocked_geometry(m: u32, n: u32) -> crate::registry::Geometry {
+pub const fn register_blocked_geometry(m: u32, n: u32) -> crate::registry::LaunchConfig {
     let (blocks_m, blocks_n) = REGISTER_BLOCKED.blocks(m, n);
-    crate::registry::Geometry::grid_2d((blocks_n, blocks_m), (REGISTER_BLOCKED_THREADS, 1))
+    crate::registry::LaunchConfig::grid_2d((blocks_n, blocks_m), (REGISTER_BLOCKED_THREADS, 1))
 }
 
 /// Step 4's launch: `ceil(M / 128) * ceil(N / 128)` blocks in one dimension (the kernel maps
 /// its block index to a tile with [`raster`]), 256 threads each, [`TC_SHARED_BYTES`] of dynamic
 /// shared memory (over the 48 KiB default: the runtime opts in).
 #[cfg(not(target_arch = "nvptx64"))]
-pub const fn tensor_core_geometry(m: u32, n: u32) -> crate::registry::Geometry {
+pub const fn tensor_core_geometry(m: u32, n: u32) -> crate::registry::LaunchConfig {
     let (blocks_m, blocks_n) = TENSOR_CORE.blocks(m, n);
-    crate::registry::Geometry {
+    crate::registry::LaunchConfig {
         dynamic_shared: TC_SHARED_BYTES,
-        ..crate::registry::Geometry::grid_2d((blocks_m * blocks_n, 1), (TC_THREADS, 1))
+        ..crate::registry::LaunchConfig::grid_2d((blocks_m * blocks_n, 1), (TC_THREADS, 1))
     }
 }
 
@@ -512,11 +512,11 @@ pub const fn tensor_core_geometry(m: u32, n: u32) -> crate::registry::Geometry {
 /// block index to a tile with [`raster`]), a producer and two consumer warpgroups each,
 /// [`WG_SHARED_BYTES`] of dynamic shared memory.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const fn wgmma_geometry(m: u32, n: u32) -> crate::registry::Geometry {
+pub const fn wgmma_geometry(m: u32, n: u32) -> crate::registry::LaunchConfig {
     let (blocks_m, blocks_n) = WGMMA.blocks(m, n);
-    crate::registry::Geometry {
+    crate::registry::LaunchConfig {
         dynamic_shared: WG_SHARED_BYTES,
-        ..crate::registry::Geometry::grid_2d((blocks_m * blocks_n, 1), (WG_THREADS, 1))
+        ..crate::registry::LaunchConfig::grid_2d((blocks_m * blocks_n, 1), (WG_THREADS, 1))
     }
 }
 

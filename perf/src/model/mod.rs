@@ -244,7 +244,7 @@ pub fn predict_launch(machine: &Machine, input: &LaunchInput) -> Result<LaunchPr
         &BlockResources {
             threads: cfg.block.volume() as u32,
             registers: input.resources.registers.unwrap_or(0),
-            shared_bytes: input.resources.static_shared + cfg.shared_mem_bytes,
+            shared_bytes: input.resources.static_shared + cfg.dynamic_shared,
         },
     )?;
     let sms = f64::from(machine.spec.sms);
@@ -576,7 +576,7 @@ mod tests {
             config: LaunchConfig {
                 grid,
                 block: dim3(256, 1, 1),
-                shared_mem_bytes: 0,
+                dynamic_shared: 0,
             },
             allocation_order: (0..allocations.len() as u64).collect(),
             allocations,
