@@ -27,7 +27,7 @@ pub struct ThreadAccess {
 /// Two threads of one block stored the same bytes to one place in shared memory with no
 /// barrier between them (every lane of a warp setting one flag): a race by the memory model,
 /// harmless in practice, since whichever store lands last leaves the same bytes. A warning, not
-/// an error: the launch goes on (`Emulator::take_benign_races`).
+/// an error: the launch goes on (`Observed::benign_races`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BenignRace {
     /// The kernel's name.

@@ -38,6 +38,7 @@ pub mod launch;
 mod launch_error;
 mod memory;
 mod monitor;
+mod observed;
 mod order;
 mod profile;
 pub mod sample;
@@ -62,6 +63,7 @@ pub use launch::{DeviceLimits, Dim3, LaunchConfig, dim3};
 pub use launch_error::{Error, Result};
 pub use memory::Allocation;
 pub use monitor::WATCHDOG_EXIT_CODE;
+pub use observed::Observed;
 pub use profile::{Profile, SiteStats};
 pub use wgmma::Descriptor;
 
@@ -317,11 +319,11 @@ impl Sampling {
 pub struct LaunchOptions {
     /// `Some`: a sampled launch. It runs only the blocks of [`sample::plan`] (a few of a
     /// full-size grid, every check on, profiled) and keeps, per block, its counters and traffic
-    /// for [`Emulator::take_samples`]; its counters are those blocks' alone, so outputs and byte
+    /// in what the launch observed ([`Observed::samples`]); its counters are those blocks' alone, so outputs and byte
     /// counts are partial by design.
     pub sampling: Option<Sampling>,
-    /// Every access grouped into warp-wide requests per source line, for
-    /// [`Emulator::take_profile`] (slower: see the README for how much).
+    /// Every access grouped into warp-wide requests per source line, in what the launch
+    /// observed ([`Observed::profile`]; slower: see the README for how much).
     pub profiling: bool,
     /// The global-memory race check: every block logs its global accesses and the launch checks
     /// them once it has ended (`global.rs`); see the README for what it costs
@@ -334,9 +336,12 @@ pub struct LaunchOptions {
     /// How long a simulated thread may run without reaching a barrier, a warp collective or its
     /// end ([`WATCHDOG_VAR`]); `None` for no limit.
     pub watchdog: Option<Duration>,
-    /// Record the last store to this range, for [`Emulator::take_last_store`]. Off by default:
-    /// only a check that found a wrong value reruns its launches with a watch.
+    /// Record the last store to this range ([`Observed::last_store`]). Off by default: only a
+    /// check that found a wrong value reruns its launches with a watch.
     pub watch: Option<StoreWatch>,
+    /// Count the executions of each PTX instruction ([`Observed::instruction_mix`]): read by
+    /// the PTX backend, which alone runs instructions; the source emulator ignores it.
+    pub instruction_mix: bool,
 }
 
 impl Default for LaunchOptions {
@@ -350,6 +355,7 @@ impl Default for LaunchOptions {
             stack_bytes: DEFAULT_STACK_BYTES,
             watchdog: Some(DEFAULT_WATCHDOG),
             watch: None,
+            instruction_mix: false,
         }
     }
 }
@@ -392,21 +398,13 @@ pub struct Emulator {
     regions: Mutex<BTreeMap<usize, Region>>,
     /// What [`launch`](Self::launch) runs with.
     defaults: LaunchOptions,
-    profile: Mutex<Profile>,
-    /// The benign races of the launches since the last
-    /// [`take_benign_races`](Self::take_benign_races).
-    benign: Mutex<Vec<BenignRace>>,
     /// The pairs of sites whose benign races were printed as warnings: each is printed once.
     warned: Mutex<Vec<(Site, Site)>>,
-    samples: Mutex<Vec<sample::SampledLaunch>>,
     /// Bytes of the live buffers mapped lazily from the kernel: promised, but taken from the
     /// host's available memory only as they are touched.
     mapped_bytes: AtomicU64,
     /// Buffers registered so far ([`Region::serial`]).
     registered: AtomicU64,
-    /// The last store to a watched range ([`LaunchOptions::watch`]) since
-    /// [`take_last_store`](Self::take_last_store).
-    last_store: Mutex<Option<LastStore>>,
     /// The environment variables whose values were refused, with why: every launch fails with
     /// them (`new` cannot fail, and a launch is where the settings are used).
     refused: Vec<(&'static str, String)>,
@@ -454,12 +452,8 @@ impl Emulator {
                 watchdog: (watchdog_s > 0).then(|| Duration::from_secs(watchdog_s)),
                 ..LaunchOptions::default()
             },
-            profile: Mutex::new(Profile::default()),
-            benign: Mutex::new(Vec::new()),
             warned: Mutex::new(Vec::new()),
-            samples: Mutex::new(Vec::new()),
             mapped_bytes: AtomicU64::new(0),
-            last_store: Mutex::new(None),
             refused,
         }
     }
@@ -481,23 +475,6 @@ impl Emulator {
         }
     }
 
-    /// The sampled launches since the last call, in launch order.
-    pub fn take_samples(&self) -> Vec<sample::SampledLaunch> {
-        std::mem::take(&mut *self.samples.lock().unwrap())
-    }
-
-    /// The benign races ([`BenignRace`]) of the launches since the last call, in launch order
-    /// and, within a launch, one per pair of sites, the first in block order. Each pair of
-    /// sites is also printed once to standard error as a warning when first found.
-    pub fn take_benign_races(&self) -> Vec<BenignRace> {
-        std::mem::take(&mut *self.benign.lock().unwrap())
-    }
-
-    /// The profile gathered since the last call, per kernel and access site.
-    pub fn take_profile(&self) -> Profile {
-        std::mem::take(&mut *self.profile.lock().unwrap())
-    }
-
     /// Bytes the emulator can still allocate: the host's available memory (`MemAvailable` in
     /// `/proc/meminfo`: free memory plus what the kernel can reclaim), since every emulated
     /// buffer is host memory. Where that cannot be read (not Linux), the 141 GB of the H200
@@ -512,12 +489,6 @@ impl Emulator {
         let mapped = self.mapped_bytes.load(Ordering::Relaxed);
         let untouched = mapped.saturating_sub(resident_bytes().unwrap_or(mapped));
         available.saturating_sub(untouched)
-    }
-
-    /// The last store to the watched range ([`LaunchOptions::watch`]) over the launches since
-    /// the last call (`None`: no store reached it).
-    pub fn take_last_store(&self) -> Option<LastStore> {
-        self.last_store.lock().unwrap().take()
     }
 
     /// How many buffers this emulator has registered: the order the next one will have.
@@ -570,8 +541,10 @@ impl Emulator {
     /// [`defaults`](Self::defaults).
     ///
     /// `kernel` is the body of one thread: typically a closure that calls a `kernels::` entry
-    /// point with the launch's arguments. Returns what the launch did, or the first bug found
-    /// (in block order, so the report is the same on every run).
+    /// point with the launch's arguments. Returns what the launch counted, or the first bug found
+    /// (in block order, so the report is the same on every run). With the defaults a launch
+    /// observes nothing but benign races, which it prints as warnings;
+    /// [`launch_with`](Self::launch_with) returns them.
     pub fn launch<F>(
         &self,
         name: &'static str,
@@ -582,24 +555,24 @@ impl Emulator {
         F: Fn() + Sync,
     {
         self.launch_with(name, cfg, &self.defaults, kernel)
+            .map(|(counters, _)| counters)
     }
 
-    /// [`launch`](Self::launch) with `options` instead of the defaults.
+    /// [`launch`](Self::launch) with `options` instead of the defaults; returns, beside the
+    /// counters, what the launch observed as `options` asked ([`Observed`]).
     pub fn launch_with<F>(
         &self,
         name: &'static str,
         cfg: &LaunchConfig,
         options: &LaunchOptions,
         kernel: F,
-    ) -> Result<LaunchCounters>
+    ) -> Result<(LaunchCounters, Observed)>
     where
         F: Fn() + Sync,
     {
         self.check_settings()?;
         self.limits.check(name, cfg)?;
         let regions: Vec<Region> = self.regions.lock().unwrap().values().copied().collect();
-        let sampling = options.sampling.is_some();
-        let profiling = options.profiling;
         let watch = options.watch.and_then(|w| {
             let r = regions.iter().find(|r| r.serial == w.allocation)?;
             let lo = r.start + w.offset;
@@ -611,7 +584,7 @@ impl Emulator {
             regions,
             limits: self.limits,
             kernel: &kernel,
-            profile: sampling || profiling,
+            profile: options.sampling.is_some() || options.profiling,
             global_races: options.global_races,
             watch,
             shared_races: options.shared_races,
@@ -622,81 +595,23 @@ impl Emulator {
             watchdog: options.watchdog.map(|b| b.max(Duration::from_millis(1))),
         };
         let blocks = Sampling::blocks_of(options.sampling, name, cfg.grid);
-        // The launch reports its first failed block in block order. Every block before the
-        // first that failed so far still runs (one of them may fail too, and the report must be
-        // the same on every run); the blocks after it need not. That also bounds a kernel whose
-        // every block loops: the launch ends within one watchdog budget, not one per block.
-        let first_failed = AtomicUsize::new(usize::MAX);
-        let results: Vec<Option<std::result::Result<block::BlockResult, Box<EmuError>>>> = blocks
-            .par_iter()
-            .enumerate()
-            .map(|(i, &b)| {
-                if i > first_failed.load(Ordering::Relaxed) {
-                    return None;
-                }
-                let r = block::run_block(&launch, b);
-                if r.is_err() {
-                    first_failed.fetch_min(i, Ordering::Relaxed);
-                }
-                Some(r)
-            })
-            .collect();
-        let mut total = LaunchCounters::default();
-        let mut stats = HashMap::new();
-        let mut accesses = Vec::new();
-        let mut sampled = Vec::new();
-        let mut last_store = None;
-        let mut benign: Vec<BenignRace> = Vec::new();
-        let allocation_of = |addr: usize| {
-            let i = launch.regions.partition_point(|r| r.start <= addr);
-            (i > 0 && addr < launch.regions[i - 1].end).then(|| i - 1)
-        };
-        for (r, &b) in results.into_iter().zip(&blocks) {
-            // A block left out comes after a failed one, whose error has returned already.
-            let Some(r) = r else { break };
-            let (counters, profile, logged, stored, block_benign) = r.map_err(Error::Emulator)?;
-            for race in block_benign {
-                race.add_to(&mut benign);
-            }
-            total.add(&counters);
-            // Blocks are unordered: two that store to one byte race (reported below), so the
-            // last in block order stands for "last".
-            if let Some((thread, site)) = stored {
-                last_store = Some(LastStore {
-                    kernel: name,
-                    block: b,
-                    thread: index_in(cfg.block, u64::from(thread)),
-                    site,
-                });
-            }
-            if let Some(p) = profile {
-                if sampling {
-                    let traffic = p.traffic(allocation_of);
-                    sampled.push(sample::SampledBlock {
-                        block: b,
-                        counters,
-                        traffic,
-                    });
-                }
-                if profiling {
-                    p.fold_into(&mut stats);
-                }
-            }
-            accesses.extend(logged);
-        }
-        self.warn_benign(benign);
-        let races = global::races(&accesses, REPORTED_RACES);
+        let results = run_blocks(&launch, &blocks);
+        let gathered = Gathered::from_blocks(&launch, &blocks, results, options)?;
+        self.warn_benign(&gathered.benign_races);
+        let races = global::races(&gathered.accesses, REPORTED_RACES);
         if !races.is_empty() {
             return Err(Error::Emulator(Box::new(
                 self.race_error(&launch, &blocks, &races),
             )));
         }
         launch.check_work_budget(&blocks).map_err(Error::Emulator)?;
-        if last_store.is_some() {
-            *self.last_store.lock().unwrap() = last_store;
-        }
-        if sampling {
-            self.samples.lock().unwrap().push(sample::SampledLaunch {
+        let mut observed = Observed {
+            benign_races: gathered.benign_races,
+            last_store: gathered.last_store,
+            ..Observed::default()
+        };
+        if let Some(sampled) = gathered.sampled {
+            observed.samples.push(sample::SampledLaunch {
                 kernel: name,
                 config: *cfg,
                 work: launch.work.load(Ordering::Relaxed),
@@ -709,28 +624,24 @@ impl Emulator {
                 blocks: sampled,
             });
         }
-        if profiling {
-            let mut all = self.profile.lock().unwrap();
-            let entry = all.kernels.entry(name.to_string()).or_default();
-            profile::merge(entry, profile::finish(stats));
+        if let Some(sites) = gathered.profile {
+            observed.profile.kernels.insert(name.to_string(), sites);
         }
-        Ok(total)
+        Ok((gathered.total, observed))
     }
 
-    /// Keeps a launch's benign races for [`take_benign_races`](Self::take_benign_races),
-    /// printing those of sites not printed before.
-    fn warn_benign(&self, races: Vec<BenignRace>) {
+    /// Prints a launch's benign races of the pairs of sites not printed before.
+    fn warn_benign(&self, races: &[BenignRace]) {
         if races.is_empty() {
             return;
         }
         let mut warned = self.warned.lock().unwrap();
-        for race in &races {
+        for race in races {
             if !warned.contains(&race.sites()) {
                 warned.push(race.sites());
                 eprintln!("warning: {race}");
             }
         }
-        self.benign.lock().unwrap().extend(races);
     }
 
     /// The report of the global-memory races found by [`global::races`] (at least one), which
@@ -770,6 +681,107 @@ impl Emulator {
                 more: races[1..].iter().map(pair).collect(),
             },
         }
+    }
+}
+
+/// A block's result: `None` for a block left out after an earlier one failed.
+type BlockOutcome = Option<std::result::Result<block::BlockResult, Box<EmuError>>>;
+
+/// Runs `blocks` of `launch` on rayon's pool, in parallel; the results in the order of `blocks`.
+///
+/// The launch reports its first failed block in block order. Every block before the first that
+/// failed so far still runs (one of them may fail too, and the report must be the same on every
+/// run); the blocks after it need not. That also bounds a kernel whose every block loops: the
+/// launch ends within one watchdog budget, not one per block.
+fn run_blocks(launch: &block::Launch, blocks: &[Dim3]) -> Vec<BlockOutcome> {
+    let first_failed = AtomicUsize::new(usize::MAX);
+    blocks
+        .par_iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            if i > first_failed.load(Ordering::Relaxed) {
+                return None;
+            }
+            let r = block::run_block(launch, b);
+            if r.is_err() {
+                first_failed.fetch_min(i, Ordering::Relaxed);
+            }
+            Some(r)
+        })
+        .collect()
+}
+
+/// A launch's blocks folded together, in block order: what the launch returns once its
+/// end-of-launch checks pass.
+struct Gathered {
+    total: LaunchCounters,
+    /// Per site, when profiling.
+    profile: Option<Vec<SiteStats>>,
+    /// Per block, its counters and traffic, when sampling.
+    sampled: Option<Vec<sample::SampledBlock>>,
+    /// Every block's logged global accesses, for the race check.
+    accesses: Vec<global::BlockAccesses>,
+    last_store: Option<LastStore>,
+    benign_races: Vec<BenignRace>,
+}
+
+impl Gathered {
+    /// Folds `results` (of `blocks`, as [`run_blocks`] returns them), or the first block's error
+    /// in block order.
+    fn from_blocks(
+        launch: &block::Launch,
+        blocks: &[Dim3],
+        results: Vec<BlockOutcome>,
+        options: &LaunchOptions,
+    ) -> Result<Self> {
+        let mut stats = HashMap::new();
+        let mut out = Self {
+            total: LaunchCounters::default(),
+            profile: None,
+            sampled: options.sampling.map(|_| Vec::new()),
+            accesses: Vec::new(),
+            last_store: None,
+            benign_races: Vec::new(),
+        };
+        let allocation_of = |addr: usize| {
+            let i = launch.regions.partition_point(|r| r.start <= addr);
+            (i > 0 && addr < launch.regions[i - 1].end).then(|| i - 1)
+        };
+        for (r, &b) in results.into_iter().zip(blocks) {
+            // A block left out comes after a failed one, whose error has returned already.
+            let Some(r) = r else { break };
+            let (counters, profile, logged, stored, block_benign) = r.map_err(Error::Emulator)?;
+            for race in block_benign {
+                race.add_to(&mut out.benign_races);
+            }
+            out.total.add(&counters);
+            // Blocks are unordered: two that store to one byte race (reported by the launch),
+            // so the last in block order stands for "last".
+            if let Some((thread, site)) = stored {
+                out.last_store = Some(LastStore {
+                    kernel: launch.name,
+                    block: b,
+                    thread: index_in(launch.cfg.block, u64::from(thread)),
+                    site,
+                });
+            }
+            if let Some(p) = profile {
+                if let Some(sampled) = &mut out.sampled {
+                    let traffic = p.traffic(allocation_of);
+                    sampled.push(sample::SampledBlock {
+                        block: b,
+                        counters,
+                        traffic,
+                    });
+                }
+                if options.profiling {
+                    p.fold_into(&mut stats);
+                }
+            }
+            out.accesses.extend(logged);
+        }
+        out.profile = options.profiling.then(|| profile::finish(stats));
+        Ok(out)
     }
 }
 

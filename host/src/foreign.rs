@@ -143,6 +143,19 @@ impl Module {
         }
     }
 
+    /// Runs `launches` on a view of this module and returns, beside their result, what their
+    /// launches observed ([`Runtime::observe`]).
+    pub fn observe<R>(&self, launches: impl FnOnce(&Module) -> R) -> (R, emu::Observed) {
+        let (runtime, observer) = self.runtime.observing();
+        let view = Self {
+            runtime,
+            program: self.program,
+            text: self.text,
+        };
+        let result = launches(&view);
+        (result, self.runtime.observed(&observer))
+    }
+
     /// The runtime whose memory the module's buffers live in: allocate, upload and download
     /// with it.
     pub fn runtime(&self) -> &Runtime {
@@ -236,7 +249,10 @@ impl Module {
         // launch returns; a buffer argument is an address the emulator checks at every access
         // (an address outside its buffers is reported, not dereferenced).
         let options = self.runtime.options();
-        unsafe { device.launch_with(entry, cfg, &params, &sizes, &options) }
+        let (counters, observed) =
+            unsafe { device.launch_with(entry, cfg, &params, &sizes, &options) }?;
+        self.runtime.record(observed);
+        Ok(counters)
     }
 
     /// What the module's kernels printed with `printf` since the last call (or its load), in

@@ -2,13 +2,13 @@
 //! source, or the CPU emulator running the kernels' PTX (what the GPU runs).
 
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::buffer::{DeviceBuffer, Element};
 use crate::gpu::Gpu;
 use crate::{Error, Result};
 use emu::DeviceLimits;
-use emu::{Emulator, LaunchCounters};
+use emu::{Emulator, LaunchCounters, Observed};
 use ptx::exec::{Program, PtxDevice};
 
 /// Where kernels run.
@@ -88,12 +88,17 @@ fn before_launch(kernel: &'static str, config: &emu::LaunchConfig) -> Result<()>
     injected_fault(kernel)
 }
 
-/// Loads kernels, owns device memory, launches.
+/// Loads kernels, owns device memory, launches. A clone is a view of the same device, with the
+/// same launch options and observer ([`Runtime::with_options`], [`Runtime::observe`]).
+#[derive(Clone)]
 pub struct Runtime {
     backend: Arc<Backend>,
     /// What this runtime's emulator launches run with; `None`: the emulator's defaults. A
     /// runtime with other options is a view of the same device ([`Runtime::with_options`]).
     options: Option<emu::LaunchOptions>,
+    /// Where this view's emulator launches leave what they observed ([`Runtime::observe`]);
+    /// `None`: nobody asked, and it is dropped.
+    observer: Option<Arc<Mutex<Observed>>>,
 }
 
 impl Runtime {
@@ -101,6 +106,7 @@ impl Runtime {
         Self {
             backend: Arc::new(backend),
             options: None,
+            observer: None,
         }
     }
 
@@ -124,6 +130,51 @@ impl Runtime {
         Self {
             backend: Arc::clone(&self.backend),
             options: Some(options),
+            observer: self.observer.clone(),
+        }
+    }
+
+    /// Runs `launches` on a view of this runtime and returns, beside their result, everything
+    /// their emulator launches observed, merged in launch order ([`Observed`]: the profile,
+    /// samples, benign races, last store and instruction mix the view's options ask for;
+    /// nothing on a GPU). An operation makes several launches and returns its own result, so
+    /// what they observed is gathered on the view it is handed rather than returned by it.
+    /// Inside another `observe`, the outer one sees the same observations too.
+    pub fn observe<R>(&self, launches: impl FnOnce(&Runtime) -> R) -> (R, Observed) {
+        let (view, observer) = self.observing();
+        let result = launches(&view);
+        (result, self.observed(&observer))
+    }
+
+    /// A view of this runtime whose launches leave what they observed in the returned
+    /// observer, for [`observed`](Self::observed): the two halves of
+    /// [`observe`](Self::observe), for a type that wraps a runtime.
+    pub(crate) fn observing(&self) -> (Self, Arc<Mutex<Observed>>) {
+        let observer = Arc::new(Mutex::new(Observed::default()));
+        let view = Self {
+            backend: Arc::clone(&self.backend),
+            options: self.options,
+            observer: Some(Arc::clone(&observer)),
+        };
+        (view, observer)
+    }
+
+    /// What the launches of an [`observing`](Self::observing) view observed, passed on to this
+    /// runtime's own observer if it has one.
+    pub(crate) fn observed(&self, observer: &Mutex<Observed>) -> Observed {
+        let observed = std::mem::take(&mut *observer.lock().unwrap());
+        if self.observer.is_some() {
+            self.record(observed.clone());
+        }
+        observed
+    }
+
+    /// Leaves what a launch observed with this view's observer (dropped without one): done by
+    /// every launch of the runtime, and by a caller that launches on its emulator
+    /// ([`emulated`](Self::emulated)) directly, so that [`observe`](Self::observe) sees it too.
+    pub fn record(&self, observed: Observed) {
+        if let Some(observer) = &self.observer {
+            observer.lock().unwrap().merge(observed);
         }
     }
 
@@ -259,12 +310,9 @@ impl Runtime {
         watch: emu::StoreWatch,
         rerun: impl FnOnce(&Runtime),
     ) -> Option<String> {
-        let emu = self.emulated()?;
-        // A store recorded before the rerun is not the rerun's.
-        emu.take_last_store();
-        rerun(&self.with_options(|o| o.watch = Some(watch)));
-        let last = emu.take_last_store();
-        Some(last.map_or_else(
+        self.emulated()?;
+        let ((), observed) = self.with_options(|o| o.watch = Some(watch)).observe(rerun);
+        Some(observed.last_store.map_or_else(
             || "never written by the kernel (no store reached it)".to_string(),
             |s| s.to_string(),
         ))
@@ -485,14 +533,19 @@ pub unsafe fn dispatch(
 ) -> Result<Launched> {
     before_launch(kernel, cfg)?;
     match rt.backend() {
-        Backend::Emulator(emu) => emu
-            .launch_with(kernel, cfg, &rt.options(), thread)
-            .map(Some),
+        Backend::Emulator(emu) => {
+            let (counters, observed) = emu.launch_with(kernel, cfg, &rt.options(), thread)?;
+            rt.record(observed);
+            Ok(Some(counters))
+        }
         // SAFETY: the caller's contract.
         Backend::Cuda(gpu) => unsafe { gpu.launch(kernel, cfg, params) }.map(|()| None),
         // SAFETY: the caller's contract; the PTX backend also checks every access it makes.
         Backend::Ptx(ptx) => {
-            unsafe { ptx.launch_with(kernel, cfg, params, sizes, &rt.options()) }.map(Some)
+            let (counters, observed) =
+                unsafe { ptx.launch_with(kernel, cfg, params, sizes, &rt.options()) }?;
+            rt.record(observed);
+            Ok(Some(counters))
         }
     }
 }

@@ -257,7 +257,6 @@ pub struct PtxDevice {
     program: &'static Program,
     instructions: AtomicU64,
     threads: AtomicU64,
-    mix: Mutex<Option<HashMap<&'static str, Vec<u64>>>>,
     /// The program's `.global`/`.const` variables on this device.
     globals: Vec<Allocation>,
 }
@@ -284,7 +283,6 @@ impl PtxDevice {
             program,
             instructions: AtomicU64::new(0),
             threads: AtomicU64::new(0),
-            mix: Mutex::new(None),
             globals,
         }
     }
@@ -308,31 +306,25 @@ impl PtxDevice {
         )
     }
 
-    /// Starts counting executions per instruction (for [`PtxDevice::take_mix`]).
-    pub fn record_mix(&self, on: bool) {
-        *self.mix.lock().unwrap() = on.then(HashMap::new);
-    }
-
-    /// Per kernel, executions per instruction class since [`PtxDevice::record_mix`], and per
-    /// instruction (index into the kernel's sites).
-    pub fn take_mix(&self) -> Vec<KernelMix> {
-        let mut mix = self.mix.lock().unwrap();
-        let taken = mix.replace(HashMap::new()).unwrap_or_default();
-        let mut out: Vec<KernelMix> = taken
-            .into_iter()
-            .map(|(name, counts)| {
+    /// Per kernel, the executions per instruction that launches of this device's program
+    /// counted ([`Observed::instruction_mix`](::emu::Observed::instruction_mix), with
+    /// [`LaunchOptions::instruction_mix`](::emu::LaunchOptions::instruction_mix) on), with each
+    /// instruction's class and site, in kernel-name order.
+    pub fn mix(&self, observed: &::emu::Observed) -> Vec<KernelMix> {
+        observed
+            .instruction_mix
+            .iter()
+            .map(|(&name, counts)| {
                 let kernel = self.program.kernel(name).expect("it ran");
                 KernelMix {
                     kernel: name,
                     instruction_classes: &kernel.classes,
                     on_products: &kernel.on_products,
-                    per_instruction: counts,
+                    per_instruction: counts.clone(),
                     sites: kernel.sites,
                 }
             })
-            .collect();
-        out.sort_by_key(|m| m.kernel);
-        out
+            .collect()
     }
 
     /// Launches entry `name` with the driver's parameter array (`params[i]` points at argument
@@ -351,9 +343,12 @@ impl PtxDevice {
         let options = self.emu.defaults();
         // SAFETY: the caller's contract.
         unsafe { self.launch_with(name, cfg, params, sizes, &options) }
+            .map(|(counters, _)| counters)
     }
 
-    /// [`launch`](Self::launch) with `options` instead of the emulator's defaults.
+    /// [`launch`](Self::launch) with `options` instead of the emulator's defaults; returns,
+    /// beside the counters, what the launch observed (as [`Emulator::launch_with`], with the
+    /// executions per instruction when `options` ask for them).
     ///
     /// # Safety
     /// As for [`launch`](Self::launch).
@@ -364,7 +359,7 @@ impl PtxDevice {
         params: &[*mut c_void],
         sizes: &[usize],
         options: &::emu::LaunchOptions,
-    ) -> Result<LaunchCounters> {
+    ) -> Result<(LaunchCounters, ::emu::Observed)> {
         let kernel = self.program.kernel(name)?;
         if params.len() != kernel.params.len() || sizes.len() != params.len() {
             return Err(Error::Ptx(format!(
@@ -403,7 +398,7 @@ impl PtxDevice {
                 std::ptr::copy_nonoverlapping(ptr as *const u8, buffer[at..].as_mut_ptr(), size)
             };
         }
-        let recording = self.mix.lock().unwrap().is_some();
+        let recording = options.instruction_mix;
         let counts: Vec<AtomicU64> = if recording {
             (0..kernel.code.len()).map(|_| AtomicU64::new(0)).collect()
         } else {
@@ -422,21 +417,14 @@ impl PtxDevice {
             instructions: &self.instructions,
             counts: recording.then_some(&counts[..]),
         };
-        let counters = self.emu.launch_with(name, cfg, options, || env.thread())?;
+        let (counters, mut observed) = self.emu.launch_with(name, cfg, options, || env.thread())?;
         self.threads
             .fetch_add(cfg.grid.volume() * cfg.block.volume(), Ordering::Relaxed);
         if recording {
-            let mut mix = self.mix.lock().unwrap();
-            let entry = mix
-                .as_mut()
-                .expect("recording")
-                .entry(name)
-                .or_insert_with(|| vec![0; kernel.code.len()]);
-            for (e, c) in entry.iter_mut().zip(&counts) {
-                *e += c.load(Ordering::Relaxed);
-            }
+            let executed = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+            observed.instruction_mix.insert(name, executed);
         }
-        Ok(counters)
+        Ok((counters, observed))
     }
 }
 

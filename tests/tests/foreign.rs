@@ -514,24 +514,21 @@ fn same_value_stores_are_a_benign_race_on_the_ptx_backend_and_the_switch_lets_a_
     use host::foreign::{Arg, Module};
     let module = Module::load(FLAG_PTX.to_string(), "flag.ptx").unwrap();
     let rt = module.runtime();
-    let Backend::Ptx(device) = rt.backend() else {
-        unreachable!("a module's runtime is the PTX backend")
-    };
-    let emu = device.emulator();
     let out = rt.alloc::<u32>(1).unwrap();
-    let run = |same: u32| -> host::Result<u32> {
+    let run = |module: &Module, same: u32| -> host::Result<u32> {
         let args = [Arg::buffer(&out), Arg::U32(same)];
         module.launch("set_flag", &LaunchConfig::linear(1, 64), &args)?;
         Ok(rt.download(&out)?[0])
     };
-    assert_eq!(run(1).unwrap(), 42);
-    let benign = emu.take_benign_races();
+    let (flag, observed) = module.observe(|m| run(m, 1));
+    assert_eq!(flag.unwrap(), 42);
+    let benign = observed.benign_races;
     assert_eq!(benign.len(), 1, "{benign:?}");
     assert_eq!(
         (benign[0].first.thread.x, benign[0].second.thread.x),
         (0, 1)
     );
-    let err = run(0).unwrap_err().to_string();
+    let err = run(&module, 0).unwrap_err().to_string();
     assert!(err.contains("data race on shared memory"), "{err}");
     let unchecked = module.with_options(|o| o.shared_races = false);
     let args = [Arg::buffer(&out), Arg::U32(0)];

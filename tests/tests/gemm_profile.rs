@@ -11,14 +11,16 @@ use suite::counting;
 /// Global bytes of A and B a launch read (no C is read with `Epilogue::Overwrite`), and the
 /// shared bytes it read, from the profile's per-site totals.
 fn profiled_bytes(kernel: GemmKernel, shape: GemmShape) -> (u64, u64) {
-    let (rt, emu) = counting();
+    let (rt, _) = counting();
     let a = reference::uniform(shape.m * shape.k, 1, -1.0, 1.0);
     let b = reference::uniform(shape.k * shape.n, 2, -1.0, 1.0);
     let ops = GemmOperands::upload(&rt, kernel, &a, &b).unwrap();
     let mut c = rt.alloc::<f32>(shape.m * shape.n).unwrap();
     let profiled = rt.with_options(|o| o.profiling = true);
-    gemm(&profiled, kernel, &ops, &mut c, shape, Epilogue::Overwrite).unwrap();
-    let profile = emu.take_profile();
+    let (multiplied, observed) =
+        profiled.observe(|rt| gemm(rt, kernel, &ops, &mut c, shape, Epilogue::Overwrite));
+    multiplied.unwrap();
+    let profile = observed.profile;
     let sites = &profile.kernels[kernel.name()];
     let sum = |space: &str| {
         sites

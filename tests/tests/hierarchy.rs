@@ -70,12 +70,14 @@ proptest! {
 /// words), and both write the same bytes.
 #[test]
 fn scattered_store_tiles_touch_a_sector_per_lane() {
-    let (rt, emu) = suite::counting();
+    let (rt, _) = suite::counting();
     let mut out = rt.alloc::<u32>(4 * 1024).unwrap();
     let profiled = rt.with_options(|o| o.profiling = true);
     let mut per_request = |scattered| {
-        hierarchy::store_tiles(&profiled, &mut out, scattered).unwrap();
-        let profile = emu.take_profile();
+        let (stored, observed) =
+            profiled.observe(|rt| hierarchy::store_tiles(rt, &mut out, scattered));
+        stored.unwrap();
+        let profile = observed.profile;
         let stores: Vec<_> = profile.kernels["store_tiles"]
             .iter()
             .filter(|s| s.space == "global" && s.access == "write")

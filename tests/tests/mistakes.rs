@@ -421,13 +421,16 @@ fn check_map_reading_the_thread_index(
     let emu = rt.emulated().expect("an emulator");
     let cfg = LaunchConfig::for_elements(n as u32, MAP_THREADS);
     // The runtime's options: the rerun's carry the store watch.
-    emu.launch_with(
-        "map_reading_the_thread_index",
-        &cfg,
-        &rt.options(),
-        || unsafe { map_reading_the_thread_index(xp, yp, 2.0, 1.0, n as u32) },
-    )
-    .map_err(Failure::Launch)?;
+    let (_, observed) = emu
+        .launch_with(
+            "map_reading_the_thread_index",
+            &cfg,
+            &rt.options(),
+            || unsafe { map_reading_the_thread_index(xp, yp, 2.0, 1.0, n as u32) },
+        )
+        .map_err(Failure::Launch)?;
+    // The rerun's store watch reports through the runtime, as its own launches' do.
+    rt.record(observed);
     let got = ert.download_output(&dy)?;
     let want: Vec<Want> = x
         .iter()

@@ -7,7 +7,6 @@ use emu::Sampling;
 use emu::sample::{self, BlockTraffic, SampledLaunch};
 use host::Runtime;
 use host::ops::transpose::{Variant, transpose};
-use host::runtime::Backend;
 use perf::model::{Machine, dram_bytes};
 
 /// `emu::Sampling::skip`: the named kernel's launches run no block (their outputs
@@ -16,9 +15,6 @@ use perf::model::{Machine, dram_bytes};
 #[test]
 fn a_skipped_kernel_runs_no_block_and_the_others_are_sampled() {
     let rt = Runtime::emulator();
-    let Backend::Emulator(emu) = rt.backend() else {
-        unreachable!()
-    };
     let (rows, cols) = (64, 96);
     let input = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
     let mut out = rt.alloc::<f32>(rows * cols).unwrap();
@@ -29,11 +25,13 @@ fn a_skipped_kernel_runs_no_block_and_the_others_are_sampled() {
             skip: Some("transpose_padded"),
         })
     });
-    transpose(&sampled, Variant::Padded, &input, rows, cols, &mut out).unwrap();
-    let untouched = rt.download(&out).unwrap().iter().all(|&x| x == 0.0);
-    transpose(&sampled, Variant::Naive, &input, rows, cols, &mut out).unwrap();
-    let samples = emu.take_samples();
-    assert!(untouched, "a skipped launch wrote its output");
+    let ((), observed) = sampled.observe(|rt| {
+        transpose(rt, Variant::Padded, &input, rows, cols, &mut out).unwrap();
+        let untouched = rt.download(&out).unwrap().iter().all(|&x| x == 0.0);
+        assert!(untouched, "a skipped launch wrote its output");
+        transpose(rt, Variant::Naive, &input, rows, cols, &mut out).unwrap();
+    });
+    let samples = observed.samples;
     assert_eq!(samples.len(), 2);
     assert_eq!(samples[0].kernel, "transpose_padded");
     assert!(samples[0].blocks.is_empty());
@@ -48,9 +46,6 @@ fn a_skipped_kernel_runs_no_block_and_the_others_are_sampled() {
 #[test]
 fn a_sampled_transpose_estimates_the_whole_launch() {
     let rt = Runtime::emulator();
-    let Backend::Emulator(emu) = rt.backend() else {
-        unreachable!()
-    };
     let (rows, cols) = (200, 300);
     let input = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
     let mut out = rt.alloc::<f32>(rows * cols).unwrap();
@@ -62,8 +57,10 @@ fn a_sampled_transpose_estimates_the_whole_launch() {
                 skip: None,
             })
         });
-        transpose(&sampled, Variant::Padded, &input, rows, cols, &mut out).unwrap();
-        emu.take_samples().remove(0)
+        let (transposed, mut observed) =
+            sampled.observe(|rt| transpose(rt, Variant::Padded, &input, rows, cols, &mut out));
+        transposed.unwrap();
+        observed.samples.remove(0)
     };
     let (sampled, every) = (run(sample::WHOLE_PLAN), run(sample::EVERY_BLOCK));
     assert!(sampled.blocks.len() < every.blocks.len());

@@ -27,14 +27,16 @@ fn sites<'p>(profile: &'p Profile, kernel: &str, space: &str, access: &str) -> V
 
 #[test]
 fn a_strided_read_touches_32_sectors_per_request_and_a_contiguous_one_4() {
-    let (rt, emu) = counting();
+    let (rt, _) = counting();
     let n = 1024;
     let src = rt.upload(&reference::uniform(n * 32, 1, 0.0, 1.0)).unwrap();
     let mut dst = rt.alloc::<f32>(n).unwrap();
     for (stride, sectors) in [(1usize, 4.0), (2, 8.0), (8, 32.0), (32, 32.0)] {
         let profiled = rt.with_options(|o| o.profiling = true);
-        transpose::copy_strided(&profiled, &src, stride, &mut dst).unwrap();
-        let profile = emu.take_profile();
+        let (copied, observed) =
+            profiled.observe(|rt| transpose::copy_strided(rt, &src, stride, &mut dst));
+        copied.unwrap();
+        let profile = observed.profile;
         let read = sites(&profile, "copy_strided", "global", "read");
         assert_eq!(read.len(), 1);
         assert_eq!(read[0].requests, (n / 32) as u64);
@@ -55,17 +57,19 @@ fn a_strided_read_touches_32_sectors_per_request_and_a_contiguous_one_4() {
 
 #[test]
 fn a_column_read_of_a_32_wide_tile_is_32_way_and_padding_removes_it() {
-    let (rt, emu) = counting();
+    let (rt, _) = counting();
     let (rows, cols) = (64, 96);
     let d_in = rt
         .upload(&reference::uniform(rows * cols, 2, -1.0, 1.0))
         .unwrap();
     let mut out = rt.alloc::<f32>(rows * cols).unwrap();
     let profiled = rt.with_options(|o| o.profiling = true);
-    for v in Variant::ALL {
-        transpose::transpose(&profiled, v, &d_in, rows, cols, &mut out).unwrap();
-    }
-    let profile = emu.take_profile();
+    let ((), observed) = profiled.observe(|rt| {
+        for v in Variant::ALL {
+            transpose::transpose(rt, v, &d_in, rows, cols, &mut out).unwrap();
+        }
+    });
+    let profile = observed.profile;
     let conflict =
         |kernel: &str, access: &str| sites(&profile, kernel, "shared", access)[0].conflict_degree();
     assert_eq!(
@@ -112,13 +116,17 @@ fn profiling_changes_no_result() {
 /// defaults, so its launches are not profiled.
 #[test]
 fn a_profiled_view_leaves_the_runtime_it_came_from_unprofiled() {
-    let (rt, emu) = counting();
+    let (rt, _) = counting();
     let (rows, cols) = (32, 32);
     let d_in = rt.upload(&vec![1.0f32; rows * cols]).unwrap();
     let mut out = rt.alloc::<f32>(rows * cols).unwrap();
     let profiled = rt.with_options(|o| o.profiling = true);
-    transpose::transpose(&profiled, Variant::Naive, &d_in, rows, cols, &mut out).unwrap();
-    assert!(emu.take_profile().kernels.contains_key("transpose_naive"));
-    transpose::transpose(&rt, Variant::Naive, &d_in, rows, cols, &mut out).unwrap();
-    assert!(emu.take_profile().kernels.is_empty());
+    let mut run = |rt: &host::Runtime| {
+        let (ran, observed) =
+            rt.observe(|rt| transpose::transpose(rt, Variant::Naive, &d_in, rows, cols, &mut out));
+        ran.unwrap();
+        observed.profile
+    };
+    assert!(run(&profiled).kernels.contains_key("transpose_naive"));
+    assert!(run(&rt).kernels.is_empty());
 }

@@ -117,10 +117,9 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         o.shared_races = !args.no_shared_races;
     });
     let rt = module.runtime();
-    let emulator = match rt.backend() {
-        host::runtime::Backend::Ptx(device) => device.emulator(),
-        _ => return Err("check runs on the PTX backend, which this runtime is not".into()),
-    };
+    if !matches!(rt.backend(), host::runtime::Backend::Ptx(_)) {
+        return Err("check runs on the PTX backend, which this runtime is not".into());
+    }
     let off: Vec<&str> = [
         (args.no_shared_races, "the shared-memory race check"),
         (args.no_global_races, "the global-memory race check"),
@@ -168,10 +167,10 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         "{origin}: {shown} on a grid of {} x {} x {} blocks of {} x {} x {} threads ({threads} threads), {checks}",
         cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y, cfg.block.z
     );
-    let launched = module.launch(entry, &cfg, &launch_args);
+    let (launched, observed) = module.observe(|m| m.launch(entry, &cfg, &launch_args));
     print_printed(module.take_printed());
     let counters = launched.map_err(|e| e.to_string())?;
-    let benign = emulator.take_benign_races().len();
+    let benign = observed.benign_races.len();
     let races = match benign {
         0 => "no data race".to_string(),
         n => format!(
@@ -257,22 +256,20 @@ fn sampled(
     let host::runtime::Backend::Ptx(device) = module.runtime().backend() else {
         return Err("the module's runtime is not the PTX backend".into());
     };
-    let emulator = device.emulator();
     let start = std::time::Instant::now();
     let sampling = module.with_options(|o| {
         o.sampling = Some(emu::Sampling {
             blocks: emu::sample::WHOLE_PLAN,
             budget: None,
             skip: None,
-        })
+        });
+        o.instruction_mix = true;
     });
-    device.record_mix(true);
-    let launched = sampling.launch(entry, at, args);
-    let mix = device.take_mix();
-    device.record_mix(false);
+    let (launched, observed) = sampling.observe(|m| m.launch(entry, at, args));
+    let mix = device.mix(&observed);
     // The sampled blocks' printf is the check's again, for fewer blocks.
     module.take_printed();
-    let samples = emulator.take_samples();
+    let samples = observed.samples;
     launched.map_err(|e| {
         format!(
             "the sample at a grid of {} x {} x {} blocks failed on the arguments' buffers (size them for --predict-grid): {e}",

@@ -233,12 +233,9 @@ pub(crate) fn performance(
         _ => None,
     };
     let ert = on_file.unwrap_or_else(|| ExerciseRuntime::emulator(which));
-    let emu = match ert.runtime().backend() {
-        Backend::Emulator(emu) => emu.clone(),
-        Backend::Ptx(ptx) => ptx.emulator().clone(),
-        Backend::Cuda(_) => unreachable!("an emulator runtime"),
-    };
-    let cost = (e.launch)(&ert.with_options(whole_plan), e.gpu_shape);
+    let (cost, observed) = ert
+        .with_options(whole_plan)
+        .observe(|ert| (e.launch)(ert, e.gpu_shape));
     let cost = cost.map_err(|err| err.to_string())?;
     // The kernel's registers, as ptxas assembles the learner's own code: more of them can cost
     // resident blocks, and the model's occupancy reads them.
@@ -247,8 +244,8 @@ pub(crate) fn performance(
         Ok(list) => (list, "registers from ptxas".to_string()),
         Err(why) => (Vec::new(), format!("registers not counted: {why}")),
     };
-    let launches = emu
-        .take_samples()
+    let launches = observed
+        .samples
         .into_iter()
         .map(|sample| {
             let exps = sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64;
@@ -303,7 +300,7 @@ pub(crate) fn performance(
             )
         }
     );
-    if !met && let Some(site) = costliest_site(e, &ert, &emu, p.limiter)? {
+    if !met && let Some(site) = costliest_site(e, &ert, p.limiter)? {
         out += &format!(
             "   where the {} time goes: {site} (`cargo xtask inspect {}`: every line)\n",
             p.limiter.name(),
@@ -328,21 +325,16 @@ fn whole_plan(options: &mut emu::LaunchOptions) {
 fn costliest_site(
     e: &Exercise,
     ert: &ExerciseRuntime,
-    emu: &emu::Emulator,
     limiter: perf::model::Limiter,
 ) -> Result<Option<String>, String> {
-    let again = (e.launch)(
-        &ert.with_options(|o| {
-            whole_plan(o);
-            o.profiling = true;
-        }),
-        e.gpu_shape,
-    );
-    // The prediction read the first launch's samples; this one's are the same.
-    let _ = emu.take_samples();
-    let profile = emu.take_profile();
+    let profiled = ert.with_options(|o| {
+        whole_plan(o);
+        o.profiling = true;
+    });
+    // Only the profile is read: the samples are those the prediction read, again.
+    let (again, observed) = profiled.observe(|ert| (e.launch)(ert, e.gpu_shape));
     again.map_err(|err| err.to_string())?;
-    Ok(crate::inspect::costliest_site(&profile, limiter))
+    Ok(crate::inspect::costliest_site(&observed.profile, limiter))
 }
 
 #[cfg(test)]

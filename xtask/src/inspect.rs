@@ -124,16 +124,15 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
 /// share of the memory pipeline, as for a registered kernel.
 fn exercise_profile(e: &Exercise, which: Which, json: bool) -> Result<String, String> {
     let ert = ExerciseRuntime::emulator(which);
-    let Backend::Emulator(emu) = ert.runtime().backend() else {
-        unreachable!("an emulator runtime")
-    };
     let shape = *e
         .shapes
         .iter()
         .max_by_key(|&&s| (e.cost)(s).bytes())
         .expect("every exercise checks at least one shape");
-    let launched = (e.launch)(&ert.with_options(|o| o.profiling = true), shape);
-    let profile = emu.take_profile();
+    let (launched, observed) = ert
+        .with_options(|o| o.profiling = true)
+        .observe(|ert| (e.launch)(ert, shape));
+    let profile = observed.profile;
     launched.map_err(|err| err.to_string())?;
     if json {
         let out = serde_json::json!({ "kernel": e.kernel, "shape": (e.describe)(shape), "profile": profile });
@@ -259,12 +258,13 @@ fn ptx_mix(spec: &cases::CaseSpec) -> Result<(), String> {
     let mut case = spec
         .build(&rt, Scale::Emulator)
         .map_err(|e| e.to_string())?;
-    device.record_mix(true);
-    let counters = (case.launch)(&rt)
+    let (launched, observed) = rt
+        .with_options(|o| o.instruction_mix = true)
+        .observe(|rt| (case.launch)(rt));
+    let counters = launched
         .map_err(|e| e.to_string())?
         .expect("the PTX backend counts");
-    let mix = device.take_mix();
-    device.record_mix(false);
+    let mix = device.mix(&observed);
     (case.check)(&rt)?;
     println!(
         "{} at {} on the PTX backend ({}): dynamic instruction mix of one run, per thread (a warp-wide `mma` counts 32; guarded-off instructions count, they are issued)\n",
@@ -512,19 +512,22 @@ pub(crate) struct Profiled {
 /// Runs `spec`'s case at the emulator's scale on `rt` (an emulator runtime) twice, plain then
 /// profiled, and checks it.
 pub(crate) fn profile_kernel(rt: &Runtime, spec: &cases::CaseSpec) -> Result<Profiled, String> {
-    let Backend::Emulator(emu) = rt.backend() else {
+    if !matches!(rt.backend(), Backend::Emulator(_)) {
         return Err("profiling needs the emulator".to_string());
-    };
+    }
     let mut case = spec.build(rt, Scale::Emulator).map_err(|e| e.to_string())?;
     let start = Instant::now();
     (case.launch)(rt).map_err(|e| e.to_string())?;
     let plain = start.elapsed().as_secs_f64();
     let start = Instant::now();
-    let counters = (case.launch)(&rt.with_options(|o| o.profiling = true))
+    let (launched, observed) = rt
+        .with_options(|o| o.profiling = true)
+        .observe(|rt| (case.launch)(rt));
+    let counters = launched
         .map_err(|e| e.to_string())?
         .expect("the emulator counts");
     let profiled = start.elapsed().as_secs_f64();
-    let profile = emu.take_profile();
+    let profile = observed.profile;
     (case.check)(rt)?;
     Ok(Profiled {
         kernel: case.kernel,

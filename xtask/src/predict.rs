@@ -354,9 +354,9 @@ fn sample_at_keys(
         Some(p) => Runtime::ptx(p),
         None => Runtime::emulator(),
     };
-    let (emu, device) = match rt.backend() {
-        Backend::Emulator(emu) => (emu.clone(), None),
-        Backend::Ptx(ptx) => (ptx.emulator().clone(), Some(ptx)),
+    let device = match rt.backend() {
+        Backend::Emulator(_) => None,
+        Backend::Ptx(ptx) => Some(ptx),
         Backend::Cuda(_) => unreachable!("built on the CPU"),
     };
     if !cases::runs_on(&rt, spec) {
@@ -372,23 +372,18 @@ fn sample_at_keys(
     if shape.is_some_and(|want| !case.gpu.0.contains(want)) {
         return Ok(Err(case.gpu.0.clone()));
     }
-    if let Some(d) = device {
-        d.record_mix(true);
-    }
-    let launched = (case.launch)(&rt.with_options(|o| {
+    let sampling = rt.with_options(|o| {
         o.sampling = Some(emu::Sampling {
             blocks: limits.blocks.unwrap_or(emu::sample::WHOLE_PLAN),
             budget: limits.budget,
             skip: limits.skip,
-        })
-    }));
-    let mix = device.map(|d| {
-        let m = d.take_mix();
-        d.record_mix(false);
-        m
+        });
+        o.instruction_mix = device.is_some();
     });
+    let (launched, observed) = sampling.observe(|rt| (case.launch)(rt));
     launched.map_err(|e| e.to_string())?;
-    let samples = emu.take_samples();
+    let mix = device.map(|d| d.mix(&observed));
+    let samples = observed.samples;
     let work_spent = samples.iter().map(|s| s.work).sum();
     let (resources, note) = resources();
     let launches = samples

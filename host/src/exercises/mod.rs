@@ -87,11 +87,25 @@ impl ExerciseRuntime {
     /// The same runtime, its emulator launches run with options `change` amends
     /// ([`Runtime::with_options`]).
     pub fn with_options(&self, change: impl FnOnce(&mut emu::LaunchOptions)) -> Self {
+        self.on(self.rt.with_options(change))
+    }
+
+    /// This exercise side on `rt` (a view of this runtime's device): what a check handed it
+    /// launches through `rt`, with `rt`'s options and observer.
+    fn on(&self, rt: Runtime) -> Self {
         Self {
-            rt: self.rt.with_options(change),
+            rt,
             which: self.which,
             output: Cell::new(None),
         }
+    }
+
+    /// Runs `launches` on a view of this runtime and returns, beside their result, what their
+    /// launches observed ([`Runtime::observe`]).
+    pub fn observe<R>(&self, launches: impl FnOnce(&ExerciseRuntime) -> R) -> (R, emu::Observed) {
+        let (rt, observer) = self.rt.observing();
+        let result = launches(&self.on(rt));
+        (result, self.rt.observed(&observer))
     }
 
     fn fresh(&self) -> Option<Self> {
@@ -100,11 +114,7 @@ impl ExerciseRuntime {
             crate::runtime::Backend::Ptx(ptx) => Runtime::ptx(ptx.program()),
             crate::runtime::Backend::Cuda(_) => return None,
         };
-        Some(Self {
-            rt,
-            which: self.which,
-            output: Cell::new(None),
-        })
+        Some(self.on(rt))
     }
 
     /// Downloads the output a check compares, noting which buffer it is, so that a wrong
@@ -293,7 +303,8 @@ pub fn check(
             bytes: size_of::<f32>(),
         };
         rerun.rt.last_store(watch, |watched| {
-            let _ = (e.check)(&rerun.with_options(|o| *o = watched.options()), shape, seed);
+            // On the watching view itself: its observer is where the watched store is left.
+            let _ = (e.check)(&rerun.on(watched.clone()), shape, seed);
         })
     })();
     Err(Failure::Wrong {
