@@ -313,12 +313,27 @@ pub(super) fn merge(into: &mut Vec<SiteStats>, new: Vec<SiteStats>) {
             .find(|s| s.site == n.site && s.space == n.space && s.access == n.access)
         {
             Some(s) => {
-                s.requests += n.requests;
-                s.bytes += n.bytes;
-                s.sectors += n.sectors;
-                s.ideal_sectors += n.ideal_sectors;
-                s.wavefronts += n.wavefronts;
-                s.ideal_wavefronts += n.ideal_wavefronts;
+                // Every count, named: a field added to SiteStats and not summed here fails to
+                // compile (l1_quarters was once left out).
+                let SiteStats {
+                    site: _,
+                    space: _,
+                    access: _,
+                    requests,
+                    bytes,
+                    sectors,
+                    ideal_sectors,
+                    l1_quarters,
+                    wavefronts,
+                    ideal_wavefronts,
+                } = n;
+                s.requests += requests;
+                s.bytes += bytes;
+                s.sectors += sectors;
+                s.ideal_sectors += ideal_sectors;
+                s.l1_quarters += l1_quarters;
+                s.wavefronts += wavefronts;
+                s.ideal_wavefronts += ideal_wavefronts;
             }
             None => into.push(n),
         }
@@ -328,6 +343,32 @@ pub(super) fn merge(into: &mut Vec<SiteStats>, new: Vec<SiteStats>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two launches' counts of one site add up, each count on its own.
+    #[test]
+    fn merge_sums_every_count_of_a_site() {
+        let at = |k: u64| SiteStats {
+            site: "k.rs:1:1".into(),
+            space: "global".into(),
+            access: "load".into(),
+            requests: k,
+            bytes: 2 * k,
+            sectors: 3 * k,
+            ideal_sectors: 5 * k,
+            l1_quarters: 7 * k,
+            wavefronts: 11 * k,
+            ideal_wavefronts: 13 * k,
+        };
+        let mut sites = vec![at(1)];
+        merge(&mut sites, vec![at(10)]);
+        assert_eq!(sites, vec![at(11)]);
+        let other = SiteStats {
+            site: "k.rs:2:1".into(),
+            ..at(1)
+        };
+        merge(&mut sites, vec![other.clone()]);
+        assert_eq!(sites, vec![at(11), other], "another site is kept apart");
+    }
 
     fn lanes(stride_bytes: usize, bytes: usize) -> Vec<(usize, usize)> {
         (0..32).map(|l| (4096 + l * stride_bytes, bytes)).collect()
