@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use half::{bf16, f16};
 use kernels::cuda::GlobalPtr;
 use kernels::cuda::tma::TensorMap;
-pub use kernels::registry::{Baseline, Buffer, Cost as SpecCost, Dims, Elem, Spec, Unit};
+pub use kernels::registry::{Baseline, Buffer, ComputeUnit, Cost, Dims, Elem, Spec};
 use kernels::registry::{TensorMaps, Untyped};
 
 use crate::buffer::DeviceBuffer;
@@ -17,7 +17,6 @@ use crate::runtime::{Launched, Runtime, dispatch};
 use crate::tensor_map::TensorMaps2d;
 use crate::{Error, Result};
 use emu::LaunchConfig;
-use perf::cost::{ComputeUnit, Cost};
 
 /// Every registered kernel, in the order of `kernels/src/lib.rs`'s `registry!` block.
 pub fn all() -> &'static [&'static Spec] {
@@ -29,41 +28,25 @@ pub fn find(name: &str) -> Option<&'static Spec> {
     all().iter().copied().find(|s| s.name == name)
 }
 
-/// The spec's cost model at `dims`, as the roofline reads it (on the spec's compute unit): every
-/// byte the kernel requests, its re-reads included, which is what the emulator counts and what
-/// a modelled row (with no L2) reads.
+/// The spec's cost model at `dims`, on the spec's compute unit: every byte the kernel
+/// requests, its re-reads included, which is what the emulator counts and what a modelled row
+/// (with no L2) reads.
 pub fn cost(spec: &Spec, dims: Dims) -> Cost {
-    let c = (spec.cost)(dims);
-    Cost {
-        bytes_read: c.bytes_read,
-        bytes_written: c.bytes_written,
-        flops: c.flops,
-        exps: c.exps,
-        unit: match spec.unit {
-            Unit::CudaCoreF32 => ComputeUnit::CudaCoreF32,
-            Unit::TensorCore16 => ComputeUnit::TensorCore16,
-        },
-    }
+    (spec.cost)(dims)
 }
 
 /// [`cost`] without the re-reads that a GPU's L2 may serve (`Cost::rereads`) or keeps
 /// (`Cost::resident_rereads`, `Cost::l2_rereads`): the compulsory traffic, which a GPU's
 /// measurement is read against.
 pub fn compulsory_cost(spec: &Spec, dims: Dims) -> Cost {
-    Cost {
-        bytes_read: (spec.cost)(dims).compulsory_read(),
-        ..cost(spec, dims)
-    }
+    cost(spec, dims).compulsory()
 }
 
 /// [`cost`] as a modelled row reads it: every byte requested, re-reads included (`(no L2)`),
 /// but those of a buffer a GPU's L2 keeps for the whole launch (`Cost::resident_rereads`) and
 /// those a block reads again right after the first read (`Cost::l2_rereads`).
 pub fn modelled_cost(spec: &Spec, dims: Dims) -> Cost {
-    Cost {
-        bytes_read: (spec.cost)(dims).modelled_read(),
-        ..cost(spec, dims)
-    }
+    cost(spec, dims).modelled()
 }
 
 /// `dims` at a GPU's size as a modelled row's shape: [`describe`]'s, with `(no L2)` where the
@@ -799,6 +782,7 @@ impl kernels::registry::Launcher for RuntimeLauncher<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use perf::cost::CostRoofline;
 
     /// Each spec launches entries of every build; one that launches one kernel is named after it
     /// (its row, `inspect` and the occupancy table name the same thing), one that launches

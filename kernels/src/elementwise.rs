@@ -136,7 +136,6 @@ pub const COPY_WORDS: crate::registry::Spec = {
         },
         tolerance: |_| 0.0,
         cost: |[n, ..]| words_copied(n),
-        unit: Unit::CudaCoreF32,
         accumulates: false,
         // One 16-byte load per grid-stride step.
         occupancy: Occupancy {
@@ -253,7 +252,6 @@ const fn vector_add_spec<T: crate::registry::Element>(
             }
         },
         // a[i] and b[i] are both loaded before the add.
-        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: BLOCK_SIZE,

@@ -113,9 +113,19 @@ mod host_side {
     /// What a launch failed with: the host runtime's own error, boxed.
     pub type LaunchError = Box<dyn std::error::Error + Send + Sync>;
 
-    /// The bytes a kernel moves across the HBM boundary and the FLOPs it does (f32 on the CUDA
-    /// cores): what the emulator's counts are checked against, and what the roofline reads.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    /// The project's one cost vocabulary: the bytes a kernel moves across the HBM boundary, the
+    /// re-reads among them that a GPU's L2 may serve, the FLOPs and exponentials it does and the
+    /// units its FLOPs run on. A spec states it for one launch ([`Spec::cost`]), the host's
+    /// operations for theirs (a GEMM, an attention flow, the decode passes), the emulator's
+    /// counts are checked against it, and `perf::cost::CostRoofline` reads it against a GPU's
+    /// roofs.
+    ///
+    /// `bytes_read` is every byte requested, re-reads included (what the emulator counts); the
+    /// views callers read are methods: [`Cost::compulsory`] (what a GPU's measurement is read
+    /// against) and [`Cost::modelled`] (what a modelled row takes from HBM). A view's re-read
+    /// counts are folded into its `bytes_read`, which is why a report serialises the four counts
+    /// and the unit only (`run.json`'s `cost`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
     pub struct Cost {
         pub bytes_read: u64,
         pub bytes_written: u64,
@@ -131,24 +141,30 @@ mod host_side {
         /// them, a modelled row takes them all from HBM (its shape says `(no L2)`), and a GPU's
         /// measurement is read against the bytes without them, the compulsory traffic. 0 for a
         /// kernel that reads each byte once.
+        #[serde(skip)]
         pub rereads: u64,
         /// Of `bytes_read`, the re-reads of a buffer small enough that a GPU's L2 keeps it for
-        /// the whole launch (the GEMV's X, at most 448 KiB, read by every block): the emulator
-        /// counts them; a modelled row and a GPU's measurement take the buffer from HBM once.
-        /// 0 for most.
+        /// the whole launch (the GEMV's X, at most 448 KiB, read by every block; attention's
+        /// tiles of K and V, shared by the blocks of one head): the emulator counts them; a
+        /// modelled row and a GPU's measurement take the buffer from HBM once. 0 for most.
+        #[serde(skip)]
         pub resident_rereads: u64,
         /// Of `bytes_read`, those a block reads again soon after its first read of them (an
         /// RMSNorm's second pass over its row, after the sum of squares), which L2 still holds:
         /// the emulator counts them; the roofline bound, a modelled row and a GPU's measurement
         /// take them from HBM once, as the performance model does. Without it the bound counts
         /// the row twice and sits above the prediction. 0 for a kernel that reads each byte once.
+        #[serde(skip)]
         pub l2_rereads: u64,
+        /// Where the FLOPs run: the roofline's compute roof.
+        pub unit: ComputeUnit,
     }
 
     impl Cost {
-        /// Nothing moved, nothing computed: what a cost leaves its other counts at
-        /// (`Cost { bytes_read, bytes_written, flops, ..Cost::NONE }`: most kernels take no
-        /// exponential and read each byte once), and what a sum of launches starts from.
+        /// Nothing moved, nothing computed, on the CUDA cores: what a cost leaves its other
+        /// counts at (`Cost { bytes_read, bytes_written, flops, ..Cost::NONE }`: most kernels
+        /// take no exponential, read each byte once and compute in f32), and what a sum of
+        /// launches starts from.
         pub const NONE: Cost = Cost {
             bytes_read: 0,
             bytes_written: 0,
@@ -157,24 +173,68 @@ mod host_side {
             rereads: 0,
             resident_rereads: 0,
             l2_rereads: 0,
+            unit: ComputeUnit::CudaCoreF32,
         };
 
         /// The bytes read without the re-reads: A and B once, for a GEMM; W and X once, for
-        /// the GEMV; each row once, for an RMSNorm.
+        /// the GEMV; each row once, for an RMSNorm. A count too large to hold (`u64::MAX`,
+        /// saturated) stays too large: what it held beyond the re-reads is unknown.
         pub const fn compulsory_read(&self) -> u64 {
+            if self.bytes_read == u64::MAX {
+                return u64::MAX;
+            }
             self.modelled_read().saturating_sub(self.rereads)
         }
 
         /// The bytes a modelled row reads: every byte requested but the re-reads L2 serves for
-        /// certain ([`Cost::resident_rereads`], [`Cost::l2_rereads`]).
+        /// certain ([`Cost::resident_rereads`], [`Cost::l2_rereads`]); `u64::MAX` stays so, as
+        /// in [`Cost::compulsory_read`].
         pub const fn modelled_read(&self) -> u64 {
+            if self.bytes_read == u64::MAX {
+                return u64::MAX;
+            }
             self.bytes_read
                 .saturating_sub(self.resident_rereads)
                 .saturating_sub(self.l2_rereads)
         }
 
+        /// The compulsory traffic, which a GPU's measurement is read against: the bytes read
+        /// without any re-read ([`Cost::compulsory_read`]), none left to subtract.
+        pub const fn compulsory(self) -> Cost {
+            Cost {
+                bytes_read: self.compulsory_read(),
+                rereads: 0,
+                resident_rereads: 0,
+                l2_rereads: 0,
+                ..self
+            }
+        }
+
+        /// What a modelled row (no L2 but what it keeps for certain) reads: the bytes of
+        /// [`Cost::modelled_read`]; the tiling's re-reads stay among them, and in `rereads`.
+        pub const fn modelled(self) -> Cost {
+            Cost {
+                bytes_read: self.modelled_read(),
+                resident_rereads: 0,
+                l2_rereads: 0,
+                ..self
+            }
+        }
+
+        /// The bytes re-read that L2 may serve, of either kind ([`Cost::rereads`] and
+        /// [`Cost::resident_rereads`]): what `bytes_read` holds beyond the compulsory bytes
+        /// when it holds no [`Cost::l2_rereads`].
+        pub const fn reread_bytes(&self) -> u64 {
+            self.rereads.saturating_add(self.resident_rereads)
+        }
+
+        /// Total HBM traffic: bytes read and written.
+        pub const fn bytes(&self) -> u64 {
+            self.bytes_read.saturating_add(self.bytes_written)
+        }
+
         /// This launch's cost and then `other`'s: each count added, saturating (a shape too
-        /// large to count reads as `u64::MAX`, never wraps).
+        /// large to count reads as `u64::MAX`, never wraps), on this one's unit.
         pub const fn plus(self, other: Cost) -> Cost {
             Cost {
                 bytes_read: self.bytes_read.saturating_add(other.bytes_read),
@@ -184,17 +244,35 @@ mod host_side {
                 rereads: self.rereads.saturating_add(other.rereads),
                 resident_rereads: self.resident_rereads.saturating_add(other.resident_rereads),
                 l2_rereads: self.l2_rereads.saturating_add(other.l2_rereads),
+                unit: self.unit,
+            }
+        }
+
+        /// `n` launches of this cost (a model's layers, say), saturating.
+        pub const fn times(self, n: u64) -> Cost {
+            Cost {
+                bytes_read: n.saturating_mul(self.bytes_read),
+                bytes_written: n.saturating_mul(self.bytes_written),
+                flops: n.saturating_mul(self.flops),
+                exps: n.saturating_mul(self.exps),
+                rereads: n.saturating_mul(self.rereads),
+                resident_rereads: n.saturating_mul(self.resident_rereads),
+                l2_rereads: n.saturating_mul(self.l2_rereads),
+                unit: self.unit,
             }
         }
     }
 
-    /// Where a kernel's FLOPs run, which sets the roofline's compute roof.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Unit {
+    /// Which arithmetic units a kernel's FLOPs run on, and so which peak bounds it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    pub enum ComputeUnit {
         /// f32 on the CUDA cores (most kernels, 16-bit ones that compute in f32 included).
         CudaCoreF32,
         /// 16-bit inputs on the tensor cores, f32 accumulation (`mma.sync` on bf16 or f16).
         TensorCore16,
+        /// 8-bit floating-point inputs (e4m3/e5m2) on the tensor cores: no kernel here, the
+        /// roofline's workloads (`cargo xtask roofline`) only.
+        TensorCore8,
     }
 
     /// How `cargo xtask ptxas`'s occupancy table launches the kernel: threads per block, dynamic
@@ -608,11 +686,10 @@ mod host_side {
         /// [`Spec::input_range`], in units of the element's magnitude where the reference states
         /// one; say in a comment why it is enough and not more.
         pub tolerance: fn(Dims) -> f64,
-        /// The bytes, FLOPs and exponentials one launch moves and does: the emulator's counted
-        /// bytes must equal them, and its FLOPs agree (`suite::flops_agree`).
+        /// The bytes, FLOPs and exponentials one launch moves and does, and the units its FLOPs
+        /// run on (the roofline's compute roof): the emulator's counted bytes must equal them,
+        /// and its FLOPs agree (`suite::flops_agree`).
         pub cost: fn(Dims) -> Cost,
-        /// Where its FLOPs run: the roofline's compute roof.
-        pub unit: Unit,
         /// Whether the launch can add to its output's contents ([`Buffers::accumulate`]: a
         /// GEMM's `C = A B + C`, which `host::ops::gemm` offers); false for most.
         pub accumulates: bool,

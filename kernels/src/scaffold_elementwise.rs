@@ -81,7 +81,6 @@ pub const SPEC: crate::registry::Spec = {
             ..Cost::NONE
         },
         // One 4-byte load in flight per thread before it waits.
-        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: THREADS,

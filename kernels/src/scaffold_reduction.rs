@@ -110,8 +110,9 @@ pub const SPEC: crate::registry::Spec = {
             // pass over its row, as an RMSNorm's scaling after its sum of squares): L2 serves
             // them, so the roofline bound and the model count them once. 0: one pass.
             l2_rereads: 0,
+            // Where the FLOPs run, the roofline's compute roof: f32 on the CUDA cores.
+            unit: ComputeUnit::CudaCoreF32,
         },
-        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: THREADS,

@@ -88,7 +88,6 @@ pub const SPEC: crate::registry::Spec = {
             flops: 0,
             ..Cost::NONE
         },
-        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: TILE * TILE,

@@ -100,7 +100,6 @@ pub const SPEC: crate::registry::Spec = {
             l2_rereads: 0,
             ..Cost::NONE
         },
-        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: THREADS,

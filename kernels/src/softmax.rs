@@ -736,7 +736,6 @@ const fn softmax_spec<T: crate::registry::Element>(
         },
         tolerance: |_| tolerance(T::ELEM),
         cost,
-        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy,
         baseline: Some(Baseline {

@@ -156,7 +156,6 @@ const fn transpose_spec(
             flops: 0,
             ..Cost::NONE
         },
-        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: (TILE * BLOCK_ROWS) as u32,
@@ -267,7 +266,6 @@ pub const COPY_STRIDED: crate::registry::Spec = {
         // `cargo xtask inspect copy_strided` shows and the model predicts from.
         cost: |[n, ..]| crate::elementwise::words_copied(n),
         // One 4-byte load in flight per thread before it waits.
-        unit: Unit::CudaCoreF32,
         accumulates: false,
         occupancy: Occupancy {
             threads: BLOCK_SIZE,

@@ -15,32 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::specs::GpuSpec;
 
-/// Which arithmetic units a kernel's FLOPs run on, and so which peak bounds it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ComputeUnit {
-    /// f32 FMA on CUDA cores.
-    CudaCoreF32,
-    /// 16-bit inputs on tensor cores with f32 accumulation (bf16/f16 `mma`).
-    TensorCore16,
-    /// 8-bit floating-point inputs (e4m3/e5m2) on tensor cores.
-    TensorCore8,
-}
-
-/// A kernel's declared cost for one launch (or one multi-kernel operation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cost {
-    /// Bytes read from HBM.
-    pub bytes_read: u64,
-    /// Bytes written to HBM.
-    pub bytes_written: u64,
-    /// Floating-point operations.
-    pub flops: u64,
-    /// Exponentials (`ex2.approx` on the special function units), counted apart from the FLOPs
-    /// because they have a roof of their own ([`GpuSpec::exp_per_second`]).
-    pub exps: u64,
-    /// Where the FLOPs run.
-    pub unit: ComputeUnit,
-}
+/// The project's one cost vocabulary, declared in `kernels` beside the specs that state it:
+/// this module adds the roofline's arithmetic on it ([`CostRoofline`]).
+pub use kernels::registry::{ComputeUnit, Cost};
 
 /// The product of `factors`, saturating at `u64::MAX`.
 ///
@@ -61,70 +38,57 @@ pub fn product_usize(factors: &[usize]) -> usize {
     factors.iter().fold(1, |acc, &f| acc.saturating_mul(f))
 }
 
-impl Cost {
-    /// Total HBM traffic.
-    pub fn bytes(&self) -> u64 {
-        self.bytes_read.saturating_add(self.bytes_written)
-    }
-
+/// The roofline's arithmetic on a [`Cost`]: its bytes (read and written, as the cost states
+/// them: pass the view a figure is about, [`Cost::compulsory`] or [`Cost::modelled`]) against
+/// `gpu`'s HBM bandwidth, its FLOPs against the peak of its unit, its exponentials against the
+/// special function units' rate. An extension trait: the cost is the kernels' vocabulary, the
+/// device tables are this crate's.
+pub trait CostRoofline {
     /// FLOPs per HBM byte.
-    pub fn intensity(&self) -> f64 {
+    fn intensity(&self) -> f64;
+    /// Seconds to move the bytes at `gpu`'s HBM bandwidth: the roofline's memory roof.
+    fn memory_seconds(&self, gpu: &GpuSpec) -> f64;
+    /// Seconds to do the FLOPs at `gpu`'s peak for this unit: the roofline's compute roof.
+    fn compute_seconds(&self, gpu: &GpuSpec) -> f64;
+    /// Seconds to take the exponentials at `gpu`'s special-function rate: the third roof.
+    fn exp_seconds(&self, gpu: &GpuSpec) -> f64;
+    /// The roofline's lower bound on the time: the slowest of the three roofs.
+    fn bound_seconds(&self, gpu: &GpuSpec) -> f64;
+    /// Which roof [`bound_seconds`](Self::bound_seconds) comes from. Memory against compute is
+    /// the intensity against the ridge; the exponentials bind when their time is the longest.
+    fn bound(&self, gpu: &GpuSpec) -> Bound;
+}
+
+impl CostRoofline for Cost {
+    fn intensity(&self) -> f64 {
         self.flops as f64 / self.bytes().max(1) as f64
     }
 
-    /// Seconds to move the bytes at `gpu`'s HBM bandwidth: the roofline's memory roof.
-    pub fn memory_seconds(&self, gpu: &GpuSpec) -> f64 {
+    fn memory_seconds(&self, gpu: &GpuSpec) -> f64 {
         self.bytes() as f64 / gpu.hbm_bandwidth
     }
 
-    /// Seconds to do the FLOPs at `gpu`'s peak for this unit: the roofline's compute roof.
-    pub fn compute_seconds(&self, gpu: &GpuSpec) -> f64 {
+    fn compute_seconds(&self, gpu: &GpuSpec) -> f64 {
         self.flops as f64 / gpu.peak_flops(self.unit)
     }
 
-    /// Seconds to take the exponentials at `gpu`'s special-function rate: the third roof.
-    pub fn exp_seconds(&self, gpu: &GpuSpec) -> f64 {
+    fn exp_seconds(&self, gpu: &GpuSpec) -> f64 {
         self.exps as f64 / gpu.exp_per_second()
     }
 
-    /// The roofline's lower bound on the time: the slowest of the three roofs.
-    pub fn bound_seconds(&self, gpu: &GpuSpec) -> f64 {
+    fn bound_seconds(&self, gpu: &GpuSpec) -> f64 {
         self.memory_seconds(gpu)
             .max(self.compute_seconds(gpu))
             .max(self.exp_seconds(gpu))
     }
 
-    /// Which roof [`bound_seconds`](Self::bound_seconds) comes from. Memory against compute is
-    /// the intensity against the ridge; the exponentials bind when their time is the longest.
-    pub fn bound(&self, gpu: &GpuSpec) -> Bound {
+    fn bound(&self, gpu: &GpuSpec) -> Bound {
         if self.exp_seconds(gpu) > self.memory_seconds(gpu).max(self.compute_seconds(gpu)) {
             Bound::Exponential
         } else if self.intensity() < gpu.ridge(self.unit) {
             Bound::Memory
         } else {
             Bound::Compute
-        }
-    }
-
-    /// `n` launches of this cost (a model's layers, say).
-    pub fn times(self, n: u64) -> Cost {
-        Cost {
-            bytes_read: n.saturating_mul(self.bytes_read),
-            bytes_written: n.saturating_mul(self.bytes_written),
-            flops: n.saturating_mul(self.flops),
-            exps: n.saturating_mul(self.exps),
-            unit: self.unit,
-        }
-    }
-
-    /// The sum of two kernels' costs (e.g. the three launches of naive softmax).
-    pub fn plus(self, other: Cost) -> Cost {
-        Cost {
-            bytes_read: self.bytes_read.saturating_add(other.bytes_read),
-            bytes_written: self.bytes_written.saturating_add(other.bytes_written),
-            flops: self.flops.saturating_add(other.flops),
-            exps: self.exps.saturating_add(other.exps),
-            unit: self.unit,
         }
     }
 }
@@ -208,6 +172,7 @@ mod tests {
             flops: n,
             exps: 0,
             unit: ComputeUnit::CudaCoreF32,
+            ..Cost::NONE
         };
         assert!((cost.intensity() - 1.0 / 6.0).abs() < 1e-12);
         let r = Roofline::modelled(&cost, spec());
@@ -224,6 +189,7 @@ mod tests {
             flops: 1 << 50,
             exps: 0,
             unit: ComputeUnit::TensorCore16,
+            ..Cost::NONE
         };
         let bound = Roofline::modelled(&cost, spec());
         assert_eq!(bound.bound, Bound::Compute);
@@ -243,6 +209,7 @@ mod tests {
             flops: 4 * t * t * d,
             exps: t * t,
             unit: ComputeUnit::TensorCore16,
+            ..Cost::NONE
         };
         let b200 = GpuSpec::find("b200").unwrap();
         let r = Roofline::modelled(&attention(64), b200);

@@ -16,8 +16,9 @@
 
 use emu::LaunchCounters;
 use half::{bf16, f16};
-use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement, FusedOp, Traffic};
+use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement, FusedOp};
 use host::reference::{self, AttentionOutput};
+use perf::cost::Cost;
 use proptest::prelude::*;
 use suite::runtime;
 
@@ -189,9 +190,8 @@ fn fused(problem: &Problem) -> (Vec<f32>, Vec<f32>, Option<LaunchCounters>) {
 }
 
 /// Counted bytes against a traffic model, exactly, and FLOPs as [`suite::flops_agree`] says.
-fn assert_counts(counters: Option<LaunchCounters>, traffic: Traffic) -> Result<(), String> {
+fn assert_counts(counters: Option<LaunchCounters>, model: Cost) -> Result<(), String> {
     let Some(c) = counters else { return Ok(()) };
-    let model = traffic.total();
     let counted = (c.global_read_bytes, c.global_write_bytes, c.flops);
     let modelled = (model.bytes_read, model.bytes_written, model.flops);
     if counted.0 == modelled.0
@@ -202,7 +202,7 @@ fn assert_counts(counters: Option<LaunchCounters>, traffic: Traffic) -> Result<(
     } else {
         Err(format!(
             "counted (read, written, flops) {counted:?}, model {modelled:?} (re-reads {})",
-            traffic.re_read_bytes
+            model.reread_bytes()
         ))
     }
 }
@@ -536,7 +536,7 @@ fn tensor_cores<T: FusedElement>(problem: &Problem) -> Result<OutputAndLse, Stri
 /// against `traffic` (shape, causal) exactly.
 fn rounded_within_bound<T: FusedElement>(
     op: FusedOp<T>,
-    traffic: impl Fn(&AttentionShape, bool) -> Traffic,
+    traffic: impl Fn(&AttentionShape, bool) -> Cost,
     problem: &Problem,
 ) -> Result<OutputAndLse, String> {
     let (problem, [q, k, v]) = problem.rounded::<T>();
@@ -544,7 +544,7 @@ fn rounded_within_bound<T: FusedElement>(
     let (o, lse, counters) = run_op(op, &problem, [&q, &k, &v]).map_err(|e| e.to_string())?;
     check_rounded(&problem, &o, Some(&lse), &problem.reference(), 1.0, T::U)?;
     if let Some(c) = counters {
-        let model = traffic(s, problem.params.causal).total();
+        let model = traffic(s, problem.params.causal);
         let counted = (c.global_read_bytes, c.global_write_bytes);
         if counted != (model.bytes_read, model.bytes_written) {
             return Err(format!(
@@ -591,7 +591,7 @@ fn naive_tensor_cores<T: FusedElement + attention::NaiveElement>(
         .collect();
     check_rounded(&problem, &o, None, &problem.reference(), 1.0, T::U)?;
     if let Some(c) = counters {
-        let model = attention::naive_traffic_of::<T>(s).total();
+        let model = attention::naive_traffic_of::<T>(s);
         let counted = (c.global_read_bytes, c.global_write_bytes);
         if counted != (model.bytes_read, model.bytes_written) || c.flops < model.flops {
             return Err(format!(

@@ -239,10 +239,10 @@ proptest! {
         prop_assert_eq!(shape.flops(), clamped(&[2, m, n, k]));
         for kernel in GemmKernel::ALL {
             let c = kernel.cost(shape, Epilogue::Accumulate);
-            prop_assert!(c.compulsory.bytes_written == 0 || c.compulsory.bytes_written >= clamped(&[m, n]));
+            prop_assert!(c.bytes_written == 0 || c.bytes_written >= clamped(&[m, n]));
         }
         let g = decode::gemv_cost(shape);
-        prop_assert_eq!(g.compulsory.flops, if m == 0 || n == 0 { 0 } else { clamped(&[2, m, n, k]) });
+        prop_assert_eq!(g.flops, if m == 0 || n == 0 { 0 } else { clamped(&[2, m, n, k]) });
         for cost in [naive_cost(m, n, e), online_cost(m, n, e), fused_cost(m, n, e)] {
             prop_assert!(cost.bytes_read >= clamped(&[m, n, e]));
         }
@@ -258,7 +258,7 @@ proptest! {
         let keys: u64 = lens.iter().map(|&l| u64::from(l)).sum();
         prop_assert_eq!(decode::kv_bytes(&shape, &lens), clamped(&[keys as usize, heads.max(1), 2 * 128 * 2]));
         let t = decode::attention_traffic(&shape, &lens, 4);
-        prop_assert!(t.compulsory.bytes_read >= decode::kv_bytes(&shape, &lens));
+        prop_assert!(t.compulsory().bytes_read >= decode::kv_bytes(&shape, &lens));
         prop_assert!(counts(&decode::merge_cost(batch, u32::MAX)).iter().all(|&c| c > 0 || batch == 0));
     }
 

@@ -8,7 +8,7 @@
 //! tensor-core shapes reach K = 264, i.e. 5 tiles of K, so the 3-stage pipeline wraps around its
 //! ring of stages at least once.
 
-use host::ops::gemm::{self, Epilogue, GemmCost, GemmKernel, GemmOperands, GemmShape};
+use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::reference::{self, GemmEntry};
 use host::runtime::Launched;
 use host::{Error, Runtime};
@@ -77,17 +77,16 @@ fn check(
     let old = (epilogue == Epilogue::Accumulate).then_some(&c0[..]);
     let want = reference::gemm(&a, &b, old, (m, n, k));
     if let Some(counted) = launched {
-        let model: GemmCost = kernel.cost(shape, epilogue);
-        let requested = model.requested();
+        let model = kernel.cost(shape, epilogue);
         prop_assert_eq!(
             (counted.global_read_bytes, counted.global_write_bytes),
-            (requested.bytes_read, requested.bytes_written),
+            (model.bytes_read, model.bytes_written),
             "{:?} {:?} {:?}: counted global bytes (read, written) against the model's compulsory {:?} + re-read {}",
             kernel,
             shape,
             epilogue,
-            model.compulsory,
-            model.reread_bytes
+            model.compulsory(),
+            model.reread_bytes()
         );
         let flops = kernel.executed_flops(shape);
         prop_assert!(

@@ -291,6 +291,7 @@ fn sampled(
         flops: total(|c| c.flops),
         exps: first.exps.round() as u64,
         unit: perf::cost::ComputeUnit::CudaCoreF32,
+        ..perf::cost::Cost::NONE
     };
     Ok(Sampled {
         shape: format!("{} x {} x {}", at.grid.x, at.grid.y, at.grid.z),

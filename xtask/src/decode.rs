@@ -7,6 +7,7 @@ use host::ops::decode::{self, DecodeShape};
 use host::ops::gemm::{Epilogue, GemmKernel, GemmShape};
 use kernels::decode::gemv::MAX_M;
 use kernels::gemm::TENSOR_CORE;
+use perf::cost::CostRoofline;
 use perf::cost::{ComputeUnit, Cost, Roofline};
 use perf::specs::GpuSpec;
 
@@ -67,12 +68,12 @@ fn crossover(spec: &GpuSpec, k: usize, n: usize) {
     let mut m = 1;
     while m <= 512 {
         let shape = GemmShape::new(m, n, k);
-        let gemv = decode::gemv_cost(shape).compulsory;
+        let gemv = decode::gemv_cost(shape).compulsory();
         let gemv_blocks = n.div_ceil(kernels::decode::gemv::ROWS_PER_BLOCK) as u64;
         let (gemv_s, gemv_fill) = filled_seconds(&gemv, spec, gemv_blocks);
         let tc_cost = Cost {
             flops: tc.executed_flops(shape),
-            ..tc.cost(shape, Epilogue::Overwrite).compulsory
+            ..tc.cost(shape, Epilogue::Overwrite).compulsory()
         };
         let (bm, bn) = TENSOR_CORE.blocks(m as u32, n as u32);
         let (tc_s, tc_fill) = filled_seconds(&tc_cost, spec, u64::from(bm * bn));
@@ -114,7 +115,7 @@ pub struct TokenStep {
 /// [`TokenStep`]s at contexts 1k, 2k, ... 128k: every projection and the LM head by the GEMV,
 /// split-KV attention over the cache in each layer.
 pub fn token_steps(spec: &GpuSpec) -> Vec<TokenStep> {
-    let gemv = |k, n| decode::gemv_cost(GemmShape::new(1, n, k)).compulsory;
+    let gemv = |k, n| decode::gemv_cost(GemmShape::new(1, n, k)).compulsory();
     let weights = LAYER_MATRICES
         .iter()
         .map(|&(k, n)| gemv(k, n))
@@ -126,7 +127,7 @@ pub fn token_steps(spec: &GpuSpec) -> Vec<TokenStep> {
         .map(|context| {
             let shape = DecodeShape::new(1, 32, 8, context as usize);
             let splits = decode::auto_splits(&shape, context as usize);
-            let layer = decode::attention_traffic(&shape, &[context], splits).total();
+            let layer = decode::attention_traffic(&shape, &[context], splits);
             let attention = layer.times(LAYERS as u64);
             TokenStep {
                 context,

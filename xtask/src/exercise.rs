@@ -5,6 +5,7 @@
 
 use host::exercises::{self, Exercise, ExerciseRuntime, Failure, Which};
 use host::runtime::Backend;
+use perf::cost::CostRoofline;
 use perf::model::Machine;
 
 use crate::predict::{self, Sampled, SampledLaunchInput};

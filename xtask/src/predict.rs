@@ -503,6 +503,7 @@ fn extend(a: Sampled, b: Sampled, affine: cases::AffineKeys) -> Result<Sampled, 
         flops: along(a.cost.flops, b.cost.flops),
         exps: along(a.cost.exps, b.cost.exps),
         unit: a.cost.unit,
+        ..perf::cost::Cost::NONE
     };
     Ok(Sampled {
         launches,
@@ -782,6 +783,7 @@ mod tests {
     //! one the chapter calls faster to be faster, for the reason the chapter gives. On the PTX
     //! backend when `KERNELS_BACKEND=ptx` (the sm_90a kernels only from the sm_90a module).
     use super::*;
+    use perf::cost::CostRoofline;
     use perf::model::Limiter;
 
     /// The PTX module under test when `KERNELS_BACKEND=ptx`, else none (the source emulator).
@@ -1001,6 +1003,7 @@ mod tests {
             flops: 0,
             exps: 0,
             unit: perf::cost::ComputeUnit::CudaCoreF32,
+            ..perf::cost::Cost::NONE
         };
         let text = on_device("transpose_naive", &cost, &h100, &Ok(naive));
         let d = perf::published::disagreement("transpose_naive", "h100").unwrap();
@@ -1092,6 +1095,7 @@ mod tests {
             flops: 0,
             exps: 0,
             unit: perf::cost::ComputeUnit::CudaCoreF32,
+            ..perf::cost::Cost::NONE
         };
         let text = on_device("gemm_tiled_f32", &cost, &machine, &Ok(a6000_tiled));
         assert!(text.contains("siboehm.com"), "{text}");

@@ -13,6 +13,7 @@ mod report;
 mod workloads;
 
 use clap::{Args, Subcommand, ValueEnum};
+use perf::cost::CostRoofline;
 use perf::cost::{Bound, Cost, Roofline};
 use perf::specs::{GPUS, GpuSpec};
 

@@ -1,5 +1,6 @@
 //! `cargo xtask run`: every kernel, checked, timed (GPU) or modelled (emulator), on the roofline.
 
+use perf::cost::CostRoofline;
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::sync::mpsc;
@@ -1223,14 +1224,16 @@ fn attention_sweep(rows: &[Row], spec: &GpuSpec) {
     let mut n = 1024;
     while n <= 65536 {
         let shape = AttentionShape::new(batch, heads, n, d);
-        let naive = Roofline::modelled(&naive_traffic(&shape).compulsory, spec).seconds;
+        let naive = Roofline::modelled(&naive_traffic(&shape).compulsory(), spec).seconds;
         let fused_f32 =
-            Roofline::modelled(&fused_traffic::<f32>(&shape, false).compulsory, spec).seconds;
+            Roofline::modelled(&fused_traffic::<f32>(&shape, false).compulsory(), spec).seconds;
         let naive_bf16 =
-            Roofline::modelled(&naive_traffic_of::<half::bf16>(&shape).compulsory, spec).seconds;
-        let fused =
-            Roofline::modelled(&fused_traffic::<half::bf16>(&shape, false).compulsory, spec)
-                .seconds;
+            Roofline::modelled(&naive_traffic_of::<half::bf16>(&shape).compulsory(), spec).seconds;
+        let fused = Roofline::modelled(
+            &fused_traffic::<half::bf16>(&shape, false).compulsory(),
+            spec,
+        )
+        .seconds;
         let (nm, fm) = (
             device_bytes(Flow::Naive, &shape),
             device_bytes(Flow::Fused, &shape),

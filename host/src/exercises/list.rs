@@ -304,6 +304,7 @@ fn memory_cost(read: usize, written: usize, flops: usize) -> Cost {
         flops: flops as u64,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,
+        ..Cost::NONE
     }
 }
 

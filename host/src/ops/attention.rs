@@ -336,24 +336,10 @@ pub fn fused_bf16_fma_exp(
 /// [`fused_bf16_fma_exp`]'s traffic: the bf16 kernel's, with half of its exponentials moved to
 /// the FMA units (about half: every other 8-key piece; their FMAs run on the CUDA cores beside
 /// the tensor cores and are not counted in the FLOPs).
-pub fn fused_fma_exp_traffic(shape: &AttentionShape, causal: bool) -> Traffic {
+pub fn fused_fma_exp_traffic(shape: &AttentionShape, causal: bool) -> Cost {
     let mut t = fused_traffic::<bf16>(shape, causal);
-    t.compulsory.exps /= 2;
+    t.exps /= 2;
     t
-}
-
-/// A kernel-crate cost as the chapter's [`Traffic`]: the re-reads a GPU's L2 serves apart.
-pub(crate) fn traffic(cost: kernels::registry::Cost, unit: ComputeUnit) -> Traffic {
-    Traffic {
-        compulsory: Cost {
-            bytes_read: cost.compulsory_read(),
-            bytes_written: cost.bytes_written,
-            flops: cost.flops,
-            exps: cost.exps,
-            unit,
-        },
-        re_read_bytes: cost.rereads + cost.resident_rereads,
-    }
 }
 
 /// The 16-bit element types of the Hopper kernel (`kernels::attention::flash_wgmma`: TMA,
@@ -494,10 +480,12 @@ fn fused_wgmma_args(
 /// [`fused_wgmma`]'s traffic: [`fused_traffic`]'s accounting with its `128 x 128` tiles (each
 /// block of 128 queries reads its K and V tiles once; the TMA reads nothing outside a head, so
 /// the zero-filled rows past its end cost no bytes).
-pub fn fused_wgmma_traffic(shape: &AttentionShape, causal: bool, elem_bytes: usize) -> Traffic {
+pub fn fused_wgmma_traffic(shape: &AttentionShape, causal: bool, elem_bytes: usize) -> Cost {
     let tiles = (flash_wgmma::BR, flash_wgmma::BC);
-    let cost = kernels::attention::flash_cost(dims(shape), causal, tiles, elem_bytes);
-    traffic(cost, ComputeUnit::TensorCore16)
+    Cost {
+        unit: ComputeUnit::TensorCore16,
+        ..kernels::attention::flash_cost(dims(shape), causal, tiles, elem_bytes)
+    }
 }
 
 /// The naive flow's intermediates in HBM: S and P, `n_q x n_kv` f32 per head each (O(N^2), what
@@ -679,55 +667,16 @@ pub fn probabilities_times_values(
     }
 }
 
-/// HBM traffic of one attention call, split as the chapter tells it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Traffic {
-    /// What the flow cannot avoid moving: each input read once, each output written once, and,
-    /// for the naive flow, every intermediate (S, P) written once and read once. FLOPs: the
-    /// attention's `4 d` per visible (query, key) pair (plus the softmax's, for naive).
-    pub compulsory: Cost,
-    /// Bytes read again because a tile was dropped from the chip and fetched later by another
-    /// block: K and V once per query tile of the fused kernel; Q, K, V (and, for long rows, S)
-    /// in the naive one. On a GPU the L2 serves many of these; the emulator counts them all.
-    pub re_read_bytes: u64,
-}
-
-impl Traffic {
-    /// Everything the kernels ask global memory for: what the emulator counts, exactly.
-    pub fn total(&self) -> Cost {
-        Cost {
-            bytes_read: self.compulsory.bytes_read + self.re_read_bytes,
-            ..self.compulsory
-        }
-    }
-}
-
-impl Traffic {
-    /// Two steps of one flow, one after the other.
-    pub fn plus(self, other: Traffic) -> Traffic {
-        Traffic {
-            compulsory: self.compulsory.plus(other.compulsory),
-            re_read_bytes: self.re_read_bytes + other.re_read_bytes,
-        }
-    }
-}
-
 /// Naive step 1 ([`scores`]): reads Q and K, writes S (`n_q x n_kv` per head); each 64-row
 /// tile of Q is read once per 64-key tile of K and vice versa (`kernels::attention::scores_cost`).
-pub fn scores_traffic(shape: &AttentionShape) -> Traffic {
-    traffic(
-        kernels::attention::scores_cost(dims(shape)),
-        ComputeUnit::CudaCoreF32,
-    )
+pub fn scores_traffic(shape: &AttentionShape) -> Cost {
+    kernels::attention::scores_cost(dims(shape))
 }
 
 /// Naive step 3 ([`probabilities_times_values`]): reads P once, V once per 64-row query tile,
 /// writes O (`kernels::attention::pv_cost`).
-pub fn pv_traffic(shape: &AttentionShape) -> Traffic {
-    traffic(
-        kernels::attention::pv_cost(dims(shape)),
-        ComputeUnit::CudaCoreF32,
-    )
+pub fn pv_traffic(shape: &AttentionShape) -> Cost {
+    kernels::attention::pv_cost(dims(shape))
 }
 
 /// The naive flow's traffic, its spec's cost: its three steps'. Compulsory: Q, K, V read, S
@@ -736,15 +685,17 @@ pub fn pv_traffic(shape: &AttentionShape) -> Traffic {
 /// more where a row is too long for the softmax to keep on chip. The mask changes none of it:
 /// the naive kernels compute every score and every product with P, and mask by writing `-inf`
 /// (see [`naive_flops`]).
-pub fn naive_traffic(shape: &AttentionShape) -> Traffic {
+pub fn naive_traffic(shape: &AttentionShape) -> Cost {
     naive_traffic_of::<f32>(shape)
 }
 
 /// [`naive_traffic`] of the flow in `T`: Q, K, V read and O written in `T`, S and P in f32
 /// (its spec's cost).
-pub fn naive_traffic_of<T: NaiveElement>(shape: &AttentionShape) -> Traffic {
-    let cost = kernels::attention::naive_cost_of(dims(shape), size_of::<T>());
-    traffic(cost, crate::registry::cost(T::NAIVE_SPEC, dims(shape)).unit)
+pub fn naive_traffic_of<T: NaiveElement>(shape: &AttentionShape) -> Cost {
+    Cost {
+        unit: crate::registry::cost(T::NAIVE_SPEC, dims(shape)).unit,
+        ..kernels::attention::naive_cost_of(dims(shape), size_of::<T>())
+    }
 }
 
 /// The two products' FLOPs as the naive kernels execute them: `4 d` for every (query, key)
@@ -767,10 +718,10 @@ pub fn attention_flops(shape: &AttentionShape, causal: bool) -> u64 {
 /// when causal), `(tiles - 1)` extra copies of K and V per head. (The FLOPs are the attention's;
 /// the emulator counts the f32 kernel's the same way, and the tensor-core kernel's as every
 /// `mma` it issues, masked or not.)
-pub fn fused_traffic<T: FlashElement>(shape: &AttentionShape, causal: bool) -> Traffic {
+pub fn fused_traffic<T: FlashElement>(shape: &AttentionShape, causal: bool) -> Cost {
     let cost = kernels::attention::flash_cost(dims(shape), causal, (T::BR, T::BC), size_of::<T>());
     let unit = crate::registry::cost(T::SPEC, dims(shape)).unit;
-    traffic(cost, unit)
+    Cost { unit, ..cost }
 }
 
 /// Device memory each flow needs for `shape` in f32: Q, K, V, O for both; the naive flow adds
@@ -880,10 +831,7 @@ mod tests {
     fn naive_flops_ignore_the_mask_and_causal_would_save_about_half() {
         let s = AttentionShape::new(2, 3, 100, 64);
         assert_eq!(naive_flops(&s), attention_flops(&s, false));
-        assert_eq!(
-            naive_traffic(&s).compulsory.flops - softmax_flops(&s),
-            naive_flops(&s)
-        );
+        assert_eq!(naive_traffic(&s).flops - softmax_flops(&s), naive_flops(&s));
         let saved = 1.0 - attention_flops(&s, true) as f64 / naive_flops(&s) as f64;
         assert!((saved - (1.0 - 101.0 / 200.0)).abs() < 1e-12, "{saved}");
     }
@@ -895,15 +843,9 @@ mod tests {
     #[test]
     fn one_exponential_per_score_fused_per_visible_score() {
         let s = AttentionShape::new(2, 3, 100, 64);
-        assert_eq!(naive_traffic(&s).compulsory.exps, 6 * 100 * 100);
-        assert_eq!(
-            fused_traffic::<f32>(&s, false).compulsory.exps,
-            6 * 100 * 100
-        );
-        assert_eq!(
-            fused_traffic::<f32>(&s, true).compulsory.exps,
-            6 * 100 * 101 / 2
-        );
+        assert_eq!(naive_traffic(&s).exps, 6 * 100 * 100);
+        assert_eq!(fused_traffic::<f32>(&s, false).exps, 6 * 100 * 100);
+        assert_eq!(fused_traffic::<f32>(&s, true).exps, 6 * 100 * 101 / 2);
     }
 
     #[test]
@@ -921,12 +863,12 @@ mod tests {
         // 200 queries: 4 query tiles, each reads all of K and V, 3 of them extra.
         let s = AttentionShape::new(1, 2, 200, 64);
         let t = fused_traffic::<f32>(&s, false);
-        assert_eq!(t.re_read_bytes, 2 * 3 * 2 * 200 * 64 * 4);
-        assert_eq!(t.compulsory.bytes_read, 2 * 3 * 200 * 64 * 4);
-        assert_eq!(t.compulsory.bytes_written, 2 * (200 * 64 + 200) * 4);
+        assert_eq!(t.reread_bytes(), 2 * 3 * 2 * 200 * 64 * 4);
+        assert_eq!(t.compulsory().bytes_read, 2 * 3 * 200 * 64 * 4);
+        assert_eq!(t.bytes_written, 2 * (200 * 64 + 200) * 4);
         // Causal: tile b reads keys up to its diagonal, ceil(64 (b + 1) / 16) * 16 of them.
         let t = fused_traffic::<f32>(&s, true);
         let rows = 64 + 128 + 192; // + 200, all of K: the compulsory read
-        assert_eq!(t.re_read_bytes, 2 * 2 * rows * 64 * 4);
+        assert_eq!(t.reread_bytes(), 2 * 2 * rows * 64 * 4);
     }
 }

@@ -24,14 +24,13 @@ pub use kernels::decode::attention::{
 };
 use kernels::decode::gemv::{GEMV_BF16, MAX_M};
 
-use super::attention::{Traffic, traffic};
-use super::gemm::{GemmCost, GemmShape};
+use super::gemm::GemmShape;
 use crate::buffer::DeviceBuffer;
 use crate::launch;
 use crate::runtime::{Launched, Runtime};
 use crate::{Error, Result};
 use emu::LaunchConfig;
-use perf::cost::{ComputeUnit, Cost, product_usize};
+use perf::cost::{Cost, product_usize};
 
 /// `Y = X W^T` with `W` `n x k` (row-major, one output feature per row), `X` `m x k`, `Y`
 /// `m x n`, all bf16, f32 accumulation; `1 <= m <= 16`, any `n` and `k`. See
@@ -79,22 +78,12 @@ pub fn gemv(
 /// exactly once, X once, Y written once, `2 m n k` FLOPs on CUDA cores (compulsory); every
 /// block but one reads X again (re-reads, from L2 on a GPU: X is at most a few hundred KiB). An
 /// empty Y launches nothing: 0.
-pub fn gemv_cost(shape: GemmShape) -> GemmCost {
+pub fn gemv_cost(shape: GemmShape) -> Cost {
     let GemmShape { m, n, k } = shape;
-    let c = if m == 0 || n == 0 {
-        kernels::registry::Cost::NONE
+    if m == 0 || n == 0 {
+        Cost::NONE
     } else {
         (GEMV_BF16.cost)([m, k, n, 1, 1])
-    };
-    GemmCost {
-        compulsory: Cost {
-            bytes_read: c.compulsory_read(),
-            bytes_written: c.bytes_written,
-            flops: c.flops,
-            exps: 0,
-            unit: ComputeUnit::CudaCoreF32,
-        },
-        reread_bytes: c.resident_rereads,
     }
 }
 
@@ -475,8 +464,7 @@ pub fn merge_partials(
 /// each partial (`m`, `l` and 128 f32 of `o`) read once, `o` (bf16) and `lse` written; 2 FLOPs
 /// per (partial, dimension).
 pub fn merge_cost(rows: usize, splits: u32) -> Cost {
-    let merge = kernel::merge_cost(rows, splits);
-    traffic(merge, ComputeUnit::CudaCoreF32).compulsory
+    kernel::merge_cost(rows, splits).compulsory()
 }
 
 /// Both passes' traffic, split as the attention chapter splits it: the kernel crate's `cost`
@@ -487,28 +475,15 @@ pub fn merge_cost(rows: usize, splits: u32) -> Cost {
 /// written once and read once, `o` and `lse` written; `4 d` FLOPs per (query head, key) plus the
 /// merge's. Re-reads: Q once more per additional split (every block of a (sequence, KV head)
 /// loads the group's query rows), and each sequence length by every thread of every block.
-pub fn attention_traffic(shape: &DecodeShape, ctx_lens: &[u32], splits: u32) -> Traffic {
-    split_traffic(kernel::cost(shape, ctx_lens, splits, None))
+pub fn attention_traffic(shape: &DecodeShape, ctx_lens: &[u32], splits: u32) -> Cost {
+    kernel::cost(shape, ctx_lens, splits, None)
 }
 
 /// [`attention_traffic`] on a paged cache of `page_size` positions a page: the same, plus the
 /// block table, read once per (key, KV head) by one lane of the key group that loads the key:
 /// each entry in use once (compulsory), the rest re-reads.
-pub fn paged_traffic(
-    shape: &DecodeShape,
-    ctx_lens: &[u32],
-    splits: u32,
-    page_size: usize,
-) -> Traffic {
-    split_traffic(kernel::cost(shape, ctx_lens, splits, Some(page_size)))
-}
-
-/// The kernel crate's compulsory cost and re-read bytes as a [`Traffic`].
-fn split_traffic((compulsory, re_read_bytes): (kernels::registry::Cost, u64)) -> Traffic {
-    Traffic {
-        re_read_bytes,
-        ..traffic(compulsory, ComputeUnit::CudaCoreF32)
-    }
+pub fn paged_traffic(shape: &DecodeShape, ctx_lens: &[u32], splits: u32, page_size: usize) -> Cost {
+    kernel::cost(shape, ctx_lens, splits, Some(page_size))
 }
 
 #[cfg(test)]
@@ -517,12 +492,13 @@ mod tests {
 
     #[test]
     fn gemv_reads_the_weights_once() {
+        use perf::cost::CostRoofline;
         // Llama-3-8B's up projection at batch 1: 14336 x 4096 bf16 weights, 112 MiB.
         let c = gemv_cost(GemmShape::new(1, 14336, 4096));
-        assert_eq!(c.compulsory.bytes_read, 14336 * 4096 * 2 + 4096 * 2);
-        assert_eq!(c.compulsory.bytes_written, 14336 * 2);
-        assert_eq!(c.reread_bytes, (14336 / 4 - 1) * 4096 * 2);
-        assert!((c.compulsory.intensity() - 1.0).abs() < 1e-3);
+        assert_eq!(c.compulsory().bytes_read, 14336 * 4096 * 2 + 4096 * 2);
+        assert_eq!(c.bytes_written, 14336 * 2);
+        assert_eq!(c.reread_bytes(), (14336 / 4 - 1) * 4096 * 2);
+        assert!((c.compulsory().intensity() - 1.0).abs() < 1e-3);
     }
 
     #[test]
@@ -532,7 +508,7 @@ mod tests {
         let kv = kv_bytes(&shape, &[8192, 100]);
         assert_eq!(kv, (8192 + 100) * 8 * 2 * 128 * 2);
         // The rest is small: Q, lengths and partials.
-        let rest = t.total().bytes() - kv;
+        let rest = t.bytes() - kv;
         assert!(rest < kv / 20, "{rest} vs {kv}");
     }
 }

@@ -64,6 +64,7 @@ pub fn vector_add_cost(n: usize, elem_bytes: usize) -> Cost {
         flops: n as u64,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,
+        ..Cost::NONE
     }
 }
 
@@ -97,6 +98,7 @@ pub fn copy_cost(n: usize) -> Cost {
         flops: 0,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,
+        ..Cost::NONE
     }
 }
 

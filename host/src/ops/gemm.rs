@@ -73,29 +73,6 @@ pub enum GemmKernel {
     WgmmaF16,
 }
 
-/// A GEMM kernel's global-memory traffic, in two terms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GemmCost {
-    /// A and B read once, C written once (and read once when accumulating), `2 m n k` FLOPs: the
-    /// least any kernel must move across the HBM boundary, the roofline's bound.
-    pub compulsory: Cost,
-    /// Bytes of A and B read again because of the tiling: each of the `ceil(N / tile.n)` block
-    /// columns reads all of A, each of the `ceil(M / tile.m)` block rows all of B. On a GPU some
-    /// of these hit in L2 (which rasterisation helps); the emulator counts them all.
-    pub reread_bytes: u64,
-}
-
-impl GemmCost {
-    /// Every byte the kernel asks global memory for: the compulsory traffic plus the re-reads.
-    /// This is what the emulator counts, and the roofline of a GPU with no L2 reuse at all.
-    pub fn requested(&self) -> Cost {
-        Cost {
-            bytes_read: self.compulsory.bytes_read + self.reread_bytes,
-            ..self.compulsory
-        }
-    }
-}
-
 impl GemmKernel {
     /// Every kernel, in the order of the steps.
     pub const ALL: [GemmKernel; 7] = [
@@ -228,12 +205,19 @@ impl GemmKernel {
         2.0 * tm * tn / (self.input_bytes() as f64 * (tm + tn))
     }
 
-    /// The cost model: compulsory traffic, plus the re-reads exactly as the kernel makes them.
+    /// The cost model: compulsory traffic (A and B read once, C written once and read once when
+    /// accumulating, `2 m n k` FLOPs: the least any kernel must move across the HBM boundary,
+    /// the roofline's bound, [`Cost::compulsory`]), plus the re-reads exactly as the kernel
+    /// makes them ([`Cost::rereads`]: each of the `ceil(N / tile.n)` block columns reads all of
+    /// A, each of the `ceil(M / tile.m)` block rows all of B; on a GPU some of these hit in L2,
+    /// which rasterisation helps, and the emulator counts them all). Its `bytes_read` is every
+    /// byte the kernel asks global memory for: what the emulator counts, and the roofline of a
+    /// GPU with no L2 reuse at all.
     ///
     /// The kernels load A and B element by element (or 16-byte chunk by chunk, with the tensor
     /// core's K and N multiples of 8) and only inside the matrices, so each block column reads
     /// exactly `m k` elements of A and each block row exactly `k n` of B.
-    pub fn cost(self, shape: GemmShape, epilogue: Epilogue) -> GemmCost {
+    pub fn cost(self, shape: GemmShape, epilogue: Epilogue) -> Cost {
         // The kernel crate's model (the registered steps' cost), plus C read once when
         // accumulating (none when C is empty: no block is launched).
         let GemmShape { m, n, k } = shape;
@@ -246,15 +230,10 @@ impl GemmKernel {
             Epilogue::Overwrite => 0,
             Epilogue::Accumulate => c.bytes_written,
         };
-        GemmCost {
-            compulsory: Cost {
-                bytes_read: sum(&[c.compulsory_read(), c_read]),
-                bytes_written: c.bytes_written,
-                flops: c.flops,
-                exps: 0,
-                unit: self.unit(),
-            },
-            reread_bytes: c.rereads,
+        Cost {
+            bytes_read: sum(&[c.bytes_read, c_read]),
+            unit: self.unit(),
+            ..c
         }
     }
 
@@ -635,7 +614,7 @@ mod tests {
         let shape = GemmShape::new(1024, 512, 4096);
         for kernel in GemmKernel::ALL {
             let cost = kernel.cost(shape, Epilogue::Overwrite);
-            let ab = cost.requested().bytes_read as f64;
+            let ab = cost.bytes_read as f64;
             let got = shape.flops() as f64 / ab;
             assert!(
                 (got - kernel.tile_intensity()).abs() < 1e-9,
@@ -655,18 +634,18 @@ mod tests {
         let mut last = f64::INFINITY;
         for kernel in GemmKernel::ALL {
             let cost = kernel.cost(shape, Epilogue::Overwrite);
-            let no_l2 = Roofline::modelled(&cost.requested(), h100);
-            let perfect = Roofline::modelled(&cost.compulsory, h100);
+            let no_l2 = Roofline::modelled(&cost, h100);
+            let perfect = Roofline::modelled(&cost.compulsory(), h100);
             println!(
                 "{:<26} tile I {:>6.2}  requested {:>8.3} GB  I {:>7.2}  {:>9.3} ms {:>7.1} TFLOP/s {:?} | compulsory {:.3} GB  I {:.1}  {:.3} ms {:.1} TFLOP/s {:?}",
                 kernel.name(),
                 kernel.tile_intensity(),
-                cost.requested().bytes() as f64 / 1e9,
+                cost.bytes() as f64 / 1e9,
                 no_l2.intensity,
                 no_l2.seconds * 1e3,
                 no_l2.flops_per_second / 1e12,
                 no_l2.bound,
-                cost.compulsory.bytes() as f64 / 1e9,
+                cost.compulsory().bytes() as f64 / 1e9,
                 perfect.intensity,
                 perfect.seconds * 1e3,
                 perfect.flops_per_second / 1e12,
@@ -684,14 +663,11 @@ mod tests {
             let (bm, bn) = TENSOR_CORE.blocks(shape.m as u32, shape.n as u32);
             for group in [1, 3, 8] {
                 // One block per wave: nothing reused, every requested byte from HBM.
-                assert_eq!(
-                    wave_model_ab_bytes(shape, group, 1),
-                    cost.requested().bytes_read
-                );
+                assert_eq!(wave_model_ab_bytes(shape, group, 1), cost.bytes_read);
                 // Every block in one wave: every strip read once.
                 assert_eq!(
                     wave_model_ab_bytes(shape, group, bm * bn),
-                    cost.compulsory.bytes_read
+                    cost.compulsory().bytes_read
                 );
             }
         }
@@ -722,10 +698,10 @@ mod tests {
         let over = GemmKernel::Tiled.cost(shape, Epilogue::Overwrite);
         let acc = GemmKernel::Tiled.cost(shape, Epilogue::Accumulate);
         assert_eq!(
-            acc.compulsory.bytes_read - over.compulsory.bytes_read,
+            acc.compulsory().bytes_read - over.compulsory().bytes_read,
             4 * 15
         );
         let empty = GemmKernel::Naive.cost(GemmShape::new(0, 5, 7), Epilogue::Accumulate);
-        assert_eq!(empty.requested().bytes(), 0);
+        assert_eq!(empty.bytes(), 0);
     }
 }

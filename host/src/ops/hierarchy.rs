@@ -43,6 +43,7 @@ pub fn stream_read_cost(words: usize, passes: u32) -> Cost {
         flops: 0,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,
+        ..Cost::NONE
     }
 }
 
@@ -157,5 +158,6 @@ pub fn store_tiles_cost(words: usize) -> Cost {
         flops: 0,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,
+        ..Cost::NONE
     }
 }

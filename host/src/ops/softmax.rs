@@ -260,6 +260,7 @@ fn sweep_cost(
         flops: product(&[n, u64::from(flops)]),
         exps: product(&[n, u64::from(exps)]),
         unit: ComputeUnit::CudaCoreF32,
+        ..Cost::NONE
     }
 }
 

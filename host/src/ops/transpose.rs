@@ -86,6 +86,7 @@ pub fn transpose_cost(rows: usize, cols: usize) -> Cost {
         flops: 0,
         exps: 0,
         unit: ComputeUnit::CudaCoreF32,
+        ..Cost::NONE
     }
 }
 

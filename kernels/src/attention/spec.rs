@@ -76,6 +76,7 @@ const fn with_rereads(once: u64, reads: u64, bytes_written: u64, flops: u64, exp
         rereads: 0,
         resident_rereads: reads - once,
         l2_rereads: 0,
+        unit: ComputeUnit::CudaCoreF32,
     }
 }
 
@@ -169,7 +170,7 @@ pub trait FlashKernel: Element {
     const BR: usize;
     const BC: usize;
     const THREADS: usize;
-    const UNIT: Unit;
+    const UNIT: ComputeUnit;
     /// Dynamic shared memory at each of [`super::HEAD_DIMS`], 64 and 128.
     const SHARED_BYTES: [usize; 2];
     /// Dynamic shared memory for head dimension `d`.
@@ -195,7 +196,7 @@ macro_rules! flash_kernel {
             const BR: usize = $kernels::BR;
             const BC: usize = $kernels::BC;
             const THREADS: usize = $kernels::THREADS;
-            const UNIT: Unit = Unit::$unit;
+            const UNIT: ComputeUnit = ComputeUnit::$unit;
             const SHARED_BYTES: [usize; 2] = [$kernels::shared_bytes(64), $kernels::shared_bytes(128)];
             fn shared_bytes(d: usize) -> usize {
                 $kernels::shared_bytes(d)
@@ -326,7 +327,7 @@ pub fn launch_fused<T: FlashKernel>(
 /// the two products is the same f32 kernel.
 pub trait NaiveKernel: Element {
     /// Where the two products' FLOPs run.
-    const NAIVE_UNIT: Unit;
+    const NAIVE_UNIT: ComputeUnit;
     /// Threads per block of both kernels, and the dynamic shared memory of the larger at d = 128
     /// (the occupancy table's row).
     const NAIVE_BLOCK: (usize, usize);
@@ -357,7 +358,7 @@ fn no_naive_kernel(d: usize) -> LaunchError {
 }
 
 impl NaiveKernel for f32 {
-    const NAIVE_UNIT: Unit = Unit::CudaCoreF32;
+    const NAIVE_UNIT: ComputeUnit = ComputeUnit::CudaCoreF32;
     const NAIVE_BLOCK: (usize, usize) = (naive::THREADS * naive::THREADS, 0);
     fn launch_scores(
         launcher: &dyn Launcher,
@@ -398,7 +399,7 @@ impl NaiveKernel for f32 {
 macro_rules! naive_mma_kernel {
     ($t:ty, $scores64:ident, $scores128:ident, $pv64:ident, $pv128:ident) => {
         impl NaiveKernel for $t {
-            const NAIVE_UNIT: Unit = Unit::TensorCore16;
+            const NAIVE_UNIT: ComputeUnit = ComputeUnit::TensorCore16;
             const NAIVE_BLOCK: (usize, usize) =
                 (flash_mma::THREADS, naive_mma::scores_shared_bytes(128));
             fn launch_scores(
@@ -678,18 +679,24 @@ const fn attention_spec<T: FlashKernel + NaiveKernel, const FLOW: u8, const CAUS
         reference: reference::<CAUSAL>,
         tolerance: |[_, _, _, n_kv, d]| error_bound(n_kv, d, standard_scale(d), T::ELEM.unit_roundoff()),
         cost: match flow {
-            Flow::Naive => |dims| naive_cost_of(dims, T::ELEM.bytes()),
-            Flow::Fused => |dims| flash_cost(dims, CAUSAL, (T::BR, T::BC), T::ELEM.bytes()),
+            Flow::Naive => |dims| Cost {
+                unit: T::NAIVE_UNIT,
+                ..naive_cost_of(dims, T::ELEM.bytes())
+            },
+            Flow::Fused => |dims| Cost {
+                unit: T::UNIT,
+                ..flash_cost(dims, CAUSAL, (T::BR, T::BC), T::ELEM.bytes())
+            },
             // Half of the exponentials (every other 8-key piece) on the FMA units, whose FMAs
             // run beside the tensor cores and are not counted in the FLOPs.
             Flow::FusedFmaExp => |dims| {
                 let c = flash_cost(dims, CAUSAL, (T::BR, T::BC), T::ELEM.bytes());
-                Cost { exps: c.exps / 2, ..c }
+                Cost {
+                    exps: c.exps / 2,
+                    unit: T::UNIT,
+                    ..c
+                }
             },
-        },
-        unit: match flow {
-            Flow::Naive => T::NAIVE_UNIT,
-            Flow::Fused | Flow::FusedFmaExp => T::UNIT,
         },
         accumulates: false,
         occupancy: Occupancy {
@@ -860,7 +867,10 @@ const fn wgmma_spec<T: WgmmaKernel + NaiveKernel, const CAUSAL: bool>(
         launch: |l, b, dims| launch_wgmma::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL)),
         cost: |dims| {
             let tiles = (flash_wgmma::BR, flash_wgmma::BC);
-            flash_cost(dims, CAUSAL, tiles, T::ELEM.bytes())
+            Cost {
+                unit: ComputeUnit::TensorCore16,
+                ..flash_cost(dims, CAUSAL, tiles, T::ELEM.bytes())
+            }
         },
         occupancy: Occupancy {
             threads: flash_wgmma::THREADS as u32,

@@ -895,14 +895,14 @@ mod spec {
             rereads: 0,
             resident_rereads: 0,
             l2_rereads: 0,
+            unit: ComputeUnit::CudaCoreF32,
         }
     }
 
-    /// Both passes' cost, as the attention chapter splits it: the compulsory cost, and the bytes
-    /// read again, from buffers small enough for L2 to keep; together, every byte requested,
-    /// what the emulator counts. Apart, not inside the bytes read as
-    /// [`Cost::resident_rereads`]: at a shape too large to count, where the sum saturates, the
-    /// compulsory bytes would be lost.
+    /// Both passes' cost, as the attention chapter splits it: every byte requested, what the
+    /// emulator counts, of which the bytes read again, from buffers small enough for L2 to keep,
+    /// are [`Cost::resident_rereads`] (at a shape too large to count, where the sum saturates,
+    /// [`Cost::compulsory_read`] stays `u64::MAX`).
     ///
     /// Compulsory: K and V of the `ctx[b]` keys of every (sequence, KV head) read **once** (the
     /// group's query heads share each byte), Q read once, each sequence length once, the
@@ -916,7 +916,7 @@ mod spec {
         ctx_lens: &[u32],
         splits: u32,
         page: Option<usize>,
-    ) -> (Cost, u64) {
+    ) -> Cost {
         let d = HEAD_DIM as u64;
         let (batch, kv_heads) = (shape.batch as u64, shape.kv_heads as u64);
         let keys = total_keys(ctx_lens);
@@ -940,9 +940,7 @@ mod spec {
             flops: product(&[scores, u64::from(FLOPS_PER_KEY)]),
             // One exponential per score, as the attention chapter's model counts them.
             exps: scores,
-            rereads: 0,
-            resident_rereads: 0,
-            l2_rereads: 0,
+            ..Cost::NONE
         };
         let lookups = if page.is_some() {
             product(&[keys, kv_heads])
@@ -956,7 +954,12 @@ mod spec {
             product(&[lookups - entries.min(lookups), F32]),
         ];
         let again = again.iter().fold(0u64, |a, &b| a.saturating_add(b));
-        (split.plus(merge_cost(shape.rows(), splits)), again)
+        let c = split.plus(merge_cost(shape.rows(), splits));
+        Cost {
+            bytes_read: c.bytes_read.saturating_add(again),
+            resident_rereads: again,
+            ..c
+        }
     }
 
     /// The largest error of an element of `o` with `n` keys, for inputs in [-1, 1]: the
@@ -1070,13 +1073,12 @@ mod spec {
             cost: |dims| {
                 let splits = Step::of(dims, PAGED).splits;
                 let page = PAGED.then_some(dims[4]);
-                let (c, again) = cost(&shape(dims), &context_lengths(dims), splits, page);
+                let c = cost(&shape(dims), &context_lengths(dims), splits, page);
                 Cost {
-                    bytes_read: c.bytes_read.saturating_add(again),
+                    resident_rereads: 0,
                     ..c
                 }
             },
-            unit: Unit::CudaCoreF32,
             accumulates: false,
             // Pass 1's: KEYS_PER_STEP keys' 16-byte pieces of K and V loaded before any is used.
             occupancy: Occupancy {

@@ -380,9 +380,9 @@ pub const GEMV_BF16: crate::registry::Spec = {
                 rereads: 0,
                 resident_rereads,
                 l2_rereads: 0,
+                unit: ComputeUnit::CudaCoreF32,
             }
         },
-        unit: Unit::CudaCoreF32,
         accumulates: false,
         // ROWS_PER_BLOCK 16-byte loads of W issued before any is used.
         occupancy: Occupancy {

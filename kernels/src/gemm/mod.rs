@@ -470,6 +470,7 @@ pub fn tiled_cost(tile: Tile, input_bytes: u64, [m, n, k, ..]: crate::registry::
         rereads,
         resident_rereads: 0,
         l2_rereads: 0,
+        unit: crate::registry::ComputeUnit::CudaCoreF32,
     }
 }
 
@@ -579,7 +580,6 @@ macro_rules! gemm_launch {
 /// What the steps' specs differ in beside their kernel, launch and cost.
 #[cfg(not(target_arch = "nvptx64"))]
 struct Step {
-    unit: crate::registry::Unit,
     test_max: crate::registry::Dims,
     multiple: crate::registry::Dims,
     tolerance: fn(crate::registry::Dims) -> f64,
@@ -594,7 +594,6 @@ struct Step {
 #[cfg(not(target_arch = "nvptx64"))]
 const fn f32_step(threads: u32) -> Step {
     Step {
-        unit: crate::registry::Unit::CudaCoreF32,
         // Past the register-blocked kernel's 128 x 128 tile in M and N, and past the tiled
         // kernel's 32-deep K step, one draw in a few; at most 200 x 200 x 48 keeps the three
         // steps' draws to a fraction of a second each on the emulator.
@@ -616,7 +615,6 @@ const fn f32_step(threads: u32) -> Step {
 /// Step 4: bf16 or f16 on the tensor cores.
 #[cfg(not(target_arch = "nvptx64"))]
 const TENSOR_CORE_STEP: Step = Step {
-    unit: crate::registry::Unit::TensorCore16,
     // Past the 128 x 128 block tile in M and N, and up to three 64-deep K tiles (the pipeline's
     // three stages filled); K and N multiples of 8 ([`TC_ROW_MULTIPLE`]), M free.
     test_max: [200, 200, 136, 1, 1],
@@ -635,7 +633,6 @@ const TENSOR_CORE_STEP: Step = Step {
 /// Step 5: bf16 or f16 through the TMA to `wgmma`, on sm_90a only.
 #[cfg(not(target_arch = "nvptx64"))]
 const WGMMA_STEP: Step = Step {
-    unit: crate::registry::Unit::TensorCore16,
     // Past the 128 x 256 block tile in M and N (two blocks each way, the TMA zero-filling the
     // second's outside), and five 64-deep K tiles: the 4-stage ring goes round once more, so the
     // producer waits for a released stage and the mbarriers' parity flips. K and N multiples of
@@ -704,7 +701,6 @@ const fn gemm_spec<T: crate::registry::Element>(
         },
         tolerance: step.tolerance,
         cost,
-        unit: step.unit,
         accumulates: true,
         occupancy: step.occupancy,
         baseline: Some(Baseline {
@@ -751,6 +747,7 @@ pub const GEMM_REGISTER_BLOCKED_F32: crate::registry::Spec = gemm_spec::<f32>(
 fn tensor_core_cost(dims: crate::registry::Dims) -> crate::registry::Cost {
     crate::registry::Cost {
         flops: padded_flops(TENSOR_CORE, dims),
+        unit: crate::registry::ComputeUnit::TensorCore16,
         ..tiled_cost(TENSOR_CORE, 2, dims)
     }
 }
@@ -780,7 +777,10 @@ pub const GEMM_TENSOR_CORE_F16: crate::registry::Spec = gemm_spec::<F16>(
 /// multiple of its tiles).
 #[cfg(not(target_arch = "nvptx64"))]
 fn wgmma_cost(dims: crate::registry::Dims) -> crate::registry::Cost {
-    tiled_cost(WGMMA, 2, dims)
+    crate::registry::Cost {
+        unit: crate::registry::ComputeUnit::TensorCore16,
+        ..tiled_cost(WGMMA, 2, dims)
+    }
 }
 
 /// Step 5 in bf16 (docs/gemm.md): TMA, an mbarrier pipeline, warp specialisation and `wgmma`.

@@ -7,7 +7,7 @@
 //! (`cargo xtask predict` does).
 
 use super::{Limiter, Machine, Prediction};
-use crate::cost::Cost;
+use crate::cost::{Cost, CostRoofline};
 
 /// Within this factor of the compulsory bytes (or of the peak), a kernel is "at" them: the
 /// sampled counts and the model's cache estimate are not finer than a few percent.
@@ -121,6 +121,7 @@ mod tests {
             flops: 1 << 29,
             exps: 0,
             unit: ComputeUnit::CudaCoreF32,
+            ..Cost::NONE
         }
     }
 

@@ -84,6 +84,7 @@ pub fn times(cost: Cost, n: u64) -> Result<Cost, String> {
         flops: product(&[cost.flops, n])?,
         exps: product(&[cost.exps, n])?,
         unit: cost.unit,
+        ..Cost::NONE
     })
 }
 
@@ -96,6 +97,7 @@ pub fn matmul(m: u64, k: u64, n: u64, dtype: Dtype) -> Result<Cost, String> {
         flops: product(&[2, m, k, n])?,
         exps: 0,
         unit: dtype.matmul_unit(),
+        ..Cost::NONE
     })
 }
 
@@ -113,6 +115,7 @@ pub fn softmax(rows: u64, cols: u64, dtype: Dtype, unit: ComputeUnit) -> Result<
         flops: product(&[SOFTMAX_FLOPS_PER_ELEMENT, rows, cols])?,
         exps: product(&[rows, cols])?,
         unit,
+        ..Cost::NONE
     })
 }
 
@@ -125,6 +128,7 @@ pub fn rmsnorm(rows: u64, cols: u64, dtype: Dtype, unit: ComputeUnit) -> Result<
         flops: product(&[RMSNORM_FLOPS_PER_ELEMENT, rows, cols])?,
         exps: 0,
         unit,
+        ..Cost::NONE
     })
 }
 
@@ -168,6 +172,7 @@ pub fn attention(t: u64, d: u64, dtype: Dtype, causal: bool) -> Result<Attention
             // The softmax exponentiates all of S, masked scores included.
             exps: product(&[t, t])?,
             unit,
+            ..Cost::NONE
         },
         fused: Cost {
             bytes_read: product(&[3, tensor_bytes])?,
@@ -175,6 +180,7 @@ pub fn attention(t: u64, d: u64, dtype: Dtype, causal: bool) -> Result<Attention
             flops: fused_flops,
             exps: fused_exps,
             unit,
+            ..Cost::NONE
         },
     })
 }
@@ -188,6 +194,7 @@ pub fn decode(params: u64, batch: u64, dtype: Dtype) -> Result<Cost, String> {
         flops: product(&[2, params, batch])?,
         exps: 0,
         unit: dtype.matmul_unit(),
+        ..Cost::NONE
     })
 }
 
@@ -335,6 +342,7 @@ pub fn matmuls_cost(mats: &[WeightMatmul], m: u64, dtype: Dtype) -> Result<Cost,
         flops: 0,
         exps: 0,
         unit: dtype.matmul_unit(),
+        ..Cost::NONE
     };
     for w in mats {
         total = total.plus(times(matmul(m, w.k, w.n, dtype)?, w.count)?);
@@ -401,6 +409,7 @@ pub fn tile_step(mt: u64, nt: u64, kt: u64, dtype: Dtype) -> Result<Cost, String
         flops: product(&[2, mt, nt, kt])?,
         exps: 0,
         unit: dtype.matmul_unit(),
+        ..Cost::NONE
     })
 }
 
@@ -420,6 +429,7 @@ pub fn sm_share(gpu: &GpuSpec) -> GpuSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use perf::cost::CostRoofline;
 
     #[test]
     fn matmul_counts_each_operand_once() {

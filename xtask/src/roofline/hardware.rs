@@ -1,6 +1,7 @@
 //! The GPUs themselves: the spec table with ridge points, the memory pyramid, two GPUs side by
 //! side, and one matmul tile's trip through an SM.
 
+use perf::cost::CostRoofline;
 use perf::cost::{ComputeUnit, Cost};
 use perf::specs::GpuSpec;
 
@@ -348,6 +349,7 @@ pub(super) fn tile(ctx: Ctx, mt: u64, nt: u64, kt: u64) -> Result<Report, String
                 flops: 0,
                 exps: 0,
                 unit: step.unit,
+                ..Cost::NONE
             }
             .memory_seconds(&sm)
         };

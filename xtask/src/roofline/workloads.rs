@@ -1,6 +1,7 @@
 //! Whole models: decode from the weight bytes, the KV cache, a forward pass through every weight
 //! matmul, the batch at which a matmul turns compute-bound, and whole training runs.
 
+use perf::cost::CostRoofline;
 use perf::cost::{Cost, Roofline};
 
 use super::costs::{self, ModelShape, WeightMatmul};
@@ -97,6 +98,7 @@ pub(super) fn kv_cache(ctx: Ctx, sizes: [u64; 5]) -> Result<Report, String> {
         flops: 0,
         exps: 0,
         unit: ctx.dtype.matmul_unit(),
+        ..Cost::NONE
     };
     let rows = ctx.per_gpu(|g| {
         vec![
