@@ -15,11 +15,13 @@
 
 pub mod bench;
 pub mod buffer;
+pub mod cases;
 pub mod embedded;
 pub mod exercises;
 pub mod foreign;
 pub mod gpu;
 pub mod ops;
+pub mod predict;
 pub mod ptx_build;
 pub mod reference;
 pub mod registry;

@@ -13,7 +13,7 @@ use host::foreign::{Arg, Module};
 use host::{DeviceBuffer, Element, LaunchConfig, Runtime, dim3};
 use perf::model::Machine;
 
-use crate::predict::Sampled;
+use host::predict::Sampled;
 
 #[derive(clap::Args)]
 pub struct CheckArgs {
@@ -278,7 +278,7 @@ fn sampled(
     })?;
     let launches: Vec<_> = samples
         .into_iter()
-        .map(|s| crate::predict::launch_input(s, Some(mix.as_slice()), resources))
+        .map(|s| host::predict::launch_input(s, Some(mix.as_slice()), resources))
         .collect();
     let first = launches.first().ok_or("the sample launched nothing")?;
     let s = &first.sample;
@@ -331,7 +331,7 @@ fn prediction(sampled: &Sampled, launched_blocks: u64, machines: &[Machine], arc
     }
     for m in machines {
         out += &format!("{} (MODELLED):\n", m.spec.name);
-        match crate::predict::predict(m, sampled) {
+        match host::predict::predict(m, sampled) {
             Ok(p) => {
                 out += &crate::predict::breakdown(&p);
                 out += &format!("  {}\n", perf::model::next_step(&p, &sampled.cost, m));
@@ -727,7 +727,7 @@ mod tests {
         let bytes = per_block * u64::from(blocks);
         assert_eq!(s.cost.bytes(), bytes);
         let h100 = Machine::find("h100").unwrap();
-        let p = crate::predict::predict(&h100, &s).unwrap();
+        let p = host::predict::predict(&h100, &s).unwrap();
         assert_eq!(p.launches[0].totals.dram_bytes, bytes as f64);
         assert_eq!(p.limiter, perf::model::Limiter::Dram, "{p:?}");
     }

@@ -8,7 +8,8 @@ use host::runtime::Backend;
 use perf::cost::CostRoofline;
 use perf::model::Machine;
 
-use crate::predict::{self, Sampled, SampledLaunchInput};
+use crate::predict;
+use host::predict::{Sampled, SampledLaunchInput};
 
 #[derive(clap::Args)]
 pub struct ExerciseArgs {
@@ -251,7 +252,7 @@ pub(crate) fn performance(
         .map(|sample| {
             let exps = sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64;
             SampledLaunchInput {
-                resources: predict::resources_of_kernel(&resources, sample.kernel),
+                resources: host::predict::resources_of_kernel(&resources, sample.kernel),
                 sample,
                 warp_instructions: None,
                 on_products: None,
@@ -269,7 +270,7 @@ pub(crate) fn performance(
         work_spent: 0,
         cost,
     };
-    let p = predict::predict(machine, &sampled)?;
+    let p = host::predict::predict(machine, &sampled)?;
     let bound = cost.bound_seconds(machine.spec);
     let fraction = bound / p.seconds;
     let t = e.target;

@@ -13,8 +13,8 @@ use host::exercises::{self, Exercise, ExerciseRuntime, Which};
 use host::runtime::Backend;
 use ptx::decode::Class;
 
-use crate::cases::{self, Scale};
 use crate::ptxas;
+use host::cases::{self, Scale};
 
 #[derive(clap::Args)]
 pub struct InspectArgs {
@@ -163,14 +163,20 @@ fn prediction(
         "
 the performance model at the GPU shape (sampling the full-size launch)..."
     );
-    let sampled = crate::predict::sample(spec, program, None, Default::default())?
-        .map_err(|shape| format!("no case at {shape}"))?;
+    let sampled = host::predict::sample(
+        crate::predict::resources(),
+        spec,
+        program,
+        None,
+        Default::default(),
+    )?
+    .map_err(|shape| format!("no case at {shape}"))?;
     println!(
         "{}; {} (MODELLED):",
         sampled.header(spec.kernel),
         machine.spec.name
     );
-    match crate::predict::predict(machine, &sampled) {
+    match host::predict::predict(machine, &sampled) {
         Ok(p) => print!("{}", crate::predict::breakdown(&p)),
         Err(why) => println!("  {why}"),
     }

@@ -19,7 +19,6 @@
 //! - `check`: one entry of any PTX module, with every emulator check on.
 
 mod atomic;
-mod cases;
 mod check;
 mod decode;
 mod docs;

@@ -14,10 +14,10 @@ use perf::cost::{Bound, Roofline};
 use perf::specs::GpuSpec;
 use serde::{Deserialize, Serialize};
 
-use crate::cases::{self, Scale};
 use crate::gpu_window::baseline::{self, Baseline};
 use crate::plot;
 use crate::ptxas::report_dir;
+use host::cases::{self, Scale};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -635,6 +635,8 @@ pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
         ScaleArg::Emulator => Scale::Emulator,
     };
     let all = cases::all();
+    // This process's rows share one budget of emulated device calls for their predictions.
+    let predictions = (!args.no_predict).then(host::predict::RunBudget::default);
     let mut out = std::io::stdout().lock();
     for &index in &args.cases {
         let case = all
@@ -642,7 +644,7 @@ pub fn run_cases(args: &CasesArgs) -> Result<(), String> {
             .ok_or_else(|| format!("no case {index}: there are {}", all.len()))?;
         host::runtime::take_launches();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_case(&rt, case, scale, spec, args.runs, !args.no_predict)
+            run_case(&rt, case, scale, spec, args.runs, predictions.as_ref())
         }));
         // The case's buffers are freed by now: a deferred error is blamed on this case.
         let settled = rt.settle();
@@ -715,7 +717,7 @@ fn run_case(
     scale: Scale,
     spec: &GpuSpec,
     runs: usize,
-    predict: bool,
+    predictions: Option<&host::predict::RunBudget>,
 ) -> host::Result<Row> {
     let mut case = spec_case.build(rt, scale)?;
     let row = if rt.is_gpu() {
@@ -766,13 +768,21 @@ fn run_case(
             launches: Vec::new(),
             baseline: baseline::for_row(case.kernel, &case.gpu.0),
             // From the run's own backend: the PTX's counts add the issue limit.
-            predicted: match rt.backend() {
-                _ if !predict => None,
-                Backend::Emulator(_) => Some(None),
-                Backend::Ptx(device) => Some(Some(device.program())),
-                Backend::Cuda(_) => None,
-            }
-            .map(|program| crate::predict::within_budget(spec_case, &case.gpu.0, spec, program)),
+            predicted: predictions.and_then(|budget| {
+                let program = match rt.backend() {
+                    Backend::Emulator(_) => None,
+                    Backend::Ptx(device) => Some(device.program()),
+                    Backend::Cuda(_) => return None,
+                };
+                Some(host::predict::within_budget(
+                    crate::predict::resources(),
+                    budget,
+                    spec_case,
+                    &case.gpu.0,
+                    spec,
+                    program,
+                ))
+            }),
             published: None,
         }
     };

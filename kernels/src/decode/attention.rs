@@ -1069,7 +1069,7 @@ mod spec {
             tolerance: |dims| error_bound(dims[3]),
             // Every byte requested, the re-reads of Q, the lengths and the table counted as
             // HBM reads (1.1% of the bytes at 4k keys, 0.15% at 128k), as the rows written in
-            // xtask/src/cases.rs counted them; `Cost::resident_rereads` would read them from L2.
+            // host/src/cases.rs counted them; `Cost::resident_rereads` would read them from L2.
             cost: |dims| {
                 let splits = Step::of(dims, PAGED).splits;
                 let page = PAGED.then_some(dims[4]);

@@ -149,7 +149,7 @@ pub fn run(args: &DocPastesArgs) -> Result<(), String> {
     // The numbers the chapters quote from the run in their sentences.
     let mut sentences = 0;
     if let Some(printed) = saved.get("run") {
-        let all = crate::cases::all();
+        let all = host::cases::all();
         let kernels: Vec<&str> = all.iter().map(|c| c.kernel).collect();
         for file in doc_files(&root)? {
             let text =
@@ -254,7 +254,7 @@ fn output_of(args: &str) -> Option<String> {
         Command::Roofline(a) => crate::roofline::render(a).unwrap(),
         Command::TraceSoftmax(a) => crate::trace_softmax::render(a).unwrap(),
         Command::Inspect(a) => {
-            let all = crate::cases::all();
+            let all = host::cases::all();
             let spec = all.iter().find(|c| c.kernel == a.kernel).unwrap();
             crate::inspect::profile_text(
                 &crate::inspect::profile_kernel(&host::Runtime::emulator(), spec)

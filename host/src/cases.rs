@@ -3,10 +3,10 @@
 
 use std::rc::Rc;
 
-use host::Runtime;
-use host::reference;
-use host::registry;
-use host::runtime::Launched;
+use crate::Runtime;
+use crate::reference;
+use crate::registry;
+use crate::runtime::Launched;
 use perf::cost::Cost;
 
 /// How big the problems are, and what the case is built for.
@@ -16,7 +16,7 @@ pub enum Scale {
     Gpu,
     /// Small enough for the emulator on two cores.
     Emulator,
-    /// The GPU's shape, for the performance model (`crate::predict`). No CPU reference is
+    /// The GPU's shape, for the performance model (`crate::predict`, the prediction pipeline). No CPU reference is
     /// computed, since the model runs a sample of the launch's blocks and never checks the
     /// output ([`reference_of`]), and most inputs are zeros ([`uniform`]): the requests,
     /// sectors, wavefronts and instructions of a copy, a transpose or a GEMM do not depend on
@@ -43,7 +43,7 @@ impl Scale {
     }
 }
 
-type LaunchFn<'a> = Box<dyn FnMut(&Runtime) -> host::Result<Launched> + 'a>;
+type LaunchFn<'a> = Box<dyn FnMut(&Runtime) -> crate::Result<Launched> + 'a>;
 type CheckFn<'a> = Box<dyn Fn(&Runtime) -> Result<String, String> + 'a>;
 
 /// One kernel at one shape, ready to run.
@@ -71,7 +71,7 @@ pub struct CaseSpec {
 
 impl CaseSpec {
     /// Builds the case at `scale` on `rt` (allocates and fills its buffers).
-    pub fn build<'a>(&self, rt: &'a Runtime, scale: Scale) -> host::Result<Case<'a>> {
+    pub fn build<'a>(&self, rt: &'a Runtime, scale: Scale) -> crate::Result<Case<'a>> {
         from_spec(rt, scale, self.spec, self.shape)
     }
 }
@@ -156,7 +156,7 @@ const fn registered(spec: &'static registry::Spec) -> CaseSpec {
 }
 
 /// A registered kernel's case at its GPU shape `shape` (an index into `shapes.run`).
-pub(crate) const fn registered_at(spec: &'static registry::Spec, shape: usize) -> CaseSpec {
+pub const fn registered_at(spec: &'static registry::Spec, shape: usize) -> CaseSpec {
     CaseSpec {
         kernel: spec.name,
         spec,
@@ -210,7 +210,7 @@ fn uniform(scale: Scale, n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
 /// without an exponential where a score equals its row's maximum, so zero inputs would count no
 /// exponential at all): [`uniform`]'s for a check, and for the model a cheap hash of the index
 /// that varies as they do (the model needs them to differ, not to be random).
-fn varied_in_as<T: host::Element>(
+fn varied_in_as<T: crate::Element>(
     scale: Scale,
     n: usize,
     seed: u64,
@@ -257,14 +257,14 @@ fn from_spec<'a>(
     scale: Scale,
     spec: &'static registry::Spec,
     shape: usize,
-) -> host::Result<Case<'a>> {
+) -> crate::Result<Case<'a>> {
     // The row's GPU shape names the modelled figure; the model may sample it at fewer keys
     // (`Scale::Model`'s keys: the dimension `n_kv`), the queries unchanged.
     let row = spec.shapes.run[shape].gpu;
     let mut gpu = row;
     if let Some(keys) = scale.model_keys() {
         let axis = spec.dims.iter().position(|d| *d == "n_kv").ok_or_else(|| {
-            host::Error::Shape(format!("{}: no dimension n_kv to sample", spec.name))
+            crate::Error::Shape(format!("{}: no dimension n_kv to sample", spec.name))
         })?;
         gpu[axis] = keys;
     }
