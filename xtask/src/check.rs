@@ -213,7 +213,7 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     let machines = args
         .device
         .iter()
-        .map(|d| Machine::find(d).ok_or_else(|| crate::predict::unknown_device(d)))
+        .map(|d| Machine::find(d).ok_or_else(|| crate::options::unknown_device(d)))
         .collect::<Result<Vec<_>, _>>()?;
     let at = LaunchConfig {
         grid: match &args.predict_grid {
@@ -227,7 +227,7 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     } else {
         Arch::Sm90
     };
-    let resources = match crate::predict::module_resources("check", module.text(), arch) {
+    let resources = match crate::nvidia_tools::module_resources("check", module.text(), arch) {
         Ok(r) => r,
         Err(why) => {
             println!("no prediction: ptxas gave no registers ({why})");
@@ -333,7 +333,7 @@ fn prediction(sampled: &Sampled, launched_blocks: u64, machines: &[Machine], arc
         out += &format!("{} (MODELLED):\n", m.spec.name);
         match host::predict::predict(m, sampled) {
             Ok(p) => {
-                out += &crate::predict::breakdown(&p);
+                out += &crate::format::breakdown(&p);
                 out += &format!("  {}\n", perf::model::next_step(&p, &sampled.cost, m));
             }
             Err(why) => out += &format!("  {why}\n"),

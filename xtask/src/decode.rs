@@ -11,7 +11,7 @@ use perf::cost::CostRoofline;
 use perf::cost::{ComputeUnit, Cost, Roofline};
 use perf::specs::GpuSpec;
 
-use crate::run::{NARROW, duration, wrap};
+use crate::format::{NARROW, duration, wrap};
 
 /// Llama-3-8B: hidden 4096, MLP 14336, 32 layers, 32 query and 8 KV heads of 128, vocabulary
 /// 128256. Its weight matrices as the GEMV sees them, `(K, N)` per layer, then the LM head.

@@ -39,7 +39,8 @@ use host::ops::transpose::{self, Variant};
 use host::runtime::Backend;
 use host::{Runtime, ops};
 
-use crate::run::{duration, wall_clock_runs};
+use crate::format::duration;
+use crate::run::wall_clock_runs;
 
 #[derive(clap::Args)]
 pub struct EmuSpeedArgs {
@@ -96,7 +97,7 @@ fn realistic() -> [&'static str; 6] {
 
 pub fn run(args: &EmuSpeedArgs) -> Result<(), String> {
     // `KERNELS_BACKEND=ptx`: the same shapes from the kernels' PTX, on the same checked memory.
-    let ptx = crate::predict::ptx_requested("emu-speed", false)?;
+    let ptx = crate::options::ptx_requested("emu-speed", false)?;
     let sizes = Sizes::named(&args.size);
     if let Some(only) = &args.only {
         crate::run::check_names("--only", std::slice::from_ref(only))?;

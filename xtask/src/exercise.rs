@@ -8,7 +8,6 @@ use host::runtime::Backend;
 use perf::cost::CostRoofline;
 use perf::model::Machine;
 
-use crate::predict;
 use host::predict::{Sampled, SampledLaunchInput};
 
 #[derive(clap::Args)]
@@ -135,12 +134,12 @@ fn list(progress: bool) -> String {
 /// Where a passed exercise is recorded: a file per stub holding a hash of the source that passed
 /// (an edit after it makes the exercise unsolved again until it passes again).
 fn solved_file(e: &Exercise) -> Result<std::path::PathBuf, String> {
-    Ok(crate::ptxas::report_dir()?.join("solved").join(e.kernel))
+    Ok(crate::checkout::report_dir()?.join("solved").join(e.kernel))
 }
 
 /// FNV-1a of the stub's source as it is now, or none if it cannot be read.
 fn stub_hash(e: &Exercise) -> Option<String> {
-    let path = crate::ptxas::checkout()
+    let path = crate::checkout::checkout()
         .ok()?
         .join(Which::Stub.file(e.kernel));
     let text = std::fs::read(path).ok()?;
@@ -242,10 +241,11 @@ pub(crate) fn performance(
     // The kernel's registers, as ptxas assembles the learner's own code: more of them can cost
     // resident blocks, and the model's occupancy reads them.
     let solutions = which == Which::Solution;
-    let (resources, registers) = match predict::exercise_resources(solutions, ptx_text.as_deref()) {
-        Ok(list) => (list, "registers from ptxas".to_string()),
-        Err(why) => (Vec::new(), format!("registers not counted: {why}")),
-    };
+    let (resources, registers) =
+        match crate::nvidia_tools::exercise_resources(solutions, ptx_text.as_deref()) {
+            Ok(list) => (list, "registers from ptxas".to_string()),
+            Err(why) => (Vec::new(), format!("registers not counted: {why}")),
+        };
     let launches = observed
         .samples
         .into_iter()
@@ -279,10 +279,10 @@ pub(crate) fn performance(
         "2. predicted time at {} on {} (MODELLED: the model reads a sample of the blocks on the emulator; {registers}):\n",
         sampled.shape, machine.spec.name
     );
-    out += &predict::breakdown(&p);
+    out += &crate::format::breakdown(&p);
     out += &format!(
         "   roofline bound {} ({:?}-bound): the prediction is {:.0}% of it\n   target: {}\n   {}\n",
-        crate::run::duration(bound),
+        crate::format::duration(bound),
         cost.bound(machine.spec),
         100.0 * fraction,
         target(e),

@@ -11,8 +11,8 @@ use perf::occupancy::HBM_LATENCY_CYCLES;
 use perf::specs::GpuSpec;
 use serde::Serialize;
 
+use crate::checkout::report_dir;
 use crate::plot;
-use crate::ptxas::report_dir;
 
 const MIB: usize = 1024 * 1024;
 /// Words between two links of a pointer chase: 128 bytes, one L2 line, so every hop is a miss
@@ -244,7 +244,7 @@ fn pyramid_levels(spec: &GpuSpec, m: Option<&Measured>) -> Vec<Level> {
 pub(crate) fn no_gpu_text(spec: &GpuSpec) -> String {
     format!(
         "`cargo xtask hierarchy` measures a GPU, and there is none here ({}).\nVendor and teaching-material figures for {}:\n\n{}",
-        crate::run::no_gpu_reason(),
+        crate::options::no_gpu_reason(),
         spec.name,
         levels_text(&vendor_levels(spec, None))
     )

@@ -13,7 +13,6 @@ use host::exercises::{self, Exercise, ExerciseRuntime, Which};
 use host::runtime::Backend;
 use ptx::decode::Class;
 
-use crate::ptxas;
 use host::cases::{self, Scale};
 
 #[derive(clap::Args)]
@@ -78,7 +77,7 @@ pub fn run(args: &InspectArgs) -> Result<(), String> {
             known.join(", ")
         )
     })?;
-    let ptx = crate::predict::ptx_requested("inspect", args.ptx)?;
+    let ptx = crate::options::ptx_requested("inspect", args.ptx)?;
     let spec = match inspected {
         Inspected::Case(spec) => spec,
         Inspected::Exercise(e) => {
@@ -164,7 +163,7 @@ fn prediction(
 the performance model at the GPU shape (sampling the full-size launch)..."
     );
     let sampled = host::predict::sample(
-        crate::predict::resources(),
+        crate::nvidia_tools::resources(),
         spec,
         program,
         None,
@@ -177,7 +176,7 @@ the performance model at the GPU shape (sampling the full-size launch)..."
         machine.spec.name
     );
     match host::predict::predict(machine, &sampled) {
-        Ok(p) => print!("{}", crate::predict::breakdown(&p)),
+        Ok(p) => print!("{}", crate::format::breakdown(&p)),
         Err(why) => println!("  {why}"),
     }
     Ok(())
@@ -232,7 +231,7 @@ fn source_profile(spec: &cases::CaseSpec, json: bool) -> Result<(), String> {
         counters.barriers,
         counters.warp_collectives
     );
-    match ptxas::reports(host::embedded::Arch::Sm90) {
+    match crate::nvidia_tools::reports(host::embedded::Arch::Sm90) {
         Ok(reports) => {
             for r in reports
                 .iter()

@@ -20,15 +20,19 @@
 
 mod atomic;
 mod check;
+mod checkout;
 mod decode;
 mod docs;
 mod emu_speed;
 mod exercise;
+mod format;
 mod gpu_window;
 mod hierarchy;
 mod inspect;
 mod npy;
+mod nvidia_tools;
 mod nvrtc;
+mod options;
 mod plot;
 mod predict;
 mod ptxas;

@@ -4,7 +4,7 @@
 //! includes come from two more wheels: `nvidia-cuda-runtime-cu12` (`cuda_fp16.h`,
 //! `cuda_bf16.h`, `cooperative_groups.h`) and `nvidia-cuda-cccl-cu12` (`<nv/target>` and
 //! `<cuda/std/...>`, which cooperative groups include). All three are fetched once into
-//! `target/nvrtc/` the way `cargo xtask ptxas` fetches ptxas (`ptxas::fetch_tool`), and the
+//! `target/nvrtc/` the way `cargo xtask ptxas` fetches ptxas (`nvidia_tools::fetch_tool`), and the
 //! library is loaded at run time: no CUDA toolkit and no GPU.
 //!
 //! A kernel written for nvcc also sees the host's C headers, which NVRTC does not have: a
@@ -19,7 +19,7 @@
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::path::Path;
 
-use crate::ptxas::{WheelTool, fetch_tool};
+use crate::nvidia_tools::{WheelTool, fetch_tool};
 
 const LIBRARY: WheelTool = WheelTool {
     package: "nvidia-cuda-nvrtc-cu12",
@@ -108,7 +108,7 @@ impl Compiled {
 pub fn compile_file(path: &Path, options: &[String], extra: &[String]) -> Result<Compiled, String> {
     let source = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let dir = crate::ptxas::target_dir()?.join("nvrtc");
+    let dir = crate::checkout::target_dir()?.join("nvrtc");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let library = fetch_tool(&dir, &LIBRARY)?.join("libnvrtc.so.12");
     let mut all = vec![format!(

@@ -4,14 +4,13 @@
 //! time and a limiter per launch on each device. `cargo xtask run` prints the same prediction
 //! beside every modelled row.
 
-use std::sync::OnceLock;
-
 use host::cases::{self, CaseSpec};
-use host::embedded::Arch;
-use host::predict::{Resources, SampleLimits, extended_along_keys, predict, sample};
-use perf::model::{KernelResources, Machine, Prediction};
+use host::predict::{SampleLimits, extended_along_keys, predict, sample};
+use perf::model::{Machine, Prediction};
 
-use crate::ptxas;
+use crate::format::breakdown;
+use crate::nvidia_tools::resources;
+use crate::options::{ptx_requested, unknown_device};
 
 #[derive(clap::Args)]
 pub struct PredictArgs {
@@ -43,35 +42,6 @@ pub struct PredictArgs {
     json: bool,
     #[command(flatten)]
     pub(crate) deadline: crate::watchdog::Deadline,
-}
-
-/// Whether `command` runs the kernel's PTX: with `--ptx` (`flag`), or under
-/// `KERNELS_BACKEND=ptx`, which is honoured as `--ptx`. A `KERNELS_PTX` file that the source
-/// run would not read is refused, as is a `KERNELS_BACKEND` that is not UTF-8, where either
-/// was silently ignored.
-pub fn ptx_requested(command: &str, flag: bool) -> Result<bool, String> {
-    let var = host::runtime::BACKEND_VAR;
-    let backend = match std::env::var(var) {
-        Ok(b) => b,
-        Err(std::env::VarError::NotPresent) => String::new(),
-        Err(std::env::VarError::NotUnicode(v)) => {
-            return Err(format!(
-                "{var}={}: not UTF-8; expected emulator, ptx, gpu or auto",
-                v.to_string_lossy().escape_debug()
-            ));
-        }
-    };
-    if flag || backend == "ptx" {
-        return Ok(true);
-    }
-    let file = host::embedded::PTX_FILE_VAR;
-    match std::env::var_os(file).filter(|f| !f.is_empty()) {
-        Some(path) => Err(format!(
-            "{file}={}: `{command}` runs the kernel's Rust source on the emulator unless --ptx is given, so the file would not be used; add --ptx (or set {var}=ptx) to run it, or unset {file}",
-            path.to_string_lossy().escape_debug()
-        )),
-        None => Ok(false),
-    }
 }
 
 pub fn run(args: &PredictArgs) -> Result<(), String> {
@@ -189,164 +159,6 @@ fn on_device(
         }
     }
     out
-}
-
-pub(crate) fn unknown_device(name: &str) -> String {
-    let known: Vec<_> = Machine::all().iter().map(|m| m.spec.key).collect();
-    format!(
-        "unknown device `{name}`; the model knows {}",
-        known.join(", ")
-    )
-}
-
-/// Per launch: the time, the limiter, each resource's time and the totals behind them.
-pub(crate) fn breakdown(p: &Prediction) -> String {
-    let mut out = format!(
-        "  predicted {}, limited by {}\n",
-        crate::run::duration(p.seconds),
-        p.limiter.name()
-    );
-    for l in &p.launches {
-        out.push_str(&format!(
-            "  {}: {} ({}), {} blocks per SM ({}), {:.2} waves (tail x{:.2}); {} of {} blocks sampled\n",
-            l.kernel,
-            crate::run::duration(l.seconds),
-            l.limiter.name(),
-            l.blocks_per_sm,
-            l.occupancy_limiter,
-            l.waves,
-            l.tail_factor,
-            l.sampled_blocks,
-            l.grid_blocks
-        ));
-        for c in &l.components {
-            if c.seconds > 0.0 {
-                let bar = "#".repeat(((c.seconds / l.seconds) * 30.0).round() as usize);
-                out.push_str(&format!(
-                    "    {:<18} {:>12}  {bar}\n",
-                    c.limiter.name(),
-                    crate::run::duration(c.seconds)
-                ));
-            }
-        }
-        let t = &l.totals;
-        out.push_str(&format!(
-            "    global: {:.3e} load / {:.3e} store requests, {:.2} / {:.2} sectors per request; shared: {} requests, conflict degree {:.2}\n",
-            t.load_requests,
-            t.store_requests,
-            t.load_sectors / t.load_requests.max(1.0),
-            t.store_sectors / t.store_requests.max(1.0),
-            count(t.shared_requests),
-            t.shared_wavefronts / t.shared_ideal_wavefronts.max(1.0)
-        ));
-        out.push_str(&format!(
-            "    bytes: L2 {}, DRAM {}; FLOPs: FP32 {}, mma.sync {}, wgmma {}; ex2 {}{}\n",
-            count(t.l2_bytes),
-            count(t.dram_bytes),
-            count(t.fp32_flops),
-            count(t.mma_flops),
-            count(t.wgmma_flops),
-            count(t.exps),
-            t.warp_instructions
-                .map(|n| match t.on_products {
-                    Some(p) if p > 0.0 => {
-                        format!("; {n:.3e} warp instructions, {p:.3e} on the products' results")
-                    }
-                    _ => format!("; {n:.3e} warp instructions"),
-                })
-                .unwrap_or_default()
-        ));
-    }
-    out
-}
-
-/// A count as the breakdown prints it: `0` for none (a sum of sampled means can come out as
-/// `-0`, and `0.000e0` reads as a measurement), else three significant digits.
-fn count(x: f64) -> String {
-    if x == 0.0 {
-        "0".to_string()
-    } else {
-        format!("{x:.3e}")
-    }
-}
-
-/// Registers and static shared memory per kernel, from ptxas on the sm_90 module (the sm_90a
-/// module for the kernels that exist only there), once per process; with ptxas unavailable,
-/// none (occupancy then counts threads and shared memory only), and a note that says so.
-pub(crate) fn resources() -> Resources<'static> {
-    static RESOURCES: OnceLock<(Vec<(String, KernelResources)>, String)> = OnceLock::new();
-    let (list, note) = RESOURCES.get_or_init(|| {
-        let mut list = Vec::new();
-        let mut notes = Vec::new();
-        for arch in [Arch::Sm90, Arch::Sm90a] {
-            match ptxas::reports(arch) {
-                Ok(reports) => {
-                    for r in reports {
-                        // sm_90 holds trap stubs in place of the sm_90a kernels: the first real
-                        // report of a name wins, and a stub uses next to no registers.
-                        let stub = r.registers <= 2 && r.shared_bytes == 0;
-                        if let Some(slot) = list.iter_mut().find(|(n, _)| *n == r.name) {
-                            if stub {
-                                continue;
-                            }
-                            *slot = (r.name.clone(), resources_of(&r));
-                        } else {
-                            list.push((r.name.clone(), resources_of(&r)));
-                        }
-                    }
-                }
-                Err(e) => notes.push(format!("{}: {e}", arch.name())),
-            }
-        }
-        let note = if notes.is_empty() {
-            "registers and static shared memory: ptxas (sm_90, sm_90a)".to_string()
-        } else {
-            format!(
-                "ptxas unavailable ({}): occupancy counts threads and shared memory only",
-                notes.join("; ")
-            )
-        };
-        (list, note)
-    });
-    Resources {
-        kernels: list,
-        note,
-    }
-}
-
-/// Registers and static shared memory of every kernel of the exercises' PTX module (the
-/// learner's stubs, or the solutions; `ptx`, the module file a `--watch` round just built, in
-/// place of the embedded one), from ptxas for sm_90 (the devices the targets name run
-/// it as the driver would compile it), or why there are none (then occupancy counts threads and
-/// shared memory only).
-pub(crate) fn exercise_resources(
-    solutions: bool,
-    ptx: Option<&str>,
-) -> Result<Vec<(String, KernelResources)>, String> {
-    let name = if solutions { "solutions" } else { "exercises" };
-    let ptx = ptx.unwrap_or(host::embedded::exercises_ptx(solutions));
-    module_resources(name, ptx, Arch::Sm90)
-}
-
-/// Registers and static shared memory of every kernel of the PTX module `ptx` (named `name` in
-/// ptxas's files) assembled for `arch`, or why ptxas gave none.
-pub(crate) fn module_resources(
-    name: &str,
-    ptx: &str,
-    arch: Arch,
-) -> Result<Vec<(String, KernelResources)>, String> {
-    let reports = ptxas::module_reports(name, ptx, arch)?;
-    Ok(reports
-        .iter()
-        .map(|r| (r.name.clone(), resources_of(r)))
-        .collect())
-}
-
-fn resources_of(r: &ptxas::KernelReport) -> KernelResources {
-    KernelResources {
-        registers: Some(r.registers),
-        static_shared: r.shared_bytes,
-    }
 }
 
 #[cfg(test)]

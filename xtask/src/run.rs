@@ -14,9 +14,11 @@ use perf::cost::{Bound, Roofline};
 use perf::specs::GpuSpec;
 use serde::{Deserialize, Serialize};
 
+use crate::checkout::report_dir;
+use crate::format::{NARROW, duration, wrap};
 use crate::gpu_window::baseline::{self, Baseline};
+use crate::options::no_gpu_reason;
 use crate::plot;
-use crate::ptxas::report_dir;
 use host::cases::{self, Scale};
 
 #[derive(clap::Args)]
@@ -703,14 +705,6 @@ fn unknown_device(name: &str) -> String {
     format!("unknown device `{name}`; known: {}", known.join(", "))
 }
 
-/// Why the runtime is the emulator, in one sentence: the driver's answer, or the variable's.
-pub fn no_gpu_reason() -> String {
-    match Runtime::gpu(0) {
-        Err(e) => e.to_string(),
-        Ok(_) => "KERNELS_BACKEND selects the emulator".to_string(),
-    }
-}
-
 fn run_case(
     rt: &Runtime,
     spec_case: &cases::CaseSpec,
@@ -775,7 +769,7 @@ fn run_case(
                     Backend::Cuda(_) => return None,
                 };
                 Some(host::predict::within_budget(
-                    crate::predict::resources(),
+                    crate::nvidia_tools::resources(),
                     budget,
                     spec_case,
                     &case.gpu.0,
@@ -788,17 +782,6 @@ fn run_case(
     };
     Ok(row)
 }
-
-pub(crate) fn duration(s: f64) -> String {
-    if s >= 1e-3 {
-        format!("{:.3} ms", s * 1e3)
-    } else {
-        format!("{:.1} µs", s * 1e6)
-    }
-}
-
-/// The widest line of the default table (and of the lines around it): a terminal's width.
-pub const NARROW: usize = 120;
 
 /// A predicted row's point on the roofline chart. Its x is the intensity of the bytes the model
 /// charged to DRAM, not of the cost model's compulsory bytes: a kernel whose re-reads L2 serves
@@ -869,22 +852,6 @@ fn wide_first_line(rt: &Runtime, spec: &GpuSpec, runs: usize) -> String {
             spec.name
         ),
     }
-}
-
-/// `text` broken between words into lines of at most `width` characters (a longer word keeps
-/// its own line).
-pub(crate) fn wrap(text: &str, width: usize) -> String {
-    let mut lines: Vec<String> = Vec::new();
-    for word in text.split(' ') {
-        match lines.last_mut() {
-            Some(line) if line.chars().count() + 1 + word.chars().count() <= width => {
-                line.push(' ');
-                line.push_str(word);
-            }
-            _ => lines.push(word.to_string()),
-        }
-    }
-    lines.join("\n")
 }
 
 /// What follows a limiter whose prediction a published measurement contradicts

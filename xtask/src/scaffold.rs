@@ -86,7 +86,7 @@ fn header(template: Template, name: &str, what: &str) -> String {
 
 pub fn run(args: &NewArgs) -> Result<(), String> {
     // The checkout this runs in, not the one the binary was built in.
-    let root = crate::ptxas::checkout()?;
+    let root = crate::checkout::checkout()?;
     let taken = taken_names();
     let file = create(&root.join("kernels/src"), &args.name, args.template, &taken)?;
     println!(

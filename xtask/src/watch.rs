@@ -21,7 +21,7 @@ const POLL: Duration = Duration::from_millis(200);
 /// save under kernels/src, until interrupted. With `XTASK_WATCH_ONCE` set, stops after the first
 /// round and returns its verdict (the benchmark and the tests use it).
 pub fn watch(module: Module, args: &[String]) -> Result<(), String> {
-    let root = crate::ptxas::checkout()?;
+    let root = crate::checkout::checkout()?;
     let kernels = root.join("kernels");
     let out_dir = watch_dir()?;
     std::fs::create_dir_all(&out_dir)
@@ -154,7 +154,7 @@ pub fn watch_run(only: &[String]) -> Result<(), String> {
 
 /// Where the rounds' PTX modules and reports go: target/watch/.
 fn watch_dir() -> Result<PathBuf, String> {
-    Ok(crate::ptxas::target_dir()?.join("watch"))
+    Ok(crate::checkout::target_dir()?.join("watch"))
 }
 
 /// A watched run's command line with its JSON report (and the roofline beside it) in `dir`,

@@ -56,7 +56,7 @@ pub fn run(args: &FiguresArgs) -> Result<(), String> {
 
 /// docs/img of the checkout the command runs in.
 fn img_dir() -> Result<PathBuf, String> {
-    Ok(crate::ptxas::checkout()?.join("docs/img"))
+    Ok(crate::checkout::checkout()?.join("docs/img"))
 }
 
 /// Every figure: file name and SVG text.
@@ -938,8 +938,8 @@ fn decode_bytes() -> String {
             &format!(
                 "{:.1} GB of cache: {} / {}",
                 gb(t.kv_bytes),
-                crate::run::duration(t.seconds),
-                crate::run::duration(f.seconds)
+                crate::format::duration(t.seconds),
+                crate::format::duration(f.seconds)
             ),
         );
     }

@@ -134,7 +134,7 @@ pub fn run(args: &DocPastesArgs) -> Result<(), String> {
     let mut checked = 0;
     let mut missing = Vec::new();
     // The docs of the checkout this runs in, not of the one the binary was built in.
-    let root = crate::ptxas::checkout()?;
+    let root = crate::checkout::checkout()?;
     for_each_paste(&root, |name, args, pasted| {
         if !NOT_RUN.iter().any(|c| is_command(args, c)) {
             return Ok(());

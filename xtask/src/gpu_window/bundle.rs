@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use host::embedded::Arch;
 
-use crate::ptxas::target_dir;
+use crate::checkout::target_dir;
 
 const RUN_SH: &str = include_str!("../../bundle/run.sh");
 const BASELINES_PY: &str = include_str!("../../bundle/baselines.py");

@@ -11,7 +11,7 @@ use host::embedded::Arch;
 use perf::occupancy::{self, BlockResources, HBM_LATENCY_CYCLES, SmLimits};
 use perf::specs::GpuSpec;
 
-use crate::ptxas::KernelReport;
+use crate::nvidia_tools::KernelReport;
 
 /// How a kernel is launched: threads per block, dynamic shared memory, and, for the kernels
 /// that stream HBM, the bytes of global loads each thread issues before it waits on the first
