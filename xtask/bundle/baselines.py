@@ -5,7 +5,7 @@
 
 Every row of a run (`cargo xtask run --json`) names its baseline request: an operation (copy, add,
 strided_copy, transpose, softmax, matmul, linear, sdpa, sdpa_hopper, sdpa_decode), its element
-type and dimensions, and a key (xtask/src/gpu_window/baseline.rs). `measure` times each distinct request
+type and dimensions, and a key (xtask/src/baseline.rs). `measure` times each distinct request
 once with PyTorch, with CUDA events, L2 flushed before each run, median of 20 after 3 warm-ups
 (the protocol of the Rust harness), and files it under its key in OUT.json, which `cargo xtask summarize` reads. Requests
 already in OUT.json are kept, so a second stage measures only the new ones; OUT.json is written

@@ -336,7 +336,7 @@ fn costliest_site(
     // Only the profile is read: the samples are those the prediction read, again.
     let (again, observed) = profiled.observe(|ert| (e.launch)(ert, e.gpu_shape));
     again.map_err(|err| err.to_string())?;
-    Ok(crate::inspect::costliest_site(&observed.profile, limiter))
+    Ok(crate::sites::costliest_site(&observed.profile, limiter))
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! - `check`: one entry of any PTX module, with every emulator check on.
 
 mod atomic;
+mod baseline;
 mod check;
 mod checkout;
 mod decode;
@@ -39,6 +40,7 @@ mod ptxas;
 mod roofline;
 mod run;
 mod scaffold;
+mod sites;
 mod trace_softmax;
 mod watch;
 mod watchdog;

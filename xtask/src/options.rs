@@ -50,3 +50,15 @@ pub fn no_gpu_reason() -> String {
         Ok(_) => "KERNELS_BACKEND selects the emulator".to_string(),
     }
 }
+
+/// Refuses an empty name in a `--only`/`--skip` list: it is part of every kernel's name, so
+/// `--only ''` would run everything and `--skip ''` nothing, neither of which was meant.
+pub fn check_names(flag: &str, names: &[String]) -> Result<(), String> {
+    if names.iter().any(|n| n.trim().is_empty()) {
+        return Err(format!(
+            "{flag} {:?}: an empty name matches every kernel; give part of a kernel's name (e.g. softmax), or leave {flag} out",
+            names.join(",")
+        ));
+    }
+    Ok(())
+}

@@ -14,9 +14,9 @@ use perf::cost::{Bound, Roofline};
 use perf::specs::GpuSpec;
 use serde::{Deserialize, Serialize};
 
+use crate::baseline::{self, Baseline};
 use crate::checkout::report_dir;
 use crate::format::{NARROW, duration, wrap};
-use crate::gpu_window::baseline::{self, Baseline};
 use crate::options::no_gpu_reason;
 use crate::plot;
 use host::cases::{self, Scale};
@@ -174,8 +174,8 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     if scale == Scale::Gpu && !rt.is_gpu() {
         return Err("--scale full needs a GPU: the emulator runs the small sizes".into());
     }
-    check_names("--only", &args.only)?;
-    check_names("--skip", &args.skip)?;
+    crate::options::check_names("--only", &args.only)?;
+    crate::options::check_names("--skip", &args.skip)?;
     let all = cases::all();
     let named: Vec<usize> = (0..all.len())
         .filter(|&i| {
@@ -446,18 +446,6 @@ fn failure_lines(failure: &Failure) -> String {
         text.push_str(&format!("\n    launched: {launch}"));
     }
     text
-}
-
-/// Refuses an empty name in a `--only`/`--skip` list: it is part of every kernel's name, so
-/// `--only ''` would run everything and `--skip ''` nothing, neither of which was meant.
-pub fn check_names(flag: &str, names: &[String]) -> Result<(), String> {
-    if names.iter().any(|n| n.trim().is_empty()) {
-        return Err(format!(
-            "{flag} {:?}: an empty name matches every kernel; give part of a kernel's name (e.g. softmax), or leave {flag} out",
-            names.join(",")
-        ));
-    }
-    Ok(())
 }
 
 /// The error of a selection that leaves no case: what the filters matched (`named`) and why
@@ -1026,150 +1014,6 @@ fn wide_table(rows: &[Row], measured: bool) -> String {
         );
     }
     out
-}
-
-/// `cargo xtask emu-speed`: the emulator's throughput on this machine.
-pub fn emu_speed() -> Result<(), String> {
-    let program = host::embedded::program_from_env().map_err(|e| e.to_string())?;
-    for rt in [Runtime::emulator(), Runtime::ptx(program)] {
-        let name = match rt.backend() {
-            Backend::Ptx(p) => format!("PTX backend ({})", p.program().origin),
-            Backend::Emulator(_) => "source emulator".to_string(),
-            Backend::Cuda(_) => unreachable!("both runtimes are emulated"),
-        };
-        for races in [true, false] {
-            let rt = rt.with_options(|o| o.global_races = races);
-            let on = if races { "on" } else { "off" };
-            let backend = format!("{name}, global race check {on}");
-            vector_add_speed(&rt, &backend)?;
-            attention_head_speed(&rt, &backend)?;
-        }
-    }
-    Ok(())
-}
-
-/// Times `f`; on the PTX backend also what one of its runs executed, per second of its median.
-fn ptx_rates(
-    rt: &Runtime,
-    f: impl FnOnce() -> Result<Timing, String>,
-) -> Result<(Timing, String), String> {
-    let before = match rt.backend() {
-        Backend::Ptx(p) => Some(p.executed()),
-        _ => None,
-    };
-    let t = f()?;
-    let rates = match (rt.backend(), before) {
-        (Backend::Ptx(p), Some((i0, t0))) => {
-            let (i1, t1) = p.executed();
-            let runs = t.runs as f64;
-            let per_run = ((i1 - i0) as f64 / runs, (t1 - t0) as f64 / runs);
-            let secs = t.median;
-            format!(
-                "; {:.0} PTX instructions and {:.0} threads per run: {:.1} M PTX instructions/s, {:.0} threads/s",
-                per_run.0,
-                per_run.1,
-                per_run.0 / secs / 1e6,
-                per_run.1 / secs
-            )
-        }
-        _ => String::new(),
-    };
-    Ok((t, rates))
-}
-
-/// `vector_add_f32` of 1M elements: 1M simulated threads.
-fn vector_add_speed(rt: &Runtime, backend: &str) -> Result<(), String> {
-    let n = 1 << 20;
-    let err = |e: host::Error| e.to_string();
-    let (a, b, mut c) = vector_add_operands(rt, n)?;
-    let (t, rates) = ptx_rates(rt, || {
-        wall_clock(|| {
-            host::ops::elementwise::vector_add_f32(rt, &a, &b, &mut c)
-                .map(|_| ())
-                .map_err(err)
-        })
-    })?;
-    println!(
-        "{backend}, {} threads: vector_add_f32 of 1M elements (1M simulated GPU threads): median {} over {} runs ({:.1} M threads/s{rates})",
-        rayon_threads(),
-        duration(t.median),
-        t.runs,
-        n as f64 / t.median / 1e6
-    );
-    Ok(())
-}
-
-/// `vector_add_f32`'s two inputs and its output.
-type VectorAddOperands = (
-    host::DeviceBuffer<f32>,
-    host::DeviceBuffer<f32>,
-    host::DeviceBuffer<f32>,
-);
-
-/// `vector_add_f32`'s inputs (uniform in [-1, 1]) and output, `n` elements each.
-pub(crate) fn vector_add_operands(rt: &Runtime, n: usize) -> Result<VectorAddOperands, String> {
-    let err = |e: host::Error| e.to_string();
-    let upload = |seed| rt.upload(&host::reference::uniform(n, seed, -1.0, 1.0));
-    Ok((
-        upload(1).map_err(err)?,
-        upload(2).map_err(err)?,
-        rt.alloc::<f32>(n).map_err(err)?,
-    ))
-}
-
-/// Median wall-clock time of three runs of `f` on the emulator, whose launches are synchronous
-/// (on a GPU a wall clock would time only the enqueue: see `host::bench`).
-fn wall_clock(f: impl FnMut() -> Result<(), String>) -> Result<Timing, String> {
-    wall_clock_runs(3, f)
-}
-
-/// Median wall-clock time of `runs` runs of `f` on the emulator.
-pub(crate) fn wall_clock_runs(
-    runs: usize,
-    mut f: impl FnMut() -> Result<(), String>,
-) -> Result<Timing, String> {
-    let mut samples = Vec::new();
-    for _ in 0..runs.max(1) {
-        let start = Instant::now();
-        f()?;
-        samples.push(start.elapsed().as_secs_f64());
-    }
-    Ok(Timing::from_samples(samples).expect("at least one sample"))
-}
-
-/// One attention head through the fused f32 kernel on the emulator: 256 queries over 256 keys,
-/// d = 64 (4 blocks of 64 threads, 16 K/V tiles each), median of 3 runs.
-pub fn attention_head_speed(rt: &Runtime, backend: &str) -> Result<(), String> {
-    use host::ops::attention::{self, AttentionParams, AttentionShape};
-    let shape = AttentionShape::new(1, 1, 256, 64);
-    let params = AttentionParams::standard(64, false);
-    let upload = |n, seed| rt.upload(&host::reference::uniform(n, seed, -1.0, 1.0));
-    let err = |e: host::Error| e.to_string();
-    let (q, k, v) = (
-        upload(shape.q_elems(), 1).map_err(err)?,
-        upload(shape.kv_elems(), 2).map_err(err)?,
-        upload(shape.kv_elems(), 3).map_err(err)?,
-    );
-    let mut o = rt.alloc::<f32>(shape.q_elems()).map_err(err)?;
-    let mut lse = rt.alloc::<f32>(shape.lse_elems()).map_err(err)?;
-    let (t, rates) = ptx_rates(rt, || {
-        wall_clock(|| {
-            attention::fused(rt, &q, &k, &v, &mut o, &mut lse, &shape, &params)
-                .map(|_| ())
-                .map_err(err)
-        })
-    })?;
-    println!(
-        "{backend}, {} threads: one attention head (256 queries x 256 keys, d = 64) through flash_attention_f32_d64: median {} over {} runs{rates}",
-        rayon_threads(),
-        duration(t.median),
-        t.runs
-    );
-    Ok(())
-}
-
-fn rayon_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The attention chapter's two sweeps over N (batch 4, 16 heads, d = 128): modelled time at the

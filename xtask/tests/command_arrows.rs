@@ -28,6 +28,7 @@ const COMMANDS: &[&str] = &[
 /// What commands share; a service imports no command.
 const SERVICES: &[&str] = &[
     "atomic",
+    "baseline",
     "checkout",
     "decode",
     "format",
@@ -36,6 +37,7 @@ const SERVICES: &[&str] = &[
     "nvrtc",
     "options",
     "plot",
+    "sites",
     "watch",
     "watchdog",
 ];
@@ -59,24 +61,9 @@ const STILL_THERE: &[(&str, &str, &str)] = &[
     ("docs", "roofline", "doc-pastes reruns roofline"),
     ("docs", "trace_softmax", "doc-pastes reruns trace-softmax"),
     (
-        "emu_speed",
-        "run",
-        "emu-speed's measurement still lives in run.rs (emu_speed, check_names, vector_add_operands, wall_clock_runs)",
-    ),
-    (
-        "exercise",
-        "inspect",
-        "a missed target names its costliest site (inspect::costliest_site)",
-    ),
-    (
         "inspect",
         "exercise",
         "inspect on an exercise prints its performance report (exercise::performance)",
-    ),
-    (
-        "run",
-        "gpu_window",
-        "each row is read beside its vendor baseline (gpu_window::baseline)",
     ),
 ];
 

@@ -256,7 +256,7 @@ fn output_of(args: &str) -> Option<String> {
         Command::Inspect(a) => {
             let all = host::cases::all();
             let spec = all.iter().find(|c| c.kernel == a.kernel).unwrap();
-            crate::inspect::profile_text(
+            crate::sites::profile_text(
                 &crate::inspect::profile_kernel(&host::Runtime::emulator(), spec)
                     .unwrap()
                     .profile,

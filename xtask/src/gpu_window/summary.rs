@@ -291,7 +291,7 @@ fn baseline_rows(rows: &[&Value], baselines: Option<&Value>) -> (Vec<Value>, Vec
                 Ok(b) => entry["baseline"] = b,
                 Err(why) => {
                     // A kernel that declares no vendor baseline is reported as such, not failed.
-                    if !why.starts_with(crate::gpu_window::baseline::NONE_DECLARED) {
+                    if !why.starts_with(crate::baseline::NONE_DECLARED) {
                         unmatched.push(format!(
                             "{} at {}: {why}",
                             row["kernel"].as_str().unwrap_or("?"),
@@ -933,7 +933,7 @@ mod tests {
                    "baseline": {"Err": "unmatched: no entry"}}),
             // A kernel that declares no baseline: reported, not unmatched.
             json!({"kernel": "scaffold_warp", "shape": "64M elements", "roofline": {"seconds": 1e-3},
-                   "baseline": {"Err": format!("{}: declares none", crate::gpu_window::baseline::NONE_DECLARED)}}),
+                   "baseline": {"Err": format!("{}: declares none", crate::baseline::NONE_DECLARED)}}),
         ];
         let baselines = json!({"baselines": {
             "matmul f32 m=1024 n=1024 k=1024": {"seconds": 1e-3, "what": "torch.matmul"},
