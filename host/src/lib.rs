@@ -1,7 +1,9 @@
 //! The host side: loads the kernels' PTX, manages device buffers in HBM, launches kernels and
 //! times them, on a CUDA GPU, on the CPU emulator (crate `emu`) or on the PTX interpreter
 //! (crate `ptx`), behind one API; and the kernel catalogue above it: the registry harness, the
-//! operations (`ops`), their CPU references and the exercises.
+//! operations (`ops`), their CPU references and the exercises; the benchmark cases of
+//! `cargo xtask run` (`cases`) and the prediction pipeline (`predict`: a case sampled at its GPU
+//! shape, handed to the performance model with the register counts its caller gives).
 //!
 //! ```
 //! use host::{Runtime, ops};

@@ -1,5 +1,6 @@
 //! What a kernel should cost and how long it would take: the device table ([`specs`]), the
-//! roofline's cost vocabulary ([`cost`]), occupancy and Little's law ([`occupancy`]), and the
+//! roofline's arithmetic on the project's one cost vocabulary (`kernels::registry::Cost`,
+//! re-exported with the `CostRoofline` trait in [`cost`]), occupancy and Little's law ([`occupancy`]), and the
 //! performance model ([`model`]), which turns the emulator's counts on a sample of a launch's
 //! blocks into a predicted time and the resource that limits it, and the published measurements
 //! that model is known to disagree with ([`published`]).
