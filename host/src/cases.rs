@@ -3,11 +3,12 @@
 
 use std::rc::Rc;
 
+use perf::cost::Cost;
+
 use crate::Runtime;
 use crate::reference;
 use crate::registry;
 use crate::runtime::Launched;
-use perf::cost::Cost;
 
 /// How big the problems are, and what the case is built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,10 +10,9 @@ use std::path::PathBuf;
 use half::{bf16, f16};
 use host::embedded::Arch;
 use host::foreign::{Arg, Module};
+use host::predict::Sampled;
 use host::{DeviceBuffer, Element, LaunchConfig, Runtime, dim3};
 use perf::model::Machine;
-
-use host::predict::Sampled;
 
 #[derive(clap::Args)]
 pub struct CheckArgs {

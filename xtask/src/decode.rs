@@ -7,8 +7,7 @@ use host::ops::decode::{self, DecodeShape};
 use host::ops::gemm::{Epilogue, GemmKernel, GemmShape};
 use kernels::decode::gemv::MAX_M;
 use kernels::gemm::TENSOR_CORE;
-use perf::cost::CostRoofline;
-use perf::cost::{ComputeUnit, Cost, Roofline};
+use perf::cost::{ComputeUnit, Cost, CostRoofline, Roofline};
 use perf::specs::GpuSpec;
 
 use crate::format::{NARROW, duration, wrap};

@@ -29,18 +29,18 @@
 //! (`--size quick --only 'transpose_shared 200'` and the like for one small launch: `--only`
 //! matches the kernel name or the name and shape as printed.)
 
+use std::time::Instant;
+
 use emu::LaunchConfig;
 use emu::{Emulator, LaunchCounters};
 use half::bf16;
+use host::bench::Timing;
 use host::ops::attention::{self, AttentionParams, AttentionShape, FlashElement};
 use host::ops::gemm::{self, Epilogue, GemmKernel, GemmOperands, GemmShape};
 use host::ops::softmax;
 use host::ops::transpose::{self, Variant};
 use host::runtime::Backend;
 use host::{Runtime, ops};
-
-use host::bench::Timing;
-use std::time::Instant;
 
 use crate::format::duration;
 

@@ -4,11 +4,10 @@
 //! then the time the performance model predicts at the GPU shape against the exercise's target.
 
 use host::exercises::{self, Exercise, ExerciseRuntime, Failure, Which};
+use host::predict::{Sampled, SampledLaunchInput};
 use host::runtime::Backend;
 use perf::cost::CostRoofline;
 use perf::model::Machine;
-
-use host::predict::{Sampled, SampledLaunchInput};
 
 #[derive(clap::Args)]
 pub struct ExerciseArgs {

@@ -7,14 +7,14 @@
 
 use std::time::Instant;
 
-use crate::sites::{profile_text, site_costs_text};
 use emu::Profile;
 use host::Runtime;
+use host::cases::{self, Scale};
 use host::exercises::{self, Exercise, ExerciseRuntime, Which};
 use host::runtime::Backend;
 use ptx::decode::Class;
 
-use host::cases::{self, Scale};
+use crate::sites::{profile_text, site_costs_text};
 
 #[derive(clap::Args)]
 pub struct InspectArgs {

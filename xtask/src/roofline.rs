@@ -13,8 +13,7 @@ mod report;
 mod workloads;
 
 use clap::{Args, Subcommand, ValueEnum};
-use perf::cost::CostRoofline;
-use perf::cost::{Bound, Cost, Roofline};
+use perf::cost::{Bound, Cost, CostRoofline, Roofline};
 use perf::specs::{GPUS, GpuSpec};
 
 use costs::Dtype;

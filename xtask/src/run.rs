@@ -1,16 +1,16 @@
 //! `cargo xtask run`: every kernel, checked, timed (GPU) or modelled (emulator), on the roofline.
 
-use perf::cost::CostRoofline;
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use host::bench::{self, BenchConfig, Timing};
+use host::cases::{self, Scale};
 use host::registry;
 use host::{Runtime, runtime::Backend};
 use indicatif::{ProgressBar, ProgressStyle};
-use perf::cost::{Bound, Roofline};
+use perf::cost::{Bound, CostRoofline, Roofline};
 use perf::specs::GpuSpec;
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,6 @@ use crate::checkout::report_dir;
 use crate::format::{NARROW, duration, wrap};
 use crate::options::no_gpu_reason;
 use crate::plot;
-use host::cases::{self, Scale};
 
 #[derive(clap::Args)]
 pub struct RunArgs {

@@ -8,7 +8,7 @@ use half::{bf16, f16};
 use kernels::attention::{
     ATTENTION_FUSED_BF16, ATTENTION_FUSED_BF16_FMA_EXP, ATTENTION_FUSED_F16, ATTENTION_FUSED_F32,
     ATTENTION_NAIVE_BF16, ATTENTION_NAIVE_F16, ATTENTION_NAIVE_F32, ATTENTION_NAIVE_F32_CAUSAL,
-    FlashKernel, HEAD_DIMS, NaiveKernel, flash_wgmma, naive as naive_kernels,
+    FlashKernel, HEAD_DIMS, NaiveKernel, naive as naive_kernels,
 };
 use kernels::registry::{Dims, Spec};
 
@@ -19,7 +19,7 @@ use crate::runtime::{Launched, Runtime};
 use crate::tensor_map::TensorMaps2d;
 use crate::{Error, Result};
 use emu::LaunchConfig;
-use perf::cost::{ComputeUnit, Cost, product, sum};
+use perf::cost::{Cost, product, sum};
 
 const F32: usize = size_of::<f32>();
 
@@ -481,11 +481,7 @@ fn fused_wgmma_args(
 /// block of 128 queries reads its K and V tiles once; the TMA reads nothing outside a head, so
 /// the zero-filled rows past its end cost no bytes).
 pub fn fused_wgmma_traffic(shape: &AttentionShape, causal: bool, elem_bytes: usize) -> Cost {
-    let tiles = (flash_wgmma::BR, flash_wgmma::BC);
-    Cost {
-        unit: ComputeUnit::TensorCore16,
-        ..kernels::attention::flash_cost(dims(shape), causal, tiles, elem_bytes)
-    }
+    kernels::attention::wgmma_flash_cost(dims(shape), causal, elem_bytes)
 }
 
 /// The naive flow's intermediates in HBM: S and P, `n_q x n_kv` f32 per head each (O(N^2), what
@@ -692,10 +688,7 @@ pub fn naive_traffic(shape: &AttentionShape) -> Cost {
 /// [`naive_traffic`] of the flow in `T`: Q, K, V read and O written in `T`, S and P in f32
 /// (its spec's cost).
 pub fn naive_traffic_of<T: NaiveElement>(shape: &AttentionShape) -> Cost {
-    Cost {
-        unit: crate::registry::cost(T::NAIVE_SPEC, dims(shape)).unit,
-        ..kernels::attention::naive_cost_of(dims(shape), size_of::<T>())
-    }
+    kernels::attention::naive_cost_in::<T>(dims(shape))
 }
 
 /// The two products' FLOPs as the naive kernels execute them: `4 d` for every (query, key)
@@ -719,9 +712,7 @@ pub fn attention_flops(shape: &AttentionShape, causal: bool) -> u64 {
 /// the emulator counts the f32 kernel's the same way, and the tensor-core kernel's as every
 /// `mma` it issues, masked or not.)
 pub fn fused_traffic<T: FlashElement>(shape: &AttentionShape, causal: bool) -> Cost {
-    let cost = kernels::attention::flash_cost(dims(shape), causal, (T::BR, T::BC), size_of::<T>());
-    let unit = crate::registry::cost(T::SPEC, dims(shape)).unit;
-    Cost { unit, ..cost }
+    kernels::attention::fused_cost::<T>(dims(shape), causal)
 }
 
 /// Device memory each flow needs for `shape` in f32: Q, K, V, O for both; the naive flow adds

@@ -163,6 +163,33 @@ pub fn flash_cost(dims: Dims, causal: bool, (br, bc): (usize, usize), elem_bytes
     )
 }
 
+/// The fused kernel in `T` ([`flash_cost`] with its tiles and element size), on its compute
+/// unit: what its specs state, and what the host's attention op reports.
+pub fn fused_cost<T: FlashKernel>(dims: Dims, causal: bool) -> Cost {
+    Cost {
+        unit: T::UNIT,
+        ..flash_cost(dims, causal, (T::BR, T::BC), T::ELEM.bytes())
+    }
+}
+
+/// The Hopper kernel ([`flash_cost`] with its `128 x 128` tiles) on elements of `elem_bytes`,
+/// on the tensor cores: what its specs state, and what the host's attention op reports.
+pub fn wgmma_flash_cost(dims: Dims, causal: bool, elem_bytes: usize) -> Cost {
+    Cost {
+        unit: ComputeUnit::TensorCore16,
+        ..flash_cost(dims, causal, (flash_wgmma::BR, flash_wgmma::BC), elem_bytes)
+    }
+}
+
+/// The naive flow in `T` ([`naive_cost_of`]), on the units its products run on: what its specs
+/// state, and what the host's attention op reports.
+pub fn naive_cost_in<T: NaiveKernel>(dims: Dims) -> Cost {
+    Cost {
+        unit: T::NAIVE_UNIT,
+        ..naive_cost_of(dims, T::ELEM.bytes())
+    }
+}
+
 /// An element type of the fused kernels: f32 (`flash_f32`, CUDA cores), bf16 and f16
 /// (`flash_mma`, tensor cores with f32 accumulation), each with its kernel's tiles.
 pub trait FlashKernel: Element {
@@ -679,21 +706,14 @@ const fn attention_spec<T: FlashKernel + NaiveKernel, const FLOW: u8, const CAUS
         reference: reference::<CAUSAL>,
         tolerance: |[_, _, _, n_kv, d]| error_bound(n_kv, d, standard_scale(d), T::ELEM.unit_roundoff()),
         cost: match flow {
-            Flow::Naive => |dims| Cost {
-                unit: T::NAIVE_UNIT,
-                ..naive_cost_of(dims, T::ELEM.bytes())
-            },
-            Flow::Fused => |dims| Cost {
-                unit: T::UNIT,
-                ..flash_cost(dims, CAUSAL, (T::BR, T::BC), T::ELEM.bytes())
-            },
+            Flow::Naive => |dims| naive_cost_in::<T>(dims),
+            Flow::Fused => |dims| fused_cost::<T>(dims, CAUSAL),
             // Half of the exponentials (every other 8-key piece) on the FMA units, whose FMAs
             // run beside the tensor cores and are not counted in the FLOPs.
             Flow::FusedFmaExp => |dims| {
-                let c = flash_cost(dims, CAUSAL, (T::BR, T::BC), T::ELEM.bytes());
+                let c = fused_cost::<T>(dims, CAUSAL);
                 Cost {
                     exps: c.exps / 2,
-                    unit: T::UNIT,
                     ..c
                 }
             },
@@ -865,13 +885,7 @@ const fn wgmma_spec<T: WgmmaKernel + NaiveKernel, const CAUSAL: bool>(
 ) -> Spec {
     Spec {
         launch: |l, b, dims| launch_wgmma::<T>(l, b, dims, (standard_scale(dims[4]), CAUSAL)),
-        cost: |dims| {
-            let tiles = (flash_wgmma::BR, flash_wgmma::BC);
-            Cost {
-                unit: ComputeUnit::TensorCore16,
-                ..flash_cost(dims, CAUSAL, tiles, T::ELEM.bytes())
-            }
-        },
+        cost: |dims| wgmma_flash_cost(dims, CAUSAL, T::ELEM.bytes()),
         occupancy: Occupancy {
             threads: flash_wgmma::THREADS as u32,
             dynamic_shared: flash_wgmma::shared_bytes(128) as u32,

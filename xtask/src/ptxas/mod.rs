@@ -12,12 +12,13 @@
 
 mod occupancy;
 
-use crate::nvidia_tools::{NVDISASM, cubin_path, fetch_tool, reports, tools_dir};
 use std::path::Path;
 use std::process::Command;
 
 use host::embedded::Arch;
 use ptx::analysis::convergence::{Allowance, check_text};
+
+use crate::nvidia_tools::{NVDISASM, cubin_path, fetch_tool, reports, tools_dir};
 
 /// Kernels that must run on the tensor cores: their SASS must contain `HMMA`.
 const TENSOR_CORE_KERNELS: [&str; 6] = [

@@ -1,8 +1,7 @@
 //! The GPUs themselves: the spec table with ridge points, the memory pyramid, two GPUs side by
 //! side, and one matmul tile's trip through an SM.
 
-use perf::cost::CostRoofline;
-use perf::cost::{ComputeUnit, Cost};
+use perf::cost::{ComputeUnit, Cost, CostRoofline};
 use perf::specs::GpuSpec;
 
 use super::report::{self, Report, Section, Value, field};

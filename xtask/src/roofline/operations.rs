@@ -1,8 +1,7 @@
 //! Single operations of a transformer layer: matmuls, the score matrix, row-wise kernels, naive
 //! against fused attention, and the score matrix against FlashAttention's working set.
 
-use perf::cost::CostRoofline;
-use perf::cost::{Bound, ComputeUnit, Cost, Roofline};
+use perf::cost::{Bound, ComputeUnit, Cost, CostRoofline, Roofline};
 
 use super::costs::{self, FlashTile};
 use super::report::{self, Report, Section, Value, field};

@@ -1,8 +1,7 @@
 //! Whole models: decode from the weight bytes, the KV cache, a forward pass through every weight
 //! matmul, the batch at which a matmul turns compute-bound, and whole training runs.
 
-use perf::cost::CostRoofline;
-use perf::cost::{Cost, Roofline};
+use perf::cost::{Cost, CostRoofline, Roofline};
 
 use super::costs::{self, ModelShape, WeightMatmul};
 use super::report::{self, Report, Section, Value, field};
