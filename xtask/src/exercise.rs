@@ -4,7 +4,7 @@
 //! then the time the performance model predicts at the GPU shape against the exercise's target.
 
 use host::exercises::{self, Exercise, ExerciseRuntime, Failure, Which};
-use host::predict::{Sampled, SampledLaunchInput};
+use host::predict::Sampled;
 use host::runtime::Backend;
 use perf::cost::CostRoofline;
 use perf::model::Machine;
@@ -248,16 +248,8 @@ pub(crate) fn performance(
     let launches = observed
         .samples
         .into_iter()
-        .map(|sample| {
-            let exps = sample.mean(|b| b.counters.exps as f64) * sample.grid_blocks() as f64;
-            SampledLaunchInput {
-                resources: host::predict::resources_of_kernel(&resources, sample.kernel),
-                sample,
-                warp_instructions: None,
-                on_products: None,
-                exps,
-            }
-        })
+        // No instruction mix: the kernels count their own exponentials.
+        .map(|sample| host::predict::launch_input(sample, None, &resources))
         .collect();
     let sampled = Sampled {
         shape: (e.describe)(e.gpu_shape),
