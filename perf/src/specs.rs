@@ -8,6 +8,7 @@
 //! `ex2`/clock/SM on compute capability 8.x, 9.0 and 10.0). Where NVIDIA publishes no figure
 //! the field's comment says so.
 
+use kernels::registry::ComputeUnit;
 use serde::Serialize;
 
 /// One GPU's published numbers.
@@ -212,12 +213,12 @@ impl GpuSpec {
     }
 
     /// The peak for a kind of arithmetic.
-    pub fn peak_flops(&self, unit: crate::cost::ComputeUnit) -> f64 {
+    pub fn peak_flops(&self, unit: ComputeUnit) -> f64 {
         match unit {
-            crate::cost::ComputeUnit::CudaCoreF32 => self.f32_flops,
-            crate::cost::ComputeUnit::TensorCore16 => self.bf16_flops,
+            ComputeUnit::CudaCoreF32 => self.f32_flops,
+            ComputeUnit::TensorCore16 => self.bf16_flops,
             // Without FP8 tensor cores, FP8 data is widened and multiplied at the 16-bit rate.
-            crate::cost::ComputeUnit::TensorCore8 => self.fp8_flops.unwrap_or(self.bf16_flops),
+            ComputeUnit::TensorCore8 => self.fp8_flops.unwrap_or(self.bf16_flops),
         }
     }
 
@@ -234,7 +235,7 @@ impl GpuSpec {
     }
 
     /// FLOPs per HBM byte at which a kernel of this kind of arithmetic stops being memory-bound.
-    pub fn ridge(&self, unit: crate::cost::ComputeUnit) -> f64 {
+    pub fn ridge(&self, unit: ComputeUnit) -> f64 {
         self.peak_flops(unit) / self.hbm_bandwidth
     }
 }
@@ -242,7 +243,6 @@ impl GpuSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cost::ComputeUnit;
 
     #[test]
     fn h100_ridge_is_the_teaching_materials_295() {
