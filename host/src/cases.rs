@@ -52,13 +52,27 @@ pub struct Case<'a> {
     pub kernel: &'static str,
     pub shape: String,
     pub cost: Cost,
-    /// The shape and cost at GPU scale: what modelled figures describe when the case itself runs
-    /// at the emulator's scale.
-    pub gpu: (String, Cost),
+    /// The case at GPU scale: what modelled figures describe when the case itself runs at the
+    /// emulator's scale.
+    pub gpu: AtGpu,
     /// Enqueues the work (one or several launches).
     pub launch: LaunchFn<'a>,
     /// Compares the output with the CPU reference: a one-line summary, or what is wrong.
     pub check: CheckFn<'a>,
+}
+
+/// A case at a GPU's size, as a modelled row reads it.
+#[derive(Clone, Debug)]
+pub struct AtGpu {
+    /// The row's shape (`registry::describe`): `4096^3`, `4x16x4096x128 bf16 causal`.
+    pub shape: String,
+    /// The compulsory traffic, FLOPs and exponentials (`Cost::compulsory`): the roofline bound's
+    /// cost, which no kernel on any device beats, and which a GPU's measurement is read against.
+    pub cost: Cost,
+    /// Every byte the kernel requests, its re-reads taken from HBM (`Cost::modelled`), where
+    /// that is more than `cost`: the time of a GPU with no cache between its SMs and HBM, a
+    /// figure of its own (`--wide`'s `no-cache`), never the bound.
+    pub no_cache: Option<Cost>,
 }
 
 /// A case not yet built: a registered kernel (`kernels::registry`, docs/registry.md) at one of
@@ -249,10 +263,10 @@ fn varied_in_as<T: crate::Element>(
 /// against its reference and tolerance (at a GPU's shape, on the rows its spec checks there).
 ///
 /// Its cost at the emulator's shape is every byte the kernel requests, which the emulator
-/// counts; so is the modelled figure's at the GPU shape, whose shape says `(no L2)` where the
-/// spec's cost has re-reads (a tiled GEMM's), the roofline of a GPU whose L2 serves none of them.
-/// A GPU's measurement is read against the compulsory traffic, without the re-reads, the true
-/// roofline where L2 serves many (docs/gemm.md).
+/// counts. At the GPU shape, the modelled row and a GPU's measurement are both read against the
+/// compulsory traffic, without the re-reads that a tiled GEMM's blocks make and L2 serves: the
+/// roofline bound (docs/roofline.md). Every byte requested, re-reads from HBM, is kept beside it
+/// as the time of a GPU with no cache ([`AtGpu::no_cache`], docs/gemm.md).
 fn from_spec<'a>(
     rt: &'a Runtime,
     scale: Scale,
@@ -302,14 +316,17 @@ fn from_spec<'a>(
         ),
         Scale::Emulator => (registry::cost(spec, dims), registry::all_rows(spec, dims)),
     };
+    let compulsory = registry::compulsory_cost(spec, gpu);
     Ok(Case {
         kernel: spec.name,
         shape: registry::describe(spec, dims),
         cost,
-        gpu: (
-            registry::describe_modelled(spec, row),
-            registry::modelled_cost(spec, gpu),
-        ),
+        gpu: AtGpu {
+            shape: registry::describe(spec, row),
+            cost: compulsory,
+            no_cache: Some(registry::modelled_cost(spec, gpu))
+                .filter(|c| c.bytes() > compulsory.bytes()),
+        },
         launch: Box::new({
             let buffers = buffers.clone();
             move |rt| registry::launch(rt, spec, &buffers)

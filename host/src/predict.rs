@@ -126,8 +126,8 @@ pub fn sample_at_keys(
     let mut case = spec
         .build(&rt, Scale::Model { keys })
         .map_err(|e| e.to_string())?;
-    if shape.is_some_and(|want| !case.gpu.0.contains(want)) {
-        return Ok(Err(case.gpu.0.clone()));
+    if shape.is_some_and(|want| !case.gpu.shape.contains(want)) {
+        return Ok(Err(case.gpu.shape.clone()));
     }
     let sampling = rt.with_options(|o| {
         o.sampling = Some(emu::Sampling {
@@ -147,7 +147,7 @@ pub fn sample_at_keys(
         .map(|sample| launch_input(sample, mix.as_deref(), resources.kernels))
         .collect();
     Ok(Ok(Sampled {
-        shape: case.gpu.0.clone(),
+        shape: case.gpu.shape.clone(),
         backend: rt.device_name(),
         launches,
         seconds: start.elapsed().as_secs_f64(),
@@ -396,12 +396,13 @@ impl RunBudget {
     }
 }
 
-/// The prediction of one `cargo xtask run` row on the run's device, within the run's budget:
-/// the anchor block first; then the whole plan (edge blocks and trends) where the anchor's cost
-/// times the plan's blocks fits the row's budget, else the anchor alone; or why not (and the
-/// command that predicts it anyway). A row whose one block is over the budget costs the budget
-/// once. On the source emulator, or on `program`'s PTX, whose counted instructions add the issue
-/// limit (the run's own backend).
+/// One `cargo xtask run` row sampled for the run's device, within the run's budget: the anchor
+/// block first; then the whole plan (edge blocks and trends) where the anchor's cost times the
+/// plan's blocks fits the row's budget, else the anchor alone; or why not (and the command that
+/// predicts it anyway). A row whose one block is over the budget costs the budget once. On the
+/// source emulator, or on `program`'s PTX, whose counted instructions add the issue limit (the
+/// run's own backend). [`predict`] reads it on any device; [`below_the_roofline`] checks it on
+/// all of them.
 pub fn within_budget(
     resources: Resources<'_>,
     run: &RunBudget,
@@ -409,7 +410,7 @@ pub fn within_budget(
     shape: &str,
     gpu: &perf::specs::GpuSpec,
     program: Option<&'static Program>,
-) -> Result<Prediction, String> {
+) -> Result<Sampled, String> {
     let machine = Machine::find(gpu.key).ok_or_else(|| format!("no model of {}", gpu.name))?;
     if spec.spec.sm90a_only && !machine.has_wgmma {
         // Known before any block runs: nothing to sample.
@@ -457,8 +458,7 @@ pub fn within_budget(
         // is not affine (the causal mask's) is sampled at the GPU shape, its whole plan.
         let sampled =
             extended_along_keys(resources, spec, program, Some(shape), whole_plan, affine);
-        let s = spend(sampled)?.ok_or_else(|| too_long("at the shorter key lengths"))?;
-        return predict(&machine, &s);
+        return spend(sampled)?.ok_or_else(|| too_long("at the shorter key lengths"));
     }
     let Some(anchor) = spend(sample(resources, spec, program, Some(shape), budget(1)))? else {
         return Err(too_long("with one block"));
@@ -467,7 +467,27 @@ pub fn within_budget(
     if anchor.work_spent.saturating_mul(plan) <= ROW_BUDGET
         && let Some(whole) = spend(sample(resources, spec, program, Some(shape), whole_plan))?
     {
-        return predict(&machine, &whole);
+        return Ok(whole);
     }
-    predict(&machine, &anchor)
+    Ok(anchor)
+}
+
+/// The roofline's law, checked on every device the model knows: no prediction of a case may be
+/// faster than the roofline bound of its compulsory cost at the GPU shape (`bound`: the
+/// compulsory bytes at the datasheet's HBM bandwidth, the FLOPs and exponentials at their
+/// peaks). A prediction below it is a bug in the model, never a kernel that beats the roofline:
+/// the first such device, with both times. Devices the case cannot run on (wgmma) are skipped.
+pub fn below_the_roofline(sampled: &Sampled, bound: &perf::cost::Cost) -> Option<String> {
+    use perf::cost::CostRoofline;
+    Machine::all().iter().find_map(|m| {
+        let p = predict(m, sampled).ok()?;
+        let floor = bound.bound_seconds(m.spec);
+        // A relative slack of 1e-9: the two sides are sums of the same figures in another order.
+        (p.seconds < floor * (1.0 - 1e-9)).then(|| {
+            format!(
+                "predicted {:.4e} s on {}, below its roofline bound {:.4e} s: the model breaks the roofline",
+                p.seconds, m.spec.name, floor
+            )
+        })
+    })
 }

@@ -29,8 +29,7 @@ pub fn find(name: &str) -> Option<&'static Spec> {
 }
 
 /// The spec's cost model at `dims`, on the spec's compute unit: every byte the kernel
-/// requests, its re-reads included, which is what the emulator counts and what a modelled row
-/// (with no L2) reads.
+/// requests, its re-reads included, which is what the emulator counts.
 pub fn cost(spec: &Spec, dims: Dims) -> Cost {
     (spec.cost)(dims)
 }
@@ -42,22 +41,13 @@ pub fn compulsory_cost(spec: &Spec, dims: Dims) -> Cost {
     cost(spec, dims).compulsory()
 }
 
-/// [`cost`] as a modelled row reads it: every byte requested, re-reads included (`(no L2)`),
-/// but those of a buffer a GPU's L2 keeps for the whole launch (`Cost::resident_rereads`) and
-/// those a block reads again right after the first read (`Cost::l2_rereads`).
+/// [`cost`] with no cache between the SMs and HBM but the certain one: every byte requested,
+/// re-reads included, but those of a buffer a GPU's L2 keeps for the whole launch
+/// (`Cost::resident_rereads`) and those a block reads again right after the first read
+/// (`Cost::l2_rereads`). A modelled row shows its time as `no-cache` (`--wide`) where it is more
+/// than the compulsory bytes' (a tiled GEMM's); it is never the roofline bound.
 pub fn modelled_cost(spec: &Spec, dims: Dims) -> Cost {
     cost(spec, dims).modelled()
-}
-
-/// `dims` at a GPU's size as a modelled row's shape: [`describe`]'s, with `(no L2)` where the
-/// cost has re-reads, which the modelled figure takes all from HBM.
-pub fn describe_modelled(spec: &Spec, dims: Dims) -> String {
-    let shape = describe(spec, dims);
-    if (spec.cost)(dims).rereads > 0 {
-        format!("{shape} (no L2)")
-    } else {
-        shape
-    }
 }
 
 /// `dims` as a row's shape: `1048583 elements`, `200 x 300 f32`. A first dimension named `n`
@@ -885,8 +875,8 @@ mod tests {
 
     /// An RMSNorm reads each row twice (the sum of squares, then the scaling), the second time
     /// from L2: declared in `l2_rereads`, the roofline bound counts the row once, so it is not
-    /// above the model's prediction (which charges DRAM the first read only), and the modelled
-    /// row's shape has no `(no L2)`.
+    /// above the model's prediction (which charges DRAM the first read only), and a modelled row
+    /// has no no-cache figure beside its bound.
     #[test]
     fn a_re_read_from_l2_counts_once_in_the_bound() {
         let rmsnorm = Spec {
@@ -913,7 +903,10 @@ mod tests {
             let h100 = perf::specs::GpuSpec::find("h100").unwrap();
             assert_eq!(c.bound_seconds(h100), (8 << 20) as f64 / h100.hbm_bandwidth);
         }
-        assert!(!describe_modelled(&rmsnorm, dims).contains("no L2"));
+        assert_eq!(
+            modelled_cost(&rmsnorm, dims),
+            compulsory_cost(&rmsnorm, dims)
+        );
     }
 
     /// Device buffers of a type the spec does not declare are refused before any launch, and
@@ -1106,8 +1099,8 @@ mod tests {
         assert_eq!(gpu_rows(transpose, [8192, 8192, 1, 1, 1]).len(), 8192);
     }
 
-    /// A GEMM's re-reads are in its requested bytes (what the emulator counts), not in the
-    /// compulsory ones, and its modelled shape says that it takes them from HBM.
+    /// A GEMM's re-reads are in its requested bytes (what the emulator counts) and in the
+    /// no-cache figure, not in the compulsory ones, which bound its modelled row.
     #[test]
     fn rereads_are_requested_not_compulsory() {
         let spec = find("gemm_tiled_f32").unwrap();
@@ -1117,14 +1110,12 @@ mod tests {
         assert_eq!(compulsory.bytes_read, a_and_b);
         assert_eq!(requested.bytes_read, a_and_b * 4096 / 32);
         assert_eq!(describe(spec, dims), "4096^3");
-        assert_eq!(describe_modelled(spec, dims), "4096^3 (no L2)");
         assert_eq!(describe(spec, [64, 32, 16, 1, 1]), "64 x 32 x 16 f32");
         let copy = find("copy_strided").unwrap();
         assert_eq!(
             compulsory_cost(copy, [64, 8, 1, 1, 1]),
             cost(copy, [64, 8, 1, 1, 1])
         );
-        assert!(!describe_modelled(copy, [64, 8, 1, 1, 1]).contains("no L2"));
         assert_eq!(modelled_cost(spec, dims), requested);
         // The GEMV's X (8 KiB at M = 1) is read by each of its 3584 blocks, from an L2 that
         // keeps it: the emulator counts every read, a modelled row and a GPU one.
@@ -1134,7 +1125,7 @@ mod tests {
         assert_eq!(cost(gemv, dims).bytes_read, w + x * 3584);
         assert_eq!(modelled_cost(gemv, dims).bytes_read, w + x);
         assert_eq!(compulsory_cost(gemv, dims).bytes_read, w + x);
-        assert_eq!(describe_modelled(gemv, dims), "M=1: 4096 -> 14336 bf16");
+        assert_eq!(describe(gemv, dims), "M=1: 4096 -> 14336 bf16");
     }
 
     /// Only a spec that accumulates is asked to add to its output.

@@ -338,7 +338,7 @@ mod tests {
                 .unwrap();
             let p = predict(&h100, &sampled).unwrap();
             let dims = spec.shapes.run[0].gpu;
-            let bound = host::registry::modelled_cost(spec, dims).bound_seconds(h100.spec);
+            let bound = host::registry::compulsory_cost(spec, dims).bound_seconds(h100.spec);
             (p.seconds, bound)
         };
         let (predicted, bound) = predicted_and_bound(&DECLARED);
@@ -354,6 +354,30 @@ mod tests {
             "without l2_rereads the bound ({:.1} µs) should count the row twice, above the prediction ({:.1} µs)",
             bound * 1e6,
             predicted * 1e6
+        );
+    }
+
+    /// The roofline's law as `cargo xtask run` checks every row on every device the model knows
+    /// (`host::predict::below_the_roofline`): the RMSNorm that declares its second read an L2
+    /// re-read passes it, the one that does not is caught (its bound counts the row twice), and
+    /// the message names the device and both times.
+    #[test]
+    fn a_prediction_below_its_roofline_bound_is_caught_on_every_device() {
+        static DECLARED: kernels::registry::Spec = rmsnorm::DECLARED;
+        static UNDECLARED: kernels::registry::Spec = rmsnorm::UNDECLARED;
+        let breach = |spec: &'static kernels::registry::Spec| {
+            let case = cases::registered_at(spec, 0);
+            let sampled = sample(resources(), &case, None, None, SampleLimits::default())
+                .unwrap()
+                .unwrap();
+            let bound = host::registry::compulsory_cost(spec, spec.shapes.run[0].gpu);
+            host::predict::below_the_roofline(&sampled, &bound)
+        };
+        assert_eq!(breach(&DECLARED), None);
+        let why = breach(&UNDECLARED).expect("the undeclared re-read breaks the roofline");
+        assert!(
+            why.contains("below its roofline bound") && why.contains("A100"),
+            "{why}"
         );
     }
 
@@ -625,15 +649,16 @@ mod tests {
         for kernel in ["gemm_wgmma_bf16", "attention_wgmma_bf16_causal"] {
             let spec = all.iter().find(|c| c.kernel == kernel).unwrap();
             for m in Machine::all().iter().filter(|m| !m.has_wgmma) {
-                let e = within_budget(
+                let Err(e) = within_budget(
                     resources(),
                     &RunBudget::default(),
                     spec,
                     "no such shape",
                     m.spec,
                     None,
-                )
-                .unwrap_err();
+                ) else {
+                    panic!("{kernel} sampled for {}", m.spec.name)
+                };
                 assert!(
                     e.contains(perf::model::NO_WGMMA),
                     "{kernel} on {}: {e}",

@@ -91,8 +91,16 @@ struct Row {
     /// `true` when `roofline` holds a GPU measurement, `false` when it is modelled.
     measured: bool,
     timing: Option<Timing>,
+    /// Read against the compulsory cost: its `bound_seconds` is the roofline bound.
     roofline: Roofline,
+    /// The compulsory cost at the row's shape: bytes that must cross the HBM boundary, FLOPs and
+    /// exponentials.
     cost: perf::cost::Cost,
+    /// A modelled row whose kernel re-reads what a cache would serve (a tiled GEMM): the time of
+    /// every requested byte at the HBM bandwidth, as on a GPU with no cache; `--wide`'s
+    /// `no-cache`, not a bound (a prediction may be faster).
+    #[serde(default)]
+    no_cache_seconds: Option<f64>,
     /// The emulator's counts for one run (emulator only).
     counters: Option<serde_json::Value>,
     /// Seconds the emulator took on this machine's CPUs (emulator only).
@@ -712,6 +720,7 @@ fn run_case(
             timing: Some(timing),
             roofline: Roofline::new(&case.cost, spec, timing.median),
             cost: case.cost,
+            no_cache_seconds: None,
             counters: None,
             emulator_seconds: None,
             check: (case.check)(rt),
@@ -736,34 +745,48 @@ fn run_case(
                 ))
             };
         }
+        // From the run's own backend: the PTX's counts add the issue limit.
+        let sampled = predictions.and_then(|budget| {
+            let program = match rt.backend() {
+                Backend::Emulator(_) => None,
+                Backend::Ptx(device) => Some(device.program()),
+                Backend::Cuda(_) => return None,
+            };
+            Some(host::predict::within_budget(
+                crate::nvidia_tools::resources(),
+                budget,
+                spec_case,
+                &case.gpu.shape,
+                spec,
+                program,
+            ))
+        });
+        let predicted = sampled.as_ref().map(|s| {
+            let s = s.as_ref().map_err(Clone::clone)?;
+            let machine = perf::model::Machine::find(spec.key)
+                .ok_or_else(|| format!("no model of {}", spec.name))?;
+            host::predict::predict(&machine, s)
+        });
+        // A prediction below the roofline bound, on any device, fails the row.
+        if let Some(Ok(s)) = &sampled
+            && let Some(breach) = host::predict::below_the_roofline(s, &case.gpu.cost)
+        {
+            check = Err(breach);
+        }
         Row {
             kernel: case.kernel.to_string(),
-            shape: case.gpu.0.clone(),
+            shape: case.gpu.shape.clone(),
             measured: false,
             timing: None,
-            roofline: Roofline::modelled(&case.gpu.1, spec),
-            cost: case.gpu.1,
+            roofline: Roofline::modelled(&case.gpu.cost, spec),
+            cost: case.gpu.cost,
+            no_cache_seconds: case.gpu.no_cache.map(|c| c.bound_seconds(spec)),
             counters: counters.map(|c| serde_json::to_value(c).expect("counters serialise")),
             emulator_seconds: Some(seconds),
             check,
             launches: Vec::new(),
-            baseline: baseline::for_row(case.kernel, &case.gpu.0),
-            // From the run's own backend: the PTX's counts add the issue limit.
-            predicted: predictions.and_then(|budget| {
-                let program = match rt.backend() {
-                    Backend::Emulator(_) => None,
-                    Backend::Ptx(device) => Some(device.program()),
-                    Backend::Cuda(_) => return None,
-                };
-                Some(host::predict::within_budget(
-                    crate::nvidia_tools::resources(),
-                    budget,
-                    spec_case,
-                    &case.gpu.0,
-                    spec,
-                    program,
-                ))
-            }),
+            baseline: baseline::for_row(case.kernel, &case.gpu.shape),
+            predicted,
             published: None,
         }
     };
@@ -821,12 +844,12 @@ fn first_line(rt: &Runtime, spec: &GpuSpec, runs: usize) -> String {
 fn wide_first_line(rt: &Runtime, spec: &GpuSpec, runs: usize) -> String {
     match rt.backend() {
         Backend::Emulator(_) => format!(
-            "No GPU: {}. Running every kernel on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
+            "No GPU: {}. Running every kernel on the CPU emulator at small sizes (checked against the CPU reference and its cost model); at the GPU shapes shown, for {}: bound is the roofline bound (compulsory bytes, FLOPs, exponentials), no-cache the time of every byte a re-reading kernel requests (not a bound), predicted the performance model's time, GB/s, TFLOP/s and % of bound at that time; all MODELLED.",
             no_gpu_reason(),
             spec.name
         ),
         Backend::Ptx(ptx) => format!(
-            "No GPU: {}. Running every kernel's PTX ({}) on the CPU emulator at small sizes (checked against the CPU reference and its cost model); time, GB/s, TFLOP/s and % of roofline are MODELLED for {} at the GPU shapes shown (the kernel at its roofline bound).",
+            "No GPU: {}. Running every kernel's PTX ({}) on the CPU emulator at small sizes (checked against the CPU reference and its cost model); at the GPU shapes shown, for {}: bound is the roofline bound (compulsory bytes, FLOPs, exponentials), no-cache the time of every byte a re-reading kernel requests (not a bound), predicted the performance model's time, GB/s, TFLOP/s and % of bound at that time; all MODELLED.",
             no_gpu_reason(),
             ptx.program().origin,
             spec.name
@@ -959,9 +982,12 @@ fn narrow_table(rows: &[Row], measured: bool) -> String {
     out
 }
 
+/// `--wide`'s table: beside the bound, the no-cache time (a re-reading kernel's every requested
+/// byte at the HBM bandwidth, which is not a bound), then the measured or predicted time read
+/// against the compulsory cost (GB/s of compulsory bytes, TFLOP/s, and the bound as a share of
+/// the time), the model's limiter and the whole check.
 fn wide_table(rows: &[Row], measured: bool) -> String {
     let mut out = String::new();
-    let tag = if measured { "" } else { " (modelled)" };
     // As wide as the longest kernel name, so that the shape column stays aligned.
     let w = rows
         .iter()
@@ -970,44 +996,49 @@ fn wide_table(rows: &[Row], measured: bool) -> String {
         .unwrap_or(0)
         .max(27);
     out += &format!(
-        "{:<w$} {:<28} {:>12} {:>11} {:>12} {:>8} {:>7} {:>10} {:>12} {:<17}  check\n",
+        "{:<w$} {:<28} {:>10} {:>10} {:>10} {:>8} {:>9} {:>8} {:<12} {:>10} {:<17}  check\n",
         "kernel",
         "shape",
-        format!("time{tag}"),
+        "bound",
+        "no-cache",
+        if measured { "measured" } else { "predicted" },
         "GB/s",
         "TFLOP/s",
         "FLOP/B",
-        "bound",
-        "% roof",
-        "predicted",
+        "bound by",
+        "% of bound",
         "limiter"
     );
+    let dash = || "-".to_string();
     for r in rows {
         let f = &r.roofline;
-        let bound = Bound::name(f.bound);
         let check = match &r.check {
             Ok(s) => format!("ok: {s}"),
             Err(e) => format!("FAILED: {e}"),
         };
-        let (predicted, limiter) = match &r.predicted {
-            Some(Ok(p)) => (duration(p.seconds), limiter(r, p)),
+        let (seconds, limiter) = match &r.predicted {
+            _ if measured => (Some(f.seconds), String::new()),
+            Some(Ok(p)) => (Some(p.seconds), limiter(r, p)),
             Some(Err(e)) if e.contains(perf::model::NO_WGMMA) => {
-                ("-".to_string(), "(needs wgmma)".to_string())
+                (None, "(needs wgmma)".to_string())
             }
-            Some(Err(_)) => ("-".to_string(), "(not predicted)".to_string()),
-            None => ("-".to_string(), String::new()),
+            Some(Err(_)) => (None, "(not predicted)".to_string()),
+            None => (None, String::new()),
         };
+        let at =
+            |per: f64, scale: f64| seconds.map_or_else(dash, |t| format!("{:.1}", per / t / scale));
         out += &format!(
-            "{:<w$} {:<28} {:>12} {:>11.0} {:>12.3} {:>8.3} {:>7} {:>9.1}% {:>12} {:<17}  {}\n",
+            "{:<w$} {:<28} {:>10} {:>10} {:>10} {:>8} {:>9} {:>8.3} {:<12} {:>10} {:<17}  {}\n",
             r.kernel,
             r.shape,
-            duration(f.seconds),
-            f.bytes_per_second / 1e9,
-            f.flops_per_second / 1e12,
+            duration(f.bound_seconds),
+            r.no_cache_seconds.map_or_else(dash, duration),
+            seconds.map_or_else(dash, duration),
+            at(r.cost.bytes() as f64, 1e9),
+            at(r.cost.flops as f64, 1e12),
             f.intensity,
-            bound,
-            100.0 * f.fraction_of_roofline,
-            predicted,
+            Bound::name(f.bound),
+            seconds.map_or_else(dash, |t| format!("{:.1}%", 100.0 * f.bound_seconds / t)),
             limiter,
             check
         );
@@ -1181,11 +1212,12 @@ mod tests {
             .enumerate()
             .map(|(i, case)| Row {
                 kernel: case.kernel.to_string(),
-                shape: case.gpu.0.clone(),
+                shape: case.gpu.shape.clone(),
                 measured: false,
                 timing: None,
-                roofline: Roofline::modelled(&case.gpu.1, spec),
-                cost: case.gpu.1,
+                roofline: Roofline::modelled(&case.gpu.cost, spec),
+                cost: case.gpu.cost,
+                no_cache_seconds: case.gpu.no_cache.map(|c| c.bound_seconds(spec)),
                 counters: None,
                 emulator_seconds: None,
                 check: if i % 3 == 2 {
@@ -1302,9 +1334,10 @@ mod tests {
         );
     }
 
-    /// The naive GEMM's re-reads hit L2: at the cost model's (compulsory-load) intensity its
-    /// predicted rate sits above the memory roof; at the intensity of the bytes the model sent
-    /// to DRAM it is under both roofs, its cross on the roof at that intensity.
+    /// The naive GEMM's re-reads hit L2: its prediction beats the no-cache time of every byte
+    /// it requests (which is therefore no bound), never the roofline bound of its compulsory
+    /// bytes; at the intensity of the bytes the model sent to DRAM it is under both roofs, its
+    /// cross on the roof at that intensity.
     #[test]
     fn a_predicted_point_sits_under_its_roof_at_the_models_dram_intensity() {
         let spec = GpuSpec::find("h100").unwrap();
@@ -1339,10 +1372,13 @@ mod tests {
             launches: vec![launch],
             extended_from: None,
         };
-        let at_cost_bound = flops / row.roofline.bound_seconds;
+        let no_cache = row
+            .no_cache_seconds
+            .expect("a re-reading kernel's no-cache time");
         assert!(
-            flops / seconds > at_cost_bound,
-            "the compulsory intensity's roof is what the old chart drew the point above"
+            seconds < no_cache && seconds >= row.roofline.bound_seconds,
+            "{seconds} against no-cache {no_cache} and bound {}",
+            row.roofline.bound_seconds
         );
         row.predicted = Some(Ok(prediction.clone()));
         let p = predicted_point(&row, &prediction, spec);
