@@ -36,6 +36,7 @@ mod global;
 mod hopper;
 pub mod launch;
 mod launch_error;
+pub mod machine_code;
 mod memory;
 mod monitor;
 mod observed;
@@ -342,6 +343,10 @@ pub struct LaunchOptions {
     /// Count the executions of each PTX instruction ([`Observed::instruction_mix`]): read by
     /// the PTX backend, which alone runs instructions; the source emulator ignores it.
     pub instruction_mix: bool,
+    /// The module's machine code for some architectures (ptxas's line table): a sampled block's
+    /// traffic is also counted as each of them issues it
+    /// ([`sample::SampledBlock::machine`], `machine_code::regroup`).
+    pub machine_code: Option<&'static [machine_code::MachineCode]>,
 }
 
 impl Default for LaunchOptions {
@@ -356,6 +361,7 @@ impl Default for LaunchOptions {
             watchdog: Some(DEFAULT_WATCHDOG),
             watch: None,
             instruction_mix: false,
+            machine_code: None,
         }
     }
 }
@@ -767,11 +773,21 @@ impl Gathered {
             }
             if let Some(p) = profile {
                 if let Some(sampled) = &mut out.sampled {
-                    let traffic = p.traffic(allocation_of);
+                    let traffic = p.traffic(allocation_of, None);
+                    let machine = options
+                        .machine_code
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|code| {
+                            let kernel = code.kernels.get(launch.name)?;
+                            Some((code.arch.clone(), p.traffic(allocation_of, Some(kernel))))
+                        })
+                        .collect();
                     sampled.push(sample::SampledBlock {
                         block: b,
                         counters,
                         traffic,
+                        machine,
                     });
                 }
                 if options.profiling {

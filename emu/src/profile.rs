@@ -14,6 +14,7 @@ use kernels::cuda::emu::{Access, Site};
 use serde::Serialize;
 
 use super::error::MemorySpace;
+use super::machine_code::{KernelCode, regroup};
 
 /// Bytes in one global-memory sector, the unit DRAM and L2 move.
 pub const SECTOR_BYTES: usize = 32;
@@ -103,14 +104,47 @@ impl BlockProfile {
 
     /// What this block moved, request by request (for a sampled launch: `sample.rs`).
     /// `allocation_of` names the allocation an address lies in.
+    /// Given the kernel's machine code, the PTX's requests are first regrouped as the GPU issues
+    /// them (`machine_code::regroup`).
     pub(super) fn traffic(
         &self,
         allocation_of: impl Fn(usize) -> Option<usize>,
+        code: Option<&KernelCode>,
     ) -> super::sample::BlockTraffic {
         let mut t = super::sample::BlockTraffic::default();
-        for ((key, _, _), lanes) in &self.requests {
+        let mut add = |key: &SiteKey, lanes: &[(usize, usize)]| {
             let global = key.1 == MemorySpace::Global;
             t.add_request(global, key.2 == Access::Read, lanes, &allocation_of);
+        };
+        match code {
+            None => {
+                for ((key, _, _), lanes) in &self.requests {
+                    add(key, lanes);
+                }
+            }
+            Some(code) => {
+                // One site's occurrences in one warp in order, as `regroup` reads them.
+                let mut requests: Vec<_> = self
+                    .requests
+                    .iter()
+                    .map(|(k, lanes)| (*k, lanes.clone()))
+                    .collect();
+                requests.sort_by_key(|((key, warp, occurrence), _)| {
+                    (
+                        key.0.position(),
+                        key.1 as u8,
+                        key.2 as u8,
+                        *warp,
+                        *occurrence,
+                    )
+                });
+                let regrouped = regroup(requests, code, |(key, warp, _)| {
+                    (key.0.kind(), key.1, key.2, *warp)
+                });
+                for ((key, _, _), lanes) in &regrouped {
+                    add(key, lanes);
+                }
+            }
         }
         for (&(space, access), moved) in &self.engine {
             t.add_engine(

@@ -256,7 +256,11 @@ fn footprint_bytes(sets: &BTreeMap<usize, Vec<u64>>) -> u64 {
 pub struct SampledBlock {
     pub block: Dim3,
     pub counters: LaunchCounters,
+    /// The PTX's requests, as the emulator executed them.
     pub traffic: BlockTraffic,
+    /// The same accesses as each architecture's machine code issues them, where the launch had
+    /// it (`LaunchOptions::machine_code`): wider loads and stores where ptxas merged neighbours.
+    pub machine: Vec<(String, BlockTraffic)>,
 }
 
 /// A launch of which only the [`plan`]'s blocks ran.
@@ -284,6 +288,27 @@ pub fn along_line((sa, sb): (usize, usize), size: usize) -> impl Fn(f64, f64) ->
 }
 
 impl SampledLaunch {
+    /// The launch with each block's traffic as `arch`'s machine code issues it
+    /// ([`SampledBlock::machine`]), or `None` where some block has no count for `arch`.
+    pub fn as_issued_by(&self, arch: &str) -> Option<SampledLaunch> {
+        let blocks = self
+            .blocks
+            .iter()
+            .map(|b| {
+                let (_, traffic) = b.machine.iter().find(|(a, _)| a == arch)?;
+                Some(SampledBlock {
+                    traffic: traffic.clone(),
+                    machine: Vec::new(),
+                    ..b.clone()
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        (!blocks.is_empty()).then(|| SampledLaunch {
+            blocks,
+            ..self.clone()
+        })
+    }
+
     /// The sampled block at `b`, if it ran.
     pub fn get(&self, b: Dim3) -> Option<&SampledBlock> {
         self.blocks.iter().find(|s| s.block == b)
@@ -384,6 +409,14 @@ impl SampledLaunch {
         let (ba, bb) = (&a.blocks[0], &b.blocks[0]);
         let counters = ba.counters.zip_with(&bb.counters, whole);
         let traffic = ba.traffic.extended(&bb.traffic, &of_a, &whole);
+        let machine = ba
+            .machine
+            .iter()
+            .filter_map(|(arch, t)| {
+                let (_, u) = bb.machine.iter().find(|(other, _)| other == arch)?;
+                Some((arch.clone(), t.extended(u, &of_a, &whole)))
+            })
+            .collect();
         let work = whole(a.work, b.work);
         if let Some(why) = bad.into_inner() {
             return refuse(why);
@@ -399,6 +432,7 @@ impl SampledLaunch {
                 block: plan(grid)[0],
                 counters,
                 traffic,
+                machine,
             }],
         })
     }

@@ -30,6 +30,10 @@ pub struct Resources<'a> {
 pub struct SampledLaunchInput {
     pub sample: emu::sample::SampledLaunch,
     pub resources: KernelResources,
+    /// The kernel's registers and static shared memory as ptxas assembled it for each
+    /// architecture (`sm_86`), where known: a device's prediction reads its own
+    /// ([`resources_for`]), else `resources`.
+    pub resources_by_arch: Vec<(String, KernelResources)>,
     pub warp_instructions: Option<f64>,
     /// Of those, the ones on a tensor-core product's result (`ptx::analysis::dataflow`).
     pub on_products: Option<f64>,
@@ -188,6 +192,7 @@ pub fn launch_input(
     SampledLaunchInput {
         sample,
         resources,
+        resources_by_arch: Vec::new(),
         warp_instructions,
         on_products,
         exps,
@@ -284,6 +289,7 @@ fn extend_launch(
     Ok(SampledLaunchInput {
         sample: SampledLaunch::extended(&la.sample, &lb.sample, short, keys)?,
         resources: la.resources,
+        resources_by_arch: la.resources_by_arch.clone(),
         warp_instructions: la
             .warp_instructions
             .zip(lb.warp_instructions)
@@ -337,17 +343,24 @@ fn mix(
     })
 }
 
-/// The model's prediction of a sampled case on `machine`.
+/// The model's prediction of a sampled case on `machine`: each launch's traffic as the
+/// machine's own architecture's machine code issues it, where the sample counted it
+/// (`emu::LaunchOptions::machine_code`), else as the PTX does.
 pub fn predict(machine: &Machine, sampled: &Sampled) -> Result<Prediction, String> {
     let launches = sampled
         .launches
         .iter()
         .map(|l| {
+            let arch = machine.spec.arch;
+            let issued = l
+                .sample
+                .as_issued_by(arch)
+                .or_else(|| l.sample.as_issued_by(&format!("{arch}a")));
             model::predict_launch(
                 machine,
                 &LaunchInput {
-                    sample: &l.sample,
-                    resources: l.resources,
+                    sample: issued.as_ref().unwrap_or(&l.sample),
+                    resources: resources_for(l, machine),
                     warp_instructions: l.warp_instructions,
                     on_products: l.on_products,
                     exps: l.exps,
@@ -360,6 +373,18 @@ pub fn predict(machine: &Machine, sampled: &Sampled) -> Result<Prediction, Strin
         extended_from: sampled.extended_from,
         ..p
     })
+}
+
+/// A launch's registers and static shared memory on `machine`: ptxas's for the machine's
+/// architecture (sm_90a's for a Hopper kernel that needs it) where the input has them, else the
+/// one set it has.
+pub fn resources_for(input: &SampledLaunchInput, machine: &Machine) -> KernelResources {
+    let arch = machine.spec.arch;
+    input
+        .resources_by_arch
+        .iter()
+        .find(|(a, _)| a == arch || a.strip_suffix('a') == Some(arch))
+        .map_or(input.resources, |(_, r)| *r)
 }
 
 /// `kernel`'s resources in a list of them, or none known (occupancy then counts threads and

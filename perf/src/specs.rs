@@ -18,6 +18,9 @@ pub struct GpuSpec {
     pub key: &'static str,
     /// Full name.
     pub name: &'static str,
+    /// The architecture ptxas assembles its machine code for (its compute capability, CUDA C++
+    /// Programming Guide, "Compute Capabilities"): `sm_80`, `sm_86`, `sm_90`, `sm_100`.
+    pub arch: &'static str,
     /// Dense bf16 tensor-core peak, FLOP/s.
     pub bf16_flops: f64,
     /// Dense FP8 tensor-core peak, FLOP/s; `None` where the GPU has no FP8 tensor cores (A100).
@@ -74,6 +77,7 @@ pub const GPUS: [GpuSpec; 4] = [
     GpuSpec {
         key: "a100",
         name: "A100 SXM 80GB",
+        arch: "sm_80",
         bf16_flops: 312.0 * TB,
         fp8_flops: None,
         f32_flops: 19.5 * TB,
@@ -100,6 +104,7 @@ pub const GPUS: [GpuSpec; 4] = [
     GpuSpec {
         key: "h100",
         name: "H100 SXM",
+        arch: "sm_90",
         bf16_flops: 989.5 * TB,
         fp8_flops: Some(1979.0 * TB),
         f32_flops: 67.0 * TB,
@@ -124,6 +129,7 @@ pub const GPUS: [GpuSpec; 4] = [
     GpuSpec {
         key: "h200",
         name: "H200 SXM",
+        arch: "sm_90",
         bf16_flops: 989.5 * TB,
         fp8_flops: Some(1979.0 * TB),
         f32_flops: 67.0 * TB,
@@ -151,6 +157,7 @@ pub const GPUS: [GpuSpec; 4] = [
     GpuSpec {
         key: "b200",
         name: "B200",
+        arch: "sm_100",
         bf16_flops: 2250.0 * TB,
         fp8_flops: Some(4500.0 * TB),
         f32_flops: 80.0 * TB,
@@ -182,6 +189,7 @@ pub const GPUS: [GpuSpec; 4] = [
 pub static RTX_A6000: GpuSpec = GpuSpec {
     key: "a6000",
     name: "RTX A6000",
+    arch: "sm_86",
     bf16_flops: 154.8 * TB,
     fp8_flops: None,
     f32_flops: 38.7 * TB,

@@ -8,11 +8,10 @@
 use std::path::PathBuf;
 
 use half::{bf16, f16};
-use host::embedded::Arch;
 use host::foreign::{Arg, Module};
 use host::predict::Sampled;
 use host::{DeviceBuffer, Element, LaunchConfig, Runtime, dim3};
-use perf::model::Machine;
+use perf::model::{KernelResources, Machine};
 
 #[derive(clap::Args)]
 pub struct CheckArgs {
@@ -221,23 +220,47 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         },
         ..cfg
     };
-    let arch = if module.runtime().has_wgmma() {
-        Arch::Sm90a
-    } else {
-        Arch::Sm90
-    };
-    let resources = match crate::nvidia_tools::module_resources("check", module.text(), arch) {
-        Ok(r) => r,
-        Err(why) => {
-            println!("no prediction: ptxas gave no registers ({why})");
-            return Ok(());
-        }
-    };
-    match sampled(&module, entry, &at, &launch_args, &resources) {
-        Ok(s) => print!("{}", prediction(&s, cfg.grid.volume(), &machines, arch)),
+    let code = machine_code(module.text(), &machines, module.runtime().has_wgmma());
+    match sampled(&module, entry, &at, &launch_args, &code) {
+        Ok(s) => print!("{}", prediction(&s, cfg.grid.volume(), &machines, &code)),
         Err(why) => println!("no prediction: {why}"),
     }
     Ok(())
+}
+
+/// The module assembled by ptxas for each architecture of `machines` (sm_90a for Hopper where
+/// the module needs it): each one's machine code and registers, or why ptxas gave none.
+struct ForArch {
+    arch: String,
+    assembled: Result<
+        (
+            emu::machine_code::MachineCode,
+            Vec<(String, KernelResources)>,
+        ),
+        String,
+    >,
+}
+
+fn machine_code(ptx: &str, machines: &[Machine], wgmma: bool) -> Vec<ForArch> {
+    let mut out: Vec<ForArch> = Vec::new();
+    for m in machines {
+        let arch = match m.spec.arch {
+            "sm_90" if wgmma => "sm_90a".to_string(),
+            a => a.to_string(),
+        };
+        if out.iter().any(|f| f.arch == arch) {
+            continue;
+        }
+        let assembled = crate::machine_code::assemble(ptx, &arch).map(|(code, reports)| {
+            let resources = reports
+                .iter()
+                .map(|r| (r.name.clone(), crate::nvidia_tools::resources_of(r)))
+                .collect();
+            (code, resources)
+        });
+        out.push(ForArch { arch, assembled });
+    }
+    out
 }
 
 /// The launch of `entry` at `at` as `cargo xtask predict --ptx` samples a project kernel: the
@@ -250,7 +273,7 @@ fn sampled(
     entry: &str,
     at: &LaunchConfig,
     args: &[Arg],
-    resources: &[(String, perf::model::KernelResources)],
+    code: &[ForArch],
 ) -> Result<Sampled, String> {
     let host::runtime::Backend::Ptx(device) = module.runtime().backend() else {
         return Err("the module's runtime is not the PTX backend".into());
@@ -263,6 +286,12 @@ fn sampled(
             skip: None,
         });
         o.instruction_mix = true;
+        // Leaked: a check samples once per process.
+        let codes: Vec<_> = code
+            .iter()
+            .filter_map(|f| f.assembled.as_ref().ok().map(|(c, _)| c.clone()))
+            .collect();
+        o.machine_code = Some(Box::leak(codes.into_boxed_slice()));
     });
     let (launched, observed) = sampling.observe(|m| m.launch(entry, at, args));
     let mix = device.mix(&observed);
@@ -277,7 +306,18 @@ fn sampled(
     })?;
     let launches: Vec<_> = samples
         .into_iter()
-        .map(|s| host::predict::launch_input(s, Some(mix.as_slice()), resources))
+        .map(|s| {
+            let mut input = host::predict::launch_input(s, Some(mix.as_slice()), &[]);
+            input.resources_by_arch = code
+                .iter()
+                .filter_map(|f| {
+                    let (_, resources) = f.assembled.as_ref().ok()?;
+                    let r = host::predict::resources_of_kernel(resources, input.sample.kernel);
+                    Some((f.arch.clone(), r))
+                })
+                .collect();
+            input
+        })
         .collect();
     let first = launches.first().ok_or("the sample launched nothing")?;
     let s = &first.sample;
@@ -304,23 +344,23 @@ fn sampled(
     })
 }
 
-/// The prediction on each of `machines` (`launched_blocks`: the checked launch's grid), labelled MODELLED, with its limiter and the sentence
-/// that says what to change (`perf::model::next_step`).
-fn prediction(sampled: &Sampled, launched_blocks: u64, machines: &[Machine], arch: Arch) -> String {
+/// The prediction on each of `machines` (`launched_blocks`: the checked launch's grid), labelled
+/// MODELLED, each with its architecture's machine code and registers (or why there are none), its
+/// limiter and the sentence that says what to change (`perf::model::next_step`).
+fn prediction(
+    sampled: &Sampled,
+    launched_blocks: u64,
+    machines: &[Machine],
+    code: &[ForArch],
+) -> String {
     let first = &sampled.launches[0];
     let mut out = format!(
-        "prediction at a grid of {} blocks, from {} of its blocks sampled with every check on; {} registers per thread and {} bytes of static shared memory (ptxas, {})\n",
+        "prediction at a grid of {} blocks, from {} of its blocks sampled with every check on, the requests counted as each device's machine code issues them (ptxas)\n",
         sampled.shape,
         first.sample.blocks.len(),
-        first
-            .resources
-            .registers
-            .map_or("unknown".to_string(), |r| r.to_string()),
-        first.resources.static_shared,
-        arch.name(),
     );
     out += &format!(
-        "compulsory bytes (a foreign kernel declares none): the {} read and {} written that the sample counts, scaled to the grid\n",
+        "bytes moved (sampled; a foreign kernel declares no compulsory bytes): the {} read and {} written that the sample counts, scaled to the grid\n",
         sampled.cost.bytes_read, sampled.cost.bytes_written,
     );
     if first.sample.grid_blocks() > launched_blocks {
@@ -329,11 +369,30 @@ fn prediction(sampled: &Sampled, launched_blocks: u64, machines: &[Machine], arc
         );
     }
     for m in machines {
-        out += &format!("{} (MODELLED):\n", m.spec.name);
+        let arch = code
+            .iter()
+            .find(|f| f.arch.trim_end_matches('a') == m.spec.arch)
+            .expect("one per machine");
+        let what = match &arch.assembled {
+            Ok(_) => {
+                let r = host::predict::resources_for(first, m);
+                format!(
+                    "{} machine code: {} registers per thread, {} bytes of static shared memory",
+                    arch.arch,
+                    r.registers.map_or("unknown".to_string(), |r| r.to_string()),
+                    r.static_shared
+                )
+            }
+            Err(why) => format!("no {} machine code, the PTX's requests: {why}", arch.arch),
+        };
+        out += &format!("{} (MODELLED; {what}):\n", m.spec.name);
         match host::predict::predict(m, sampled) {
             Ok(p) => {
                 out += &crate::format::breakdown(&p);
-                out += &format!("  {}\n", perf::model::next_step(&p, &sampled.cost, m));
+                out += &format!(
+                    "  {}\n",
+                    perf::model::next_step(&p, &sampled.cost, perf::model::CostBytes::Sampled, m)
+                );
             }
             Err(why) => out += &format!("  {why}\n"),
         }
@@ -729,6 +788,61 @@ mod tests {
         let p = host::predict::predict(&h100, &s).unwrap();
         assert_eq!(p.launches[0].totals.dram_bytes, bytes as f64);
         assert_eq!(p.limiter, perf::model::Limiter::Dram, "{p:?}");
+    }
+
+    /// A thread's four neighbouring 32-bit shared loads and stores, which ptxas merges into one
+    /// LDS.128 and one STS.128 (tests/fixtures/ptx/four_words_scalar.ptx): counted as the PTX
+    /// writes them, 8 requests a warp, each 4-way bank-conflicted; as the sm_86 and sm_90
+    /// machine code issues them, 2 a warp, conflict-free. The registers are that architecture's
+    /// ptxas's.
+    #[test]
+    fn a_prediction_counts_the_machine_code_s_requests_not_the_ptx_s() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/ptx/four_words_scalar.ptx");
+        let module = Module::file(&path).unwrap();
+        let rt = module.runtime();
+        let input: Vec<f32> = (0..2048).map(|v| v as f32).collect();
+        let (input, out) = (rt.upload(&input).unwrap(), rt.upload(&[0f32; 512]).unwrap());
+        let args = [Arg::buffer(&input), Arg::buffer(&out)];
+        let cfg = LaunchConfig {
+            grid: dim3(2, 1, 1),
+            block: dim3(256, 1, 1),
+            dynamic_shared: 0,
+        };
+        let machines = ["a6000", "h100"].map(|d| Machine::find(d).unwrap());
+        let code = machine_code(module.text(), &machines, false);
+        for f in &code {
+            assert!(
+                f.assembled.is_ok(),
+                "{}: {:?}",
+                f.arch,
+                f.assembled.as_ref().err()
+            );
+        }
+        let as_ptx = sampled(&module, "four_words", &cfg, &args, &[]).unwrap();
+        let as_machine = sampled(&module, "four_words", &cfg, &args, &code).unwrap();
+        // 16 warps.
+        for m in &machines {
+            let shared = |s: &Sampled| {
+                let t = &host::predict::predict(m, s).unwrap().launches[0].totals;
+                (t.shared_requests, t.shared_wavefronts)
+            };
+            assert_eq!(
+                shared(&as_ptx),
+                (16.0 * 8.0, 16.0 * 8.0 * 4.0),
+                "{}",
+                m.spec.name
+            );
+            assert_eq!(
+                shared(&as_machine),
+                (16.0 * 2.0, 16.0 * 2.0 * 4.0),
+                "{}",
+                m.spec.name
+            );
+            let arch = &code.iter().find(|f| f.arch == m.spec.arch).unwrap().arch;
+            assert_eq!(arch, m.spec.arch);
+        }
+        assert_eq!(as_machine.launches[0].resources_by_arch.len(), 2);
     }
 
     /// A bf16 buffer read from a `.npy` file of raw bits (`TYPE[..]`: as many as it holds) is

@@ -30,6 +30,7 @@ mod format;
 mod gpu_window;
 mod hierarchy;
 mod inspect;
+mod machine_code;
 mod npy;
 mod nvidia_tools;
 mod nvrtc;

@@ -28,7 +28,7 @@ pub(crate) struct WheelTool {
     pub(crate) leave_out: &'static [&'static str],
 }
 
-const PTXAS: WheelTool = WheelTool {
+pub(crate) const PTXAS: WheelTool = WheelTool {
     package: "nvidia-cuda-nvcc",
     path: "nvidia/cu13/bin/ptxas",
     size: "about 47 MB",
@@ -312,7 +312,7 @@ pub(crate) fn module_resources(
         .collect())
 }
 
-fn resources_of(r: &KernelReport) -> KernelResources {
+pub(crate) fn resources_of(r: &KernelReport) -> KernelResources {
     KernelResources {
         registers: Some(r.registers),
         static_shared: r.shared_bytes,

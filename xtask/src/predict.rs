@@ -155,7 +155,10 @@ fn on_device(
             if let Some(d) = perf::published::disagreement(kernel, m.spec.key) {
                 out += &format!("  note: {}\n", d.note());
             }
-            out += &format!("  {}\n", perf::model::next_step(p, cost, m));
+            out += &format!(
+                "  {}\n",
+                perf::model::next_step(p, cost, perf::model::CostBytes::Compulsory, m)
+            );
         }
     }
     out

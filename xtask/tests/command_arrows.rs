@@ -32,6 +32,7 @@ const SERVICES: &[&str] = &[
     "checkout",
     "decode",
     "format",
+    "machine_code",
     "npy",
     "nvidia_tools",
     "nvrtc",

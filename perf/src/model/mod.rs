@@ -28,7 +28,7 @@ pub mod next;
 use serde::{Deserialize, Serialize};
 
 pub use machine::{Machine, SOURCES};
-pub use next::next_step;
+pub use next::{CostBytes, next_step};
 
 use crate::occupancy::{self, BlockResources};
 use emu::Dim3;
@@ -588,6 +588,7 @@ mod tests {
                         block,
                         counters,
                         traffic,
+                        machine: Vec::new(),
                     }
                 })
                 .collect(),

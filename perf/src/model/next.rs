@@ -13,13 +13,32 @@ use crate::cost::{Cost, CostRoofline};
 /// sampled counts and the model's cache estimate are not finer than a few percent.
 const AT: f64 = 1.1;
 
-/// The sentence: the limiter, the distance, and the next step. `cost` is the kernel's declared
-/// cost at the predicted shape (docs/registry.md); `p` its prediction on `machine`.
-pub fn next_step(p: &Prediction, cost: &Cost, machine: &Machine) -> String {
+/// What a cost's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CostBytes {
+    /// The compulsory traffic a registered kernel declares (docs/registry.md): the least that
+    /// must cross the HBM boundary.
+    Compulsory,
+    /// What a sample of a kernel that declares none requested (`cargo xtask check`): every load
+    /// and store, re-reads included, which caches may serve. No lower bound.
+    Sampled,
+}
+
+/// The sentence: the limiter, the distance, and the next step. `cost` is the kernel's cost at
+/// the predicted shape, its bytes as `bytes` says; `p` its prediction on `machine`.
+pub fn next_step(p: &Prediction, cost: &Cost, bytes: CostBytes, machine: &Machine) -> String {
     let spec = machine.spec;
     let sum = |f: fn(&super::Totals) -> f64| p.launches.iter().map(|l| f(&l.totals)).sum::<f64>();
     let limiter = p.limiter.name();
     match p.limiter {
+        Limiter::Dram if bytes == CostBytes::Sampled => {
+            let moved = cost.bytes() as f64;
+            format!(
+                "Limited by {limiter}: {:.3e} bytes reach DRAM, {:.2}x the {moved:.3e} bytes the sampled requests moved; with no compulsory bytes declared there is no lower bound to measure them against: compare them with the size of the kernel's inputs and outputs.",
+                sum(|t| t.dram_bytes),
+                sum(|t| t.dram_bytes) / moved.max(1.0),
+            )
+        }
         Limiter::Dram => {
             let compulsory = cost.bytes() as f64;
             if compulsory <= 0.0 {
@@ -156,9 +175,37 @@ mod tests {
             dram_bytes: c.bytes() as f64,
             ..Totals::default()
         };
-        let s = next_step(&prediction(Limiter::Dram, 1e-3, totals), &c, &h100());
+        let s = next_step(
+            &prediction(Limiter::Dram, 1e-3, totals),
+            &c,
+            CostBytes::Compulsory,
+            &h100(),
+        );
         assert!(s.contains("1.00x the compulsory bytes"), "{s}");
         assert!(s.contains("nothing left to gain here"), "{s}");
+    }
+
+    /// A foreign kernel's sampled bytes are no lower bound: DRAM at a third of them is caches
+    /// at work, never "nothing left to gain".
+    #[test]
+    fn sampled_bytes_are_not_called_compulsory() {
+        let c = cost();
+        let totals = Totals {
+            dram_bytes: c.bytes() as f64 / 3.0,
+            ..Totals::default()
+        };
+        let p = prediction(Limiter::Dram, 1e-3, totals);
+        let s = next_step(&p, &c, CostBytes::Sampled, &h100());
+        assert!(
+            s.contains("0.33x the") && s.contains("sampled requests moved"),
+            "{s}"
+        );
+        assert!(
+            !s.contains("x the compulsory") && !s.contains("nothing left"),
+            "{s}"
+        );
+        let s = next_step(&p, &c, CostBytes::Compulsory, &h100());
+        assert!(s.contains("0.33x the compulsory bytes"), "{s}");
     }
 
     #[test]
@@ -168,7 +215,12 @@ mod tests {
             dram_bytes: 2.0 * c.bytes() as f64,
             ..Totals::default()
         };
-        let s = next_step(&prediction(Limiter::Dram, 2e-3, totals), &c, &h100());
+        let s = next_step(
+            &prediction(Limiter::Dram, 2e-3, totals),
+            &c,
+            CostBytes::Compulsory,
+            &h100(),
+        );
         assert!(s.contains("2.00x the compulsory bytes"), "{s}");
         assert!(s.contains("read each byte from DRAM once"), "{s}");
         assert!(!s.contains("nothing left"), "{s}");
@@ -186,6 +238,7 @@ mod tests {
         let s = next_step(
             &prediction(Limiter::Fp32, seconds, Totals::default()),
             &c,
+            CostBytes::Compulsory,
             &m,
         );
         assert!(s.contains("FP32 at 10% of the peak"), "{s}");
@@ -194,6 +247,7 @@ mod tests {
         let at = next_step(
             &prediction(Limiter::Fp32, c.compute_seconds(m.spec), Totals::default()),
             &c,
+            CostBytes::Compulsory,
             &m,
         );
         assert!(at.contains("100% of the peak: nothing left"), "{at}");
@@ -209,6 +263,7 @@ mod tests {
         let s = next_step(
             &prediction(Limiter::SharedWavefronts, 1e-3, totals),
             &cost(),
+            CostBytes::Compulsory,
             &h100(),
         );
         assert!(s.contains("conflict degree 16.50"), "{s}");
