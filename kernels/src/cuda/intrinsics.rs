@@ -4,8 +4,8 @@
 /// error 2^-22, subnormal results flushed to zero. `ex2(-inf) = +0`, `ex2(+inf) = +inf`,
 /// `ex2(NaN) = NaN`.
 ///
-/// The emulator computes the correctly rounded `exp2` and flushes subnormals, so it can differ
-/// from the GPU in the last couple of bits; tests allow for that.
+/// The emulator computes the host libm's `exp2f` (under 1 ulp) and flushes subnormals, so it can
+/// differ from the GPU in the last couple of bits; tests allow for that.
 #[inline(always)]
 pub fn exp2_approx(x: f32) -> f32 {
     #[cfg(target_arch = "nvptx64")]
