@@ -411,12 +411,23 @@ fn draw_pipes(root: Area<'_>, rows: &[PipeRow], title: &str) -> Result<(), Strin
         .iter()
         .any(|r| r.phases.is_some())
         .then_some(("... its softmax part", SOFTMAX_PART));
-    for (k, (name, colour)) in used.copied().chain(split).enumerate() {
+    let entries: Vec<_> = used.copied().chain(split).collect();
+    for (k, (name, colour)) in entries.iter().enumerate() {
         let (x, y) = (px + pw as i32 + 14, py + 6 + 18 * k as i32);
         root.draw(&Rectangle::new([(x, y), (x + 12, y + 12)], colour.filled()))
             .map_err(err)?;
-        root.draw(&Text::new(name, (x + 18, y), ("sans-serif", 12)))
+        root.draw(&Text::new(*name, (x + 18, y), ("sans-serif", 12)))
             .map_err(err)?;
+    }
+    // How to read the bars: each starts at 0, the longest drawn first, so they overlap.
+    let below = py + 6 + 18 * entries.len() as i32 + 8;
+    for (k, line) in ["bars overlaid from 0,", "not stacked"].iter().enumerate() {
+        root.draw(&Text::new(
+            *line,
+            (px + pw as i32 + 14, below + 16 * k as i32),
+            ("sans-serif", 12),
+        ))
+        .map_err(err)?;
     }
     root.present().map_err(err)
 }
@@ -608,6 +619,7 @@ mod tests {
         for name in ["DRAM", "L2", "FP32", "tensor", "shared wavefronts"] {
             assert!(svg.contains(name), "{name} in the legend");
         }
+        assert!(svg.contains("bars overlaid from 0,") && svg.contains("not stacked"));
     }
 
     /// Each kernel's label is drawn once, and a point below its roof gets the cross that marks

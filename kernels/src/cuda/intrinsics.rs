@@ -4,8 +4,8 @@
 /// error 2^-22, subnormal results flushed to zero. `ex2(-inf) = +0`, `ex2(+inf) = +inf`,
 /// `ex2(NaN) = NaN`.
 ///
-/// The emulator computes the correctly rounded `exp2` and flushes subnormals, so it can differ
-/// from the GPU in the last couple of bits; tests allow for that.
+/// The emulator computes the host libm's `exp2f` (under 1 ulp) and flushes subnormals, so it can
+/// differ from the GPU in the last couple of bits; tests allow for that.
 #[inline(always)]
 pub fn exp2_approx(x: f32) -> f32 {
     #[cfg(target_arch = "nvptx64")]
@@ -217,6 +217,7 @@ half_type!(
     F16, "cvt.f32.f16 {y}, {x};", "cvt.rn.f16.f32 {y}, {x};");
 half_type!(
     /// bfloat16 on the GPU (the host uses `half::bf16`). Widening is a shift, not `cvt`:
-    /// bf16 is the top half of an f32, and `cvt.f32.bf16` needs sm_90 while the PTX is also
-    /// built for sm_80. Narrowing is `cvt.rn.bf16.f32` (sm_80).
+    /// bf16 is the top half of an f32, so the shift is exact. `cvt.f32.bf16` runs on sm_80 but
+    /// needs PTX ISA 7.1 (PTX ISA, "cvt": only its `.ftz` form needs sm_90), and rustc writes
+    /// the sm_80 module as PTX ISA 7.0. Narrowing is `cvt.rn.bf16.f32` (sm_80, PTX ISA 7.0).
     Bf16, "{{ .reg .b32 t; cvt.u32.u16 t, {x}; shl.b32 {y}, t, 16; }}", "cvt.rn.bf16.f32 {y}, {x};");

@@ -14,8 +14,9 @@
 //! - `flash-tiling.svg`: one query tile of the tensor-core FlashAttention kernel over time, which
 //!   tiles sit in HBM, shared memory and registers at each step (`kernels::attention`'s tile
 //!   sizes, stages and causal `kv_end`);
-//! - `toolchain.svg`: one Rust source, its two compilations and the three ways it runs (the
-//!   embedded PTX modules' own entry points, `host::embedded`, and the pinned nightly);
+//! - `toolchain.svg`: one Rust source, its two compilations, the three ways it runs and the
+//!   ptxas check (the embedded PTX modules' own entry points, `host::embedded`, and the pinned
+//!   nightly);
 //! - `decode-bytes.svg`: the bytes one decode step of Llama-3-8B reads, weights against KV cache,
 //!   as the context grows (the decode kernels' cost models, `xtask::decode::token_steps`);
 //! - `wgmma-pipeline.svg`: GEMM step 5's mbarrier ring over time, each K tile's stage and phase
@@ -731,7 +732,7 @@ fn toolchain() -> String {
         20.0,
         15.0,
         "start",
-        "One Rust source, two compilations, three ways to run it",
+        "One Rust source, two compilations, three ways to run it and one to check it (ptxas)",
     );
     let source = (10.0, 135.0, 200.0, 62.0);
     boxed(
