@@ -158,6 +158,73 @@ pub fn sample_at_keys(
     }))
 }
 
+/// The launch of `entry` of a foreign module (`cargo xtask check`'s, `validate`'s) at `at`, sampled
+/// as `cargo xtask predict --ptx` samples a project kernel: the
+/// plan's blocks (`emu::sample::plan`, every check on) with the instruction mix the PTX backend
+/// counts, and `resources` (registers per kernel from ptxas). A foreign kernel declares no
+/// compulsory cost, so the bytes and FLOPs the sample counts stand for it: `next_step`'s ratio
+/// then says how much of what the kernel accesses reaches DRAM. `blocks`: at most that many of
+/// the plan's blocks (check samples the whole plan).
+pub fn sample_foreign(
+    module: &crate::foreign::Module,
+    entry: &str,
+    at: &crate::LaunchConfig,
+    args: &[crate::foreign::Arg],
+    resources: &[(String, KernelResources)],
+    blocks: usize,
+) -> Result<Sampled, String> {
+    let Backend::Ptx(device) = module.runtime().backend() else {
+        return Err("the module's runtime is not the PTX backend".into());
+    };
+    let start = Instant::now();
+    let sampling = module.with_options(|o| {
+        o.sampling = Some(emu::Sampling {
+            blocks,
+            budget: None,
+            skip: None,
+        });
+        o.instruction_mix = true;
+    });
+    let (launched, observed) = sampling.observe(|m| m.launch(entry, at, args));
+    let mix = device.mix(&observed);
+    // The sampled blocks' printf is the check's again, for fewer blocks.
+    module.take_printed();
+    let samples = observed.samples;
+    launched.map_err(|e| {
+        format!(
+            "the sample at a grid of {} x {} x {} blocks failed on the arguments' buffers (size them for --predict-grid): {e}",
+            at.grid.x, at.grid.y, at.grid.z
+        )
+    })?;
+    let launches: Vec<_> = samples
+        .into_iter()
+        .map(|s| launch_input(s, Some(mix.as_slice()), resources))
+        .collect();
+    let first = launches.first().ok_or("the sample launched nothing")?;
+    let s = &first.sample;
+    let total = |f: fn(&emu::LaunchCounters) -> u64| {
+        (s.mean(|b| f(&b.counters) as f64) * s.grid_blocks() as f64).round() as u64
+    };
+    let cost = perf::cost::Cost {
+        bytes_read: total(|c| c.global_read_bytes),
+        bytes_written: total(|c| c.global_write_bytes),
+        flops: total(|c| c.flops),
+        exps: first.exps.round() as u64,
+        unit: perf::cost::ComputeUnit::CudaCoreF32,
+        ..perf::cost::Cost::NONE
+    };
+    Ok(Sampled {
+        shape: format!("{} x {} x {}", at.grid.x, at.grid.y, at.grid.z),
+        backend: module.runtime().device_name(),
+        launches,
+        seconds: start.elapsed().as_secs_f64(),
+        resources_note: String::new(),
+        extended_from: None,
+        work_spent: 0,
+        cost,
+    })
+}
+
 /// One sampled launch with what the model needs besides it: the PTX backend's instruction
 /// `mix` of the sampled blocks, scaled to the grid (`None` on the source emulator, whose
 /// kernels count their exponentials themselves), and the kernel's registers from `resources`.

@@ -30,6 +30,7 @@ mod format;
 mod gpu_window;
 mod hierarchy;
 mod inspect;
+mod kernel_args;
 mod npy;
 mod nvidia_tools;
 mod nvrtc;

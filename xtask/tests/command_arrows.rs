@@ -32,6 +32,7 @@ const SERVICES: &[&str] = &[
     "checkout",
     "decode",
     "format",
+    "kernel_args",
     "npy",
     "nvidia_tools",
     "nvrtc",
