@@ -23,6 +23,7 @@ const COMMANDS: &[&str] = &[
     "run",
     "scaffold",
     "trace_softmax",
+    "validate",
 ];
 
 /// What commands share; a service imports no command.
