@@ -162,6 +162,99 @@ pub fn sample_at_keys(
     }))
 }
 
+/// A PTX module as ptxas assembled it for one architecture (the CLI runs ptxas and nvdisasm):
+/// its machine code's loads and stores per PTX line, and each kernel's registers and static
+/// shared memory.
+#[derive(Clone, Debug)]
+pub struct Assembled {
+    pub code: emu::machine_code::MachineCode,
+    pub resources: Vec<(String, KernelResources)>,
+}
+
+/// The launch of `entry` of a foreign module (`cargo xtask check`'s, `validate`'s) at `at`,
+/// sampled as `cargo xtask predict --ptx` samples a project kernel: the plan's blocks
+/// (`emu::sample::plan`, every check on) with the instruction mix the PTX backend counts, each
+/// block's requests also counted as each of `assembled`'s machine code issues them, and its
+/// registers per architecture ([`predict`] reads the device's own). A foreign kernel declares no
+/// compulsory cost, so the bytes and FLOPs the sample counts stand for it: `next_step` reads them
+/// as bytes moved, no lower bound. `blocks`: at most that many of the plan's blocks (check
+/// samples the whole plan).
+pub fn sample_foreign(
+    module: &crate::foreign::Module,
+    entry: &str,
+    at: &crate::LaunchConfig,
+    args: &[crate::foreign::Arg],
+    assembled: &[Assembled],
+    blocks: usize,
+) -> Result<Sampled, String> {
+    let Backend::Ptx(device) = module.runtime().backend() else {
+        return Err("the module's runtime is not the PTX backend".into());
+    };
+    let start = Instant::now();
+    let sampling = module.with_options(|o| {
+        o.sampling = Some(emu::Sampling {
+            blocks,
+            budget: None,
+            skip: None,
+        });
+        o.instruction_mix = true;
+        // Leaked, as the PTX backend's sites are: a launch option is `Copy`, and a command
+        // samples a module a few times per process.
+        let codes: Vec<_> = assembled.iter().map(|a| a.code.clone()).collect();
+        o.machine_code = (!codes.is_empty()).then(|| &*Box::leak(codes.into_boxed_slice()));
+    });
+    let (launched, observed) = sampling.observe(|m| m.launch(entry, at, args));
+    let mix = device.mix(&observed);
+    // The sampled blocks' printf is the check's again, for fewer blocks.
+    module.take_printed();
+    let samples = observed.samples;
+    launched.map_err(|e| {
+        format!(
+            "the sample at a grid of {} x {} x {} blocks failed on the arguments' buffers (size them for --predict-grid): {e}",
+            at.grid.x, at.grid.y, at.grid.z
+        )
+    })?;
+    let launches: Vec<_> = samples
+        .into_iter()
+        .map(|s| {
+            // The first architecture's registers stand for a device with none of its own.
+            let first = assembled.first().map_or(&[][..], |a| a.resources.as_slice());
+            let mut input = launch_input(s, Some(mix.as_slice()), first);
+            input.resources_by_arch = assembled
+                .iter()
+                .map(|a| {
+                    let r = resources_of_kernel(&a.resources, input.sample.kernel);
+                    (a.code.arch.clone(), r)
+                })
+                .collect();
+            input
+        })
+        .collect();
+    let first = launches.first().ok_or("the sample launched nothing")?;
+    let s = &first.sample;
+    let total = |f: fn(&emu::LaunchCounters) -> u64| {
+        (s.mean(|b| f(&b.counters) as f64) * s.grid_blocks() as f64).round() as u64
+    };
+    let cost = perf::cost::Cost {
+        bytes_read: total(|c| c.global_read_bytes),
+        bytes_written: total(|c| c.global_write_bytes),
+        flops: total(|c| c.flops),
+        exps: first.exps.round() as u64,
+        unit: perf::cost::ComputeUnit::CudaCoreF32,
+        ..perf::cost::Cost::NONE
+    };
+    Ok(Sampled {
+        shape: format!("{} x {} x {}", at.grid.x, at.grid.y, at.grid.z),
+        backend: module.runtime().device_name(),
+        launches,
+        seconds: start.elapsed().as_secs_f64(),
+        resources_note: String::new(),
+        extended_from: None,
+        work_spent: 0,
+        cost,
+    })
+}
+
 /// One sampled launch with what the model needs besides it: the PTX backend's instruction
 /// `mix` of the sampled blocks, scaled to the grid (`None` on the source emulator, whose
 /// kernels count their exponentials themselves), and the kernel's registers from `resources`.

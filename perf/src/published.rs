@@ -3,7 +3,9 @@
 //! measurement under its table, `cargo xtask predict` prints it after the prediction, and
 //! docs/model.md ("Judged against published measurements") flags the same rows, which a test
 //! below checks. A published whole-kernel time never sets a constant of the model (that would
-//! make the comparison circular): it is shown beside the prediction instead.
+//! make the comparison circular): it is shown beside the prediction instead. Every published
+//! measurement the model is scored against, agreeing or not, is a row of
+//! [`crate::validation::ROWS`] (`cargo xtask validate`).
 
 use serde::Serialize;
 

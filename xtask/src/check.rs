@@ -7,11 +7,12 @@
 
 use std::path::PathBuf;
 
-use half::{bf16, f16};
-use host::foreign::{Arg, Module};
+use host::foreign::Module;
 use host::predict::Sampled;
-use host::{DeviceBuffer, Element, LaunchConfig, Runtime, dim3};
-use perf::model::{KernelResources, Machine};
+use host::{LaunchConfig, dim3};
+use perf::model::Machine;
+
+use crate::kernel_args;
 
 #[derive(clap::Args)]
 pub struct CheckArgs {
@@ -129,33 +130,8 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         [] => "every emulator check on".to_string(),
         off => format!("every emulator check on but {}", off.join(" and ")),
     };
-    let mut buffers: Vec<Option<Buffer>> = Vec::new();
-    for (k, spec) in args.args.iter().enumerate() {
-        let arg = parse_arg(spec, k).map_err(|e| format!("--arg {spec}: {e}"))?;
-        buffers.push(match arg {
-            Parsed::Buffer { ty, len, init } => Some(
-                Buffer::new(rt, &ty, len, &init, k as u64)
-                    .map_err(|e| format!("--arg {spec}: {e}"))?,
-            ),
-            _ => None,
-        });
-    }
-    let mut launch_args = Vec::new();
-    for (k, spec) in args.args.iter().enumerate() {
-        let arg = match parse_arg(spec, k)? {
-            Parsed::Scalar(a) => a,
-            Parsed::Buffer { .. } => buffers[k].as_ref().expect("made above").arg(0)?,
-            Parsed::View { of, offset } => match buffers.get(of) {
-                Some(Some(b)) if of < k => b.arg(offset)?,
-                _ => {
-                    return Err(format!(
-                        "--arg {spec}: argument {of} is not a buffer given before this one"
-                    ));
-                }
-            },
-        };
-        launch_args.push(arg);
-    }
+    let buffers = kernel_args::buffers(rt, &args.args)?;
+    let launch_args = kernel_args::launch_args(&args.args, &buffers)?;
     let threads = cfg.grid.volume() * cfg.block.volume();
     let shown = match cpp_name(entry) {
         Some(cpp) if cpp != entry => format!("`{cpp}` (PTX entry `{entry}`)"),
@@ -220,128 +196,21 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         },
         ..cfg
     };
-    let code = machine_code(module.text(), &machines, module.runtime().has_wgmma());
-    match sampled(&module, entry, &at, &launch_args, &code) {
+    let code =
+        crate::machine_code::for_devices(module.text(), &machines, module.runtime().has_wgmma());
+    let assembled = crate::machine_code::assembled(&code);
+    match host::predict::sample_foreign(
+        &module,
+        entry,
+        &at,
+        &launch_args,
+        &assembled,
+        emu::sample::WHOLE_PLAN,
+    ) {
         Ok(s) => print!("{}", prediction(&s, cfg.grid.volume(), &machines, &code)),
         Err(why) => println!("no prediction: {why}"),
     }
     Ok(())
-}
-
-/// The module assembled by ptxas for each architecture of `machines` (sm_90a for Hopper where
-/// the module needs it): each one's machine code and registers, or why ptxas gave none.
-struct ForArch {
-    arch: String,
-    assembled: Result<
-        (
-            emu::machine_code::MachineCode,
-            Vec<(String, KernelResources)>,
-        ),
-        String,
-    >,
-}
-
-fn machine_code(ptx: &str, machines: &[Machine], wgmma: bool) -> Vec<ForArch> {
-    let mut out: Vec<ForArch> = Vec::new();
-    for m in machines {
-        let arch = match m.spec.arch {
-            "sm_90" if wgmma => "sm_90a".to_string(),
-            a => a.to_string(),
-        };
-        if out.iter().any(|f| f.arch == arch) {
-            continue;
-        }
-        let assembled = crate::machine_code::assemble(ptx, &arch).map(|(code, reports)| {
-            let resources = reports
-                .iter()
-                .map(|r| (r.name.clone(), crate::nvidia_tools::resources_of(r)))
-                .collect();
-            (code, resources)
-        });
-        out.push(ForArch { arch, assembled });
-    }
-    out
-}
-
-/// The launch of `entry` at `at` as `cargo xtask predict --ptx` samples a project kernel: the
-/// plan's blocks (`emu::sample::plan`, every check on) with the instruction mix the PTX backend
-/// counts, and `resources` (registers per kernel from ptxas). A foreign kernel declares no
-/// compulsory cost, so the bytes and FLOPs the sample counts stand for it: `next_step`'s ratio
-/// then says how much of what the kernel accesses reaches DRAM.
-fn sampled(
-    module: &Module,
-    entry: &str,
-    at: &LaunchConfig,
-    args: &[Arg],
-    code: &[ForArch],
-) -> Result<Sampled, String> {
-    let host::runtime::Backend::Ptx(device) = module.runtime().backend() else {
-        return Err("the module's runtime is not the PTX backend".into());
-    };
-    let start = std::time::Instant::now();
-    let sampling = module.with_options(|o| {
-        o.sampling = Some(emu::Sampling {
-            blocks: emu::sample::WHOLE_PLAN,
-            budget: None,
-            skip: None,
-        });
-        o.instruction_mix = true;
-        // Leaked: a check samples once per process.
-        let codes: Vec<_> = code
-            .iter()
-            .filter_map(|f| f.assembled.as_ref().ok().map(|(c, _)| c.clone()))
-            .collect();
-        o.machine_code = Some(Box::leak(codes.into_boxed_slice()));
-    });
-    let (launched, observed) = sampling.observe(|m| m.launch(entry, at, args));
-    let mix = device.mix(&observed);
-    // The sampled blocks' printf is the check's again, for fewer blocks.
-    module.take_printed();
-    let samples = observed.samples;
-    launched.map_err(|e| {
-        format!(
-            "the sample at a grid of {} x {} x {} blocks failed on the arguments' buffers (size them for --predict-grid): {e}",
-            at.grid.x, at.grid.y, at.grid.z
-        )
-    })?;
-    let launches: Vec<_> = samples
-        .into_iter()
-        .map(|s| {
-            let mut input = host::predict::launch_input(s, Some(mix.as_slice()), &[]);
-            input.resources_by_arch = code
-                .iter()
-                .filter_map(|f| {
-                    let (_, resources) = f.assembled.as_ref().ok()?;
-                    let r = host::predict::resources_of_kernel(resources, input.sample.kernel);
-                    Some((f.arch.clone(), r))
-                })
-                .collect();
-            input
-        })
-        .collect();
-    let first = launches.first().ok_or("the sample launched nothing")?;
-    let s = &first.sample;
-    let total = |f: fn(&emu::LaunchCounters) -> u64| {
-        (s.mean(|b| f(&b.counters) as f64) * s.grid_blocks() as f64).round() as u64
-    };
-    let cost = perf::cost::Cost {
-        bytes_read: total(|c| c.global_read_bytes),
-        bytes_written: total(|c| c.global_write_bytes),
-        flops: total(|c| c.flops),
-        exps: first.exps.round() as u64,
-        unit: perf::cost::ComputeUnit::CudaCoreF32,
-        ..perf::cost::Cost::NONE
-    };
-    Ok(Sampled {
-        shape: format!("{} x {} x {}", at.grid.x, at.grid.y, at.grid.z),
-        backend: module.runtime().device_name(),
-        launches,
-        seconds: start.elapsed().as_secs_f64(),
-        resources_note: String::new(),
-        extended_from: None,
-        work_spent: 0,
-        cost,
-    })
 }
 
 /// The prediction on each of `machines` (`launched_blocks`: the checked launch's grid), labelled
@@ -351,7 +220,7 @@ fn prediction(
     sampled: &Sampled,
     launched_blocks: u64,
     machines: &[Machine],
-    code: &[ForArch],
+    code: &[crate::machine_code::ForArch],
 ) -> String {
     let first = &sampled.launches[0];
     let mut out = format!(
@@ -458,296 +327,10 @@ fn dims(text: &str, what: &str) -> Result<kernels::cuda::emu::Dim3, String> {
     Ok(dim3(at(0), at(1), at(2)))
 }
 
-/// One `--arg`, read.
-enum Parsed {
-    Scalar(Arg<'static>),
-    Buffer {
-        ty: String,
-        /// `None` for `TYPE[..]`: the file's.
-        len: Option<usize>,
-        init: String,
-    },
-    View {
-        of: usize,
-        offset: usize,
-    },
-}
-
-fn parse_arg(spec: &str, k: usize) -> Result<Parsed, String> {
-    let (head, value) = spec
-        .split_once(':')
-        .ok_or("expected TYPE:VALUE, TYPE[N]:INIT or view:K+OFFSET")?;
-    if head == "view" {
-        let (of, offset) = value.split_once('+').ok_or("expected view:K+OFFSET")?;
-        let of = of
-            .parse()
-            .map_err(|_| format!("`{of}` is not an argument number"))?;
-        let offset = offset
-            .parse()
-            .map_err(|_| format!("`{offset}` is not an element offset"))?;
-        if of >= k {
-            return Err(format!("a view of argument {of} must come after it"));
-        }
-        return Ok(Parsed::View { of, offset });
-    }
-    if let Some((ty, len)) = head.strip_suffix(']').and_then(|h| h.split_once('[')) {
-        let len = match len {
-            ".." if value.ends_with(".npy") => None,
-            ".." => {
-                return Err("`[..]` takes its length from a .npy file (TYPE[..]:FILE.npy)".into());
-            }
-            n => Some(
-                n.parse()
-                    .map_err(|_| format!("`{n}` is not a number of elements"))?,
-            ),
-        };
-        return Ok(Parsed::Buffer {
-            ty: ty.to_string(),
-            len,
-            init: value.to_string(),
-        });
-    }
-    fn number<T: std::str::FromStr>(value: &str, head: &str) -> Result<T, String> {
-        value
-            .parse()
-            .map_err(|_| format!("`{value}` is not a {head}"))
-    }
-    let scalar = match head {
-        "i32" => Arg::I32(number(value, head)?),
-        "u32" => Arg::U32(number(value, head)?),
-        "i64" => Arg::I64(number(value, head)?),
-        "u64" => Arg::U64(number(value, head)?),
-        "f32" => Arg::F32(number(value, head)?),
-        "f64" => Arg::F64(number(value, head)?),
-        other => {
-            return Err(format!(
-                "unknown scalar type `{other}` (i32, u32, i64, u64, f32, f64)"
-            ));
-        }
-    };
-    Ok(Parsed::Scalar(scalar))
-}
-
-/// A buffer an argument made, of its element type.
-enum Buffer {
-    F32(DeviceBuffer<f32>),
-    F64(DeviceBuffer<f64>),
-    F16(DeviceBuffer<f16>),
-    Bf16(DeviceBuffer<bf16>),
-    I32(DeviceBuffer<i32>),
-    U32(DeviceBuffer<u32>),
-    U8(DeviceBuffer<u8>),
-    U16(DeviceBuffer<u16>),
-    U64(DeviceBuffer<u64>),
-}
-
-/// The NumPy dtype a buffer of `ty` is written as and read from (bf16, which NumPy lacks, as
-/// its raw bits).
-fn npy_descr(ty: &str) -> Result<&'static str, String> {
-    Ok(match ty {
-        "f32" => "<f4",
-        "f64" => "<f8",
-        "f16" => "<f2",
-        "bf16" | "u16" => "<u2",
-        "i32" => "<i4",
-        "u32" => "<u4",
-        "u8" => "|u1",
-        "u64" => "<u8",
-        other => {
-            return Err(format!(
-                "unknown element type `{other}` (f32, f64, f16, bf16, i32, u32, u8, u16, u64)"
-            ));
-        }
-    })
-}
-
-impl Buffer {
-    /// `len` elements of `ty` initialised as `init` says (`rand` seeded by the argument's place),
-    /// or read from the `.npy` file `init` names (`len` `None`: as many as it holds).
-    fn new(
-        rt: &Runtime,
-        ty: &str,
-        len: Option<usize>,
-        init: &str,
-        seed: u64,
-    ) -> Result<Self, String> {
-        if init.ends_with(".npy") {
-            return Self::from_npy(rt, ty, len, init);
-        }
-        let len = len.expect("parse_arg takes `[..]` with a .npy file only");
-        let values: Vec<f64> = match init {
-            "zeros" => vec![0.0; len],
-            "ones" => vec![1.0; len],
-            "iota" => (0..len).map(|i| i as f64).collect(),
-            "rand" => {
-                let float = matches!(ty, "f32" | "f64" | "f16" | "bf16");
-                let (lo, hi) = if float { (-1.0, 1.0) } else { (0.0, 100.0) };
-                host::reference::uniform(len, seed + 1, lo, hi)
-                    .into_iter()
-                    .map(|x| {
-                        if float {
-                            f64::from(x)
-                        } else {
-                            f64::from(x).floor()
-                        }
-                    })
-                    .collect()
-            }
-            other => {
-                return Err(format!(
-                    "unknown initialiser `{other}` (zeros, ones, rand, iota)"
-                ));
-            }
-        };
-        fn up<T: Element>(rt: &Runtime, v: Vec<T>) -> Result<DeviceBuffer<T>, String> {
-            rt.upload(&v).map_err(|e| e.to_string())
-        }
-        let v = values.into_iter();
-        Ok(match ty {
-            "f32" => Self::F32(up(rt, v.map(|x| x as f32).collect())?),
-            "f64" => Self::F64(up(rt, v.collect())?),
-            "f16" => Self::F16(up(rt, v.map(f16::from_f64).collect())?),
-            "bf16" => Self::Bf16(up(rt, v.map(bf16::from_f64).collect())?),
-            "i32" => Self::I32(up(rt, v.map(|x| x as i32).collect())?),
-            "u32" => Self::U32(up(rt, v.map(|x| x as u32).collect())?),
-            "u8" => Self::U8(up(rt, v.map(|x| x as u8).collect())?),
-            "u16" => Self::U16(up(rt, v.map(|x| x as u16).collect())?),
-            "u64" => Self::U64(up(rt, v.map(|x| x as u64).collect())?),
-            other => {
-                return Err(format!(
-                    "unknown element type `{other}` (f32, f64, f16, bf16, i32, u32, u8, u16, u64)"
-                ));
-            }
-        })
-    }
-
-    /// The buffer the NumPy file at `path` holds, which must be of `ty` (f16 also as raw `<u2`)
-    /// and, when `len` says, of that many elements.
-    fn from_npy(rt: &Runtime, ty: &str, len: Option<usize>, path: &str) -> Result<Self, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
-        let npy = crate::npy::from_bytes(&bytes).map_err(|e| format!("{path}: {e}"))?;
-        let want = npy_descr(ty)?;
-        if npy.descr != want && !(ty == "f16" && npy.descr == "<u2") {
-            return Err(format!(
-                "{path} holds {} elements, not {ty} ({want})",
-                npy.descr
-            ));
-        }
-        if let Some(len) = len.filter(|&n| n != npy.len()) {
-            return Err(format!(
-                "{path} holds {} elements (shape {:?}), not {len}",
-                npy.len(),
-                npy.shape
-            ));
-        }
-        fn up<T: Element, const N: usize>(
-            rt: &Runtime,
-            data: &[u8],
-            from: fn([u8; N]) -> T,
-        ) -> Result<DeviceBuffer<T>, String> {
-            let v: Vec<T> = data
-                .chunks_exact(N)
-                .map(|c| from(c.try_into().expect("chunks of N")))
-                .collect();
-            rt.upload(&v).map_err(|e| e.to_string())
-        }
-        let d = &npy.data;
-        Ok(match ty {
-            "f32" => Self::F32(up(rt, d, f32::from_le_bytes)?),
-            "f64" => Self::F64(up(rt, d, f64::from_le_bytes)?),
-            "f16" => Self::F16(up(rt, d, f16::from_le_bytes)?),
-            "bf16" => Self::Bf16(up(rt, d, bf16::from_le_bytes)?),
-            "i32" => Self::I32(up(rt, d, i32::from_le_bytes)?),
-            "u32" => Self::U32(up(rt, d, u32::from_le_bytes)?),
-            "u8" => Self::U8(up(rt, d, u8::from_le_bytes)?),
-            "u16" => Self::U16(up(rt, d, u16::from_le_bytes)?),
-            "u64" => Self::U64(up(rt, d, u64::from_le_bytes)?),
-            other => unreachable!("npy_descr refused `{other}`"),
-        })
-    }
-
-    /// The buffer's NumPy dtype and its elements' little-endian bytes, as `--dump` writes them.
-    fn raw(&self, rt: &Runtime) -> Result<(&'static str, Vec<u8>), String> {
-        fn bytes<T: Element, const N: usize>(
-            rt: &Runtime,
-            b: &DeviceBuffer<T>,
-            to: fn(T) -> [u8; N],
-        ) -> Result<Vec<u8>, String> {
-            let v = rt.download(b).map_err(|e| e.to_string())?;
-            Ok(v.into_iter().flat_map(to).collect())
-        }
-        let (ty, data) = match self {
-            Self::F32(b) => ("f32", bytes(rt, b, f32::to_le_bytes)?),
-            Self::F64(b) => ("f64", bytes(rt, b, f64::to_le_bytes)?),
-            Self::F16(b) => ("f16", bytes(rt, b, f16::to_le_bytes)?),
-            Self::Bf16(b) => ("bf16", bytes(rt, b, bf16::to_le_bytes)?),
-            Self::I32(b) => ("i32", bytes(rt, b, i32::to_le_bytes)?),
-            Self::U32(b) => ("u32", bytes(rt, b, u32::to_le_bytes)?),
-            Self::U8(b) => ("u8", bytes(rt, b, u8::to_le_bytes)?),
-            Self::U16(b) => ("u16", bytes(rt, b, u16::to_le_bytes)?),
-            Self::U64(b) => ("u64", bytes(rt, b, u64::to_le_bytes)?),
-        };
-        Ok((npy_descr(ty)?, data))
-    }
-
-    /// `TYPE[N]: first four values ... last two (sum S)`: enough to see a kernel's result at a
-    /// glance and to compare it with a pasted one.
-    fn summary(&self, rt: &Runtime) -> Result<String, String> {
-        fn show<T: Element + std::fmt::Display>(
-            rt: &Runtime,
-            ty: &str,
-            b: &DeviceBuffer<T>,
-            to_f64: impl Fn(T) -> f64,
-        ) -> Result<String, String> {
-            let v = rt.download(b).map_err(|e| e.to_string())?;
-            let shown: Vec<String> = if v.len() <= 6 {
-                v.iter().map(T::to_string).collect()
-            } else {
-                let ends = v[..4].iter().map(T::to_string);
-                let tail = v[v.len() - 2..].iter().map(T::to_string);
-                ends.chain(std::iter::once("...".to_string()))
-                    .chain(tail)
-                    .collect()
-            };
-            let sum: f64 = v.iter().map(|&x| to_f64(x)).sum();
-            Ok(format!(
-                "{ty}[{}]: {} (sum {sum})",
-                v.len(),
-                shown.join(" ")
-            ))
-        }
-        match self {
-            Self::F32(b) => show(rt, "f32", b, f64::from),
-            Self::F64(b) => show(rt, "f64", b, |x| x),
-            Self::F16(b) => show(rt, "f16", b, f64::from),
-            Self::Bf16(b) => show(rt, "bf16", b, f64::from),
-            Self::I32(b) => show(rt, "i32", b, f64::from),
-            Self::U32(b) => show(rt, "u32", b, f64::from),
-            Self::U8(b) => show(rt, "u8", b, f64::from),
-            Self::U16(b) => show(rt, "u16", b, f64::from),
-            Self::U64(b) => show(rt, "u64", b, |x| x as f64),
-        }
-    }
-
-    /// The buffer from element `offset` on, as a launch argument.
-    fn arg(&self, offset: usize) -> Result<Arg<'_>, String> {
-        let view = match self {
-            Self::F32(b) => Arg::view(b, offset),
-            Self::F64(b) => Arg::view(b, offset),
-            Self::F16(b) => Arg::view(b, offset),
-            Self::Bf16(b) => Arg::view(b, offset),
-            Self::I32(b) => Arg::view(b, offset),
-            Self::U32(b) => Arg::view(b, offset),
-            Self::U8(b) => Arg::view(b, offset),
-            Self::U16(b) => Arg::view(b, offset),
-            Self::U64(b) => Arg::view(b, offset),
-        };
-        view.map_err(|e| e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use host::foreign::Arg;
+
     use super::*;
 
     /// A streaming kernel (c = a + b) checked on 2 blocks and predicted at 16384: the bytes the
@@ -780,7 +363,15 @@ mod tests {
         };
         let counters = module.launch("vector_add_f32", &cfg, &args).unwrap();
         cfg.grid = dim3(blocks, 1, 1);
-        let s = sampled(&module, "vector_add_f32", &cfg, &args, &[]).unwrap();
+        let s = host::predict::sample_foreign(
+            &module,
+            "vector_add_f32",
+            &cfg,
+            &args,
+            &[],
+            emu::sample::WHOLE_PLAN,
+        )
+        .unwrap();
         let per_block = (counters.global_read_bytes + counters.global_write_bytes) / 2;
         let bytes = per_block * u64::from(blocks);
         assert_eq!(s.cost.bytes(), bytes);
@@ -810,7 +401,7 @@ mod tests {
             dynamic_shared: 0,
         };
         let machines = ["a6000", "h100"].map(|d| Machine::find(d).unwrap());
-        let code = machine_code(module.text(), &machines, false);
+        let code = crate::machine_code::for_devices(module.text(), &machines, false);
         for f in &code {
             assert!(
                 f.assembled.is_ok(),
@@ -819,8 +410,19 @@ mod tests {
                 f.assembled.as_ref().err()
             );
         }
-        let as_ptx = sampled(&module, "four_words", &cfg, &args, &[]).unwrap();
-        let as_machine = sampled(&module, "four_words", &cfg, &args, &code).unwrap();
+        let sample = |assembled: &[host::predict::Assembled]| {
+            host::predict::sample_foreign(
+                &module,
+                "four_words",
+                &cfg,
+                &args,
+                assembled,
+                emu::sample::WHOLE_PLAN,
+            )
+            .unwrap()
+        };
+        let as_ptx = sample(&[]);
+        let as_machine = sample(&crate::machine_code::assembled(&code));
         // 16 warps.
         for m in &machines {
             let shared = |s: &Sampled| {
@@ -843,27 +445,5 @@ mod tests {
             assert_eq!(arch, m.spec.arch);
         }
         assert_eq!(as_machine.launches[0].resources_by_arch.len(), 2);
-    }
-
-    /// A bf16 buffer read from a `.npy` file of raw bits (`TYPE[..]`: as many as it holds) is
-    /// dumped as the same bits, and a file of another dtype or length is refused with why.
-    #[test]
-    fn a_buffer_from_a_npy_file_dumps_as_the_same_file() {
-        let rt = Runtime::emulator();
-        let values = [1.0f32, -2.5, 0.125, 3.0e5, 0.0];
-        let bits: Vec<u8> = values
-            .iter()
-            .flat_map(|&x| bf16::from_f32(x).to_le_bytes())
-            .collect();
-        let path = std::env::temp_dir().join(format!("check-npy-{}.npy", std::process::id()));
-        let file = crate::npy::to_bytes("<u2", &[values.len()], &bits);
-        std::fs::write(&path, &file).unwrap();
-        let name = path.to_str().unwrap();
-        let buffer = Buffer::new(&rt, "bf16", None, name, 0).unwrap();
-        assert_eq!(buffer.raw(&rt).unwrap(), ("<u2", bits));
-        let refused = |ty: &str, len| Buffer::new(&rt, ty, len, name, 0).err().unwrap();
-        assert!(refused("f32", None).contains("holds <u2 elements, not f32"));
-        assert!(refused("bf16", Some(4)).contains("holds 5 elements"));
-        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -13,6 +13,8 @@ use std::hash::{Hash, Hasher};
 use std::process::Command;
 
 use emu::MemorySpace;
+use host::predict::Assembled;
+use perf::model::Machine;
 use emu::machine_code::{MachineAccess, MachineCode};
 use kernels::cuda::emu::Access;
 
@@ -213,6 +215,43 @@ pub fn assemble(ptx: &str, arch: &str) -> Result<(MachineCode, Vec<KernelReport>
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok((parse_listing(&listing, arch), parse_report(&log)))
+}
+
+/// The module assembled for one architecture, or why ptxas could not.
+pub struct ForArch {
+    pub arch: String,
+    pub assembled: Result<Assembled, String>,
+}
+
+/// The module assembled by ptxas for each architecture of `machines` (sm_90a for Hopper where
+/// the module needs it): each one's machine code and registers, or why ptxas gave none.
+pub fn for_devices(ptx: &str, machines: &[Machine], wgmma: bool) -> Vec<ForArch> {
+    let mut out: Vec<ForArch> = Vec::new();
+    for m in machines {
+        let arch = match m.spec.arch {
+            "sm_90" if wgmma => "sm_90a".to_string(),
+            a => a.to_string(),
+        };
+        if out.iter().any(|f| f.arch == arch) {
+            continue;
+        }
+        let assembled = assemble(ptx, &arch).map(|(code, reports)| Assembled {
+            code,
+            resources: reports
+                .iter()
+                .map(|r| (r.name.clone(), crate::nvidia_tools::resources_of(r)))
+                .collect(),
+        });
+        out.push(ForArch { arch, assembled });
+    }
+    out
+}
+
+/// The architectures ptxas assembled, for `host::predict::sample_foreign`.
+pub fn assembled(code: &[ForArch]) -> Vec<Assembled> {
+    code.iter()
+        .filter_map(|f| f.assembled.as_ref().ok().cloned())
+        .collect()
 }
 
 #[cfg(test)]

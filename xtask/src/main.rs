@@ -30,6 +30,7 @@ mod format;
 mod gpu_window;
 mod hierarchy;
 mod inspect;
+mod kernel_args;
 mod machine_code;
 mod npy;
 mod nvidia_tools;
@@ -43,6 +44,7 @@ mod run;
 mod scaffold;
 mod sites;
 mod trace_softmax;
+mod validate;
 mod watch;
 mod watchdog;
 
@@ -101,6 +103,10 @@ enum Command {
     /// One entry of any PTX module (NVRTC's output, your own) on the PTX backend with every
     /// emulator check on, with the arguments given; `--list` lists its entries.
     Check(check::CheckArgs),
+    /// The model against published measurements (perf::validation): each row's prediction
+    /// (MODELLED) beside the published figure and its source, the ratio and the limiter; rank
+    /// correlation and directions per progression; median error and worst ratio.
+    Validate(validate::ValidateArgs),
 }
 
 fn main() -> ExitCode {
@@ -142,6 +148,10 @@ fn main() -> ExitCode {
         Command::Check(args) => {
             let _watch = watchdog::arm(args.deadline, &format!("check {}", args.file.display()));
             check::run(args)
+        }
+        Command::Validate(args) => {
+            let _watch = watchdog::arm(args.deadline, "validate");
+            validate::run(args)
         }
     };
     match result {

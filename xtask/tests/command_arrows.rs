@@ -23,6 +23,7 @@ const COMMANDS: &[&str] = &[
     "run",
     "scaffold",
     "trace_softmax",
+    "validate",
 ];
 
 /// What commands share; a service imports no command.
@@ -32,6 +33,7 @@ const SERVICES: &[&str] = &[
     "checkout",
     "decode",
     "format",
+    "kernel_args",
     "machine_code",
     "npy",
     "nvidia_tools",
