@@ -527,12 +527,13 @@ impl Block<'_> {
     ///
     /// The PTX ISA ("Parallel Synchronization and Communication Instructions: bar, barrier")
     /// counts the arrivals at a barrier by its id, up to its thread count (all the block's threads
-    /// when none is given), wherever in the code each comes from: on sm_70 and later that holds
-    /// for the aligned `bar.sync` too, which the ISA calls undefined in divergent code. The
-    /// emulator models barrier 0, the block barrier, so it releases once every thread waits at a
-    /// barrier, whichever instruction; threads that did so at different instructions are reported
-    /// as a warning ([`DivergentBarrier`]). (A non-aligned `barrier.sync` the PTX backend gives
-    /// one site per id, so it is never reported.)
+    /// when none is given), wherever in the code each comes from: on sm_70 and later that is how
+    /// the non-aligned `barrier.sync` is defined, while the aligned `bar.sync`
+    /// (`barrier.sync.aligned`) reached at different instructions is undefined, as CUDA C++'s
+    /// `__syncthreads()` in divergent code is. The emulator models barrier 0, the block barrier:
+    /// it releases once every thread waits at a barrier, whichever instruction, and threads that
+    /// did so at different instructions are reported as a warning ([`DivergentBarrier`]). (The
+    /// PTX backend gives a non-aligned `barrier.sync` one site per id, so it is never reported.)
     fn release_barrier(&self, states: &[State]) -> Result<(), EmuErrorKind> {
         let first_site = states.iter().find_map(|s| match s {
             State::AtBarrier(site) => Some(*site),
