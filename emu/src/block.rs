@@ -14,7 +14,9 @@ use kernels::cuda::emu::{
 };
 
 use super::async_copy::{self, AsyncCopies};
-use super::error::{BenignRace, EmuError, EmuErrorKind, MemorySpace, ThreadAccess};
+use super::error::{
+    BenignRace, DivergentBarrier, EmuError, EmuErrorKind, MemorySpace, ThreadAccess,
+};
 use super::faults::{self, StackOverflow, ThreadResult};
 use super::global::{BlockAccesses, GlobalLog};
 use super::hopper::{self, HopperState};
@@ -84,14 +86,15 @@ impl Launch<'_> {
 }
 
 /// A finished block: its counters, its profile when profiling, its global accesses when
-/// checking for races, its last store to the watched range (thread, site) when watching, and
-/// its benign shared-memory races.
+/// checking for races, its last store to the watched range (thread, site) when watching, its
+/// benign shared-memory races, and its barriers met at different instructions.
 pub(super) type BlockResult = (
     LaunchCounters,
     Option<BlockProfile>,
     Option<BlockAccesses>,
     Option<(u32, Site)>,
     Vec<BenignRace>,
+    Vec<DivergentBarrier>,
 );
 
 /// The running thread's store that raced with another thread's store only, in shared memory:
@@ -190,6 +193,8 @@ pub(super) struct Block<'a> {
     maybe_benign: RefCell<Option<MaybeBenign>>,
     /// The block's benign races, one per pair of sites.
     benign: RefCell<Vec<BenignRace>>,
+    /// The block's barriers met at different instructions, one per pair of sites.
+    divergent: RefCell<Vec<DivergentBarrier>>,
     /// Whether [`shared_fast`](Self::shared_fast) may take a shared access: no profile, no
     /// `__syncwarp` yet in the block, no Hopper state, no `cp.async` in flight. One flag for the
     /// four, kept by the code that changes them ([`leave_fast_path`](Self::leave_fast_path),
@@ -247,6 +252,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         last_store: Cell::new(None),
         maybe_benign: RefCell::new(None),
         benign: RefCell::new(Vec::new()),
+        divergent: RefCell::new(Vec::new()),
         fast_path: Cell::new(!launch.profile),
         arrived: Cell::new(false),
         last_barrier: Cell::new(None),
@@ -316,6 +322,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
         global_log,
         last_store,
         benign,
+        divergent,
         ..
     } = blk;
     let mut counters = counters.into_inner();
@@ -338,6 +345,7 @@ pub(super) fn run_block(launch: &Launch, block: Dim3) -> Result<BlockResult, Box
                 accesses,
                 last_store.get(),
                 benign.into_inner(),
+                divergent.into_inner(),
             )
         })
         .map_err(|kind| {
@@ -514,14 +522,26 @@ impl Block<'_> {
     }
 
     /// Every thread is blocked and no collective can complete: the barrier releases if every
-    /// thread waits at the same one, and anything else is divergence.
+    /// thread of the block has arrived at it, and anything else is divergence (a deadlock on a
+    /// GPU).
+    ///
+    /// The PTX ISA ("Parallel Synchronization and Communication Instructions: bar, barrier")
+    /// counts the arrivals at a barrier by its id, up to its thread count (all the block's threads
+    /// when none is given), wherever in the code each comes from: on sm_70 and later that is how
+    /// the non-aligned `barrier.sync` is defined, while the aligned `bar.sync`
+    /// (`barrier.sync.aligned`) reached at different instructions is undefined, as CUDA C++'s
+    /// `__syncthreads()` in divergent code is. The emulator models barrier 0, the block barrier:
+    /// it releases once every thread waits at a barrier, whichever instruction, and threads that
+    /// did so at different instructions are reported as a warning ([`DivergentBarrier`]). (The
+    /// PTX backend gives a non-aligned `barrier.sync` one site per id, so it is never reported.)
     fn release_barrier(&self, states: &[State]) -> Result<(), EmuErrorKind> {
         let first_site = states.iter().find_map(|s| match s {
             State::AtBarrier(site) => Some(*site),
             _ => None,
         });
-        let agreed = first_site.filter(|site| states.iter().all(|s| *s == State::AtBarrier(*site)));
-        if agreed.is_some() {
+        let agreed = first_site.filter(|_| states.iter().all(|s| matches!(s, State::AtBarrier(_))));
+        if let Some(site) = agreed {
+            self.note_divergent(states, site);
             self.last_barrier.set(agreed);
             self.barrier_popc.set(self.barrier_true.replace(0));
             self.counters.borrow_mut().barriers += 1;
@@ -534,25 +554,48 @@ impl Block<'_> {
         if let Some(kind) = warp::stuck_collective(self, states) {
             return Err(kind);
         }
-        let site = first_site.expect("blocked threads wait at a barrier or a collective");
+        first_site.expect("blocked threads wait at a barrier or a collective");
         let waiting = (0..states.len())
-            .filter(|&t| states[t] == State::AtBarrier(site))
+            .filter_map(|t| match states[t] {
+                State::AtBarrier(site) => Some((self.thread_dim3(t), site)),
+                _ => None,
+            })
             .take(REPORT)
-            .map(|t| (self.thread_dim3(t), site))
             .collect();
         let elsewhere = (0..states.len())
-            .filter(|&t| states[t] != State::AtBarrier(site))
+            .filter(|&t| !matches!(states[t], State::AtBarrier(_)))
             .take(REPORT)
             .map(|t| {
                 let what = match states[t] {
                     State::Done => "has exited".to_string(),
-                    State::AtBarrier(other) => format!("waits at a different barrier, {other}"),
                     _ => "is blocked elsewhere".to_string(),
                 };
                 (self.thread_dim3(t), what)
             })
             .collect();
         Err(EmuErrorKind::BarrierDivergence { waiting, elsewhere })
+    }
+
+    /// Every thread waits at the barrier, the first at `first`: each other instruction some
+    /// thread waits at is a [`DivergentBarrier`], kept once per pair of sites.
+    fn note_divergent(&self, states: &[State], first: Site) {
+        let mut last = first;
+        for (t, state) in states.iter().enumerate() {
+            let State::AtBarrier(site) = *state else {
+                continue;
+            };
+            if site == first || site == last {
+                continue;
+            }
+            last = site;
+            let finding = DivergentBarrier {
+                kernel: self.launch.name,
+                block: self.block,
+                first: (self.thread_dim3(0), first),
+                second: (self.thread_dim3(t), site),
+            };
+            finding.add_to(&mut self.divergent.borrow_mut());
+        }
     }
 
     /// Closes a barrier interval; a read of shared memory that nobody wrote during it is a bug.

@@ -70,6 +70,55 @@ impl fmt::Display for BenignRace {
     }
 }
 
+/// The threads of one block met the block barrier (barrier 0, `__syncthreads()`, `bar.sync 0`)
+/// at two different instructions: the two halves of a double-buffered GEMM, each calling
+/// `__syncthreads()` in its own branch. The barrier released once every thread of the block had
+/// arrived, as the PTX ISA counts arrivals at a barrier by its id on sm_70 and later ("Parallel
+/// Synchronization and Communication Instructions: bar, barrier"), but CUDA C++ calls
+/// `__syncthreads()` in divergent code undefined, and so does the ISA for the aligned form
+/// (`bar.sync`, `barrier.sync.aligned`) that it compiles to. A warning, not an error: the launch
+/// goes on (`Observed::divergent_barriers`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DivergentBarrier {
+    /// The kernel's name.
+    pub kernel: &'static str,
+    /// `blockIdx` of the block.
+    pub block: Dim3,
+    /// A thread at one of the instructions, and the instruction.
+    pub first: (Dim3, Site),
+    /// A thread at another, and that instruction.
+    pub second: (Dim3, Site),
+}
+
+impl DivergentBarrier {
+    /// The two instructions: a launch reports each pair once.
+    pub(crate) fn sites(&self) -> (Site, Site) {
+        (self.first.1, self.second.1)
+    }
+
+    /// Adds the finding to `list` unless one of the same pair of sites is there already.
+    pub(crate) fn add_to(self, list: &mut Vec<DivergentBarrier>) {
+        if !list.iter().any(|b| b.sites() == self.sites()) {
+            list.push(self);
+        }
+    }
+}
+
+impl fmt::Display for DivergentBarrier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kernel `{}`, block {}: the threads met barrier 0 at different instructions: thread {} at {} and thread {} at {}. It released once every thread of the block had arrived, since on sm_70 and later the PTX ISA counts arrivals at a barrier by its id, wherever they come from (PTX ISA, \"bar, barrier\"); but CUDA C++ calls __syncthreads() in divergent code undefined, and the ISA likewise the aligned barrier it compiles to (bar.sync, barrier.sync.aligned) unless every thread executes the same one; the non-aligned barrier.sync is the defined form. The launch goes on",
+            self.kernel,
+            d(self.block),
+            d(self.first.0),
+            self.first.1,
+            d(self.second.0),
+            self.second.1
+        )
+    }
+}
+
 /// One racing pair of a global race report beyond the first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RacingPair {
@@ -182,9 +231,10 @@ pub enum EmuErrorKind {
         /// The read.
         by: ThreadAccess,
     },
-    /// Threads of one block wait at different barriers, or some wait while others have exited.
+    /// Threads of one block wait at a barrier that the others never reach: they exited, or are
+    /// blocked elsewhere (a deadlock on a GPU).
     BarrierDivergence {
-        /// Threads waiting, with the barrier each waits at (first few).
+        /// Threads waiting, with the barrier instruction each waits at (first few).
         waiting: Vec<(Dim3, Site)>,
         /// Threads that exited, or wait somewhere else (first few).
         elsewhere: Vec<(Dim3, String)>,

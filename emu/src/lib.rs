@@ -57,7 +57,8 @@ use rayon::prelude::*;
 
 pub use block::Trapped;
 pub use error::{
-    BenignRace, EmuError, EmuErrorKind, MemorySpace, Overrun, RacingPair, ThreadAccess,
+    BenignRace, DivergentBarrier, EmuError, EmuErrorKind, MemorySpace, Overrun, RacingPair,
+    ThreadAccess,
 };
 pub use hopper::validate_map;
 pub use launch::{DeviceLimits, Dim3, LaunchConfig, dim3};
@@ -404,7 +405,8 @@ pub struct Emulator {
     regions: Mutex<BTreeMap<usize, Region>>,
     /// What [`launch`](Self::launch) runs with.
     defaults: LaunchOptions,
-    /// The pairs of sites whose benign races were printed as warnings: each is printed once.
+    /// The pairs of sites whose benign races or divergent barriers were printed as warnings:
+    /// each is printed once.
     warned: Mutex<Vec<(Site, Site)>>,
     /// Bytes of the live buffers mapped lazily from the kernel: promised, but taken from the
     /// host's available memory only as they are touched.
@@ -604,6 +606,7 @@ impl Emulator {
         let results = run_blocks(&launch, &blocks);
         let gathered = Gathered::from_blocks(&launch, &blocks, results, options)?;
         self.warn_benign(&gathered.benign_races);
+        self.warn_divergent(&gathered.divergent_barriers);
         let races = global::races(&gathered.accesses, REPORTED_RACES);
         if !races.is_empty() {
             return Err(Error::Emulator(Box::new(
@@ -613,6 +616,7 @@ impl Emulator {
         launch.check_work_budget(&blocks).map_err(Error::Emulator)?;
         let mut observed = Observed {
             benign_races: gathered.benign_races,
+            divergent_barriers: gathered.divergent_barriers,
             last_store: gathered.last_store,
             ..Observed::default()
         };
@@ -646,6 +650,21 @@ impl Emulator {
             if !warned.contains(&race.sites()) {
                 warned.push(race.sites());
                 eprintln!("warning: {race}");
+            }
+        }
+    }
+
+    /// Prints a launch's barriers met at different instructions, of the pairs of sites not
+    /// printed before.
+    fn warn_divergent(&self, found: &[DivergentBarrier]) {
+        if found.is_empty() {
+            return;
+        }
+        let mut warned = self.warned.lock().unwrap();
+        for finding in found {
+            if !warned.contains(&finding.sites()) {
+                warned.push(finding.sites());
+                eprintln!("warning: {finding}");
             }
         }
     }
@@ -729,6 +748,7 @@ struct Gathered {
     accesses: Vec<global::BlockAccesses>,
     last_store: Option<LastStore>,
     benign_races: Vec<BenignRace>,
+    divergent_barriers: Vec<DivergentBarrier>,
 }
 
 impl Gathered {
@@ -748,6 +768,7 @@ impl Gathered {
             accesses: Vec::new(),
             last_store: None,
             benign_races: Vec::new(),
+            divergent_barriers: Vec::new(),
         };
         let allocation_of = |addr: usize| {
             let i = launch.regions.partition_point(|r| r.start <= addr);
@@ -756,9 +777,13 @@ impl Gathered {
         for (r, &b) in results.into_iter().zip(blocks) {
             // A block left out comes after a failed one, whose error has returned already.
             let Some(r) = r else { break };
-            let (counters, profile, logged, stored, block_benign) = r.map_err(Error::Emulator)?;
+            let (counters, profile, logged, stored, block_benign, block_divergent) =
+                r.map_err(Error::Emulator)?;
             for race in block_benign {
                 race.add_to(&mut out.benign_races);
+            }
+            for finding in block_divergent {
+                finding.add_to(&mut out.divergent_barriers);
             }
             out.total.add(&counters);
             // Blocks are unordered: two that store to one byte race (reported by the launch),

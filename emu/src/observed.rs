@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::profile::{self, Profile};
 use crate::sample::SampledLaunch;
-use crate::{BenignRace, LastStore};
+use crate::{BenignRace, DivergentBarrier, LastStore};
 
 /// What one launch (or several, [`merged`](Observed::merge)) observed, each part only where
 /// the launch's [`LaunchOptions`](crate::LaunchOptions) asked for it.
@@ -21,6 +21,10 @@ pub struct Observed {
     /// sites, the first in block order. Each pair of sites is also printed once to standard
     /// error as a warning when an emulator first finds it.
     pub benign_races: Vec<BenignRace>,
+    /// The block barriers that threads met at different instructions ([`DivergentBarrier`]),
+    /// likewise in launch order, one per pair of sites within a launch, and printed once to
+    /// standard error as a warning.
+    pub divergent_barriers: Vec<DivergentBarrier>,
     /// The last store to the watched range ([`LaunchOptions::watch`](crate::LaunchOptions::watch));
     /// `None`: no store reached it.
     pub last_store: Option<LastStore>,
@@ -32,14 +36,15 @@ pub struct Observed {
 
 impl Observed {
     /// Adds what a later launch observed (an operation makes several): profiles add up site by
-    /// site, samples and benign races follow in launch order, the later last store wins, and
-    /// instruction counts add up per instruction.
+    /// site, samples, benign races and divergent barriers follow in launch order, the later
+    /// last store wins, and instruction counts add up per instruction.
     pub fn merge(&mut self, later: Observed) {
         for (kernel, sites) in later.profile.kernels {
             profile::merge(self.profile.kernels.entry(kernel).or_default(), sites);
         }
         self.samples.extend(later.samples);
         self.benign_races.extend(later.benign_races);
+        self.divergent_barriers.extend(later.divergent_barriers);
         if later.last_store.is_some() {
             self.last_store = later.last_store;
         }

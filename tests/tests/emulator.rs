@@ -136,6 +136,55 @@ fn barrier_divergence_is_reported_not_hung() {
 }
 
 kernel! {
+    /// Each half of the block at its own `sync_threads()`, as in a double-buffered GEMM: the
+    /// first half writes the tile, the second reads it after its own barrier.
+    pub unsafe fn halves_at_their_own_barriers(out: GlobalPtr<u32>) {
+        let tile = shared_array![tile: [u32; 32]];
+        let t = thread_idx_x();
+        if t < 32 {
+            unsafe { tile.write(t as usize, t * 3) };
+            sync_threads();
+        } else {
+            sync_threads();
+            let j = (t - 32) as usize;
+            unsafe { out.write(j, tile.read(j)) };
+        }
+    }
+}
+
+/// The source kernel's barrier is `bar.sync 0` on a GPU: it counts arrivals by id (PTX ISA,
+/// "bar, barrier"), so the halves meet, with a warning that names both source lines.
+#[test]
+fn halves_at_their_own_sync_threads_meet_with_a_warning_at_both_lines() {
+    let (rt, emu) = emulator();
+    let out = rt.alloc::<u32>(32).unwrap();
+    let p = out.ptr();
+    let (_, observed) = emu
+        .launch_with(
+            "halves_at_their_own_barriers",
+            &LaunchConfig::linear(1, BLOCK),
+            &emu.defaults(),
+            || unsafe { halves_at_their_own_barriers(p) },
+        )
+        .unwrap();
+    let want: Vec<u32> = (0..32).map(|t| t * 3).collect();
+    assert_eq!(rt.download(&out).unwrap(), want);
+    let found = &observed.divergent_barriers;
+    assert_eq!(found.len(), 1, "{found:?}");
+    let at = |(thread, site): (emu::Dim3, kernels::cuda::emu::Site)| {
+        let kernels::cuda::emu::SiteKind::Source(l) = site.kind() else {
+            panic!("a source site: {site}")
+        };
+        assert!(l.file().ends_with("emulator.rs"), "{site}");
+        (thread.x, l.line())
+    };
+    let (first, second) = (at(found[0].first), at(found[0].second));
+    assert_eq!((first.0, second.0), (0, 32));
+    // The second half's barrier is two lines below the first half's.
+    assert_eq!(second.1, first.1 + 2, "{}", found[0]);
+}
+
+kernel! {
     /// Broken: the classic off-by-one, no bounds check.
     pub unsafe fn unguarded_copy(src: GlobalPtr<f32>, dst: GlobalPtr<f32>) {
         let i = kernels::cuda::thread::index_1d() as usize;

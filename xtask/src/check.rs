@@ -152,8 +152,15 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
             if n == 1 { "" } else { "s" }
         ),
     };
+    let barriers = match observed.divergent_barriers.len() {
+        0 => "no barrier divergence".to_string(),
+        n => format!(
+            "no barrier deadlock but {n} pair{} of instructions at which the threads met one barrier (undefined in CUDA C++, counted by barrier id in PTX on sm_70 and later: the warnings above)",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
     println!(
-        "no bug found: no out-of-bounds or misaligned access, {races}, no barrier divergence, no failed assert"
+        "no bug found: no out-of-bounds or misaligned access, {races}, {barriers}, no failed assert"
     );
     println!(
         "global memory: {} bytes read, {} written; shared memory: {} read, {} written; {} barriers, {} warp collectives",

@@ -162,3 +162,49 @@ fn a_file_that_is_not_a_regular_file_is_refused_before_it_is_read() {
         assert!(err.contains("is not a regular file"), "{err}");
     }
 }
+
+/// The two halves of a block meeting barrier 0 each at its own `bar.sync`
+/// (`tests/fixtures/ptx/double-buffered-halves.ptx`, a double-buffered tile loop): the check
+/// runs it to its end, warns once naming both PTX lines and why, and says so in its summary.
+#[test]
+fn two_halves_meeting_one_barrier_at_their_own_lines_run_with_a_warning() {
+    let file = format!(
+        "{}/../tests/fixtures/ptx/double-buffered-halves.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, out, err) = check(&[
+        &file,
+        "--entry",
+        "halves_sum",
+        "--grid",
+        "2",
+        "--block",
+        "64",
+        "--arg",
+        "u32[320]:iota",
+        "--arg",
+        "u32[64]:zeros",
+        "--arg",
+        "u32:5",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("warning: kernel `halves_sum`, block (0, 0, 0): the threads met barrier 0 at different instructions: thread (0, 0, 0) at PTX line 63 ")
+            && err.contains("and thread (32, 0, 0) at PTX line 69 ")
+            && err.contains("CUDA C++ calls __syncthreads() in divergent code undefined"),
+        "{err}"
+    );
+    assert_eq!(err.matches("met barrier 0").count(), 1, "{err}");
+    assert!(
+        out.contains("no bug found")
+            && out.contains("1 pair of instructions at which the threads met one barrier")
+            && out.contains("; 10 barriers,"),
+        "{out}"
+    );
+    // The prediction samples the launch again: the warning does not stop it (without ptxas,
+    // fetched from PyPI, there are no registers to predict with).
+    assert!(
+        out.contains("predicted ") || out.contains("no prediction: ptxas gave no registers"),
+        "{out}"
+    );
+}

@@ -251,7 +251,9 @@ pub enum WarpReduce {
 pub trait Gpu {
     /// The running thread's built-in index variables.
     fn position(&self) -> Position;
-    /// Block-wide barrier; returns once every thread of the block has arrived at `site`.
+    /// Block-wide barrier (barrier 0) at `site`; returns once every thread of the block has
+    /// arrived at barrier 0, from whichever site: the PTX ISA counts arrivals by barrier id
+    /// ("bar, barrier"), and the emulator warns when they come from different sites.
     fn sync_threads(&self, site: Site);
     /// `bar.red` on barrier 0: a block-wide barrier at `site` that also counts the threads whose
     /// predicate `value` is true; returns that count (`.popc`; `.and` and `.or` follow from it

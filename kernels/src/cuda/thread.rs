@@ -75,7 +75,9 @@ pub fn linear_thread_idx() -> u32 {
 /// After it, every shared-memory write made before it by any thread of the block is visible to
 /// every thread. All threads of the block must reach the *same* barrier: one that some threads
 /// skip (inside a divergent `if`, or after an early `return`) hangs or corrupts on a GPU, and
-/// the emulator reports it as barrier divergence.
+/// the emulator reports it as barrier divergence. Two calls that the two sides of a divergent
+/// `if` each reach are undefined in CUDA C++; a GPU counts arrivals by barrier id, so the
+/// emulator lets them meet and warns, naming both lines.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub fn sync_threads() {
