@@ -136,6 +136,11 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         [] => "every emulator check on".to_string(),
         off => format!("every emulator check on but {}", off.join(" and ")),
     };
+    if let Some(e) = module.entries().iter().find(|e| e.name == entry) {
+        kernel_args::check_scalar_types(&args.args, &e.params)?;
+        kernel_args::check_scalar_types(&args.predict_args, &e.params)
+            .map_err(|why| why.replacen("--arg", "--predict-arg", 1))?;
+    }
     let buffers = kernel_args::buffers(rt, &args.args)?;
     let launch_args = kernel_args::launch_args(&args.args, &buffers)?;
     // What the prediction needs, read before the check launches: a wrong device, grid or

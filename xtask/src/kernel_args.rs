@@ -47,6 +47,41 @@ pub(crate) fn launch_args<'a>(
     Ok(launch_args)
 }
 
+/// Each scalar argument against the PTX type of the parameter it fills (`params`, the entry's
+/// `(name, type, bytes)` in order): a float for an integer parameter, or the other way, is an
+/// error naming the parameter, even where the sizes agree (`f32:64` for `int N`, a `.u32`).
+/// Integers of either sign fill any integer parameter of their size (NVRTC declares `int` as
+/// `.u32`).
+pub(crate) fn check_scalar_types(
+    specs: &[String],
+    params: &[(&str, &str, u32)],
+) -> Result<(), String> {
+    for (k, spec) in specs.iter().enumerate() {
+        let Ok(Parsed::Scalar(arg)) = parse_arg(spec, k) else {
+            continue;
+        };
+        let Some(&(name, ty, _)) = params.get(k) else {
+            continue;
+        };
+        let float_param = ty.starts_with('f');
+        let float_arg = matches!(arg, Arg::F32(_) | Arg::F64(_));
+        let bits_param = ty.starts_with('b');
+        if float_param != float_arg && !bits_param {
+            let (what, give) = match (float_param, ty.trim_start_matches(['u', 's'])) {
+                (true, _) => ("a float, not an integer".to_string(), format!("{ty}:VALUE")),
+                (false, bits) => (
+                    "an integer, not a float".to_string(),
+                    format!("u{bits}:VALUE or i{bits}:VALUE"),
+                ),
+            };
+            return Err(format!(
+                "--arg {spec}: parameter {k} (`{name}`) is .{ty} in the PTX, {what}: give it as {give}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One `--arg`, read.
 enum Parsed {
     Scalar(Arg<'static>),
@@ -106,7 +141,17 @@ fn parse_arg(spec: &str, k: usize) -> Result<Parsed, String> {
         "u32" => Arg::U32(number(value, head)?),
         "i64" => Arg::I64(number(value, head)?),
         "u64" => Arg::U64(number(value, head)?),
-        "f32" => Arg::F32(number(value, head)?),
+        "f32" => {
+            // Parsed wide, so that a finite value past f32's range is an error, not infinity.
+            let wide: f64 = number(value, head)?;
+            if wide.is_finite() && wide.abs() > f64::from(f32::MAX) {
+                return Err(format!(
+                    "`{value}` is outside f32's range (largest {:e})",
+                    f32::MAX
+                ));
+            }
+            Arg::F32(wide as f32)
+        }
         "f64" => Arg::F64(number(value, head)?),
         other => {
             return Err(format!(
@@ -190,6 +235,22 @@ impl Buffer {
         };
         fn up<T: Element>(rt: &Runtime, v: Vec<T>) -> Result<DeviceBuffer<T>, String> {
             rt.upload(&v).map_err(|e| e.to_string())
+        }
+        // An integer type holds every value, or the buffer is refused: `u8[300]:iota` would
+        // otherwise stop at 255 without a word.
+        let most = match ty {
+            "u8" => Some(f64::from(u8::MAX)),
+            "u16" => Some(f64::from(u16::MAX)),
+            "i32" => Some(f64::from(i32::MAX)),
+            "u32" => Some(f64::from(u32::MAX)),
+            _ => None,
+        };
+        if let Some(most) = most
+            && let Some(big) = values.iter().copied().find(|&x| x > most)
+        {
+            return Err(format!(
+                "{init} over {len} elements reaches {big}, more than {ty} holds ({most})"
+            ));
         }
         let v = values.into_iter();
         Ok(match ty {
@@ -338,6 +399,38 @@ impl Buffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Silent coercions are errors: an f32 past its range, an integer buffer whose initialiser
+    /// passes its type's largest value, a float for an integer parameter (and the reverse), each
+    /// naming what and why; what fits passes.
+    #[test]
+    fn values_a_type_cannot_hold_and_scalars_of_the_wrong_kind_are_refused() {
+        let e = parse_arg("f32:1e39", 0).err().unwrap();
+        assert!(e.contains("outside f32's range"), "{e}");
+        assert!(
+            matches!(parse_arg("f32:inf", 0), Ok(Parsed::Scalar(Arg::F32(x))) if x.is_infinite())
+        );
+        assert!(matches!(
+            parse_arg("f32:3e38", 0),
+            Ok(Parsed::Scalar(Arg::F32(_)))
+        ));
+        let rt = Runtime::emulator();
+        let e = Buffer::new(&rt, "u8", Some(300), "iota", 0).err().unwrap();
+        assert!(e.contains("reaches 256, more than u8 holds (255)"), "{e}");
+        assert!(Buffer::new(&rt, "u8", Some(256), "iota", 0).is_ok());
+        let params = [("p0", "u64", 8), ("n", "u32", 4), ("scale", "f32", 4)];
+        let specs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let e =
+            check_scalar_types(&specs(&["f32[4]:zeros", "f32:64", "f32:1"]), &params).unwrap_err();
+        assert!(
+            e.contains("parameter 1 (`n`) is .u32 in the PTX, an integer, not a float: give it as u32:VALUE or i32:VALUE"),
+            "{e}"
+        );
+        let e =
+            check_scalar_types(&specs(&["f32[4]:zeros", "i32:64", "u32:1"]), &params).unwrap_err();
+        assert!(e.contains("parameter 2 (`scale`) is .f32"), "{e}");
+        assert!(check_scalar_types(&specs(&["f32[4]:zeros", "i32:64", "f32:1"]), &params).is_ok());
+    }
 
     /// A bf16 buffer read from a `.npy` file of raw bits (`TYPE[..]`: as many as it holds) is
     /// dumped as the same bits, and a file of another dtype or length is refused with why.

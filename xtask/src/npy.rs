@@ -83,12 +83,22 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Npy, String> {
         data: data.to_vec(),
     };
     let size = element_size(&npy.descr)?;
-    if npy.data.len() != npy.len() * size {
+    // Checked: a corrupt shape whose product wraps would otherwise match an empty file.
+    let needed = npy
+        .shape
+        .iter()
+        .try_fold(size, |bytes, &d| bytes.checked_mul(d))
+        .ok_or_else(|| {
+            format!(
+                "shape {:?} of {} holds more bytes than a machine can address: a corrupt header",
+                npy.shape, npy.descr
+            )
+        })?;
+    if npy.data.len() != needed {
         return Err(format!(
-            "shape {:?} of {} needs {} bytes of data, the file has {}",
+            "shape {:?} of {} needs {needed} bytes of data, the file has {}",
             npy.shape,
             npy.descr,
-            npy.len() * size,
             npy.data.len()
         ));
     }
@@ -166,6 +176,14 @@ mod tests {
                 data
             }
         );
+    }
+
+    #[test]
+    fn a_shape_whose_size_overflows_is_refused_not_read_as_empty() {
+        // 2^62 elements of 4 bytes: 2^64 bytes, which wraps to 0 in a usize.
+        let file = to_bytes("<f4", &[1 << 62], &[]);
+        let e = from_bytes(&file).unwrap_err();
+        assert!(e.contains("more bytes than a machine can address"), "{e}");
     }
 
     #[test]
