@@ -9,14 +9,26 @@
 
 use std::path::{Path, PathBuf};
 
-/// Writes `contents` to `path` by way of a temporary file in the same directory and a rename.
+/// Writes `contents` to `path` by way of a temporary file in the same directory and a rename;
+/// a `path` the user named that is a symbolic link is written through ([`through_link`]).
 pub fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
+    replace(&through_link(path)?, contents)
+}
+
+/// Writes `contents` to `path` by way of a temporary file and a rename that replaces whatever
+/// `path` is, a symbolic link included: never through it. For files whose names the command
+/// chose inside a folder the user named (`check --dump DIR`'s `argK.npy`), where a link is no
+/// one's intent and writing through it would overwrite a file elsewhere.
+pub fn replace(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
     use std::io::Write;
-    let path = &through_link(path)?;
     let tmp = sibling(path, &format!("tmp.{}", std::process::id()));
     // On the disk before the rename: a crash or power cut after it then finds the new report
     // whole, not a renamed file whose blocks were never written.
-    let written = std::fs::File::create(&tmp)
+    // `create_new`: a temporary name someone linked elsewhere is refused, not followed.
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
         .and_then(|mut f| f.write_all(contents.as_ref()).and_then(|()| f.sync_all()))
         .and_then(|()| std::fs::rename(&tmp, path));
     written.map_err(|e| {
@@ -48,10 +60,21 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(format!(".{name}.{suffix}"))
 }
 
-/// A report's lock, held while the process writes it (released when dropped or at exit).
+/// A report's lock, held while the process writes it (released when dropped or at exit; the
+/// lock file goes when dropped).
 #[derive(Debug)]
 pub struct Lock {
     _file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Drop for Lock {
+    /// The lock file is removed while still locked: a process that opened it meanwhile finds,
+    /// once it holds the lock, that the name no longer leads to its file, and refuses
+    /// ([`lock`]).
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// Takes the lock of the report at `path`, or says which report another process is writing.
@@ -69,14 +92,25 @@ pub fn lock(path: &Path) -> Result<Lock, String> {
         use std::os::fd::AsRawFd;
         // SAFETY: flock on a descriptor this function owns; no memory is involved.
         let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-        if !taken {
+        // Locked, but maybe a file whose name a finishing run just removed ([`Lock`]'s drop):
+        // then another process may lock a new one under the name.
+        use std::os::unix::fs::MetadataExt;
+        let same = |f: &std::fs::File| {
+            let ours = f.metadata().ok()?;
+            let named = std::fs::metadata(&lock_path).ok()?;
+            Some(ours.ino() == named.ino() && ours.dev() == named.dev())
+        };
+        if !taken || same(&file) != Some(true) {
             return Err(format!(
                 "another process is writing {}: wait for it to end, or give this run its own file (--json)",
                 path.display()
             ));
         }
     }
-    Ok(Lock { _file: file })
+    Ok(Lock {
+        _file: file,
+        path: lock_path,
+    })
 }
 
 #[cfg(test)]
@@ -103,6 +137,42 @@ mod tests {
                 .unwrap_err()
                 .contains("no/such/run.json")
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A file the command names inside a folder, found to be a link to a file elsewhere, is
+    /// replaced by the new file: the linked file keeps its bytes (issue 55: `check --dump`
+    /// wrote through such a link).
+    #[cfg(unix)]
+    #[test]
+    fn replace_replaces_a_link_and_never_writes_through_it() {
+        let dir = std::env::temp_dir().join(format!("atomic-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim.txt");
+        std::fs::write(&victim, "keep me").unwrap();
+        let link = dir.join("arg0.npy");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        replace(&link, "new").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+        assert!(
+            !std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&link).unwrap(), "new");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A lock leaves no file behind once dropped (issue 55: `run --json F` left `.F.lock`).
+    #[test]
+    fn a_dropped_lock_leaves_no_file() {
+        let dir = std::env::temp_dir().join(format!("atomic-nolock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.json");
+        drop(lock(&path).unwrap());
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -143,6 +143,9 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     }
     let buffers = kernel_args::buffers(rt, &args.args)?;
     let launch_args = kernel_args::launch_args(&args.args, &buffers)?;
+    if let Some(dir) = &args.dump {
+        prepare_dump(dir, &buffers)?;
+    }
     // What the prediction needs, read before the check launches: a wrong device, grid or
     // argument fails now, not after a long launch.
     let machines = args
@@ -207,9 +210,6 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         counters.barriers,
         counters.warp_collectives
     );
-    if let Some(dir) = &args.dump {
-        std::fs::create_dir_all(dir).map_err(|e| format!("--dump {}: {e}", dir.display()))?;
-    }
     for (k, b) in buffers.iter().enumerate() {
         if let Some(b) = b {
             let mut line = format!("argument {k} after the launch: {}", b.summary(rt)?);
@@ -218,7 +218,8 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
                 let (descr, data) = b.raw(rt)?;
                 let len = data.len() / crate::npy::element_size(descr)?;
                 let file = crate::npy::to_bytes(descr, &[len], &data);
-                std::fs::write(&path, file).map_err(|e| format!("{}: {e}", path.display()))?;
+                // Whole or not at all, and never through a link someone left in DIR.
+                crate::atomic::replace(&path, file)?;
                 line.push_str(&format!(", written to {}", path.display()));
             }
             println!("{line}");
@@ -253,6 +254,31 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
             print!("{}", prediction(&s, launched, &machines, &code))
         }
         Err(why) => println!("no prediction: {why}"),
+    }
+    Ok(())
+}
+
+/// `--dump DIR` made ready before the launch: a folder (made if missing; a file of that name is
+/// an error now, not after the launch), and an earlier dump's `argK.npy` that this dump would
+/// not write removed, so that the folder holds this launch's buffers and no other's.
+fn prepare_dump(
+    dir: &std::path::Path,
+    buffers: &[Option<kernel_args::Buffer>],
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("--dump {}: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("--dump {}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let earlier = name
+            .strip_prefix("arg")
+            .and_then(|n| n.strip_suffix(".npy"))
+            .and_then(|k| k.parse::<usize>().ok());
+        if let Some(k) = earlier
+            && buffers.get(k).is_none_or(Option::is_none)
+        {
+            std::fs::remove_file(entry.path())
+                .map_err(|e| format!("--dump: cannot remove the earlier {name}: {e}"))?;
+        }
     }
     Ok(())
 }

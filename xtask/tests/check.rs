@@ -277,3 +277,58 @@ fn a_small_check_predicts_the_real_size_with_its_own_arguments() {
         "refused after the launch: {out}"
     );
 }
+
+/// `--dump DIR` never writes through a link it finds in DIR (the linked file keeps its bytes),
+/// leaves no earlier dump's buffer beside this one's, and a DIR that is a file is refused before
+/// the launch.
+#[cfg(unix)]
+#[test]
+fn a_dump_replaces_links_and_earlier_buffers_and_refuses_a_file() {
+    let dir = std::env::temp_dir().join(format!("check-dump-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let victim = std::env::temp_dir().join(format!("check-dump-victim-{}", std::process::id()));
+    std::fs::write(&victim, "keep me").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("arg0.npy")).unwrap();
+    std::fs::write(dir.join("arg5.npy"), "an earlier dump's").unwrap();
+    std::fs::write(dir.join("notes.txt"), "the user's").unwrap();
+    let file = fixture("default");
+    let d = dir.to_str().unwrap();
+    let args = [
+        file.as_str(),
+        "--entry",
+        "checked_scatter",
+        "--grid",
+        "2",
+        "--block",
+        "64",
+        "--arg",
+        "i32[128]:iota",
+        "--arg",
+        "i32[300]:zeros",
+        "--arg",
+        "i32:300",
+        "--no-predict",
+        "--dump",
+        d,
+    ];
+    let (code, out, err) = check(&args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    let arg0 = std::fs::symlink_metadata(dir.join("arg0.npy")).unwrap();
+    assert!(arg0.file_type().is_file(), "{out}");
+    assert!(dir.join("arg1.npy").exists());
+    assert!(!dir.join("arg5.npy").exists(), "an earlier dump's arg5.npy stayed");
+    assert!(dir.join("notes.txt").exists(), "a file that is no dump's was removed");
+    // DIR a file: refused before the launch.
+    let not_dir = dir.join("notes.txt");
+    let mut on_file = args.to_vec();
+    let last = on_file.len() - 1;
+    on_file[last] = not_dir.to_str().unwrap();
+    let (code, out, err) = check(&on_file);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(err.contains("--dump"), "{err}");
+    assert!(!out.contains("no bug found"), "refused after the launch: {out}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&victim);
+}
