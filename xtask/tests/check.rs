@@ -318,8 +318,14 @@ fn a_dump_replaces_links_and_earlier_buffers_and_refuses_a_file() {
     let arg0 = std::fs::symlink_metadata(dir.join("arg0.npy")).unwrap();
     assert!(arg0.file_type().is_file(), "{out}");
     assert!(dir.join("arg1.npy").exists());
-    assert!(!dir.join("arg5.npy").exists(), "an earlier dump's arg5.npy stayed");
-    assert!(dir.join("notes.txt").exists(), "a file that is no dump's was removed");
+    assert!(
+        !dir.join("arg5.npy").exists(),
+        "an earlier dump's arg5.npy stayed"
+    );
+    assert!(
+        dir.join("notes.txt").exists(),
+        "a file that is no dump's was removed"
+    );
     // DIR a file: refused before the launch.
     let not_dir = dir.join("notes.txt");
     let mut on_file = args.to_vec();
@@ -328,7 +334,10 @@ fn a_dump_replaces_links_and_earlier_buffers_and_refuses_a_file() {
     let (code, out, err) = check(&on_file);
     assert_eq!(code, Some(1), "{out}");
     assert!(err.contains("--dump"), "{err}");
-    assert!(!out.contains("no bug found"), "refused after the launch: {out}");
+    assert!(
+        !out.contains("no bug found"),
+        "refused after the launch: {out}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&victim);
 }

@@ -689,6 +689,46 @@ fn summarize_refuses_an_out_that_is_its_run_report() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--out` naming one of the files the summary reads in `--results` (issue 55: `RESULTS/
+/// emulator.json` was overwritten, exit 0).
+#[test]
+fn summarize_refuses_an_out_that_is_one_of_its_results_inputs() {
+    let dir = common::scratch("summary-out-in-results");
+    std::fs::write(dir.join("run.json"), EMPTY_RUN).unwrap();
+    std::fs::write(dir.join("emulator.json"), EMPTY_RUN).unwrap();
+    for out in ["emulator.json", "sanitizer-memcheck.json"] {
+        let args = summarize(&dir, "run.json", "baselines.json", ".", out);
+        summarize_refused(&dir, &args, &["--out", "which the summary reads"]);
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("emulator.json")).unwrap(),
+        EMPTY_RUN
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A user's folder whose names all happen to be a bundle's (`run.sh` and `bin`) is not taken
+/// for a previous bundle (issue 55: it was deleted whole, exit 0): a bundle is known by the
+/// marker it writes.
+#[test]
+fn device_bundle_refuses_a_folder_with_a_bundle_s_names_but_no_marker() {
+    let dir = common::scratch("bundle-lookalike");
+    std::fs::write(dir.join("run.sh"), "my own script").unwrap();
+    std::fs::create_dir(dir.join("bin")).unwrap();
+    std::fs::write(dir.join("bin/tool"), "mine").unwrap();
+    refused(
+        &["device-bundle", "--out", dir.to_str().unwrap()],
+        &[],
+        &["holds no .kernels-device-bundle"],
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("run.sh")).unwrap(),
+        "my own script"
+    );
+    assert!(dir.join("bin/tool").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn summarize_refuses_a_run_that_is_not_a_run_report() {
     let dir = common::scratch("summary-not-a-run");

@@ -112,8 +112,13 @@ pub fn run(args: &BundleArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The file every bundle holds and nothing else writes: a folder is taken for a previous bundle
+/// by it, never by the names of the other entries, which a user's folder may happen to hold.
+const MARKER: &str = ".kernels-device-bundle";
+
 /// What a bundle folder holds (and a `--check` adds): all that may be replaced by a new one.
-const BUNDLE_ENTRIES: [&str; 6] = [
+const BUNDLE_ENTRIES: [&str; 7] = [
+    MARKER,
     "bin",
     "ptx",
     "check",
@@ -156,6 +161,7 @@ fn place_for_bundle(out: &Path) -> Result<PathBuf, String> {
         Ok(meta) if !meta.is_dir() => refuse("not a folder".into()),
         Ok(_) => {
             let entries = std::fs::read_dir(out).map_err(|e| format!("{}: {e}", out.display()))?;
+            let mut empty = true;
             for entry in entries {
                 let entry = entry.map_err(|e| format!("{}: {e}", out.display()))?;
                 let name = entry.file_name();
@@ -166,6 +172,13 @@ fn place_for_bundle(out: &Path) -> Result<PathBuf, String> {
                         entry.path().display()
                     ));
                 }
+                empty = false;
+            }
+            let marked = std::fs::symlink_metadata(out.join(MARKER)).is_ok_and(|m| m.is_file());
+            if !empty && !marked {
+                return refuse(format!(
+                    "it is not empty and holds no {MARKER}, the file every bundle holds (left untouched)"
+                ));
             }
             let out = out
                 .canonicalize()
@@ -188,6 +201,12 @@ fn write_bundle(dir: &Path, exe: &Path) -> Result<(), String> {
     for sub in ["bin", "ptx", "check"] {
         std::fs::create_dir(dir.join(sub)).map_err(io(&dir.join(sub)))?;
     }
+    let marker = dir.join(MARKER);
+    std::fs::write(
+        &marker,
+        "A device bundle (cargo xtask device-bundle): the next one may replace this folder.\n",
+    )
+    .map_err(io(&marker))?;
     let bin = dir.join("bin/xtask");
     std::fs::copy(exe, &bin).map_err(io(&bin))?;
     write_exec(&dir.join("run.sh"), RUN_SH)?;

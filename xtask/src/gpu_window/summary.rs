@@ -190,6 +190,18 @@ fn check_paths(args: &SummarizeArgs) -> Result<(), String> {
         Some(parent.canonicalize().ok()?.join(p.file_name()?))
     };
     let out = resolved(&args.out);
+    // The files the summary reads in --results are inputs too.
+    if let (Some(o), Some(results)) = (&out, args.results.canonicalize().ok())
+        && o.parent() == Some(results.as_path())
+        && let Some(name) = o.file_name().and_then(|n| n.to_str())
+        && (name == "emulator.json" || name.starts_with("sanitizer-"))
+    {
+        return Err(format!(
+            "--out {} is {name} of --results {}, which the summary reads: the summary would overwrite its input; give --out another file",
+            args.out.display(),
+            args.results.display()
+        ));
+    }
     let inputs = args.runs.iter().map(|r| ("--run", r));
     for (flag, input) in inputs.chain([("--baselines", &args.baselines)]) {
         let same = match (&out, resolved(input)) {
