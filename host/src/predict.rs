@@ -218,7 +218,9 @@ pub fn sample_foreign(
         .into_iter()
         .map(|s| {
             // The first architecture's registers stand for a device with none of its own.
-            let first = assembled.first().map_or(&[][..], |a| a.resources.as_slice());
+            let first = assembled
+                .first()
+                .map_or(&[][..], |a| a.resources.as_slice());
             let mut input = launch_input(s, Some(mix.as_slice()), first);
             input.resources_by_arch = assembled
                 .iter()

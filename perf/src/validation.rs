@@ -10,6 +10,8 @@
 
 use serde::Serialize;
 
+use crate::model::Advice;
+
 /// The unit a source publishes its figure in; a prediction is converted to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Unit {
@@ -104,6 +106,9 @@ pub struct Row {
     /// The progression (a worklog's ordered steps) the row is a step of, and its place in it
     /// (from 1).
     pub progression: Option<(&'static str, u32)>,
+    /// What this step changed from the step before, as the model's advice names changes
+    /// (`perf::model::next_step`); `None` where no advice names it (a retune, a new tiling).
+    pub change: Option<Advice>,
 }
 
 const BOEHM: Source = Source {
@@ -166,6 +171,7 @@ const fn sgemm(
     block: u32,
     published: f64,
     step: u32,
+    change: Option<Advice>,
 ) -> Row {
     let block = if block == 0 {
         [32, 32, 1]
@@ -188,6 +194,7 @@ const fn sgemm(
         shape: "4092^3, predicted at 4096^3 (the nearest multiple of every step's tiles)",
         source: BOEHM,
         progression: Some(("SGEMM worklog, RTX A6000", step)),
+        change,
     }
 }
 
@@ -198,6 +205,7 @@ const fn transpose(
     block: [u32; 3],
     published: f64,
     step: u32,
+    change: Option<Advice>,
 ) -> Row {
     Row {
         label,
@@ -215,10 +223,17 @@ const fn transpose(
         shape: "4096 x 4096 f32",
         source: FARADAY,
         progression: Some(("transpose, A100", step)),
+        change,
     }
 }
 
-const fn attention(label: &'static str, kernel: &'static str, published: f64, step: u32) -> Row {
+const fn attention(
+    label: &'static str,
+    kernel: &'static str,
+    published: f64,
+    step: u32,
+    change: Option<Advice>,
+) -> Row {
     Row {
         label,
         kernel: Kernel::Registered {
@@ -232,13 +247,14 @@ const fn attention(label: &'static str, kernel: &'static str, published: f64, st
         shape: "batch 4, 16 heads, 4096 tokens, head dim 128, bf16",
         source: FA3,
         progression: Some(("attention forward, H100", step)),
+        change,
     }
 }
 
 /// Every row, progression by progression, each in its steps' order. The worklog's step 0
 /// (cuBLAS) is left out: the project has no kernel that follows it.
 pub const ROWS: [Row; 18] = [
-    sgemm("1: naive", "sgemm_naive", [128, 128, 1], 0, 309.0, 1),
+    sgemm("1: naive", "sgemm_naive", [128, 128, 1], 0, 309.0, 1, None),
     sgemm(
         "2: GMEM coalescing",
         "sgemm_coalesced",
@@ -246,6 +262,7 @@ pub const ROWS: [Row; 18] = [
         1024,
         1986.5,
         2,
+        Some(Advice::Coalesce),
     ),
     sgemm(
         "3: SMEM caching",
@@ -254,6 +271,7 @@ pub const ROWS: [Row; 18] = [
         1024,
         2980.3,
         3,
+        Some(Advice::ReadOnce),
     ),
     sgemm(
         "4: 1D blocktiling",
@@ -262,6 +280,7 @@ pub const ROWS: [Row; 18] = [
         512,
         8474.7,
         4,
+        Some(Advice::FewerSharedAccesses),
     ),
     sgemm(
         "5: 2D blocktiling",
@@ -270,6 +289,7 @@ pub const ROWS: [Row; 18] = [
         256,
         15971.7,
         5,
+        Some(Advice::FewerSharedAccesses),
     ),
     sgemm(
         "6: vectorized",
@@ -278,6 +298,7 @@ pub const ROWS: [Row; 18] = [
         256,
         18237.3,
         6,
+        Some(Advice::WiderAccesses),
     ),
     sgemm(
         "7: bank conflicts (linearize)",
@@ -286,6 +307,7 @@ pub const ROWS: [Row; 18] = [
         256,
         16213.4,
         7,
+        Some(Advice::PadOrSwizzle),
     ),
     sgemm(
         "8: bank conflicts (offset)",
@@ -294,6 +316,7 @@ pub const ROWS: [Row; 18] = [
         256,
         16459.2,
         8,
+        Some(Advice::PadOrSwizzle),
     ),
     sgemm(
         "9: autotuning",
@@ -302,6 +325,7 @@ pub const ROWS: [Row; 18] = [
         256,
         19721.0,
         9,
+        None,
     ),
     sgemm(
         "10: warptiling",
@@ -310,6 +334,7 @@ pub const ROWS: [Row; 18] = [
         128,
         21779.3,
         10,
+        None,
     ),
     sgemm(
         "11: double buffering",
@@ -318,6 +343,7 @@ pub const ROWS: [Row; 18] = [
         256,
         17278.3,
         11,
+        Some(Advice::Overlap),
     ),
     transpose(
         "copy (upper bound)",
@@ -326,6 +352,7 @@ pub const ROWS: [Row; 18] = [
         [256, 1, 1],
         1870.0,
         1,
+        None,
     ),
     transpose(
         "naive",
@@ -334,6 +361,7 @@ pub const ROWS: [Row; 18] = [
         [32, 32, 1],
         150.0,
         2,
+        None,
     ),
     transpose(
         "tiled",
@@ -342,6 +370,7 @@ pub const ROWS: [Row; 18] = [
         [32, 8, 1],
         900.0,
         3,
+        Some(Advice::Coalesce),
     ),
     transpose(
         "padded",
@@ -350,6 +379,7 @@ pub const ROWS: [Row; 18] = [
         [32, 8, 1],
         1600.0,
         4,
+        Some(Advice::PadOrSwizzle),
     ),
     Row {
         label: "naive",
@@ -364,9 +394,16 @@ pub const ROWS: [Row; 18] = [
         shape: "not stated by the source; predicted at the registered kernel's 8192 x 8192 f32",
         source: YENCAL,
         progression: None,
+        change: None,
     },
-    attention("standard attention", "attention_naive_bf16", 133.0, 1),
-    attention("FlashAttention-2", "attention_fused_bf16", 368.0, 2),
+    attention("standard attention", "attention_naive_bf16", 133.0, 1, None),
+    attention(
+        "FlashAttention-2",
+        "attention_fused_bf16",
+        368.0,
+        2,
+        Some(Advice::ReadOnce),
+    ),
 ];
 
 /// A row's prediction, in its unit, and what limits it.
@@ -375,6 +412,10 @@ pub struct Scored {
     pub predicted: f64,
     pub published: f64,
     pub progression: Option<(&'static str, u32)>,
+    /// What the prediction's last sentence advises (`perf::model::next_step`).
+    pub advice: Advice,
+    /// What the row's step changed from the one before ([`Row::change`]).
+    pub change: Option<Advice>,
 }
 
 impl Scored {
@@ -399,6 +440,20 @@ pub struct ProgressionScore {
     /// Per step after the first, whether the prediction moves the same way (faster or slower)
     /// as the published figure from the step before.
     pub directions: Vec<bool>,
+    /// The steps (indices from 0 in step order) whose advice is the next step's change, where
+    /// the source measured that next step slower: advice that points the wrong way.
+    pub misleading_advice: Vec<usize>,
+}
+
+/// Of `steps` in order, those whose advice names the change the next step made though the
+/// source measured the next step slower ([`ProgressionScore::misleading_advice`]).
+pub fn misleading_advice(steps: &[&Scored]) -> Vec<usize> {
+    steps
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| w[1].published < w[0].published && w[1].change == Some(w[0].advice))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// The suite's figures against the targets.
@@ -512,6 +567,7 @@ pub fn score(rows: &[Scored]) -> Score {
                 steps: steps.len(),
                 spearman: spearman(&published, &predicted),
                 directions: directions(&published, &predicted),
+                misleading_advice: misleading_advice(&steps),
             }
         })
         .collect();
@@ -573,6 +629,8 @@ mod tests {
             predicted,
             published,
             progression,
+            advice: Advice::Nothing,
+            change: None,
         };
         let rows = [
             row(250.0, 100.0, Some(("a", 1))),
@@ -596,6 +654,33 @@ mod tests {
         assert_eq!(again.progressions[0].name, "b");
         assert_eq!(again.progressions[1].directions, [false]);
         assert_eq!(again.progressions[1].spearman, -1.0);
+    }
+
+    /// A worklog's step 7 pads the shared tile and measures slower than step 6: advice at step 6
+    /// to pad or swizzle points the wrong way, advice to do anything else does not; a next step
+    /// that measured faster is never held against the advice.
+    #[test]
+    fn advice_the_next_measured_step_contradicts_is_caught() {
+        let step = |published, advice, change| Scored {
+            predicted: 1.0,
+            published,
+            progression: Some(("w", 1)),
+            advice,
+            change,
+        };
+        let six = step(18237.3, Advice::PadOrSwizzle, Some(Advice::WiderAccesses));
+        let seven = step(16213.4, Advice::Nothing, Some(Advice::PadOrSwizzle));
+        assert_eq!(misleading_advice(&[&six, &seven]), [0]);
+        let six_other = Scored {
+            advice: Advice::FewerSharedAccesses,
+            ..six.clone()
+        };
+        assert!(misleading_advice(&[&six_other, &seven]).is_empty());
+        let seven_faster = Scored {
+            published: 20000.0,
+            ..seven.clone()
+        };
+        assert!(misleading_advice(&[&six, &seven_faster]).is_empty());
     }
 
     /// Every row names a known device and a positive figure, and each progression's steps are

@@ -60,6 +60,12 @@ pub struct CheckArgs {
     /// made, so size them for this grid.
     #[arg(long, value_name = "X,Y,Z")]
     pub predict_grid: Option<String>,
+    /// The arguments of the predicted launch, one per parameter as `--arg` takes them (default:
+    /// the check's own): check at a small size, predict at the real one in the same command
+    /// (`--arg i32:64 ... --predict-arg i32:4096 ... --predict-grid 32,32`). Only a few blocks
+    /// of the predicted launch run; its buffers are made whole (zeros cost nothing until touched).
+    #[arg(long = "predict-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub predict_args: Vec<String>,
     /// The devices the model predicts for (comma-separated: h100, h200, a100, b200, a6000).
     #[arg(long, value_delimiter = ',', default_value = "h100")]
     pub device: Vec<String>,
@@ -132,6 +138,31 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     };
     let buffers = kernel_args::buffers(rt, &args.args)?;
     let launch_args = kernel_args::launch_args(&args.args, &buffers)?;
+    // What the prediction needs, read before the check launches: a wrong device, grid or
+    // argument fails now, not after a long launch.
+    let machines = args
+        .device
+        .iter()
+        .map(|d| Machine::find(d).ok_or_else(|| crate::options::unknown_device(d)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let at = LaunchConfig {
+        grid: match &args.predict_grid {
+            Some(g) => dims(g, "--predict-grid")?,
+            None => cfg.grid,
+        },
+        ..cfg
+    };
+    if !args.predict_args.is_empty() && args.predict_args.len() != args.args.len() {
+        return Err(format!(
+            "--predict-arg: {} given for {} --arg: one per parameter, as --arg",
+            args.predict_args.len(),
+            args.args.len()
+        ));
+    }
+    let predict_buffers =
+        kernel_args::buffers(rt, &args.predict_args).map_err(|e| format!("--predict-arg: {e}"))?;
+    let predict_args = kernel_args::launch_args(&args.predict_args, &predict_buffers)
+        .map_err(|e| format!("--predict-arg: {e}"))?;
     let threads = cfg.grid.volume() * cfg.block.volume();
     let shown = match cpp_name(entry) {
         Some(cpp) if cpp != entry => format!("`{cpp}` (PTX entry `{entry}`)"),
@@ -191,18 +222,7 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     if args.no_predict {
         return Ok(());
     }
-    let machines = args
-        .device
-        .iter()
-        .map(|d| Machine::find(d).ok_or_else(|| crate::options::unknown_device(d)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let at = LaunchConfig {
-        grid: match &args.predict_grid {
-            Some(g) => dims(g, "--predict-grid")?,
-            None => cfg.grid,
-        },
-        ..cfg
-    };
+    let same_args = args.predict_args.is_empty();
     let code =
         crate::machine_code::for_devices(module.text(), &machines, module.runtime().has_wgmma());
     let assembled = crate::machine_code::assembled(&code);
@@ -210,11 +230,23 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         &module,
         entry,
         &at,
-        &launch_args,
+        if same_args {
+            &launch_args
+        } else {
+            &predict_args
+        },
         &assembled,
         emu::sample::WHOLE_PLAN,
     ) {
-        Ok(s) => print!("{}", prediction(&s, cfg.grid.volume(), &machines, &code)),
+        Ok(s) => {
+            // The note on a larger grid applies only to the check's own arguments.
+            let launched = if same_args {
+                cfg.grid.volume()
+            } else {
+                u64::MAX
+            };
+            print!("{}", prediction(&s, launched, &machines, &code))
+        }
         Err(why) => println!("no prediction: {why}"),
     }
     Ok(())

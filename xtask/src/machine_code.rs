@@ -13,10 +13,10 @@ use std::hash::{Hash, Hasher};
 use std::process::Command;
 
 use emu::MemorySpace;
-use host::predict::Assembled;
-use perf::model::Machine;
 use emu::machine_code::{MachineAccess, MachineCode};
+use host::predict::Assembled;
 use kernels::cuda::emu::Access;
+use perf::model::Machine;
 
 use crate::nvidia_tools::{KernelReport, NVDISASM, PTXAS, fetch_tool, parse_report, tools_dir};
 

@@ -87,6 +87,17 @@ pub fn module_reports(name: &str, ptx: &str, arch: Arch) -> Result<Vec<KernelRep
     {
         return Ok(parse_report(&log));
     }
+    // The last module's log and machine code go before this one's PTX is written: were ptxas to
+    // fail on it, they would otherwise stand beside its PTX as if they were its own, and the
+    // next call would report the other module's registers.
+    for stale in [&log_path, &cubin] {
+        match std::fs::remove_file(stale) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("cannot remove {}: {e}", stale.display()));
+            }
+            _ => {}
+        }
+    }
     std::fs::write(&ptx_path, ptx)
         .map_err(|e| format!("cannot write {}: {e}", ptx_path.display()))?;
     let out = Command::new(&ptxas)
@@ -322,6 +333,26 @@ pub(crate) fn resources_of(r: &KernelReport) -> KernelResources {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A module ptxas refuses, assembled under the name of one it took, reports the refusal
+    /// every time: never the other module's registers from the log it left.
+    #[test]
+    fn a_module_ptxas_refuses_never_reads_the_last_module_s_report() {
+        let name = format!("stale-{}", std::process::id());
+        let good = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry ok() { ret; }\n";
+        let bad = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry bad() { no_such_op; }\n";
+        let reports = module_reports(&name, good, Arch::Sm90).unwrap();
+        assert_eq!(reports.len(), 1);
+        assert_eq!(reports[0].name, "ok");
+        for attempt in 0..2 {
+            let e = module_reports(&name, bad, Arch::Sm90).unwrap_err();
+            assert!(e.contains("ptxas failed"), "attempt {attempt}: {e}");
+        }
+        let dir = tools_dir().unwrap();
+        for ext in ["ptx", "ptxas-log", "cubin"] {
+            let _ = std::fs::remove_file(dir.join(format!("{name}-sm_90.{ext}")));
+        }
+    }
 
     /// Eight threads asking for a tool no one has fetched yet (the parallel tests of a fresh
     /// clone) each get it whole: none sees the file while it is being unpacked, and it is

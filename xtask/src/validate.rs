@@ -51,6 +51,8 @@ struct Predicted {
     row: &'static Row,
     prediction: Prediction,
     value: f64,
+    /// What the prediction's last sentence advises.
+    advice: perf::model::Advice,
 }
 
 /// What `cargo xtask validate` prints.
@@ -75,6 +77,11 @@ pub fn render(args: &ValidateArgs) -> Result<String, String> {
     for &row in &rows {
         let machine =
             Machine::find(row.device).ok_or_else(|| crate::options::unknown_device(row.device))?;
+        // A CUDA C++ row's bytes are what its sample moved; a registered kernel's are compulsory.
+        let bytes = match row.kernel {
+            Kernel::Cuda { .. } => perf::model::CostBytes::Sampled,
+            Kernel::Registered { .. } => perf::model::CostBytes::Compulsory,
+        };
         let sampled = match row.kernel {
             Kernel::Cuda { file, .. } => {
                 if !modules.iter().any(|(f, ..)| *f == file) {
@@ -89,10 +96,12 @@ pub fn render(args: &ValidateArgs) -> Result<String, String> {
         let prediction = predict(&machine, &sampled)
             .map_err(|e| format!("{} on {}: {e}", row.kernel.name(), row.device))?;
         let value = row.unit.rate(row.work, prediction.seconds);
+        let advice = perf::model::next_step(&prediction, &sampled.cost, bytes, &machine).advice;
         predicted.push(Predicted {
             row,
             prediction,
             value,
+            advice,
         });
     }
     Ok(table(&predicted))
@@ -266,6 +275,8 @@ fn table(rows: &[Predicted]) -> String {
             predicted: p.value,
             published: p.row.published,
             progression: p.row.progression,
+            advice: p.advice,
+            change: p.row.change,
         })
         .collect();
     let score = validation::score(&scored);
@@ -295,6 +306,26 @@ fn table(rows: &[Predicted]) -> String {
             g.spearman,
             validation::TARGET_SPEARMAN,
             g.directions.len(),
+        );
+        let misled: Vec<String> = g
+            .misleading_advice
+            .iter()
+            .map(|&i| {
+                format!(
+                    "{} advises {:?}, which {} did and measured slower",
+                    steps[i].row.label,
+                    steps[i].advice,
+                    steps[i + 1].row.label
+                )
+            })
+            .collect();
+        out += &format!(
+            "    advice against the next step: {}\n",
+            if misled.is_empty() {
+                "none points the wrong way".to_string()
+            } else {
+                misled.join("; ")
+            }
         );
     }
     let worst = rows
@@ -330,9 +361,13 @@ fn table(rows: &[Predicted]) -> String {
             .progressions
             .iter()
             .all(|g| g.directions.iter().all(|d| *d)),
+        score
+            .progressions
+            .iter()
+            .all(|g| g.misleading_advice.is_empty()),
     ];
     out += &format!(
-        "targets met: {} of 4 (median, worst ratio, rank correlation, directions: {})\n",
+        "targets met: {} of 5 (median, worst ratio, rank correlation, directions, advice: {})\n",
         met.iter().filter(|m| **m).count(),
         met.map(|m| if m { "met" } else { "missed" }).join(", ")
     );

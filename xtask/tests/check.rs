@@ -208,3 +208,72 @@ fn two_halves_meeting_one_barrier_at_their_own_lines_run_with_a_warning() {
         "{out}"
     );
 }
+
+/// A check at a small size and a prediction at the real one in one command (`--predict-arg`):
+/// vector_add_f32 checked on 512 elements (2 blocks) and predicted on 4 Mi (16384 blocks), whose
+/// sample's bytes are the large launch's, with no note about a grid larger than the arguments.
+/// A wrong count of them, or a device the model does not know, fails before the check launches.
+#[test]
+fn a_small_check_predicts_the_real_size_with_its_own_arguments() {
+    let file = format!(
+        "{}/../tests/foreign/ptx/elementwise.default.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let small = [
+        "f32[512]:iota",
+        "f32[512]:ones",
+        "f32[512]:zeros",
+        "u32:512",
+    ];
+    let large = [
+        "f32[4194304]:zeros",
+        "f32[4194304]:zeros",
+        "f32[4194304]:zeros",
+        "u32:4194304",
+    ];
+    let mut args = vec![
+        file.as_str(),
+        "--entry",
+        "vector_add_f32",
+        "--grid",
+        "2",
+        "--block",
+        "256",
+        "--predict-grid",
+        "16384",
+    ];
+    for a in small {
+        args.extend(["--arg", a]);
+    }
+    let only_check = args.clone();
+    for a in large {
+        args.extend(["--predict-arg", a]);
+    }
+    let (code, out, err) = check(&args);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("4096 bytes read, 2048 written"), "{out}");
+    // 4 Mi elements: two f32 inputs read, one written, over the predicted grid.
+    assert!(
+        out.contains("the 33554432 read and 16777216 written that the sample counts"),
+        "{out}"
+    );
+    assert!(!out.contains("note: a grid larger"), "{out}");
+    let mut short = only_check.clone();
+    short.extend(["--predict-arg", "u32:4194304"]);
+    let (code, out, err) = check(&short);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(err.contains("--predict-arg: 1 given for 4 --arg"), "{err}");
+    assert!(
+        !out.contains("no bug found"),
+        "refused after the launch: {out}"
+    );
+    let mut nosuch = only_check;
+    nosuch.extend(["--device", "nosuch"]);
+    let (code, out, err) = check(&nosuch);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(err.contains("nosuch"), "{err}");
+    assert!(
+        !out.contains("no bug found"),
+        "refused after the launch: {out}"
+    );
+}

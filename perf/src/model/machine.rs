@@ -176,7 +176,7 @@ pub const SOURCES: &[(&str, &str, &str, &str)] = &[
     (
         "occupancy limits (threads, blocks, registers, shared memory per SM)",
         "all",
-        "SmLimits::SM80 / SM90; GA102: 1536 threads, 16 blocks, 100 KB",
+        "SmLimits::SM80 / SM90; GA102: 1536 threads, 16 blocks, 100 KiB",
         "CUDA C++ Programming Guide, table of technical specifications per compute capability (8.0, 8.6, 9.0)",
     ),
     (

@@ -28,7 +28,7 @@ pub mod next;
 use serde::{Deserialize, Serialize};
 
 pub use machine::{Machine, SOURCES};
-pub use next::{CostBytes, next_step};
+pub use next::{Advice, CostBytes, NextStep, next_step};
 
 use crate::occupancy::{self, BlockResources};
 use emu::Dim3;

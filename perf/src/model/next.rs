@@ -24,36 +24,99 @@ pub enum CostBytes {
     Sampled,
 }
 
+/// What the sentence recommends, as a kind of change to the kernel: what `perf::validation`
+/// holds against a worklog's next step (advice that a published step measured slower is a
+/// failing case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Advice {
+    /// Nothing left to gain here but fewer bytes or operations.
+    Nothing,
+    /// Declare the kernel's bytes.
+    Declare,
+    /// Read each byte from DRAM once: keep what is re-read on chip, or fuse the passes.
+    ReadOnce,
+    /// Coalesce the global accesses (a shared tile where a warp walks a column).
+    Coalesce,
+    /// Fewer, wider memory instructions (vector accesses).
+    WiderAccesses,
+    /// Pad or swizzle a shared tile against bank conflicts.
+    PadOrSwizzle,
+    /// Fewer shared-memory accesses: reused values in registers (more outputs per thread).
+    FewerSharedAccesses,
+    /// Fewer instructions around each FMA, or the products on the tensor cores.
+    FewerInstructions,
+    /// Fewer exponentials.
+    FewerExponentials,
+    /// Overlap the phases: more warps, or asynchronous copies (double buffering).
+    Overlap,
+    /// More bytes in flight: more resident warps or independent loads.
+    MoreInFlight,
+    /// A block count that fills the waves.
+    FillWaves,
+    /// Fuse the launches.
+    Fuse,
+}
+
+/// The sentence a prediction ends with, and what it recommends.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NextStep {
+    pub advice: Advice,
+    pub sentence: String,
+}
+
+impl std::fmt::Display for NextStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.sentence)
+    }
+}
+
 /// The sentence: the limiter, the distance, and the next step. `cost` is the kernel's cost at
 /// the predicted shape, its bytes as `bytes` says; `p` its prediction on `machine`.
-pub fn next_step(p: &Prediction, cost: &Cost, bytes: CostBytes, machine: &Machine) -> String {
+pub fn next_step(p: &Prediction, cost: &Cost, bytes: CostBytes, machine: &Machine) -> NextStep {
+    let (advice, sentence) = advice(p, cost, bytes, machine);
+    NextStep { advice, sentence }
+}
+
+fn advice(p: &Prediction, cost: &Cost, bytes: CostBytes, machine: &Machine) -> (Advice, String) {
     let spec = machine.spec;
     let sum = |f: fn(&super::Totals) -> f64| p.launches.iter().map(|l| f(&l.totals)).sum::<f64>();
     let limiter = p.limiter.name();
     match p.limiter {
         Limiter::Dram if bytes == CostBytes::Sampled => {
             let moved = cost.bytes() as f64;
-            format!(
-                "Limited by {limiter}: {:.3e} bytes reach DRAM, {:.2}x the {moved:.3e} bytes the sampled requests moved; with no compulsory bytes declared there is no lower bound to measure them against: compare them with the size of the kernel's inputs and outputs.",
-                sum(|t| t.dram_bytes),
-                sum(|t| t.dram_bytes) / moved.max(1.0),
+            (
+                Advice::Nothing,
+                format!(
+                    "Limited by {limiter}: {:.3e} bytes reach DRAM, {:.2}x the {moved:.3e} bytes the sampled requests moved; with no compulsory bytes declared there is no lower bound to measure them against: compare them with the size of the kernel's inputs and outputs.",
+                    sum(|t| t.dram_bytes),
+                    sum(|t| t.dram_bytes) / moved.max(1.0),
+                ),
             )
         }
         Limiter::Dram => {
             let compulsory = cost.bytes() as f64;
             if compulsory <= 0.0 {
-                return format!(
-                    "Limited by {limiter}; the cost declares no bytes, so there is nothing to compare: declare them (docs/registry.md)."
+                return (
+                    Advice::Declare,
+                    format!(
+                        "Limited by {limiter}; the cost declares no bytes, so there is nothing to compare: declare them (docs/registry.md)."
+                    ),
                 );
             }
             let times = sum(|t| t.dram_bytes) / compulsory;
             if times <= AT {
-                format!(
-                    "Limited by {limiter} at {times:.2}x the compulsory bytes: nothing left to gain here but fewer bytes (a narrower type, or fusing with the next kernel)."
+                (
+                    Advice::Nothing,
+                    format!(
+                        "Limited by {limiter} at {times:.2}x the compulsory bytes: nothing left to gain here but fewer bytes (a narrower type, or fusing with the next kernel)."
+                    ),
                 )
             } else {
-                format!(
-                    "Limited by {limiter} at {times:.2}x the compulsory bytes: next, read each byte from DRAM once (keep what is re-read in shared memory or registers, or fuse the passes)."
+                (
+                    Advice::ReadOnce,
+                    format!(
+                        "Limited by {limiter} at {times:.2}x the compulsory bytes: next, read each byte from DRAM once (keep what is re-read in shared memory or registers, or fuse the passes)."
+                    ),
                 )
             }
         }
@@ -61,24 +124,39 @@ pub fn next_step(p: &Prediction, cost: &Cost, bytes: CostBytes, machine: &Machin
             let requests = sum(|t| t.load_requests) + sum(|t| t.store_requests);
             let sectors = sum(|t| t.load_sectors) + sum(|t| t.store_sectors);
             let per = sectors / requests.max(1.0);
-            format!(
-                "Limited by {limiter} ({per:.2} sectors per global request, 4 when a warp's 32 words are contiguous): next, {}.",
-                if per > 4.0 * AT {
-                    "coalesce the global accesses (consecutive threads on consecutive addresses, a shared-memory tile where a warp must walk a column)"
-                } else {
-                    "issue fewer, wider memory instructions (vector loads, or more work per thread)"
-                }
+            let (advice, next) = if per > 4.0 * AT {
+                (
+                    Advice::Coalesce,
+                    "coalesce the global accesses (consecutive threads on consecutive addresses, a shared-memory tile where a warp must walk a column)",
+                )
+            } else {
+                (
+                    Advice::WiderAccesses,
+                    "issue fewer, wider memory instructions (vector loads, or more work per thread)",
+                )
+            };
+            (
+                advice,
+                format!(
+                    "Limited by {limiter} ({per:.2} sectors per global request, 4 when a warp's 32 words are contiguous): next, {next}."
+                ),
             )
         }
         Limiter::SharedWavefronts => {
             let degree = sum(|t| t.shared_wavefronts) / sum(|t| t.shared_ideal_wavefronts).max(1.0);
             if degree > AT {
-                format!(
-                    "Limited by {limiter} at conflict degree {degree:.2} (1 is none): next, pad or swizzle the shared tile so a warp's accesses fall in distinct banks (`cargo xtask inspect` names the line)."
+                (
+                    Advice::PadOrSwizzle,
+                    format!(
+                        "Limited by {limiter} at conflict degree {degree:.2} (1 is none): next, pad or swizzle the shared tile so a warp's accesses fall in distinct banks (`cargo xtask inspect` names the line)."
+                    ),
                 )
             } else {
-                format!(
-                    "Limited by {limiter} without bank conflicts: next, fewer shared-memory accesses (keep reused values in registers, or wider accesses)."
+                (
+                    Advice::FewerSharedAccesses,
+                    format!(
+                        "Limited by {limiter} without bank conflicts: next, fewer shared-memory accesses (keep reused values in registers, or wider accesses)."
+                    ),
                 )
             }
         }
@@ -90,35 +168,53 @@ pub fn next_step(p: &Prediction, cost: &Cost, bytes: CostBytes, machine: &Machin
             };
             let fraction = roof / p.seconds.max(f64::MIN_POSITIVE);
             if fraction * AT >= 1.0 {
-                format!(
-                    "Limited by {limiter} at {:.0}% of the {what}: nothing left to gain here but fewer operations.",
-                    100.0 * fraction
+                (
+                    Advice::Nothing,
+                    format!(
+                        "Limited by {limiter} at {:.0}% of the {what}: nothing left to gain here but fewer operations.",
+                        100.0 * fraction
+                    ),
                 )
             } else {
-                format!(
-                    "Limited by {limiter} at {:.0}% of the {what}: next, {}.",
-                    100.0 * fraction,
-                    match p.limiter {
-                        Limiter::Fp32 | Limiter::Issue => {
-                            "cut the instructions around each FMA (more outputs per thread from the same loads), or move the products onto the tensor cores"
-                        }
-                        Limiter::Mufu =>
-                            "take fewer exponentials (rescale once per row, not per element)",
-                        _ =>
-                            "overlap the products with the softmax (more warps, or asynchronous copies)",
-                    }
+                let (advice, next) = match p.limiter {
+                    Limiter::Fp32 | Limiter::Issue => (
+                        Advice::FewerInstructions,
+                        "cut the instructions around each FMA (more outputs per thread from the same loads), or move the products onto the tensor cores",
+                    ),
+                    Limiter::Mufu => (
+                        Advice::FewerExponentials,
+                        "take fewer exponentials (rescale once per row, not per element)",
+                    ),
+                    _ => (
+                        Advice::Overlap,
+                        "overlap the products with the softmax (more warps, or asynchronous copies)",
+                    ),
+                };
+                (
+                    advice,
+                    format!(
+                        "Limited by {limiter} at {:.0}% of the {what}: next, {next}.",
+                        100.0 * fraction,
+                    ),
                 )
             }
         }
-        Limiter::Latency => format!(
-            "Limited by {limiter}: too few bytes in flight to reach the bandwidth; next, more resident warps or more independent loads per thread."
+        Limiter::Latency => (
+            Advice::MoreInFlight,
+            format!(
+                "Limited by {limiter}: too few bytes in flight to reach the bandwidth; next, more resident warps or more independent loads per thread."
+            ),
         ),
-        Limiter::Tail => format!(
-            "Limited by the {limiter}: the last wave leaves SMs idle; next, a block count that fills the waves (smaller blocks, or more work per block)."
+        Limiter::Tail => (
+            Advice::FillWaves,
+            format!(
+                "Limited by the {limiter}: the last wave leaves SMs idle; next, a block count that fills the waves (smaller blocks, or more work per block)."
+            ),
         ),
-        Limiter::Launch => {
-            format!("Limited by the {limiter} overhead: next, fuse the launches into one kernel.")
-        }
+        Limiter::Launch => (
+            Advice::Fuse,
+            format!("Limited by the {limiter} overhead: next, fuse the launches into one kernel."),
+        ),
     }
 }
 
@@ -180,8 +276,17 @@ mod tests {
             &c,
             CostBytes::Compulsory,
             &h100(),
-        );
+        )
+        .sentence;
         assert!(s.contains("1.00x the compulsory bytes"), "{s}");
+        let advice = next_step(
+            &prediction(Limiter::Dram, 1e-3, totals),
+            &c,
+            CostBytes::Compulsory,
+            &h100(),
+        )
+        .advice;
+        assert_eq!(advice, Advice::Nothing);
         assert!(s.contains("nothing left to gain here"), "{s}");
     }
 
@@ -195,7 +300,7 @@ mod tests {
             ..Totals::default()
         };
         let p = prediction(Limiter::Dram, 1e-3, totals);
-        let s = next_step(&p, &c, CostBytes::Sampled, &h100());
+        let s = next_step(&p, &c, CostBytes::Sampled, &h100()).sentence;
         assert!(
             s.contains("0.33x the") && s.contains("sampled requests moved"),
             "{s}"
@@ -204,7 +309,7 @@ mod tests {
             !s.contains("x the compulsory") && !s.contains("nothing left"),
             "{s}"
         );
-        let s = next_step(&p, &c, CostBytes::Compulsory, &h100());
+        let s = next_step(&p, &c, CostBytes::Compulsory, &h100()).sentence;
         assert!(s.contains("0.33x the compulsory bytes"), "{s}");
     }
 
@@ -220,7 +325,8 @@ mod tests {
             &c,
             CostBytes::Compulsory,
             &h100(),
-        );
+        )
+        .sentence;
         assert!(s.contains("2.00x the compulsory bytes"), "{s}");
         assert!(s.contains("read each byte from DRAM once"), "{s}");
         assert!(!s.contains("nothing left"), "{s}");
@@ -240,7 +346,8 @@ mod tests {
             &c,
             CostBytes::Compulsory,
             &m,
-        );
+        )
+        .sentence;
         assert!(s.contains("FP32 at 10% of the peak"), "{s}");
         assert!(s.contains("next, cut the instructions"), "{s}");
         // At the peak, nothing is left.
@@ -249,7 +356,8 @@ mod tests {
             &c,
             CostBytes::Compulsory,
             &m,
-        );
+        )
+        .sentence;
         assert!(at.contains("100% of the peak: nothing left"), "{at}");
     }
 
@@ -265,8 +373,17 @@ mod tests {
             &cost(),
             CostBytes::Compulsory,
             &h100(),
-        );
+        )
+        .sentence;
         assert!(s.contains("conflict degree 16.50"), "{s}");
         assert!(s.contains("pad or swizzle"), "{s}");
+        let advice = next_step(
+            &prediction(Limiter::SharedWavefronts, 1e-3, totals),
+            &cost(),
+            CostBytes::Compulsory,
+            &h100(),
+        )
+        .advice;
+        assert_eq!(advice, Advice::PadOrSwizzle);
     }
 }
