@@ -1,6 +1,9 @@
 //! `cargo xtask figures`: the teaching pictures in `docs/img/`, drawn from the functions the
 //! kernels and the emulator use, so a picture cannot drift from the code:
 //!
+//! - `launch.svg`: a launch's grid of blocks, one 16 x 16 block's threads coloured by warp (x
+//!   fastest, as `kernels::cuda::thread::linear_thread_idx` numbers them), and blocks placed on
+//!   SMs (basics.md);
 //! - `mma-fragments.svg`: which lane and register of `mma.m16n8k16` holds each element of A, B
 //!   and C (the emulator's reading of the PTX ISA, `emu::fragments`);
 //! - `ldmatrix-x4.svg`: `ldmatrix.x4` without and with `.trans` (the kernels' row addresses,
@@ -63,6 +66,7 @@ fn img_dir() -> Result<PathBuf, String> {
 /// Every figure: file name and SVG text.
 pub fn all() -> Vec<(&'static str, String)> {
     vec![
+        ("launch.svg", launch()),
         ("mma-fragments.svg", mma_fragments()),
         ("ldmatrix-x4.svg", ldmatrix_x4()),
         ("banks-transpose.svg", banks_transpose()),
@@ -160,6 +164,198 @@ fn lane_colour(lane: usize) -> String {
 /// A colour per bank group of four banks (one 16-byte chunk).
 fn bank_colour(bank: usize) -> String {
     format!("hsl({}, 65%, 78%)", (bank / 4) * 45)
+}
+
+// ---- A launch: grid, blocks, warps, SMs ------------------------------------------------------
+
+/// A thread's rank in a block `width` threads wide, x fastest: what
+/// `kernels::cuda::thread::linear_thread_idx` computes on the device for a 2-D block.
+fn linear_thread_idx(x: u32, y: u32, width: u32) -> u32 {
+    y * width + x
+}
+
+fn launch() -> String {
+    let (grid_x, grid_y) = (4u32, 3u32);
+    let (block_x, block_y) = (16u32, 16u32);
+    let picked = (1u32, 0u32);
+    let h100 = GpuSpec::find("h100").expect("in the table");
+    let mut svg = Svg::new(900.0, 370.0);
+    svg.text(
+        10.0,
+        20.0,
+        15.0,
+        "start",
+        &format!(
+            "A launch of {grid_x} x {grid_y} blocks of {block_x} x {block_y} threads: the grid, one block's warps, the SMs"
+        ),
+    );
+    // The grid.
+    let (gx0, gy0, bw, bh) = (10.0, 70.0, 48.0, 34.0);
+    svg.text(
+        gx0,
+        gy0 - 10.0,
+        12.0,
+        "start",
+        "grid: blocks (block_idx_x, block_idx_y)",
+    );
+    for by in 0..grid_y {
+        for bx in 0..grid_x {
+            let (x, y) = (gx0 + f64::from(bx) * bw, gy0 + f64::from(by) * bh);
+            let fill = if (bx, by) == picked {
+                "hsl(30, 90%, 70%)"
+            } else {
+                "hsl(210, 30%, 94%)"
+            };
+            svg.rect(x, y, bw, bh, fill, "#888");
+            svg.text(
+                x + bw / 2.0,
+                y + bh / 2.0 + 4.0,
+                10.0,
+                "middle",
+                &format!("({bx}, {by})"),
+            );
+        }
+    }
+    svg.text(
+        gx0,
+        gy0 + f64::from(grid_y) * bh + 18.0,
+        10.0,
+        "start",
+        "blocks run in no defined order;",
+    );
+    svg.text(
+        gx0,
+        gy0 + f64::from(grid_y) * bh + 32.0,
+        10.0,
+        "start",
+        "they cannot wait for each other",
+    );
+    // One block, its threads coloured by warp.
+    let (tx0, ty0, cell) = (300.0, 70.0, 13.0);
+    svg.text(
+        tx0,
+        ty0 - 24.0,
+        12.0,
+        "start",
+        &format!(
+            "block ({}, {}): {block_x} x {block_y} threads, x fastest",
+            picked.0, picked.1
+        ),
+    );
+    svg.text(
+        tx0,
+        ty0 - 10.0,
+        10.0,
+        "start",
+        "colour: warp = (x + 16 y) / 32",
+    );
+    let warps = block_x * block_y / 32;
+    for y in 0..block_y {
+        for x in 0..block_x {
+            let warp = linear_thread_idx(x, y, block_x) / 32;
+            let fill = format!("hsl({}, 65%, 78%)", warp * 360 / warps);
+            svg.rect(
+                tx0 + f64::from(x) * cell,
+                ty0 + f64::from(y) * cell,
+                cell,
+                cell,
+                &fill,
+                "#777",
+            );
+        }
+    }
+    for warp in 0..warps {
+        // The rows a warp spans: its first and last thread's y.
+        let (first, last) = (warp * 32 / block_x, (warp * 32 + 31) / block_x);
+        let mid = ty0 + (f64::from(first + last) / 2.0 + 0.5) * cell + 4.0;
+        let rows = if first == last {
+            format!("y = {first}")
+        } else {
+            format!("y = {first}, {last}")
+        };
+        svg.text(
+            tx0 + f64::from(block_x) * cell + 6.0,
+            mid,
+            10.0,
+            "start",
+            &format!("warp {warp}: {rows}"),
+        );
+    }
+    svg.text(
+        tx0,
+        ty0 + f64::from(block_y) * cell + 16.0,
+        10.0,
+        "start",
+        "x: 0 .. 15 along a row; y: down",
+    );
+    arrow(
+        &mut svg,
+        (gx0 + f64::from(grid_x) * bw + 4.0, gy0 + bh / 2.0),
+        (tx0 - 6.0, ty0 + 20.0),
+    );
+    // The SMs.
+    let (sx0, sy0, sw, sh) = (640.0, 70.0, 240.0, 74.0);
+    svg.text(
+        sx0,
+        sy0 - 24.0,
+        12.0,
+        "start",
+        &format!("SMs ({} on an H100)", h100.sms),
+    );
+    svg.text(
+        sx0,
+        sy0 - 10.0,
+        10.0,
+        "start",
+        "one possible placement of the blocks",
+    );
+    let shown = 3u32;
+    for sm in 0..shown {
+        let y = sy0 + f64::from(sm) * (sh + 10.0);
+        svg.rect(sx0, y, sw, sh, "hsl(120, 25%, 93%)", "#557");
+        svg.text(
+            sx0 + 8.0,
+            y + 16.0,
+            11.0,
+            "start",
+            &format!("SM {sm}: 4 warp schedulers"),
+        );
+        // Blocks dealt round-robin: SM k holds blocks k, k + shown, ... of the grid, in order.
+        let mut x = sx0 + 8.0;
+        for b in (sm..grid_x * grid_y).step_by(shown as usize) {
+            let (bx, by) = (b % grid_x, b / grid_x);
+            let fill = if (bx, by) == picked {
+                "hsl(30, 90%, 70%)"
+            } else {
+                "hsl(210, 30%, 94%)"
+            };
+            svg.rect(x, y + 26.0, 54.0, 24.0, fill, "#888");
+            svg.text(x + 27.0, y + 42.0, 10.0, "middle", &format!("({bx}, {by})"));
+            x += 58.0;
+        }
+    }
+    let below = sy0 + f64::from(shown) * (sh + 10.0) + 4.0;
+    svg.text(
+        sx0,
+        below,
+        10.0,
+        "start",
+        "a block stays on its SM until it ends;",
+    );
+    svg.text(
+        sx0,
+        below + 14.0,
+        10.0,
+        "start",
+        "an SM holds as many as fit (occupancy)",
+    );
+    arrow(
+        &mut svg,
+        (tx0 + f64::from(block_x) * cell + 90.0, ty0 + 30.0),
+        (sx0 - 4.0, sy0 + 38.0),
+    );
+    svg.text(10.0, 360.0, 11.0, "start", "A scheduler issues one instruction for a whole warp, picking among its SM's resident warps. cargo xtask figures.");
+    svg.finish()
 }
 
 // ---- mma.m16n8k16 ------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 //! Lints of the chapters' text (tests only): every relative link and anchor resolves, no link
 //! points at a line number, no table repeats its header row, the chapters (not `docs/design/`)
-//! hold no dated history, and every excerpt of a kernel's code is still in its source file.
+//! hold no dated history, every excerpt of a kernel's code is still in its source file, and the
+//! glossary of docs/basics.md points where each term is defined, no later in the course than the
+//! first chapter that uses it.
 //!
 //! An excerpt is a fenced `rust` (or `cpp`) block right after a comment `<!-- excerpt: PATH -->` (PATH from
 //! the repository's root): each of its lines, trailing spaces aside, is a line of PATH, in the
@@ -404,5 +406,349 @@ fn an_excerpt_that_drifted_is_found() {
     assert_eq!(
         excerpt_mismatch(&["    x + y", "// ...", "fn a() {"], source),
         Some("fn a() {")
+    );
+}
+
+/// The chapters in the course's order: the first link of each numbered row of docs/README.md's
+/// tables (`| 7 | [gemm](gemm.md) | ...`).
+fn course_order(readme: &str) -> Vec<String> {
+    prose_lines(readme)
+        .into_iter()
+        .filter_map(|(_, line)| {
+            let rest = line.trim().strip_prefix('|')?;
+            let (number, rest) = rest.split_once('|')?;
+            number.trim().parse::<u32>().ok()?;
+            let target = link_targets(rest).into_iter().next()?;
+            Some(target.split('#').next().unwrap().to_string())
+        })
+        .collect()
+}
+
+/// The glossary's rows (basics.md, from its `## Glossary` heading): the line, the cell of terms and
+/// the first link of the second cell, the chapter (and section) that defines them.
+fn glossary_rows(basics: &str) -> Vec<(usize, &str, &str)> {
+    let Some(start) = basics.find("\n## Glossary") else {
+        return Vec::new();
+    };
+    let first_line = basics[..start].lines().count() + 1;
+    basics[start + 1..]
+        .lines()
+        .enumerate()
+        .skip_while(|(_, l)| !l.starts_with('|'))
+        .skip(2) // the header and the separator
+        .take_while(|(_, l)| l.starts_with('|'))
+        .filter_map(|(i, line)| {
+            let mut cells = line.trim().trim_matches('|').split(" | ");
+            let terms = cells.next()?.trim();
+            let target = link_targets(cells.next()?).into_iter().next()?;
+            Some((first_line + i, terms, target))
+        })
+        .collect()
+}
+
+/// A glossary cell's terms: split at commas and semicolons outside backticks and parentheses,
+/// each without a trailing gloss in parentheses (`SM (streaming multiprocessor)` is `SM`).
+fn glossary_terms(cell: &str) -> Vec<String> {
+    let (mut out, mut term) = (Vec::new(), String::new());
+    let (mut code, mut depth) = (false, 0);
+    for c in cell.chars() {
+        match c {
+            '`' => code = !code,
+            '(' if !code => depth += 1,
+            ')' if !code => depth -= 1,
+            ',' | ';' if !code && depth == 0 => {
+                out.push(std::mem::take(&mut term));
+                continue;
+            }
+            _ => {}
+        }
+        term.push(c);
+    }
+    out.push(term);
+    out.into_iter()
+        .map(|t| {
+            let t = t.trim();
+            match t.rfind(" (") {
+                Some(i) if t.ends_with(')') && !t[..i].contains('(') => t[..i].trim().to_string(),
+                _ => t.to_string(),
+            }
+        })
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// The prose of the section `anchor` names in `text`, from its heading to the next heading of the
+/// same or a higher level, or the whole file's prose without an anchor; `None` if no heading has
+/// the anchor.
+fn section(text: &str, anchor: Option<&str>) -> Option<String> {
+    let lines: Vec<&str> = prose_lines(text).into_iter().map(|(_, l)| l).collect();
+    let Some(anchor) = anchor else {
+        return Some(lines.join("\n"));
+    };
+    let level = |l: &str| l.chars().take_while(|&c| c == '#').count();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with('#') && slug(l.trim_start_matches('#')) == anchor)?;
+    let end = (start + 1..lines.len())
+        .find(|&j| lines[j].starts_with('#') && level(lines[j]) <= level(lines[start]))
+        .unwrap_or(lines.len());
+    Some(lines[start..end].join("\n"))
+}
+
+/// Whether prose `section` defines `term`: the term is in a bold span, a heading or a table row's
+/// first cell (case, backticks and line breaks aside); a term in backticks, a name from the
+/// code, need only appear.
+fn defines(section: &str, term: &str) -> bool {
+    let norm = |s: &str| {
+        s.replace('`', "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let want = norm(term);
+    if term.starts_with('`') {
+        return norm(section).contains(&want);
+    }
+    let bold = section
+        .split("**")
+        .skip(1)
+        .step_by(2)
+        .any(|b| norm(b).contains(&want));
+    let heading_or_cell = section.lines().any(|l| {
+        let l = l.trim();
+        (l.starts_with('#') && norm(l).contains(&want))
+            || l.strip_prefix('|')
+                .and_then(|r| r.split('|').next())
+                .is_some_and(|cell| norm(cell).contains(&want))
+    });
+    bold || heading_or_cell
+}
+
+/// Every glossary row whose pointer is wrong: its chapter or section does not exist, or does not
+/// define one of the row's terms ([`defines`]). `docs` maps a file's name in docs/ to its text.
+fn wrong_glossary_pointers(docs: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (line, terms, target) in glossary_rows(&docs["basics.md"]) {
+        let (file, anchor) = match target.split_once('#') {
+            Some((f, a)) => (if f.is_empty() { "basics.md" } else { f }, Some(a)),
+            None => (target, None),
+        };
+        let Some(text) = docs.get(file) else {
+            out.push(format!("basics.md:{line}: ({target}): no such chapter"));
+            continue;
+        };
+        let Some(section) = section(text, anchor) else {
+            out.push(format!(
+                "basics.md:{line}: ({target}): no heading has that anchor"
+            ));
+            continue;
+        };
+        for term in glossary_terms(terms) {
+            if !defines(&section, &term) {
+                out.push(format!(
+                    "basics.md:{line}: {term} is not defined at ({target}): no bold, heading or table row there names it"
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_glossary_points_where_each_term_is_defined() {
+    let docs = docs_by_name();
+    let rows = glossary_rows(&docs["basics.md"]);
+    assert!(rows.len() >= 30, "only {} glossary rows", rows.len());
+    let wrong = wrong_glossary_pointers(&docs);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_wrong_glossary_pointer_is_found() {
+    let mut docs = docs_by_name();
+    let basics = docs["basics.md"].clone();
+    // A term pointed at a chapter that does not define it, one at a missing section, and one at
+    // a missing chapter.
+    for (from, to, expected) in [
+        (
+            "| ulp | [softmax](softmax.md#the-tests) |",
+            "| ulp | [gemm](gemm.md) |",
+            "ulp is not defined",
+        ),
+        (
+            "| ulp | [softmax](softmax.md#the-tests) |",
+            "| ulp | [softmax](softmax.md#no-such) |",
+            "no heading",
+        ),
+        (
+            "| ulp | [softmax](softmax.md#the-tests) |",
+            "| ulp | [softmax](nowhere.md) |",
+            "no such chapter",
+        ),
+    ] {
+        assert!(basics.contains(from));
+        docs.insert("basics.md".into(), basics.replace(from, to));
+        let wrong = wrong_glossary_pointers(&docs);
+        assert!(
+            wrong.len() == 1 && wrong[0].contains(expected),
+            "{from} -> {to}: {wrong:?}"
+        );
+    }
+    assert_eq!(
+        glossary_terms(
+            "SM (streaming multiprocessor), warp scheduler; `kernel<<<grid, block>>>`, `(m, l)`"
+        ),
+        [
+            "SM",
+            "warp scheduler",
+            "`kernel<<<grid, block>>>`",
+            "`(m, l)`"
+        ]
+    );
+}
+
+/// docs/*.md by file name.
+fn docs_by_name() -> std::collections::BTreeMap<String, String> {
+    markdown_files()
+        .into_iter()
+        .filter_map(|(name, text)| {
+            let name = name.strip_prefix("docs/")?;
+            (!name.contains('/')).then(|| (name.to_string(), text))
+        })
+        .collect()
+}
+
+/// Whether `text` uses `term` (backticks aside) as a whole word: not inside a longer word, and
+/// case-blind unless the term has a capital (`SM`, `GEMM`).
+fn uses(text: &str, term: &str) -> bool {
+    let term = term.replace('`', "");
+    let (text, term) = if term.chars().any(char::is_uppercase) {
+        (text.to_string(), term)
+    } else {
+        (text.to_lowercase(), term.to_lowercase())
+    };
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    // A term that starts (ends) with a letter must not follow (precede) one.
+    let joined_before = |i: usize| word(text[..i].chars().next_back()) && word(term.chars().next());
+    let joined_after =
+        |end: usize| word(text[end..].chars().next()) && word(term.chars().next_back());
+    text.match_indices(&term)
+        .any(|(i, m)| !joined_before(i) && !joined_after(i + m.len()))
+}
+
+/// A chapter's own words: its prose, without basics' glossary (which names every term) and
+/// without quotations (`"... Kernel Fusion and FlashAttention"`, a title).
+fn own_words(name: &str, text: &str) -> String {
+    let text = match (name, text.find("\n## Glossary")) {
+        ("basics.md", Some(i)) => &text[..i],
+        _ => text,
+    };
+    let prose: Vec<&str> = prose_lines(text).into_iter().map(|(_, l)| l).collect();
+    prose
+        .join("\n")
+        .split('"')
+        .step_by(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every glossary term a chapter uses before the chapter the glossary points to, in the course's
+/// order: `(term, the first chapter that uses it, the chapter that defines it)`.
+fn early_uses(docs: &std::collections::BTreeMap<String, String>) -> Vec<(String, String, String)> {
+    let order = course_order(&docs["README.md"]);
+    let words: Vec<String> = order.iter().map(|c| own_words(c, &docs[c])).collect();
+    let mut out = Vec::new();
+    for (_, terms, target) in glossary_rows(&docs["basics.md"]) {
+        let file = match target.split('#').next().unwrap() {
+            "" => "basics.md",
+            f => f,
+        };
+        let Some(defined) = order.iter().position(|c| c == file) else {
+            continue;
+        };
+        for term in glossary_terms(terms) {
+            if EVERYDAY_WORDS.contains(&term.as_str()) {
+                continue;
+            }
+            if let Some(first) = words[..defined].iter().position(|w| uses(w, &term)) {
+                out.push((term, order[first].clone(), file.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Glossary terms that are also ordinary words, which the chapters use in their ordinary sense
+/// before the term's chapter ("a value", "the spec table", "fused multiply-add"): the order check
+/// cannot tell those uses from the term's, so it leaves them out.
+const EVERYDAY_WORDS: [&str; 8] = [
+    "key", "value", "head", "batch", "spec", "registry", "naive", "fused",
+];
+
+/// The terms the chapters name before the chapter that defines them, most glossed where they are
+/// named or linked forward (`tiling.md`'s `cp.async` and TMA: "copies from global to shared
+/// memory that run while..."), in the course's order. A use not listed here fails the test; so
+/// does an entry that no longer happens, so that the list only shrinks.
+const KNOWN_EARLY_USES: [(&str, &str); 11] = [
+    ("`mma.sync`", "basics.md"), // named as a warp-collective instruction
+    ("`wgmma`", "basics.md"),    // named as the warpgroup's instruction
+    ("online softmax", "pyramid.md"),
+    ("`(m, l)`", "pyramid.md"),
+    ("GEMM", "pyramid.md"),
+    ("FlashAttention", "roofline.md"),
+    ("pipeline", "tiling.md"),
+    ("`cp.async`", "tiling.md"),
+    ("rasterisation", "tiling.md"),
+    ("TMA", "tiling.md"),
+    ("PTX backend", "hopper.md"),
+];
+
+#[test]
+fn no_term_is_used_before_the_chapter_the_glossary_points_to() {
+    let docs = docs_by_name();
+    let found: Vec<(String, String)> = early_uses(&docs)
+        .into_iter()
+        .map(|(term, first, _)| (term, first))
+        .collect();
+    let new: Vec<String> = found
+        .iter()
+        .filter(|(t, c)| !KNOWN_EARLY_USES.contains(&(t.as_str(), c.as_str())))
+        .map(|(t, c)| format!("{c} uses {t} before the chapter the glossary points to: define it there first, or point the glossary here"))
+        .collect();
+    assert!(new.is_empty(), "{}", new.join("\n"));
+    let gone: Vec<String> = KNOWN_EARLY_USES
+        .iter()
+        .filter(|(t, c)| !found.iter().any(|(ft, fc)| ft == t && fc == c))
+        .map(|(t, c)| format!("{c} no longer uses {t} early: remove it from KNOWN_EARLY_USES"))
+        .collect();
+    assert!(gone.is_empty(), "{}", gone.join("\n"));
+}
+
+#[test]
+fn a_term_used_before_its_chapter_is_found() {
+    let mut docs = docs_by_name();
+    // pyramid.md (2) uses a term of softmax.md (6): found; the same word inside a longer one, or
+    // in a quotation, is not a use.
+    let pyramid = docs["pyramid.md"].clone();
+    for (planted, found) in [
+        ("\nThe ulp of one is 2^-23.\n", true),
+        ("\nThe ulps are... \"an ulp\" tulp\n", false),
+    ] {
+        docs.insert("pyramid.md".into(), format!("{pyramid}{planted}"));
+        let early = early_uses(&docs);
+        let hit = early.iter().any(|(t, first, defined)| {
+            t == "ulp" && first == "pyramid.md" && defined == "softmax.md"
+        });
+        assert_eq!(hit, found, "{planted:?}: {early:?}");
+    }
+    assert_eq!(
+        course_order(&docs["README.md"])[..3],
+        ["basics.md", "pyramid.md", "roofline.md"]
+    );
+    assert!(
+        uses("an `mma.sync` each", "`mma.sync`")
+            && !uses("tiles", "tile")
+            && uses("a GEMM.", "GEMM")
     );
 }
