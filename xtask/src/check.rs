@@ -514,6 +514,21 @@ mod tests {
             let arch = &code.iter().find(|f| f.arch == m.spec.arch).unwrap().arch;
             assert_eq!(arch, m.spec.arch);
         }
-        assert_eq!(as_machine.launches[0].resources_by_arch.len(), 2);
+        // Each device reads its own architecture's registers: the A6000 sm_86's, the H100
+        // sm_90's, each what that architecture's ptxas reported for the kernel.
+        let input = &as_machine.launches[0];
+        assert_eq!(input.resources_by_arch.len(), 2);
+        for m in &machines {
+            let f = code.iter().find(|f| f.arch == m.spec.arch).unwrap();
+            let resources = &f.assembled.as_ref().unwrap().resources;
+            let own = host::predict::resources_of_kernel(resources, "four_words");
+            assert!(own.registers.is_some());
+            assert_eq!(
+                host::predict::resources_for(input, m),
+                own,
+                "{}",
+                m.spec.name
+            );
+        }
     }
 }

@@ -57,11 +57,18 @@ pub(crate) fn check_scalar_types(
     params: &[(&str, &str, u32)],
 ) -> Result<(), String> {
     for (k, spec) in specs.iter().enumerate() {
-        let Ok(Parsed::Scalar(arg)) = parse_arg(spec, k) else {
+        let Some(&(name, ty, bytes)) = params.get(k) else {
             continue;
         };
-        let Some(&(name, ty, _)) = params.get(k) else {
-            continue;
+        let arg = match parse_arg(spec, k) {
+            Ok(Parsed::Scalar(arg)) => arg,
+            // A buffer or view is passed as its 8-byte address: a pointer parameter's.
+            Ok(Parsed::Buffer { .. } | Parsed::View { .. }) if bytes != 8 => {
+                return Err(format!(
+                    "--arg {spec}: parameter {k} (`{name}`) is .{ty} in the PTX, a {bytes}-byte scalar, not a pointer: give it as TYPE:VALUE"
+                ));
+            }
+            _ => continue,
         };
         let float_param = ty.starts_with('f');
         let float_arg = matches!(arg, Arg::F32(_) | Arg::F64(_));
@@ -430,6 +437,13 @@ mod tests {
             check_scalar_types(&specs(&["f32[4]:zeros", "i32:64", "u32:1"]), &params).unwrap_err();
         assert!(e.contains("parameter 2 (`scale`) is .f32"), "{e}");
         assert!(check_scalar_types(&specs(&["f32[4]:zeros", "i32:64", "f32:1"]), &params).is_ok());
+        // A buffer for a scalar parameter is named, not printed as the launch's Rust value.
+        let e = check_scalar_types(&specs(&["f32[4]:zeros", "f32[4]:ones", "f32:1"]), &params)
+            .unwrap_err();
+        assert!(
+            e.contains("parameter 1 (`n`) is .u32 in the PTX, a 4-byte scalar, not a pointer"),
+            "{e}"
+        );
     }
 
     /// A bf16 buffer read from a `.npy` file of raw bits (`TYPE[..]`: as many as it holds) is
