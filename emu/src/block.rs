@@ -15,7 +15,7 @@ use kernels::cuda::emu::{
 
 use super::async_copy::{self, AsyncCopies};
 use super::error::{
-    BenignRace, DivergentBarrier, EmuError, EmuErrorKind, MemorySpace, ThreadAccess,
+    BenignRace, DivergentBarrier, EmuError, EmuErrorKind, MemorySpace, ThreadAccess, Warning,
 };
 use super::faults::{self, StackOverflow, ThreadResult};
 use super::global::{BlockAccesses, GlobalLog};

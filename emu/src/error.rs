@@ -42,17 +42,24 @@ pub struct BenignRace {
     pub second: ThreadAccess,
 }
 
-impl BenignRace {
-    /// The two stores' sites: a launch reports each pair once.
-    pub(crate) fn sites(&self) -> (Site, Site) {
-        (self.first.site, self.second.site)
-    }
+/// A finding a launch warns about and goes on with (a benign race, a barrier met at two
+/// instructions): named by the pair of sites it is between, and reported once per pair.
+pub(crate) trait Warning: Sized {
+    /// The two sites.
+    fn sites(&self) -> (Site, Site);
 
-    /// Adds the race to `list` unless a race of the same pair of sites is there already.
-    pub(crate) fn add_to(self, list: &mut Vec<BenignRace>) {
+    /// Adds the finding to `list` unless one of the same pair of sites is there already.
+    fn add_to(self, list: &mut Vec<Self>) {
         if !list.iter().any(|b| b.sites() == self.sites()) {
             list.push(self);
         }
+    }
+}
+
+impl Warning for BenignRace {
+    /// The two stores' sites.
+    fn sites(&self) -> (Site, Site) {
+        (self.first.site, self.second.site)
     }
 }
 
@@ -90,17 +97,10 @@ pub struct DivergentBarrier {
     pub second: (Dim3, Site),
 }
 
-impl DivergentBarrier {
-    /// The two instructions: a launch reports each pair once.
-    pub(crate) fn sites(&self) -> (Site, Site) {
+impl Warning for DivergentBarrier {
+    /// The two instructions.
+    fn sites(&self) -> (Site, Site) {
         (self.first.1, self.second.1)
-    }
-
-    /// Adds the finding to `list` unless one of the same pair of sites is there already.
-    pub(crate) fn add_to(self, list: &mut Vec<DivergentBarrier>) {
-        if !list.iter().any(|b| b.sites() == self.sites()) {
-            list.push(self);
-        }
     }
 }
 

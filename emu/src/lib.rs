@@ -55,6 +55,8 @@ use std::time::Duration;
 use kernels::cuda::emu::Site;
 use rayon::prelude::*;
 
+use error::Warning;
+
 pub use block::Trapped;
 pub use error::{
     BenignRace, DivergentBarrier, EmuError, EmuErrorKind, MemorySpace, Overrun, RacingPair,
@@ -605,8 +607,8 @@ impl Emulator {
         let blocks = Sampling::blocks_of(options.sampling, name, cfg.grid);
         let results = run_blocks(&launch, &blocks);
         let gathered = Gathered::from_blocks(&launch, &blocks, results, options)?;
-        self.warn_benign(&gathered.benign_races);
-        self.warn_divergent(&gathered.divergent_barriers);
+        self.warn(&gathered.benign_races);
+        self.warn(&gathered.divergent_barriers);
         let races = global::races(&gathered.accesses, REPORTED_RACES);
         if !races.is_empty() {
             return Err(Error::Emulator(Box::new(
@@ -640,23 +642,9 @@ impl Emulator {
         Ok((gathered.total, observed))
     }
 
-    /// Prints a launch's benign races of the pairs of sites not printed before.
-    fn warn_benign(&self, races: &[BenignRace]) {
-        if races.is_empty() {
-            return;
-        }
-        let mut warned = self.warned.lock().unwrap();
-        for race in races {
-            if !warned.contains(&race.sites()) {
-                warned.push(race.sites());
-                eprintln!("warning: {race}");
-            }
-        }
-    }
-
-    /// Prints a launch's barriers met at different instructions, of the pairs of sites not
-    /// printed before.
-    fn warn_divergent(&self, found: &[DivergentBarrier]) {
+    /// Prints a launch's warnings (benign races, barriers met at different instructions) of the
+    /// pairs of sites not printed before.
+    fn warn<W: error::Warning + std::fmt::Display>(&self, found: &[W]) {
         if found.is_empty() {
             return;
         }
