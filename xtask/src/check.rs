@@ -72,6 +72,10 @@ pub struct CheckArgs {
     /// No prediction after the check.
     #[arg(long)]
     pub no_predict: bool,
+    /// Write the PTX that runs (NVRTC's, for a `.cu`) to FILE, so that the PTX lines a report
+    /// cites can be opened.
+    #[arg(long, value_name = "FILE")]
+    pub emit_ptx: Option<PathBuf>,
     /// List the module's entries, their parameters and whether each decodes, and stop.
     #[arg(long)]
     pub list: bool,
@@ -85,21 +89,16 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     if !cuda && !args.nvrtc_opts.is_empty() {
         return Err("--nvrtc-opt is for a .cu file (a .ptx is compiled already)".into());
     }
-    let compiled = if cuda {
-        let extra: Vec<String> = args.entry.iter().cloned().collect();
-        Some(crate::nvrtc::compile_file(
-            &args.file,
-            &args.nvrtc_opts,
-            &extra,
-        )?)
-    } else {
-        None
-    };
+    let compiled = if cuda { Some(compile(args)?) } else { None };
     let module = match &compiled {
         Some(c) => Module::load(c.ptx.clone(), &origin),
         None => Module::file(&args.file),
     }
     .map_err(|e| e.to_string())?;
+    if let Some(path) = &args.emit_ptx {
+        crate::atomic::write(path, module.text()).map_err(|e| format!("--emit-ptx: {e}"))?;
+        println!("PTX: {} (the lines reports cite)", path.display());
+    }
     let cpp_name = |entry: &str| compiled.as_ref().and_then(|c| c.cpp_name(entry));
     if args.list {
         print!("{}", list(&module, cpp_name));
@@ -110,6 +109,26 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         .as_deref()
         .ok_or("--entry NAME is required (--list lists the module's entries)")?;
     let entry = compiled.as_ref().map_or(entry, |c| c.lowered(entry));
+    // A name the module does not have (misspelt, or a C++ name where the PTX's was meant) is
+    // refused with the entries there are, before any buffer is made.
+    let entries = module.entries();
+    if !entries.iter().any(|e| e.name == entry) {
+        let names: Vec<String> = entries
+            .iter()
+            .map(|e| match cpp_name(e.name) {
+                Some(cpp) if cpp != e.name => format!("{cpp} (PTX `{}`)", e.name),
+                _ => e.name.to_string(),
+            })
+            .collect();
+        return Err(format!(
+            "--entry {entry}: {origin} has no such kernel; its kernels: {} (a template's instance is named as C++ writes it: `name<float, 256>`)",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        ));
+    }
     let cfg = LaunchConfig {
         grid: dims(&args.grid, "--grid")?,
         block: dims(&args.block, "--block")?,
@@ -281,6 +300,19 @@ fn prepare_dump(
         }
     }
     Ok(())
+}
+
+/// The `.cu` compiled by NVRTC. The entry is handed to NVRTC only when it names a template's
+/// instance (`reduce<float, 256>`), which NVRTC instantiates on request; a plain name is one of
+/// the file's kernels or an error that lists them, never NVRTC's failure on an unknown name.
+fn compile(args: &CheckArgs) -> Result<crate::nvrtc::Compiled, String> {
+    let extra: Vec<String> = args
+        .entry
+        .iter()
+        .filter(|e| e.contains('<'))
+        .cloned()
+        .collect();
+    crate::nvrtc::compile_file(&args.file, &args.nvrtc_opts, &extra)
 }
 
 /// The prediction on each of `machines` (`launched_blocks`: the checked launch's grid), labelled

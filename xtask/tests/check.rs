@@ -341,3 +341,47 @@ fn a_dump_replaces_links_and_earlier_buffers_and_refuses_a_file() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&victim);
 }
+
+/// A misspelt entry is refused before any buffer is made, with the module's kernels listed.
+#[test]
+fn a_misspelt_entry_lists_the_kernels_there_are() {
+    let file = format!(
+        "{}/../tests/foreign/ptx/reverse.default.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, out, err) = check(&[
+        &file,
+        "--entry",
+        "revers",
+        "--grid",
+        "2",
+        "--block",
+        "256",
+        "--arg",
+        "f32[512]:zeros",
+        "--arg",
+        "f32[512]:iota",
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        err.contains("--entry revers:")
+            && err.contains("has no such kernel; its kernels: reverse_unsynced, reverse"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+}
+
+/// `--emit-ptx FILE` writes the PTX that runs, so that a reported PTX line can be opened.
+#[test]
+fn emit_ptx_writes_the_module_that_runs() {
+    let file = fixture("default");
+    let out_file = std::env::temp_dir().join(format!("check-emit-{}.ptx", std::process::id()));
+    let (code, out, err) = check(&[&file, "--list", "--emit-ptx", out_file.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("PTX: "), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&out_file).unwrap(),
+        std::fs::read_to_string(&file).unwrap()
+    );
+    let _ = std::fs::remove_file(&out_file);
+}
