@@ -577,12 +577,26 @@ fn memory_hierarchy_probes() {
     same("shared_pointer_chase", Arch::Sm90, |rt| chase(rt, true));
 }
 
-/// `text` written to a file of the test's own, loaded as `KERNELS_PTX` loads it.
+/// `text` written to a file of the test's own, loaded as `KERNELS_PTX` loads it, and the file
+/// removed once loaded (the program keeps its text): a test run leaves no PTX behind.
 fn ptx_file(name: &str, text: &str) -> &'static Program {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let path = dir.join(format!("{name}-{}.ptx", std::process::id()));
     std::fs::write(&path, text).unwrap();
-    Program::file(&path).unwrap()
+    let program = Program::file(&path);
+    std::fs::remove_file(&path).unwrap();
+    program.unwrap()
+}
+
+/// What `ptx_file` loads stays loaded, and the file it wrote is gone (issue 55: test runs left
+/// their PTX in target/tmp).
+#[test]
+fn a_loaded_test_module_leaves_no_file() {
+    let program = ptx_file("leaves-no-file", Arch::Sm90.ptx());
+    assert!(program.entries().next().is_some());
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("leaves-no-file-{}.ptx", std::process::id()));
+    assert!(!path.exists(), "{} left behind", path.display());
 }
 
 /// The 1-based line of the first line of `text` that contains `needle`.
