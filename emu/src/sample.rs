@@ -288,14 +288,15 @@ pub fn along_line((sa, sb): (usize, usize), size: usize) -> impl Fn(f64, f64) ->
 }
 
 impl SampledLaunch {
-    /// The launch with each block's traffic as `arch`'s machine code issues it
-    /// ([`SampledBlock::machine`]), or `None` where some block has no count for `arch`.
-    pub fn as_issued_by(&self, arch: &str) -> Option<SampledLaunch> {
+    /// The launch with each block's traffic as the machine code of the first architecture
+    /// `runs` accepts issues it ([`SampledBlock::machine`]), or `None` where some block has no
+    /// count for such an architecture.
+    pub fn as_issued_by(&self, runs: impl Fn(&str) -> bool) -> Option<SampledLaunch> {
         let blocks = self
             .blocks
             .iter()
             .map(|b| {
-                let (_, traffic) = b.machine.iter().find(|(a, _)| a == arch)?;
+                let (_, traffic) = b.machine.iter().find(|(a, _)| runs(a))?;
                 Some(SampledBlock {
                     traffic: traffic.clone(),
                     machine: Vec::new(),

@@ -446,11 +446,7 @@ pub fn predict(machine: &Machine, sampled: &Sampled) -> Result<Prediction, Strin
         .launches
         .iter()
         .map(|l| {
-            let arch = machine.spec.arch;
-            let issued = l
-                .sample
-                .as_issued_by(arch)
-                .or_else(|| l.sample.as_issued_by(&format!("{arch}a")));
+            let issued = l.sample.as_issued_by(|a| machine.spec.runs_code_for(a));
             model::predict_launch(
                 machine,
                 &LaunchInput {
@@ -474,11 +470,10 @@ pub fn predict(machine: &Machine, sampled: &Sampled) -> Result<Prediction, Strin
 /// architecture (sm_90a's for a Hopper kernel that needs it) where the input has them, else the
 /// one set it has.
 pub fn resources_for(input: &SampledLaunchInput, machine: &Machine) -> KernelResources {
-    let arch = machine.spec.arch;
     input
         .resources_by_arch
         .iter()
-        .find(|(a, _)| a == arch || a.strip_suffix('a') == Some(arch))
+        .find(|(a, _)| machine.spec.runs_code_for(a))
         .map_or(input.resources, |(_, r)| *r)
 }
 

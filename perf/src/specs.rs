@@ -211,6 +211,12 @@ pub static RTX_A6000: GpuSpec = GpuSpec {
 };
 
 impl GpuSpec {
+    /// Whether machine code ptxas made for `arch` runs on this device: its own architecture, or
+    /// the architecture-specific variant of it (`sm_90a` on an H100, whose `arch` is `sm_90`).
+    pub fn runs_code_for(&self, arch: &str) -> bool {
+        arch == self.arch || arch.strip_suffix('a') == Some(self.arch)
+    }
+
     /// Looks a GPU up by key (`h100`) or by a device name that contains its key (`NVIDIA H200`):
     /// the data-centre table [`GPUS`], then [`RTX_A6000`].
     pub fn find(name: &str) -> Option<&'static GpuSpec> {
@@ -251,6 +257,18 @@ impl GpuSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An H100 runs sm_90 and sm_90a code, not sm_80's or sm_86's; an A6000 runs sm_86's only.
+    #[test]
+    fn a_device_runs_its_own_architecture_and_its_a_variant() {
+        let (h100, a6000) = (
+            GpuSpec::find("h100").unwrap(),
+            GpuSpec::find("a6000").unwrap(),
+        );
+        assert!(h100.runs_code_for("sm_90") && h100.runs_code_for("sm_90a"));
+        assert!(!h100.runs_code_for("sm_80") && !h100.runs_code_for("sm_100"));
+        assert!(a6000.runs_code_for("sm_86") && !a6000.runs_code_for("sm_80"));
+    }
 
     #[test]
     fn h100_ridge_is_the_teaching_materials_295() {

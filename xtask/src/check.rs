@@ -342,7 +342,7 @@ fn prediction(
     for m in machines {
         let arch = code
             .iter()
-            .find(|f| f.arch.trim_end_matches('a') == m.spec.arch)
+            .find(|f| m.spec.runs_code_for(&f.arch))
             .expect("one per machine");
         let what = match &arch.assembled {
             Ok(_) => {
