@@ -67,7 +67,7 @@ pub(super) struct Launch<'k> {
 impl Launch<'_> {
     /// A sampled launch whose threads made more device calls than its budget fails with an
     /// error that names both counts.
-    pub(super) fn check_work_budget(&self, blocks: &[Dim3]) -> Result<(), Box<EmuError>> {
+    pub(super) fn check_work_budget(&self, blocks: &super::Blocks) -> Result<(), Box<EmuError>> {
         let Some(budget) = self.work_budget else {
             return Ok(());
         };
@@ -77,7 +77,7 @@ impl Launch<'_> {
         }
         Err(Box::new(EmuError {
             kernel: self.name,
-            block: blocks[0],
+            block: blocks.get(0),
             kind: EmuErrorKind::Resources(format!(
                 "the sampled launch made {work} device calls, more than its budget of {budget}"
             )),
@@ -446,6 +446,28 @@ impl Block<'_> {
         }
     }
 
+    /// The block has run `budget` though its threads kept waiting: where each was.
+    fn block_watchdog_kind(&self, budget: Duration) -> EmuErrorKind {
+        let states = self.states.borrow();
+        let threads = (0..self.threads)
+            .filter(|&t| states[t] != State::Done)
+            .take(REPORT)
+            .map(|t| {
+                let what = match states[t] {
+                    State::AtBarrier(site) => format!("waits at the barrier at {site}"),
+                    State::AtCollective => "waits at a warp instruction".to_string(),
+                    _ => "is blocked elsewhere".to_string(),
+                };
+                (self.thread_dim3(t), what)
+            })
+            .collect();
+        EmuErrorKind::BlockWatchdog {
+            budget_ms: budget.as_millis() as u64,
+            last_barrier: self.last_barrier.get(),
+            threads,
+        }
+    }
+
     fn suspend(&self, state: State) {
         self.judge_store();
         let t = self.current.get();
@@ -468,6 +490,7 @@ impl Block<'_> {
         // SAFETY: `self` outlives the block's threads; `run_block` calls `leave` before it is
         // dropped.
         unsafe { emu::enter(self) };
+        let started = Instant::now();
         loop {
             for (t, co) in coroutines.iter_mut().enumerate() {
                 if self.states.borrow()[t] != State::Runnable {
@@ -498,6 +521,14 @@ impl Block<'_> {
                         return Err(self.panic_kind(t, payload));
                     }
                 }
+            }
+            // Every thread has run until it waits. A thread's own budget restarts at each
+            // wait, so a loop around a barrier or a warp instruction would never trip it: the
+            // block as a whole gets the same budget.
+            if let Some(budget) = self.launch.watchdog
+                && started.elapsed() > budget
+            {
+                return Err(self.block_watchdog_kind(budget));
             }
             if self.arrived.replace(false)
                 && (warp::complete_collectives(self)? | wgmma::complete_warpgroups(self)?)

@@ -283,6 +283,17 @@ pub enum EmuErrorKind {
         /// Other threads that had not finished, and where they were (first few).
         others: Vec<(Dim3, String)>,
     },
+    /// A block ran for longer than the watchdog's budget, though its threads kept reaching
+    /// barriers or warp instructions: most likely a loop around a barrier that never ends
+    /// (`while (!done) __syncthreads();`), which resets no thread's own budget.
+    BlockWatchdog {
+        /// The budget, in milliseconds.
+        budget_ms: u64,
+        /// The barrier the block last passed as a whole, if any.
+        last_barrier: Option<Site>,
+        /// The block's threads that had not finished, and where they were (first few).
+        threads: Vec<(Dim3, String)>,
+    },
     /// A thread's locals outgrew its coroutine stack.
     StackOverflow {
         /// The thread.
@@ -496,6 +507,11 @@ impl fmt::Display for EmuError {
                 budget_ms,
                 others,
             } => watchdog(f, thread, last_site, budget_ms, others),
+            EmuErrorKind::BlockWatchdog {
+                budget_ms,
+                last_barrier,
+                threads,
+            } => block_watchdog(f, *budget_ms, last_barrier, threads),
             EmuErrorKind::StackOverflow {
                 thread,
                 stack_bytes,
@@ -753,6 +769,45 @@ fn watchdog(
         write!(f, "; meanwhile {}", o.join(", "))?;
     }
     write!(f, " (the budget is {} in seconds)", super::WATCHDOG_VAR)
+}
+
+/// A block that ran past its time budget while its threads kept meeting barriers.
+fn block_watchdog(
+    f: &mut fmt::Formatter<'_>,
+    budget_ms: u64,
+    last_barrier: &Option<Site>,
+    threads: &[(Dim3, String)],
+) -> fmt::Result {
+    write!(
+        f,
+        "the block ran for {:.1} s without ending, its threads meeting barriers or warp instructions all the while (a loop around a barrier that never ends?)",
+        budget_ms as f64 / 1e3
+    )?;
+    if let Some(site) = last_barrier {
+        write!(f, "; the last barrier it passed is at {site}")?;
+    }
+    match threads {
+        [] => {}
+        [(_, first), rest @ ..] if rest.iter().all(|(_, s)| s == first) => {
+            write!(
+                f,
+                "; then its threads {}",
+                first.replacen("waits", "wait", 1)
+            )?;
+        }
+        _ => {
+            let t: Vec<String> = threads
+                .iter()
+                .map(|(t, s)| format!("thread {} {s}", d(*t)))
+                .collect();
+            write!(f, "; then {}", t.join(", "))?;
+        }
+    }
+    write!(
+        f,
+        " (the budget, per block and per thread between two waits, is {} in seconds)",
+        super::WATCHDOG_VAR
+    )
 }
 
 /// Every thread blocked on an mbarrier phase nothing is left to complete.

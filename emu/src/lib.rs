@@ -157,7 +157,9 @@ pub const SHARED_RACES_VAR: &str = "KERNELS_EMU_SHARED_RACES";
 pub const REPORTED_RACES: usize = 8;
 
 /// Seconds a simulated thread may run without reaching a barrier, a warp collective or its end
-/// before the launch ends with [`EmuErrorKind::Watchdog`]; `0` turns the watchdog off. Default
+/// before the launch ends with [`EmuErrorKind::Watchdog`], and a block may run in all (a loop
+/// around a barrier restarts every thread's count at each wait) before it ends with
+/// [`EmuErrorKind::BlockWatchdog`]; `0` turns the watchdog off. Default
 /// [`DEFAULT_WATCHDOG`]. The emulator regains control at device calls (memory accesses, index
 /// registers, `count_flops`; every few thousand instructions on the PTX backend); a source
 /// kernel's loop that makes none is native code that nothing can stop soundly, so past the
@@ -302,16 +304,59 @@ impl Sampling {
     /// The blocks a launch runs, in the order their results are read: none for a skipped
     /// kernel, the first [`Sampling::blocks`] of [`sample::plan`] for a sampled one, else every
     /// block of the grid in launch order.
-    fn blocks_of(sampling: Option<Sampling>, name: &str, grid: Dim3) -> Vec<Dim3> {
+    fn blocks_of(sampling: Option<Sampling>, name: &str, grid: Dim3) -> Blocks {
         match sampling {
-            Some(s) if s.skip == Some(name) => Vec::new(),
+            Some(s) if s.skip == Some(name) => Blocks::List(Vec::new()),
             Some(s) if s.blocks != sample::EVERY_BLOCK => {
                 let mut plan = sample::plan(grid);
                 plan.truncate(s.blocks.max(1));
-                plan
+                Blocks::List(plan)
             }
-            _ => (0..grid.volume()).map(|b| index_in(grid, b)).collect(),
+            _ => Blocks::Grid(grid),
         }
+    }
+}
+
+/// The most threads a launch may have for the emulator to run every block of it: about 2^30,
+/// some minutes at the few million simulated threads a second that two cores run of a small
+/// kernel. A larger grid is refused before any block runs, never listed or allocated whole: its
+/// checks need few of its blocks, so the caller runs a smaller grid or samples it
+/// ([`LaunchOptions::sampling`]).
+pub const MAX_WHOLE_GRID_THREADS: u64 = 1 << 30;
+
+/// How many blocks run between two folds of their results: a launch's memory grows with the
+/// blocks it has folded (their race logs), not with every block's result held at once.
+const BLOCKS_PER_ROUND: u64 = 4096;
+
+/// The blocks a launch runs: every block of a grid in launch order (never listed: a legal grid
+/// has up to 2^63 blocks), or a list (a sampled launch's plan).
+enum Blocks {
+    Grid(Dim3),
+    List(Vec<Dim3>),
+}
+
+impl Blocks {
+    fn len(&self) -> u64 {
+        match self {
+            Blocks::Grid(grid) => grid.volume(),
+            Blocks::List(list) => list.len() as u64,
+        }
+    }
+
+    /// The `i`-th block run.
+    fn get(&self, i: u64) -> Dim3 {
+        match self {
+            Blocks::Grid(grid) => index_in(*grid, i),
+            Blocks::List(list) => list[i as usize],
+        }
+    }
+
+    /// The blocks of one round, `BLOCKS_PER_ROUND` from the `round`-th on.
+    fn round(&self, round: u64) -> Vec<Dim3> {
+        let start = round * BLOCKS_PER_ROUND;
+        (start..self.len().min(start + BLOCKS_PER_ROUND))
+            .map(|i| self.get(i))
+            .collect()
     }
 }
 
@@ -605,8 +650,21 @@ impl Emulator {
             watchdog: options.watchdog.map(|b| b.max(Duration::from_millis(1))),
         };
         let blocks = Sampling::blocks_of(options.sampling, name, cfg.grid);
-        let results = run_blocks(&launch, &blocks);
-        let gathered = Gathered::from_blocks(&launch, &blocks, results, options)?;
+        let threads = blocks.len().saturating_mul(cfg.block.volume());
+        if matches!(blocks, Blocks::Grid(_)) && threads > MAX_WHOLE_GRID_THREADS {
+            return Err(Error::Shape(format!(
+                "{name}: a grid of {} blocks of {} threads is {threads} threads, more than the {MAX_WHOLE_GRID_THREADS} the emulator runs whole (some minutes' work); its checks need few blocks: run a smaller grid, or sample this one",
+                cfg.grid.volume(),
+                cfg.block.volume()
+            )));
+        }
+        let mut gathered = Gathered::new(options);
+        for round in 0..blocks.len().div_ceil(BLOCKS_PER_ROUND) {
+            let these = blocks.round(round);
+            let results = run_blocks(&launch, &these);
+            gathered.fold(&launch, &these, results, options)?;
+        }
+        gathered.finish(options);
         self.warn(&gathered.benign_races);
         self.warn(&gathered.divergent_barriers);
         let races = global::races(&gathered.accesses, REPORTED_RACES);
@@ -662,7 +720,7 @@ impl Emulator {
     fn race_error(
         &self,
         launch: &block::Launch,
-        blocks: &[Dim3],
+        blocks: &Blocks,
         races: &[global::GlobalRace],
     ) -> EmuError {
         let side = |s: &global::Side| ThreadAccess {
@@ -675,9 +733,9 @@ impl Emulator {
             RacingPair {
                 addr: race.addr,
                 offset: race.addr - launch.regions[i.saturating_sub(1)].start,
-                first_block: blocks[race.first.block],
+                first_block: blocks.get(race.first.block as u64),
                 first: side(&race.first),
-                second_block: blocks[race.second.block],
+                second_block: blocks.get(race.second.block as u64),
                 second: side(&race.second),
             }
         };
@@ -730,6 +788,8 @@ struct Gathered {
     total: LaunchCounters,
     /// Per site, when profiling.
     profile: Option<Vec<SiteStats>>,
+    /// The profile's sums so far, per site, when profiling.
+    stats: HashMap<profile::SiteKey, SiteStats>,
     /// Per block, its counters and traffic, when sampling.
     sampled: Option<Vec<sample::SampledBlock>>,
     /// Every block's logged global accesses, for the race check.
@@ -740,24 +800,30 @@ struct Gathered {
 }
 
 impl Gathered {
-    /// Folds `results` (of `blocks`, as [`run_blocks`] returns them), or the first block's error
-    /// in block order.
-    fn from_blocks(
-        launch: &block::Launch,
-        blocks: &[Dim3],
-        results: Vec<BlockOutcome>,
-        options: &LaunchOptions,
-    ) -> Result<Self> {
-        let mut stats = HashMap::new();
-        let mut out = Self {
+    /// Nothing folded yet.
+    fn new(options: &LaunchOptions) -> Self {
+        Self {
             total: LaunchCounters::default(),
             profile: None,
+            stats: HashMap::new(),
             sampled: options.sampling.map(|_| Vec::new()),
             accesses: Vec::new(),
             last_store: None,
             benign_races: Vec::new(),
             divergent_barriers: Vec::new(),
-        };
+        }
+    }
+
+    /// Folds one round's `results` (of `blocks`, as [`run_blocks`] returns them, rounds in
+    /// launch order), or the first block's error in block order.
+    fn fold(
+        &mut self,
+        launch: &block::Launch,
+        blocks: &[Dim3],
+        results: Vec<BlockOutcome>,
+        options: &LaunchOptions,
+    ) -> Result<()> {
+        let out = self;
         let allocation_of = |addr: usize| {
             let i = launch.regions.partition_point(|r| r.start <= addr);
             (i > 0 && addr < launch.regions[i - 1].end).then(|| i - 1)
@@ -804,13 +870,18 @@ impl Gathered {
                     });
                 }
                 if options.profiling {
-                    p.fold_into(&mut stats);
+                    p.fold_into(&mut out.stats);
                 }
             }
             out.accesses.extend(logged);
         }
-        out.profile = options.profiling.then(|| profile::finish(stats));
-        Ok(out)
+        Ok(())
+    }
+
+    /// Once every round is folded: the profile per site, when profiling.
+    fn finish(&mut self, options: &LaunchOptions) {
+        let stats = std::mem::take(&mut self.stats);
+        self.profile = options.profiling.then(|| profile::finish(stats));
     }
 }
 

@@ -68,7 +68,7 @@ pub struct Profile {
     pub kernels: BTreeMap<String, Vec<SiteStats>>,
 }
 
-type SiteKey = (Site, MemorySpace, Access);
+pub(super) type SiteKey = (Site, MemorySpace, Access);
 
 /// What one block saw, before it is folded into per-site statistics.
 #[derive(Default)]

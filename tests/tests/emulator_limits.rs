@@ -8,6 +8,7 @@ use emu::EmuErrorKind;
 use emu::{LaunchConfig, LaunchOptions};
 use kernels::cuda::GlobalPtr;
 use kernels::cuda::thread::{sync_threads, thread_idx_x};
+use kernels::cuda::warp::sync_warp;
 use kernels::kernel;
 use suite::{emu_error, emulator};
 
@@ -91,6 +92,161 @@ fn a_loop_in_every_block_ends_the_launch_within_one_budget() {
     assert_eq!(err.block.x, 0, "{err}");
     // One budget per block worker (the blocks run in parallel), and slack for a loaded machine.
     assert!(took < 20 * budget, "{took:?}: a budget per block?");
+}
+
+kernel! {
+    /// Broken: every thread waits at the barrier, over and over, for a flag nobody sets. Each
+    /// wait restarts a thread's own budget, so only the block's budget can end it.
+    pub unsafe fn barrier_loop(flag: GlobalPtr<u32>) {
+        while unsafe { flag.read(0) } != 1 {
+            sync_threads();
+        }
+    }
+}
+
+/// A loop around a barrier (issue 55, finding 5: only the command's `--timeout` of 300 s ended
+/// it, naming no kernel, block or line) is ended by the watchdog within about its budget,
+/// naming the barrier's line.
+#[test]
+fn a_loop_around_a_barrier_is_stopped_by_the_block_s_budget_at_the_barrier_s_line() {
+    let (rt, emu) = emulator();
+    let budget = Duration::from_millis(300);
+    let options = LaunchOptions {
+        watchdog: Some(budget),
+        ..emu.defaults()
+    };
+    let flag = rt.alloc::<u32>(1).unwrap();
+    let f = flag.ptr();
+    let start = Instant::now();
+    let err = emu_error(emu.launch_with(
+        "barrier_loop",
+        &LaunchConfig::linear(2, 64),
+        &options,
+        || unsafe { barrier_loop(f) },
+    ));
+    let took = start.elapsed();
+    let EmuErrorKind::BlockWatchdog {
+        last_barrier,
+        threads,
+        ..
+    } = &err.kind
+    else {
+        panic!("{err}")
+    };
+    assert!(took < 20 * budget, "{took:?}");
+    let line = last_barrier
+        .expect("the block passed the barrier")
+        .to_string();
+    assert!(line.contains("emulator_limits.rs"), "{err}");
+    assert!(
+        threads
+            .iter()
+            .all(|(_, s)| s.contains("waits at the barrier")),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("kernel `barrier_loop`, block (0, 0, 0)")
+            && msg.contains("KERNELS_EMU_WATCHDOG_S"),
+        "{msg}"
+    );
+}
+
+kernel! {
+    /// Broken: the same loop around a warp barrier (`__syncwarp`).
+    pub unsafe fn warp_barrier_loop(flag: GlobalPtr<u32>) {
+        while unsafe { flag.read(0) } != 1 {
+            sync_warp(u32::MAX);
+        }
+    }
+}
+
+#[test]
+fn a_loop_around_a_warp_instruction_is_stopped_by_the_block_s_budget() {
+    let (rt, emu) = emulator();
+    let budget = Duration::from_millis(300);
+    let options = LaunchOptions {
+        watchdog: Some(budget),
+        ..emu.defaults()
+    };
+    let flag = rt.alloc::<u32>(1).unwrap();
+    let f = flag.ptr();
+    let start = Instant::now();
+    let err = emu_error(emu.launch_with(
+        "warp_barrier_loop",
+        &LaunchConfig::linear(1, 32),
+        &options,
+        || unsafe { warp_barrier_loop(f) },
+    ));
+    assert!(start.elapsed() < 20 * budget);
+    assert!(
+        matches!(err.kind, EmuErrorKind::BlockWatchdog { .. }),
+        "{err}"
+    );
+}
+
+kernel! {
+    /// Writes its block's index to its own word.
+    pub unsafe fn block_ids(out: GlobalPtr<u32>) {
+        if thread_idx_x() == 0 {
+            let b = kernels::cuda::thread::block_idx_x();
+            unsafe { out.write(b as usize, b + 1) };
+        }
+    }
+}
+
+/// A grid of more blocks than one round runs (the launch runs and folds them a round at a
+/// time, never listing the whole grid) runs each block once.
+#[test]
+fn a_grid_of_many_rounds_runs_every_block_once() {
+    let (rt, emu) = emulator();
+    let n = 10_000u32;
+    let out = rt.alloc::<u32>(n as usize).unwrap();
+    let o = out.ptr();
+    emu.launch("block_ids", &LaunchConfig::linear(n, 32), || unsafe {
+        block_ids(o)
+    })
+    .unwrap();
+    let got = rt.download(&out).unwrap();
+    assert!(
+        got.iter().zip(1..).all(|(&g, want)| g == want),
+        "a block ran twice or never"
+    );
+}
+
+fn dim3(x: u32, y: u32, z: u32) -> emu::Dim3 {
+    emu::Dim3 { x, y, z }
+}
+
+/// A legal grid too large to run whole (issue 55, finding 2: the emulator listed every block
+/// first, 25.7 GB for 2^31 - 1 of them, and aborted; a 2^31 x 2^16 x 2^16 grid overflowed) is
+/// refused at once, with its thread count, before any block runs.
+#[test]
+fn a_grid_too_large_to_run_whole_is_refused_before_any_block_runs() {
+    let (rt, emu) = emulator();
+    let out = rt.alloc::<u32>(1).unwrap();
+    let o = out.ptr();
+    for (grid, threads) in [
+        (dim3(2_147_483_647, 1, 1), 256),
+        (dim3(2_147_483_647, 65_535, 65_535), 1024),
+    ] {
+        let cfg = LaunchConfig {
+            grid,
+            block: dim3(threads, 1, 1),
+            dynamic_shared: 0,
+        };
+        let start = Instant::now();
+        let err = emu
+            .launch("block_ids", &cfg, || unsafe { block_ids(o) })
+            .expect_err("refused");
+        assert!(start.elapsed() < Duration::from_secs(5));
+        let msg = err.to_string();
+        assert!(
+            msg.contains("the emulator runs whole") && msg.contains("threads"),
+            "{msg}"
+        );
+    }
+    assert_eq!(rt.download(&out).unwrap(), [0], "a block ran");
 }
 
 /// A per-thread array larger than the default 256 KiB stack.

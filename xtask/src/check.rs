@@ -134,6 +134,18 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         block: dims(&args.block, "--block")?,
         dynamic_shared: args.shared,
     };
+    // A legal grid can have 2^63 blocks; the emulator runs every block of the checked grid, so
+    // one past what it runs whole is refused here, before any buffer is made.
+    let threads = u128::from(cfg.grid.volume()) * u128::from(cfg.block.volume());
+    if threads > u128::from(emu::MAX_WHOLE_GRID_THREADS) {
+        return Err(format!(
+            "--grid {} --block {}: {threads} threads, more than the {} a check runs (every block, on the emulator); a check needs few blocks: give a smaller --grid, and --predict-grid {} for the model's time at this one",
+            args.grid,
+            args.block,
+            emu::MAX_WHOLE_GRID_THREADS,
+            args.grid
+        ));
+    }
     // Every check on unless a flag says, whatever KERNELS_EMU_GLOBAL_RACES and
     // KERNELS_EMU_SHARED_RACES say.
     let module = module.with_options(|o| {
@@ -190,7 +202,6 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         kernel_args::buffers(rt, &args.predict_args).map_err(|e| format!("--predict-arg: {e}"))?;
     let predict_args = kernel_args::launch_args(&args.predict_args, &predict_buffers)
         .map_err(|e| format!("--predict-arg: {e}"))?;
-    let threads = cfg.grid.volume() * cfg.block.volume();
     let shown = match cpp_name(entry) {
         Some(cpp) if cpp != entry => format!("`{cpp}` (PTX entry `{entry}`)"),
         _ => format!("`{entry}`"),

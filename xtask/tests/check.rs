@@ -385,3 +385,105 @@ fn emit_ptx_writes_the_module_that_runs() {
     );
     let _ = std::fs::remove_file(&out_file);
 }
+
+/// A PTX loop around `bar.sync` for a flag nobody sets: each wait restarts a thread's watchdog.
+const BARRIER_LOOP: &str = "\
+.version 7.8
+.target sm_90
+.address_size 64
+
+.visible .entry barrier_loop(.param .u64 flag)
+{
+\t.reg .pred %p<2>;
+\t.reg .b32 %r<2>;
+\t.reg .b64 %rd<3>;
+\tld.param.u64 %rd1, [flag];
+\tcvta.to.global.u64 %rd2, %rd1;
+$L__loop:
+\tbar.sync 0;
+\tld.global.u32 %r1, [%rd2];
+\tsetp.ne.s32 %p1, %r1, 1;
+\t@%p1 bra $L__loop;
+\tret;
+}
+";
+
+/// Issue 55, finding 5: a loop that passes a barrier each time round ran until `--timeout`
+/// (300 s), whose message named no kernel, block or line. The watchdog's budget now bounds a
+/// block as a whole: it ends within the budget plus 10 s, naming all three.
+#[test]
+fn a_loop_around_a_barrier_ends_within_the_watchdog_s_budget_naming_kernel_block_and_line() {
+    let dir = common::scratch("barrier-loop");
+    let file = dir.join("loop.ptx");
+    std::fs::write(&file, BARRIER_LOOP).unwrap();
+    let start = std::time::Instant::now();
+    let out = xtask(
+        &[
+            "check",
+            file.to_str().unwrap(),
+            "--entry",
+            "barrier_loop",
+            "--grid",
+            "4",
+            "--block",
+            "64",
+            "--arg",
+            "u32[1]:zeros",
+        ],
+        &[("KERNELS_EMU_WATCHDOG_S", "1")],
+    );
+    let took = start.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(took < std::time::Duration::from_secs(11), "{took:?}");
+    assert!(
+        err.contains("kernel `barrier_loop`, block (")
+            && err.contains("the last barrier it passed is at PTX line 13 of barrier_loop"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 55, finding 2: a legal grid the emulator cannot run whole aborted on a 25.7 GB
+/// allocation (or panicked with "capacity overflow", its banner printing a wrapped thread
+/// count). Each is refused at once, with the thread count, and the way to predict it.
+#[test]
+fn a_grid_too_large_to_check_whole_is_refused_with_the_way_to_predict_it() {
+    let file = format!(
+        "{}/../tests/foreign/ptx/elementwise.default.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    for (grid, block, threads) in [
+        ("2147483647", "256", "549755813632 threads"),
+        ("100000000", "32", "3200000000 threads"),
+        (
+            "2147483647,65535,65535",
+            "1024",
+            "9444444733164249676800 threads",
+        ),
+    ] {
+        let (code, out, err) = check(&[
+            &file,
+            "--entry",
+            "vector_add_f32",
+            "--grid",
+            grid,
+            "--block",
+            block,
+            "--arg",
+            "f32[256]:ones",
+            "--arg",
+            "f32[256]:ones",
+            "--arg",
+            "f32[256]:zeros",
+            "--arg",
+            "u32:256",
+        ]);
+        assert_eq!(code, Some(1), "{out}{err}");
+        assert!(
+            err.contains(threads) && err.contains(&format!("--predict-grid {grid}")),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
