@@ -85,7 +85,7 @@ pub struct CheckArgs {
 
 pub fn run(args: &CheckArgs) -> Result<(), String> {
     let origin = args.file.display().to_string();
-    let cuda = args.file.extension().is_some_and(|e| e == "cu");
+    let cuda = is_cuda_source(&args.file);
     if !cuda && !args.nvrtc_opts.is_empty() {
         return Err("--nvrtc-opt is for a .cu file (a .ptx is compiled already)".into());
     }
@@ -101,6 +101,16 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     }
     let cpp_name = |entry: &str| compiled.as_ref().and_then(|c| c.cpp_name(entry));
     if args.list {
+        if module.entries().is_empty() {
+            return Err(format!(
+                "{origin} has no kernel: no `.entry` in its PTX{}",
+                if cuda {
+                    " (a kernel is a `__global__` function; a template is listed once an instance is named with --entry)"
+                } else {
+                    ""
+                }
+            ));
+        }
         print!("{}", list(&module, cpp_name));
         return Ok(());
     }
@@ -428,6 +438,13 @@ fn list<'a>(module: &Module, cpp_name: impl Fn(&str) -> Option<&'a str>) -> Stri
     out
 }
 
+/// Whether `file` is CUDA C++ for NVRTC rather than PTX: `.cu` in any case (`KERNEL.CU` was
+/// read as PTX).
+fn is_cuda_source(file: &std::path::Path) -> bool {
+    file.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("cu"))
+}
+
 /// `X`, `X,Y` or `X,Y,Z`, each at least 1.
 fn dims(text: &str, what: &str) -> Result<kernels::cuda::emu::Dim3, String> {
     let parts: Vec<u32> = text
@@ -572,6 +589,21 @@ mod tests {
                 "{}",
                 m.spec.name
             );
+        }
+    }
+
+    /// Issue 55, finding 12: `KERNEL.CU` was parsed as PTX.
+    #[test]
+    fn a_cuda_file_is_known_by_its_extension_in_any_case() {
+        for (name, cuda) in [
+            ("a.cu", true),
+            ("A.CU", true),
+            ("b.Cu", true),
+            ("c.ptx", false),
+            ("cu", false),
+            ("d.cuh", false),
+        ] {
+            assert_eq!(is_cuda_source(std::path::Path::new(name)), cuda, "{name}");
         }
     }
 }

@@ -23,6 +23,25 @@ pub(crate) fn buffers(rt: &Runtime, specs: &[String]) -> Result<Vec<Option<Buffe
     Ok(buffers)
 }
 
+/// Whether `len` elements of `ty`, `staged` times over (the values on the host, then the
+/// buffer), fit in the memory `rt` has free: refused with the sizes before anything is made.
+fn fits(rt: &Runtime, ty: &str, len: usize, staged: u64) -> Result<(), String> {
+    let size = crate::npy::element_size(npy_descr(ty)?)? as u64;
+    let bytes = (len as u64).saturating_mul(size);
+    let free = rt.free_memory().map_err(|e| e.to_string())?;
+    if bytes.saturating_mul(staged) > free {
+        let made = if staged > 1 {
+            format!(", made on the host first, {staged} times that")
+        } else {
+            String::new()
+        };
+        return Err(format!(
+            "{len} elements of {ty} are {bytes} bytes{made}: more than the {free} bytes of memory free"
+        ));
+    }
+    Ok(())
+}
+
 /// The launch arguments of `--arg` specifications, on the buffers [`buffers`] made of them.
 pub(crate) fn launch_args<'a>(
     specs: &[String],
@@ -216,35 +235,21 @@ impl Buffer {
             return Self::from_npy(rt, ty, len, init);
         }
         let len = len.expect("parse_arg takes `[..]` with a .npy file only");
-        let values: Vec<f64> = match init {
-            "zeros" => vec![0.0; len],
-            "ones" => vec![1.0; len],
-            "iota" => (0..len).map(|i| i as f64).collect(),
-            "rand" => {
-                let float = matches!(ty, "f32" | "f64" | "f16" | "bf16");
-                let (lo, hi) = if float { (-1.0, 1.0) } else { (0.0, 100.0) };
-                host::reference::uniform(len, seed + 1, lo, hi)
-                    .into_iter()
-                    .map(|x| {
-                        if float {
-                            f64::from(x)
-                        } else {
-                            f64::from(x).floor()
-                        }
-                    })
-                    .collect()
-            }
+        let float = matches!(ty, "f32" | "f64" | "f16" | "bf16");
+        // The largest value the initialiser writes: an integer type must hold it, or
+        // `u8[300]:iota` would stop at 255 without a word.
+        let largest = match init {
+            "zeros" => 0.0,
+            "ones" => 1.0,
+            "iota" => len.saturating_sub(1) as f64,
+            "rand" if float => 1.0,
+            "rand" => 99.0,
             other => {
                 return Err(format!(
                     "unknown initialiser `{other}` (zeros, ones, rand, iota)"
                 ));
             }
         };
-        fn up<T: Element>(rt: &Runtime, v: Vec<T>) -> Result<DeviceBuffer<T>, String> {
-            rt.upload(&v).map_err(|e| e.to_string())
-        }
-        // An integer type holds every value, or the buffer is refused: `u8[300]:iota` would
-        // otherwise stop at 255 without a word.
         let most = match ty {
             "u8" => Some(f64::from(u8::MAX)),
             "u16" => Some(f64::from(u16::MAX)),
@@ -252,24 +257,49 @@ impl Buffer {
             "u32" => Some(f64::from(u32::MAX)),
             _ => None,
         };
-        if let Some(most) = most
-            && let Some(big) = values.iter().copied().find(|&x| x > most)
-        {
+        if let Some(most) = most.filter(|&most| largest > most) {
             return Err(format!(
-                "{init} over {len} elements reaches {big}, more than {ty} holds ({most})"
+                "{init} over {len} elements reaches {}, more than {ty} holds ({most})",
+                most + 1.0
             ));
         }
-        let v = values.into_iter();
+        // Zeros are the allocation's own (mapped lazily); any other values are made on the host
+        // first, one element of the type each, then copied: twice the buffer's bytes at the peak.
+        let staged = if init == "zeros" { 1 } else { 2 };
+        fits(rt, ty, len, staged)?;
+        let (lo, hi) = if float { (-1.0, 1.0) } else { (0.0, 100.0) };
+        let random = (init == "rand").then(|| host::reference::uniform(len, seed + 1, lo, hi));
+        let at = |i: usize| -> f64 {
+            match &random {
+                Some(r) if float => f64::from(r[i]),
+                Some(r) => f64::from(r[i]).floor(),
+                None if init == "iota" => i as f64,
+                None => largest,
+            }
+        };
+        fn make<T: Element>(
+            rt: &Runtime,
+            len: usize,
+            zeros: bool,
+            value: impl Fn(usize) -> T,
+        ) -> Result<DeviceBuffer<T>, String> {
+            if zeros {
+                return rt.alloc(len).map_err(|e| e.to_string());
+            }
+            let v: Vec<T> = (0..len).map(value).collect();
+            rt.upload(&v).map_err(|e| e.to_string())
+        }
+        let z = init == "zeros";
         Ok(match ty {
-            "f32" => Self::F32(up(rt, v.map(|x| x as f32).collect())?),
-            "f64" => Self::F64(up(rt, v.collect())?),
-            "f16" => Self::F16(up(rt, v.map(f16::from_f64).collect())?),
-            "bf16" => Self::Bf16(up(rt, v.map(bf16::from_f64).collect())?),
-            "i32" => Self::I32(up(rt, v.map(|x| x as i32).collect())?),
-            "u32" => Self::U32(up(rt, v.map(|x| x as u32).collect())?),
-            "u8" => Self::U8(up(rt, v.map(|x| x as u8).collect())?),
-            "u16" => Self::U16(up(rt, v.map(|x| x as u16).collect())?),
-            "u64" => Self::U64(up(rt, v.map(|x| x as u64).collect())?),
+            "f32" => Self::F32(make(rt, len, z, |i| at(i) as f32)?),
+            "f64" => Self::F64(make(rt, len, z, at)?),
+            "f16" => Self::F16(make(rt, len, z, |i| f16::from_f64(at(i)))?),
+            "bf16" => Self::Bf16(make(rt, len, z, |i| bf16::from_f64(at(i)))?),
+            "i32" => Self::I32(make(rt, len, z, |i| at(i) as i32)?),
+            "u32" => Self::U32(make(rt, len, z, |i| at(i) as u32)?),
+            "u8" => Self::U8(make(rt, len, z, |i| at(i) as u8)?),
+            "u16" => Self::U16(make(rt, len, z, |i| at(i) as u16)?),
+            "u64" => Self::U64(make(rt, len, z, |i| at(i) as u64)?),
             other => {
                 return Err(format!(
                     "unknown element type `{other}` (f32, f64, f16, bf16, i32, u32, u8, u16, u64)"
@@ -281,8 +311,29 @@ impl Buffer {
     /// The buffer the NumPy file at `path` holds, which must be of `ty` (f16 also as raw `<u2`)
     /// and, when `len` says, of that many elements.
     fn from_npy(rt: &Runtime, ty: &str, len: Option<usize>, path: &str) -> Result<Self, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+        // A link to `/dev/zero`, a FIFO or a folder would be read without end, or block; a file
+        // larger than memory would be read before the buffer is refused.
+        let meta = std::fs::metadata(path).map_err(|e| format!("{path}: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("{path} is not a regular file: give a .npy file"));
+        }
+        let free = rt.free_memory().map_err(|e| e.to_string())?;
+        // The file, then the values, then the buffer.
+        if meta.len().saturating_mul(3) > free {
+            return Err(format!(
+                "{path} is {} bytes: read, made into values and copied, it needs 3 times that, more than the {free} bytes of memory free",
+                meta.len()
+            ));
+        }
+        let mut bytes = Vec::new();
+        {
+            use std::io::Read;
+            std::fs::File::open(path)
+                .and_then(|f| f.take(meta.len()).read_to_end(&mut bytes))
+                .map_err(|e| format!("{path}: {e}"))?;
+        }
         let npy = crate::npy::from_bytes(&bytes).map_err(|e| format!("{path}: {e}"))?;
+        drop(bytes); // The header's copy of the data is what is read on.
         let want = npy_descr(ty)?;
         if npy.descr != want && !(ty == "f16" && npy.descr == "<u2") {
             return Err(format!(
@@ -466,5 +517,41 @@ mod tests {
         assert!(refused("f32", None).contains("holds <u2 elements, not f32"));
         assert!(refused("bf16", Some(4)).contains("holds 5 elements"));
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// Issue 55, finding 3: a buffer larger than memory aborted (8 TB staged as `f64`s), and a
+    /// `.npy` that is a link to `/dev/zero` was read without end. Each is refused with the sizes
+    /// (or why) before anything is made or read.
+    #[test]
+    fn a_buffer_larger_than_memory_and_a_npy_that_is_no_file_are_refused_before_they_are_made() {
+        let rt = Runtime::emulator();
+        for init in ["zeros", "ones", "iota", "rand"] {
+            let e = Buffer::new(&rt, "f32", Some(1_000_000_000_000), init, 0)
+                .err()
+                .unwrap();
+            assert!(
+                e.contains("are 4000000000000 bytes") && e.contains("bytes of memory free"),
+                "{init}: {e}"
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("check-npy-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("zero.npy");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let e = Buffer::new(&rt, "f32", None, link.to_str().unwrap(), 0)
+            .err()
+            .unwrap();
+        assert!(e.contains("is not a regular file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        // What fits is made, with the values asked for.
+        let b = Buffer::new(&rt, "u16", Some(5), "iota", 0).unwrap();
+        let (_, bytes) = b.raw(&rt).unwrap();
+        assert_eq!(bytes, [0, 0, 1, 0, 2, 0, 3, 0, 4, 0]);
+        let (_, bytes) = Buffer::new(&rt, "f32", Some(2), "ones", 0)
+            .unwrap()
+            .raw(&rt)
+            .unwrap();
+        assert_eq!(bytes, [1.0f32.to_le_bytes(), 1.0f32.to_le_bytes()].concat());
     }
 }

@@ -62,9 +62,14 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Npy, String> {
         _ => return Err("the .npy header is cut short".into()),
     };
     let header = std::str::from_utf8(header).map_err(|_| "the .npy header is not text")?;
-    let descr = value(header, "descr")?
-        .trim_matches(|c| c == '\'' || c == '"')
-        .to_string();
+    // A structured dtype's descr is a list of fields, which `value` would cut at its first comma.
+    let descr = if header.contains("'descr': [") {
+        "[structured]".to_string()
+    } else {
+        value(header, "descr")?
+            .trim_matches(|c| c == '\'' || c == '"')
+            .to_string()
+    };
     let shape: Vec<usize> = value(header, "shape")?
         .trim_matches(|c| c == '(' || c == ')')
         .split(',')
@@ -131,10 +136,19 @@ fn value<'a>(header: &'a str, key: &str) -> Result<&'a str, String> {
 /// Bytes per element of a dtype the command knows (`<f4`, `|u1`, ...).
 pub fn element_size(descr: &str) -> Result<usize, String> {
     let bytes = descr.get(2..).and_then(|n| n.parse().ok());
-    match (descr.as_bytes().first(), bytes) {
-        (Some(b'<' | b'|'), Some(n)) => Ok(n),
+    match (descr.as_bytes().first(), descr.as_bytes().get(1), bytes) {
+        (Some(b'['), ..) => Err(format!(
+            "dtype {descr}: a structured array (named fields); give each field as its own plain array"
+        )),
+        (_, Some(b'O'), _) => Err(format!(
+            "dtype {descr}: an array of Python objects; save a plain numeric array (np.asarray(x, dtype=np.float32))"
+        )),
+        (Some(b'>'), ..) => Err(format!(
+            "dtype {descr}: big-endian; save it little-endian (x.astype(x.dtype.newbyteorder('<')))"
+        )),
+        (Some(b'<' | b'|'), Some(b'f' | b'i' | b'u'), Some(n)) => Ok(n),
         _ => Err(format!(
-            "dtype {descr}: expected little-endian (`<f4`, `<i4`, `|u1`, ...)"
+            "dtype {descr}: expected a little-endian number (`<f4`, `<i4`, `|u1`, ...)"
         )),
     }
 }
@@ -198,6 +212,26 @@ mod tests {
                 (npy.descr.as_str(), npy.shape, npy.data),
                 ("<u2", shape, data)
             );
+        }
+    }
+
+    /// Issue 55, finding 12: each of these was "expected little-endian".
+    #[test]
+    fn a_dtype_that_is_not_a_plain_number_is_named_for_what_it_is() {
+        for (descr, why) in [
+            ("[('a', '<f4'), ('b', '<i4')]", "a structured array"),
+            ("'|O'", "Python objects"),
+            ("'>f4'", "big-endian"),
+            ("'<c8'", "expected a little-endian number"),
+        ] {
+            let dict = format!("{{'descr': {descr}, 'fortran_order': False, 'shape': (2,), }}");
+            let mut bytes = MAGIC.to_vec();
+            bytes.extend_from_slice(&[1, 0]);
+            bytes.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+            bytes.extend_from_slice(dict.as_bytes());
+            bytes.extend_from_slice(&[0; 16]);
+            let err = from_bytes(&bytes).unwrap_err();
+            assert!(err.contains(why), "{descr}: {err}");
         }
     }
 

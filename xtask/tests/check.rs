@@ -487,3 +487,18 @@ fn a_grid_too_large_to_check_whole_is_refused_with_the_way_to_predict_it() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
 }
+
+/// Issue 55, finding 12: a module with no kernel (an empty `.cu`) listed nothing and exited 0.
+#[test]
+fn list_of_a_module_with_no_kernel_fails_saying_so() {
+    let dir = common::scratch("no-entry");
+    let file = dir.join("none.ptx");
+    std::fs::write(&file, ".version 7.8\n.target sm_90\n.address_size 64\n").unwrap();
+    let (code, out, err) = check(&[file.to_str().unwrap(), "--list"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        err.contains("has no kernel: no `.entry` in its PTX"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
