@@ -37,6 +37,50 @@ pub fn replace(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
     })
 }
 
+/// Files made by a `write` function, each to its path, as a set: every file is written to its
+/// temporary first, and only once all of them are whole are they renamed into place (each
+/// [`replace`]s whatever its path is, a link included). If one cannot be written, none is
+/// renamed and the temporaries are removed: the previous set stays as it was, never half
+/// overwritten (`check --dump DIR`'s `argK.npy`).
+pub fn replace_all(
+    paths: &[PathBuf],
+    mut contents: impl FnMut(usize) -> Result<Vec<u8>, String>,
+) -> Result<(), String> {
+    use std::io::Write;
+    let mut written: Vec<PathBuf> = Vec::new();
+    let undo = |written: &[PathBuf]| {
+        for tmp in written {
+            let _ = std::fs::remove_file(tmp);
+        }
+    };
+    for (i, path) in paths.iter().enumerate() {
+        let tmp = sibling(path, &format!("tmp.{}", std::process::id()));
+        let made = contents(i).and_then(|bytes| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_all()))
+                .map_err(|e| {
+                    let _ = std::fs::remove_file(&tmp);
+                    format!("cannot write {}: {e}", path.display())
+                })
+        });
+        if let Err(e) = made {
+            undo(&written);
+            return Err(format!("{e}; nothing was replaced"));
+        }
+        written.push(tmp);
+    }
+    for (tmp, path) in written.iter().zip(paths) {
+        std::fs::rename(tmp, path).map_err(|e| {
+            undo(&written);
+            format!("cannot write {}: {e}", path.display())
+        })?;
+    }
+    Ok(())
+}
+
 /// `path`, or the file it leads to if it is a symbolic link: a report given as a link is
 /// written through it (a rename over the link would replace the link with a file).
 fn through_link(path: &Path) -> Result<PathBuf, String> {
@@ -116,6 +160,39 @@ pub fn lock(path: &Path) -> Result<Lock, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 55, finding 6: when one file of a dump could not be written, the files before it
+    /// were already replaced. Now none is, and no temporary is left.
+    #[test]
+    fn a_set_is_replaced_whole_or_not_at_all() {
+        let dir = std::env::temp_dir().join(format!("atomic-set-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let paths = [dir.join("arg0.npy"), dir.join("arg1.npy")];
+        replace_all(&paths, |i| Ok(format!("old {i}").into_bytes())).unwrap();
+        // The second file fails (its folder is not there): the first stays the old one.
+        let failing = [dir.join("arg0.npy"), dir.join("gone/arg1.npy")];
+        let err = replace_all(&failing, |i| Ok(format!("new {i}").into_bytes())).unwrap_err();
+        assert!(err.contains("nothing was replaced"), "{err}");
+        // So does a file whose contents cannot be made.
+        let err = replace_all(&paths, |i| match i {
+            0 => Ok(b"new 0".to_vec()),
+            _ => Err("no bytes".to_string()),
+        })
+        .unwrap_err();
+        assert!(err.contains("no bytes"), "{err}");
+        assert_eq!(std::fs::read_to_string(&paths[0]).unwrap(), "old 0");
+        assert_eq!(std::fs::read_to_string(&paths[1]).unwrap(), "old 1");
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["arg0.npy", "arg1.npy"]);
+        replace_all(&paths, |i| Ok(format!("new {i}").into_bytes())).unwrap();
+        assert_eq!(std::fs::read_to_string(&paths[1]).unwrap(), "new 1");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_write_replaces_the_file_whole_and_leaves_no_temporary() {

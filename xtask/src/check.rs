@@ -184,9 +184,11 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     }
     let buffers = kernel_args::buffers(rt, &args.args)?;
     let launch_args = kernel_args::launch_args(&args.args, &buffers)?;
-    if let Some(dir) = &args.dump {
-        prepare_dump(dir, &buffers)?;
-    }
+    // Held until the dump is written: two checks never dump into one folder at once.
+    let _dumping = match &args.dump {
+        Some(dir) => Some(prepare_dump(dir, &buffers)?),
+        None => None,
+    };
     // What the prediction needs, read before the check launches: a wrong device, grid or
     // argument fails now, not after a long launch.
     let machines = args
@@ -250,16 +252,14 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         counters.barriers,
         counters.warp_collectives
     );
+    if let Some(dir) = &args.dump {
+        dump(dir, rt, &buffers)?;
+    }
     for (k, b) in buffers.iter().enumerate() {
         if let Some(b) = b {
             let mut line = format!("argument {k} after the launch: {}", b.summary(rt)?);
             if let Some(dir) = &args.dump {
                 let path = dir.join(format!("arg{k}.npy"));
-                let (descr, data) = b.raw(rt)?;
-                let len = data.len() / crate::npy::element_size(descr)?;
-                let file = crate::npy::to_bytes(descr, &[len], &data);
-                // Whole or not at all, and never through a link someone left in DIR.
-                crate::atomic::replace(&path, file)?;
                 line.push_str(&format!(", written to {}", path.display()));
             }
             println!("{line}");
@@ -298,14 +298,55 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `--dump DIR` made ready before the launch: a folder (made if missing; a file of that name is
-/// an error now, not after the launch), and an earlier dump's `argK.npy` that this dump would
-/// not write removed, so that the folder holds this launch's buffers and no other's.
+/// `--dump DIR` checked before the launch: a folder (made if missing), with no folder where a
+/// buffer's `argK.npy` goes (a file named DIR is refused here, not after the launch), and its
+/// lock, which this check holds until its dump is written.
 fn prepare_dump(
     dir: &std::path::Path,
     buffers: &[Option<kernel_args::Buffer>],
-) -> Result<(), String> {
+) -> Result<crate::atomic::Lock, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("--dump {}: {e}", dir.display()))?;
+    let lock = crate::atomic::lock(&dir.join("dump")).map_err(|_| {
+        format!(
+            "--dump {}: another check is dumping into this folder now; wait for it, or give another folder",
+            dir.display()
+        )
+    })?;
+    for (k, _) in buffers.iter().enumerate().filter(|(_, b)| b.is_some()) {
+        let path = dir.join(format!("arg{k}.npy"));
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            return Err(format!(
+                "--dump: {} is a folder, where the dump writes argument {k}",
+                path.display()
+            ));
+        }
+    }
+    Ok(lock)
+}
+
+/// Writes each buffer to `DIR/argK.npy` as one set ([`crate::atomic::replace_all`]: all of them
+/// or none, never through a link someone left in DIR), then removes an earlier dump's `argK.npy`
+/// of an argument that is no buffer now, so that DIR holds this launch's dump alone.
+fn dump(
+    dir: &std::path::Path,
+    rt: &host::Runtime,
+    buffers: &[Option<kernel_args::Buffer>],
+) -> Result<(), String> {
+    let dumped: Vec<(usize, &kernel_args::Buffer)> = buffers
+        .iter()
+        .enumerate()
+        .filter_map(|(k, b)| Some((k, b.as_ref()?)))
+        .collect();
+    let paths: Vec<PathBuf> = dumped
+        .iter()
+        .map(|(k, _)| dir.join(format!("arg{k}.npy")))
+        .collect();
+    crate::atomic::replace_all(&paths, |i| {
+        let (descr, data) = dumped[i].1.raw(rt)?;
+        let len = data.len() / crate::npy::element_size(descr)?;
+        Ok(crate::npy::to_bytes(descr, &[len], &data))
+    })
+    .map_err(|e| format!("--dump: {e}"))?;
     let entries = std::fs::read_dir(dir).map_err(|e| format!("--dump {}: {e}", dir.display()))?;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();

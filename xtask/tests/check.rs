@@ -502,3 +502,47 @@ fn list_of_a_module_with_no_kernel_fails_saying_so() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 55, finding 6: a dump that cannot be written whole leaves the earlier one as it was.
+/// A folder where argument 1's file goes is refused before the launch, and the earlier
+/// `arg0.npy` is untouched (it was overwritten before the failure, exit 1 after the launch).
+#[test]
+fn a_dump_that_cannot_be_written_whole_leaves_the_earlier_one_as_it_was() {
+    let dir = common::scratch("dump-whole");
+    std::fs::write(dir.join("arg0.npy"), "earlier").unwrap();
+    std::fs::create_dir(dir.join("arg1.npy")).unwrap();
+    let file = format!(
+        "{}/../tests/foreign/ptx/elementwise.default.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, out, err) = check(&[
+        &file,
+        "--entry",
+        "vector_add_f32",
+        "--grid",
+        "1",
+        "--block",
+        "256",
+        "--arg",
+        "f32[256]:ones",
+        "--arg",
+        "f32[256]:ones",
+        "--arg",
+        "f32[256]:zeros",
+        "--arg",
+        "u32:256",
+        "--dump",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        err.contains("is a folder, where the dump writes argument 1"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "launched: {out}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("arg0.npy")).unwrap(),
+        "earlier"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
