@@ -170,6 +170,18 @@ pub const WATCHDOG_VAR: &str = "KERNELS_EMU_WATCHDOG_S";
 /// a second.
 pub const DEFAULT_WATCHDOG: Duration = Duration::from_secs(60);
 
+/// Bytes of stack a GPU gives each thread of a kernel whose calls recurse: ptxas cannot size
+/// the stack of a call graph with a cycle (it warns "Stack size for entry function ... cannot be
+/// statically determined"), so the thread has what `cudaLimitStackSize` says, 1 KiB unless the
+/// program's `cudaDeviceSetLimit` raised it; deeper, the GPU faults. The PTX backend counts each
+/// frame's `.local` bytes (ptxas's frames also save registers, so a GPU fills its stack sooner).
+/// Default [`DEFAULT_GPU_STACK_BYTES`].
+pub const GPU_STACK_VAR: &str = "KERNELS_EMU_GPU_STACK_B";
+/// `cudaLimitStackSize`'s default.
+pub const DEFAULT_GPU_STACK_BYTES: u64 = 1024;
+/// The largest value [`GPU_STACK_VAR`] takes: a bound on the setting, not a device's figure.
+const MAX_GPU_STACK_BYTES: u64 = 512 * 1024;
+
 /// KiB of coroutine stack per simulated thread. Kernels keep their registers in locals, so this
 /// bounds how large a per-thread array (an attention row's accumulator, say) can be; the default,
 /// [`DEFAULT_STACK_BYTES`], is far above any real kernel's register budget and costs only address
@@ -385,6 +397,9 @@ pub struct LaunchOptions {
     /// How long a simulated thread may run without reaching a barrier, a warp collective or its
     /// end ([`WATCHDOG_VAR`]); `None` for no limit.
     pub watchdog: Option<Duration>,
+    /// The stack a GPU gives each thread of a kernel whose calls recurse, in bytes
+    /// ([`GPU_STACK_VAR`]): read by the PTX backend, which alone runs calls.
+    pub gpu_stack_bytes: u64,
     /// Record the last store to this range ([`Observed::last_store`]). Off by default: only a
     /// check that found a wrong value reruns its launches with a watch.
     pub watch: Option<StoreWatch>,
@@ -407,6 +422,7 @@ impl Default for LaunchOptions {
             shared_races: true,
             stack_bytes: DEFAULT_STACK_BYTES,
             watchdog: Some(DEFAULT_WATCHDOG),
+            gpu_stack_bytes: DEFAULT_GPU_STACK_BYTES,
             watch: None,
             instruction_mix: false,
             machine_code: None,
@@ -496,6 +512,13 @@ impl Emulator {
             "seconds; 0 turns the watchdog off",
         );
         let watchdog_s = setting(WATCHDOG_VAR, watchdog_s, default_s);
+        let gpu_stack = env_number(
+            GPU_STACK_VAR,
+            DEFAULT_GPU_STACK_BYTES,
+            0..=MAX_GPU_STACK_BYTES,
+            "bytes per thread, as cudaDeviceSetLimit(cudaLimitStackSize, ...) sets",
+        );
+        let gpu_stack_bytes = setting(GPU_STACK_VAR, gpu_stack, DEFAULT_GPU_STACK_BYTES);
         Self {
             limits: DeviceLimits::SM90,
             regions: Mutex::new(BTreeMap::new()),
@@ -505,6 +528,7 @@ impl Emulator {
                 shared_races,
                 stack_bytes: stack_kib as usize * 1024,
                 watchdog: (watchdog_s > 0).then(|| Duration::from_secs(watchdog_s)),
+                gpu_stack_bytes,
                 ..LaunchOptions::default()
             },
             warned: Mutex::new(Vec::new()),

@@ -416,6 +416,7 @@ impl PtxDevice {
             params: &buffer,
             instructions: &self.instructions,
             counts: recording.then_some(&counts[..]),
+            gpu_stack: options.gpu_stack_bytes,
         };
         let (counters, mut observed) = self.emu.launch_with(name, cfg, options, || env.thread())?;
         self.threads
@@ -475,6 +476,8 @@ struct Env<'a> {
     params: &'a [u8],
     instructions: &'a AtomicU64,
     counts: Option<&'a [AtomicU64]>,
+    /// [`LaunchOptions::gpu_stack_bytes`](::emu::LaunchOptions::gpu_stack_bytes).
+    gpu_stack: u64,
 }
 
 impl Env<'_> {
@@ -564,6 +567,7 @@ impl Env<'_> {
                 saved_pmem: Vec::new(),
                 globals: self.globals,
                 program: self.program,
+                gpu_stack: self.gpu_stack,
             };
             let (executed, flops) = match self.counts {
                 None => thread.run::<false>(&[]),
@@ -598,6 +602,8 @@ struct Thread<'a> {
     /// The calls in progress, innermost last, and what each saved of its callee's registers
     /// and parameter memory (restored at `ret`, so that a recursive call has its own).
     calls: Vec<Frame>,
+    /// The stack a GPU gives a thread whose calls recurse (`cudaLimitStackSize`).
+    gpu_stack: u64,
     saved: Vec<u64>,
     saved_pmem: Vec<u8>,
     /// The device addresses of the module's variables, and the program (their initial values).
@@ -1702,6 +1708,17 @@ impl Thread<'_> {
                 self.local.len()
             );
         }
+        let top = frame + c.frame.0 as usize;
+        if top as u64 > self.gpu_stack && self.recursing(c.callee) {
+            panic!(
+                "stack overflow on a GPU: calls nested {} deep, `{}` recursing, take {top} bytes of local frames per thread calling it at {}, more than the {} bytes of stack a GPU gives a thread of a recursive kernel (cudaLimitStackSize: ptxas cannot size the stack of a call graph with a cycle); a GPU faults here. Recurse less deep, or raise the limit with cudaDeviceSetLimit and {} to match",
+                self.calls.len() + 1,
+                c.callee,
+                self.site(here),
+                self.gpu_stack,
+                ::emu::GPU_STACK_VAR
+            );
+        }
         for &(slot, offset) in &c.locals {
             self.set(slot, (frame + offset as usize) as u64);
         }
@@ -1710,6 +1727,14 @@ impl Thread<'_> {
             local_top: self.local_top,
         });
         self.local_top = frame + c.frame.0 as usize;
+    }
+
+    /// Whether `callee` is already on the stack of calls: a recursion, whose depth ptxas cannot
+    /// bound, so that the thread's stack is `cudaLimitStackSize`.
+    fn recursing(&self, callee: &str) -> bool {
+        self.calls
+            .iter()
+            .any(|f| matches!(&self.kernel.code[f.call].op, Op::Call(c) if c.callee == callee))
     }
 
     /// `ret` from a callee: its return values to the caller's variables, its saved state back;

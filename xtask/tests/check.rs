@@ -546,3 +546,53 @@ fn a_dump_that_cannot_be_written_whole_leaves_the_earlier_one_as_it_was() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `check` of `tests/fixtures/ptx/recursion.ptx`'s `recurse`, `n` calls deep, with `envs`.
+fn recurse(n: &str, envs: &[(&str, &str)]) -> (Option<i32>, String) {
+    let file = format!(
+        "{}/../tests/fixtures/ptx/recursion.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = xtask(
+        &[
+            "check",
+            &file,
+            "--entry",
+            "recurse",
+            "--grid",
+            "1",
+            "--block",
+            "32",
+            "--arg",
+            "i32[32]:zeros",
+            "--arg",
+            &format!("i32:{n}"),
+            "--no-predict",
+        ],
+        envs,
+    );
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+/// Issue 55, finding 11: a recursion 200 calls deep (about 51 KiB of frames per thread) was "no
+/// bug found", where a GPU gives a recursive kernel `cudaLimitStackSize` (1 KiB by default)
+/// and faults. Four frames of 256 bytes fit; the fifth does not; a raised limit lets 200 run.
+#[test]
+fn a_recursion_deeper_than_a_gpu_s_stack_is_the_fault_it_is_on_a_gpu() {
+    let (code, out) = recurse("3", &[]);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = recurse("200", &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("stack overflow on a GPU: calls nested 5 deep")
+            && out.contains("take 1280 bytes of local frames")
+            && out.contains("more than the 1024 bytes of stack")
+            && out.contains("KERNELS_EMU_GPU_STACK_B"),
+        "{out}"
+    );
+    let (code, out) = recurse("200", &[("KERNELS_EMU_GPU_STACK_B", "65536")]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("(sum 837888)"), "{out}");
+}
