@@ -111,7 +111,7 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
                 }
             ));
         }
-        print!("{}", list(&module, cpp_name));
+        print!("{}", list(&module, compiled.as_ref()));
         return Ok(());
     }
     let entry = args
@@ -456,24 +456,61 @@ fn print_printed(printed: ptx::exec::Printed) {
     }
 }
 
-/// `--list`: each entry (its C++ name first, if `cpp_name` knows it), its parameters, and why
-/// it is refused if it is.
-fn list<'a>(module: &Module, cpp_name: impl Fn(&str) -> Option<&'a str>) -> String {
+/// `--list`: each entry with its parameters and why it is refused if it is. From a `.cu`
+/// (`compiled`), each kernel's C++ signature as the source writes it, its PTX entry and the PTX
+/// types `--arg` fills, then each template no `--entry` instantiated, with how to name one.
+fn list(module: &Module, compiled: Option<&crate::nvrtc::Compiled>) -> String {
     let mut out = String::new();
     for e in module.entries() {
-        let params: Vec<String> = e
+        let types: Vec<String> = e
             .params
             .iter()
-            .map(|(name, ty, bytes)| format!("{name}: .{ty} ({bytes} B)"))
+            .map(|(_, ty, bytes)| format!(".{ty} ({bytes} B)"))
             .collect();
-        let name = match cpp_name(e.name) {
-            Some(cpp) if cpp != e.name => format!("{cpp} = {}", e.name),
-            _ => e.name.to_string(),
-        };
-        out.push_str(&format!("{name}({})\n", params.join(", ")));
+        let cpp = compiled.and_then(|c| {
+            let name = c.cpp_name(e.name)?;
+            let bare = name.split('<').next().unwrap_or(name);
+            let k = c.kernels.iter().find(|k| k.name == bare)?;
+            Some((name, k))
+        });
+        match cpp {
+            Some((name, k)) => {
+                let signature = match &k.template {
+                    Some(_) => format!("{name}({})", k.params),
+                    None => k.signature(),
+                };
+                out.push_str(&format!(
+                    "{signature}\n    PTX entry `{}`: {}\n",
+                    e.name,
+                    types.join(", ")
+                ));
+            }
+            None => {
+                let params: Vec<String> = e
+                    .params
+                    .iter()
+                    .map(|(name, ty, bytes)| format!("{name}: .{ty} ({bytes} B)"))
+                    .collect();
+                out.push_str(&format!("{}({})\n", e.name, params.join(", ")));
+            }
+        }
         match &e.refused {
             None => out.push_str("    decodes: runs on the PTX backend\n"),
             Some(why) => out.push_str(&format!("    refused: {why}\n")),
+        }
+    }
+    for k in compiled.iter().flat_map(|c| &c.kernels) {
+        let instantiated = compiled.is_some_and(|c| {
+            c.names
+                .iter()
+                .any(|(cpp, _)| cpp.split('<').next() == Some(k.name.as_str()))
+        });
+        if k.template.is_some() && !instantiated {
+            out.push_str(&format!(
+                "{}\n    a template: check an instance, named as C++ writes it: --entry '{}<...>'\n",
+                k.signature(),
+                k.name
+            ));
         }
     }
     out

@@ -29,6 +29,7 @@ mod exercise;
 mod format;
 mod gpu_window;
 mod hierarchy;
+mod host_code;
 mod inspect;
 mod kernel_args;
 mod machine_code;

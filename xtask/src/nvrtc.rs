@@ -82,6 +82,8 @@ const PRELUDE: &str = "\
 pub struct Compiled {
     pub ptx: String,
     pub names: Vec<(String, String)>,
+    /// Its kernels as the source declares them.
+    pub kernels: Vec<KernelDeclaration>,
 }
 
 impl Compiled {
@@ -132,7 +134,28 @@ pub fn compile_file(path: &Path, options: &[String], extra: &[String]) -> Result
             names.push(name.clone());
         }
     }
-    let mut compiled = compile(&library, &source, &path.display().to_string(), &all, &names)?;
+    // Host code out (NVRTC compiles device code alone), host headers empty, the file's own
+    // headers sorted the same way: a kernel file goes in as people keep it (`host_code`).
+    let device_source = crate::host_code::device_only(&source);
+    let mut headers = crate::host_code::local_headers(
+        &source,
+        path.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    );
+    headers.extend(
+        crate::host_code::HOST_HEADERS
+            .iter()
+            .map(|h| (h.to_string(), String::new())),
+    );
+    let mut compiled = compile(
+        &library,
+        &device_source,
+        &path.display().to_string(),
+        &all,
+        &names,
+        &headers,
+    )?;
     // NVRTC writes the file's absolute path into the line tables (`.file 1 "/home/.../x.cu"`);
     // the path as given keeps reports short and the same on every machine.
     if let Ok(cwd) = std::env::current_dir() {
@@ -158,26 +181,88 @@ fn options_with_defaults(options: &[String]) -> Vec<String> {
 /// template is named by an instance, which the user gives). Comments are skipped; a
 /// `__launch_bounds__(...)` between `__global__` and the name is passed over.
 pub fn kernel_names(source: &str) -> Vec<String> {
+    kernel_declarations(source)
+        .into_iter()
+        .filter(|k| k.template.is_none())
+        .map(|k| k.name)
+        .collect()
+}
+
+/// A kernel as the source declares it: the C++ that `--list` prints.
+#[derive(Debug, PartialEq)]
+pub struct KernelDeclaration {
+    pub name: String,
+    /// `template <...>`'s parameters, for a template kernel (named by an instance).
+    pub template: Option<String>,
+    /// The parameter list as written, whitespace folded: `float* out, const float* inp, int N`.
+    pub params: String,
+}
+
+impl KernelDeclaration {
+    /// `name(params)`, after `template <...>` for a template.
+    pub fn signature(&self) -> String {
+        let head = match &self.template {
+            Some(t) => format!("template <{t}> "),
+            None => String::new(),
+        };
+        format!("{head}{}({})", self.name, self.params)
+    }
+}
+
+/// Every kernel (`__global__` function) `source` defines or declares, in order, each once.
+/// Comments are skipped; a `__launch_bounds__(...)` between `__global__` and the name is passed
+/// over.
+pub fn kernel_declarations(source: &str) -> Vec<KernelDeclaration> {
     let code = without_comments(source);
-    let mut names = Vec::new();
+    let mut kernels: Vec<KernelDeclaration> = Vec::new();
     let mut from = 0;
     while let Some(at) = code[from..].find("__global__").map(|i| from + i) {
         from = at + "__global__".len();
         // The declaration's start: after the last `;`, `{` or `}` before it.
         let start = code[..at].rfind([';', '{', '}']).map_or(0, |i| i + 1);
-        if code[start..at]
-            .split(|c: char| !is_ident(c))
-            .any(|w| w == "template")
-        {
+        let head = &code[start..at];
+        let template = head.find("template").and_then(|t| {
+            let rest = &head[t + "template".len()..];
+            let open = rest.find('<')?;
+            let close = rest.rfind('>')?;
+            (open < close).then(|| fold(&rest[open + 1..close]))
+        });
+        // `template __global__ void k<float>(...)`: an explicit instance, not a definition.
+        if head.contains("template") && template.is_none() {
             continue;
         }
-        if let Some(name) = declared_name(&code[from..])
-            && !names.contains(&name)
-        {
-            names.push(name);
+        let Some(name) = declared_name(&code[from..]) else {
+            continue;
+        };
+        let params = code[from..]
+            .find(&format!("{name}("))
+            .map(|i| from + i + name.len())
+            .and_then(|open| {
+                let mut depth = 0;
+                code[open..].char_indices().find_map(|(i, c)| {
+                    match c {
+                        '(' => depth += 1,
+                        ')' => depth -= 1,
+                        _ => {}
+                    }
+                    (depth == 0).then(|| fold(&code[open + 1..open + i]))
+                })
+            })
+            .unwrap_or_default();
+        if !kernels.iter().any(|k| k.name == name) {
+            kernels.push(KernelDeclaration {
+                name,
+                template,
+                params,
+            });
         }
     }
-    names
+    kernels
+}
+
+/// `text` with its runs of whitespace (line breaks included) as one space.
+fn fold(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn is_ident(c: char) -> bool {
@@ -317,9 +402,20 @@ fn compile(
     origin: &str,
     options: &[String],
     names: &[String],
+    headers: &[(String, String)],
 ) -> Result<Compiled, String> {
     let nvrtc = Nvrtc::load(library)?;
     let (source_c, origin_c) = (c_string(source)?, c_string(origin)?);
+    let header_names: Vec<CString> = headers
+        .iter()
+        .map(|(n, _)| c_string(n))
+        .collect::<Result<_, _>>()?;
+    let header_texts: Vec<CString> = headers
+        .iter()
+        .map(|(_, t)| c_string(t))
+        .collect::<Result<_, _>>()?;
+    let header_name_ptrs: Vec<*const c_char> = header_names.iter().map(|n| n.as_ptr()).collect();
+    let header_text_ptrs: Vec<*const c_char> = header_texts.iter().map(|t| t.as_ptr()).collect();
     let options_c: Vec<CString> = options
         .iter()
         .map(|o| c_string(o))
@@ -337,9 +433,9 @@ fn compile(
                 &mut program,
                 source_c.as_ptr(),
                 origin_c.as_ptr(),
-                0,
-                std::ptr::null(),
-                std::ptr::null(),
+                headers.len() as c_int,
+                header_text_ptrs.as_ptr(),
+                header_name_ptrs.as_ptr(),
             ),
             "cannot create a program",
         )?;
@@ -380,6 +476,7 @@ fn compile(
             Ok(Compiled {
                 ptx,
                 names: lowered,
+                kernels: kernel_declarations(source),
             })
         })();
         (nvrtc.destroy)(&mut program);
@@ -412,6 +509,24 @@ mod tests {
     }
 
     #[test]
+    fn declarations_keep_the_signature_as_written_and_say_which_are_templates() {
+        let source = r#"
+            __global__ void __launch_bounds__(256) scale(float *x,
+                                                         int n) {}
+            template <typename T, int N>
+            __global__ void reduce(T *out, const T *in) {}
+            template __global__ void reduce<float, 256>(float *, const float *);
+        "#;
+        let kernels = kernel_declarations(source);
+        assert_eq!(kernels.len(), 2, "{kernels:?}");
+        assert_eq!(kernels[0].signature(), "scale(float *x, int n)");
+        assert_eq!(
+            kernels[1].signature(),
+            "template <typename T, int N> reduce(T *out, const T *in)"
+        );
+    }
+
+    #[test]
     fn the_user_s_architecture_replaces_the_default() {
         assert_eq!(
             options_with_defaults(&["-G".into()]),
@@ -429,6 +544,7 @@ mod tests {
             Path::new("/nonexistent/libnvrtc.so.12"),
             "",
             "x.cu",
+            &[],
             &[],
             &[],
         )

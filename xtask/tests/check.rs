@@ -596,3 +596,63 @@ fn a_recursion_deeper_than_a_gpu_s_stack_is_the_fault_it_is_on_a_gpu() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("(sum 837888)"), "{out}");
 }
+
+/// Issue 54, item 1 and 2: a kernel file as people keep them (host headers, its own header with
+/// host code, a `main`, launches with `<<<...>>>`, a template kernel) goes in without editing;
+/// `--list` prints each kernel's C++ signature, and a template with how to name an instance.
+/// The softmax it runs is compared with one computed here, row by row.
+#[test]
+fn a_whole_cu_with_host_code_is_checked_as_it_is() {
+    let file = format!(
+        "{}/../tests/fixtures/cuda/llmc_style.cu",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, out, err) = check(&[&file, "--list"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("softmax_forward_kernel1(float* out, const float* inp, int N, int C)\n    PTX entry `_Z23softmax_forward_kernel1PfPKfii`: .u64 (8 B), .u64 (8 B), .u32 (4 B), .u32 (4 B)")
+            && out.contains("template <int BLOCK> scale_kernel(float* out, float s, int n)\n    a template: check an instance"),
+        "{out}"
+    );
+    let dir = common::scratch("whole-cu");
+    let (code, out, err) = check(&[
+        &file,
+        "--entry",
+        "softmax_forward_kernel1",
+        "--grid",
+        "1",
+        "--block",
+        "32",
+        "--arg",
+        "f32[32]:zeros",
+        "--arg",
+        "f32[32]:iota",
+        "--arg",
+        "i32:4",
+        "--arg",
+        "i32:8",
+        "--no-predict",
+        "--dump",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("no bug found"), "{out}");
+    let bytes = std::fs::read(dir.join("arg0.npy")).unwrap();
+    let got: Vec<f32> = bytes[bytes.len() - 128..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    for (row, values) in got.chunks(8).enumerate() {
+        let x: Vec<f64> = (0..8).map(|j| (row * 8 + j) as f64).collect();
+        let max = x.iter().cloned().fold(f64::MIN, f64::max);
+        let sum: f64 = x.iter().map(|v| (v - max).exp()).sum();
+        for (j, &g) in values.iter().enumerate() {
+            let want = (x[j] - max).exp() / sum;
+            assert!(
+                (f64::from(g) - want).abs() < 1e-6,
+                "row {row}, {j}: {g} vs {want}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
