@@ -1,0 +1,167 @@
+//! Numbers the chapters state in their tables, computed again from the code that makes them: a
+//! table of GEMM steps with a `no-cache time` column (docs/gemm.md's no-cache roofline,
+//! docs/hopper.md's modelled figures) must give, in every column it has, what
+//! `GemmKernel::cost` and `perf::cost::Roofline::modelled` give for that kernel on the H100 SXM,
+//! as printed or rounded to fewer digits. A cost model or a vendor figure that changes fails the
+//! chapter's table here, not in a reader's head.
+
+use std::path::PathBuf;
+
+use host::ops::gemm::{Epilogue, GemmKernel, GemmShape};
+use perf::cost::{Bound, Roofline};
+use perf::specs::GpuSpec;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The cells of a markdown table row, trimmed; `None` for a line that is not one.
+fn cells(line: &str) -> Option<Vec<String>> {
+    let inner = line.trim().strip_prefix('|')?.strip_suffix('|')?;
+    Some(inner.split('|').map(|c| c.trim().to_string()).collect())
+}
+
+/// Whether `quoted` (digits, as a chapter writes them) may be `value` rounded: within half a
+/// unit of its last digit.
+fn quotes(quoted: &str, value: f64) -> bool {
+    let Ok(q) = quoted.parse::<f64>() else {
+        return false;
+    };
+    let decimals = quoted.split_once('.').map_or(0, |(_, d)| d.len());
+    (q - value).abs() <= 0.5 * 10f64.powi(-(decimals as i32)) + 1e-9
+}
+
+/// The problem size `N^3` a table is for: its `shape` cell, or the last line above the table that
+/// names one (docs/gemm.md's "The no-cache roofline, 4096^3, ...").
+fn cube(text: &str) -> Option<usize> {
+    let at = text.find("^3")?;
+    let digits: String = text[..at]
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.chars().rev().collect::<String>().parse().ok()
+}
+
+/// Every cell of every GEMM table of `markdown` (a header with a `no-cache time` column) that is
+/// not what the code computes, as `line: kernel column: quoted, computed`; and how many rows were
+/// read.
+fn stale_cells(markdown: &str) -> (Vec<String>, usize) {
+    let h100 = GpuSpec::find("h100").unwrap();
+    let lines: Vec<&str> = markdown.lines().collect();
+    let (mut out, mut rows) = (Vec::new(), 0);
+    let mut i = 0;
+    while i < lines.len() {
+        let header = match cells(lines[i]) {
+            Some(h) if h.iter().any(|c| c.starts_with("no-cache time")) => h,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let above = lines[..i].iter().rev().find_map(|l| cube(l));
+        let mut row = i + 2; // past the header's separator
+        while let Some(cell) = lines.get(row).and_then(|l| cells(l)) {
+            let line = row + 1;
+            row += 1;
+            rows += 1;
+            let get = |name: &str| {
+                header
+                    .iter()
+                    .position(|h| h.trim_end_matches(" (modelled)") == name)
+                    .and_then(|c| cell.get(c))
+                    .map(String::as_str)
+            };
+            let Some(name) = get("kernel") else { continue };
+            let name = name.split('`').find(|s| !s.trim().is_empty()).unwrap_or("");
+            let Some(kernel) = GemmKernel::ALL.into_iter().find(|k| k.name() == name) else {
+                out.push(format!("{line}: no GEMM kernel is called {name}"));
+                continue;
+            };
+            let Some(n) = get("shape").and_then(cube).or(above) else {
+                out.push(format!("{line}: the table names no N^3"));
+                continue;
+            };
+            let cost = kernel.cost(GemmShape::new(n, n, n), Epilogue::Overwrite);
+            let roof = Roofline::modelled(&cost, h100);
+            let bound = match roof.bound {
+                Bound::Memory => "memory",
+                Bound::Compute => "compute",
+                Bound::Exponential => "exponentials",
+            };
+            for (head, quoted) in header.iter().zip(&cell) {
+                let number = quoted.split_whitespace().next().unwrap_or("");
+                let unit = quoted.split_whitespace().nth(1).unwrap_or("");
+                let computed = match head.trim_end_matches(" (modelled)") {
+                    "tile intensity" => Some(kernel.tile_intensity()),
+                    "requested" => Some(cost.bytes() as f64 / 1e9),
+                    "intensity" | "FLOP/B" => Some(roof.intensity),
+                    "no-cache time" if unit == "ms" => Some(roof.seconds * 1e3),
+                    "no-cache time" if unit == "µs" => Some(roof.seconds * 1e6),
+                    "no-cache time" => None,
+                    "no-cache TFLOP/s" => Some(roof.flops_per_second / 1e12),
+                    "roof" => {
+                        if quoted != bound {
+                            out.push(format!(
+                                "{line}: {name} roof: the chapter says {quoted}, the code {bound}"
+                            ));
+                        }
+                        continue;
+                    }
+                    _ => continue,
+                };
+                if !computed.is_some_and(|v| quotes(number, v)) {
+                    out.push(format!(
+                        "{line}: {name} {head}: the chapter says {quoted}, the code {computed:?}"
+                    ));
+                }
+            }
+        }
+        i = row;
+    }
+    (out, rows)
+}
+
+#[test]
+fn the_gemm_tables_state_what_the_cost_models_give() {
+    // docs/gemm.md's no-cache roofline (4 rows) and docs/hopper.md's modelled figures (2).
+    for (chapter, rows) in [("docs/gemm.md", 4), ("docs/hopper.md", 2)] {
+        let text = std::fs::read_to_string(repo().join(chapter)).unwrap();
+        let (stale, read) = stale_cells(&text);
+        assert!(stale.is_empty(), "{chapter}:\n{}", stale.join("\n"));
+        assert_eq!(read, rows, "{chapter}: the GEMM table's rows");
+    }
+}
+
+#[test]
+fn a_stale_number_in_a_gemm_table_is_found() {
+    let table = "The no-cache roofline, 4096^3, H100 SXM:\n\n\
+        | step | kernel | requested | roof | no-cache time | no-cache TFLOP/s |\n\
+        |---|---|---|---|---|---|\n\
+        | 4 | `gemm_tensor_core_bf16` / `_f16` | 2.21 GB | memory | 0.661 ms | 208 |\n";
+    assert_eq!(stale_cells(table), (Vec::new(), 1));
+    // The bytes a digit off, a time in the wrong unit, the other roof, a kernel that is not one.
+    for (original, planted, column) in [
+        ("2.21 GB", "2.22 GB", "requested"),
+        ("0.661 ms", "0.661 µs", "no-cache time"),
+        ("| memory |", "| compute |", "roof"),
+        (
+            "`gemm_tensor_core_bf16`",
+            "`gemm_tensor_cores_bf16`",
+            "no GEMM kernel",
+        ),
+    ] {
+        let (stale, _) = stale_cells(&table.replace(original, planted));
+        assert!(
+            stale.len() == 1 && stale[0].contains(column),
+            "{planted}: {stale:?}"
+        );
+    }
+    // A shape column overrides the size named above the table: 661.1 µs is 4096^3's time.
+    let other = "| kernel | shape | no-cache time |\n|---|---|---|\n| gemm_tensor_core_bf16 | 2048^3 | 661.1 µs |\n";
+    assert_eq!(stale_cells(other).0.len(), 1);
+    assert!(stale_cells(&other.replace("2048^3", "4096^3")).0.is_empty());
+}
