@@ -2,12 +2,14 @@
 //! table of GEMM steps with a `no-cache time` column (docs/gemm.md's no-cache roofline,
 //! docs/hopper.md's modelled figures) must give, in every column it has, what
 //! `GemmKernel::cost` and `perf::cost::Roofline::modelled` give for that kernel on the H100 SXM,
-//! as printed or rounded to fewer digits. A cost model or a vendor figure that changes fails the
+//! and docs/softmax.md's traffic table what `softmax::Variant::cost` gives, each number as
+//! printed or rounded to fewer digits. A cost model or a vendor figure that changes fails the
 //! chapter's table here, not in a reader's head.
 
 use std::path::PathBuf;
 
 use host::ops::gemm::{Epilogue, GemmKernel, GemmShape};
+use host::ops::softmax::Variant;
 use perf::cost::{Bound, Roofline};
 use perf::specs::GpuSpec;
 
@@ -125,6 +127,80 @@ fn stale_cells(markdown: &str) -> (Vec<String>, usize) {
     (out, rows)
 }
 
+/// Every cell of a softmax traffic table of `markdown` (headed `shape, dtype | variant | bytes
+/// moved | modelled time | vs naive`) that is not what `Variant::cost` and `Roofline::modelled`
+/// give on the H100 SXM; and how many rows were read. A row with an empty first cell is the
+/// shape above it.
+fn stale_softmax_cells(markdown: &str) -> (Vec<String>, usize) {
+    let h100 = GpuSpec::find("h100").unwrap();
+    let lines: Vec<&str> = markdown.lines().collect();
+    let (mut out, mut rows) = (Vec::new(), 0);
+    let Some(header) = lines
+        .iter()
+        .position(|l| cells(l).is_some_and(|c| c.first().is_some_and(|h| h == "shape, dtype")))
+    else {
+        return (out, rows);
+    };
+    let mut shape = None;
+    for (i, line) in lines.iter().enumerate().skip(header + 2) {
+        let Some(cell) = cells(line) else { break };
+        let line = i + 1;
+        rows += 1;
+        if !cell[0].is_empty() {
+            // `8192 x 8192, bf16`
+            let parsed = cell[0].split_once(", ").and_then(|(dims, dtype)| {
+                let (r, c) = dims.split_once(" x ")?;
+                let bytes = match dtype {
+                    "bf16" | "f16" => 2,
+                    "f32" => 4,
+                    _ => return None,
+                };
+                Some((r.parse::<usize>().ok()?, c.parse::<usize>().ok()?, bytes))
+            });
+            if parsed.is_none() {
+                out.push(format!("{line}: no shape in `{}`", cell[0]));
+            }
+            shape = parsed;
+        }
+        let Some((r, c, b)) = shape else { continue };
+        let variant = match cell.get(1).and_then(|v| v.split_whitespace().next()) {
+            Some("naive") => Variant::Naive,
+            Some("online") => Variant::Online,
+            Some("fused") => Variant::Fused,
+            other => {
+                out.push(format!("{line}: no softmax variant is called {other:?}"));
+                continue;
+            }
+        };
+        let seconds = |v: Variant| Roofline::modelled(&v.cost(r, c, b), h100).seconds;
+        let cost = variant.cost(r, c, b);
+        let computed = [
+            ("bytes moved", "MB", cost.bytes() as f64 / 1e6),
+            ("modelled time", "µs", seconds(variant) * 1e6),
+            ("vs naive", "x", seconds(Variant::Naive) / seconds(variant)),
+        ];
+        for (column, (name, unit, value)) in cell.iter().skip(2).zip(computed) {
+            let number = column
+                .trim_end_matches('x')
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
+            let quoted_unit = if column.ends_with('x') {
+                "x"
+            } else {
+                column.split_whitespace().nth(1).unwrap_or("")
+            };
+            if quoted_unit != unit || !quotes(number, value) {
+                out.push(format!(
+                    "{line}: {} {r} x {c} {name}: the chapter says {column}, the code {value:.4} {unit}",
+                    variant.name()
+                ));
+            }
+        }
+    }
+    (out, rows)
+}
+
 #[test]
 fn the_gemm_tables_state_what_the_cost_models_give() {
     // docs/gemm.md's no-cache roofline (4 rows) and docs/hopper.md's modelled figures (2).
@@ -164,4 +240,36 @@ fn a_stale_number_in_a_gemm_table_is_found() {
     let other = "| kernel | shape | no-cache time |\n|---|---|---|\n| gemm_tensor_core_bf16 | 2048^3 | 661.1 µs |\n";
     assert_eq!(stale_cells(other).0.len(), 1);
     assert!(stale_cells(&other.replace("2048^3", "4096^3")).0.is_empty());
+}
+
+#[test]
+fn the_softmax_traffic_table_states_what_the_cost_models_give() {
+    let text = std::fs::read_to_string(repo().join("docs/softmax.md")).unwrap();
+    let (stale, rows) = stale_softmax_cells(&text);
+    assert!(stale.is_empty(), "docs/softmax.md:\n{}", stale.join("\n"));
+    assert_eq!(
+        rows, 12,
+        "docs/softmax.md's traffic table: four shapes, three variants each"
+    );
+}
+
+#[test]
+fn a_stale_number_in_the_softmax_table_is_found() {
+    let table = "| shape, dtype | variant | bytes moved | modelled time | vs naive |\n\
+        |---|---|---|---|---|\n\
+        | 8192 x 8192, bf16 | naive | 537.0 MB | 160.3 µs | 1.0x |\n\
+        | | fused | 268.4 MB | 80.1 µs | 2.0x |\n";
+    assert_eq!(stale_softmax_cells(table), (Vec::new(), 2));
+    for (original, planted, found) in [
+        ("537.0 MB", "536.0 MB", "naive 8192 x 8192 bytes moved"),
+        ("80.1 µs", "80.1 ms", "fused 8192 x 8192 modelled time"),
+        ("2.0x", "2.5x", "fused 8192 x 8192 vs naive"),
+        ("| | fused", "| | fast", "no softmax variant"),
+    ] {
+        let (stale, _) = stale_softmax_cells(&table.replace(original, planted));
+        assert!(
+            stale.len() == 1 && stale[0].contains(found),
+            "{planted}: {stale:?}"
+        );
+    }
 }
