@@ -2,12 +2,14 @@
 //! table of GEMM steps with a `no-cache time` column (docs/gemm.md's no-cache roofline,
 //! docs/hopper.md's modelled figures) must give, in every column it has, what
 //! `GemmKernel::cost` and `perf::cost::Roofline::modelled` give for that kernel on the H100 SXM,
-//! and docs/softmax.md's traffic table what `softmax::Variant::cost` gives, each number as
+//! docs/softmax.md's traffic table what `softmax::Variant::cost` gives, and docs/attention.md's
+//! memory table what `attention::device_bytes` and `max_sequence_len` give, each number as
 //! printed or rounded to fewer digits. A cost model or a vendor figure that changes fails the
 //! chapter's table here, not in a reader's head.
 
 use std::path::PathBuf;
 
+use host::ops::attention::{AttentionShape, Flow, device_bytes, max_sequence_len};
 use host::ops::gemm::{Epilogue, GemmKernel, GemmShape};
 use host::ops::softmax::Variant;
 use perf::cost::{Bound, Roofline};
@@ -201,6 +203,66 @@ fn stale_softmax_cells(markdown: &str) -> (Vec<String>, usize) {
     (out, rows)
 }
 
+/// The batch, heads and head dimension of docs/attention.md's memory table ("at batch 4, 16
+/// heads, d = 128, f32").
+const ATTENTION_MEMORY: (usize, usize, usize) = (4, 16, 128);
+
+/// Every cell of docs/attention.md's memory table (headed `N | naive (...) | fused (...)`) that is
+/// not what `device_bytes` gives at `N`, or, on a row `largest N in X GB`, what
+/// `max_sequence_len` gives for X GB; and how many rows were read.
+fn stale_memory_cells(markdown: &str) -> (Vec<String>, usize) {
+    let (batch, heads, d) = ATTENTION_MEMORY;
+    let lines: Vec<&str> = markdown.lines().collect();
+    let (mut out, mut rows) = (Vec::new(), 0);
+    let Some(header) = lines.iter().position(|l| {
+        cells(l).is_some_and(|c| {
+            c.len() == 3
+                && c[0] == "N"
+                && c[1].starts_with("naive (")
+                && c[2].starts_with("fused (")
+        })
+    }) else {
+        return (out, rows);
+    };
+    for (i, line) in lines.iter().enumerate().skip(header + 2) {
+        let Some(cell) = cells(line) else { break };
+        let line = i + 1;
+        rows += 1;
+        let flows = [(Flow::Naive, &cell[1]), (Flow::Fused, &cell[2])];
+        if let Ok(n) = cell[0].parse::<usize>() {
+            let shape = AttentionShape::new(batch, heads, n, d);
+            for (flow, quoted) in flows {
+                let gb = device_bytes(flow, &shape) as f64 / 1e9;
+                let number = quoted.strip_suffix(" GB").unwrap_or("");
+                if !quotes(number, gb) {
+                    out.push(format!(
+                        "{line}: {flow:?} at N = {n}: the chapter says {quoted}, the code {gb:.3} GB"
+                    ));
+                }
+            }
+        } else if let Some(gb) = cell[0]
+            .strip_prefix("largest N in ")
+            .and_then(|rest| rest.split(" GB").next())
+            .and_then(|gb| gb.parse::<u64>().ok())
+        {
+            for (flow, quoted) in flows {
+                let n = max_sequence_len(flow, gb * 1_000_000_000, batch, heads, d);
+                if quoted.replace(',', "") != n.to_string() {
+                    out.push(format!(
+                        "{line}: {flow:?} in {gb} GB: the chapter says {quoted}, the code {n}"
+                    ));
+                }
+            }
+        } else {
+            out.push(format!(
+                "{line}: `{}` is neither an N nor a memory size",
+                cell[0]
+            ));
+        }
+    }
+    (out, rows)
+}
+
 #[test]
 fn the_gemm_tables_state_what_the_cost_models_give() {
     // docs/gemm.md's no-cache roofline (4 rows) and docs/hopper.md's modelled figures (2).
@@ -269,6 +331,35 @@ fn a_stale_number_in_the_softmax_table_is_found() {
         let (stale, _) = stale_softmax_cells(&table.replace(original, planted));
         assert!(
             stale.len() == 1 && stale[0].contains(found),
+            "{planted}: {stale:?}"
+        );
+    }
+}
+
+#[test]
+fn the_attention_memory_table_states_what_device_bytes_gives() {
+    let text = std::fs::read_to_string(repo().join("docs/attention.md")).unwrap();
+    let (stale, rows) = stale_memory_cells(&text);
+    assert!(stale.is_empty(), "docs/attention.md:\n{}", stale.join("\n"));
+    assert_eq!(
+        rows, 7,
+        "docs/attention.md's memory table: five N and two memory sizes"
+    );
+}
+
+#[test]
+fn a_stale_number_in_the_attention_memory_table_is_found() {
+    let table = "| N | naive (Q, K, V, O, S, P) | fused (Q, K, V, O, LSE) |\n|---|---|---|\n\
+        | 4096 | 9.13 GB | 0.54 GB |\n| largest N in 80 GB (H100) | 12,372 | 609,161 |\n";
+    assert_eq!(stale_memory_cells(table), (Vec::new(), 2));
+    for (original, planted, found) in [
+        ("9.13 GB", "9.31 GB", "Naive at N = 4096"),
+        ("| 609,161 |", "| 609,162 |", "Fused in 80 GB"),
+        ("80 GB (H100)", "94 GB (H100)", "Naive in 94 GB"),
+    ] {
+        let (stale, _) = stale_memory_cells(&table.replace(original, planted));
+        assert!(
+            !stale.is_empty() && stale[0].contains(found),
             "{planted}: {stale:?}"
         );
     }
