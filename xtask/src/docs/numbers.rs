@@ -3,13 +3,16 @@
 //! docs/hopper.md's modelled figures) must give, in every column it has, what
 //! `GemmKernel::cost` and `perf::cost::Roofline::modelled` give for that kernel on the H100 SXM,
 //! docs/softmax.md's traffic table what `softmax::Variant::cost` gives, and docs/attention.md's
-//! memory table what `attention::device_bytes` and `max_sequence_len` give, each number as
-//! printed or rounded to fewer digits. A cost model or a vendor figure that changes fails the
+//! traffic tables and memory table what `attention::naive_traffic`, `fused_traffic`,
+//! `device_bytes` and `max_sequence_len` give, each number as printed or rounded to fewer digits. A cost model or a vendor figure that changes fails the
 //! chapter's table here, not in a reader's head.
 
 use std::path::PathBuf;
 
-use host::ops::attention::{AttentionShape, Flow, device_bytes, max_sequence_len};
+use half::bf16;
+use host::ops::attention::{
+    AttentionShape, Flow, device_bytes, fused_traffic, max_sequence_len, naive_traffic,
+};
 use host::ops::gemm::{Epilogue, GemmKernel, GemmShape};
 use host::ops::softmax::Variant;
 use perf::cost::{Bound, Roofline};
@@ -263,6 +266,69 @@ fn stale_memory_cells(markdown: &str) -> (Vec<String>, usize) {
     (out, rows)
 }
 
+/// A size as a chapter writes it (`**17.72 GB**`, `403 MB`): its digits and bytes per unit.
+fn size(cell: &str) -> Option<(&str, f64)> {
+    let (number, unit) = cell.trim_matches('*').split_once(' ')?;
+    let scale = match unit {
+        "GB" => 1e9,
+        "MB" => 1e6,
+        _ => return None,
+    };
+    Some((number, scale))
+}
+
+/// The rows of docs/attention.md's traffic tables at the benchmark's shape (batch 4, 16 heads,
+/// N = 4096, d = 128) that are not what the traffic models give: the naive f32 flow's compulsory
+/// bytes and re-reads, and the fused kernels' compulsory bytes, re-reads and causal re-reads in
+/// f32 and in bf16; and how many cells were read.
+fn stale_attention_traffic(markdown: &str) -> (Vec<String>, usize) {
+    let shape = AttentionShape::new(4, 16, 4096, 128);
+    let naive = naive_traffic(&shape);
+    let fused = |causal: bool| {
+        (
+            fused_traffic::<f32>(&shape, causal),
+            fused_traffic::<bf16>(&shape, causal),
+        )
+    };
+    let ((f32_fused, bf16_fused), (f32_causal, bf16_causal)) = (fused(false), fused(true));
+    // The re-reads, whichever field of the cost holds them: every byte read but the compulsory.
+    let rereads = |c: &kernels::registry::Cost| c.bytes() - c.compulsory().bytes();
+    let (mut out, mut read) = (Vec::new(), 0);
+    for (i, line) in markdown.lines().enumerate() {
+        let Some(cell) = cells(line) else { continue };
+        let first = cell[0].trim_matches('*');
+        // (the cell, the bytes the code gives)
+        let expected: Vec<(&String, u64)> = match (first, cell.len()) {
+            ("compulsory", 4) => vec![(&cell[3], naive.compulsory().bytes())],
+            ("re-reads", 4) => vec![(&cell[3], rereads(&naive))],
+            ("compulsory", 3) => vec![
+                (&cell[1], f32_fused.compulsory().bytes()),
+                (&cell[2], bf16_fused.compulsory().bytes()),
+            ],
+            (f, 3) if f.starts_with("K, V re-read per extra query tile") => vec![
+                (&cell[1], rereads(&f32_fused)),
+                (&cell[2], rereads(&bf16_fused)),
+            ],
+            (f, 3) if f.starts_with("causal: re-reads") => vec![
+                (&cell[1], rereads(&f32_causal)),
+                (&cell[2], rereads(&bf16_causal)),
+            ],
+            _ => continue,
+        };
+        for (quoted, bytes) in expected {
+            read += 1;
+            let ok = size(quoted).is_some_and(|(n, scale)| quotes(n, bytes as f64 / scale));
+            if !ok {
+                out.push(format!(
+                    "{}: {first}: the chapter says {quoted}, the code {bytes} bytes",
+                    i + 1
+                ));
+            }
+        }
+    }
+    (out, read)
+}
+
 #[test]
 fn the_gemm_tables_state_what_the_cost_models_give() {
     // docs/gemm.md's no-cache roofline (4 rows) and docs/hopper.md's modelled figures (2).
@@ -362,5 +428,30 @@ fn a_stale_number_in_the_attention_memory_table_is_found() {
             !stale.is_empty() && stale[0].contains(found),
             "{planted}: {stale:?}"
         );
+    }
+}
+
+#[test]
+fn the_attention_traffic_tables_state_what_the_traffic_models_give() {
+    let text = std::fs::read_to_string(repo().join("docs/attention.md")).unwrap();
+    let (stale, read) = stale_attention_traffic(&text);
+    assert!(stale.is_empty(), "docs/attention.md:\n{}", stale.join("\n"));
+    // The naive table's two totals, the fused table's three rows of two.
+    assert_eq!(read, 8, "docs/attention.md's traffic tables");
+}
+
+#[test]
+fn a_stale_number_in_an_attention_traffic_table_is_found() {
+    let table = "| tensor | size | moved | bytes |\n|---|---|---|---|\n\
+        | **compulsory** | | | **17.72 GB** |\n\
+        | | f32 | bf16 |\n|---|---|---|\n\
+        | causal: re-reads up to each tile's diagonal | 8.46 GB | 2.08 GB |\n";
+    assert_eq!(stale_attention_traffic(table), (Vec::new(), 3));
+    for (original, planted) in [
+        ("**17.72 GB**", "**17.27 GB**"),
+        ("| 2.08 GB |", "| 2.08 MB |"),
+    ] {
+        let (stale, _) = stale_attention_traffic(&table.replace(original, planted));
+        assert_eq!(stale.len(), 1, "{planted}: {stale:?}");
     }
 }
