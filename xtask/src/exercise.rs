@@ -169,7 +169,7 @@ fn is_solved(e: &Exercise) -> bool {
 fn target(e: &Exercise) -> String {
     let t = e.target;
     format!(
-        "on {} at {}, limited by {} and at least {:.0}% of the roofline bound (MODELLED)",
+        "on {} at {}, limited by {} and at least {:.0}% of the roofline's speed (MODELLED)",
         Machine::find(t.device).map_or(t.device, |m| m.spec.name),
         (e.describe)(e.gpu_shape),
         t.limiter.name(),
@@ -272,7 +272,7 @@ pub(crate) fn performance(
     );
     out += &crate::format::breakdown(&p);
     out += &format!(
-        "   roofline bound {} ({:?}-bound): the prediction is {:.0}% of it\n   target: {}\n   {}\n",
+        "   roofline bound {} ({:?}-bound): the prediction runs at {:.0}% of the roofline's speed (bound / predicted time)\n   target: {}\n   {}\n",
         crate::format::duration(bound),
         cost.bound(machine.spec),
         100.0 * fraction,
@@ -287,7 +287,7 @@ pub(crate) fn performance(
             )
         } else {
             format!(
-                "target missed: {:.0}% of the roofline bound, the target {:.0}%",
+                "target missed: {:.0}% of the roofline's speed, the target {:.0}%",
                 100.0 * fraction,
                 100.0 * t.fraction
             )

@@ -1378,23 +1378,33 @@ fn online_softmax() -> String {
 // ---- FlashAttention over time -----------------------------------------------------------------
 
 fn flash_tiling() -> String {
-    use kernels::attention::flash_mma::{BC, BR, STAGES};
-    use kernels::attention::kv_end;
+    use kernels::attention::flash_mma::{BC, BR, KEYS, STAGES, q_in_registers};
+    use kernels::attention::{HEAD_DIMS, kv_end};
+    // The head dimensions at which a warp keeps Q's A fragments for the whole loop, and the others.
+    let dims = |held: bool| {
+        HEAD_DIMS
+            .iter()
+            .filter(|&&d| q_in_registers(d as usize) == held)
+            .map(|d| format!("d = {d}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     // One head of n = 4 key tiles; the query tile two before its end (rows tile BR ..), causal:
     // it needs key tiles up to its diagonal only.
     let n = 4 * BC;
     let tile = (n / BR).saturating_sub(2);
     let steps = kv_end(tile * BR, BR, n, n, true).div_ceil(BC);
     let all_steps = n.div_ceil(BC);
-    let mut svg = Svg::new(980.0, 430.0);
+    let mut svg = Svg::new(980.0, 486.0);
     svg.text(10.0, 20.0, 15.0, "start", &format!("FlashAttention (tensor cores), query tile {tile} of a {n}-key head, causal: where each tile lives at each step"));
+    // The registers' band holds a fourth row, Q's fragments.
     let bands = [
-        ("HBM", 50.0),
-        ("shared memory", 160.0),
-        ("registers", 270.0),
+        ("HBM", 50.0, 100.0),
+        ("shared memory", 160.0, 100.0),
+        ("registers", 270.0, 126.0),
     ];
-    for (name, y) in bands {
-        svg.rect(10.0, y, 960.0, 100.0, "hsl(210, 30%, 97%)", "#ccc");
+    for (name, y, height) in bands {
+        svg.rect(10.0, y, 960.0, height, "hsl(210, 30%, 97%)", "#ccc");
         svg.text(16.0, y + 16.0, 12.0, "start", name);
     }
     let (x0, col) = (130.0, 165.0);
@@ -1474,7 +1484,7 @@ fn flash_tiling() -> String {
             x,
             290.0,
             140.0,
-            &format!("S = Q{tile} K{j}ᵀ [{BR} x {BC}] f32"),
+            &format!("S = Q{tile} K{j}ᵀ, {KEYS} keys at a time"),
             now,
         );
         box_(&mut svg, x, 316.0, 140.0, "P = exp2(S - m) → bf16", now);
@@ -1486,9 +1496,21 @@ fn flash_tiling() -> String {
             "O += P V, m, l (rescaled)",
             "hsl(120, 40%, 85%)",
         );
+        // At d = 64 each warp keeps its rows of Q as mma A fragments for the whole loop; at
+        // d = 128 they do not fit beside O and come from shared memory again at every step.
+        box_(
+            &mut svg,
+            x,
+            368.0,
+            140.0,
+            &format!("Q{tile} A fragments ({})", dims(true)),
+            "hsl(120, 40%, 85%)",
+        );
     }
-    svg.text(10.0, 395.0, 11.0, "start", &format!("Orange: this step; yellow: the next K, V tile arriving by cp.async ({STAGES} stages); green: held for the whole loop. S and P never leave the registers;"));
-    svg.text(10.0, 411.0, 11.0, "start", &format!("O goes to HBM once, after step {}. Tile sizes BR = {BR}, BC = {BC} and the causal end from kernels::attention. cargo xtask figures.", steps - 1));
+    svg.text(10.0, 421.0, 11.0, "start", &format!("Orange: this step; yellow: the next K, V tile arriving by cp.async ({STAGES} stages); green: held for the whole loop. S and P never leave the registers;"));
+    svg.text(10.0, 437.0, 11.0, "start", &format!("O goes to HBM once, after step {}; Q's A fragments stay in registers at {}, and at {} come from shared memory again each step;", steps - 1, dims(true), dims(false)));
+    svg.text(10.0, 453.0, 11.0, "start", &format!("S is f32, P bf16, each for {KEYS} of the tile's {BC} keys at a time (two steps of the recurrence per K, V tile)."));
+    svg.text(10.0, 469.0, 11.0, "start", &format!("Tile sizes BR = {BR}, BC = {BC}, KEYS = {KEYS} and the causal end from kernels::attention. cargo xtask figures."));
     svg.finish()
 }
 

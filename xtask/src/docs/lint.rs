@@ -686,23 +686,11 @@ const EVERYDAY_WORDS: [&str; 8] = [
     "key", "value", "head", "batch", "spec", "registry", "naive", "fused",
 ];
 
-/// The terms the chapters name before the chapter that defines them, most glossed where they are
-/// named or linked forward (`tiling.md`'s `cp.async` and TMA: "copies from global to shared
-/// memory that run while..."), in the course's order. A use not listed here fails the test; so
-/// does an entry that no longer happens, so that the list only shrinks.
-const KNOWN_EARLY_USES: [(&str, &str); 11] = [
-    ("`mma.sync`", "basics.md"), // named as a warp-collective instruction
-    ("`wgmma`", "basics.md"),    // named as the warpgroup's instruction
-    ("online softmax", "pyramid.md"),
-    ("`(m, l)`", "pyramid.md"),
-    ("GEMM", "pyramid.md"),
-    ("FlashAttention", "roofline.md"),
-    ("pipeline", "tiling.md"),
-    ("`cp.async`", "tiling.md"),
-    ("rasterisation", "tiling.md"),
-    ("TMA", "tiling.md"),
-    ("PTX backend", "hopper.md"),
-];
+/// The terms the chapters name before the chapter that defines them, `(term, first chapter)`, in
+/// the course's order. None is left: each term is defined where it is first used, or its use moved
+/// after its definition. A use not listed here fails the test; so does an entry that no longer
+/// happens, so that the list only shrinks.
+const KNOWN_EARLY_USES: [(&str, &str); 0] = [];
 
 #[test]
 fn no_term_is_used_before_the_chapter_the_glossary_points_to() {

@@ -7,6 +7,10 @@
 //! A name in the first cell that ptxas did not build (a shorthand such as `_d128`) is refused:
 //! the check can only hold a row to counts it can find, so each kernel is named in full, or as
 //! `softmax_fused_{f32,bf16}` for several that share one count.
+//!
+//! A column headed `blocks per SM` is held the same way to the blocks the occupancy table of
+//! `cargo xtask ptxas` printed for each kernel (the one headed `kernel threads smem (B) blocks`),
+//! so that a block count a chapter derives from the registers moves with them.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +29,24 @@ fn printed_registers(ptxas_output: &str) -> BTreeMap<String, u32> {
         let mut words = line.split_whitespace();
         if let (Some(name), Some(Ok(regs))) = (words.next(), words.next().map(str::parse)) {
             counts.insert(name.to_string(), regs);
+        }
+    }
+    counts
+}
+
+/// Each kernel's blocks per SM from the occupancy table `cargo xtask ptxas` prints after the
+/// register table (headed `kernel threads smem (B) blocks ...`), up to the blank line that ends it.
+fn printed_blocks(ptxas_output: &str) -> BTreeMap<String, u32> {
+    let mut counts = BTreeMap::new();
+    let mut lines = ptxas_output.lines().skip_while(|l| {
+        let words: Vec<&str> = l.split_whitespace().take(5).collect();
+        words != ["kernel", "threads", "smem", "(B)", "blocks"]
+    });
+    lines.next();
+    for line in lines.take_while(|l| !l.trim().is_empty()) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let (Some(name), Some(Ok(blocks))) = (words.first(), words.get(3).map(|w| w.parse())) {
+            counts.insert(name.to_string(), blocks);
         }
     }
     counts
@@ -54,6 +76,7 @@ fn numbers(cell: &str) -> Vec<u32> {
 /// `ptxas_output` or names a kernel ptxas did not build; `Ok` with how many rows were checked.
 pub fn check(file: &str, markdown: &str, ptxas_output: &str) -> Result<usize, String> {
     let printed = printed_registers(ptxas_output);
+    let blocks = printed_blocks(ptxas_output);
     if printed.is_empty() {
         // An excerpt of ptxas's output without its register table: nothing to hold rows to.
         return Ok(0);
@@ -98,6 +121,39 @@ pub fn check(file: &str, markdown: &str, ptxas_output: &str) -> Result<usize, St
                 want.join(" / ")
             ));
         }
+        // The blocks per SM those registers allow, as the occupancy table printed them.
+        let blocks_column = header
+            .iter()
+            .position(|h| h.to_lowercase().starts_with("blocks per sm"));
+        if let (Some(column), false) = (blocks_column, blocks.is_empty()) {
+            let cell = cells.get(column).map_or("", String::as_str);
+            let want: Option<Vec<u32>> = names
+                .iter()
+                .map(|name| {
+                    let each: Vec<Option<u32>> = expand(name)
+                        .iter()
+                        .map(|k| blocks.get(k).copied())
+                        .collect();
+                    match each[..] {
+                        [Some(b), ..] if each.iter().all(|c| *c == Some(b)) => Some(b),
+                        _ => None,
+                    }
+                })
+                .collect();
+            match want {
+                Some(want) if numbers(cell) == want => {}
+                Some(want) => {
+                    let want: Vec<String> = want.iter().map(u32::to_string).collect();
+                    wrong.push(format!(
+                        "{file}:{line}: blocks per SM `{cell}`, but `cargo xtask ptxas`'s occupancy table printed {}:\n  {row}",
+                        want.join(" / ")
+                    ));
+                }
+                None => wrong.push(format!(
+                    "{file}:{line}: a kernel of this row has no one block count in `cargo xtask ptxas`'s occupancy table:\n  {row}"
+                )),
+            }
+        }
     }
     if wrong.is_empty() {
         Ok(checked)
@@ -119,6 +175,8 @@ flash_attention_bf16_d128            192          0       0            0        
 
 kernel                             threads   smem (B) blocks  warps   occ.  limited by
 gemv_bf16_m1                           256       2048      5     40    62%  registers
+flash_attention_bf16_d64               128          0      4     16    25%  registers
+flash_attention_bf16_d128              128          0      2      8    12%  registers
 ";
 
     #[test]
@@ -142,6 +200,20 @@ gemv_bf16_m1                           256       2048      5     40    62%  regi
         );
         // The occupancy table's 256 threads are not registers.
         assert_eq!(printed_registers(PTXAS)["gemv_bf16_m1"], 48);
+        // The planted drift of a block count: the registers grew, an SM holds fewer blocks, the
+        // chapter kept the old number.
+        let stale = table.replace("| 48 | 5 |", "| 48 | 6 |");
+        let err = check("h.md", &stale, PTXAS).unwrap_err();
+        assert!(
+            err.contains(
+                "h.md:3: blocks per SM `6`, but `cargo xtask ptxas`'s occupancy table printed 5"
+            ),
+            "{err}"
+        );
+        assert_eq!(printed_blocks(PTXAS)["flash_attention_bf16_d128"], 2);
+        // Without the occupancy table (an excerpt of the output) the column is left alone.
+        let registers_only = PTXAS.split("\n\n").next().unwrap();
+        assert_eq!(check("i.md", &stale, registers_only), Ok(2));
     }
 
     #[test]
