@@ -216,8 +216,13 @@ impl Buffer {
             return Self::from_npy(rt, ty, len, init);
         }
         let len = len.expect("parse_arg takes `[..]` with a .npy file only");
+        if init == "zeros" {
+            // The runtime's allocation is zeroed and mapped lazily: a buffer of GBs that a
+            // sampled launch touches a few KB of costs those KB, where values built on the host
+            // and copied in would touch every page.
+            return Self::zeroed(rt, ty, len);
+        }
         let values: Vec<f64> = match init {
-            "zeros" => vec![0.0; len],
             "ones" => vec![1.0; len],
             "iota" => (0..len).map(|i| i as f64).collect(),
             "rand" => {
@@ -270,6 +275,29 @@ impl Buffer {
             "u8" => Self::U8(up(rt, v.map(|x| x as u8).collect())?),
             "u16" => Self::U16(up(rt, v.map(|x| x as u16).collect())?),
             "u64" => Self::U64(up(rt, v.map(|x| x as u64).collect())?),
+            other => {
+                return Err(format!(
+                    "unknown element type `{other}` (f32, f64, f16, bf16, i32, u32, u8, u16, u64)"
+                ));
+            }
+        })
+    }
+
+    /// `len` zeros of `ty`, allocated by the runtime (never copied from the host).
+    fn zeroed(rt: &Runtime, ty: &str, len: usize) -> Result<Self, String> {
+        fn z<T: Element>(rt: &Runtime, len: usize) -> Result<DeviceBuffer<T>, String> {
+            rt.alloc(len).map_err(|e| e.to_string())
+        }
+        Ok(match ty {
+            "f32" => Self::F32(z(rt, len)?),
+            "f64" => Self::F64(z(rt, len)?),
+            "f16" => Self::F16(z(rt, len)?),
+            "bf16" => Self::Bf16(z(rt, len)?),
+            "i32" => Self::I32(z(rt, len)?),
+            "u32" => Self::U32(z(rt, len)?),
+            "u8" => Self::U8(z(rt, len)?),
+            "u16" => Self::U16(z(rt, len)?),
+            "u64" => Self::U64(z(rt, len)?),
             other => {
                 return Err(format!(
                     "unknown element type `{other}` (f32, f64, f16, bf16, i32, u32, u8, u16, u64)"
