@@ -132,6 +132,13 @@ const YENCAL: Source = Source {
     second_hand: None,
 };
 
+const YENCAL_MEMCPY: Source = Source {
+    title: "How Data Type Width Affects GPU Memory Throughput (yencal, 2025-11-29; the H100 transposes' author)",
+    address: "https://yencal.github.io/gpu-memory-throughput-optimization",
+    place: "\"HBM-dominated plateau region\" (H100 SXM, block size 1024): a range of GB/s per width, whose middle is the row's figure",
+    second_hand: None,
+};
+
 const GPU_BENCHES: Source = Source {
     title: "GPU benchmarks, gpu-stream (te42kyfo/gpu-benches)",
     address: "https://github.com/te42kyfo/gpu-benches",
@@ -177,6 +184,42 @@ const TRANSPOSE_ARGS: &[&str] = &["f32[16777216]:zeros", "f32[16777216]:zeros", 
 const SGEMM_FILE: &str = "tests/validation/sgemm.cu";
 const STREAM_FILE: &str = "tests/validation/stream.cu";
 const GEMM_SIMT_FILE: &str = "tests/validation/gemm_simt.cu";
+
+const MEMCPY_FILE: &str = "tests/validation/memcpy.cu";
+
+/// The memcpy post's largest buffer, 2^27 bytes (past the H100's 50 MB L2): dst, src, n.
+const MEMCPY_ARGS: &[&str] = &[
+    "u8[134217728]:zeros",
+    "u8[134217728]:zeros",
+    "u64:134217728",
+];
+
+/// The copy moving 2^27 bytes as `width`-byte elements, one per thread, blocks of 1024: the
+/// published range's middle, `low..high` GB/s (read + write).
+const fn memcpy(entry: &'static str, width: u32, low: f64, high: f64, step: u32) -> Row {
+    Row {
+        label: entry,
+        kernel: Kernel::Cuda {
+            file: MEMCPY_FILE,
+            entry,
+            grid: [(1 << 27) / width / 1024, 1, 1],
+            block: [1024, 1, 1],
+            args: MEMCPY_ARGS,
+        },
+        device: "h100",
+        published: (low + high) / 2.0,
+        unit: Unit::GBps,
+        work: 2.0 * (1u64 << 27) as f64,
+        shape: "2^27 bytes (the largest the benchmark copies), elements of 1 to 16 bytes",
+        source: YENCAL_MEMCPY,
+        progression: Some(("memcpy by access width, H100", step)),
+        change: if step > 1 {
+            Some(Advice::WiderAccesses)
+        } else {
+            None
+        },
+    }
+}
 
 /// gpu-stream's arrays: 128 Mi + 2 f64 elements each.
 const STREAM_N: f64 = 134_217_730.0;
@@ -246,7 +289,7 @@ const fn gemm_simt(
         published,
         unit: Unit::Tflops,
         work: 2.0 * (n as f64) * (n as f64) * (n as f64),
-        shape: "M = N = K = 2048, 4096 or 8192 as the step says, f32",
+        shape: "M = N = K = 2048 or 4096 as the step says, f32 (the source's 8192^3 left out to keep the command short)",
         source: TENSORCORE_KERNELS,
         progression,
         change: if b == 32 {
@@ -273,14 +316,6 @@ const GEMM_4096: &[&str] = &[
     "i32:4096",
     "i32:4096",
     "i32:4096",
-];
-const GEMM_8192: &[&str] = &[
-    "f32[67108864]:zeros",
-    "f32[67108864]:zeros",
-    "f32[67108864]:zeros",
-    "i32:8192",
-    "i32:8192",
-    "i32:8192",
 ];
 
 /// yencal's transposes at 32768 x 32768 f32 on the H100.
@@ -414,7 +449,7 @@ const fn attention(
 
 /// Every row, progression by progression, each in its steps' order. The worklog's step 0
 /// (cuBLAS) is left out: the project has no kernel that follows it.
-pub const ROWS: [Row; 40] = [
+pub const ROWS: [Row; 43] = [
     sgemm("1: naive", "sgemm_naive", [128, 128, 1], 0, 309.0, 1, None),
     sgemm(
         "2: GMEM coalescing",
@@ -596,6 +631,11 @@ pub const ROWS: [Row; 40] = [
         Some(6),
         Some(Advice::WiderAccesses),
     ),
+    memcpy("memcpy_u8", 1, 650.0, 700.0, 1),
+    memcpy("memcpy_u16", 2, 1150.0, 1200.0, 2),
+    memcpy("memcpy_u32", 4, 1950.0, 2050.0, 3),
+    memcpy("memcpy_u64", 8, 2550.0, 2700.0, 4),
+    memcpy("memcpy_u128", 16, 3000.0, 3100.0, 5),
     stream("read", "stream_read", "a100", 1.0, 1769.0),
     stream("scale", "stream_scale", "a100", 2.0, 1732.0),
     stream("triad", "stream_triad", "a100", 3.0, 1759.0),
@@ -651,24 +691,6 @@ pub const ROWS: [Row; 40] = [
         GEMM_4096,
         9.04,
         Some(2),
-    ),
-    gemm_simt(
-        "naive 8192^3",
-        "gemm_naive_16x16",
-        16,
-        8192,
-        GEMM_8192,
-        5.17,
-        None,
-    ),
-    gemm_simt(
-        "tiled 8192^3",
-        "gemm_tiled_32",
-        32,
-        8192,
-        GEMM_8192,
-        9.17,
-        None,
     ),
     attention("standard attention", "attention_naive_bf16", 133.0, 1, None),
     attention(
@@ -801,12 +823,13 @@ pub fn median(values: &[f64]) -> f64 {
 }
 
 /// Per step after the first, whether `predicted` moves the same way as `published` from the
-/// step before (an unchanged published figure asks for an unchanged prediction).
+/// step before (an unchanged published figure asks for an unchanged prediction, and an
+/// unchanged prediction is right only there).
 pub fn directions(published: &[f64], predicted: &[f64]) -> Vec<bool> {
     published
         .windows(2)
         .zip(predicted.windows(2))
-        .map(|(p, q)| (p[1] - p[0]).signum() == (q[1] - q[0]).signum())
+        .map(|(p, q)| p[1].partial_cmp(&p[0]) == q[1].partial_cmp(&q[0]))
         .collect()
 }
 
@@ -890,6 +913,12 @@ mod tests {
         assert_eq!(
             directions(&[1.0, 2.0, 1.5, 1.5], &[3.0, 4.0, 5.0, 5.0]),
             [true, false, true]
+        );
+        // A prediction that does not move where the published figure does is wrong either way
+        // (the sign of a zero difference is no direction).
+        assert_eq!(
+            directions(&[1.0, 2.0, 1.0], &[3.0, 3.0, 3.0]),
+            [false, false]
         );
     }
 

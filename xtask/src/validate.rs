@@ -591,6 +591,43 @@ mod tests {
         assert_eq!(entries.len(), 5, "{entries:?}");
     }
 
+    /// Every width of the memcpy copies 5000 bytes (not a multiple of 16, so that the bytes past
+    /// the wide elements are copied one at a time too) with its row's block, on a grid a quarter
+    /// of what one element a thread needs (so that the grid-stride loop turns).
+    #[test]
+    fn every_memcpy_width_copies_every_byte() {
+        let module = module("tests/validation/memcpy.cu");
+        let rt = module.runtime();
+        let n = 5000usize;
+        let src: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+        let dsrc = rt.upload(&src).unwrap();
+        let mut entries = std::collections::BTreeSet::new();
+        for row in validation::ROWS.iter() {
+            let Kernel::Cuda {
+                file: "tests/validation/memcpy.cu",
+                entry,
+                block,
+                ..
+            } = row.kernel
+            else {
+                continue;
+            };
+            let ddst = rt.upload(&vec![0u8; n]).unwrap();
+            let args = [Arg::buffer(&ddst), Arg::buffer(&dsrc), Arg::U64(n as u64)];
+            let cfg = LaunchConfig {
+                grid: dim3(1, 1, 1),
+                block: dim3(block[0] / 4, block[1], block[2]),
+                dynamic_shared: 0,
+            };
+            module
+                .launch(entry, &cfg, &args)
+                .unwrap_or_else(|e| panic!("{entry}: {e}"));
+            assert_eq!(rt.download(&ddst).unwrap(), src, "{entry}");
+            entries.insert(entry);
+        }
+        assert_eq!(entries.len(), 5, "{entries:?}");
+    }
+
     /// Both CUDA-core GEMMs at M = 96, N = 64, K = 160 (multiples of their tiles) compute A B as
     /// a CPU GEMM does.
     #[test]
