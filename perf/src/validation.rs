@@ -126,9 +126,30 @@ const FARADAY: Source = Source {
 };
 
 const YENCAL: Source = Source {
-    title: "Optimizing GPU Matrix Transpose: From 14% to 88% of Peak Bandwidth",
+    title: "Optimizing GPU Matrix Transpose: From 14% to 88% of Peak Bandwidth (yencal, 2025-12-24)",
     address: "https://yencal.github.io/gpu-matrix-transpose-optimization",
-    place: "section \"Naive Transpose\" (H100)",
+    place: "section \"Results and Discussion\", the table of 20 kernels (H100, theoretical peak 3352.3 GB/s: the SXM)",
+    second_hand: None,
+};
+
+const YENCAL_MEMCPY: Source = Source {
+    title: "How Data Type Width Affects GPU Memory Throughput (yencal, 2025-11-29; the H100 transposes' author)",
+    address: "https://yencal.github.io/gpu-memory-throughput-optimization",
+    place: "\"HBM-dominated plateau region\" (H100 SXM, block size 1024): a range of GB/s per width, whose middle is the row's figure; the repository's benchmark_results.csv (block size 256, GPU not named) reads 435 to 1363 GB/s at 2^27 bytes, and is not used",
+    second_hand: None,
+};
+
+const GPU_BENCHES: Source = Source {
+    title: "GPU benchmarks, gpu-stream (te42kyfo/gpu-benches)",
+    address: "https://github.com/te42kyfo/gpu-benches",
+    place: "gpu-stream/a100_80.txt and gpu-stream/h200.txt (commit fd7091f, 2023-12-13), the line at blockSize 1024 (100 % occupancy); the A100's file does not say SXM or PCIe; the model's DRAM efficiency of both GPUs is this source's init column, so init is not a row",
+    second_hand: None,
+};
+
+const TENSORCORE_KERNELS: Source = Source {
+    title: "blackwell-tensorcore-kernels (waynehacking8), H100 benchmark",
+    address: "https://github.com/waynehacking8/blackwell-tensorcore-kernels",
+    place: "results/bench_sm90a.csv, kernels naive and tiled (NVIDIA H100 80GB HBM3)",
     second_hand: None,
 };
 
@@ -143,7 +164,6 @@ const FA3: Source = Source {
 const SGEMM_WORK: f64 = 2.0 * 4096.0 * 4096.0 * 4096.0;
 /// A 4096 x 4096 f32 matrix read and written once.
 const TRANSPOSE_4096_BYTES: f64 = 2.0 * 4096.0 * 4096.0 * 4.0;
-const TRANSPOSE_8192_BYTES: f64 = 2.0 * 8192.0 * 8192.0 * 4.0;
 /// Non-causal attention forward at batch 4, 16 heads, 4096 tokens, head dim 128, as the
 /// FlashAttention papers count it: 4 B H N^2 d.
 const ATTENTION_WORK: f64 = 4.0 * 4.0 * 16.0 * 4096.0 * 4096.0 * 128.0;
@@ -162,6 +182,182 @@ const SGEMM_ARGS: &[&str] = &[
 const TRANSPOSE_ARGS: &[&str] = &["f32[16777216]:zeros", "f32[16777216]:zeros", "i32:4096"];
 
 const SGEMM_FILE: &str = "tests/validation/sgemm.cu";
+const STREAM_FILE: &str = "tests/validation/stream.cu";
+const GEMM_SIMT_FILE: &str = "tests/validation/gemm_simt.cu";
+
+const MEMCPY_FILE: &str = "tests/validation/memcpy.cu";
+
+/// The memcpy post's largest buffer, 2^27 bytes (past the H100's 50 MB L2): dst, src, n.
+const MEMCPY_ARGS: &[&str] = &[
+    "u8[134217728]:zeros",
+    "u8[134217728]:zeros",
+    "u64:134217728",
+];
+
+/// The copy moving 2^27 bytes as `width`-byte elements, one per thread, blocks of 1024: the
+/// published range's middle, `low..high` GB/s (read + write).
+const fn memcpy(entry: &'static str, width: u32, low: f64, high: f64, step: u32) -> Row {
+    Row {
+        label: entry,
+        kernel: Kernel::Cuda {
+            file: MEMCPY_FILE,
+            entry,
+            grid: [(1 << 27) / width / 1024, 1, 1],
+            block: [1024, 1, 1],
+            args: MEMCPY_ARGS,
+        },
+        device: "h100",
+        published: (low + high) / 2.0,
+        unit: Unit::GBps,
+        work: 2.0 * (1u64 << 27) as f64,
+        shape: "2^27 bytes (the largest the benchmark copies), elements of 1 to 16 bytes",
+        source: YENCAL_MEMCPY,
+        progression: Some(("memcpy by access width, H100", step)),
+        change: if step > 1 {
+            Some(Advice::WiderAccesses)
+        } else {
+            None
+        },
+    }
+}
+
+/// gpu-stream's arrays: 128 Mi + 2 f64 elements each.
+const STREAM_N: f64 = 134_217_730.0;
+const STREAM_ARGS: &[&str] = &[
+    "f64[134217730]:zeros",
+    "f64[134217730]:zeros",
+    "f64[134217730]:zeros",
+    "i32:134217730",
+];
+
+/// A gpu-stream kernel at 1024-thread blocks on `device` (`a100` or `h200`): the source counts
+/// `streams` arrays of 8-byte elements moved per launch.
+const fn stream(
+    label: &'static str,
+    entry: &'static str,
+    device: &'static str,
+    streams: f64,
+    published: f64,
+) -> Row {
+    Row {
+        label,
+        kernel: Kernel::Cuda {
+            file: STREAM_FILE,
+            entry,
+            // n / 1024 + 1 blocks, as the source launches them.
+            grid: [131_073, 1, 1],
+            block: [1024, 1, 1],
+            args: STREAM_ARGS,
+        },
+        device,
+        published,
+        unit: Unit::GBps,
+        work: streams * STREAM_N * 8.0,
+        shape: "128 Mi + 2 f64 elements per array, blocks of 1024 threads",
+        source: GPU_BENCHES,
+        progression: None,
+        change: None,
+    }
+}
+
+/// The naive (blocks of `b` = 16 x 16 threads) or tiled (`b` = 32: 32 x 32 tiles and blocks) f32
+/// GEMM at n^3 on the H100; the 4096^3 pair is a progression, the tiled step reading each
+/// element of A and B into shared memory once per block where the naive one re-reads it.
+const fn gemm_simt(
+    label: &'static str,
+    entry: &'static str,
+    b: u32,
+    n: u32,
+    args: &'static [&'static str],
+    published: f64,
+    step: Option<u32>,
+) -> Row {
+    let progression = match step {
+        Some(s) => Some(("SIMT SGEMM 4096^3, H100", s)),
+        None => None,
+    };
+    Row {
+        label,
+        kernel: Kernel::Cuda {
+            file: GEMM_SIMT_FILE,
+            entry,
+            grid: [n / b, n / b, 1],
+            block: [b, b, 1],
+            args,
+        },
+        device: "h100",
+        published,
+        unit: Unit::Tflops,
+        work: 2.0 * (n as f64) * (n as f64) * (n as f64),
+        shape: "M = N = K = 2048 or 4096 as the step says, f32 (the source's 8192^3 left out to keep the command short)",
+        source: TENSORCORE_KERNELS,
+        progression,
+        change: if b == 32 {
+            Some(Advice::ReadOnce)
+        } else {
+            None
+        },
+    }
+}
+
+/// A GEMM's arguments at n^3: A, B, C, M, N, K.
+const GEMM_2048: &[&str] = &[
+    "f32[4194304]:zeros",
+    "f32[4194304]:zeros",
+    "f32[4194304]:zeros",
+    "i32:2048",
+    "i32:2048",
+    "i32:2048",
+];
+const GEMM_4096: &[&str] = &[
+    "f32[16777216]:zeros",
+    "f32[16777216]:zeros",
+    "f32[16777216]:zeros",
+    "i32:4096",
+    "i32:4096",
+    "i32:4096",
+];
+
+/// yencal's transposes at 32768 x 32768 f32 on the H100.
+const YENCAL_ARGS: &[&str] = &[
+    "f32[1073741824]:zeros",
+    "f32[1073741824]:zeros",
+    "i32:32768",
+];
+const TRANSPOSE_32768_BYTES: f64 = 2.0 * 32768.0 * 32768.0 * 4.0;
+
+const fn yencal(
+    label: &'static str,
+    entry: &'static str,
+    grid: u32,
+    block: [u32; 2],
+    published: f64,
+    step: Option<u32>,
+    change: Option<Advice>,
+) -> Row {
+    let progression = match step {
+        Some(s) => Some(("transpose, H100", s)),
+        None => None,
+    };
+    Row {
+        label,
+        kernel: Kernel::Cuda {
+            file: TRANSPOSE_FILE,
+            entry,
+            grid: [grid, grid, 1],
+            block: [block[0], block[1], 1],
+            args: YENCAL_ARGS,
+        },
+        device: "h100",
+        published,
+        unit: Unit::GBps,
+        work: TRANSPOSE_32768_BYTES,
+        shape: "32768 x 32768 f32",
+        source: YENCAL,
+        progression,
+        change,
+    }
+}
 const TRANSPOSE_FILE: &str = "tests/validation/transpose.cu";
 
 const fn sgemm(
@@ -253,7 +449,7 @@ const fn attention(
 
 /// Every row, progression by progression, each in its steps' order. The worklog's step 0
 /// (cuBLAS) is left out: the project has no kernel that follows it.
-pub const ROWS: [Row; 18] = [
+pub const ROWS: [Row; 43] = [
     sgemm("1: naive", "sgemm_naive", [128, 128, 1], 0, 309.0, 1, None),
     sgemm(
         "2: GMEM coalescing",
@@ -381,21 +577,121 @@ pub const ROWS: [Row; 18] = [
         4,
         Some(Advice::PadOrSwizzle),
     ),
-    Row {
-        label: "naive",
-        kernel: Kernel::Registered {
-            kernel: "transpose_naive",
-            shape: "8192",
-        },
-        device: "h100",
-        published: 475.0,
-        unit: Unit::GBps,
-        work: TRANSPOSE_8192_BYTES,
-        shape: "not stated by the source; predicted at the registered kernel's 8192 x 8192 f32",
-        source: YENCAL,
-        progression: None,
-        change: None,
-    },
+    yencal(
+        "Naive",
+        "transpose_naive",
+        1024,
+        [32, 32],
+        475.5,
+        Some(1),
+        None,
+    ),
+    yencal(
+        "Tiled",
+        "transpose_tiled_32x32",
+        1024,
+        [32, 32],
+        996.1,
+        Some(2),
+        Some(Advice::Coalesce),
+    ),
+    yencal(
+        "TiledPadded",
+        "transpose_padded_32x32",
+        1024,
+        [32, 32],
+        1693.4,
+        Some(3),
+        Some(Advice::PadOrSwizzle),
+    ),
+    yencal(
+        "Coarsen2",
+        "transpose_padded_32x16",
+        1024,
+        [32, 16],
+        2385.1,
+        Some(4),
+        Some(Advice::MoreInFlight),
+    ),
+    yencal(
+        "Coarsen4",
+        "transpose_padded",
+        1024,
+        [32, 8],
+        2772.4,
+        Some(5),
+        Some(Advice::MoreInFlight),
+    ),
+    yencal(
+        "Vec4_T64",
+        "transpose_vec4_t64",
+        512,
+        [16, 32],
+        2938.9,
+        Some(6),
+        Some(Advice::WiderAccesses),
+    ),
+    memcpy("memcpy_u8", 1, 650.0, 700.0, 1),
+    memcpy("memcpy_u16", 2, 1150.0, 1200.0, 2),
+    memcpy("memcpy_u32", 4, 1950.0, 2050.0, 3),
+    memcpy("memcpy_u64", 8, 2550.0, 2700.0, 4),
+    memcpy("memcpy_u128", 16, 3000.0, 3100.0, 5),
+    stream("read", "stream_read", "a100", 1.0, 1769.0),
+    stream("scale", "stream_scale", "a100", 2.0, 1732.0),
+    stream("triad", "stream_triad", "a100", 3.0, 1759.0),
+    stream("3pt", "stream_3pt", "a100", 2.0, 1696.0),
+    stream("5pt", "stream_5pt", "a100", 2.0, 1680.0),
+    stream("read", "stream_read", "h200", 1.0, 2756.0),
+    stream("scale", "stream_scale", "h200", 2.0, 3165.0),
+    stream("triad", "stream_triad", "h200", 3.0, 3534.0),
+    stream("3pt", "stream_3pt", "h200", 2.0, 3128.0),
+    stream("5pt", "stream_5pt", "h200", 2.0, 3110.0),
+    // Off the progression: the float4 transpose at yencal's 32 x 32 tiles.
+    yencal(
+        "Vec4",
+        "transpose_vec4_t32",
+        1024,
+        [8, 32],
+        2771.2,
+        None,
+        None,
+    ),
+    gemm_simt(
+        "naive 2048^3",
+        "gemm_naive_16x16",
+        16,
+        2048,
+        GEMM_2048,
+        5.48,
+        None,
+    ),
+    gemm_simt(
+        "tiled 2048^3",
+        "gemm_tiled_32",
+        32,
+        2048,
+        GEMM_2048,
+        9.22,
+        None,
+    ),
+    gemm_simt(
+        "naive 4096^3",
+        "gemm_naive_16x16",
+        16,
+        4096,
+        GEMM_4096,
+        5.37,
+        Some(1),
+    ),
+    gemm_simt(
+        "tiled 4096^3",
+        "gemm_tiled_32",
+        32,
+        4096,
+        GEMM_4096,
+        9.04,
+        Some(2),
+    ),
     attention("standard attention", "attention_naive_bf16", 133.0, 1, None),
     attention(
         "FlashAttention-2",
@@ -527,12 +823,13 @@ pub fn median(values: &[f64]) -> f64 {
 }
 
 /// Per step after the first, whether `predicted` moves the same way as `published` from the
-/// step before (an unchanged published figure asks for an unchanged prediction).
+/// step before (an unchanged published figure asks for an unchanged prediction, and an
+/// unchanged prediction is right only there).
 pub fn directions(published: &[f64], predicted: &[f64]) -> Vec<bool> {
     published
         .windows(2)
         .zip(predicted.windows(2))
-        .map(|(p, q)| (p[1] - p[0]).signum() == (q[1] - q[0]).signum())
+        .map(|(p, q)| p[1].partial_cmp(&p[0]) == q[1].partial_cmp(&q[0]))
         .collect()
 }
 
@@ -616,6 +913,12 @@ mod tests {
         assert_eq!(
             directions(&[1.0, 2.0, 1.5, 1.5], &[3.0, 4.0, 5.0, 5.0]),
             [true, false, true]
+        );
+        // A prediction that does not move where the published figure does is wrong either way
+        // (the sign of a zero difference is no direction).
+        assert_eq!(
+            directions(&[1.0, 2.0, 1.0], &[3.0, 3.0, 3.0]),
+            [false, false]
         );
     }
 

@@ -468,34 +468,42 @@ mod tests {
         assert_eq!(steps, 11);
     }
 
-    /// The copy and the three transposes at 64 x 64 with their rows' blocks and tiles.
+    /// The size a row's last argument (`i32:N`) gives.
+    fn last_size(args: &[&str]) -> usize {
+        let last = args.last().expect("a row has arguments");
+        last.strip_prefix("i32:").unwrap().parse().unwrap()
+    }
+
+    /// The copy and every transpose at 128 x 128 with their rows' blocks and tiles.
     #[test]
     fn the_transposes_transpose_and_the_copy_copies() {
         let module = module("tests/validation/transpose.cu");
         let rt = module.runtime();
-        let n = 64usize;
+        let n = 128usize;
         let input = host::reference::uniform(n * n, 4, -1.0, 1.0);
         let din = rt.upload(&input).unwrap();
-        let mut entries = 0;
+        let mut entries = std::collections::BTreeSet::new();
         for row in validation::ROWS.iter() {
             let Kernel::Cuda {
                 file: "tests/validation/transpose.cu",
                 entry,
                 grid,
                 block,
-                ..
+                args,
             } = row.kernel
             else {
                 continue;
             };
             let dout = rt.upload(&vec![0f32; n * n]).unwrap();
-            let args = [Arg::buffer(&din), Arg::buffer(&dout), Arg::I32(n as i32)];
-            // The row's grid covers 4096 x 4096: the copy's along x, the transposes' as tiles.
-            let scale = |g: u32, per: usize| (g as usize * per / 4096) as u32;
+            let launch = [Arg::buffer(&din), Arg::buffer(&dout), Arg::I32(n as i32)];
+            // The row's grid covers its size, `full`: the copy's along x, the transposes' as
+            // tiles.
+            let full = last_size(args);
             let small = if grid[1] == 1 {
-                dim3(scale(grid[0], n * n / 4096), 1, 1)
+                dim3((grid[0] as usize * n * n / (full * full)) as u32, 1, 1)
             } else {
-                dim3(scale(grid[0], n), scale(grid[1], n), 1)
+                let scale = |g: u32| (g as usize * n / full) as u32;
+                dim3(scale(grid[0]), scale(grid[1]), 1)
             };
             let cfg = LaunchConfig {
                 grid: small,
@@ -503,7 +511,7 @@ mod tests {
                 dynamic_shared: 0,
             };
             module
-                .launch(entry, &cfg, &args)
+                .launch(entry, &cfg, &launch)
                 .unwrap_or_else(|e| panic!("{entry}: {e}"));
             let got = rt.download(&dout).unwrap();
             for i in 0..n {
@@ -516,8 +524,163 @@ mod tests {
                     assert_eq!(got[i * n + j], want, "{entry} at ({i}, {j})");
                 }
             }
-            entries += 1;
+            entries.insert(entry);
         }
-        assert_eq!(entries, 4);
+        assert_eq!(entries.len(), 9, "{entries:?}");
+    }
+
+    /// Every gpu-stream kernel over 3000 elements (three blocks, the last one partly past the
+    /// end) writes what its formula says, and only where the source's does.
+    #[test]
+    fn every_stream_kernel_computes_its_formula() {
+        let module = module("tests/validation/stream.cu");
+        let rt = module.runtime();
+        let n = 3000usize;
+        let b: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
+        let c: Vec<f64> = (0..n).map(|i| (i as f64 * 0.11).cos()).collect();
+        let (db, dc) = (rt.upload(&b).unwrap(), rt.upload(&c).unwrap());
+        let mut entries = std::collections::BTreeSet::new();
+        for row in validation::ROWS.iter() {
+            let Kernel::Cuda {
+                file: "tests/validation/stream.cu",
+                entry,
+                block,
+                ..
+            } = row.kernel
+            else {
+                continue;
+            };
+            let a0 = vec![-7.0f64; n];
+            let da = rt.upload(&a0).unwrap();
+            let args = [
+                Arg::buffer(&da),
+                Arg::buffer(&db),
+                Arg::buffer(&dc),
+                Arg::I32(n as i32),
+            ];
+            let cfg = LaunchConfig {
+                grid: dim3((n / block[0] as usize + 1) as u32, 1, 1),
+                block: dim3(block[0], block[1], block[2]),
+                dynamic_shared: 0,
+            };
+            module
+                .launch(entry, &cfg, &args)
+                .unwrap_or_else(|e| panic!("{entry}: {e}"));
+            let got = rt.download(&da).unwrap();
+            for i in 0..n {
+                let inner = |r: usize| i >= r && i + r < n;
+                let want = match entry {
+                    "stream_read" => -7.0,
+                    "stream_scale" => b[i] * 1.2,
+                    "stream_triad" => b[i] + 1.2 * c[i],
+                    "stream_3pt" if inner(1) => 0.5 * b[i - 1] - b[i] + 0.5 * b[i + 1],
+                    "stream_5pt" if inner(2) => {
+                        0.25 * b[i - 2] + 0.25 * b[i - 1] - b[i] + 0.5 * b[i + 1] + 0.5 * b[i + 2]
+                    }
+                    "stream_3pt" | "stream_5pt" => -7.0,
+                    other => panic!("no formula for {other}"),
+                };
+                assert!(
+                    (got[i] - want).abs() < 1e-12,
+                    "{entry}[{i}] = {}, want {want}",
+                    got[i]
+                );
+            }
+            entries.insert(entry);
+        }
+        assert_eq!(entries.len(), 5, "{entries:?}");
+    }
+
+    /// Every width of the memcpy copies 5000 bytes (not a multiple of 16, so that the bytes past
+    /// the wide elements are copied one at a time too) with its row's block, on a grid a quarter
+    /// of what one element a thread needs (so that the grid-stride loop turns).
+    #[test]
+    fn every_memcpy_width_copies_every_byte() {
+        let module = module("tests/validation/memcpy.cu");
+        let rt = module.runtime();
+        let n = 5000usize;
+        let src: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+        let dsrc = rt.upload(&src).unwrap();
+        let mut entries = std::collections::BTreeSet::new();
+        for row in validation::ROWS.iter() {
+            let Kernel::Cuda {
+                file: "tests/validation/memcpy.cu",
+                entry,
+                block,
+                ..
+            } = row.kernel
+            else {
+                continue;
+            };
+            let ddst = rt.upload(&vec![0u8; n]).unwrap();
+            let args = [Arg::buffer(&ddst), Arg::buffer(&dsrc), Arg::U64(n as u64)];
+            let cfg = LaunchConfig {
+                grid: dim3(1, 1, 1),
+                block: dim3(block[0] / 4, block[1], block[2]),
+                dynamic_shared: 0,
+            };
+            module
+                .launch(entry, &cfg, &args)
+                .unwrap_or_else(|e| panic!("{entry}: {e}"));
+            assert_eq!(rt.download(&ddst).unwrap(), src, "{entry}");
+            entries.insert(entry);
+        }
+        assert_eq!(entries.len(), 5, "{entries:?}");
+    }
+
+    /// Both CUDA-core GEMMs at M = 96, N = 64, K = 160 (multiples of their tiles) compute A B as
+    /// a CPU GEMM does.
+    #[test]
+    fn both_simt_gemms_match_a_cpu_gemm() {
+        let module = module("tests/validation/gemm_simt.cu");
+        let rt = module.runtime();
+        let (m, n, k) = (96usize, 64usize, 160usize);
+        let a = host::reference::uniform(m * k, 5, -1.0, 1.0);
+        let b = host::reference::uniform(k * n, 6, -1.0, 1.0);
+        let (da, db) = (rt.upload(&a).unwrap(), rt.upload(&b).unwrap());
+        let mut entries = std::collections::BTreeSet::new();
+        for row in validation::ROWS.iter() {
+            let Kernel::Cuda {
+                file: "tests/validation/gemm_simt.cu",
+                entry,
+                block,
+                ..
+            } = row.kernel
+            else {
+                continue;
+            };
+            let dc = rt.upload(&vec![0f32; m * n]).unwrap();
+            let args = [
+                Arg::buffer(&da),
+                Arg::buffer(&db),
+                Arg::buffer(&dc),
+                Arg::I32(m as i32),
+                Arg::I32(n as i32),
+                Arg::I32(k as i32),
+            ];
+            let cfg = LaunchConfig {
+                grid: dim3(n as u32 / block[0], m as u32 / block[1], 1),
+                block: dim3(block[0], block[1], block[2]),
+                dynamic_shared: 0,
+            };
+            module
+                .launch(entry, &cfg, &args)
+                .unwrap_or_else(|e| panic!("{entry}: {e}"));
+            let got = rt.download(&dc).unwrap();
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|p| f64::from(a[i * k + p]) * f64::from(b[p * n + j]))
+                        .sum();
+                    let g = f64::from(got[i * n + j]);
+                    assert!(
+                        (g - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                        "{entry}: C[{i}][{j}] = {g}, want {want}"
+                    );
+                }
+            }
+            entries.insert(entry);
+        }
+        assert_eq!(entries.len(), 2, "{entries:?}");
     }
 }
