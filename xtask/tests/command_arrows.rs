@@ -33,6 +33,7 @@ const SERVICES: &[&str] = &[
     "checkout",
     "decode",
     "format",
+    "host_code",
     "kernel_args",
     "machine_code",
     "npy",
