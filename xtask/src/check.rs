@@ -422,15 +422,33 @@ fn prediction(
         match host::predict::predict(m, sampled) {
             Ok(p) => {
                 out += &crate::format::breakdown(&p);
-                out += &format!(
-                    "  {}\n",
-                    perf::model::next_step(&p, &sampled.cost, perf::model::CostBytes::Sampled, m)
-                );
+                out += &format!("  {}\n", advice(&p, sampled, m));
             }
             Err(why) => out += &format!("  {why}\n"),
         }
     }
     out
+}
+
+/// What to do next: the model's next step, or, for a grid of fewer blocks than the device has
+/// SMs (a test size), that its time is the launch's and one block's, with how to predict the
+/// real size; "fuse the launches" or "fill the waves" would be advice about the test, not the
+/// kernel.
+fn advice(p: &perf::model::Prediction, sampled: &Sampled, m: &Machine) -> String {
+    let sms = u64::from(m.spec.sms);
+    match p.launches.iter().map(|l| l.grid_blocks).max() {
+        Some(blocks) if blocks < sms => format!(
+            "A test size: its {blocks} block{} leave {} of the {sms} SMs idle, so the time is the launch's and one block's, not the kernel's. For its time at the real size, give that grid as --predict-grid{}.",
+            if blocks == 1 { "" } else { "s" },
+            sms - blocks,
+            if sampled.launches.len() > 1 {
+                ""
+            } else {
+                " and its sizes as --predict-arg"
+            },
+        ),
+        _ => perf::model::next_step(p, &sampled.cost, perf::model::CostBytes::Sampled, m).sentence,
+    }
 }
 
 /// The kernel's `printf` output, each line after the block and thread that printed it.

@@ -656,3 +656,42 @@ fn a_whole_cu_with_host_code_is_checked_as_it_is() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 54, item 4: a check at a test size said "limited by launch: fuse the launches into one
+/// kernel" (or "the last wave leaves SMs idle"), advice about the test, not the kernel. A grid
+/// of fewer blocks than the device has SMs now says it is a test size and how to predict the
+/// real one.
+#[test]
+fn a_grid_smaller_than_the_device_is_called_a_test_size_with_how_to_predict_the_real_one() {
+    let file = format!(
+        "{}/../tests/foreign/ptx/elementwise.default.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, out, err) = check(&[
+        &file,
+        "--entry",
+        "vector_add_f32",
+        "--grid",
+        "2",
+        "--block",
+        "256",
+        "--arg",
+        "f32[512]:ones",
+        "--arg",
+        "f32[512]:ones",
+        "--arg",
+        "f32[512]:zeros",
+        "--arg",
+        "u32:512",
+        "--device",
+        "a100,h100",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("A test size: its 2 blocks leave 106 of the 108 SMs idle")
+            && out.contains("A test size: its 2 blocks leave 130 of the 132 SMs idle")
+            && out.contains("give that grid as --predict-grid and its sizes as --predict-arg"),
+        "{out}"
+    );
+    assert!(!out.contains("fuse the launches"), "{out}");
+}
