@@ -224,7 +224,10 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     );
     let (launched, observed) = module.observe(|m| m.launch(entry, &cfg, &launch_args));
     print_printed(module.take_printed());
-    let counters = launched.map_err(|e| e.to_string())?;
+    let counters = launched.map_err(|e| match buffer_too_small(&e, &args.args, &launch_args) {
+        Some(hint) => format!("{e}\n{hint}"),
+        None => e.to_string(),
+    })?;
     let benign = observed.benign_races.len();
     let races = match benign {
         0 => "no data race".to_string(),
@@ -428,6 +431,40 @@ fn prediction(
         }
     }
     out
+}
+
+/// For an access past the end of a buffer argument: which `--arg` it is and how many elements
+/// the launch reads of it, at least (a buffer smaller than the launch reads is the usual cause:
+/// a size argument larger than the buffer, or a grid with more threads than elements).
+fn buffer_too_small(
+    err: &host::Error,
+    specs: &[String],
+    launch_args: &[host::foreign::Arg],
+) -> Option<String> {
+    let host::Error::Emulator(e) = err else {
+        return None;
+    };
+    let emu::EmuErrorKind::OutOfBounds {
+        space: emu::MemorySpace::Global,
+        addr,
+        bytes,
+        near: Some(o),
+        ..
+    } = &e.kind
+    else {
+        return None;
+    };
+    let k = launch_args
+        .iter()
+        .position(|a| matches!(a, host::foreign::Arg::Buffer { addr, .. } if *addr == o.start))?;
+    let (elem, size) = o.elem;
+    let size = size.max(1);
+    let holds = o.bytes / size;
+    let needed = (addr + bytes - o.start).div_ceil(size);
+    Some(format!(
+        "hint: the buffer is argument {k} (--arg {}), {holds} x {elem}; this access needs at least {needed}: give a larger buffer, or size arguments and a grid that match it",
+        specs[k]
+    ))
 }
 
 /// What to do next: the model's next step, or, for a grid of fewer blocks than the device has

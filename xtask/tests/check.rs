@@ -695,3 +695,38 @@ fn a_grid_smaller_than_the_device_is_called_a_test_size_with_how_to_predict_the_
     );
     assert!(!out.contains("fuse the launches"), "{out}");
 }
+
+/// Issue 54, item 3: an access past the end of a buffer names which `--arg` it is and how many
+/// elements the access needs.
+#[test]
+fn a_buffer_smaller_than_the_launch_reads_is_named_with_the_elements_it_needs() {
+    let file = format!(
+        "{}/../tests/foreign/ptx/elementwise.default.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, _, err) = check(&[
+        &file,
+        "--entry",
+        "vector_add_f32",
+        "--grid",
+        "2",
+        "--block",
+        "256",
+        "--arg",
+        "f32[512]:ones",
+        "--arg",
+        "f32[300]:ones",
+        "--arg",
+        "f32[512]:zeros",
+        "--arg",
+        "u32:512",
+        "--no-predict",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "hint: the buffer is argument 1 (--arg f32[300]:ones), 300 x f32; this access needs at least 301"
+        ),
+        "{err}"
+    );
+}
