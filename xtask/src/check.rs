@@ -224,9 +224,13 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     );
     let (launched, observed) = module.observe(|m| m.launch(entry, &cfg, &launch_args));
     print_printed(module.take_printed());
-    let counters = launched.map_err(|e| match buffer_too_small(&e, &args.args, &launch_args) {
-        Some(hint) => format!("{e}\n{hint}"),
-        None => e.to_string(),
+    let counters = launched.map_err(|e| {
+        let hint = buffer_too_small(&e, &args.args, &launch_args)
+            .or_else(|| no_dynamic_shared(&e, &cfg, module.text()));
+        match hint {
+            Some(hint) => format!("{e}\n{hint}"),
+            None => e.to_string(),
+        }
     })?;
     let benign = observed.benign_races.len();
     let races = match benign {
@@ -465,6 +469,26 @@ fn buffer_too_small(
         "hint: the buffer is argument {k} (--arg {}), {holds} x {elem}; this access needs at least {needed}: give a larger buffer, or size arguments and a grid that match it",
         specs[k]
     ))
+}
+
+/// For a shared access outside every allocation of a launch with no dynamic shared memory, by
+/// a module that declares an `extern __shared__` array: that array is the launch's dynamic
+/// shared memory, 0 bytes unless `--shared` gives some.
+fn no_dynamic_shared(err: &host::Error, cfg: &LaunchConfig, ptx: &str) -> Option<String> {
+    let host::Error::Emulator(e) = err else {
+        return None;
+    };
+    let shared_miss = matches!(
+        &e.kind,
+        emu::EmuErrorKind::OutOfBounds {
+            space: emu::MemorySpace::Shared,
+            near: None,
+            ..
+        }
+    );
+    (shared_miss && cfg.dynamic_shared == 0 && ptx.contains(".extern .shared")).then(|| {
+        "hint: the launch has 0 bytes of dynamic shared memory, and the kernel declares an `extern __shared__` array, which is that memory: give its size in bytes as --shared (the third parameter of <<<grid, block, bytes>>>)".to_string()
+    })
 }
 
 /// What to do next: the model's next step, or, for a grid of fewer blocks than the device has

@@ -730,3 +730,39 @@ fn a_buffer_smaller_than_the_launch_reads_is_named_with_the_elements_it_needs() 
         "{err}"
     );
 }
+
+/// Issue 54, item 3: an `extern __shared__` array with `--shared` left at 0 was "lies outside
+/// every allocation", without a word about the launch's 0 bytes; with the bytes it runs.
+#[test]
+fn dynamic_shared_memory_left_at_zero_says_to_give_its_size() {
+    let file = format!(
+        "{}/../tests/fixtures/cuda/dynamic_shared.cu",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let args = |shared: &'static str| {
+        [
+            file.as_str(),
+            "--entry",
+            "dyn",
+            "--grid",
+            "1",
+            "--block",
+            "32",
+            "--arg",
+            "f32[32]:zeros",
+            "--no-predict",
+            "--shared",
+            shared,
+        ]
+    };
+    let (code, _, err) = check(&args("0"));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("hint: the launch has 0 bytes of dynamic shared memory")
+            && err.contains("--shared"),
+        "{err}"
+    );
+    let (code, out, err) = check(&args("128"));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("(sum 496)"), "{out}");
+}
