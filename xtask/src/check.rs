@@ -227,9 +227,14 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     let counters = launched.map_err(|e| {
         let hint = buffer_too_small(&e, &args.args, &launch_args)
             .or_else(|| no_dynamic_shared(&e, &cfg, module.text()));
+        // The kernel as the user wrote it, where the report has the PTX's mangled name.
+        let report = match cpp_name(entry) {
+            Some(cpp) if cpp != entry => e.to_string().replace(entry, cpp),
+            _ => e.to_string(),
+        };
         match hint {
-            Some(hint) => format!("{e}\n{hint}"),
-            None => e.to_string(),
+            Some(hint) => format!("{report}\n{hint}"),
+            None => report,
         }
     })?;
     let benign = observed.benign_races.len();

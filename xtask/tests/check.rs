@@ -766,3 +766,37 @@ fn dynamic_shared_memory_left_at_zero_says_to_give_its_size() {
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("(sum 496)"), "{out}");
 }
+
+/// Issue 54, item 2: a report names the kernel as the source writes it, not the PTX's mangled
+/// name (`_Z23softmax_forward_kernel1PfPKfii`).
+#[test]
+fn a_report_names_the_kernel_as_the_source_writes_it() {
+    let file = format!(
+        "{}/../tests/fixtures/cuda/llmc_style.cu",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, _, err) = check(&[
+        &file,
+        "--entry",
+        "softmax_forward_kernel1",
+        "--grid",
+        "1",
+        "--block",
+        "32",
+        "--arg",
+        "f32[16]:zeros",
+        "--arg",
+        "f32[32]:iota",
+        "--arg",
+        "i32:4",
+        "--arg",
+        "i32:8",
+        "--no-predict",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("kernel `softmax_forward_kernel1`, block (0, 0, 0): out-of-bounds")
+            && !err.contains("_Z23"),
+        "{err}"
+    );
+}
