@@ -99,63 +99,12 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         crate::atomic::write(path, module.text()).map_err(|e| format!("--emit-ptx: {e}"))?;
         println!("PTX: {} (the lines reports cite)", path.display());
     }
-    let cpp_name = |entry: &str| compiled.as_ref().and_then(|c| c.cpp_name(entry));
     if args.list {
-        if module.entries().is_empty() {
-            return Err(format!(
-                "{origin} has no kernel: no `.entry` in its PTX{}",
-                if cuda {
-                    " (a kernel is a `__global__` function; a template is listed once an instance is named with --entry)"
-                } else {
-                    ""
-                }
-            ));
-        }
-        print!("{}", list(&module, compiled.as_ref()));
-        return Ok(());
+        return print_list(&module, compiled.as_ref(), &origin);
     }
-    let entry = args
-        .entry
-        .as_deref()
-        .ok_or("--entry NAME is required (--list lists the module's entries)")?;
-    let entry = compiled.as_ref().map_or(entry, |c| c.lowered(entry));
-    // A name the module does not have (misspelt, or a C++ name where the PTX's was meant) is
-    // refused with the entries there are, before any buffer is made.
-    let entries = module.entries();
-    if !entries.iter().any(|e| e.name == entry) {
-        let names: Vec<String> = entries
-            .iter()
-            .map(|e| match cpp_name(e.name) {
-                Some(cpp) if cpp != e.name => format!("{cpp} (PTX `{}`)", e.name),
-                _ => e.name.to_string(),
-            })
-            .collect();
-        return Err(format!(
-            "--entry {entry}: {origin} has no such kernel; its kernels: {} (a template's instance is named as C++ writes it: `name<float, 256>`)",
-            if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            }
-        ));
-    }
-    let cfg = LaunchConfig {
-        grid: dims(&args.grid, "--grid")?,
-        block: dims(&args.block, "--block")?,
-        dynamic_shared: args.shared,
-    };
-    // A legal grid can have 2^63 blocks; the emulator runs every block of the checked grid, so
-    // one past what it runs whole is refused here, before any buffer is made.
-    let threads = u128::from(cfg.grid.volume()) * u128::from(cfg.block.volume());
-    if threads > u128::from(emu::MAX_WHOLE_GRID_THREADS) {
-        return Err(format!(
-            "--grid {} --block {}: {threads} threads, more than the {} a check runs (every block, on the emulator); a check needs few blocks: give a smaller --grid, and --predict-grid {} for the model's time at this one",
-            args.grid,
-            args.block,
-            emu::MAX_WHOLE_GRID_THREADS,
-            args.grid
-        ));
-    }
+    let cpp_name = |entry: &str| compiled.as_ref().and_then(|c| c.cpp_name(entry));
+    let entry = entry_of(args, &module, compiled.as_ref(), &origin)?;
+    let cfg = launch_config(args)?;
     // Every check on unless a flag says, whatever KERNELS_EMU_GLOBAL_RACES and
     // KERNELS_EMU_SHARED_RACES say.
     let module = module.with_options(|o| {
@@ -166,17 +115,6 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     if !matches!(rt.backend(), host::runtime::Backend::Ptx(_)) {
         return Err("check runs on the PTX backend, which this runtime is not".into());
     }
-    let off: Vec<&str> = [
-        (args.no_shared_races, "the shared-memory race check"),
-        (args.no_global_races, "the global-memory race check"),
-    ]
-    .into_iter()
-    .filter_map(|(off, what)| off.then_some(what))
-    .collect();
-    let checks = match off.as_slice() {
-        [] => "every emulator check on".to_string(),
-        off => format!("every emulator check on but {}", off.join(" and ")),
-    };
     if let Some(e) = module.entries().iter().find(|e| e.name == entry) {
         kernel_args::check_scalar_types(&args.args, &e.params)?;
         kernel_args::check_scalar_types(&args.predict_args, &e.params)
@@ -219,8 +157,15 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         _ => format!("`{entry}`"),
     };
     println!(
-        "{origin}: {shown} on a grid of {} x {} x {} blocks of {} x {} x {} threads ({threads} threads), {checks}",
-        cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y, cfg.block.z
+        "{origin}: {shown} on a grid of {} x {} x {} blocks of {} x {} x {} threads ({} threads), {}",
+        cfg.grid.x,
+        cfg.grid.y,
+        cfg.grid.z,
+        cfg.block.x,
+        cfg.block.y,
+        cfg.block.z,
+        cfg.grid.volume() * cfg.block.volume(),
+        checks_on(args)
     );
     let (launched, observed) = module.observe(|m| m.launch(entry, &cfg, &launch_args));
     print_printed(module.take_printed());
@@ -237,33 +182,7 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
             None => report,
         }
     })?;
-    let benign = observed.benign_races.len();
-    let races = match benign {
-        0 => "no data race".to_string(),
-        n => format!(
-            "no data race but {n} benign one{} (stores of the same bytes: the warnings above)",
-            if n == 1 { "" } else { "s" }
-        ),
-    };
-    let barriers = match observed.divergent_barriers.len() {
-        0 => "no barrier divergence".to_string(),
-        n => format!(
-            "no barrier deadlock but {n} pair{} of instructions at which the threads met one barrier (undefined in CUDA C++, counted by barrier id in PTX on sm_70 and later: the warnings above)",
-            if n == 1 { "" } else { "s" }
-        ),
-    };
-    println!(
-        "no bug found: no out-of-bounds or misaligned access, {races}, {barriers}, no failed assert"
-    );
-    println!(
-        "global memory: {} bytes read, {} written; shared memory: {} read, {} written; {} barriers, {} warp collectives",
-        counters.global_read_bytes,
-        counters.global_write_bytes,
-        counters.shared_read_bytes,
-        counters.shared_write_bytes,
-        counters.barriers,
-        counters.warp_collectives
-    );
+    print!("{}", verdict(&observed, &counters));
     if let Some(dir) = &args.dump {
         dump(dir, rt, &buffers)?;
     }
@@ -280,7 +199,12 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
     if args.no_predict {
         return Ok(());
     }
-    let same_args = args.predict_args.is_empty();
+    // The note on a larger grid applies only to the check's own arguments.
+    let (args_predicted, launched) = if args.predict_args.is_empty() {
+        (&launch_args, cfg.grid.volume())
+    } else {
+        (&predict_args, u64::MAX)
+    };
     let code =
         crate::machine_code::for_devices(module.text(), &machines, module.runtime().has_wgmma());
     let assembled = crate::machine_code::assembled(&code);
@@ -288,26 +212,135 @@ pub fn run(args: &CheckArgs) -> Result<(), String> {
         &module,
         entry,
         &at,
-        if same_args {
-            &launch_args
-        } else {
-            &predict_args
-        },
+        args_predicted,
         &assembled,
         emu::sample::WHOLE_PLAN,
     ) {
-        Ok(s) => {
-            // The note on a larger grid applies only to the check's own arguments.
-            let launched = if same_args {
-                cfg.grid.volume()
-            } else {
-                u64::MAX
-            };
-            print!("{}", prediction(&s, launched, &machines, &code))
-        }
+        Ok(s) => print!("{}", prediction(&s, launched, &machines, &code)),
         Err(why) => println!("no prediction: {why}"),
     }
     Ok(())
+}
+
+/// `--list`, or an error for a module with no kernel.
+fn print_list(
+    module: &Module,
+    compiled: Option<&crate::nvrtc::Compiled>,
+    origin: &str,
+) -> Result<(), String> {
+    if module.entries().is_empty() {
+        return Err(format!(
+            "{origin} has no kernel: no `.entry` in its PTX{}",
+            if compiled.is_some() {
+                " (a kernel is a `__global__` function; a template is listed once an instance is named with --entry)"
+            } else {
+                ""
+            }
+        ));
+    }
+    print!("{}", list(module, compiled));
+    Ok(())
+}
+
+/// The PTX entry `--entry` names (as C++ writes it, for a `.cu`). A name the module does not
+/// have (misspelt, or a C++ name where the PTX's was meant) is refused with the entries there
+/// are, before any buffer is made.
+fn entry_of<'a>(
+    args: &'a CheckArgs,
+    module: &Module,
+    compiled: Option<&'a crate::nvrtc::Compiled>,
+    origin: &str,
+) -> Result<&'a str, String> {
+    let entry = args
+        .entry
+        .as_deref()
+        .ok_or("--entry NAME is required (--list lists the module's entries)")?;
+    let entry = compiled.map_or(entry, |c| c.lowered(entry));
+    let entries = module.entries();
+    if entries.iter().any(|e| e.name == entry) {
+        return Ok(entry);
+    }
+    let names: Vec<String> = entries
+        .iter()
+        .map(|e| match compiled.and_then(|c| c.cpp_name(e.name)) {
+            Some(cpp) if cpp != e.name => format!("{cpp} (PTX `{}`)", e.name),
+            _ => e.name.to_string(),
+        })
+        .collect();
+    Err(format!(
+        "--entry {entry}: {origin} has no such kernel; its kernels: {} (a template's instance is named as C++ writes it: `name<float, 256>`)",
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    ))
+}
+
+/// `--grid`, `--block` and `--shared` as a launch. A legal grid can have 2^63 blocks; the
+/// emulator runs every block of the checked grid, so one past what it runs whole is refused
+/// here, before any buffer is made.
+fn launch_config(args: &CheckArgs) -> Result<LaunchConfig, String> {
+    let cfg = LaunchConfig {
+        grid: dims(&args.grid, "--grid")?,
+        block: dims(&args.block, "--block")?,
+        dynamic_shared: args.shared,
+    };
+    let threads = u128::from(cfg.grid.volume()) * u128::from(cfg.block.volume());
+    if threads > u128::from(emu::MAX_WHOLE_GRID_THREADS) {
+        return Err(format!(
+            "--grid {} --block {}: {threads} threads, more than the {} a check runs (every block, on the emulator); a check needs few blocks: give a smaller --grid, and --predict-grid {} for the model's time at this one",
+            args.grid,
+            args.block,
+            emu::MAX_WHOLE_GRID_THREADS,
+            args.grid
+        ));
+    }
+    Ok(cfg)
+}
+
+/// Which of the emulator's checks are on, as the banner says it.
+fn checks_on(args: &CheckArgs) -> String {
+    let off: Vec<&str> = [
+        (args.no_shared_races, "the shared-memory race check"),
+        (args.no_global_races, "the global-memory race check"),
+    ]
+    .into_iter()
+    .filter_map(|(off, what)| off.then_some(what))
+    .collect();
+    match off.as_slice() {
+        [] => "every emulator check on".to_string(),
+        off => format!("every emulator check on but {}", off.join(" and ")),
+    }
+}
+
+/// A clean launch's verdict (with its benign races and barriers met at two instructions) and
+/// the bytes it moved.
+fn verdict(observed: &emu::Observed, counters: &emu::LaunchCounters) -> String {
+    let benign = observed.benign_races.len();
+    let races = match benign {
+        0 => "no data race".to_string(),
+        n => format!(
+            "no data race but {n} benign one{} (stores of the same bytes: the warnings above)",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
+    let barriers = match observed.divergent_barriers.len() {
+        0 => "no barrier divergence".to_string(),
+        n => format!(
+            "no barrier deadlock but {n} pair{} of instructions at which the threads met one barrier (undefined in CUDA C++, counted by barrier id in PTX on sm_70 and later: the warnings above)",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
+    format!(
+        "no bug found: no out-of-bounds or misaligned access, {races}, {barriers}, no failed assert\nglobal memory: {} bytes read, {} written; shared memory: {} read, {} written; {} barriers, {} warp collectives\n",
+        counters.global_read_bytes,
+        counters.global_write_bytes,
+        counters.shared_read_bytes,
+        counters.shared_write_bytes,
+        counters.barriers,
+        counters.warp_collectives
+    )
 }
 
 /// `--dump DIR` checked before the launch: a folder (made if missing), with no folder where a
