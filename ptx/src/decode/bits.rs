@@ -1,4 +1,5 @@
-//! Decoding of the bit-field and permute instructions: `bfi`, `prmt`, `lop3`, `bfind`, `bfe`, `shf`.
+//! Decoding of the bit-field and permute instructions: `bfi`, `prmt`, `lop3`, `bfind`, `bfe`,
+//! `shf`.
 
 use super::ir::*;
 use super::{DResult, Decoder, int_of, operand, ty, width};
