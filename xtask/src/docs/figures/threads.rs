@@ -22,10 +22,27 @@ fn linear_thread_idx(x: u32, y: u32, width: u32) -> u32 {
     y * width + x
 }
 
+/// The launch picture's shape: a grid of `grid` blocks of `block` threads, `picked` the block
+/// drawn thread by thread.
+struct Launch {
+    grid: (u32, u32),
+    block: (u32, u32),
+    picked: (u32, u32),
+}
+
+/// Where the launch picture's three panels sit: the grid's origin and block size, the block's
+/// origin and cell, the SMs' origin and box.
+const GRID_AT: (f64, f64, f64, f64) = (10.0, 70.0, 48.0, 34.0);
+const BLOCK_AT: (f64, f64, f64) = (300.0, 70.0, 13.0);
+const SMS_AT: (f64, f64, f64, f64) = (640.0, 70.0, 240.0, 74.0);
+
 pub(super) fn launch() -> String {
-    let (grid_x, grid_y) = (4u32, 3u32);
-    let (block_x, block_y) = (16u32, 16u32);
-    let picked = (1u32, 0u32);
+    let shape = Launch {
+        grid: (4, 3),
+        block: (16, 16),
+        picked: (1, 0),
+    };
+    let ((grid_x, grid_y), (block_x, block_y)) = (shape.grid, shape.block);
     let h100 = GpuSpec::find("h100").expect("in the table");
     let mut svg = Svg::new(900.0, 370.0);
     svg.text(
@@ -37,8 +54,28 @@ pub(super) fn launch() -> String {
             "A launch of {grid_x} x {grid_y} blocks of {block_x} x {block_y} threads: the grid, one block's warps, the SMs"
         ),
     );
-    // The grid.
-    let (gx0, gy0, bw, bh) = (10.0, 70.0, 48.0, 34.0);
+    let ((gx0, gy0, bw, bh), (tx0, ty0, cell), (sx0, sy0, _, _)) = (GRID_AT, BLOCK_AT, SMS_AT);
+    grid_panel(&mut svg, &shape);
+    block_panel(&mut svg, &shape);
+    arrow(
+        &mut svg,
+        (gx0 + f64::from(grid_x) * bw + 4.0, gy0 + bh / 2.0),
+        (tx0 - 6.0, ty0 + 20.0),
+    );
+    sms_panel(&mut svg, &shape, h100.sms);
+    arrow(
+        &mut svg,
+        (tx0 + f64::from(block_x) * cell + 90.0, ty0 + 30.0),
+        (sx0 - 4.0, sy0 + 38.0),
+    );
+    svg.text(10.0, 360.0, 11.0, "start", "A scheduler issues one instruction for a whole warp, picking among its SM's resident warps. cargo xtask figures.");
+    svg.finish()
+}
+
+/// The grid: its blocks by index, the picked one highlighted.
+fn grid_panel(svg: &mut Svg, shape: &Launch) {
+    let ((grid_x, grid_y), picked) = (shape.grid, shape.picked);
+    let (gx0, gy0, bw, bh) = GRID_AT;
     svg.text(
         gx0,
         gy0 - 10.0,
@@ -78,8 +115,12 @@ pub(super) fn launch() -> String {
         "start",
         "they cannot wait for each other",
     );
-    // One block, its threads coloured by warp.
-    let (tx0, ty0, cell) = (300.0, 70.0, 13.0);
+}
+
+/// One block, its threads coloured by warp, each warp's rows named.
+fn block_panel(svg: &mut Svg, shape: &Launch) {
+    let ((block_x, block_y), picked) = (shape.block, shape.picked);
+    let (tx0, ty0, cell) = BLOCK_AT;
     svg.text(
         tx0,
         ty0 - 24.0,
@@ -136,19 +177,18 @@ pub(super) fn launch() -> String {
         "start",
         "x: 0 .. 15 along a row; y: down",
     );
-    arrow(
-        &mut svg,
-        (gx0 + f64::from(grid_x) * bw + 4.0, gy0 + bh / 2.0),
-        (tx0 - 6.0, ty0 + 20.0),
-    );
-    // The SMs.
-    let (sx0, sy0, sw, sh) = (640.0, 70.0, 240.0, 74.0);
+}
+
+/// The SMs (`sms` of them on an H100), three drawn, the blocks dealt to them round-robin.
+fn sms_panel(svg: &mut Svg, shape: &Launch, sms: u32) {
+    let ((grid_x, grid_y), picked) = (shape.grid, shape.picked);
+    let (sx0, sy0, sw, sh) = SMS_AT;
     svg.text(
         sx0,
         sy0 - 24.0,
         12.0,
         "start",
-        &format!("SMs ({} on an H100)", h100.sms),
+        &format!("SMs ({sms} on an H100)"),
     );
     svg.text(
         sx0,
@@ -197,13 +237,6 @@ pub(super) fn launch() -> String {
         "start",
         "an SM holds as many as fit (occupancy)",
     );
-    arrow(
-        &mut svg,
-        (tx0 + f64::from(block_x) * cell + 90.0, ty0 + 30.0),
-        (sx0 - 4.0, sy0 + 38.0),
-    );
-    svg.text(10.0, 360.0, 11.0, "start", "A scheduler issues one instruction for a whole warp, picking among its SM's resident warps. cargo xtask figures.");
-    svg.finish()
 }
 
 // ---- mma.m16n8k16 ------------------------------------------------------------------------------

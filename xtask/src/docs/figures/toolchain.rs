@@ -41,26 +41,8 @@ fn wrap(words: &[String], width: usize) -> Vec<String> {
 }
 
 pub(super) fn toolchain() -> String {
-    use host::embedded::{Arch, entry_body, entry_points};
-    let entries = |a: Arch| entry_points(a.ptx());
-    // Every build has the same entries; a Hopper-only kernel's body is wgmma and TMA in sm_90a
-    // and a trap elsewhere.
-    let hopper_body = |a: Arch, name: &str| {
-        entry_body(a.ptx(), name).is_some_and(|b| b.contains("wgmma.") || b.contains(".tensor"))
-    };
-    // The Hopper-only kernels by family: `gemm_wgmma_bf16` and `gemm_wgmma_f16` are `gemm_wgmma_*`.
-    let family = |name: &str| {
-        let kept: Vec<&str> = name
-            .split('_')
-            .filter(|t| !["f32", "bf16", "f16", "d64", "d128", "causal"].contains(t))
-            .collect();
-        kept.join("_") + "_*"
-    };
-    let hopper_only: std::collections::BTreeSet<String> = entries(Arch::Sm90a)
-        .into_iter()
-        .filter(|e| hopper_body(Arch::Sm90a, e) && !hopper_body(Arch::Sm90, e))
-        .map(family)
-        .collect();
+    use host::embedded::Arch;
+    let hopper_only = hopper_only_families();
     let mut svg = Svg::new(1000.0, 360.0);
     svg.text(
         10.0,
@@ -151,38 +133,7 @@ pub(super) fn toolchain() -> String {
         "#557",
         1.2,
     );
-    // Bottom: the same source as a host function.
-    svg.text(340.0, 256.0, 10.0, "start", "rustc (stable), host target");
-    let host = (330.0, 262.0, 300.0, 40.0);
-    boxed(
-        &mut svg,
-        host,
-        "hsl(40, 80%, 92%)",
-        &[
-            "kernel!{...} as a plain unsafe fn",
-            "kernels::cuda calls into the emulator",
-        ],
-    );
-    arrow(
-        &mut svg,
-        (source.0 + source.2, source.1 + 42.0),
-        (host.0, host.1 + 20.0),
-    );
-    let emulated = (680.0, 262.0, 310.0, 40.0);
-    boxed(
-        &mut svg,
-        emulated,
-        "hsl(120, 40%, 90%)",
-        &[
-            "source backend (KERNELS_BACKEND=emulator)",
-            "called once per simulated thread",
-        ],
-    );
-    arrow(
-        &mut svg,
-        (host.0 + host.2, host.1 + 20.0),
-        (emulated.0, emulated.1 + 20.0),
-    );
+    host_row(&mut svg, source);
     svg.text(
         10.0,
         335.0,
@@ -198,6 +149,64 @@ pub(super) fn toolchain() -> String {
         "Hopper-only kernels read from the embedded modules (host::embedded::Arch::ptx), the nightly from kernels/rust-toolchain.toml. cargo xtask figures.",
     );
     svg.finish()
+}
+
+/// The Hopper-only kernels by family (`gemm_wgmma_bf16` and `gemm_wgmma_f16` are
+/// `gemm_wgmma_*`): every build has the same entries, and a Hopper-only kernel's body is wgmma
+/// and TMA in sm_90a and a trap elsewhere.
+fn hopper_only_families() -> std::collections::BTreeSet<String> {
+    use host::embedded::{Arch, entry_body, entry_points};
+    let entries = |a: Arch| entry_points(a.ptx());
+    let hopper_body = |a: Arch, name: &str| {
+        entry_body(a.ptx(), name).is_some_and(|b| b.contains("wgmma.") || b.contains(".tensor"))
+    };
+    let family = |name: &str| {
+        let kept: Vec<&str> = name
+            .split('_')
+            .filter(|t| !["f32", "bf16", "f16", "d64", "d128", "causal"].contains(t))
+            .collect();
+        kept.join("_") + "_*"
+    };
+    entries(Arch::Sm90a)
+        .into_iter()
+        .filter(|e| hopper_body(Arch::Sm90a, e) && !hopper_body(Arch::Sm90, e))
+        .map(family)
+        .collect()
+}
+
+/// The picture's bottom row: the same source compiled for the host, run by the source backend.
+fn host_row(svg: &mut Svg, source: (f64, f64, f64, f64)) {
+    svg.text(340.0, 256.0, 10.0, "start", "rustc (stable), host target");
+    let host = (330.0, 262.0, 300.0, 40.0);
+    boxed(
+        svg,
+        host,
+        "hsl(40, 80%, 92%)",
+        &[
+            "kernel!{...} as a plain unsafe fn",
+            "kernels::cuda calls into the emulator",
+        ],
+    );
+    arrow(
+        svg,
+        (source.0 + source.2, source.1 + 42.0),
+        (host.0, host.1 + 20.0),
+    );
+    let emulated = (680.0, 262.0, 310.0, 40.0);
+    boxed(
+        svg,
+        emulated,
+        "hsl(120, 40%, 90%)",
+        &[
+            "source backend (KERNELS_BACKEND=emulator)",
+            "called once per simulated thread",
+        ],
+    );
+    arrow(
+        svg,
+        (host.0 + host.2, host.1 + 20.0),
+        (emulated.0, emulated.1 + 20.0),
+    );
 }
 
 #[cfg(test)]
