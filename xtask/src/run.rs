@@ -184,39 +184,8 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     crate::options::check_names("--only", &args.only)?;
     crate::options::check_names("--skip", &args.skip)?;
     let all = cases::all();
-    let named: Vec<usize> = (0..all.len())
-        .filter(|&i| {
-            let matches = |list: &[String]| list.iter().any(|o| all[i].kernel.contains(o.as_str()));
-            (args.only.is_empty() || matches(&args.only)) && !matches(&args.skip)
-        })
-        .collect();
-    let selected: Vec<usize> = named
-        .iter()
-        .copied()
-        .filter(|&i| cases::runs_on(&rt, &all[i]))
-        .collect();
-    if selected.is_empty() {
-        return Err(no_kernel_left(args, &all, &named, &rt));
-    }
-    if args.wide {
-        println!("{}", wide_first_line(&rt, spec, args.runs));
-    } else {
-        println!("{}", wrap(&first_line(&rt, spec, args.runs), NARROW));
-        if !rt.is_gpu() {
-            println!(
-                "{}",
-                wrap(&format!("(No GPU: {}.)", no_gpu_reason()), NARROW)
-            );
-        }
-    }
-    let left_out: Vec<&str> = named
-        .iter()
-        .filter(|i| !selected.contains(i))
-        .map(|&i| all[i].kernel)
-        .collect();
-    if let Some(note) = cases::left_out(&rt, &left_out) {
-        println!("{note}");
-    }
+    let (named, selected) = select(args, &rt, &all)?;
+    print_header(args, &rt, spec, &all, &named, &selected);
     // The cases run in child processes, on the backend found here: this process lets its go.
     let (backend, is_gpu) = (rt.device_name(), rt.is_gpu());
     drop(rt);
@@ -231,7 +200,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     let _lock = crate::atomic::lock(&path)?;
-    let mut report = Report {
+    let report = Report {
         backend,
         roofline_device: spec,
         rows: Vec::new(),
@@ -242,11 +211,6 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             .map(|&i| all[i].kernel.to_string())
             .collect(),
     };
-    let write = |report: &Report| {
-        let json = serde_json::to_string_pretty(report).expect("report serialises");
-        crate::atomic::write(&path, json)
-    };
-    write(&report)?;
     let child = ChildArgs {
         device: &args.device,
         backend: child_backend(is_gpu),
@@ -258,7 +222,84 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         timeout: Duration::from_secs(args.case_timeout),
         predict: !args.no_predict,
     };
-    run_isolated(&child, &all, &selected, |result| {
+    let report = run_selected(&child, &all, &selected, report, &bar, &path)?;
+    print_results(&report, spec, is_gpu, args.wide);
+    println!("JSON report: {}", path.display());
+    charts(&report, &path, spec, is_gpu)?;
+    println!("how each kernel's bytes move, per source line: cargo xtask inspect <kernel>");
+    failed_kernels(&report)
+}
+
+/// The cases `--only` and `--skip` name (`named`) and, of those, the ones this backend runs
+/// (`selected`), as indices in `all`; an error when none is left.
+fn select(
+    args: &RunArgs,
+    rt: &Runtime,
+    all: &[cases::CaseSpec],
+) -> Result<(Vec<usize>, Vec<usize>), String> {
+    let named: Vec<usize> = (0..all.len())
+        .filter(|&i| {
+            let matches = |list: &[String]| list.iter().any(|o| all[i].kernel.contains(o.as_str()));
+            (args.only.is_empty() || matches(&args.only)) && !matches(&args.skip)
+        })
+        .collect();
+    let selected: Vec<usize> = named
+        .iter()
+        .copied()
+        .filter(|&i| cases::runs_on(rt, &all[i]))
+        .collect();
+    if selected.is_empty() {
+        return Err(no_kernel_left(args, all, &named, rt));
+    }
+    Ok((named, selected))
+}
+
+/// The run's first lines: the device and backend, why there is no GPU, and the named kernels
+/// this backend leaves out.
+fn print_header(
+    args: &RunArgs,
+    rt: &Runtime,
+    spec: &GpuSpec,
+    all: &[cases::CaseSpec],
+    named: &[usize],
+    selected: &[usize],
+) {
+    if args.wide {
+        println!("{}", wide_first_line(rt, spec, args.runs));
+    } else {
+        println!("{}", wrap(&first_line(rt, spec, args.runs), NARROW));
+        if !rt.is_gpu() {
+            println!(
+                "{}",
+                wrap(&format!("(No GPU: {}.)", no_gpu_reason()), NARROW)
+            );
+        }
+    }
+    let left_out: Vec<&str> = named
+        .iter()
+        .filter(|i| !selected.contains(i))
+        .map(|&i| all[i].kernel)
+        .collect();
+    if let Some(note) = cases::left_out(rt, &left_out) {
+        println!("{note}");
+    }
+}
+
+/// Runs the selected cases in child processes, the report rewritten at `path` after each.
+fn run_selected<'a>(
+    child: &ChildArgs,
+    all: &[cases::CaseSpec],
+    selected: &[usize],
+    mut report: Report<'a>,
+    bar: &ProgressBar,
+    path: &std::path::Path,
+) -> Result<Report<'a>, String> {
+    let write = |report: &Report| {
+        let json = serde_json::to_string_pretty(report).expect("report serialises");
+        crate::atomic::write(path, json)
+    };
+    write(&report)?;
+    run_isolated(child, all, selected, |result| {
         bar.set_message(all[result.index].kernel);
         match result.outcome {
             Ok(mut row) => {
@@ -284,7 +325,13 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     report.complete = true;
     write(&report)?;
     bar.finish_and_clear();
-    print!("{}", table(&report.rows, is_gpu, args.wide));
+    Ok(report)
+}
+
+/// The table, the published rows' notes, the failures, and the sweeps of the lessons the rows
+/// belong to.
+fn print_results(report: &Report, spec: &GpuSpec, is_gpu: bool, wide: bool) {
+    print!("{}", table(&report.rows, is_gpu, wide));
     print!("{}", published_notes(&report.rows));
     for failure in &report.failures {
         println!("{}", failure_lines(failure));
@@ -311,7 +358,16 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     ]) {
         crate::decode::sweeps(spec);
     }
-    println!("JSON report: {}", path.display());
+}
+
+/// The roofline chart beside the JSON report at `path`, and the model's per-pipe chart where
+/// there are predictions.
+fn charts(
+    report: &Report,
+    path: &std::path::Path,
+    spec: &GpuSpec,
+    is_gpu: bool,
+) -> Result<(), String> {
     // `roofline.svg` beside `run.json`; `headline-roofline.svg` beside `headline.json`, so that the
     // bundle's several runs keep their own charts.
     let svg = match path.file_stem().and_then(|s| s.to_str()) {
@@ -399,7 +455,11 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         )?;
         println!("the model's per-pipe chart: {}", pipes_svg.display());
     }
-    println!("how each kernel's bytes move, per source line: cargo xtask inspect <kernel>");
+    Ok(())
+}
+
+/// `Ok` when every row checked and no case failed; else the kernels that did not.
+fn failed_kernels(report: &Report) -> Result<(), String> {
     let failed: Vec<_> = report
         .rows
         .iter()

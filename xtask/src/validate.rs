@@ -198,6 +198,27 @@ fn table(rows: &[Predicted]) -> String {
             sources.push(&p.row.source);
         }
     }
+    let mut out = rows_table(rows, &sources);
+    out += &sources_list(rows, &sources);
+    let scored: Vec<Scored> = rows
+        .iter()
+        .map(|p| Scored {
+            predicted: p.value,
+            published: p.row.published,
+            progression: p.row.progression,
+            advice: p.advice,
+            change: p.row.change,
+        })
+        .collect();
+    let score = validation::score(&scored);
+    out += &progressions(rows, &score);
+    out += &overall(rows, &score);
+    out
+}
+
+/// The rows, one line each: step, kernel, GPU, the published figure and the prediction, their
+/// ratio, the limiter and the source's number in `sources`.
+fn rows_table(rows: &[Predicted], sources: &[&validation::Source]) -> String {
     let header = [
         "step",
         "kernel",
@@ -248,6 +269,12 @@ fn table(rows: &[Predicted]) -> String {
         out += line.join("  ").trim_end();
         out.push('\n');
     }
+    out
+}
+
+/// The sources, numbered as the table cites them, with the sizes their figures were measured at.
+fn sources_list(rows: &[Predicted], sources: &[&validation::Source]) -> String {
+    let mut out = String::new();
     out += "\nsources (and the size each figure was measured at, which the prediction is at):\n";
     for (i, s) in sources.iter().enumerate() {
         let hand = s
@@ -269,17 +296,13 @@ fn table(rows: &[Predicted]) -> String {
             shapes.join("; ")
         );
     }
-    let scored: Vec<Scored> = rows
-        .iter()
-        .map(|p| Scored {
-            predicted: p.value,
-            published: p.row.published,
-            progression: p.row.progression,
-            advice: p.advice,
-            change: p.row.change,
-        })
-        .collect();
-    let score = validation::score(&scored);
+    out
+}
+
+/// Per progression: its rank correlation, the steps whose direction the model got wrong, and
+/// the advice that pointed against the next step.
+fn progressions(rows: &[Predicted], score: &validation::Score) -> String {
+    let mut out = String::new();
     out += "\nprogressions (the source's steps in order):\n";
     for g in &score.progressions {
         let steps: Vec<&Predicted> = rows
@@ -328,6 +351,12 @@ fn table(rows: &[Predicted]) -> String {
             }
         );
     }
+    out
+}
+
+/// The overall figures (median error, worst ratio) and which of the five targets are met.
+fn overall(rows: &[Predicted], score: &validation::Score) -> String {
+    let mut out = String::new();
     let worst = rows
         .iter()
         .find(|p| p.value / p.row.published == score.worst_ratio)

@@ -1,8 +1,10 @@
-//! No function of the emulator or the PTX interpreter is longer than [`MAX_LINES`]: a reader
-//! who opens one of these crates should meet one small handler per job (a PTX instruction
-//! family, a memory check, a step of the launch), never a 700-line match where adding an
-//! instruction means finding the right arm (issue 37; the models are wasmi's and miri's one
-//! handler per op family).
+//! No function of the workspace is longer than [`MAX_LINES`]: a reader who opens any crate
+//! should meet one small handler per job (a PTX instruction family, a memory check, a step of the
+//! launch, a command's phase), never a 700-line match where adding an instruction means finding
+//! the right arm (issue 37 for emu and ptx, the models being wasmi's and miri's one handler per
+//! op family; issue 53 for every crate). Next to it, no source file is longer than
+//! [`MAX_FILE_LINES`] (issue 53): a file that grows past it is split by subject into a module
+//! folder.
 //!
 //! The measure is syn's: every `fn` item, method or trait default, nested ones included, from its
 //! `fn` keyword to its closing brace (attributes and doc comments are not counted).
@@ -11,11 +13,22 @@ use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
 
-/// The most lines a function of `emu` or `ptx` may span.
+/// The most lines a function may span.
 const MAX_LINES: usize = 150;
 
-/// The crates held to [`MAX_LINES`].
-const CHECKED: &[&str] = &["emu", "ptx"];
+/// The most lines a `.rs` file may have, generated data aside ([`is_generated`]).
+const MAX_FILE_LINES: usize = 1500;
+
+/// The crates held to [`MAX_LINES`] and [`MAX_FILE_LINES`]: every member of the workspace, each
+/// crate's whole folder (`src/`, `tests/`, `build.rs`).
+const CHECKED: &[&str] = &["kernels", "emu", "ptx", "perf", "host", "xtask", "tests"];
+
+/// Functions still over [`MAX_LINES`], as `path:name`, each with why it is let through. An entry
+/// that no longer matches a long function fails the test, so the list only shrinks.
+const ALLOWED: &[(&str, &str)] = &[
+    // check.rs is being carved by issue 55 work (another change edits it).
+    ("xtask/src/check.rs:run", "being carved by issue 55 work"),
+];
 
 /// One function and the lines it spans.
 #[derive(Debug, PartialEq)]
@@ -67,7 +80,7 @@ fn functions(source: &str) -> Vec<Function> {
     found.0
 }
 
-/// Every `.rs` file under `dir`.
+/// Every `.rs` file under `dir`, build outputs (`target/`) aside.
 fn sources(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -75,7 +88,9 @@ fn sources(dir: &Path) -> Vec<PathBuf> {
         for entry in std::fs::read_dir(&d).expect("the source folder reads") {
             let path = entry.expect("a directory entry").path();
             if path.is_dir() {
-                stack.push(path);
+                if path.file_name().is_some_and(|n| n != "target") {
+                    stack.push(path);
+                }
             } else if path.extension().is_some_and(|e| e == "rs") {
                 out.push(path);
             }
@@ -85,36 +100,88 @@ fn sources(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-#[test]
-fn no_function_of_the_emulator_or_the_interpreter_is_over_the_limit() {
+/// Every `.rs` file of the checked crates, with its path relative to the workspace.
+fn workspace_sources() -> Vec<(String, String)> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut over = Vec::new();
-    let mut seen = 0;
+    let mut out = Vec::new();
     for krate in CHECKED {
-        for path in sources(&workspace.join(krate).join("src")) {
+        for path in sources(&workspace.join(krate)) {
             let text = std::fs::read_to_string(&path).expect("the source reads");
-            for f in functions(&text) {
-                seen += 1;
-                if f.lines > MAX_LINES {
-                    let shown = path.strip_prefix(&workspace).unwrap_or(&path);
-                    over.push(format!(
-                        "{}:{} {} ({} lines)",
-                        shown.display(),
-                        f.line,
-                        f.name,
-                        f.lines
-                    ));
-                }
+            let shown = path.strip_prefix(&workspace).unwrap_or(&path);
+            out.push((shown.display().to_string().replace('\\', "/"), text));
+        }
+    }
+    out
+}
+
+/// Whether a source is generated data, not code written by hand: rustfmt's and the ecosystem's
+/// `@generated` marker in its first lines.
+fn is_generated(text: &str) -> bool {
+    text.lines().take(5).any(|l| l.contains("@generated"))
+}
+
+#[test]
+fn no_function_of_the_workspace_is_over_the_limit() {
+    let mut over = Vec::new();
+    let mut allowed_seen = Vec::new();
+    let mut seen = 0;
+    for (path, text) in workspace_sources() {
+        for f in functions(&text) {
+            seen += 1;
+            if f.lines <= MAX_LINES {
+                continue;
+            }
+            let key = format!("{path}:{}", f.name);
+            if ALLOWED.iter().any(|(k, _)| *k == key) {
+                allowed_seen.push(key);
+            } else {
+                over.push(format!("{path}:{} {} ({} lines)", f.line, f.name, f.lines));
             }
         }
     }
     // The walk must have found the crates' functions, or the check would pass on nothing.
-    assert!(seen > 500, "only {seen} functions found under {CHECKED:?}");
+    assert!(seen > 2000, "only {seen} functions found under {CHECKED:?}");
     assert!(
         over.is_empty(),
         "functions over {MAX_LINES} lines (split them into named helpers):\n{}",
         over.join("\n")
     );
+    let stale: Vec<&str> = ALLOWED
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| !allowed_seen.iter().any(|s| s == k))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "allowed long functions that are no longer over {MAX_LINES} lines (remove them from ALLOWED): {stale:?}"
+    );
+}
+
+#[test]
+fn no_source_file_of_the_workspace_is_over_the_limit() {
+    let sources = workspace_sources();
+    assert!(sources.len() > 200, "only {} sources found", sources.len());
+    let over: Vec<String> = sources
+        .iter()
+        .filter(|(_, text)| !is_generated(text))
+        .map(|(path, text)| (path, text.lines().count()))
+        .filter(|&(_, lines)| lines > MAX_FILE_LINES)
+        .map(|(path, lines)| format!("{path} ({lines} lines)"))
+        .collect();
+    assert!(
+        over.is_empty(),
+        "files over {MAX_FILE_LINES} lines (split them by subject into a module folder):\n{}",
+        over.join("\n")
+    );
+}
+
+#[test]
+fn a_generated_source_is_left_out_of_the_file_limit() {
+    assert!(is_generated("// @generated by a tool\nconst X: u8 = 0;\n"));
+    // Only the header counts: a file that mentions the marker further down is written by hand.
+    let later = format!("fn f() {{}}\n{}// says @generated\n", "\n".repeat(5));
+    assert!(!is_generated(&later));
+    assert!(!is_generated("fn f() {}\n"));
 }
 
 #[test]

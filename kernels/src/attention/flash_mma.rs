@@ -269,7 +269,215 @@ fn kv_stage<T: Half, const D: usize>(stage: usize) -> (SharedPtr<T>, SharedPtr<T
     (k, k.offset(BC * stride))
 }
 
+/// One warp's scores for a step of KEYS keys: `S[t][nt]` is row tile `t`'s accumulator
+/// fragment of keys `8 nt .. 8 nt + 8`.
+type Scores = [[[f32; 4]; KEYS / 8]; ROW_TILES];
+/// One warp's O: row tile `t`'s accumulator fragments, `D / 8` of them used.
+type Output = [[[f32; 4]; MAX_D / 8]; ROW_TILES];
+/// A value per row of this lane ([`lane_row`]): m, l, the mask's hidden keys.
+type Rows<T> = [T; 2 * ROW_TILES];
+
+/// Q_i's A fragment for k-step `kk` of row tile `t`, by `ldmatrix` from shared memory at a
+/// constant offset from this lane's row `q_lane`.
+#[inline(always)]
+fn q_fragment<T: Half, const D: usize>(q_lane: SharedPtr<T>, t: usize, kk: usize) -> [u32; 4] {
+    let stride = D + ROW_PAD;
+    unsafe { ldmatrix_x4(q_lane.offset(16 * t * stride + kk * 16), false) }
+}
+
+/// The causal mask of this lane's rows, in 4 registers: how many keys each of them does not
+/// see, past its diagonal; key `j` is visible where `j + hidden < n_kv` (`is_visible`, which per
+/// score keeps ~64 more values live). Counted from the end so that no mask is the constant 0: as
+/// a count of visible keys it would share n_kv's register, which the PTX convergence check (it
+/// follows registers, not values) would then take for a per-lane tile count.
+#[inline(always)]
+fn hidden_keys(
+    (i0, warp, lane): (usize, usize, usize),
+    (n_q, n_kv, causal): (usize, usize, bool),
+) -> Rows<u32> {
+    let mut hidden = [0u32; 2 * ROW_TILES];
+    unroll!(t in 0..2 {
+        unroll!(h in 0..2 {
+            let row = i0 + row_tile_start(warp, t) + lane / 4 + 8 * h;
+            hidden[lane_row(t, 2 * h)] = (n_kv - visible_keys(row, n_q, n_kv, causal)) as u32;
+        });
+    });
+    hidden
+}
+
+/// S_i^(j) = Q_i K_j^T for one step: [32 x KEYS] per warp, KEYS / 8 accumulators per row tile,
+/// D / 16 k-steps; each K fragment (from this lane's row `k_step`) feeds both row tiles. Q's
+/// fragments are `q_held` where it fits in registers, else loaded from `q_lane` again.
+#[inline(always)]
+fn scores<T: Half, const D: usize>(
+    q_held: &[[[u32; 4]; MAX_D / 16]; ROW_TILES],
+    q_lane: SharedPtr<T>,
+    k_step: SharedPtr<T>,
+) -> Scores {
+    let stride = D + ROW_PAD;
+    let mut s = [[[0.0f32; 4]; KEYS / 8]; ROW_TILES];
+    unroll!(kk in 0..8 {
+        if kk < D / 16 {
+            let a = if q_in_registers(D) {
+                [q_held[0][kk], q_held[1][kk]]
+            } else {
+                [q_fragment::<T, D>(q_lane, 0, kk), q_fragment::<T, D>(q_lane, 1, kk)]
+            };
+            unroll!(pair in 0..2 {
+                let nt = 2 * pair; // two 8-key pieces per ldmatrix
+                let b = unsafe { ldmatrix_x4(k_step.offset(nt * 8 * stride + kk * 16), false) };
+                unroll!(t in 0..2 {
+                    s[t][nt] = mma_m16n8k16(T::INPUT, a[t], [b[0], b[1]], s[t][nt]);
+                    s[t][nt + 1] = mma_m16n8k16(T::INPUT, a[t], [b[2], b[3]], s[t][nt + 1]);
+                });
+            });
+        }
+    });
+    s
+}
+
+/// Scales `s` (base 2) and masks it: a score whose key `j0 + ...` is past its row's visible keys
+/// (`hidden`) becomes -inf. Returns m_i^(j) = max(m_i^(j-1), rowmax(S_i^(j))) over the row's 4
+/// lanes. (Unrolled by hand: S must stay in registers; a loop LLVM leaves rolled indexes it,
+/// and an indexed array lives in local memory, which is HBM behind the L1.)
+#[inline(always)]
+fn mask_and_max(
+    s: &mut Scores,
+    m: &Rows<f32>,
+    hidden: &Rows<u32>,
+    (lane, j0, n_kv): (usize, usize, usize),
+    scale_log2: f32,
+) -> Rows<f32> {
+    let mut m_new = *m;
+    unroll!(t in 0..2 {
+        unroll!(nt in 0..4 {
+            unroll!(e in 0..4 {
+                let x = &mut s[t][nt][e];
+                let (_, c) = accumulator_at(lane, e);
+                let row = lane_row(t, e);
+                *x = if j0 + nt * 8 + c + (hidden[row] as usize) < n_kv {
+                    *x * scale_log2
+                } else {
+                    f32::NEG_INFINITY
+                };
+                m_new[row] = maximum(m_new[row], *x);
+            });
+        });
+    });
+    m_new.map(quad_max)
+}
+
+/// O and l rescaled by alpha = exp(m_i^(j-1) - m_i^(j)), before P is computed so that
+/// m_i^(j-1) and alpha are dead by then.
+#[inline(always)]
+fn rescale<const D: usize>(
+    o_acc: &mut Output,
+    l: &mut Rows<f32>,
+    m: &Rows<f32>,
+    m_new: &Rows<f32>,
+) {
+    let mut alpha = [0.0f32; 2 * ROW_TILES];
+    unroll!(row in 0..4 {
+        alpha[row] = exp2_shifted(m[row], m_new[row]);
+        l[row] *= alpha[row];
+    });
+    unroll!(t in 0..2 {
+        unroll!(nd in 0..16 {
+            if nd < D / 8 {
+                unroll!(e in 0..4 {
+                    o_acc[t][nd][e] *= alpha[lane_row(t, e)];
+                });
+            }
+        });
+    });
+}
+
+/// P_i^(j) = exp(S_i^(j) - m_i^(j)) in place, and this lane's part of rowsum(P_i^(j)) added to
+/// `l`. `exp2_shifted` gives the softmax chapter's special values (see `kernels::attention`).
+/// With FMA_EXP, every other 8-key piece takes its exponentials on the FMA units (`exp2_fma`),
+/// so the special function units do half of them. (Unrolled, so that the choice is made at
+/// compile time and `s` stays in registers.)
+#[inline(always)]
+fn exponentiate<const FMA_EXP: bool>(s: &mut Scores, m: &Rows<f32>, l: &mut Rows<f32>) {
+    let mut rowsum = [0.0f32; 2 * ROW_TILES];
+    unroll!(t in 0..2 {
+        unroll!(nt in 0..4 {
+            unroll!(e in 0..4 {
+                let x = &mut s[t][nt][e];
+                let row = lane_row(t, e);
+                *x = if FMA_EXP && nt % 2 == 1 {
+                    shifted(*x, m[row], exp2_fma)
+                } else {
+                    exp2_shifted(*x, m[row])
+                };
+                rowsum[row] += *x;
+            });
+        });
+    });
+    unroll!(row in 0..4 {
+        l[row] += rowsum[row];
+    });
+}
+
+/// O_i^(j) += P_i^(j) V_j: P straight from S's registers as A fragments (16 keys each), V_j's
+/// fragments by ldmatrix.trans from this lane's row `v_step`, each feeding both row tiles.
+#[inline(always)]
+fn accumulate_pv<T: Half, const D: usize>(o_acc: &mut Output, s: &Scores, v_step: SharedPtr<T>) {
+    let stride = D + ROW_PAD;
+    unroll!(kk in 0..2 {
+        let p = [0, 1].map(|t| {
+            let (lo, hi) = (s[t][2 * kk], s[t][2 * kk + 1]);
+            [
+                pack::<T>(lo[0], lo[1]),
+                pack::<T>(lo[2], lo[3]),
+                pack::<T>(hi[0], hi[1]),
+                pack::<T>(hi[2], hi[3]),
+            ]
+        });
+        unroll!(pair in 0..8 {
+            let nd = 2 * pair; // two 8-column pieces of d per ldmatrix
+            if nd < D / 8 {
+                let b = unsafe { ldmatrix_x4(v_step.offset(kk * 16 * stride + nd * 8), true) };
+                unroll!(t in 0..2 {
+                    o_acc[t][nd] = mma_m16n8k16(T::INPUT, p[t], [b[0], b[1]], o_acc[t][nd]);
+                    o_acc[t][nd + 1] = mma_m16n8k16(T::INPUT, p[t], [b[2], b[3]], o_acc[t][nd + 1]);
+                });
+            }
+        });
+    });
+}
+
+/// O_i = O_i^(last) / l_i^(last), LSE_i = m_i^(last) + log l_i^(last); the row's sum is merged
+/// over its 4 lanes now. A fully masked row has l = 0: zeros and -inf.
+///
+/// # Safety
+/// `o` and `lse` hold the head's `n_q` rows.
+#[inline(always)]
+unsafe fn store_o_lse<T: Half, const D: usize>(
+    (o, lse): (GlobalPtr<T>, GlobalPtr<f32>),
+    o_acc: &Output,
+    (m, l): (&Rows<f32>, &Rows<f32>),
+    (i0, warp, lane, n_q): (usize, usize, usize, usize),
+) {
+    let l = l.map(quad_sum);
+    let inv_l = l.map(|x| if x > 0.0 { 1.0 / x } else { 0.0 });
+    unroll!(t in 0..2 {
+        let first_row = i0 + row_tile_start(warp, t);
+        let scale = [inv_l[lane_row(t, 0)], inv_l[lane_row(t, 2)]];
+        unsafe { store_o::<T, D>(o, &o_acc[t], scale, lane, first_row, n_q) };
+        unroll!(h in 0..2 {
+            let (row, own) = (first_row + lane / 4 + 8 * h, lane_row(t, 2 * h));
+            if lane.is_multiple_of(4) && row < n_q {
+                let lse_2 = m[own] + log2_approx(l[own]);
+                unsafe { lse.write(row, lse_2 * core::f32::consts::LN_2) };
+            }
+        });
+    });
+}
+
 /// The forward pass for input type `T` and head dimension `D`; the kernels below fix both.
+/// The recurrence is here, a step of it a call per line: scores, mask and running max,
+/// rescale, exponentials, `P V`; the helpers above hold each one's fragment arithmetic.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
@@ -312,13 +520,10 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
     cp_async_wait_group::<0>();
     sync_threads();
 
-    // Q_i's A fragments, k-step `kk` of row tile `t`: from shared memory by `ldmatrix`, at
-    // constant offsets from this lane's row, `q_lane`.
+    // Q_i's A fragments are read by `ldmatrix` at constant offsets from this lane's row,
+    // `q_lane` ([`q_fragment`]).
     let (ar, ac) = x4_lane(lane);
     let q_lane = q_s.offset((row_tile_start(warp, 0) + ar) * stride + ac);
-    let q_fragment = |q_lane: SharedPtr<T>, t: usize, kk: usize| unsafe {
-        ldmatrix_x4(q_lane.offset(16 * t * stride + kk * 16), false)
-    };
     // Where they fit (d = 64), Q_i goes shared -> registers once: the warp's two row tiles as
     // D / 16 A fragments each.
     let mut q_held = [[[0u32; 4]; MAX_D / 16]; ROW_TILES];
@@ -326,7 +531,7 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
         unroll!(t in 0..2 {
             unroll!(kk in 0..8 {
                 if kk < D / 16 {
-                    q_held[t][kk] = q_fragment(q_lane, t, kk);
+                    q_held[t][kk] = q_fragment::<T, D>(q_lane, t, kk);
                 }
             });
         });
@@ -334,23 +539,12 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
 
     // Registers: O_i (32 x D per warp, D / 8 accumulator fragments per row tile), and m, l for
     // this lane's 4 rows, g and g + 8 of each row tile ([`lane_row`]; l as this lane's partial
-    // sum over its columns).
-    let mut o_acc = [[[0.0f32; 4]; MAX_D / 8]; ROW_TILES];
+    // sum over its columns), and the causal mask of those rows.
+    let mut o_acc: Output = [[[0.0f32; 4]; MAX_D / 8]; ROW_TILES];
     let mut m = [f32::NEG_INFINITY; 2 * ROW_TILES];
     let mut l = [0.0f32; 2 * ROW_TILES];
     let scale_log2 = scale * LOG2_E;
-    // The mask in 4 registers: how many keys each of those rows does not see, past its causal
-    // diagonal; key `j` is visible where `j + hidden < n_kv` (`is_visible`, which per score
-    // keeps ~64 more values live). Counted from the end so that no mask is the constant 0: as
-    // a count of visible keys it would share n_kv's register, which the PTX convergence check
-    // (it follows registers, not values) would then take for a per-lane tile count.
-    let mut hidden = [0u32; 2 * ROW_TILES];
-    unroll!(t in 0..2 {
-        unroll!(h in 0..2 {
-            let row = i0 + row_tile_start(warp, t) + lane / 4 + 8 * h;
-            hidden[lane_row(t, 2 * h)] = (n_kv - visible_keys(row, n_q, n_kv, causal)) as u32;
-        });
-    });
+    let hidden = hidden_keys((i0, warp, lane), (n_q, n_kv, causal));
 
     for j in 0..tiles {
         // Tile j is in its stage, visible to every thread. Start copying tile j + 1 into the
@@ -377,114 +571,13 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
             // fragment addresses live across the loop, 32 registers.
             let q_in_loop = opaque(q_lane);
 
-            // S_i^(j) = Q_i K_j^T: [32 x KEYS] per warp, KEYS / 8 accumulators per row tile,
-            // D / 16 k-steps; each K fragment feeds both row tiles.
-            let mut s = [[[0.0f32; 4]; KEYS / 8]; ROW_TILES];
-            unroll!(kk in 0..8 {
-                if kk < D / 16 {
-                    let a = if q_in_registers(D) {
-                        [q_held[0][kk], q_held[1][kk]]
-                    } else {
-                        [q_fragment(q_in_loop, 0, kk), q_fragment(q_in_loop, 1, kk)]
-                    };
-                    unroll!(pair in 0..2 {
-                        let nt = 2 * pair; // two 8-key pieces per ldmatrix
-                        let b = unsafe { ldmatrix_x4(k_step.offset(nt * 8 * stride + kk * 16), false) };
-                        unroll!(t in 0..2 {
-                            s[t][nt] = mma_m16n8k16(T::INPUT, a[t], [b[0], b[1]], s[t][nt]);
-                            s[t][nt + 1] = mma_m16n8k16(T::INPUT, a[t], [b[2], b[3]], s[t][nt + 1]);
-                        });
-                    });
-                }
-            });
-            // Scale (base 2) and mask; m_i^(j) = max(m_i^(j-1), rowmax(S_i^(j))) over the row's
-            // 4 lanes.
-            // (Unrolled by hand: S must stay in registers; a loop LLVM leaves rolled indexes it,
-            // and an indexed array lives in local memory, which is HBM behind the L1.)
-            let mut m_new = m;
-            unroll!(t in 0..2 {
-                unroll!(nt in 0..4 {
-                    unroll!(e in 0..4 {
-                        let x = &mut s[t][nt][e];
-                        let (_, c) = accumulator_at(lane, e);
-                        let row = lane_row(t, e);
-                        *x = if j0 + nt * 8 + c + (hidden[row] as usize) < n_kv {
-                            *x * scale_log2
-                        } else {
-                            f32::NEG_INFINITY
-                        };
-                        m_new[row] = maximum(m_new[row], *x);
-                    });
-                });
-            });
-            let m_new = m_new.map(quad_max);
-            // l_i^(j) = exp(m_i^(j-1) - m_i^(j)) l_i^(j-1) + rowsum(P_i^(j)), and O rescaled
-            // alike; the rescale first, so that m_i^(j-1) and alpha are dead before P is
-            // computed.
-            let mut alpha = [0.0f32; 2 * ROW_TILES];
-            unroll!(row in 0..4 {
-                alpha[row] = exp2_shifted(m[row], m_new[row]);
-                l[row] *= alpha[row];
-            });
+            let mut s = scores::<T, D>(&q_held, q_in_loop, k_step);
+            let m_new = mask_and_max(&mut s, &m, &hidden, (lane, j0, n_kv), scale_log2);
+            // l_i^(j) = exp(m_i^(j-1) - m_i^(j)) l_i^(j-1) + rowsum(P_i^(j)), and O alike.
+            rescale::<D>(&mut o_acc, &mut l, &m, &m_new);
             m = m_new;
-            unroll!(t in 0..2 {
-                unroll!(nd in 0..16 {
-                    if nd < D / 8 {
-                        unroll!(e in 0..4 {
-                            o_acc[t][nd][e] *= alpha[lane_row(t, e)];
-                        });
-                    }
-                });
-            });
-            // P_i^(j) = exp(S_i^(j) - m_i^(j)) in place; this lane's part of rowsum(P_i^(j)).
-            // `exp2_shifted` gives the softmax chapter's special values (see
-            // `kernels::attention`). With FMA_EXP, every other 8-key piece takes its
-            // exponentials on the FMA units (`exp2_fma`), so the special function units do half
-            // of them. (Unrolled, so that the choice is made at compile time and `s` stays in
-            // registers.)
-            let mut rowsum = [0.0f32; 2 * ROW_TILES];
-            unroll!(t in 0..2 {
-                unroll!(nt in 0..4 {
-                    unroll!(e in 0..4 {
-                        let x = &mut s[t][nt][e];
-                        let row = lane_row(t, e);
-                        *x = if FMA_EXP && nt % 2 == 1 {
-                            shifted(*x, m[row], exp2_fma)
-                        } else {
-                            exp2_shifted(*x, m[row])
-                        };
-                        rowsum[row] += *x;
-                    });
-                });
-            });
-            unroll!(row in 0..4 {
-                l[row] += rowsum[row];
-            });
-            // O_i^(j) += P_i^(j) V_j: P straight from S's registers as A fragments (16 keys
-            // each), V_j's fragments by ldmatrix.trans, each feeding both row tiles.
-            unroll!(kk in 0..2 {
-                let p = [0, 1].map(|t| {
-                    let (lo, hi) = (s[t][2 * kk], s[t][2 * kk + 1]);
-                    [
-                        pack::<T>(lo[0], lo[1]),
-                        pack::<T>(lo[2], lo[3]),
-                        pack::<T>(hi[0], hi[1]),
-                        pack::<T>(hi[2], hi[3]),
-                    ]
-                });
-                unroll!(pair in 0..8 {
-                    let nd = 2 * pair; // two 8-column pieces of d per ldmatrix
-                    if nd < D / 8 {
-                        let b =
-                            unsafe { ldmatrix_x4(v_step.offset(kk * 16 * stride + nd * 8), true) };
-                        unroll!(t in 0..2 {
-                            o_acc[t][nd] = mma_m16n8k16(T::INPUT, p[t], [b[0], b[1]], o_acc[t][nd]);
-                            o_acc[t][nd + 1] =
-                                mma_m16n8k16(T::INPUT, p[t], [b[2], b[3]], o_acc[t][nd + 1]);
-                        });
-                    }
-                });
-            });
+            exponentiate::<FMA_EXP>(&mut s, &m, &mut l);
+            accumulate_pv::<T, D>(&mut o_acc, &s, v_step);
         }
         // Tile j + 1 has landed for this thread; after the barrier, for every thread, and every
         // warp is done with tile j, whose stage tile j + 2 will refill.
@@ -492,22 +585,7 @@ unsafe fn flash_forward<T: Half, const D: usize, const FMA_EXP: bool>(
         sync_threads();
     }
 
-    // O_i = O_i^(last) / l_i^(last), LSE_i = m_i^(last) + log l_i^(last); the row's sum is
-    // merged over its 4 lanes now. A fully masked row has l = 0: zeros and -inf.
-    let l = l.map(quad_sum);
-    let inv_l = l.map(|x| if x > 0.0 { 1.0 / x } else { 0.0 });
-    unroll!(t in 0..2 {
-        let first_row = i0 + row_tile_start(warp, t);
-        let scale = [inv_l[lane_row(t, 0)], inv_l[lane_row(t, 2)]];
-        unsafe { store_o::<T, D>(o, &o_acc[t], scale, lane, first_row, n_q) };
-        unroll!(h in 0..2 {
-            let (row, own) = (first_row + lane / 4 + 8 * h, lane_row(t, 2 * h));
-            if lane.is_multiple_of(4) && row < n_q {
-                let lse_2 = m[own] + log2_approx(l[own]);
-                unsafe { lse.write(row, lse_2 * core::f32::consts::LN_2) };
-            }
-        });
-    });
+    unsafe { store_o_lse::<T, D>((o, lse), &o_acc, (&m, &l), (i0, warp, lane, n_q)) };
 }
 
 macro_rules! flash_mma_kernel {
