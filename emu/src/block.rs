@@ -425,47 +425,39 @@ impl Block<'_> {
     /// The running thread has gone `budget` without reaching a barrier, a collective or its end.
     fn watchdog_kind(&self, budget: Duration) -> EmuErrorKind {
         let running = self.current.get();
-        let states = self.states.borrow();
-        let others = (0..self.threads)
-            .filter(|&t| t != running && states[t] != State::Done)
-            .take(REPORT)
-            .map(|t| {
-                let what = match states[t] {
-                    State::AtBarrier(site) => format!("waits at the barrier at {site}"),
-                    State::AtCollective => "waits at a warp instruction".to_string(),
-                    _ => "has not run since the last barrier".to_string(),
-                };
-                (self.thread_dim3(t), what)
-            })
-            .collect();
         EmuErrorKind::Watchdog {
             thread: self.thread_dim3(running),
             last_site: self.slot.last_site(),
             budget_ms: budget.as_millis() as u64,
-            others,
+            others: self.unfinished(Some(running), "has not run since the last barrier"),
         }
     }
 
     /// The block has run `budget` though its threads kept waiting: where each was.
     fn block_watchdog_kind(&self, budget: Duration) -> EmuErrorKind {
+        EmuErrorKind::BlockWatchdog {
+            budget_ms: budget.as_millis() as u64,
+            last_barrier: self.last_barrier.get(),
+            threads: self.unfinished(None, "is blocked elsewhere"),
+        }
+    }
+
+    /// The first few threads that have not finished (`but` left out), each with where it waits
+    /// (`otherwise` for one that waits at neither a barrier nor a warp instruction).
+    fn unfinished(&self, but: Option<usize>, otherwise: &str) -> Vec<(Dim3, String)> {
         let states = self.states.borrow();
-        let threads = (0..self.threads)
-            .filter(|&t| states[t] != State::Done)
+        (0..self.threads)
+            .filter(|&t| Some(t) != but && states[t] != State::Done)
             .take(REPORT)
             .map(|t| {
                 let what = match states[t] {
                     State::AtBarrier(site) => format!("waits at the barrier at {site}"),
                     State::AtCollective => "waits at a warp instruction".to_string(),
-                    _ => "is blocked elsewhere".to_string(),
+                    _ => otherwise.to_string(),
                 };
                 (self.thread_dim3(t), what)
             })
-            .collect();
-        EmuErrorKind::BlockWatchdog {
-            budget_ms: budget.as_millis() as u64,
-            last_barrier: self.last_barrier.get(),
-            threads,
-        }
+            .collect()
     }
 
     fn suspend(&self, state: State) {

@@ -21,6 +21,37 @@ fn check(args: &[&str]) -> (Option<i32>, String, String) {
     (out.status.code(), text(&out.stdout), text(&out.stderr))
 }
 
+/// `check` of `tests/foreign/ptx/elementwise.default.ptx`'s `vector_add_f32` (c = a + b over
+/// `n` elements) on `--grid grid --block block`, its three buffers as `buffers` say, then `extra`.
+fn vector_add(
+    grid: &str,
+    block: &str,
+    buffers: [&str; 3],
+    n: &str,
+    extra: &[&str],
+) -> (Option<i32>, String, String) {
+    let file = format!(
+        "{}/../tests/foreign/ptx/elementwise.default.ptx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let n = format!("u32:{n}");
+    let mut args = vec![
+        file.as_str(),
+        "--entry",
+        "vector_add_f32",
+        "--grid",
+        grid,
+        "--block",
+        block,
+    ];
+    for b in &buffers {
+        args.extend(["--arg", b]);
+    }
+    args.extend(["--arg", n.as_str()]);
+    args.extend(extra);
+    check(&args)
+}
+
 #[test]
 fn list_names_every_entry_with_its_parameters_and_the_refused_one_with_its_cause() {
     let file = fixture("default");
@@ -449,10 +480,6 @@ fn a_loop_around_a_barrier_ends_within_the_watchdog_s_budget_naming_kernel_block
 /// count). Each is refused at once, with the thread count, and the way to predict it.
 #[test]
 fn a_grid_too_large_to_check_whole_is_refused_with_the_way_to_predict_it() {
-    let file = format!(
-        "{}/../tests/foreign/ptx/elementwise.default.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    );
     for (grid, block, threads) in [
         ("2147483647", "256", "549755813632 threads"),
         ("100000000", "32", "3200000000 threads"),
@@ -462,23 +489,13 @@ fn a_grid_too_large_to_check_whole_is_refused_with_the_way_to_predict_it() {
             "9444444733164249676800 threads",
         ),
     ] {
-        let (code, out, err) = check(&[
-            &file,
-            "--entry",
-            "vector_add_f32",
-            "--grid",
+        let (code, out, err) = vector_add(
             grid,
-            "--block",
             block,
-            "--arg",
-            "f32[256]:ones",
-            "--arg",
-            "f32[256]:ones",
-            "--arg",
-            "f32[256]:zeros",
-            "--arg",
-            "u32:256",
-        ]);
+            ["f32[256]:ones", "f32[256]:ones", "f32[256]:zeros"],
+            "256",
+            &[],
+        );
         assert_eq!(code, Some(1), "{out}{err}");
         assert!(
             err.contains(threads) && err.contains(&format!("--predict-grid {grid}")),
@@ -511,29 +528,13 @@ fn a_dump_that_cannot_be_written_whole_leaves_the_earlier_one_as_it_was() {
     let dir = common::scratch("dump-whole");
     std::fs::write(dir.join("arg0.npy"), "earlier").unwrap();
     std::fs::create_dir(dir.join("arg1.npy")).unwrap();
-    let file = format!(
-        "{}/../tests/foreign/ptx/elementwise.default.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let (code, out, err) = check(&[
-        &file,
-        "--entry",
-        "vector_add_f32",
-        "--grid",
+    let (code, out, err) = vector_add(
         "1",
-        "--block",
         "256",
-        "--arg",
-        "f32[256]:ones",
-        "--arg",
-        "f32[256]:ones",
-        "--arg",
-        "f32[256]:zeros",
-        "--arg",
-        "u32:256",
-        "--dump",
-        dir.to_str().unwrap(),
-    ]);
+        ["f32[256]:ones", "f32[256]:ones", "f32[256]:zeros"],
+        "256",
+        &["--dump", dir.to_str().unwrap()],
+    );
     assert_eq!(code, Some(1), "{out}");
     assert!(
         err.contains("is a folder, where the dump writes argument 1"),
@@ -663,29 +664,13 @@ fn a_whole_cu_with_host_code_is_checked_as_it_is() {
 /// real one.
 #[test]
 fn a_grid_smaller_than_the_device_is_called_a_test_size_with_how_to_predict_the_real_one() {
-    let file = format!(
-        "{}/../tests/foreign/ptx/elementwise.default.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let (code, out, err) = check(&[
-        &file,
-        "--entry",
-        "vector_add_f32",
-        "--grid",
+    let (code, out, err) = vector_add(
         "2",
-        "--block",
         "256",
-        "--arg",
-        "f32[512]:ones",
-        "--arg",
-        "f32[512]:ones",
-        "--arg",
-        "f32[512]:zeros",
-        "--arg",
-        "u32:512",
-        "--device",
-        "a100,h100",
-    ]);
+        ["f32[512]:ones", "f32[512]:ones", "f32[512]:zeros"],
+        "512",
+        &["--device", "a100,h100"],
+    );
     assert_eq!(code, Some(0), "{err}");
     assert!(
         out.contains("A test size: its 2 blocks leave 106 of the 108 SMs idle")
@@ -700,28 +685,13 @@ fn a_grid_smaller_than_the_device_is_called_a_test_size_with_how_to_predict_the_
 /// elements the access needs.
 #[test]
 fn a_buffer_smaller_than_the_launch_reads_is_named_with_the_elements_it_needs() {
-    let file = format!(
-        "{}/../tests/foreign/ptx/elementwise.default.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let (code, _, err) = check(&[
-        &file,
-        "--entry",
-        "vector_add_f32",
-        "--grid",
+    let (code, _, err) = vector_add(
         "2",
-        "--block",
         "256",
-        "--arg",
-        "f32[512]:ones",
-        "--arg",
-        "f32[300]:ones",
-        "--arg",
-        "f32[512]:zeros",
-        "--arg",
-        "u32:512",
-        "--no-predict",
-    ]);
+        ["f32[512]:ones", "f32[300]:ones", "f32[512]:zeros"],
+        "512",
+        &["--no-predict"],
+    );
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains(
