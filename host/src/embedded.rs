@@ -58,9 +58,10 @@ impl Arch {
         }
     }
 
-    /// The best build for a device of compute capability `major.minor`: sm_90a on Hopper, sm_80
-    /// (forward-compatible PTX, JIT-compiled by the driver) on anything from Ampere on, and none
-    /// before Ampere (the tensor-core and `cp.async` kernels need 8.0).
+    /// The best build for a device of compute capability `major.minor`: sm_90a on Hopper (9.0),
+    /// sm_90 (forward-compatible PTX, JIT-compiled by the driver) on anything after it, sm_80 on
+    /// Ampere and Ada (8.x), and none before Ampere (the tensor-core and `cp.async` kernels need
+    /// 8.0).
     pub fn for_compute_capability(major: i32, minor: i32) -> Option<Arch> {
         match (major, minor) {
             (9, 0) => Some(Arch::Sm90a),
