@@ -420,6 +420,39 @@ mod tests {
             })
     }
 
+    /// A CUDA C++ row's entry, grid, block and `--arg`s.
+    type CudaRow = (&'static str, [u32; 3], [u32; 3], &'static [&'static str]);
+
+    /// The suite's rows that run an entry of `file`, in the table's order.
+    fn rows_of(file: &str) -> Vec<CudaRow> {
+        validation::ROWS
+            .iter()
+            .filter_map(|row| match row.kernel {
+                Kernel::Cuda {
+                    file: f,
+                    entry,
+                    grid,
+                    block,
+                    args,
+                } if f == file => Some((entry, grid, block, args)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `entry` of `module` on `grid` blocks of the row's `block`, every check on; a failure
+    /// names the entry.
+    fn launch(module: &Module, entry: &str, grid: emu::Dim3, block: [u32; 3], args: &[Arg]) {
+        let cfg = LaunchConfig {
+            grid,
+            block: dim3(block[0], block[1], block[2]),
+            dynamic_shared: 0,
+        };
+        module
+            .launch(entry, &cfg, args)
+            .unwrap_or_else(|e| panic!("{entry}: {e}"));
+    }
+
     /// Every SGEMM step of the suite, at M = 128, N = 256, K = 64 (multiples of every step's
     /// tiles) with its row's block and tiles, computes alpha A B + beta C as a CPU GEMM does,
     /// with every emulator check on (bounds, races, barriers).
@@ -444,17 +477,7 @@ mod tests {
         }
         let (da, db) = (rt.upload(&a).unwrap(), rt.upload(&b).unwrap());
         let mut steps = 0;
-        for row in validation::ROWS.iter() {
-            let Kernel::Cuda {
-                file: "tests/validation/sgemm.cu",
-                entry,
-                grid,
-                block,
-                ..
-            } = row.kernel
-            else {
-                continue;
-            };
+        for (entry, grid, block, _) in rows_of("tests/validation/sgemm.cu") {
             // The row's grid is at 4096 x 4096: its tiles are 4096 / grid. Steps 1 to 3 put
             // the rows of C along blockIdx.x, the others its columns.
             let (tx, ty) = (4096 / grid[0] as usize, 4096 / grid[1] as usize);
@@ -475,14 +498,7 @@ mod tests {
                 Arg::F32(beta),
                 Arg::buffer(&dc),
             ];
-            let cfg = LaunchConfig {
-                grid: small,
-                block: dim3(block[0], block[1], block[2]),
-                dynamic_shared: 0,
-            };
-            module
-                .launch(entry, &cfg, &args)
-                .unwrap_or_else(|e| panic!("{entry}: {e}"));
+            launch(&module, entry, small, block, &args);
             let got = rt.download(&dc).unwrap();
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert!(
@@ -512,19 +528,9 @@ mod tests {
         let input = host::reference::uniform(n * n, 4, -1.0, 1.0);
         let din = rt.upload(&input).unwrap();
         let mut entries = std::collections::BTreeSet::new();
-        for row in validation::ROWS.iter() {
-            let Kernel::Cuda {
-                file: "tests/validation/transpose.cu",
-                entry,
-                grid,
-                block,
-                args,
-            } = row.kernel
-            else {
-                continue;
-            };
+        for (entry, grid, block, args) in rows_of("tests/validation/transpose.cu") {
             let dout = rt.upload(&vec![0f32; n * n]).unwrap();
-            let launch = [Arg::buffer(&din), Arg::buffer(&dout), Arg::I32(n as i32)];
+            let transpose_args = [Arg::buffer(&din), Arg::buffer(&dout), Arg::I32(n as i32)];
             // The row's grid covers its size, `full`: the copy's along x, the transposes' as
             // tiles.
             let full = last_size(args);
@@ -534,14 +540,7 @@ mod tests {
                 let scale = |g: u32| (g as usize * n / full) as u32;
                 dim3(scale(grid[0]), scale(grid[1]), 1)
             };
-            let cfg = LaunchConfig {
-                grid: small,
-                block: dim3(block[0], block[1], block[2]),
-                dynamic_shared: 0,
-            };
-            module
-                .launch(entry, &cfg, &launch)
-                .unwrap_or_else(|e| panic!("{entry}: {e}"));
+            launch(&module, entry, small, block, &transpose_args);
             let got = rt.download(&dout).unwrap();
             for i in 0..n {
                 for j in 0..n {
@@ -569,16 +568,7 @@ mod tests {
         let c: Vec<f64> = (0..n).map(|i| (i as f64 * 0.11).cos()).collect();
         let (db, dc) = (rt.upload(&b).unwrap(), rt.upload(&c).unwrap());
         let mut entries = std::collections::BTreeSet::new();
-        for row in validation::ROWS.iter() {
-            let Kernel::Cuda {
-                file: "tests/validation/stream.cu",
-                entry,
-                block,
-                ..
-            } = row.kernel
-            else {
-                continue;
-            };
+        for (entry, _, block, _) in rows_of("tests/validation/stream.cu") {
             let a0 = vec![-7.0f64; n];
             let da = rt.upload(&a0).unwrap();
             let args = [
@@ -587,14 +577,13 @@ mod tests {
                 Arg::buffer(&dc),
                 Arg::I32(n as i32),
             ];
-            let cfg = LaunchConfig {
-                grid: dim3((n / block[0] as usize + 1) as u32, 1, 1),
-                block: dim3(block[0], block[1], block[2]),
-                dynamic_shared: 0,
-            };
-            module
-                .launch(entry, &cfg, &args)
-                .unwrap_or_else(|e| panic!("{entry}: {e}"));
+            launch(
+                &module,
+                entry,
+                dim3((n / block[0] as usize + 1) as u32, 1, 1),
+                block,
+                &args,
+            );
             let got = rt.download(&da).unwrap();
             for i in 0..n {
                 let inner = |r: usize| i >= r && i + r < n;
@@ -631,26 +620,11 @@ mod tests {
         let src: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
         let dsrc = rt.upload(&src).unwrap();
         let mut entries = std::collections::BTreeSet::new();
-        for row in validation::ROWS.iter() {
-            let Kernel::Cuda {
-                file: "tests/validation/memcpy.cu",
-                entry,
-                block,
-                ..
-            } = row.kernel
-            else {
-                continue;
-            };
+        for (entry, _, block, _) in rows_of("tests/validation/memcpy.cu") {
             let ddst = rt.upload(&vec![0u8; n]).unwrap();
             let args = [Arg::buffer(&ddst), Arg::buffer(&dsrc), Arg::U64(n as u64)];
-            let cfg = LaunchConfig {
-                grid: dim3(1, 1, 1),
-                block: dim3(block[0] / 4, block[1], block[2]),
-                dynamic_shared: 0,
-            };
-            module
-                .launch(entry, &cfg, &args)
-                .unwrap_or_else(|e| panic!("{entry}: {e}"));
+            let quarter = [block[0] / 4, block[1], block[2]];
+            launch(&module, entry, dim3(1, 1, 1), quarter, &args);
             assert_eq!(rt.download(&ddst).unwrap(), src, "{entry}");
             entries.insert(entry);
         }
@@ -668,16 +642,7 @@ mod tests {
         let b = host::reference::uniform(k * n, 6, -1.0, 1.0);
         let (da, db) = (rt.upload(&a).unwrap(), rt.upload(&b).unwrap());
         let mut entries = std::collections::BTreeSet::new();
-        for row in validation::ROWS.iter() {
-            let Kernel::Cuda {
-                file: "tests/validation/gemm_simt.cu",
-                entry,
-                block,
-                ..
-            } = row.kernel
-            else {
-                continue;
-            };
+        for (entry, _, block, _) in rows_of("tests/validation/gemm_simt.cu") {
             let dc = rt.upload(&vec![0f32; m * n]).unwrap();
             let args = [
                 Arg::buffer(&da),
@@ -687,14 +652,13 @@ mod tests {
                 Arg::I32(n as i32),
                 Arg::I32(k as i32),
             ];
-            let cfg = LaunchConfig {
-                grid: dim3(n as u32 / block[0], m as u32 / block[1], 1),
-                block: dim3(block[0], block[1], block[2]),
-                dynamic_shared: 0,
-            };
-            module
-                .launch(entry, &cfg, &args)
-                .unwrap_or_else(|e| panic!("{entry}: {e}"));
+            launch(
+                &module,
+                entry,
+                dim3(n as u32 / block[0], m as u32 / block[1], 1),
+                block,
+                &args,
+            );
             let got = rt.download(&dc).unwrap();
             for i in 0..m {
                 for j in 0..n {
