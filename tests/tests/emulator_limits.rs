@@ -12,6 +12,26 @@ use kernels::cuda::warp::sync_warp;
 use kernels::kernel;
 use suite::{emu_error, emulator};
 
+/// Launches `kernel` (registered as `name`) on `cfg`, its flag never set, with the watchdog at
+/// `budget`: the emulator's error and how long the launch took.
+fn stopped_by_the_watchdog(
+    name: &'static str,
+    cfg: LaunchConfig,
+    budget: Duration,
+    kernel: unsafe fn(GlobalPtr<u32>),
+) -> (emu::EmuError, Duration) {
+    let (rt, emu) = emulator();
+    let options = LaunchOptions {
+        watchdog: Some(budget),
+        ..emu.defaults()
+    };
+    let flag = rt.alloc::<u32>(1).unwrap();
+    let f = flag.ptr();
+    let start = Instant::now();
+    let err = emu_error(emu.launch_with(name, &cfg, &options, || unsafe { kernel(f) }));
+    (err, start.elapsed())
+}
+
 kernel! {
     /// Broken: thread 0 spins until a flag nobody sets becomes 1 (the others wait at a barrier).
     pub unsafe fn spins_forever(flag: GlobalPtr<u32>) {
@@ -24,21 +44,13 @@ kernel! {
 
 #[test]
 fn a_loop_that_never_ends_is_stopped_by_the_watchdog() {
-    let (rt, emu) = emulator();
-    let options = LaunchOptions {
-        watchdog: Some(Duration::from_millis(200)),
-        ..emu.defaults()
-    };
-    let flag = rt.alloc::<u32>(1).unwrap();
-    let f = flag.ptr();
-    let start = Instant::now();
-    let err = emu_error(emu.launch_with(
+    let (err, took) = stopped_by_the_watchdog(
         "spins_forever",
-        &LaunchConfig::linear(1, 64),
-        &options,
-        || unsafe { spins_forever(f) },
-    ));
-    assert!(start.elapsed() < Duration::from_secs(30));
+        LaunchConfig::linear(1, 64),
+        Duration::from_millis(200),
+        spins_forever,
+    );
+    assert!(took < Duration::from_secs(30));
     let EmuErrorKind::Watchdog {
         thread,
         last_site,
@@ -72,22 +84,13 @@ kernel! {
 /// report is the first block's, as on every run.
 #[test]
 fn a_loop_in_every_block_ends_the_launch_within_one_budget() {
-    let (rt, emu) = emulator();
     let budget = Duration::from_millis(200);
-    let options = LaunchOptions {
-        watchdog: Some(budget),
-        ..emu.defaults()
-    };
-    let flag = rt.alloc::<u32>(1).unwrap();
-    let f = flag.ptr();
-    let start = Instant::now();
-    let err = emu_error(emu.launch_with(
+    let (err, took) = stopped_by_the_watchdog(
         "every_block_spins",
-        &LaunchConfig::linear(256, 32),
-        &options,
-        || unsafe { every_block_spins(f) },
-    ));
-    let took = start.elapsed();
+        LaunchConfig::linear(256, 32),
+        budget,
+        every_block_spins,
+    );
     assert!(matches!(err.kind, EmuErrorKind::Watchdog { .. }), "{err}");
     assert_eq!(err.block.x, 0, "{err}");
     // One budget per block worker (the blocks run in parallel), and slack for a loaded machine.
@@ -109,22 +112,13 @@ kernel! {
 /// naming the barrier's line.
 #[test]
 fn a_loop_around_a_barrier_is_stopped_by_the_block_s_budget_at_the_barrier_s_line() {
-    let (rt, emu) = emulator();
     let budget = Duration::from_millis(300);
-    let options = LaunchOptions {
-        watchdog: Some(budget),
-        ..emu.defaults()
-    };
-    let flag = rt.alloc::<u32>(1).unwrap();
-    let f = flag.ptr();
-    let start = Instant::now();
-    let err = emu_error(emu.launch_with(
+    let (err, took) = stopped_by_the_watchdog(
         "barrier_loop",
-        &LaunchConfig::linear(2, 64),
-        &options,
-        || unsafe { barrier_loop(f) },
-    ));
-    let took = start.elapsed();
+        LaunchConfig::linear(2, 64),
+        budget,
+        barrier_loop,
+    );
     let EmuErrorKind::BlockWatchdog {
         last_barrier,
         threads,
@@ -163,22 +157,14 @@ kernel! {
 
 #[test]
 fn a_loop_around_a_warp_instruction_is_stopped_by_the_block_s_budget() {
-    let (rt, emu) = emulator();
     let budget = Duration::from_millis(300);
-    let options = LaunchOptions {
-        watchdog: Some(budget),
-        ..emu.defaults()
-    };
-    let flag = rt.alloc::<u32>(1).unwrap();
-    let f = flag.ptr();
-    let start = Instant::now();
-    let err = emu_error(emu.launch_with(
+    let (err, took) = stopped_by_the_watchdog(
         "warp_barrier_loop",
-        &LaunchConfig::linear(1, 32),
-        &options,
-        || unsafe { warp_barrier_loop(f) },
-    ));
-    assert!(start.elapsed() < 20 * budget);
+        LaunchConfig::linear(1, 32),
+        budget,
+        warp_barrier_loop,
+    );
+    assert!(took < 20 * budget);
     assert!(
         matches!(err.kind, EmuErrorKind::BlockWatchdog { .. }),
         "{err}"
