@@ -8,17 +8,24 @@ use common::xtask;
 
 /// The committed NVRTC output of `refusals.cu` at `level`.
 fn fixture(level: &str) -> String {
-    format!(
-        "{}/../tests/foreign/ptx/refusals.{level}.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    in_repo(&format!("tests/foreign/ptx/refusals.{level}.ptx"))
 }
 
 /// `cargo xtask check <args>`: (exit status, stdout, stderr).
 fn check(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = xtask(&[&["check"], args].concat(), &[]);
+    check_with(args, &[])
+}
+
+/// [`check`] with the environment variables `envs` set.
+fn check_with(args: &[&str], envs: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let out = xtask(&[&["check"], args].concat(), envs);
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The path of the repository's file `path` (from its root).
+fn in_repo(path: &str) -> String {
+    format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// `check` of `tests/foreign/ptx/elementwise.default.ptx`'s `vector_add_f32` (c = a + b over
@@ -30,10 +37,7 @@ fn vector_add(
     n: &str,
     extra: &[&str],
 ) -> (Option<i32>, String, String) {
-    let file = format!(
-        "{}/../tests/foreign/ptx/elementwise.default.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let file = in_repo("tests/foreign/ptx/elementwise.default.ptx");
     let n = format!("u32:{n}");
     let mut args = vec![
         file.as_str(),
@@ -78,10 +82,7 @@ fn list_names_every_entry_with_its_parameters_and_the_refused_one_with_its_cause
 /// (`reverse` is declared after `reverse_unsynced`).
 #[test]
 fn list_keeps_the_module_s_order() {
-    let file = format!(
-        "{}/../tests/foreign/ptx/reverse.default.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let file = in_repo("tests/foreign/ptx/reverse.default.ptx");
     let (code, out, err) = check(&[&file, "--list"]);
     assert_eq!(code, Some(0), "{err}");
     let names: Vec<&str> = out
@@ -199,10 +200,7 @@ fn a_file_that_is_not_a_regular_file_is_refused_before_it_is_read() {
 /// runs it to its end, warns once naming both PTX lines and why, and says so in its summary.
 #[test]
 fn two_halves_meeting_one_barrier_at_their_own_lines_run_with_a_warning() {
-    let file = format!(
-        "{}/../tests/fixtures/ptx/double-buffered-halves.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let file = in_repo("tests/fixtures/ptx/double-buffered-halves.ptx");
     let (code, out, err) = check(&[
         &file,
         "--entry",
@@ -246,10 +244,7 @@ fn two_halves_meeting_one_barrier_at_their_own_lines_run_with_a_warning() {
 /// A wrong count of them, or a device the model does not know, fails before the check launches.
 #[test]
 fn a_small_check_predicts_the_real_size_with_its_own_arguments() {
-    let file = format!(
-        "{}/../tests/foreign/ptx/elementwise.default.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let file = in_repo("tests/foreign/ptx/elementwise.default.ptx");
     let small = [
         "f32[512]:iota",
         "f32[512]:ones",
@@ -376,10 +371,7 @@ fn a_dump_replaces_links_and_earlier_buffers_and_refuses_a_file() {
 /// A misspelt entry is refused before any buffer is made, with the module's kernels listed.
 #[test]
 fn a_misspelt_entry_lists_the_kernels_there_are() {
-    let file = format!(
-        "{}/../tests/foreign/ptx/reverse.default.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let file = in_repo("tests/foreign/ptx/reverse.default.ptx");
     let (code, out, err) = check(&[
         &file,
         "--entry",
@@ -448,9 +440,8 @@ fn a_loop_around_a_barrier_ends_within_the_watchdog_s_budget_naming_kernel_block
     let file = dir.join("loop.ptx");
     std::fs::write(&file, BARRIER_LOOP).unwrap();
     let start = std::time::Instant::now();
-    let out = xtask(
+    let (code, _, err) = check_with(
         &[
-            "check",
             file.to_str().unwrap(),
             "--entry",
             "barrier_loop",
@@ -464,8 +455,7 @@ fn a_loop_around_a_barrier_ends_within_the_watchdog_s_budget_naming_kernel_block
         &[("KERNELS_EMU_WATCHDOG_S", "1")],
     );
     let took = start.elapsed();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(code, Some(1), "{err}");
     assert!(took < std::time::Duration::from_secs(11), "{took:?}");
     assert!(
         err.contains("kernel `barrier_loop`, block (")
@@ -548,16 +538,13 @@ fn a_dump_that_cannot_be_written_whole_leaves_the_earlier_one_as_it_was() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `check` of `tests/fixtures/ptx/recursion.ptx`'s `recurse`, `n` calls deep, with `envs`.
+/// `check` of `tests/fixtures/ptx/recursion.ptx`'s `recurse`, `n` calls deep, with `envs`:
+/// the exit status and everything it printed.
 fn recurse(n: &str, envs: &[(&str, &str)]) -> (Option<i32>, String) {
-    let file = format!(
-        "{}/../tests/fixtures/ptx/recursion.ptx",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let out = xtask(
+    let depth = format!("i32:{n}");
+    let (code, out, err) = check_with(
         &[
-            "check",
-            &file,
+            &in_repo("tests/fixtures/ptx/recursion.ptx"),
             "--entry",
             "recurse",
             "--grid",
@@ -567,14 +554,12 @@ fn recurse(n: &str, envs: &[(&str, &str)]) -> (Option<i32>, String) {
             "--arg",
             "i32[32]:zeros",
             "--arg",
-            &format!("i32:{n}"),
+            &depth,
             "--no-predict",
         ],
         envs,
     );
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code(), text)
+    (code, out + &err)
 }
 
 /// Issue 55, finding 11: a recursion 200 calls deep (about 51 KiB of frames per thread) was "no
@@ -604,10 +589,7 @@ fn a_recursion_deeper_than_a_gpu_s_stack_is_the_fault_it_is_on_a_gpu() {
 /// The softmax it runs is compared with one computed here, row by row.
 #[test]
 fn a_whole_cu_with_host_code_is_checked_as_it_is() {
-    let file = format!(
-        "{}/../tests/fixtures/cuda/llmc_style.cu",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let file = in_repo("tests/fixtures/cuda/llmc_style.cu");
     let (code, out, err) = check(&[&file, "--list"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(
@@ -705,10 +687,7 @@ fn a_buffer_smaller_than_the_launch_reads_is_named_with_the_elements_it_needs() 
 /// every allocation", without a word about the launch's 0 bytes; with the bytes it runs.
 #[test]
 fn dynamic_shared_memory_left_at_zero_says_to_give_its_size() {
-    let file = format!(
-        "{}/../tests/fixtures/cuda/dynamic_shared.cu",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let file = in_repo("tests/fixtures/cuda/dynamic_shared.cu");
     let args = |shared: &'static str| {
         [
             file.as_str(),
@@ -741,10 +720,7 @@ fn dynamic_shared_memory_left_at_zero_says_to_give_its_size() {
 /// name (`_Z23softmax_forward_kernel1PfPKfii`).
 #[test]
 fn a_report_names_the_kernel_as_the_source_writes_it() {
-    let file = format!(
-        "{}/../tests/fixtures/cuda/llmc_style.cu",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let file = in_repo("tests/fixtures/cuda/llmc_style.cu");
     let (code, _, err) = check(&[
         &file,
         "--entry",
