@@ -16,22 +16,11 @@ pub fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
 }
 
 /// Writes `contents` to `path` by way of a temporary file and a rename that replaces whatever
-/// `path` is, a symbolic link included: never through it. For files whose names the command
-/// chose inside a folder the user named (`check --dump DIR`'s `argK.npy`), where a link is no
-/// one's intent and writing through it would overwrite a file elsewhere.
+/// `path` is, a symbolic link included: never through it ([`write`] resolves a link the user
+/// named first).
 pub fn replace(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
-    use std::io::Write;
-    let tmp = sibling(path, &format!("tmp.{}", std::process::id()));
-    // On the disk before the rename: a crash or power cut after it then finds the new report
-    // whole, not a renamed file whose blocks were never written.
-    // `create_new`: a temporary name someone linked elsewhere is refused, not followed.
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(contents.as_ref()).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    written.map_err(|e| {
+    let tmp = temporary(path, contents.as_ref())?;
+    std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         format!("cannot write {}: {e}", path.display())
     })
@@ -41,12 +30,12 @@ pub fn replace(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
 /// temporary first, and only once all of them are whole are they renamed into place (each
 /// [`replace`]s whatever its path is, a link included). If one cannot be written, none is
 /// renamed and the temporaries are removed: the previous set stays as it was, never half
-/// overwritten (`check --dump DIR`'s `argK.npy`).
+/// overwritten (`check --dump DIR`'s `argK.npy`, names the command chose inside a folder the
+/// user named, where a link is no one's intent).
 pub fn replace_all(
     paths: &[PathBuf],
     mut contents: impl FnMut(usize) -> Result<Vec<u8>, String>,
 ) -> Result<(), String> {
-    use std::io::Write;
     let mut written: Vec<PathBuf> = Vec::new();
     let undo = |written: &[PathBuf]| {
         for tmp in written {
@@ -54,23 +43,13 @@ pub fn replace_all(
         }
     };
     for (i, path) in paths.iter().enumerate() {
-        let tmp = sibling(path, &format!("tmp.{}", std::process::id()));
-        let made = contents(i).and_then(|bytes| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)
-                .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_all()))
-                .map_err(|e| {
-                    let _ = std::fs::remove_file(&tmp);
-                    format!("cannot write {}: {e}", path.display())
-                })
-        });
-        if let Err(e) = made {
-            undo(&written);
-            return Err(format!("{e}; nothing was replaced"));
+        match contents(i).and_then(|bytes| temporary(path, &bytes)) {
+            Ok(tmp) => written.push(tmp),
+            Err(e) => {
+                undo(&written);
+                return Err(format!("{e}; nothing was replaced"));
+            }
         }
-        written.push(tmp);
     }
     for (tmp, path) in written.iter().zip(paths) {
         std::fs::rename(tmp, path).map_err(|e| {
@@ -79,6 +58,25 @@ pub fn replace_all(
         })?;
     }
     Ok(())
+}
+
+/// `contents` written whole to a new temporary file beside `path`, ready to be renamed over it.
+/// On the disk before the rename: a crash or power cut after it then finds the new file whole,
+/// not a renamed file whose blocks were never written. `create_new`: a temporary name someone
+/// linked elsewhere is refused, not followed.
+fn temporary(path: &Path, contents: &[u8]) -> Result<PathBuf, String> {
+    use std::io::Write;
+    let tmp = sibling(path, &format!("tmp.{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(contents).and_then(|()| f.sync_all()))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot write {}: {e}", path.display())
+        })?;
+    Ok(tmp)
 }
 
 /// `path`, or the file it leads to if it is a symbolic link: a report given as a link is
