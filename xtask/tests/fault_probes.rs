@@ -408,15 +408,26 @@ fn an_exit_with_that_is_not_a_live_process_is_refused() {
 /// `cargo xtask <args>` run in `dir` (a copy of the binary when `exe` says so), with nothing in
 /// the environment pointing it at this checkout.
 fn xtask_in(exe: &std::path::Path, dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(exe)
-        .args(args)
-        .current_dir(dir)
-        .env("KERNELS_BACKEND", "emulator")
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("XTASK_OUT")
-        .env_remove("CARGO_MANIFEST_DIR")
-        .output()
-        .expect("xtask starts")
+    // A binary this test just copied can be "busy" for a moment: another test's thread may
+    // fork while the copy's file is still open for writing, and the child holds it until it
+    // execs (ETXTBSY). That is the test harness, not the command: try again.
+    for _ in 0..50 {
+        let out = std::process::Command::new(exe)
+            .args(args)
+            .current_dir(dir)
+            .env("KERNELS_BACKEND", "emulator")
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("XTASK_OUT")
+            .env_remove("CARGO_MANIFEST_DIR")
+            .output();
+        match out {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.expect("xtask starts"),
+        }
+    }
+    panic!("{} stayed busy (ETXTBSY) for a second", exe.display())
 }
 
 #[test]
