@@ -23,20 +23,20 @@ pub(crate) fn buffers(rt: &Runtime, specs: &[String]) -> Result<Vec<Option<Buffe
     Ok(buffers)
 }
 
-/// Whether `len` elements of `ty`, `staged` times over (the values on the host, then the
-/// buffer), fit in the memory `rt` has free: refused with the sizes before anything is made.
-fn fits(rt: &Runtime, ty: &str, len: usize, staged: u64) -> Result<(), String> {
-    let size = crate::npy::element_size(npy_descr(ty)?)? as u64;
-    let bytes = (len as u64).saturating_mul(size);
+/// Whether `bytes`, held `staged` times over at the peak (a file read, its values, the
+/// buffer), fit in the memory `rt` has free: refused before anything is made, saying `what` is
+/// that large and why.
+fn fits(
+    rt: &Runtime,
+    bytes: u64,
+    staged: u64,
+    what: impl FnOnce() -> String,
+) -> Result<(), String> {
     let free = rt.free_memory().map_err(|e| e.to_string())?;
     if bytes.saturating_mul(staged) > free {
-        let made = if staged > 1 {
-            format!(", made on the host first, {staged} times that")
-        } else {
-            String::new()
-        };
         return Err(format!(
-            "{len} elements of {ty} are {bytes} bytes{made}: more than the {free} bytes of memory free"
+            "{}: more than the {free} bytes of memory free",
+            what()
         ));
     }
     Ok(())
@@ -266,15 +266,24 @@ impl Buffer {
         // Zeros are the allocation's own (mapped lazily); any other values are made on the host
         // first, one element of the type each, then copied: twice the buffer's bytes at the peak.
         let staged = if init == "zeros" { 1 } else { 2 };
-        fits(rt, ty, len, staged)?;
+        let bytes = (len as u64).saturating_mul(crate::npy::element_size(npy_descr(ty)?)? as u64);
+        fits(rt, bytes, staged, || {
+            let made = if staged > 1 {
+                format!(", made on the host first, {staged} times that")
+            } else {
+                String::new()
+            };
+            format!("{len} elements of {ty} are {bytes} bytes{made}")
+        })?;
         let (lo, hi) = if float { (-1.0, 1.0) } else { (0.0, 100.0) };
         let random = (init == "rand").then(|| host::reference::uniform(len, seed + 1, lo, hi));
         let at = |i: usize| -> f64 {
-            match &random {
-                Some(r) if float => f64::from(r[i]),
-                Some(r) => f64::from(r[i]).floor(),
-                None if init == "iota" => i as f64,
-                None => largest,
+            match (&random, init) {
+                (Some(r), _) if float => f64::from(r[i]),
+                (Some(r), _) => f64::from(r[i]).floor(),
+                (None, "iota") => i as f64,
+                (None, "ones") => 1.0,
+                _ => 0.0,
             }
         };
         fn make<T: Element>(
@@ -317,14 +326,13 @@ impl Buffer {
         if !meta.is_file() {
             return Err(format!("{path} is not a regular file: give a .npy file"));
         }
-        let free = rt.free_memory().map_err(|e| e.to_string())?;
         // The file, then the values, then the buffer.
-        if meta.len().saturating_mul(3) > free {
-            return Err(format!(
-                "{path} is {} bytes: read, made into values and copied, it needs 3 times that, more than the {free} bytes of memory free",
+        fits(rt, meta.len(), 3, || {
+            format!(
+                "{path} is {} bytes: read, made into values and copied, it needs 3 times that",
                 meta.len()
-            ));
-        }
+            )
+        })?;
         let mut bytes = Vec::new();
         {
             use std::io::Read;
