@@ -847,7 +847,6 @@ impl Gathered {
         results: Vec<BlockOutcome>,
         options: &LaunchOptions,
     ) -> Result<()> {
-        let out = self;
         let allocation_of = |addr: usize| {
             let i = launch.regions.partition_point(|r| r.start <= addr);
             (i > 0 && addr < launch.regions[i - 1].end).then(|| i - 1)
@@ -858,16 +857,16 @@ impl Gathered {
             let (counters, profile, logged, stored, block_benign, block_divergent) =
                 r.map_err(Error::Emulator)?;
             for race in block_benign {
-                race.add_to(&mut out.benign_races);
+                race.add_to(&mut self.benign_races);
             }
             for finding in block_divergent {
-                finding.add_to(&mut out.divergent_barriers);
+                finding.add_to(&mut self.divergent_barriers);
             }
-            out.total.add(&counters);
+            self.total.add(&counters);
             // Blocks are unordered: two that store to one byte race (reported by the launch),
             // so the last in block order stands for "last".
             if let Some((thread, site)) = stored {
-                out.last_store = Some(LastStore {
+                self.last_store = Some(LastStore {
                     kernel: launch.name,
                     block: b,
                     thread: index_in(launch.cfg.block, u64::from(thread)),
@@ -875,7 +874,7 @@ impl Gathered {
                 });
             }
             if let Some(p) = profile {
-                if let Some(sampled) = &mut out.sampled {
+                if let Some(sampled) = &mut self.sampled {
                     let traffic = p.traffic(allocation_of, None);
                     let machine = options
                         .machine_code
@@ -894,10 +893,10 @@ impl Gathered {
                     });
                 }
                 if options.profiling {
-                    p.fold_into(&mut out.stats);
+                    p.fold_into(&mut self.stats);
                 }
             }
-            out.accesses.extend(logged);
+            self.accesses.extend(logged);
         }
         Ok(())
     }

@@ -127,7 +127,7 @@ fn sort_scope(src: &[u8], start: usize, end: usize, out: &mut [u8]) {
         let header = words(&src[at..decl.header_end]);
         match decl.body {
             Some((open, close)) if opens_scope(&header) => sort_scope(src, open + 1, close, out),
-            _ if is_kept(&header, decl.body.is_some()) => {}
+            _ if is_kept(&header) => {}
             _ => blank(out, at, decl.end),
         }
         at = decl.end;
@@ -191,7 +191,7 @@ fn opens_scope(header: &str) -> bool {
 }
 
 /// Whether a declaration is device code, or something both sides need.
-fn is_kept(header: &str, _has_body: bool) -> bool {
+fn is_kept(header: &str) -> bool {
     const DEVICE: &[&str] = &[
         "__global__",
         "__device__",
