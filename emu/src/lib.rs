@@ -336,6 +336,16 @@ impl Sampling {
 /// ([`LaunchOptions::sampling`]).
 pub const MAX_WHOLE_GRID_THREADS: u64 = 1 << 30;
 
+/// The threads of a launch of `cfg`, if the emulator runs that many whole; else, as the error,
+/// their count past [`MAX_WHOLE_GRID_THREADS`] (up to 2^95, so in 128 bits).
+pub fn threads_run_whole(cfg: &LaunchConfig) -> std::result::Result<u64, u128> {
+    let threads = u128::from(cfg.grid.volume()) * u128::from(cfg.block.volume());
+    u64::try_from(threads)
+        .ok()
+        .filter(|&t| t <= MAX_WHOLE_GRID_THREADS)
+        .ok_or(threads)
+}
+
 /// How many blocks run between two folds of their results: a launch's memory grows with the
 /// blocks it has folded (their race logs), not with every block's result held at once.
 const BLOCKS_PER_ROUND: u64 = 4096;
@@ -674,8 +684,7 @@ impl Emulator {
             watchdog: options.watchdog.map(|b| b.max(Duration::from_millis(1))),
         };
         let blocks = Sampling::blocks_of(options.sampling, name, cfg.grid);
-        let threads = blocks.len().saturating_mul(cfg.block.volume());
-        if matches!(blocks, Blocks::Grid(_)) && threads > MAX_WHOLE_GRID_THREADS {
+        if let (Blocks::Grid(_), Err(threads)) = (&blocks, threads_run_whole(cfg)) {
             return Err(Error::Shape(format!(
                 "{name}: a grid of {} blocks of {} threads is {threads} threads, more than the {MAX_WHOLE_GRID_THREADS} the emulator runs whole (some minutes' work); its checks need few blocks: run a smaller grid, or sample this one",
                 cfg.grid.volume(),

@@ -286,8 +286,7 @@ fn launch_config(args: &CheckArgs) -> Result<LaunchConfig, String> {
         block: dims(&args.block, "--block")?,
         dynamic_shared: args.shared,
     };
-    let threads = u128::from(cfg.grid.volume()) * u128::from(cfg.block.volume());
-    if threads > u128::from(emu::MAX_WHOLE_GRID_THREADS) {
+    if let Err(threads) = emu::threads_run_whole(&cfg) {
         return Err(format!(
             "--grid {} --block {}: {threads} threads, more than the {} a check runs (every block, on the emulator); a check needs few blocks: give a smaller --grid, and --predict-grid {} for the model's time at this one",
             args.grid,
